@@ -1,0 +1,105 @@
+"""JPEG decode and ImageNet training augmentation: uint8 out, normalisation deferred to the batch.
+
+simplejpeg (libjpeg-turbo, fast DCT and upsampling) was the fastest CPU decoder measured on this
+kind of machine; PIL is the fallback for the few JPEGs libjpeg-turbo cannot turn into RGB
+(CMYK, for example). Crop, resize and flip run in OpenCV with one thread, because loader workers
+already provide the parallelism.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import random
+from dataclasses import dataclass
+
+import cv2
+import numpy as np
+import simplejpeg
+import torch
+from PIL import Image
+
+cv2.setNumThreads(1)
+
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+
+
+class CorruptImage(ValueError):
+    """The bytes of a sample's image cannot be decoded."""
+
+
+@dataclass(frozen=True)
+class AugmentSpec:
+    """RandomResizedCrop + horizontal flip, torchvision's defaults."""
+
+    size: int = 224
+    scale: tuple[float, float] = (0.08, 1.0)
+    ratio: tuple[float, float] = (3 / 4, 4 / 3)
+    flip: bool = True
+
+
+def decode_jpeg(data: bytes) -> np.ndarray:
+    """bytes -> H x W x 3 uint8 RGB."""
+    try:
+        return simplejpeg.decode_jpeg(data, colorspace="RGB", fastdct=True, fastupsample=True)
+    except ValueError:
+        pass
+    try:
+        with Image.open(io.BytesIO(data)) as im:
+            return np.asarray(im.convert("RGB"))
+    except Exception as exc:  # PIL raises many types for bad data; all mean the same here
+        raise CorruptImage(f"cannot decode image ({len(data)} bytes): {exc}") from None
+
+
+def random_resized_crop_box(
+    rng: random.Random, width: int, height: int, spec: AugmentSpec
+) -> tuple[int, int, int, int]:
+    """torchvision.transforms.RandomResizedCrop.get_params: (x, y, w, h)."""
+    area = width * height
+    log_lo, log_hi = math.log(spec.ratio[0]), math.log(spec.ratio[1])
+    for _ in range(10):
+        target = area * rng.uniform(*spec.scale)
+        aspect = math.exp(rng.uniform(log_lo, log_hi))
+        w = round(math.sqrt(target * aspect))
+        h = round(math.sqrt(target / aspect))
+        if 0 < w <= width and 0 < h <= height:
+            return rng.randint(0, width - w), rng.randint(0, height - h), w, h
+    in_ratio = width / height
+    if in_ratio < spec.ratio[0]:
+        w, h = width, round(width / spec.ratio[0])
+    elif in_ratio > spec.ratio[1]:
+        w, h = round(height * spec.ratio[1]), height
+    else:
+        w, h = width, height
+    return (width - w) // 2, (height - h) // 2, w, h
+
+
+def augment(image: np.ndarray, rng: random.Random, spec: AugmentSpec) -> np.ndarray:
+    """H x W x 3 uint8 -> size x size x 3 uint8 (contiguous)."""
+    height, width = image.shape[:2]
+    x, y, w, h = random_resized_crop_box(rng, width, height, spec)
+    out = cv2.resize(image[y : y + h, x : x + w], (spec.size, spec.size), interpolation=cv2.INTER_LINEAR)
+    if spec.flip and rng.random() < 0.5:
+        out = cv2.flip(out, 1)
+    return out
+
+
+def collate_images(images: list[np.ndarray]) -> torch.Tensor:
+    """Stack H x W x C uint8 images into an N x C x H x W tensor in channels_last memory format.
+
+    The permute is a view: a channels_last model consumes the stack without another copy.
+    """
+    return torch.from_numpy(np.stack(images)).permute(0, 3, 1, 2)
+
+
+def normalize_batch(
+    images: torch.Tensor,
+    mean: tuple[float, ...] = IMAGENET_MEAN,
+    std: tuple[float, ...] = IMAGENET_STD,
+    dtype: torch.dtype = torch.float32,
+) -> torch.Tensor:
+    """uint8 N x C x H x W -> normalised float on the tensor's device (do it on the GPU)."""
+    scale = torch.tensor(std, device=images.device, dtype=dtype).view(1, -1, 1, 1) * 255.0
+    shift = torch.tensor(mean, device=images.device, dtype=dtype).view(1, -1, 1, 1) * 255.0
+    return images.to(dtype).sub_(shift).div_(scale)

@@ -1,0 +1,143 @@
+"""Per-stage timers for loader workers, and a StallMeter that wraps any iterable of batches.
+
+Stage times are measured where the work happens (inside the worker), as wall time and as the
+thread's CPU time: wall time is what limits a worker's rate, CPU time tells whether the core was
+the limit or something else (I/O, contention).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+STAGES = ("fetch", "decode", "augment", "collate")
+
+T = TypeVar("T")
+
+
+@dataclass
+class StageStats:
+    """Sums over the samples a worker produced; add them up across workers and batches."""
+
+    samples: int = 0
+    bytes_read: int = 0
+    wall_s: dict[str, float] = field(default_factory=lambda: dict.fromkeys(STAGES, 0.0))
+    cpu_s: dict[str, float] = field(default_factory=lambda: dict.fromkeys(STAGES, 0.0))
+    errors: Counter = field(default_factory=Counter)
+    error_examples: list[str] = field(default_factory=list)
+
+    def add_time(self, stage: str, wall: float, cpu: float) -> None:
+        self.wall_s[stage] += wall
+        self.cpu_s[stage] += cpu
+
+    def add_error(self, kind: str, where: str, keep: int = 5) -> None:
+        self.errors[kind] += 1
+        if len(self.error_examples) < keep:
+            self.error_examples.append(f"{kind}: {where}")
+
+    def merge(self, other: StageStats) -> None:
+        self.samples += other.samples
+        self.bytes_read += other.bytes_read
+        for stage in STAGES:
+            self.wall_s[stage] += other.wall_s[stage]
+            self.cpu_s[stage] += other.cpu_s[stage]
+        self.errors.update(other.errors)
+        room = 20 - len(self.error_examples)
+        self.error_examples.extend(other.error_examples[: max(0, room)])
+
+    def per_sample_ms(self, clock: str = "wall") -> dict[str, float]:
+        sums = self.wall_s if clock == "wall" else self.cpu_s
+        n = max(1, self.samples)
+        return {stage: 1000.0 * sums[stage] / n for stage in STAGES}
+
+    def as_dict(self) -> dict:
+        return {
+            "samples": self.samples,
+            "bytes_read": self.bytes_read,
+            "wall_s": dict(self.wall_s),
+            "cpu_s": dict(self.cpu_s),
+            "errors": dict(self.errors),
+            "error_examples": list(self.error_examples),
+        }
+
+
+class Stopwatch:
+    """Context manager adding a block's wall and thread-CPU time to one stage."""
+
+    __slots__ = ("_cpu", "_stage", "_stats", "_wall")
+
+    def __init__(self, stats: StageStats, stage: str) -> None:
+        self._stats, self._stage = stats, stage
+
+    def __enter__(self) -> Stopwatch:
+        self._wall, self._cpu = time.perf_counter(), time.thread_time()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stats.add_time(self._stage, time.perf_counter() - self._wall, time.thread_time() - self._cpu)
+
+
+@dataclass
+class StallSummary:
+    batches: int
+    wall_s: float
+    wait_s: float
+    stall_fraction: float
+    time_to_first_batch_s: float | None
+    wait_p50_ms: float
+    wait_p95_ms: float
+    wait_p99_ms: float
+
+
+class StallMeter(Generic[T]):
+    """Wrap any iterable of batches and measure how long the consumer waits in ``next()``.
+
+    ``for batch in StallMeter(my_loader): train(batch)`` — then ``meter.summary()``. The clock
+    starts when the meter is built, so the time to the first batch includes the loader start-up.
+    """
+
+    def __init__(self, iterable: Iterable[T]) -> None:
+        self._iterable = iterable
+        self.created = time.perf_counter()
+        self.waits: list[float] = []
+        self.first_batch_at: float | None = None
+        self.started: float | None = None
+        self.finished: float | None = None
+
+    def __iter__(self) -> Iterator[T]:
+        it = iter(self._iterable)
+        self.started = self.started or time.perf_counter()
+        while True:
+            t0 = time.perf_counter()
+            try:
+                batch = next(it)
+            except StopIteration:
+                self.finished = time.perf_counter()
+                return
+            now = time.perf_counter()
+            self.waits.append(now - t0)
+            if self.first_batch_at is None:
+                self.first_batch_at = now
+            yield batch
+
+    def summary(self) -> StallSummary:
+        import numpy as np
+
+        end = self.finished or time.perf_counter()
+        wall = end - (self.started or self.created)
+        waits = np.asarray(self.waits) * 1000.0
+        pct = np.percentile(waits, [50, 95, 99]) if len(waits) else [0.0, 0.0, 0.0]
+        total_wait = float(sum(self.waits))
+        return StallSummary(
+            batches=len(self.waits),
+            wall_s=wall,
+            wait_s=total_wait,
+            stall_fraction=total_wait / wall if wall > 0 else 0.0,
+            time_to_first_batch_s=None if self.first_batch_at is None else self.first_batch_at - self.created,
+            wait_p50_ms=float(pct[0]),
+            wait_p95_ms=float(pct[1]),
+            wait_p99_ms=float(pct[2]),
+        )

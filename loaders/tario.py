@@ -1,0 +1,174 @@
+"""Streaming tar reading: members in order, grouped into samples, never extracted by name.
+
+The reader parses the 512-byte headers itself so that every error can name the shard and the
+byte offset, and so that every byte taken from the storage is counted and timed.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import BinaryIO
+
+BLOCK = 512
+DEFAULT_MAX_MEMBER_BYTES = 256 * 2**20
+
+
+class ShardFormatError(ValueError):
+    """A shard is not a well-formed tar: truncated, bad checksum, absurd size."""
+
+    def __init__(self, url: str, offset: int, problem: str) -> None:
+        super().__init__(f"{url}: {problem} at byte offset {offset}")
+        self.url, self.offset, self.problem = url, offset, problem
+
+
+@dataclass
+class ReadCounter:
+    """Bytes read from the storage and the wall/CPU time spent reading them."""
+
+    bytes: int = 0
+    wall_s: float = 0.0
+    cpu_s: float = 0.0
+
+
+@dataclass
+class Sample:
+    key: str
+    url: str
+    offset: int
+    parts: dict[str, bytes] = field(default_factory=dict)
+    read_bytes: int = 0
+    fetch_wall_s: float = 0.0
+    fetch_cpu_s: float = 0.0
+
+
+class _TimedReader:
+    def __init__(self, raw: BinaryIO, counter: ReadCounter) -> None:
+        self.raw, self.counter, self.offset = raw, counter, 0
+
+    def read_exact(self, n: int) -> bytes:
+        w0, c0 = time.perf_counter(), time.thread_time()
+        chunks, got = [], 0
+        while got < n:
+            chunk = self.raw.read(n - got)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            got += len(chunk)
+        self.counter.wall_s += time.perf_counter() - w0
+        self.counter.cpu_s += time.thread_time() - c0
+        self.counter.bytes += got
+        self.offset += got
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+def _octal(field_: bytes) -> int:
+    if field_[:1] and field_[0] & 0x80:  # GNU base-256 for sizes over 8 GiB
+        return int.from_bytes(field_[1:], "big")
+    text = field_.rstrip(b"\0 ").lstrip(b" ")
+    return int(text, 8) if text else 0
+
+
+def _checksum_ok(header: bytes) -> bool:
+    stored = _octal(header[148:156])
+    unsigned = sum(header[:148]) + 8 * 32 + sum(header[156:])
+    return stored == unsigned
+
+
+def _pax_path(data: bytes) -> str | None:
+    path = None
+    pos = 0
+    while pos < len(data):
+        space = data.index(b" ", pos)
+        length = int(data[pos:space])
+        record = data[space + 1 : pos + length - 1]
+        key, _, value = record.partition(b"=")
+        if key == b"path":
+            path = value.decode("utf-8", "replace")
+        pos += length
+    return path
+
+
+def iter_members(
+    raw: BinaryIO, url: str, counter: ReadCounter, max_member_bytes: int = DEFAULT_MAX_MEMBER_BYTES
+) -> Iterator[tuple[str, int, bytes]]:
+    """Yield (name, data offset, data) for every regular file member of a tar stream."""
+    reader = _TimedReader(raw, counter)
+    long_name: str | None = None
+    while True:
+        header_at = reader.offset
+        header = reader.read_exact(BLOCK)
+        if len(header) == 0:
+            raise ShardFormatError(
+                url, header_at, "shard ends without the tar end-of-archive marker (truncated?)"
+            )
+        if len(header) < BLOCK:
+            raise ShardFormatError(url, header_at, f"truncated tar header ({len(header)} of 512 bytes)")
+        if header == bytes(BLOCK):
+            return  # end-of-archive; the second zero block and padding are not needed
+        if not _checksum_ok(header):
+            raise ShardFormatError(url, header_at, "tar header checksum mismatch (corrupt or not a tar)")
+        size = _octal(header[124:136])
+        if size > max_member_bytes:
+            raise ShardFormatError(
+                url, header_at, f"member declares {size} bytes, over the {max_member_bytes}-byte limit"
+            )
+        kind = header[156:157]
+        name = header[0:100].split(b"\0", 1)[0].decode("utf-8", "replace")
+        if header[257:262] == b"ustar" and header[345:500].strip(b"\0"):
+            name = header[345:500].split(b"\0", 1)[0].decode("utf-8", "replace") + "/" + name
+        data_at = reader.offset
+        padded = (size + BLOCK - 1) // BLOCK * BLOCK
+        body = reader.read_exact(padded)
+        if len(body) < padded:
+            raise ShardFormatError(
+                url,
+                data_at,
+                f"member {name!r} declares {size} bytes but only {max(0, len(body))} follow (truncated)",
+            )
+        data = body[:size]
+        if kind in (b"x", b"L"):  # pax / GNU long name for the next member
+            long_name = _pax_path(data) if kind == b"x" else data.rstrip(b"\0").decode("utf-8", "replace")
+            continue
+        if kind not in (b"0", b"\0", b"7"):
+            long_name = None
+            continue  # directories, links, devices: never followed, never created
+        yield (long_name or name), data_at, data
+        long_name = None
+
+
+def split_key(name: str) -> tuple[str, str]:
+    """webdataset's rule: the key is everything before the first dot of the last path part."""
+    slash = name.rfind("/")
+    dot = name.find(".", slash + 1)
+    if dot < 0:
+        return name, ""
+    return name[:dot], name[dot + 1 :].lower()
+
+
+def iter_samples(
+    raw: BinaryIO, url: str, max_member_bytes: int = DEFAULT_MAX_MEMBER_BYTES
+) -> Iterator[Sample]:
+    """Group consecutive members sharing a key into samples, with the bytes and time each cost."""
+    counter = ReadCounter()
+    current: Sample | None = None
+    seen = ReadCounter()
+
+    def close(sample: Sample) -> Sample:
+        sample.read_bytes = counter.bytes - seen.bytes
+        sample.fetch_wall_s = counter.wall_s - seen.wall_s
+        sample.fetch_cpu_s = counter.cpu_s - seen.cpu_s
+        seen.bytes, seen.wall_s, seen.cpu_s = counter.bytes, counter.wall_s, counter.cpu_s
+        return sample
+
+    for name, data_at, data in iter_members(raw, url, counter, max_member_bytes):
+        key, ext = split_key(name)
+        if current is not None and key != current.key:
+            yield close(current)
+            current = None
+        if current is None:
+            current = Sample(key=key, url=url, offset=data_at - BLOCK)
+        current.parts[ext] = data
+    if current is not None:
+        yield close(current)

@@ -1,0 +1,43 @@
+"""Small, fast WebDataset shards for loader tests (tiny real JPEGs; no synth dependency)."""
+
+from __future__ import annotations
+
+import io
+import tarfile
+from pathlib import Path
+
+import numpy as np
+import simplejpeg
+
+
+def tiny_jpeg(seed: int, height: int = 48, width: int = 64) -> bytes:
+    rng = np.random.default_rng(seed)
+    image = rng.integers(0, 255, (height, width, 3), dtype=np.uint8)
+    return simplejpeg.encode_jpeg(image, quality=85)
+
+
+def label_of(key: str) -> int:
+    return int(key) % 1000
+
+
+def write_shard(path: Path, members: list[tuple[str, bytes]]) -> Path:
+    with tarfile.open(path, "w", format=tarfile.USTAR_FORMAT) as tf:
+        for name, data in members:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
+    return path
+
+
+def make_shards(directory: Path, n_shards: int = 4, per_shard: int = 10, start: int = 0) -> list[str]:
+    """Shards train-000000.tar... with keys NNNNNN, labels key % 1000."""
+    directory.mkdir(parents=True, exist_ok=True)
+    urls, key = [], start
+    for s in range(n_shards):
+        members = []
+        for _ in range(per_shard):
+            members.append((f"{key:06d}.jpg", tiny_jpeg(key)))
+            members.append((f"{key:06d}.cls", str(label_of(f"{key:06d}")).encode()))
+            key += 1
+        urls.append(str(write_shard(directory / f"train-{s:06d}.tar", members)))
+    return urls
