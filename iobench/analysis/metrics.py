@@ -1,0 +1,71 @@
+"""Pipeline metrics from the step rows. Each definition here is documented in docs/method.md."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from ..run.steploop import StepRow
+
+
+@dataclass
+class PipelineMetrics:
+    steps: int  # measured steps (after warm-up)
+    samples: int
+    wall_s: float  # start of the first measured step -> end of the last
+    samples_per_s: float
+    bytes_read: int  # bytes the loader read from the tier during the measured steps
+    bytes_per_s: float
+    wait_s: float
+    h2d_s: float
+    compute_s: float
+    au: float  # accelerator utilisation: compute / wall
+    au_mlperf: float | None  # MLPerf Storage form over all steps: compute(2..n) / (wall - first step)
+    stall_fraction: float  # wait / wall
+    wait_p50_ms: float
+    wait_p95_ms: float
+    wait_p99_ms: float
+    wait_max_ms: float
+    time_to_first_batch_s: float | None
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def compute_metrics(rows: Sequence[StepRow], time_to_first_batch_s: float | None = None) -> PipelineMetrics:
+    measured = [r for r in rows if not r.warmup]
+    if not measured:
+        raise ValueError(
+            f"no measured steps: all {len(rows)} step(s) were warm-up; run more steps or fewer warm-up steps"
+        )
+    wall = measured[-1].t_end - measured[0].t_start
+    waits = np.array([r.wait_s for r in measured])
+    compute = float(sum(r.compute_s for r in measured))
+    samples = int(sum(r.samples for r in measured))
+    bytes_read = int(sum(r.bytes_read for r in measured))
+    pct = np.percentile(waits * 1000.0, [50, 95, 99])
+    au_mlperf = None
+    if len(rows) >= 2:
+        mlperf_wall = rows[-1].t_end - rows[0].t_end
+        au_mlperf = float(sum(r.compute_s for r in rows[1:]) / mlperf_wall) if mlperf_wall > 0 else None
+    return PipelineMetrics(
+        steps=len(measured),
+        samples=samples,
+        wall_s=wall,
+        samples_per_s=samples / wall if wall > 0 else 0.0,
+        bytes_read=bytes_read,
+        bytes_per_s=bytes_read / wall if wall > 0 else 0.0,
+        wait_s=float(waits.sum()),
+        h2d_s=float(sum(r.h2d_s for r in measured)),
+        compute_s=compute,
+        au=compute / wall if wall > 0 else 0.0,
+        au_mlperf=au_mlperf,
+        stall_fraction=float(waits.sum()) / wall if wall > 0 else 0.0,
+        wait_p50_ms=float(pct[0]),
+        wait_p95_ms=float(pct[1]),
+        wait_p99_ms=float(pct[2]),
+        wait_max_ms=float(waits.max() * 1000.0),
+        time_to_first_batch_s=time_to_first_batch_s,
+    )

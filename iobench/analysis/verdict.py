@@ -1,0 +1,143 @@
+"""Where the pipeline starves the accelerator, in plain words with the evidence.
+
+Online attribution: each loader reader (a worker process, or the main process when there are
+none) runs fetch -> decode -> augment -> collate serially, so its rate is 1 / (sum of the
+per-sample stage times) and the pipeline's is readers / sum, capped by the CPU cores. The stage
+with the largest share of that sum binds. A pipeline that keeps the accelerator >= 90 % busy
+(MLPerf Storage's rule) is not the bottleneck at all.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+from loaders.instrument import STAGES, StageStats
+
+from .metrics import PipelineMetrics
+
+AU_TARGET = 0.90
+PREP_STAGES = ("decode", "augment", "collate")
+
+
+@dataclass
+class StageEvidence:
+    stage: str
+    wall_ms_per_sample: float
+    cpu_ms_per_sample: float
+    share: float  # of the reader's per-sample wall time
+    capacity_samples_per_s: float  # readers / wall time per sample in this stage alone
+
+
+@dataclass
+class Verdict:
+    bound: str  # "accelerator" | "prep" | "fetch" | "unknown"
+    binding_stage: str | None
+    headline: str
+    evidence: list[str] = field(default_factory=list)
+    stages: list[StageEvidence] = field(default_factory=list)
+    pipeline_capacity_samples_per_s: float | None = None
+    cpu_capacity_samples_per_s: float | None = None
+    demand_samples_per_s: float | None = None
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def _fmt_rate(x: float) -> str:
+    return f"{x:,.0f}/s"
+
+
+def attribute(
+    metrics: PipelineMetrics,
+    stats: StageStats,
+    *,
+    workers: int,
+    cores: int,
+    demand_samples_per_s: float | None,
+) -> Verdict:
+    readers = max(1, workers)
+    wall_ms = stats.per_sample_ms("wall")
+    cpu_ms = stats.per_sample_ms("cpu")
+    total_wall = sum(wall_ms.values())
+    total_cpu = sum(cpu_ms.values())
+    stages = [
+        StageEvidence(
+            stage=s,
+            wall_ms_per_sample=wall_ms[s],
+            cpu_ms_per_sample=cpu_ms[s],
+            share=wall_ms[s] / total_wall if total_wall > 0 else 0.0,
+            capacity_samples_per_s=1000.0 * readers / wall_ms[s] if wall_ms[s] > 0 else float("inf"),
+        )
+        for s in STAGES
+    ]
+    pipeline_cap = 1000.0 * readers / total_wall if total_wall > 0 else None
+    cpu_cap = 1000.0 * cores / total_cpu if total_cpu > 0 else None
+    verdict = Verdict(
+        bound="unknown",
+        binding_stage=None,
+        headline="",
+        stages=stages,
+        pipeline_capacity_samples_per_s=pipeline_cap,
+        cpu_capacity_samples_per_s=cpu_cap,
+        demand_samples_per_s=demand_samples_per_s,
+    )
+    ev = verdict.evidence
+    ev.append(
+        f"measured {_fmt_rate(metrics.samples_per_s)} at AU {metrics.au:.2f}; the accelerator waited "
+        f"{100 * metrics.stall_fraction:.0f} % of the time (wait p50 {metrics.wait_p50_ms:.1f} ms, "
+        f"p99 {metrics.wait_p99_ms:.1f} ms)"
+    )
+    if demand_samples_per_s:
+        ev.append(f"the accelerator demands {_fmt_rate(demand_samples_per_s)}")
+    if total_wall > 0:
+        parts = ", ".join(f"{s.stage} {s.wall_ms_per_sample:.2f} ms ({100 * s.share:.0f} %)" for s in stages)
+        ev.append(f"per sample, each of {readers} reader(s) spends {total_wall:.2f} ms: {parts}")
+    if pipeline_cap:
+        ev.append(
+            f"so the readers can deliver about {_fmt_rate(pipeline_cap)}"
+            + (f"; the {cores} CPU core(s) cap CPU work at {_fmt_rate(cpu_cap)}" if cpu_cap else "")
+        )
+
+    if metrics.au >= AU_TARGET:
+        verdict.bound = "accelerator"
+        verdict.headline = (
+            f"accelerator-bound: the input pipeline keeps the accelerator {100 * metrics.au:.0f} % busy"
+        )
+        if pipeline_cap and demand_samples_per_s:
+            ev.append(f"pipeline headroom over demand: {pipeline_cap / demand_samples_per_s:.1f}x")
+        return verdict
+    if total_wall <= 0:
+        verdict.headline = "unknown: the loader reported no stage times"
+        return verdict
+
+    binding = max(stages, key=lambda s: s.wall_ms_per_sample)
+    verdict.binding_stage = binding.stage
+    if binding.stage == "fetch":
+        verdict.bound = "fetch"
+        io_wait = binding.wall_ms_per_sample - binding.cpu_ms_per_sample
+        verdict.headline = f"fetch-bound (storage): reading takes {100 * binding.share:.0f} % of each reader's time per sample"
+        ev.append(
+            f"fetch is {binding.wall_ms_per_sample:.2f} ms per sample of which {max(0.0, io_wait):.2f} ms "
+            "waiting on storage, not CPU: a faster tier or more parallel reads would help"
+        )
+    else:
+        verdict.bound = "prep"
+        prep_share = sum(s.share for s in stages if s.stage in PREP_STAGES)
+        what = "JPEG decode" if binding.stage == "decode" else binding.stage
+        verdict.headline = (
+            f"prep-bound (CPU {what}): decode+augment+collate take {100 * prep_share:.0f} % of each "
+            f"reader's time, {binding.stage} alone {100 * binding.share:.0f} %"
+        )
+        fetch = next(s for s in stages if s.stage == "fetch")
+        ev.append(
+            f"fetch is only {fetch.wall_ms_per_sample:.2f} ms per sample "
+            f"(alone it could feed {_fmt_rate(fetch.capacity_samples_per_s)}): storage is not the limit"
+        )
+        if demand_samples_per_s and total_cpu > 0:
+            need = demand_samples_per_s * total_cpu / 1000.0
+            ev.append(
+                f"feeding {_fmt_rate(demand_samples_per_s)} needs about {need:.0f} cores of decode+augment "
+                f"at the measured {total_cpu:.2f} CPU-ms per sample (this host has {cores}); "
+                "or decode on the GPU (DALI mixed)"
+            )
+    return verdict

@@ -1,0 +1,162 @@
+"""The iobench command line. Heavy modules (torch, decoders) load only in the commands using them."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import sys
+from pathlib import Path
+
+from rich.console import Console
+
+console = Console(highlight=False)
+err_console = Console(stderr=True, highlight=False)
+
+
+def _cmd_sweep(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from .config import load_config
+    from .report.terminal import print_report
+    from .sweep import ensure_dataset, run_sweep
+
+    config = load_config(args.config)
+    if args.on_error:
+        config = replace(config, run=replace(config.run, on_error=args.on_error))
+    run_dir = Path(args.out or f"iobench-runs/{dt.datetime.now():%Y%m%d-%H%M%S}").absolute()
+    cells = config.cells()
+    console.print(f"[bold]iobench sweep[/bold] {config.source}: {len(cells)} cell(s) -> {run_dir}")
+    if config.dataset.synth is not None:
+        with Progress(
+            TextColumn("{task.description}"), BarColumn(), TimeRemainingColumn(), console=console
+        ) as bar:
+            task = bar.add_task(f"dataset {config.dataset.path}", total=None)
+            ensure_dataset(config, progress=lambda done, total: bar.update(task, completed=done, total=total))
+
+    def start(i: int, n: int, cell) -> None:
+        console.print(f"[{i + 1}/{n}] {cell.cell_id} ...")
+
+    def done(i: int, n: int, cell, summary: dict, seconds: float) -> None:
+        if summary.get("status") == "ok":
+            m = summary["metrics"]
+            console.print(
+                f"      {m['samples_per_s']:,.0f} samples/s, AU {m['au']:.2f}, "
+                f"{summary['verdict']['bound']}-bound ({seconds:.0f} s)"
+            )
+        else:
+            console.print(f"      [red]failed[/red]: {summary.get('error')}")
+
+    summaries = run_sweep(config, run_dir, on_cell_start=start, on_cell_done=done)
+    console.print()
+    print_report(summaries, console)
+    console.print(f"\nresults: {run_dir / 'results.parquet'}")
+    return 0 if all(s.get("status") == "ok" for s in summaries) else 1
+
+
+def _cmd_synth(args: argparse.Namespace) -> int:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from .datasets.synth import synthesize
+    from .units import format_bytes, parse_size
+
+    if (args.size is None) == (args.samples is None):
+        raise ValueError("give exactly one of --size (e.g. 2GB) or --samples (e.g. 10000)")
+    with Progress(
+        TextColumn("synth"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), console=console
+    ) as bar:
+        task = bar.add_task("synth", total=None)
+        manifest = synthesize(
+            args.out,
+            size_bytes=parse_size(args.size) if args.size else None,
+            samples=args.samples,
+            seed=args.seed,
+            shard_bytes=parse_size(args.shard_size),
+            progress=lambda done, total: bar.update(task, completed=done, total=total),
+        )
+    console.print(
+        f"{manifest.num_samples} samples in {len(manifest.shards)} shards, {format_bytes(manifest.total_bytes)}, "
+        f"mean JPEG {manifest.mean_sample_bytes / 1024:.1f} KiB -> {args.out}"
+    )
+    return 0
+
+
+def _cmd_pack(args: argparse.Namespace) -> int:
+    from .datasets.pack import pack_imagefolder
+    from .units import format_bytes, parse_size
+
+    manifest = pack_imagefolder(
+        args.imagefolder, args.out, shard_bytes=parse_size(args.shard_size), seed=args.seed
+    )
+    console.print(
+        f"{manifest.num_samples} samples, {len(manifest.class_names or [])} classes, "
+        f"{len(manifest.shards)} shards, {format_bytes(manifest.total_bytes)} -> {args.out}"
+    )
+    return 0
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from .report.terminal import print_report
+    from .results.store import cell_summaries
+
+    summaries = cell_summaries(Path(args.run_dir))
+    if not summaries:
+        raise FileNotFoundError(f"{args.run_dir}: no cell results found (is it an iobench run directory?)")
+    print_report(summaries, console)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from . import __version__
+
+    p = argparse.ArgumentParser(
+        prog="iobench", description="Where does the input pipeline starve the accelerators?"
+    )
+    p.add_argument("--version", action="version", version=f"iobench {__version__}")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    s = sub.add_parser("sweep", help="run a sweep (no CONFIG: the embedded default on the local disk)")
+    s.add_argument("config", nargs="?", help="sweep YAML (see configs/)")
+    s.add_argument("--out", help="run directory (default iobench-runs/<timestamp>)")
+    s.add_argument(
+        "--on-error", choices=("skip", "fail"), help="corrupt or unlabelled samples: skip and count, or fail"
+    )
+    s.set_defaults(func=_cmd_sweep)
+
+    d = sub.add_parser("dataset", help="make datasets").add_subparsers(dest="dataset_command", required=True)
+    syn = d.add_parser("synth", help="synthesise ImageNet-like WebDataset shards")
+    syn.add_argument("--out", required=True)
+    syn.add_argument("--size", help="total size, e.g. 2GB")
+    syn.add_argument("--samples", type=int, help="number of samples instead of --size")
+    syn.add_argument("--seed", type=int, default=0)
+    syn.add_argument("--shard-size", default="128MB")
+    syn.set_defaults(func=_cmd_synth)
+    pk = d.add_parser("pack", help="pack a train/<class>/*.JPEG tree into shards")
+    pk.add_argument("imagefolder")
+    pk.add_argument("--out", required=True)
+    pk.add_argument("--shard-size", default="128MB")
+    pk.add_argument("--seed", type=int, default=0, help="shuffle seed for the sample order")
+    pk.set_defaults(func=_cmd_pack)
+
+    r = sub.add_parser("report", help="print the report of a run directory")
+    r.add_argument("run_dir")
+    r.set_defaults(func=_cmd_report)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except KeyboardInterrupt:
+        err_console.print("interrupted")
+        return 130
+    except (ValueError, OSError) as exc:
+        # configuration, manifest, tier and path errors carry their own explanation
+        err_console.print(f"[red]error:[/red] {exc}")
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

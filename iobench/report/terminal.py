@@ -1,0 +1,67 @@
+"""The terminal report: one row per cell, then each cell's verdict in words with its evidence."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from ..units import format_bytes
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.0f} %"
+
+
+def results_table(summaries: list[dict]) -> Table:
+    table = Table(title="iobench sweep", header_style="bold")
+    for col, justify in (
+        ("cell", "left"),
+        ("cache", "left"),
+        ("samples/s", "right"),
+        ("read/s", "right"),
+        ("AU", "right"),
+        ("stall", "right"),
+        ("wait p99", "right"),
+        ("verdict", "left"),
+    ):
+        table.add_column(col, justify=justify)  # type: ignore[arg-type]
+    for s in summaries:
+        cell = s["cell"]
+        if s.get("status") != "ok":
+            table.add_row(
+                cell["cell_id"], cell.get("cache", ""), "-", "-", "-", "-", "-", "[red]failed[/red]"
+            )
+            continue
+        m, v, c = s["metrics"], s["verdict"], s["cache_state"]
+        table.add_row(
+            cell["cell_id"],
+            f"{c['achieved']} ({_pct(c.get('resident_fraction_before'))} resident)",
+            f"{m['samples_per_s']:,.0f}",
+            f"{format_bytes(m['bytes_per_s'])}/s",
+            f"{m['au']:.2f}",
+            _pct(m["stall_fraction"]),
+            f"{m['wait_p99_ms']:.0f} ms",
+            v["bound"] + (f" ({v['binding_stage']})" if v.get("binding_stage") else ""),
+        )
+    return table
+
+
+def print_report(summaries: list[dict], console: Console | None = None) -> None:
+    console = console or Console()
+    console.print(results_table(summaries))
+    for s in summaries:
+        cell = s["cell"]
+        console.print(f"\n[bold]{cell['cell_id']}[/bold]")
+        if s.get("status") != "ok":
+            console.print(f"  [red]failed:[/red] {s.get('error')}")
+            continue
+        v = s["verdict"]
+        console.print(f"  {v['headline']}")
+        for line in v["evidence"]:
+            console.print(f"   - {line}")
+        note = s["cache_state"].get("note")
+        if note:
+            console.print(f"   - cache: {note}")
+        errors = s["loader_stats"].get("errors") or {}
+        if errors:
+            console.print(f"   - skipped samples: {errors} (e.g. {s['loader_stats']['error_examples'][:1]})")

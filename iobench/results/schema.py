@@ -1,0 +1,114 @@
+"""The result schema: one summary.json per cell and one row per cell in results.parquet.
+
+Bump SCHEMA_VERSION on any change that a reader of old results must know about, and describe the
+columns in docs/method.md.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+SCHEMA_VERSION = 1
+
+RESULT_SCHEMA = pa.schema(
+    [
+        ("cell_id", pa.string()),
+        ("status", pa.string()),  # ok | failed
+        ("tier", pa.string()),
+        ("tier_kind", pa.string()),
+        ("loader", pa.string()),
+        ("workers", pa.int32()),
+        ("batch_size", pa.int32()),
+        ("accelerator", pa.string()),
+        ("accelerator_count", pa.int32()),
+        ("demand_samples_per_s", pa.float64()),
+        ("cache_requested", pa.string()),
+        ("cache_achieved", pa.string()),
+        ("resident_fraction_before", pa.float64()),
+        ("steps", pa.int32()),
+        ("samples", pa.int64()),
+        ("wall_s", pa.float64()),
+        ("samples_per_s", pa.float64()),
+        ("bytes_per_s", pa.float64()),
+        ("device_read_bytes_per_s", pa.float64()),
+        ("au", pa.float64()),
+        ("au_mlperf", pa.float64()),
+        ("stall_fraction", pa.float64()),
+        ("wait_p50_ms", pa.float64()),
+        ("wait_p95_ms", pa.float64()),
+        ("wait_p99_ms", pa.float64()),
+        ("time_to_first_batch_s", pa.float64()),
+        ("fetch_ms_per_sample", pa.float64()),
+        ("decode_ms_per_sample", pa.float64()),
+        ("augment_ms_per_sample", pa.float64()),
+        ("collate_ms_per_sample", pa.float64()),
+        ("errors", pa.int64()),
+        ("verdict", pa.string()),  # accelerator | prep | fetch | unknown | failed
+        ("binding_stage", pa.string()),
+        ("headline", pa.string()),
+        ("error", pa.string()),
+    ]
+)
+
+STEP_SCHEMA = pa.schema(
+    [
+        ("step", pa.int32()),
+        ("epoch", pa.int32()),
+        ("warmup", pa.bool_()),
+        ("t_start", pa.float64()),
+        ("wait_s", pa.float64()),
+        ("h2d_s", pa.float64()),
+        ("compute_s", pa.float64()),
+        ("t_end", pa.float64()),
+        ("samples", pa.int32()),
+        ("bytes_read", pa.int64()),
+    ]
+)
+
+
+def summary_to_row(summary: dict) -> dict:
+    """Flatten one cell's summary.json into a results.parquet row."""
+    cell = summary.get("cell", {})
+    m = summary.get("metrics") or {}
+    v = summary.get("verdict") or {}
+    cache = summary.get("cache_state") or {}
+    stages = summary.get("stage_ms_per_sample") or {}
+    acc = cell.get("accelerator", {})
+    acc_name = acc.get("type") if acc.get("kind") == "emulated" else f"torch:{acc.get('model')}"
+    return {
+        "cell_id": cell.get("cell_id"),
+        "status": summary.get("status"),
+        "tier": cell.get("tier", {}).get("name"),
+        "tier_kind": cell.get("tier", {}).get("kind"),
+        "loader": cell.get("loader", {}).get("kind"),
+        "workers": cell.get("loader", {}).get("workers"),
+        "batch_size": cell.get("loader", {}).get("batch_size"),
+        "accelerator": acc_name,
+        "accelerator_count": acc.get("count"),
+        "demand_samples_per_s": v.get("demand_samples_per_s"),
+        "cache_requested": cell.get("cache"),
+        "cache_achieved": cache.get("achieved"),
+        "resident_fraction_before": cache.get("resident_fraction_before"),
+        "steps": m.get("steps"),
+        "samples": m.get("samples"),
+        "wall_s": m.get("wall_s"),
+        "samples_per_s": m.get("samples_per_s"),
+        "bytes_per_s": m.get("bytes_per_s"),
+        "device_read_bytes_per_s": summary.get("device_read_bytes_per_s"),
+        "au": m.get("au"),
+        "au_mlperf": m.get("au_mlperf"),
+        "stall_fraction": m.get("stall_fraction"),
+        "wait_p50_ms": m.get("wait_p50_ms"),
+        "wait_p95_ms": m.get("wait_p95_ms"),
+        "wait_p99_ms": m.get("wait_p99_ms"),
+        "time_to_first_batch_s": m.get("time_to_first_batch_s"),
+        "fetch_ms_per_sample": stages.get("fetch"),
+        "decode_ms_per_sample": stages.get("decode"),
+        "augment_ms_per_sample": stages.get("augment"),
+        "collate_ms_per_sample": stages.get("collate"),
+        "errors": sum((summary.get("loader_stats") or {}).get("errors", {}).values()),
+        "verdict": v.get("bound") if summary.get("status") == "ok" else "failed",
+        "binding_stage": v.get("binding_stage"),
+        "headline": v.get("headline") or summary.get("error"),
+        "error": summary.get("error"),
+    }

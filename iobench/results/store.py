@@ -1,0 +1,86 @@
+"""Writing and reading run directories. Every file appears atomically; a cell's directory
+appears in one rename, so a reader (or a resumed sweep) sees a cell complete or not at all.
+
+    RUN_DIR/results.parquet              one row per cell (results/schema.py)
+    RUN_DIR/<cell_id>/summary.json       metrics, verdict, stage times, schema_version
+    RUN_DIR/<cell_id>/manifest.json      host, versions, config, tier description, cache state
+    RUN_DIR/<cell_id>/steps.parquet      one row per step
+    RUN_DIR/<cell_id>/telemetry.parquet  host samples (CPU per core, disk reads, memory)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..atomic import atomic_write, atomic_write_json
+from .schema import RESULT_SCHEMA, summary_to_row
+
+RESULTS_NAME = "results.parquet"
+
+
+def publish_cell(run_dir: Path, cell_id: str, files: dict[str, object]) -> Path:
+    """Write a cell's files into a hidden staging directory, then rename it into place.
+
+    ``files`` maps a file name to a dict (written as JSON) or a pyarrow Table (written as Parquet).
+    """
+    run_dir.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{cell_id}.", suffix=".partial", dir=run_dir))
+    try:
+        for name, content in files.items():
+            if isinstance(content, pa.Table):
+                pq.write_table(content, staging / name)
+            else:
+                atomic_write_json(staging / name, content)
+        os.chmod(staging, 0o755)
+        final = run_dir / cell_id
+        if final.exists():  # a re-run replaces the old result; the old one goes only once the new is whole
+            old = run_dir / f".{cell_id}.old"
+            shutil.rmtree(old, ignore_errors=True)
+            os.replace(final, old)
+            os.replace(staging, final)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(staging, final)
+        return final
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
+def cell_summaries(run_dir: Path) -> list[dict]:
+    out = []
+    for path in sorted(Path(run_dir).glob("*/summary.json")):
+        if path.parent.name.startswith("."):
+            continue
+        with open(path) as f:
+            out.append(json.load(f))
+    return out
+
+
+def write_results_table(run_dir: Path, order: list[str] | None = None) -> Path:
+    """Rebuild results.parquet from the cells' summaries (the summaries are the source of truth)."""
+    summaries = cell_summaries(run_dir)
+    if order:
+        rank = {cid: i for i, cid in enumerate(order)}
+        summaries.sort(key=lambda s: rank.get(s["cell"]["cell_id"], len(rank)))
+    rows = [summary_to_row(s) for s in summaries]
+    table = pa.Table.from_pylist(rows, schema=RESULT_SCHEMA)
+    dest = Path(run_dir) / RESULTS_NAME
+    with atomic_write(dest, "wb") as f:
+        pq.write_table(table, f)
+    return dest
+
+
+def load_results(run_dir: str | Path) -> pa.Table:
+    """The run's results table (pandas: ``load_results(d).to_pandas()``)."""
+    path = Path(run_dir) / RESULTS_NAME
+    if not path.exists():
+        raise FileNotFoundError(f"{path} does not exist: is {run_dir} an iobench run directory?")
+    return pq.read_table(path)

@@ -1,0 +1,45 @@
+"""Loader backends by name: each turns (shard URLs, settings) into an epoch -> batches callable.
+
+Every backend yields :class:`loaders.Batch` objects with the same stage statistics, so the step
+loop and the metrics are backend-neutral.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from loaders import Batch
+
+EpochFactory = Callable[[int], Iterable[Batch]]
+
+
+def _torch(urls: list[str], storage_options: dict, loader: dict, run: dict) -> EpochFactory:
+    from loaders import ShardLoader
+
+    shard_loader = ShardLoader(
+        urls,
+        batch_size=loader["batch_size"],
+        workers=loader["workers"],
+        prefetch=loader.get("prefetch", 2),
+        shuffle_buffer=loader.get("shuffle_buffer", 1000),
+        seed=run.get("seed", 0),
+        on_error=run.get("on_error", "skip"),
+        storage_options=storage_options,
+        return_batches=True,
+    )
+
+    def epoch(e: int) -> Iterable[Batch]:
+        shard_loader.set_epoch(e)
+        return shard_loader
+
+    return epoch
+
+
+LOADER_BACKENDS: dict[str, Callable[[list[str], dict, dict, dict], EpochFactory]] = {"torch": _torch}
+
+
+def build_loader(urls: list[str], storage_options: dict, loader: dict, run: dict) -> EpochFactory:
+    kind = loader["kind"]
+    if kind not in LOADER_BACKENDS:
+        raise ValueError(f"loader.kind={kind!r}: allowed values are {', '.join(LOADER_BACKENDS)}")
+    return LOADER_BACKENDS[kind](urls, storage_options, loader, run)

@@ -1,0 +1,103 @@
+"""The training step loop: per step, how long the consumer waited for data, copied it, computed.
+
+Every timestamp comes from one monotonic clock (time.perf_counter), so the metrics can be rebuilt
+from the rows alone.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from loaders import Batch, StageStats
+
+from .accelerator import Consumer
+
+
+@dataclass
+class StepRow:
+    step: int
+    epoch: int
+    warmup: bool
+    t_start: float  # seconds since the loader was built
+    wait_s: float
+    h2d_s: float
+    compute_s: float
+    t_end: float
+    samples: int
+    bytes_read: int
+
+
+@dataclass
+class StepLog:
+    rows: list[StepRow] = field(default_factory=list)
+    measured_stats: StageStats = field(default_factory=StageStats)  # from batches after warm-up
+    all_stats: StageStats = field(default_factory=StageStats)
+    time_to_first_batch_s: float | None = None
+    epochs_completed: int = 0
+    measure_start: float | None = None  # perf_counter when the first measured step began
+    measure_end: float | None = None
+
+
+def run_steps(
+    make_epoch: Callable[[int], Iterable[Batch]],
+    consumer: Consumer,
+    *,
+    created_at: float,
+    epochs: int = 1,
+    warmup_steps: int = 0,
+    max_steps: int | None = None,
+    on_step: Callable[[StepRow], None] | None = None,
+) -> StepLog:
+    """Run ``epochs`` passes (or ``max_steps`` steps) of ``make_epoch(epoch)`` through ``consumer``.
+
+    ``created_at`` is the perf_counter reading taken just before the loader was built, so the time
+    to the first batch includes worker start-up and the first shard open.
+    """
+    log = StepLog()
+    step = 0
+    for epoch in range(epochs):
+        if max_steps is not None and step >= max_steps:
+            break
+        batches = iter(make_epoch(epoch))
+        while max_steps is None or step < max_steps:
+            t0 = time.perf_counter()
+            try:
+                batch = next(batches)
+            except StopIteration:
+                log.epochs_completed += 1
+                break
+            t1 = time.perf_counter()
+            log.all_stats.merge(batch.stats)
+            if batch.images is None:  # a stats-only tail from a worker: no step happens
+                continue
+            if log.time_to_first_batch_s is None:
+                log.time_to_first_batch_s = t1 - created_at
+            x, y, h2d_s = consumer.h2d(batch.images, batch.labels)
+            compute_s = consumer.step(x, y)
+            t2 = time.perf_counter()
+            warm = step < warmup_steps
+            if not warm:
+                log.measured_stats.merge(batch.stats)
+                if log.measure_start is None:
+                    log.measure_start = t0
+                log.measure_end = t2
+            row = StepRow(
+                step=step,
+                epoch=epoch,
+                warmup=warm,
+                t_start=t0 - created_at,
+                wait_s=t1 - t0,
+                h2d_s=h2d_s,
+                compute_s=compute_s,
+                t_end=t2 - created_at,
+                samples=len(batch),
+                bytes_read=batch.stats.bytes_read,
+            )
+            log.rows.append(row)
+            if on_step:
+                on_step(row)
+            step += 1
+        del batches  # shuts the workers down before the next epoch builds new ones
+    return log

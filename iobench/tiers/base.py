@@ -1,0 +1,133 @@
+"""The contract every storage tier implements, and the cache state a run records."""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any, ClassVar
+
+__all__ = [
+    "CACHE_MODES",
+    "COLD_MAX_FRACTION",
+    "WARM_MIN_FRACTION",
+    "CacheState",
+    "Option",
+    "Tier",
+    "TierConfigError",
+    "classify_fraction",
+]
+
+CACHE_MODES = ("cold", "warm", "as-is")
+# A few percent can stay resident after eviction (mapped or in-flight pages); below this a
+# run still measures the storage, above it the page cache noticeably flatters the result.
+COLD_MAX_FRACTION = 0.05
+WARM_MIN_FRACTION = 0.95
+
+
+class TierConfigError(ValueError):
+    """A tier's configuration is wrong; the message names the key, the value and what is allowed."""
+
+
+@dataclass
+class CacheState:
+    """What a run measured about caching before it started; stored in the cell manifest."""
+
+    requested: str  # "cold" | "warm" | "as-is"
+    method: str  # e.g. "posix_fadvise(DONTNEED)", "read-through", "none"
+    resident_bytes_before: int | None
+    total_bytes: int
+    resident_fraction_before: float | None
+    achieved: str  # "cold" | "warm" | "partly-cold" | "unknown"
+    note: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def classify_fraction(fraction: float | None) -> str:
+    """Name the cache state a resident fraction amounts to."""
+    if fraction is None:
+        return "unknown"
+    if fraction <= COLD_MAX_FRACTION:
+        return "cold"
+    if fraction >= WARM_MIN_FRACTION:
+        return "warm"
+    return "partly-cold"
+
+
+@dataclass(frozen=True)
+class Option:
+    """One configuration key a tier accepts. Declared so errors can list what is allowed."""
+
+    types: type | tuple[type, ...]
+    required: bool = False
+    default: Any = None
+    help: str = ""
+
+
+def _type_names(types: type | tuple[type, ...]) -> str:
+    seq = types if isinstance(types, tuple) else (types,)
+    return " or ".join(t.__name__ for t in seq)
+
+
+class Tier(abc.ABC):
+    """A place a dataset lives: how to reach it, make it cold or warm, and describe it.
+
+    Subclasses declare ``options``; the base constructor validates a config mapping against
+    them so every tier rejects typos the same way (a silently ignored key would quietly
+    benchmark the wrong thing).
+    """
+
+    kind: ClassVar[str]
+    options: ClassVar[Mapping[str, Option]] = {}
+
+    def __init__(self, **options: Any) -> None:
+        allowed = dict(self.options)
+        for key, value in options.items():
+            if key not in allowed:
+                raise TierConfigError(
+                    f"tier {self.kind!r}: unknown option {key!r} (value {value!r}); "
+                    f"allowed options: {', '.join(sorted(allowed)) or 'none'}"
+                )
+            spec = allowed[key]
+            # bool is an int subclass; a flag given as 1 is fine, a size given as True is not.
+            bad_bool = isinstance(value, bool) and spec.types is not bool
+            if not isinstance(value, spec.types) or bad_bool:
+                raise TierConfigError(
+                    f"tier {self.kind!r}: option {key!r} has value {value!r} of type "
+                    f"{type(value).__name__}; expected {_type_names(spec.types)}"
+                    + (f" ({spec.help})" if spec.help else "")
+                )
+        missing = [k for k, s in allowed.items() if s.required and k not in options]
+        if missing:
+            details = "; ".join(f"{k}: {allowed[k].help}" if allowed[k].help else k for k in missing)
+            raise TierConfigError(f"tier {self.kind!r}: missing required option(s): {details}")
+        self.config: dict[str, Any] = {k: options.get(k, s.default) for k, s in allowed.items()}
+
+    @abc.abstractmethod
+    def dataset_dir_or_url(self) -> str:
+        """Where the dataset lives, as a URL fsspec understands ("/abs/path", "s3://b/p")."""
+
+    @abc.abstractmethod
+    def shard_urls(self, manifest: Any) -> list[str]:
+        """One URL per shard of `manifest` (iobench.datasets.manifest.Manifest)."""
+
+    def storage_options(self) -> dict[str, Any]:
+        """fsspec storage options for the URLs; may hold credentials, never logged."""
+        return {}
+
+    @abc.abstractmethod
+    def describe(self) -> dict[str, Any]:
+        """JSON-able description of the tier for reports. Must never contain secrets."""
+
+    @abc.abstractmethod
+    def prepare(self, manifest: Any, cache: str) -> CacheState:
+        """Make the dataset `cache` ("cold" | "warm" | "as-is") and measure what was achieved."""
+
+    @staticmethod
+    def check_cache_mode(cache: str) -> None:
+        if cache not in CACHE_MODES:
+            raise TierConfigError(
+                f"cache mode {cache!r} is not one of {', '.join(repr(c) for c in CACHE_MODES)}"
+            )
