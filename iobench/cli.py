@@ -9,7 +9,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-console = Console(highlight=False)
+# piped output (CI logs, files) gets a wide table rather than rich's 80-column default
+console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
 err_console = Console(stderr=True, highlight=False)
 
 

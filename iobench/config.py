@@ -16,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from .tiers import check_tier_spec
 from .units import parse_size
 
 CACHE_STATES = ("cold", "warm", "as-is")
@@ -216,6 +217,10 @@ def _tiers(raw: Any, dataset: DatasetSpec) -> list[dict]:
         tier.setdefault("name", tier["kind"])
         if tier["kind"] == "local":
             tier.setdefault("path", str(dataset.path))
+        try:
+            check_tier_spec(tier)
+        except (ValueError, ImportError) as exc:
+            raise ConfigError(f"tiers[{i}]: {exc}") from None
         tiers.append(tier)
     return tiers
 

@@ -130,6 +130,17 @@ def get_tier_class(name: str) -> type[Tier]:
 
 def make_tier(spec: Mapping[str, Any]) -> Tier:
     """Build a tier from a config mapping such as {"kind": "local", "path": "/data/in1k"}."""
+    cls, options = _resolve(spec)
+    return cls(**options)
+
+
+def check_tier_spec(spec: Mapping[str, Any]) -> None:
+    """Validate a tier config mapping (kind and options) without building the tier."""
+    cls, options = _resolve(spec)
+    cls.check_options(options)
+
+
+def _resolve(spec: Mapping[str, Any]) -> tuple[type[Tier], dict[str, Any]]:
     if not isinstance(spec, Mapping):
         raise TierConfigError(
             f"a tier config must be a mapping with a 'kind' key, got {type(spec).__name__}: {spec!r}"
@@ -149,4 +160,4 @@ def make_tier(spec: Mapping[str, Any]) -> Tier:
     non_str = [k for k in options if not isinstance(k, str)]
     if non_str:
         raise TierConfigError(f"tier {kind!r}: option names must be strings, got {non_str[0]!r}")
-    return cls(**options)
+    return cls, options

@@ -82,12 +82,17 @@ class Tier(abc.ABC):
     kind: ClassVar[str]
     options: ClassVar[Mapping[str, Option]] = {}
 
-    def __init__(self, **options: Any) -> None:
-        allowed = dict(self.options)
+    @classmethod
+    def check_options(cls, options: Mapping[str, Any]) -> dict[str, Any]:
+        """Validate a config mapping against ``options``; return it with defaults filled in.
+
+        No side effects, so a sweep can check every tier before it starts measuring.
+        """
+        allowed = dict(cls.options)
         for key, value in options.items():
             if key not in allowed:
                 raise TierConfigError(
-                    f"tier {self.kind!r}: unknown option {key!r} (value {value!r}); "
+                    f"tier {cls.kind!r}: unknown option {key!r} (value {value!r}); "
                     f"allowed options: {', '.join(sorted(allowed)) or 'none'}"
                 )
             spec = allowed[key]
@@ -95,15 +100,18 @@ class Tier(abc.ABC):
             bad_bool = isinstance(value, bool) and spec.types is not bool
             if not isinstance(value, spec.types) or bad_bool:
                 raise TierConfigError(
-                    f"tier {self.kind!r}: option {key!r} has value {value!r} of type "
+                    f"tier {cls.kind!r}: option {key!r} has value {value!r} of type "
                     f"{type(value).__name__}; expected {_type_names(spec.types)}"
                     + (f" ({spec.help})" if spec.help else "")
                 )
         missing = [k for k, s in allowed.items() if s.required and k not in options]
         if missing:
             details = "; ".join(f"{k}: {allowed[k].help}" if allowed[k].help else k for k in missing)
-            raise TierConfigError(f"tier {self.kind!r}: missing required option(s): {details}")
-        self.config: dict[str, Any] = {k: options.get(k, s.default) for k, s in allowed.items()}
+            raise TierConfigError(f"tier {cls.kind!r}: missing required option(s): {details}")
+        return {k: options.get(k, s.default) for k, s in allowed.items()}
+
+    def __init__(self, **options: Any) -> None:
+        self.config: dict[str, Any] = self.check_options(options)
 
     @abc.abstractmethod
     def dataset_dir_or_url(self) -> str:

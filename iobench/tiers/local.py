@@ -52,7 +52,7 @@ class LocalTier(Tier):
         if not os.path.exists(path):
             raise TierConfigError(
                 f"local tier: path {path!r} does not exist; create the dataset there "
-                "(iobench datasets) or point 'path' at an existing dataset directory"
+                "(iobench dataset synth / pack) or point 'path' at an existing dataset directory"
             )
         if not os.path.isdir(path):
             raise TierConfigError(

@@ -1,0 +1,23 @@
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def tiny_dataset(tmp_path_factory) -> Path:
+    """A real synthetic dataset, small enough for tests: 256 ImageNet-like JPEGs in 8 shards."""
+    from iobench.datasets.synth import synthesize
+
+    out = tmp_path_factory.mktemp("tiny-dataset")
+    synthesize(out, samples=256, seed=3, shard_bytes=3_600_000)
+    return out
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cache(tmp_path_factory, monkeypatch):
+    # never touch the user's ~/.cache/iobench from a test
+    monkeypatch.setenv("IOBENCH_CACHE", str(tmp_path_factory.getbasetemp() / "iobench-cache"))
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
