@@ -6,9 +6,13 @@ import contextlib
 import json
 import mmap
 import os
+import shutil
+import subprocess
 import sys
+import tempfile
 import textwrap
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -163,16 +167,44 @@ def test_path_that_is_a_file_is_rejected(tmp_path):
     assert str(shard) in str(info.value)
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads any directory whatever its mode")
-def test_unreadable_directory_is_rejected(tmp_path):
-    locked = tmp_path / "locked"
-    locked.mkdir()
-    locked.chmod(0)
+def _as_nobody(path: str) -> str:
+    """Build a LocalTier in a child that drops to "nobody" after importing iobench.
+
+    Root reads any directory whatever its mode; the venv need not be readable by nobody.
+    """
+    code = textwrap.dedent(
+        f"""
+        import os, sys
+        from iobench.tiers.base import TierConfigError
+        from iobench.tiers.local import LocalTier
+        if os.geteuid() == 0:
+            os.setgid(65534); os.setuid(65534)
+        try:
+            LocalTier(path={path!r})
+        except TierConfigError as exc:
+            print(exc); sys.exit(0)
+        sys.exit("accepted a directory it cannot read")
+        """
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def test_unreadable_directory_and_unreachable_path_are_rejected():
+    base = Path(tempfile.mkdtemp(prefix="iobench-perm-"))
     try:
-        with pytest.raises(TierConfigError, match=r"not readable"):
-            LocalTier(path=str(locked))
+        base.chmod(0o755)
+        locked = base / "locked"
+        (locked / "inner").mkdir(parents=True)
+        locked.chmod(0)
+        message = _as_nobody(str(locked))
+        assert "not readable" in message and str(locked) in message
+        message = _as_nobody(str(locked / "inner"))
+        assert "not reachable" in message and "parent directory" in message
     finally:
         locked.chmod(0o755)
+        shutil.rmtree(base)
 
 
 def test_config_errors_name_key_value_and_allowed(tmp_path):

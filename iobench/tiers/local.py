@@ -49,11 +49,18 @@ class LocalTier(Tier):
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
         path = os.path.abspath(os.fspath(self.config["path"]))
-        if not os.path.exists(path):
+        try:
+            os.stat(path)
+        except PermissionError:
+            raise TierConfigError(
+                f"local tier: path {path!r} is not reachable by this user (uid {os.getuid()}): a "
+                "parent directory is not readable or searchable; grant access or run as its owner"
+            ) from None
+        except FileNotFoundError:
             raise TierConfigError(
                 f"local tier: path {path!r} does not exist; create the dataset there "
                 "(iobench dataset synth / pack) or point 'path' at an existing dataset directory"
-            )
+            ) from None
         if not os.path.isdir(path):
             raise TierConfigError(
                 f"local tier: path {path!r} is not a directory; 'path' must be the dataset "
