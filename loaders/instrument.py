@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 STAGES = ("fetch", "decode", "augment", "collate")
+LATENCY_SAMPLE = 4096
 
 T = TypeVar("T")
 
@@ -28,6 +29,10 @@ class StageStats:
     cpu_s: dict[str, float] = field(default_factory=lambda: dict.fromkeys(STAGES, 0.0))
     errors: Counter = field(default_factory=Counter)
     error_examples: list[str] = field(default_factory=list)
+    # storage-side counters (requests, retries, faults, cache hits/misses/evictions/bytes) and a
+    # bounded sample of request latencies, filled by the shard source
+    counters: Counter = field(default_factory=Counter)
+    latencies_ms: list[float] = field(default_factory=list)
 
     def add_time(self, stage: str, wall: float, cpu: float) -> None:
         self.wall_s[stage] += wall
@@ -38,6 +43,10 @@ class StageStats:
         if len(self.error_examples) < keep:
             self.error_examples.append(f"{kind}: {where}")
 
+    def add_latencies(self, values: list[float]) -> None:
+        room = LATENCY_SAMPLE - len(self.latencies_ms)
+        self.latencies_ms.extend(values[: max(0, room)])
+
     def merge(self, other: StageStats) -> None:
         self.samples += other.samples
         self.bytes_read += other.bytes_read
@@ -47,6 +56,8 @@ class StageStats:
         self.errors.update(other.errors)
         room = 20 - len(self.error_examples)
         self.error_examples.extend(other.error_examples[: max(0, room)])
+        self.counters.update(other.counters)
+        self.add_latencies(other.latencies_ms)
 
     def per_sample_ms(self, clock: str = "wall") -> dict[str, float]:
         sums = self.wall_s if clock == "wall" else self.cpu_s
@@ -61,7 +72,18 @@ class StageStats:
             "cpu_s": dict(self.cpu_s),
             "errors": dict(self.errors),
             "error_examples": list(self.error_examples),
+            "counters": dict(self.counters),
+            "request_latency_ms": _percentiles(self.latencies_ms),
         }
+
+
+def _percentiles(values: list[float]) -> dict[str, float]:
+    if not values:
+        return {}
+    import numpy as np
+
+    p50, p95, p99 = np.percentile(np.asarray(values), [50, 95, 99]).tolist()
+    return {"p50": p50, "p95": p95, "p99": p99, "n": len(values)}
 
 
 class Stopwatch:

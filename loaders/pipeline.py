@@ -8,15 +8,15 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
-import fsspec
 import numpy as np
 import torch
 
 from .decode import AugmentSpec, CorruptImage, augment, collate_images, decode_jpeg
 from .instrument import StageStats, Stopwatch
+from .sources import ShardSource
 from .tario import DEFAULT_MAX_MEMBER_BYTES, Sample, iter_samples
 
 ERROR_POLICIES = ("skip", "fail")
@@ -58,13 +58,12 @@ class PipelineSpec:
             raise ValueError(f"batch_size={self.batch_size}: must be at least 1")
 
 
-def read_shards(urls: Iterable[str], storage_options: dict | None, spec: PipelineSpec) -> Iterator[Sample]:
+def read_shards(urls: Iterable[str], source: ShardSource, spec: PipelineSpec) -> Iterator[Sample]:
     """Stream the samples of each shard in turn; opening the shard counts as fetch time."""
-    options = storage_options or {}
     for url in urls:
         t0 = time.perf_counter()
         c0 = time.thread_time()
-        with fsspec.open(url, "rb", **options) as raw:
+        with source.open(url) as raw:
             opened_wall, opened_cpu = time.perf_counter() - t0, time.thread_time() - c0
             for sample in iter_samples(raw, url, spec.max_member_bytes):
                 sample.fetch_wall_s += opened_wall
@@ -112,8 +111,16 @@ def _image_of(sample: Sample) -> bytes:
     )
 
 
-def batches(samples: Iterable[Sample], spec: PipelineSpec, rng: random.Random) -> Iterator[Batch]:
-    """Decode, augment and collate; errors are counted per the policy and never sleep or retry."""
+def batches(
+    samples: Iterable[Sample],
+    spec: PipelineSpec,
+    rng: random.Random,
+    drain: Callable[[StageStats], None] | None = None,
+) -> Iterator[Batch]:
+    """Decode, augment and collate; errors are counted per the policy and never sleep or retry.
+
+    ``drain`` moves the storage counters gathered meanwhile (requests, cache) into each batch.
+    """
     stats = StageStats()
     images: list[np.ndarray] = []
     labels: list[int] = []
@@ -144,13 +151,17 @@ def batches(samples: Iterable[Sample], spec: PipelineSpec, rng: random.Random) -
         keys.append(sample.key)
         stats.samples += 1
         if len(images) == spec.batch_size:
+            if drain:
+                drain(stats)
             yield _collate(images, labels, keys, stats)
             stats, images, labels, keys = StageStats(), [], [], []
+    if drain:
+        drain(stats)
     if images and not spec.drop_last:
         yield _collate(images, labels, keys, stats)
         return
     stats.samples -= len(images)  # a dropped tail was decoded but is not delivered
-    if stats.errors or stats.bytes_read:
+    if stats.errors or stats.bytes_read or stats.counters:
         # the tail's counters must still reach the consumer, or errors and bytes go missing
         yield Batch(images=None, labels=None, keys=[], stats=stats)
 
@@ -163,7 +174,8 @@ def _collate(images: list[np.ndarray], labels: list[int], keys: list[str], stats
 
 
 def stream(
-    urls: Sequence[str], storage_options: dict | None, spec: PipelineSpec, rng: random.Random
+    urls: Sequence[str], source: ShardSource, spec: PipelineSpec, rng: random.Random
 ) -> Iterator[Batch]:
     """The whole pipeline for one reader (a worker, a thread, or the main process)."""
-    return batches(shuffled(read_shards(urls, storage_options, spec), spec.shuffle_buffer, rng), spec, rng)
+    samples = shuffled(read_shards(urls, source, spec), spec.shuffle_buffer, rng)
+    return batches(samples, spec, rng, drain=source.drain_into)

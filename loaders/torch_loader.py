@@ -21,6 +21,7 @@ from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 from .instrument import StageStats
 from .pipeline import Batch, PipelineSpec, stream
 from .shards import check_splittable, expand_urls, shards_for
+from .sources import ShardSource, SourceSpec, default_cache_bytes
 
 
 def _quiet_worker(_: int) -> None:
@@ -38,13 +39,13 @@ class ShardStream(IterableDataset):
         urls: Sequence[str],
         spec: PipelineSpec,
         *,
-        storage_options: dict | None = None,
+        source: SourceSpec | None = None,
         rank: int = 0,
         world_size: int = 1,
         shuffle_shards: bool = True,
     ) -> None:
         super().__init__()
-        self.urls, self.spec, self.storage_options = list(urls), spec, storage_options
+        self.urls, self.spec, self.source = list(urls), spec, source or SourceSpec()
         self.rank, self.world_size, self.shuffle_shards = rank, world_size, shuffle_shards
         self.epoch = 0
 
@@ -64,14 +65,16 @@ class ShardStream(IterableDataset):
             shuffle=self.shuffle_shards,
         )
         rng = random.Random(hash((self.spec.seed, self.epoch, self.rank, worker)))
-        return stream(mine, self.storage_options, self.spec, rng)
+        return stream(mine, ShardSource(self.source), self.spec, rng)
 
 
 class ShardLoader:
     """Batches of (uint8 images N x 3 x H x W, int64 labels) from shards, with per-stage stats.
 
-    ``stats`` accumulates fetch/decode/augment/collate times, bytes read and errors over everything
-    delivered so far. ``return_batches=True`` yields :class:`Batch` objects (keys and stats per
+    ``stats`` accumulates fetch/decode/augment/collate times, bytes read, errors, request and
+    cache counters over everything delivered so far. s3:// shards stream with ``concurrency``
+    ranged GETs of ``part_bytes`` in flight; with ``cache_dir`` they go through a bounded local
+    shard cache (``cache_bytes``, default half the free space) shared by every process on the host. ``return_batches=True`` yields :class:`Batch` objects (keys and stats per
     batch) instead of ``(images, labels)``.
     """
 
@@ -89,6 +92,11 @@ class ShardLoader:
         on_error: str = "skip",
         drop_last: bool = False,
         storage_options: dict | None = None,
+        cache_dir: str | None = None,
+        cache_bytes: int | None = None,
+        shard_sizes: dict[str, int] | None = None,
+        part_bytes: int = 8 * 2**20,
+        concurrency: int = 4,
         pin_memory: bool | None = None,
         return_batches: bool = False,
         **pipeline_options: object,
@@ -109,9 +117,17 @@ class ShardLoader:
         self.spec = spec
         self.workers = workers
         self.return_batches = return_batches
-        self.dataset = ShardStream(
-            self.urls, spec, storage_options=storage_options, rank=rank, world_size=world_size
+        source = SourceSpec(
+            storage_options=dict(storage_options or {}),
+            cache_dir=cache_dir,
+            cache_bytes=cache_bytes,
+            sizes=dict(shard_sizes or {}),
+            part_bytes=part_bytes,
+            concurrency=concurrency,
         )
+        if cache_dir and not cache_bytes:
+            source.cache_bytes = default_cache_bytes(cache_dir)
+        self.dataset = ShardStream(self.urls, spec, source=source, rank=rank, world_size=world_size)
         self.stats = StageStats()
         self.epoch = 0
         self._loader = DataLoader(

@@ -26,13 +26,12 @@ from loaders.instrument import STAGES
 from .. import __version__
 from ..analysis.metrics import compute_metrics
 from ..analysis.verdict import attribute
-from ..datasets.manifest import Manifest
 from ..results.schema import SCHEMA_VERSION, STEP_SCHEMA
 from ..results.store import publish_cell
 from ..tiers import make_tier
 from .accelerator import EmulatedAccelerator, TorchTrainStep, lookup_demand
 from .loaderfactory import build_loader
-from .steploop import StepRow, run_steps
+from .steploop import StepRow, epoch_rows, run_steps
 from .telemetry import TelemetrySampler
 
 
@@ -109,7 +108,7 @@ def run_cell(cell: dict, run_dir: Path) -> dict:
     """Measure one cell and publish its directory; returns the summary."""
     started = _now()
     tier = make_tier(cell["tier"])
-    manifest = Manifest.load(tier.dataset_dir_or_url())
+    manifest = tier.load_manifest()
     cache_state = tier.prepare(manifest, cell["cache"])
     urls = tier.shard_urls(manifest)
     consumer = make_consumer(cell["accelerator"])
@@ -119,7 +118,7 @@ def run_cell(cell: dict, run_dir: Path) -> dict:
 
     with TelemetrySampler() as telemetry:
         created_at = time.perf_counter()
-        make_epoch = build_loader(urls, tier.storage_options(), loader, run)
+        make_epoch = build_loader(urls, tier.source_options(manifest), loader, run)
         log = run_steps(
             make_epoch,
             consumer,
@@ -152,6 +151,7 @@ def run_cell(cell: dict, run_dir: Path) -> dict:
         "loader_stats_all_steps": log.all_stats.as_dict(),
         "cache_state": cache_state.to_dict(),
         "epochs_completed": log.epochs_completed,
+        "epochs": epoch_rows(log),
         "device_read_bytes": device_bytes,
         "tier_device": tier_device,
         "device_read_bytes_per_s": tier_bytes / metrics.wall_s if tier_bytes and metrics.wall_s else None,

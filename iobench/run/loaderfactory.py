@@ -13,7 +13,7 @@ from loaders import Batch
 EpochFactory = Callable[[int], Iterable[Batch]]
 
 
-def _torch(urls: list[str], storage_options: dict, loader: dict, run: dict) -> EpochFactory:
+def _torch(urls: list[str], source_options: dict, loader: dict, run: dict) -> EpochFactory:
     from loaders import ShardLoader
 
     shard_loader = ShardLoader(
@@ -24,7 +24,12 @@ def _torch(urls: list[str], storage_options: dict, loader: dict, run: dict) -> E
         shuffle_buffer=loader.get("shuffle_buffer", 1000),
         seed=run.get("seed", 0),
         on_error=run.get("on_error", "skip"),
-        storage_options=storage_options,
+        storage_options=source_options.get("storage_options"),
+        cache_dir=source_options.get("cache_dir"),
+        cache_bytes=source_options.get("cache_bytes"),
+        shard_sizes=source_options.get("shard_sizes"),
+        part_bytes=source_options.get("part_bytes", 8 * 2**20),
+        concurrency=source_options.get("concurrency", 4),
         return_batches=True,
     )
 
@@ -38,8 +43,9 @@ def _torch(urls: list[str], storage_options: dict, loader: dict, run: dict) -> E
 LOADER_BACKENDS: dict[str, Callable[[list[str], dict, dict, dict], EpochFactory]] = {"torch": _torch}
 
 
-def build_loader(urls: list[str], storage_options: dict, loader: dict, run: dict) -> EpochFactory:
+def build_loader(urls: list[str], source_options: dict, loader: dict, run: dict) -> EpochFactory:
+    """``source_options`` come from the tier: storage options, cache directory and limit, sizes."""
     kind = loader["kind"]
     if kind not in LOADER_BACKENDS:
         raise ValueError(f"loader.kind={kind!r}: allowed values are {', '.join(LOADER_BACKENDS)}")
-    return LOADER_BACKENDS[kind](urls, storage_options, loader, run)
+    return LOADER_BACKENDS[kind](urls, source_options, loader, run)

@@ -34,6 +34,7 @@ class StepLog:
     rows: list[StepRow] = field(default_factory=list)
     measured_stats: StageStats = field(default_factory=StageStats)  # from batches after warm-up
     all_stats: StageStats = field(default_factory=StageStats)
+    epoch_stats: list[StageStats] = field(default_factory=list)  # every step, warm-up included
     time_to_first_batch_s: float | None = None
     epochs_completed: int = 0
     measure_start: float | None = None  # perf_counter when the first measured step began
@@ -61,6 +62,7 @@ def run_steps(
         if max_steps is not None and step >= max_steps:
             break
         batches = iter(make_epoch(epoch))
+        log.epoch_stats.append(StageStats())
         while max_steps is None or step < max_steps:
             t0 = time.perf_counter()
             try:
@@ -70,6 +72,7 @@ def run_steps(
                 break
             t1 = time.perf_counter()
             log.all_stats.merge(batch.stats)
+            log.epoch_stats[-1].merge(batch.stats)
             if batch.images is None:  # a stats-only tail from a worker: no step happens
                 continue
             if log.time_to_first_batch_s is None:
@@ -101,3 +104,39 @@ def run_steps(
             step += 1
         del batches  # shuts the workers down before the next epoch builds new ones
     return log
+
+
+def epoch_rows(log: StepLog) -> list[dict]:
+    """Per-epoch throughput and cache behaviour, so epoch 1 and the steady state can be compared.
+
+    Epoch rows include warm-up steps: an epoch is the unit a cache fills over.
+    """
+    out = []
+    for epoch, stats in enumerate(log.epoch_stats):
+        rows = [r for r in log.rows if r.epoch == epoch]
+        if not rows:
+            continue
+        wall = rows[-1].t_end - rows[0].t_start
+        c = stats.counters
+        hits, misses = c.get("cache_hits", 0), c.get("cache_misses", 0)
+        out.append(
+            {
+                "epoch": epoch,
+                "steps": len(rows),
+                "samples": sum(r.samples for r in rows),
+                "wall_s": wall,
+                "samples_per_s": sum(r.samples for r in rows) / wall if wall > 0 else 0.0,
+                "bytes_read": stats.bytes_read,
+                "bytes_per_s": stats.bytes_read / wall if wall > 0 else 0.0,
+                "stall_fraction": sum(r.wait_s for r in rows) / wall if wall > 0 else 0.0,
+                "cache_hits": hits,
+                "cache_misses": misses,
+                "cache_hit_ratio": hits / (hits + misses) if hits + misses else None,
+                "cache_evictions": c.get("cache_evictions", 0),
+                "bytes_transferred": c.get("bytes_transferred", 0),
+                "requests": c.get("requests", 0),
+                "retries": c.get("retries", 0),
+                "request_latency_ms": stats.as_dict()["request_latency_ms"],
+            }
+        )
+    return out

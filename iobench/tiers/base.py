@@ -125,6 +125,16 @@ class Tier(abc.ABC):
         """fsspec storage options for the URLs; may hold credentials, never logged."""
         return {}
 
+    def load_manifest(self) -> Any:
+        """The dataset's manifest (iobench.datasets.manifest.Manifest), read from the tier."""
+        from ..datasets.manifest import Manifest
+
+        return Manifest.load(self.dataset_dir_or_url())
+
+    def source_options(self, manifest: Any) -> dict[str, Any]:
+        """Keyword arguments for the loaders' shard source (storage options, cache settings)."""
+        return {"storage_options": self.storage_options()}
+
     @abc.abstractmethod
     def describe(self) -> dict[str, Any]:
         """JSON-able description of the tier for reports. Must never contain secrets."""

@@ -1,0 +1,120 @@
+"""Where shard bytes come from: any fsspec URL, an object store streamed with read-ahead, or a
+bounded local cache in front of the object store.
+
+A source is built from picklable settings and opens its clients lazily, in the process that
+reads (DataLoader workers fork or spawn after the loader is built; network clients do not
+survive either).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import BinaryIO
+
+import fsspec
+
+from .instrument import StageStats
+
+OBJECT_PROTOCOLS = ("s3", "s3a")
+
+
+@dataclass
+class SourceSpec:
+    """Picklable description of how to read shards."""
+
+    storage_options: dict = field(default_factory=dict)
+    cache_dir: str | None = None
+    cache_bytes: int | None = None
+    part_bytes: int = 8 * 2**20
+    concurrency: int = 4
+    sizes: dict[str, int] = field(default_factory=dict)  # url -> bytes, saves a HEAD per shard
+    etags: dict[str, str] = field(default_factory=dict)
+
+    def __repr__(self) -> str:  # storage options may hold credentials: never print them
+        return f"SourceSpec(cache_dir={self.cache_dir!r}, cache_bytes={self.cache_bytes}, ...)"
+
+
+class ShardSource:
+    def __init__(self, spec: SourceSpec) -> None:
+        self.spec = spec
+        self._readers: dict[str, object] = {}
+        self._cache = None
+
+    def _reader(self, protocol: str):
+        if protocol not in self._readers:
+            from .objectstore import ObjectReader
+
+            self._readers[protocol] = ObjectReader(
+                self.spec.storage_options,
+                part_bytes=self.spec.part_bytes,
+                concurrency=self.spec.concurrency,
+                protocol="s3" if protocol in OBJECT_PROTOCOLS else protocol,
+            )
+        return self._readers[protocol]
+
+    def _shard_cache(self):
+        if self._cache is None:
+            from .cache import ShardCache
+
+            self._cache = ShardCache(self.spec.cache_dir, self.spec.cache_bytes or 0)
+        return self._cache
+
+    @contextlib.contextmanager
+    def open(self, url: str) -> Iterator[BinaryIO]:
+        protocol = url.split("://", 1)[0] if "://" in url else "file"
+        if protocol not in OBJECT_PROTOCOLS:
+            with fsspec.open(url, "rb", **self.spec.storage_options) as f:
+                yield f
+            return
+        reader = self._reader(protocol)
+        size = self.spec.sizes.get(url)
+        if self.spec.cache_dir:
+            path = self._shard_cache().get(
+                url,
+                lambda u, out: reader.download(u, out, size),
+                size=size,
+                etag=self.spec.etags.get(url),
+            )
+            with open(path, "rb", buffering=0) as f:
+                yield f
+        else:
+            stream = reader.open_stream(url, size)
+            try:
+                yield stream
+            finally:
+                stream.close()
+
+    def drain_into(self, stats: StageStats) -> None:
+        """Move the request and cache counters gathered since the last drain into ``stats``."""
+        for reader in self._readers.values():
+            rs = reader.take_stats()
+            stats.counters.update(
+                {
+                    "requests": rs.requests,
+                    "retries": rs.retries,
+                    "request_failures": rs.failures,
+                    "bytes_transferred": rs.bytes,
+                    **{f"fault_{kind}": n for kind, n in rs.fault_kinds.items()},
+                }
+            )
+            stats.add_latencies(rs.latencies_ms)
+        if self._cache is not None:
+            stats.counters.update({f"cache_{k}": v for k, v in self._cache.reset_stats().as_dict().items()})
+
+    def close(self) -> None:
+        for reader in self._readers.values():
+            reader.close()
+
+
+def source_for(spec: SourceSpec | None) -> ShardSource:
+    return ShardSource(spec or SourceSpec())
+
+
+def default_cache_bytes(directory: str) -> int:
+    """Half of the free space on the cache's filesystem: a bound the user did not have to pick."""
+    os.makedirs(directory, exist_ok=True)
+    st = os.statvfs(directory)
+    return st.f_bavail * st.f_frsize // 2
