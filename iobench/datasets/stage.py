@@ -1,0 +1,193 @@
+"""`iobench dataset stage DATASET s3://bucket/prefix`: upload shards, indexes and manifest.
+
+The MinIO SDK does the uploads (parallel multipart for big shards, one client for MinIO, Ceph RGW
+and AWS). Each object carries its sha256 as user metadata, so a re-run skips what is already
+there and intact (idempotent), and verification compares the store against the manifest. The
+manifest goes up last: a reader that finds it can trust the shards are complete.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlparse
+
+from .manifest import MANIFEST_NAME, Manifest, sha256_file
+
+SHA_META = "sha256"
+
+
+class StageError(OSError):
+    """Staging failed: names the object, the endpoint and what to do; never a credential."""
+
+
+@dataclass
+class StageReport:
+    url: str
+    uploaded: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    bytes_uploaded: int = 0
+    verified: str = "size+sha256 metadata"
+    created_bucket: bool = False
+
+
+def split_s3_url(url: str) -> tuple[str, str]:
+    parsed = urlparse(url)
+    if parsed.scheme != "s3" or not parsed.netloc:
+        raise ValueError(f"{url!r}: expected s3://bucket/prefix")
+    return parsed.netloc, parsed.path.strip("/")
+
+
+def minio_client(endpoint_url: str | None = None, region: str | None = None, profile: str | None = None):
+    """A MinIO client for any S3 endpoint, with credentials resolved the way boto3 resolves them."""
+    import boto3
+    import urllib3
+    from minio import Minio
+
+    endpoint_url = endpoint_url or os.environ.get("AWS_ENDPOINT_URL") or os.environ.get("S3_ENDPOINT_URL")
+    if not endpoint_url:
+        endpoint_url = "https://s3.amazonaws.com"
+    parsed = urlparse(endpoint_url)
+    if parsed.scheme not in ("http", "https") or not parsed.netloc:
+        raise ValueError(f"endpoint_url={endpoint_url!r}: expected http(s)://host[:port]")
+    creds = boto3.Session(profile_name=profile).get_credentials()
+    if creds is None:
+        raise StageError(
+            "no S3 credentials found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY "
+            "(`source DIR/env` after `iobench lab up`) or use an AWS profile"
+        )
+    frozen = creds.get_frozen_credentials()
+    http = urllib3.PoolManager(
+        timeout=urllib3.Timeout(connect=5, read=120),
+        retries=urllib3.Retry(total=3, backoff_factor=0.2, status_forcelist=[500, 502, 503, 504]),
+        maxsize=16,
+    )
+    client = Minio(
+        parsed.netloc,
+        access_key=frozen.access_key,
+        secret_key=frozen.secret_key,
+        session_token=frozen.token,
+        secure=parsed.scheme == "https",
+        region=region or os.environ.get("AWS_DEFAULT_REGION"),
+        http_client=http,
+    )
+    return client, endpoint_url
+
+
+def _explain(exc: Exception, what: str, endpoint: str) -> StageError:
+    code = getattr(exc, "code", None)
+    if code in ("InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied"):
+        hint = "the credentials were refused: check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY"
+    elif code == "NoSuchBucket":
+        hint = "the bucket does not exist"
+    elif "MaxRetryError" in type(exc).__name__ or "Connection" in str(exc):
+        hint = f"cannot reach {endpoint}: is the server up (iobench lab status)?"
+    else:
+        hint = str(exc)
+    return StageError(f"{what} at {endpoint}: {code or type(exc).__name__}: {hint}")
+
+
+def stage(
+    dataset_dir: str | Path,
+    url: str,
+    *,
+    endpoint_url: str | None = None,
+    region: str | None = None,
+    profile: str | None = None,
+    workers: int = 4,
+    part_bytes: int = 16 * 2**20,
+    verify: str = "metadata",
+    progress: Callable[[int, int], None] | None = None,
+) -> StageReport:
+    """Upload a complete local dataset to ``url``; ``verify="full"`` also reads every object back."""
+    if verify not in ("metadata", "full"):
+        raise ValueError(f"verify={verify!r}: allowed values are metadata, full")
+    root = Path(dataset_dir)
+    manifest = Manifest.load(root)
+    bucket, prefix = split_s3_url(url)
+    client, endpoint = minio_client(endpoint_url, region, profile)
+    report = StageReport(
+        url=url.rstrip("/"),
+        verified="size+sha256 metadata" if verify == "metadata" else "full read-back sha256",
+    )
+    try:
+        if not client.bucket_exists(bucket):
+            client.make_bucket(bucket)
+            report.created_bucket = True
+    except Exception as exc:
+        raise _explain(exc, f"checking bucket {bucket!r}", endpoint) from None
+
+    files: list[tuple[Path, str | None]] = []
+    for entry in manifest.shards:
+        files.append((root / entry.name, entry.sha256))
+        idx = (root / entry.name).with_suffix(".idx")
+        if idx.exists():
+            files.append((idx, None))
+    key_of = lambda p: f"{prefix}/{p.name}" if prefix else p.name  # noqa: E731
+    done = 0
+
+    def upload(item: tuple[Path, str | None]) -> None:
+        nonlocal done
+        path, sha = item
+        sha = sha or sha256_file(path)
+        key = key_of(path)
+        size = path.stat().st_size
+        try:
+            if _already_there(client, bucket, key, size, sha):
+                report.skipped.append(key)
+            else:
+                client.fput_object(
+                    bucket, key, str(path), metadata={SHA_META: sha}, part_size=max(part_bytes, 5 * 2**20)
+                )
+                report.uploaded.append(key)
+                report.bytes_uploaded += size
+            _verify(client, bucket, key, size, sha, full=verify == "full")
+        except StageError:
+            raise
+        except Exception as exc:
+            raise _explain(exc, f"uploading {path} to s3://{bucket}/{key}", endpoint) from None
+        done += 1
+        if progress:
+            progress(done, len(files))
+
+    with ThreadPoolExecutor(max(1, workers)) as pool:
+        list(pool.map(upload, files))
+    manifest_key = key_of(root / MANIFEST_NAME)
+    try:
+        client.fput_object(bucket, manifest_key, str(root / MANIFEST_NAME), content_type="application/json")
+    except Exception as exc:
+        raise _explain(exc, f"uploading the manifest to s3://{bucket}/{manifest_key}", endpoint) from None
+    return report
+
+
+def _already_there(client, bucket: str, key: str, size: int, sha: str) -> bool:
+    from minio.error import S3Error
+
+    try:
+        st = client.stat_object(bucket, key)
+    except S3Error as exc:
+        if exc.code in ("NoSuchKey", "NoSuchObject", "ResourceNotFound"):
+            return False
+        raise
+    meta = {k.lower(): v for k, v in (st.metadata or {}).items()}
+    return st.size == size and meta.get(f"x-amz-meta-{SHA_META}") == sha
+
+
+def _verify(client, bucket: str, key: str, size: int, sha: str, *, full: bool) -> None:
+    if not _already_there(client, bucket, key, size, sha):
+        raise StageError(f"s3://{bucket}/{key}: after upload the store reports a different size or sha256")
+    if full:
+        digest = hashlib.sha256()
+        response = client.get_object(bucket, key)
+        try:
+            for chunk in response.stream(2**20):
+                digest.update(chunk)
+        finally:
+            response.close()
+            response.release_conn()
+        if digest.hexdigest() != sha:
+            raise StageError(f"s3://{bucket}/{key}: read-back sha256 {digest.hexdigest()} != {sha}")

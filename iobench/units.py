@@ -1,0 +1,58 @@
+"""Human-readable byte sizes: parse ``"2GB"`` / ``"512MiB"`` and print them back."""
+
+from __future__ import annotations
+
+import re
+
+_UNITS = {
+    "b": 1,
+    "kb": 10**3,
+    "mb": 10**6,
+    "gb": 10**9,
+    "tb": 10**12,
+    "kib": 2**10,
+    "mib": 2**20,
+    "gib": 2**30,
+    "tib": 2**40,
+}
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-z]*)\s*$", re.IGNORECASE)
+
+
+def parse_size(text: str | int) -> int:
+    """Bytes in ``text``: decimal KB/MB/GB/TB, binary KiB/MiB/GiB/TiB, B or a bare number.
+
+    Units are case-insensitive. Raises ``ValueError`` naming the input when it cannot be read.
+    """
+    if isinstance(text, bool):
+        raise ValueError(f"not a size: {text!r}")
+    if isinstance(text, int):
+        if text < 0:
+            raise ValueError(f"size must not be negative: {text!r}")
+        return text
+    m = _SIZE_RE.match(str(text))
+    if not m:
+        raise ValueError(f"not a size: {text!r} (expected e.g. '2GB', '512MiB', '1000')")
+    number, unit = m.group(1), m.group(2).lower() or "b"
+    if unit not in _UNITS:
+        raise ValueError(
+            f"unknown size unit {m.group(2)!r} in {text!r} (use B, KB, MB, GB, TB, KiB, MiB, GiB or TiB)"
+        )
+    return round(float(number) * _UNITS[unit])
+
+
+def format_bytes(n: float) -> str:
+    """Binary-prefixed size with three significant figures, e.g. ``format_bytes(1536) == '1.50 KiB'``."""
+    if n < 0:
+        return "-" + format_bytes(-n)
+    if n < 1024:
+        return f"{int(n)} B"
+    value = float(n)
+    for unit in ("KiB", "MiB", "GiB", "TiB", "PiB"):
+        value /= 1024
+        if value < 1024 or unit == "PiB":
+            break
+    if value >= 100:
+        return f"{value:.0f} {unit}"
+    if value >= 10:
+        return f"{value:.1f} {unit}"
+    return f"{value:.2f} {unit}"
