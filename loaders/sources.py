@@ -59,7 +59,8 @@ class ShardSource:
         if self._cache is None:
             from .cache import ShardCache
 
-            self._cache = ShardCache(self.spec.cache_dir, self.spec.cache_bytes or 0)
+            limit = self.spec.cache_bytes or default_cache_bytes(self.spec.cache_dir)
+            self._cache = ShardCache(self.spec.cache_dir, limit)
         return self._cache
 
     @contextlib.contextmanager
@@ -72,13 +73,10 @@ class ShardSource:
         reader = self._reader(protocol)
         size = self.spec.sizes.get(url)
         if self.spec.cache_dir:
-            path = self._shard_cache().get(
-                url,
-                lambda u, out: reader.download(u, out, size),
-                size=size,
-                etag=self.spec.etags.get(url),
+            f = self._shard_cache().open_shard(
+                url, lambda u, out: reader.download(u, out, size), size=size, etag=self.spec.etags.get(url)
             )
-            with open(path, "rb", buffering=0) as f:
+            with f:
                 yield f
         else:
             stream = reader.open_stream(url, size)

@@ -1,0 +1,329 @@
+"""A bounded, process-safe local shard cache: the local NVMe cache in front of S3/Ceph.
+
+fsspec's own caches are unbounded and not safe for several processes (fsspec #510, #639, #1126);
+this one is shared by every DataLoader worker and every training process on the host. The
+directory layout and the lock primitives are in ``cache_index.py``.
+
+Locking. A download holds its key's flock from before its temp file exists until after it is
+renamed or removed, so a second process asking for the same url blocks in flock (never a sleep
+loop) and then finds the complete file; a crashed writer's lock dies with its descriptor and its
+temp is removed by the next scan. Lock order is key lock, then the global lock; under the global
+lock key locks are only *tried* (LOCK_NB), so an entry being downloaded or opened is skipped by
+eviction and nothing can deadlock. Files appear only by ``os.replace`` of an fsynced temp file in
+the same directory: a reader sees no file or the whole file.
+
+Accounting and reservation. The total is computed from the directory listing under the global
+lock, never from per-process counters. In-flight downloads count with max(reservation, bytes
+written so far), and the reservation is encoded in the temp file's *name*: reserving and creating
+the temp are one atomic step under the global lock, and a crash leaves nothing to reconcile. So
+complete files + reservations never exceed max_bytes. When the room is held by other downloads in
+flight, a reserver waits (in flock) for one of them to finish, then evicts it if need be. A
+download of unknown size is charged by its growing temp file and may take the directory over the
+limit while it runs; before its rename LRU entries are evicted, so complete files never exceed
+max_bytes. (Such a download only waits for known-size downloads, which never wait themselves:
+the waits cannot form a cycle.)
+
+The directory must be on a local filesystem (flock on NFS is not the same lock across hosts).
+
+Recency is the file's mtime, set to time.time_ns() on every hit (the kernel's own timestamps are
+tick-coarse, which would make consecutive hits tie).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+import re
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import BinaryIO
+
+from .cache_index import CacheDir, Entry, InFlight, fsync_dir, key_of, md5_of, readable_name, unlink_quiet
+
+_MD5_RE = re.compile(r"^[0-9a-f]{32}$")
+
+Fetch = Callable[[str, BinaryIO], None]
+
+
+@dataclass
+class CacheStats:
+    """This process's cache counters; merge them across workers, reset them per epoch."""
+
+    hits: int = 0
+    misses: int = 0
+    evictions: int = 0
+    bytes_fetched: int = 0  # bytes of downloads that were verified and committed
+    bytes_evicted: int = 0
+    wait_s: float = 0.0  # blocked on a key lock while another process/thread downloaded that shard
+
+    def merge(self, other: CacheStats) -> None:
+        self.hits += other.hits
+        self.misses += other.misses
+        self.evictions += other.evictions
+        self.bytes_fetched += other.bytes_fetched
+        self.bytes_evicted += other.bytes_evicted
+        self.wait_s += other.wait_s
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+class CacheError(OSError):
+    """The cache cannot hold or produce a shard; the message says which limit or check failed."""
+
+
+class ShardCache:
+    """Local copies of remote shards, at most ``max_bytes`` of them, shared safely by processes."""
+
+    def __init__(self, directory: str | os.PathLike, max_bytes: int) -> None:
+        if max_bytes <= 0:
+            raise ValueError(f"max_bytes={max_bytes}: must be positive")
+        self.directory = os.fspath(directory)
+        self.max_bytes = int(max_bytes)
+        self._dir = CacheDir(self.directory)
+        self.stats = CacheStats()
+        try:
+            os.makedirs(self._dir.locks, exist_ok=True)
+            os.close(os.open(self._dir.global_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666))
+            # an existing .lock proves nothing about today's permissions: create and remove a file
+            probe = os.path.join(self.directory, f".probe-{os.getpid()}")
+            os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600))
+            os.unlink(probe)
+        except OSError as exc:
+            raise CacheError(
+                exc.errno, f"cache directory {self.directory!r} is not usable (not writable?): {exc}"
+            ) from exc
+
+    # ---- public API -------------------------------------------------------------------------
+
+    def path_for(self, url: str) -> str:
+        """Where the complete copy of ``url`` lives (whether or not it is cached now)."""
+        return os.path.join(self.directory, f"{key_of(url)}-{readable_name(url)}")
+
+    def get(self, url: str, fetch: Fetch, *, size: int | None = None, etag: str | None = None) -> str:
+        """Return the path of a complete, verified local copy of ``url``, downloading it if needed.
+
+        ``fetch(url, f)`` writes the object's bytes into the binary file ``f``. With ``size`` the
+        download is checked for length and room is reserved before it starts; with ``etag`` of a
+        single-part S3 upload (the MD5 of the bytes) the content is checked too. A multipart ETag
+        (it contains a '-') is an MD5 of part MD5s and cannot be checked against the bytes, nor can
+        an ETag that is not 32 hex digits: then only the size is verified.
+
+        The returned path stays valid until the entry is evicted, which only happens under
+        pressure and to the least recently used entries; ``open_shard`` returns an open file
+        instead, which stays readable even if the entry is evicted afterwards.
+        """
+        path = self.path_for(url)
+        if self._touch(path):  # lock-free hit: the common case in steady state
+            self.stats.hits += 1
+            return path
+        sha = os.path.basename(path)[:64]
+        fd, waited = self._dir.lock_key(sha, fcntl.LOCK_EX, block=True)
+        assert fd is not None
+        try:
+            self.stats.wait_s += waited
+            if self._touch(path):  # another process downloaded it while we waited
+                self.stats.hits += 1
+                return path
+            self._download(url, fetch, path, sha, size, etag)
+            self.stats.misses += 1
+            return path
+        finally:
+            os.close(fd)
+
+    def open_shard(
+        self, url: str, fetch: Fetch, *, size: int | None = None, etag: str | None = None
+    ) -> BinaryIO:
+        """Like get(), but return the cached copy opened for reading, with no eviction race.
+
+        A shared key lock is held while opening, so eviction (which only tries key locks) cannot
+        remove the entry in between; once open, the file stays readable even if evicted.
+        """
+        sha = key_of(url)
+        for _ in range(3):
+            path = self.get(url, fetch, size=size, etag=etag)
+            fd, _waited = self._dir.lock_key(sha, fcntl.LOCK_SH, block=True)
+            assert fd is not None
+            try:
+                return open(path, "rb")
+            except FileNotFoundError:
+                continue  # evicted between get() and the lock: the cache is thrashing; fetch again
+            finally:
+                os.close(fd)
+        raise CacheError(
+            errno.ENOENT, f"{url}: evicted three times before it could be opened (cache too small)"
+        )
+
+    def contains(self, url: str) -> bool:
+        return os.path.exists(self.path_for(url))
+
+    def used_bytes(self) -> int:
+        """Bytes of complete cached shards (in-flight downloads are not included)."""
+        with self._dir.global_lock():
+            return sum(e.size for e in self._dir.scan(clean=False)[0])
+
+    def clear(self) -> None:
+        """Remove every entry not in use, stale temp files and unused lock files.
+
+        Entries being downloaded or opened right now are left alone. Removals here are not
+        counted as evictions (those measure cache pressure).
+        """
+        with self._dir.global_lock():
+            for entry in self._dir.scan(clean=True)[0]:
+                self._dir.remove_entry(entry)
+            self._dir.remove_unused_locks()
+
+    def reset_stats(self) -> CacheStats:
+        """Return the counters so far and start new ones (per-epoch accounting)."""
+        done, self.stats = self.stats, CacheStats()
+        return done
+
+    # ---- room (callers hold the global lock) ------------------------------------------------
+
+    def _evict(self, entries: list[Entry], need: int, keep: str) -> tuple[int, list[str]]:
+        """Evict least recently used entries until ``need`` bytes are freed.
+
+        Returns the bytes freed and the keys of entries skipped because they were locked.
+        """
+        freed, busy = 0, []
+        for entry in sorted(entries, key=lambda e: (e.mtime_ns, e.name)):
+            if freed >= need:
+                break
+            if entry.sha == keep:
+                continue
+            if not self._dir.remove_entry(entry):
+                busy.append(entry.sha)
+                continue
+            entries.remove(entry)
+            freed += entry.size
+            self.stats.evictions += 1
+            self.stats.bytes_evicted += entry.size
+        return freed, busy
+
+    def _make_room(
+        self, url: str, size: int, *, keep: str, held: str = "", may_wait: Callable[[InFlight], bool]
+    ) -> str | None:
+        """Evict until ``size`` more bytes fit; else name a key whose holder will give room back."""
+        entries, inflight = self._dir.scan(clean=True, held=held)
+        used = sum(e.size for e in entries) + sum(t.charged for t in inflight)
+        busy: list[str] = []
+        if used + size > self.max_bytes:
+            freed, busy = self._evict(entries, used + size - self.max_bytes, keep)
+            used -= freed
+        if used + size <= self.max_bytes:
+            return None
+        # downloads in flight become evictable entries when done; locked entries are held briefly
+        waitable = [t.sha for t in inflight if t.sha != keep and may_wait(t)] + busy
+        if waitable:
+            return waitable[0]
+        raise CacheError(
+            errno.ENOSPC,
+            f"{url}: no room for {size} bytes in the {self.max_bytes}-byte cache: {used} bytes are held "
+            "by downloads of unknown size in flight",
+        )
+
+    def _room_then(
+        self, url: str, size: int, sha: str, *, reserving: bool, action: Callable[[], None]
+    ) -> None:
+        """Make room under the global lock and run ``action`` there; wait outside it if needed."""
+        while True:
+            with self._dir.global_lock():
+                if reserving:  # no temp of ours yet: every temp of this key is stale; wait on any
+                    busy = self._make_room(url, size, keep=sha, held=sha, may_wait=lambda t: True)
+                else:  # we own a temp: wait only on known-size downloads, which never wait
+                    busy = self._make_room(url, size, keep=sha, may_wait=lambda t: t.reserved > 0)
+                if busy is None:
+                    action()
+                    return
+            self.stats.wait_s += self._dir.wait_for(busy)
+
+    # ---- the miss path (caller holds the key lock) ------------------------------------------
+
+    def _touch(self, path: str) -> bool:
+        try:
+            now = time.time_ns()
+            os.utime(path, ns=(now, now))
+            return True
+        except FileNotFoundError:
+            return False
+
+    def _download(
+        self, url: str, fetch: Fetch, path: str, sha: str, size: int | None, etag: str | None
+    ) -> None:
+        if size is not None and size > self.max_bytes:
+            raise CacheError(
+                errno.EFBIG,
+                f"{url}: shard of {size} bytes is larger than the whole cache ({self.max_bytes} bytes)",
+            )
+        tmp = self._dir.part_path(sha, size or 0)
+
+        def create() -> None:  # under the global lock, so the next scan already sees the reservation
+            os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644))
+
+        self._room_then(url, size or 0, sha, reserving=True, action=create)
+        try:
+            written = self._write(url, fetch, tmp, sha, size)
+            self._verify(url, tmp, written, size, etag)
+            if size is not None:
+                self._commit(tmp, path)  # reservation == size: the total does not change
+            elif written > self.max_bytes:
+                raise CacheError(
+                    errno.EFBIG,
+                    f"{url}: shard of {written} bytes is larger than the whole cache ({self.max_bytes} bytes)",
+                )
+            else:  # our temp is in the scan at its real size: make the total fit, then rename
+                self._room_then(url, 0, sha, reserving=False, action=lambda: self._commit(tmp, path))
+            self.stats.bytes_fetched += written
+        finally:
+            unlink_quiet(tmp)  # no-op after a commit; otherwise never leave a partial file behind
+
+    def _write(self, url: str, fetch: Fetch, tmp: str, sha: str, size: int | None) -> int:
+        """Run fetch into the temp file and fsync it; on ENOSPC evict more and retry once."""
+        for attempt in (1, 2):
+            partial = 0
+            try:
+                with open(tmp, "wb") as f:
+                    try:
+                        fetch(url, f)
+                        f.flush()
+                        os.fsync(f.fileno())
+                        return os.fstat(f.fileno()).st_size
+                    finally:
+                        with contextlib.suppress(OSError, ValueError):  # ValueError: fetch closed f
+                            partial = os.fstat(f.fileno()).st_size
+            except OSError as exc:
+                if exc.errno != errno.ENOSPC:
+                    raise
+                os.truncate(tmp, 0)  # give the space back before asking for more
+                if attempt == 2:
+                    raise CacheError(
+                        errno.ENOSPC, f"{url}: disk full (ENOSPC) writing the cache even after eviction"
+                    ) from exc
+                with self._dir.global_lock():
+                    entries, _ = self._dir.scan(clean=True)
+                    freed, _busy = self._evict(entries, max(size or 0, partial, 1), keep=sha)
+                if not freed:
+                    raise CacheError(
+                        errno.ENOSPC, f"{url}: disk full (ENOSPC) and no cache entry could be evicted"
+                    ) from exc
+        raise AssertionError("unreachable")
+
+    def _verify(self, url: str, tmp: str, written: int, size: int | None, etag: str | None) -> None:
+        if size is not None and written != size:
+            raise CacheError(errno.EIO, f"{url}: size mismatch: expected {size} bytes, got {written}")
+        if etag is None:
+            return
+        want = etag.strip().strip('"').lower()
+        if _MD5_RE.match(want):  # single-part upload: the ETag is the MD5 of the bytes
+            got = md5_of(tmp)
+            if got != want:
+                raise CacheError(errno.EIO, f"{url}: MD5 mismatch: expected ETag {want}, got {got}")
+
+    def _commit(self, tmp: str, path: str) -> None:
+        now = time.time_ns()
+        os.utime(tmp, ns=(now, now))
+        os.replace(tmp, path)  # atomic: readers see no file or the whole file
+        fsync_dir(self.directory)  # make the rename durable, so a power cut cannot lose the entry
