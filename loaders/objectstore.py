@@ -148,11 +148,13 @@ class ObjectReader:
         options = dict(storage_options or {})
         if protocol == "s3":
             # our retries only: counted, jittered, bounded
-            options.setdefault("retries", 1)
             config = dict(options.get("config_kwargs") or {})
             config.setdefault("retries", {"max_attempts": 1, "mode": "standard"})
             options["config_kwargs"] = config
-        self.fs = fsspec.filesystem(protocol, **options)
+        # a fresh instance: fsspec caches filesystems by arguments, which would pin old credentials
+        self.fs = fsspec.filesystem(protocol, skip_instance_cache=True, **options)
+        if protocol == "s3":
+            self.fs.retries = 1  # s3fs's own retry loop (a class attribute, not a constructor option)
         self.part_bytes, self.concurrency = part_bytes, max(1, concurrency)
         self.policy = policy or RetryPolicy()
         self.stats = RequestStats()

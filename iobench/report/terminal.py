@@ -59,6 +59,20 @@ def print_report(summaries: list[dict], console: Console | None = None) -> None:
         console.print(f"  {v['headline']}")
         for line in v["evidence"]:
             console.print(f"   - {line}")
+        epochs = s.get("epochs") or []
+        if len(epochs) > 1 or any(e.get("requests") for e in epochs):
+            for e in epochs:
+                line = f"epoch {e['epoch']}: {e['samples_per_s']:,.0f} samples/s, stall {_pct(e['stall_fraction'])}"
+                if e.get("cache_hit_ratio") is not None:
+                    line += (
+                        f", cache hits {e['cache_hits']:.0f}/{e['cache_hits'] + e['cache_misses']:.0f}"
+                        f" ({_pct(e['cache_hit_ratio'])}), evictions {e['cache_evictions']:.0f}"
+                    )
+                if e.get("requests"):
+                    p99 = (e.get("request_latency_ms") or {}).get("p99")
+                    line += f", {e['requests']:.0f} GETs ({e['retries']:.0f} retried)"
+                    line += f", p99 {p99:.0f} ms" if p99 is not None else ""
+                console.print(f"   - {line}")
         note = s["cache_state"].get("note")
         if note:
             console.print(f"   - cache: {note}")

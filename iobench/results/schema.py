@@ -43,6 +43,16 @@ RESULT_SCHEMA = pa.schema(
         ("augment_ms_per_sample", pa.float64()),
         ("collate_ms_per_sample", pa.float64()),
         ("errors", pa.int64()),
+        ("epochs", pa.int32()),
+        ("first_epoch_samples_per_s", pa.float64()),
+        ("last_epoch_samples_per_s", pa.float64()),
+        ("first_epoch_cache_hit_ratio", pa.float64()),
+        ("last_epoch_cache_hit_ratio", pa.float64()),
+        ("cache_evictions", pa.int64()),
+        ("requests", pa.int64()),
+        ("retries", pa.int64()),
+        ("request_failures", pa.int64()),
+        ("request_p99_ms", pa.float64()),
         ("verdict", pa.string()),  # accelerator | prep | fetch | unknown | failed
         ("binding_stage", pa.string()),
         ("headline", pa.string()),
@@ -74,6 +84,9 @@ def summary_to_row(summary: dict) -> dict:
     cache = summary.get("cache_state") or {}
     stages = summary.get("stage_ms_per_sample") or {}
     acc = cell.get("accelerator", {})
+    epochs = summary.get("epochs") or [{}]
+    counters = (summary.get("loader_stats_all_steps") or {}).get("counters") or {}
+    latency = (summary.get("loader_stats_all_steps") or {}).get("request_latency_ms") or {}
     acc_name = acc.get("type") if acc.get("kind") == "emulated" else f"torch:{acc.get('model')}"
     return {
         "cell_id": cell.get("cell_id"),
@@ -106,7 +119,17 @@ def summary_to_row(summary: dict) -> dict:
         "decode_ms_per_sample": stages.get("decode"),
         "augment_ms_per_sample": stages.get("augment"),
         "collate_ms_per_sample": stages.get("collate"),
-        "errors": sum((summary.get("loader_stats") or {}).get("errors", {}).values()),
+        "errors": sum((summary.get("loader_stats_all_steps") or {}).get("errors", {}).values()),
+        "epochs": len(summary.get("epochs") or []),
+        "first_epoch_samples_per_s": epochs[0].get("samples_per_s"),
+        "last_epoch_samples_per_s": epochs[-1].get("samples_per_s"),
+        "first_epoch_cache_hit_ratio": epochs[0].get("cache_hit_ratio"),
+        "last_epoch_cache_hit_ratio": epochs[-1].get("cache_hit_ratio"),
+        "cache_evictions": counters.get("cache_evictions"),
+        "requests": counters.get("requests"),
+        "retries": counters.get("retries"),
+        "request_failures": counters.get("request_failures"),
+        "request_p99_ms": latency.get("p99"),
         "verdict": v.get("bound") if summary.get("status") == "ok" else "failed",
         "binding_stage": v.get("binding_stage"),
         "headline": v.get("headline") or summary.get("error"),

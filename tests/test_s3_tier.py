@@ -1,0 +1,203 @@
+"""The S3 tier and the shard cache against the real radosgw of the lab (integration)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import multiprocessing as mp
+import os
+import time
+import uuid
+from pathlib import Path
+
+import boto3
+import pytest
+
+from iobench.datasets.manifest import Manifest
+from iobench.datasets.stage import StageError, stage
+from iobench.tiers import make_tier
+from loaders import ShardLoader
+from loaders.cache import ShardCache
+from loaders.objectstore import ObjectReader, ObjectStoreError
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def s3_env(ceph_lab, monkeypatch):
+    for key, value in ceph_lab.env.items():
+        monkeypatch.setenv(key, value)
+    return ceph_lab
+
+
+@pytest.fixture
+def staged(s3_env, tiny_dataset):
+    url = f"s3://iobench-{uuid.uuid4().hex[:8]}/tiny"
+    report = stage(tiny_dataset, url, verify="full")
+    return url, report
+
+
+def _client(lab):
+    return boto3.client(
+        "s3",
+        endpoint_url=lab.env["AWS_ENDPOINT_URL"],
+        aws_access_key_id=lab.env["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=lab.env["AWS_SECRET_ACCESS_KEY"],
+        region_name="us-east-1",
+    )
+
+
+def test_stage_then_read_back_gives_equal_checksums(s3_env, staged, tiny_dataset):
+    url, report = staged
+    manifest = Manifest.load(tiny_dataset)
+    assert report.created_bucket and len(report.uploaded) == 2 * len(manifest.shards)
+    # idempotent: a second run uploads nothing
+    again = stage(tiny_dataset, url)
+    assert again.uploaded == [] and len(again.skipped) == 2 * len(manifest.shards)
+    # the store's bytes hash to the manifest's checksums
+    reader = ObjectReader(make_tier({"kind": "s3", "url": url}).storage_options())
+    for entry in manifest.shards:
+        data = reader.read_range(f"{url}/{entry.name}", 0, entry.bytes)
+        assert hashlib.sha256(data).hexdigest() == entry.sha256
+    # and the tier reads the manifest back from the store
+    assert make_tier({"kind": "s3", "url": url}).load_manifest() == manifest
+
+
+def _keys_labels(loader):
+    out = []
+    for batch in loader:
+        out += list(zip(batch.keys, batch.labels.tolist(), strict=True))
+    return sorted(out)
+
+
+def test_s3_stream_and_cached_reads_yield_the_local_samples(s3_env, staged, tiny_dataset, tmp_path):
+    url, _ = staged
+    tier = make_tier({"kind": "s3", "url": url, "cache_dir": str(tmp_path / "cache"), "cache_size": "100MB"})
+    manifest = tier.load_manifest()
+    local = ShardLoader(
+        sorted(str(p) for p in Path(tiny_dataset).glob("train-*.tar")), workers=0, return_batches=True
+    )
+    expected = _keys_labels(local)
+    assert len(expected) == manifest.num_samples
+    streamed = ShardLoader(
+        tier.shard_urls(manifest), workers=2, return_batches=True, storage_options=tier.storage_options()
+    )
+    assert _keys_labels(streamed) == expected
+    assert streamed.stats.counters["requests"] >= len(manifest.shards)
+    assert streamed.stats.counters["bytes_transferred"] == manifest.total_bytes
+
+    opts = tier.source_options(manifest)
+    cached = ShardLoader(tier.shard_urls(manifest), workers=2, return_batches=True, **_loader_kwargs(opts))
+    assert _keys_labels(cached) == expected  # epoch 1: every shard a miss
+    assert _keys_labels(cached) == expected  # epoch 2: every shard a hit
+    c = cached.stats.counters
+    assert c["cache_misses"] == len(manifest.shards) and c["cache_hits"] == len(manifest.shards)
+    cache = ShardCache(opts["cache_dir"], opts["cache_bytes"])
+    for u, entry in zip(tier.shard_urls(manifest), manifest.shards, strict=True):
+        assert hashlib.sha256(Path(cache.path_for(u)).read_bytes()).hexdigest() == entry.sha256
+
+
+def _loader_kwargs(opts):
+    return {
+        "storage_options": opts["storage_options"],
+        "cache_dir": opts["cache_dir"],
+        "cache_bytes": opts["cache_bytes"],
+        "shard_sizes": opts["shard_sizes"],
+    }
+
+
+def test_a_cache_smaller_than_the_dataset_stays_within_its_limit(s3_env, staged, tmp_path):
+    url, _ = staged
+    limit = 12_000_000  # about 3.5 of the 10 shards
+    tier = make_tier({"kind": "s3", "url": url, "cache_dir": str(tmp_path / "small"), "cache_size": limit})
+    manifest = tier.load_manifest()
+    loader = ShardLoader(
+        tier.shard_urls(manifest),
+        workers=2,
+        return_batches=True,
+        **_loader_kwargs(tier.source_options(manifest)),
+    )
+    for _ in range(2):
+        assert len(_keys_labels(loader)) == manifest.num_samples
+    cache = ShardCache(tmp_path / "small", limit)
+    assert 0 < cache.used_bytes() <= limit
+    assert loader.stats.counters["cache_evictions"] > 0
+    # LRU under full shuffled epochs thrashes: far fewer hits than the cache could hold
+    assert loader.stats.counters["cache_hits"] < len(manifest.shards)
+
+
+def _read_all(url, cache_dir, env, out):
+    os.environ.update(env)
+    tier = make_tier({"kind": "s3", "url": url, "cache_dir": cache_dir, "cache_size": "100MB"})
+    manifest = tier.load_manifest()
+    loader = ShardLoader(
+        tier.shard_urls(manifest),
+        workers=1,
+        return_batches=True,
+        **_loader_kwargs(tier.source_options(manifest)),
+    )
+    keys = [k for batch in loader for k in batch.keys]
+    Path(out).write_text(json.dumps({"keys": keys, "counters": dict(loader.stats.counters)}))
+
+
+def test_two_processes_sharing_a_cache_download_each_shard_once(s3_env, staged, tmp_path):
+    url, _ = staged
+    cache_dir = str(tmp_path / "shared")
+    ctx = mp.get_context("spawn")
+    procs = [
+        ctx.Process(target=_read_all, args=(url, cache_dir, s3_env.env, tmp_path / f"out{i}.json"))
+        for i in range(2)
+    ]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(180)
+        assert p.exitcode == 0
+    results = [json.loads((tmp_path / f"out{i}.json").read_text()) for i in range(2)]
+    n_shards = len(make_tier({"kind": "s3", "url": url}).load_manifest().shards)
+    assert sorted(results[0]["keys"]) == sorted(results[1]["keys"])
+    misses = sum(r["counters"].get("cache_misses", 0) for r in results)
+    hits = sum(r["counters"].get("cache_hits", 0) for r in results)
+    assert misses == n_shards and hits == n_shards
+    # GETs went out only for the misses
+    assert sum(r["counters"].get("bytes_transferred", 0) for r in results) == sum(
+        e.bytes for e in make_tier({"kind": "s3", "url": url}).load_manifest().shards
+    )
+
+
+def test_wrong_credentials_fail_clearly_without_leaking_the_secret(s3_env, staged, tiny_dataset, monkeypatch):
+    url, _ = staged
+    secret = "wrong-secret-" + uuid.uuid4().hex
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", secret)
+    with pytest.raises(OSError) as info:
+        make_tier({"kind": "s3", "url": url}).load_manifest()
+    assert "credentials" in str(info.value) and secret not in str(info.value)
+    with pytest.raises(StageError) as info:
+        stage(tiny_dataset, url)
+    assert "credentials were refused" in str(info.value) and secret not in str(info.value)
+
+
+def test_missing_bucket_and_deleted_object_are_clear_errors(s3_env, staged):
+    url, _ = staged
+    with pytest.raises(OSError, match="iobench-no-such-bucket"):
+        make_tier({"kind": "s3", "url": "s3://iobench-no-such-bucket/x"}).load_manifest()
+    tier = make_tier({"kind": "s3", "url": url})
+    manifest = tier.load_manifest()
+    victim = tier.shard_urls(manifest)[3]
+    bucket, key = victim[5:].split("/", 1)
+    _client(s3_env).delete_object(Bucket=bucket, Key=key)
+    loader = ShardLoader(tier.shard_urls(manifest), workers=0, storage_options=tier.storage_options())
+    with pytest.raises(ObjectStoreError) as info:
+        list(loader)
+    assert victim in str(info.value)
+
+
+def test_endpoint_down_fails_fast_and_clearly(monkeypatch):
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "x")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "y")
+    tier = make_tier({"kind": "s3", "url": "s3://b/p", "endpoint_url": "http://127.0.0.1:9"})
+    t0 = time.perf_counter()
+    with pytest.raises(OSError) as info:
+        tier.load_manifest()
+    assert time.perf_counter() - t0 < 30
+    assert "127.0.0.1:9" in str(info.value) and "gave up after" in str(info.value)
