@@ -9,7 +9,7 @@ renamed or removed, so a second process asking for the same url blocks in flock 
 loop) and then finds the complete file; a crashed writer's lock dies with its descriptor and its
 temp is removed by the next scan. Lock order is key lock, then the global lock; under the global
 lock key locks are only *tried* (LOCK_NB), so an entry being downloaded or opened is skipped by
-eviction and nothing can deadlock. Files appear only by ``os.replace`` of an fsynced temp file in
+eviction and nothing can deadlock. Files appear only by ``os.replace`` of a complete temp file (fsynced when durable) in
 the same directory: a reader sees no file or the whole file.
 
 Accounting and reservation. The total is computed from the directory listing under the global
@@ -78,11 +78,15 @@ class CacheError(OSError):
 class ShardCache:
     """Local copies of remote shards, at most ``max_bytes`` of them, shared safely by processes."""
 
-    def __init__(self, directory: str | os.PathLike, max_bytes: int) -> None:
+    def __init__(self, directory: str | os.PathLike, max_bytes: int, *, durable: bool = False) -> None:
+        """``durable=True`` fsyncs every entry and its rename, so entries survive a power cut; it
+        halves miss throughput on this kind of VM. Without it a process crash still never exposes a
+        partial file (the rename is atomic), and a hit whose size is wrong is downloaded again."""
         if max_bytes <= 0:
             raise ValueError(f"max_bytes={max_bytes}: must be positive")
         self.directory = os.fspath(directory)
         self.max_bytes = int(max_bytes)
+        self.durable = durable
         self._dir = CacheDir(self.directory)
         self.stats = CacheStats()
         try:
@@ -117,7 +121,7 @@ class ShardCache:
         instead, which stays readable even if the entry is evicted afterwards.
         """
         path = self.path_for(url)
-        if self._touch(path):  # lock-free hit: the common case in steady state
+        if self._touch(path, size):  # lock-free hit: the common case in steady state
             self.stats.hits += 1
             return path
         sha = os.path.basename(path)[:64]
@@ -125,7 +129,7 @@ class ShardCache:
         assert fd is not None
         try:
             self.stats.wait_s += waited
-            if self._touch(path):  # another process downloaded it while we waited
+            if self._touch(path, size):  # another process downloaded it while we waited
                 self.stats.hits += 1
                 return path
             self._download(url, fetch, path, sha, size, etag)
@@ -242,11 +246,13 @@ class ShardCache:
 
     # ---- the miss path (caller holds the key lock) ------------------------------------------
 
-    def _touch(self, path: str) -> bool:
+    def _touch(self, path: str, size: int | None = None) -> bool:
+        """Mark a hit as recently used; an entry of the wrong size (torn by a power cut on a
+        non-durable cache) is no hit, and the download that follows replaces it."""
         try:
             now = time.time_ns()
             os.utime(path, ns=(now, now))
-            return True
+            return size is None or os.stat(path).st_size == size
         except FileNotFoundError:
             return False
 
@@ -289,7 +295,8 @@ class ShardCache:
                     try:
                         fetch(url, f)
                         f.flush()
-                        os.fsync(f.fileno())
+                        if self.durable:
+                            os.fsync(f.fileno())
                         return os.fstat(f.fileno()).st_size
                     finally:
                         with contextlib.suppress(OSError, ValueError):  # ValueError: fetch closed f
@@ -326,4 +333,5 @@ class ShardCache:
         now = time.time_ns()
         os.utime(tmp, ns=(now, now))
         os.replace(tmp, path)  # atomic: readers see no file or the whole file
-        fsync_dir(self.directory)  # make the rename durable, so a power cut cannot lose the entry
+        if self.durable:
+            fsync_dir(self.directory)  # make the rename durable, so a power cut cannot lose the entry

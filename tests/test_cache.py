@@ -441,3 +441,20 @@ def test_global_lock_file_is_the_one_children_use(tmp_path):
     os.close(fd)
     t.join(5)
     assert done.is_set()
+
+
+def test_a_torn_entry_of_the_wrong_size_is_downloaded_again(tmp_path):
+    # what a power cut can leave behind in a cache that does not fsync (durable=False)
+    cache = ShardCache(tmp_path / "c", 10_000)
+    calls = []
+
+    def fetch(url, f):
+        calls.append(url)
+        f.write(b"x" * 100)
+
+    Path(cache.path_for("s3://b/a.tar")).write_bytes(b"x" * 40)
+    path = cache.get("s3://b/a.tar", fetch, size=100)
+    assert calls == ["s3://b/a.tar"] and Path(path).read_bytes() == b"x" * 100
+    assert cache.stats.misses == 1 and cache.stats.hits == 0
+    cache.get("s3://b/a.tar", fetch, size=100)
+    assert calls == ["s3://b/a.tar"] and cache.stats.hits == 1

@@ -1,0 +1,75 @@
+"""Shared benchmark plumbing: interleaved repeats, medians, ratios, and docs/benchmarks.md sections.
+
+These machines are noisy, so every figure is the median of several interleaved rounds (each round
+runs every contender once, so background load hits them alike) and comparisons are ratios
+measured in the same run.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import platform
+import re
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+DOC = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
+
+
+def interleaved(
+    contenders: dict[str, Callable[[], float]], rounds: int, warmup: int = 1
+) -> dict[str, list[float]]:
+    """Run each contender once per round, in a rotating order; each returns its own figure."""
+    names = list(contenders)
+    results: dict[str, list[float]] = {n: [] for n in names}
+    for r in range(warmup + rounds):
+        order = names[r % len(names) :] + names[: r % len(names)]
+        for name in order:
+            value = contenders[name]()
+            if r >= warmup:
+                results[name].append(value)
+    return results
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values)
+
+
+def spread(values: list[float]) -> float:
+    """(max - min) / median, in percent."""
+    m = statistics.median(values)
+    return 100.0 * (max(values) - min(values)) / m if m else 0.0
+
+
+def timed(fn: Callable[[], object]) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def host_line() -> str:
+    load = os.getloadavg()
+    return (
+        f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC, {platform.node()}, "
+        f"{os.cpu_count()} CPUs, Python {platform.python_version()}, load {load[0]:.1f}/{load[1]:.1f}"
+    )
+
+
+def write_section(name: str, body: str) -> None:
+    """Replace (or append) the section between this benchmark's markers in docs/benchmarks.md."""
+    DOC.parent.mkdir(parents=True, exist_ok=True)
+    text = (
+        DOC.read_text()
+        if DOC.exists()
+        else "# Benchmarks\n\nRatios against peers measured in the same run. Regenerate with the commands shown per section.\n"
+    )
+    begin, end = f"<!-- begin {name} -->", f"<!-- end {name} -->"
+    block = f"{begin}\n{body.rstrip()}\n{end}"
+    pattern = re.compile(re.escape(begin) + r".*?" + re.escape(end), re.S)
+    text = (
+        pattern.sub(lambda _: block, text) if pattern.search(text) else text.rstrip() + "\n\n" + block + "\n"
+    )
+    DOC.write_text(text)
