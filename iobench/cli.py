@@ -122,6 +122,12 @@ def _cmd_stage(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_lab(args: argparse.Namespace) -> int:
+    from .lab import main_lab
+
+    return main_lab(args)
+
+
 def _cmd_report(args: argparse.Namespace) -> int:
     from .report.terminal import print_report
     from .results.store import cell_summaries
@@ -175,6 +181,17 @@ def build_parser() -> argparse.ArgumentParser:
         "--verify", choices=("metadata", "full"), default="metadata", help="full: read every object back"
     )
     st.set_defaults(func=_cmd_stage)
+
+    lab = sub.add_parser("lab", help="a real single-node Ceph (S3 via radosgw, RADOS, CephFS) on 127.0.0.1")
+    lab.add_argument("lab_cmd", choices=["up", "down", "status", "purge"])
+    lab.add_argument("--dir", help="lab directory (default ~/.cache/iobench/lab)")
+    lab.add_argument("--port", type=int, default=7480, help="S3 port of radosgw")
+    lab.add_argument("--cephfs", action="store_true", help="also run an MDS and mount CephFS at DIR/mnt")
+    lab.add_argument("--no-mgr", action="store_true", help="skip ceph-mgr (saves ~300 MB)")
+    lab.add_argument("--objectstore", choices=["memstore", "bluestore"], default="memstore")
+    lab.add_argument("--purge", action="store_true", help="with down: also remove the lab directory")
+    lab.add_argument("--json", action="store_true", help="with status: machine-readable output")
+    lab.set_defaults(func=_cmd_lab)
 
     r = sub.add_parser("report", help="print the report of a run directory")
     r.add_argument("run_dir")

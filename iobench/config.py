@@ -142,7 +142,9 @@ class SweepConfig:
 
     def cells(self) -> list[Cell]:
         cells = []
-        for tier, loader, acc, cache in itertools.product(self.tiers, self.loaders, self.accelerators, self.run.cache):
+        for tier, loader, acc, cache in itertools.product(
+            self.tiers, self.loaders, self.accelerators, self.run.cache
+        ):
             for workers, batch in itertools.product(loader.workers, loader.batch_size):
                 acc_label = f"{acc.type}x{acc.count}" if acc.kind == "emulated" else f"torch-{acc.model}"
                 cell_id = _slug(f"{tier['name']}-{loader.kind}-w{workers}-b{batch}-{acc_label}-{cache}")
@@ -232,7 +234,9 @@ def _loaders(raw: Any) -> list[LoaderSpec]:
     for i, item in enumerate(raw):
         where = f"loaders[{i}]"
         d = _check_keys(
-            item, {"kind": "torch", "workers": [2], "batch_size": [64], "prefetch": 2, "shuffle_buffer": 1000}, where
+            item,
+            {"kind": "torch", "workers": [2], "batch_size": [64], "prefetch": 2, "shuffle_buffer": 1000},
+            where,
         )
         out.append(
             LoaderSpec(
@@ -247,7 +251,7 @@ def _loaders(raw: Any) -> list[LoaderSpec]:
 
 
 def _accelerators(raw: Any) -> list[AcceleratorSpec]:
-    from .run.accelerator import load_accelerator_table
+    from .demand import load_accelerator_table
 
     if not isinstance(raw, list) or not raw:
         raise ConfigError(f"accelerators={raw!r}: expected a non-empty list of accelerator mappings")
@@ -256,7 +260,9 @@ def _accelerators(raw: Any) -> list[AcceleratorSpec]:
     for i, item in enumerate(raw):
         where = f"accelerators[{i}]"
         d = _check_keys(
-            item, {"kind": "emulated", "type": None, "model": "resnet50", "demand": "training", "count": 1}, where
+            item,
+            {"kind": "emulated", "type": None, "model": "resnet50", "demand": "training", "count": 1},
+            where,
         )
         kind = _choice(d["kind"], ("emulated", "torch"), f"{where}.kind")
         if kind == "emulated":

@@ -21,3 +21,6 @@ def _isolated_cache(tmp_path_factory, monkeypatch):
     # never touch the user's ~/.cache/iobench from a test
     monkeypatch.setenv("IOBENCH_CACHE", str(tmp_path_factory.getbasetemp() / "iobench-cache"))
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+
+from tests.lab_fixture import ceph_lab_fixture  # noqa: E402, F401  (the session's Ceph lab: `ceph_lab`)

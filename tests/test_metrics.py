@@ -7,7 +7,8 @@ import torch
 
 from iobench.analysis.metrics import compute_metrics
 from iobench.analysis.verdict import attribute
-from iobench.run.accelerator import Demand, EmulatedAccelerator, lookup_demand
+from iobench.demand import Demand, lookup_demand
+from iobench.run.accelerator import EmulatedAccelerator
 from iobench.run.steploop import StepRow, run_steps
 from loaders import Batch, StageStats
 

@@ -26,10 +26,11 @@ from loaders.instrument import STAGES
 from .. import __version__
 from ..analysis.metrics import compute_metrics
 from ..analysis.verdict import attribute
+from ..demand import lookup_demand
 from ..results.schema import SCHEMA_VERSION, STEP_SCHEMA
 from ..results.store import publish_cell
 from ..tiers import make_tier
-from .accelerator import EmulatedAccelerator, TorchTrainStep, lookup_demand
+from .accelerator import EmulatedAccelerator, TorchTrainStep
 from .loaderfactory import build_loader
 from .steploop import StepRow, epoch_rows, run_steps
 from .telemetry import TelemetrySampler

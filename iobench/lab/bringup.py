@@ -1,0 +1,391 @@
+"""`iobench lab up`: create the lab's files and start its daemons in the measured order.
+
+mon (0.5 s) -> mgr in the background -> OSD (mkfs, up at ~1.5 s) -> radosgw (serving at ~2.5 s)
+[-> MDS + `ceph fs new` + ceph-fuse] -> S3 user with fresh random keys -> DIR/env, DIR/lab.json.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import shutil
+import subprocess
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Callable
+from dataclasses import asdict
+
+from .conf import (
+    ENTRIES,
+    FUSE,
+    MDS,
+    MGR,
+    MON,
+    OSD,
+    RGW,
+    LabInfo,
+    Layout,
+    asok_too_long,
+    env_vars,
+    lab_meta,
+    render_conf,
+    render_env,
+    render_keyring,
+    resolve,
+    s3_keys,
+    write_private,
+)
+from .daemons import (
+    CephMissingError,
+    LabError,
+    ceph,
+    ceph_json,
+    ceph_ok,
+    clean_env,
+    failure,
+    install_hint,
+    launch,
+    live_daemons,
+    mounted,
+    port_free,
+    stop_all,
+    unmount,
+    wait_for,
+)
+
+DEFAULT_PORT = 7480
+DEFAULT_MON_PORTS = (3300, 6789)
+OBJECTSTORES = ("memstore", "bluestore")
+
+
+def _missing_binaries(with_mgr: bool, cephfs: bool) -> list[str]:
+    need = ["ceph", "ceph-mon", "ceph-osd", "radosgw", "radosgw-admin", "monmaptool"]
+    need += ["ceph-mgr"] * with_mgr + ["ceph-mds", "ceph-fuse"] * cephfs
+    return [b for b in need if shutil.which(b) is None]
+
+
+def _fuse_usable() -> str | None:
+    """None when ceph-fuse can mount here, else why not."""
+    if not os.path.exists("/dev/fuse"):
+        return "/dev/fuse does not exist"
+    if not os.access("/dev/fuse", os.R_OK | os.W_OK):
+        return "/dev/fuse is not readable and writable by this user"
+    if os.geteuid() != 0 and not (shutil.which("fusermount3") or shutil.which("fusermount")):
+        return "mounting as non-root needs fusermount (apt package fuse3)"
+    return None
+
+
+def _http_ready(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2):
+            return True
+    except urllib.error.HTTPError:
+        return True  # any S3 answer (even 403) means radosgw serves
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def up(
+    lab_dir: str | os.PathLike[str] | None = None,
+    *,
+    port: int = DEFAULT_PORT,
+    mon_ports: tuple[int, int] = DEFAULT_MON_PORTS,
+    with_mgr: bool = True,
+    objectstore: str = "memstore",
+    memstore_bytes: int = 4 << 30,
+    bluestore_bytes: int = 20 << 30,
+    cephfs: bool = False,
+    auth: str = "cephx",
+    timeout: float = 120.0,
+    progress: Callable[[str], None] | None = None,
+) -> LabInfo:
+    """Bring a lab up in ``lab_dir``; on any failure stop exactly what this call started, then raise."""
+    if objectstore not in OBJECTSTORES:
+        raise ValueError(f"objectstore must be one of {OBJECTSTORES}, not {objectstore!r}")
+    if auth not in ("cephx", "none"):
+        raise ValueError(f"auth must be 'cephx' or 'none', not {auth!r}")
+    say = progress or (lambda _msg: None)
+    missing = _missing_binaries(with_mgr, cephfs)
+    if missing:
+        raise CephMissingError(
+            f"Ceph is not installed (missing {', '.join(missing)}). Install it with:\n"
+            f"  {install_hint(cephfs)}" + ("" if cephfs else f"\n(add {'ceph-mds ceph-fuse'} for --cephfs)")
+        )
+    layout = Layout(resolve(lab_dir))
+    if warning := asok_too_long(layout):
+        say(f"warning: {warning}")
+    refuse_live(layout)
+    if layout.dir.exists() and any(layout.dir.iterdir()) and not layout.looks_like_lab():
+        raise LabError(
+            f"{layout.dir} is not empty and holds no lab (no ceph.conf/lab.json): choose another --dir"
+        )
+    names = {"s3": port, "mon v2": mon_ports[0], "mon v1": mon_ports[1]}
+    if len(set(names.values())) != 3:
+        raise LabError(f"the S3 and mon ports must differ: {names}")
+    taken = [f"{what} port {p}" for what, p in names.items() if not port_free(p)]
+    if taken:
+        raise LabError(f"127.0.0.1: {', '.join(taken)} already in use; choose others (--port, mon_ports=...)")
+    remove_entries(layout)
+    for sub in (
+        ("run", "log", "crash", MON, OSD, RGW) + ((MGR,) if with_mgr else ()) + ((MDS,) if cephfs else ())
+    ):
+        (layout.dir / sub).mkdir(parents=True, exist_ok=True)
+
+    t0 = time.monotonic()
+    started: dict[str, int] = {}
+    try:
+        info = _bring_up(
+            layout,
+            started,
+            say,
+            t0,
+            port=port,
+            mon_ports=mon_ports,
+            with_mgr=with_mgr,
+            objectstore=objectstore,
+            memstore_bytes=memstore_bytes,
+            bluestore_bytes=bluestore_bytes,
+            cephfs=cephfs,
+            auth=auth,
+            timeout=timeout,
+        )
+    except BaseException:
+        say("bring-up failed: stopping what it started")
+        if mounted(layout.mnt):
+            unmount(layout.mnt)
+        stop_all(layout, live_daemons(layout, started))
+        raise
+    say(f"lab ready in {info.up_seconds:.1f} s: S3 {info.endpoint}, conf {layout.conf}; . {layout.env}")
+    return info
+
+
+def _bring_up(
+    layout: Layout,
+    started: dict[str, int],
+    say,
+    t0: float,
+    *,
+    port,
+    mon_ports,
+    with_mgr,
+    objectstore,
+    memstore_bytes,
+    bluestore_bytes,
+    cephfs,
+    auth,
+    timeout,
+) -> LabInfo:
+    conf = str(layout.conf)
+    fsid = str(uuid.uuid4())
+    write_private(layout.keyring, render_keyring())
+    layout.conf.write_text(
+        render_conf(
+            layout,
+            fsid=fsid,
+            port=port,
+            mon_ports=mon_ports,
+            auth=auth,
+            objectstore=objectstore,
+            memstore_bytes=memstore_bytes,
+            bluestore_bytes=bluestore_bytes,
+            with_mgr=with_mgr,
+        )
+    )
+    mlog = layout.log / "mkfs.log"
+    addrs = f"[v2:127.0.0.1:{mon_ports[0]},v1:127.0.0.1:{mon_ports[1]}]"
+    for daemon, argv in (
+        (MON, ["monmaptool", "--create", "--fsid", fsid, "--addv", "a", addrs, str(layout.monmap)]),
+        (
+            MON,
+            [
+                "ceph-mon",
+                "-c",
+                conf,
+                "-i",
+                "a",
+                "--mkfs",
+                "--monmap",
+                str(layout.monmap),
+                "--keyring",
+                str(layout.keyring),
+            ],
+        ),
+    ):
+        with open(mlog, "ab") as out:
+            if subprocess.run(argv, stdout=out, stderr=out, env=clean_env(), timeout=60).returncode:
+                raise failure(layout, daemon, f"`{' '.join(argv)}` failed", [mlog])
+
+    started[MON] = launch(layout, MON, ["ceph-mon", "-c", conf, "-i", "a"])
+    wait_for(
+        lambda: ceph(layout, "mon", "stat", timeout=10).returncode == 0,
+        what="mon quorum",
+        timeout=timeout,
+        layout=layout,
+        daemon=MON,
+        pid=started[MON],
+    )
+    say(f"mon up ({time.monotonic() - t0:.1f} s)")
+    if with_mgr:  # starts while the OSD is being made
+        started[MGR] = launch(layout, MGR, ["ceph-mgr", "-c", conf, "-i", "x"])
+
+    osd_uuid = str(uuid.uuid4())
+    ceph_ok(layout, MON, "osd", "new", osd_uuid, "0")
+    osd_mkfs = layout.log / "osd.0.mkfs.log"
+    with open(osd_mkfs, "ab") as out:  # -d: without it a mkfs error reaches neither terminal nor log
+        argv = ["ceph-osd", "-c", conf, "-i", "0", "--mkfs", "--osd-uuid", osd_uuid, "-d"]
+        if subprocess.run(argv, stdout=out, stderr=out, env=clean_env(), timeout=300).returncode:
+            raise failure(layout, OSD, "`ceph-osd --mkfs` failed", [osd_mkfs])
+    started[OSD] = launch(layout, OSD, ["ceph-osd", "-c", conf, "-i", "0"])
+
+    def osd_up() -> bool:
+        dump = ceph_json(layout, "osd", "dump", timeout=10) or {}
+        return any(o.get("osd") == 0 and o.get("up") for o in dump.get("osds", []))
+
+    wait_for(osd_up, what="osd.0 up", timeout=timeout, layout=layout, daemon=OSD, pid=started[OSD])
+    say(f"osd up ({time.monotonic() - t0:.1f} s)")
+
+    started[RGW] = launch(layout, RGW, ["radosgw", "-c", conf, "-n", RGW])
+    if cephfs:  # overlaps with radosgw creating its pools
+        started[MDS] = launch(layout, MDS, ["ceph-mds", "-c", conf, "-i", "a"])
+        for pool in ("cephfs_metadata", "cephfs_data"):
+            ceph_ok(layout, MDS, "osd", "pool", "create", pool, "8")
+        ceph_ok(layout, MDS, "fs", "new", "cephfs", "cephfs_metadata", "cephfs_data")
+        ceph_ok(layout, MDS, "fs", "set", "cephfs", "standby_count_wanted", "0")  # one MDS: no WARN
+    endpoint = f"http://127.0.0.1:{port}"
+    wait_for(
+        lambda: _http_ready(endpoint + "/"),
+        what=f"radosgw serving {endpoint}",
+        timeout=timeout,
+        layout=layout,
+        daemon=RGW,
+        pid=started[RGW],
+    )
+    say(f"rgw up ({time.monotonic() - t0:.1f} s)")
+
+    access, secret = s3_keys()
+    argv = [
+        "radosgw-admin",
+        "-c",
+        conf,
+        "-n",
+        "client.admin",
+        "user",
+        "create",
+        "--uid=iobench",
+        "--display-name=iobench lab",
+        f"--access-key={access}",
+        f"--secret-key={secret}",
+    ]
+    r = subprocess.run(argv, capture_output=True, text=True, env=clean_env(), timeout=60)
+    if r.returncode:
+        raise failure(layout, RGW, f"radosgw-admin user create failed: {r.stderr.strip()[-500:]}")
+
+    mount, mount_note = None, None
+    if cephfs:
+
+        def mds_active() -> bool:
+            dump = ceph_json(layout, "fs", "dump", timeout=10) or {}
+            return any(
+                i.get("state") == "up:active"
+                for fs in dump.get("filesystems", [])
+                for i in fs.get("mdsmap", {}).get("info", {}).values()
+            )
+
+        wait_for(
+            mds_active, what="an active MDS", timeout=timeout, layout=layout, daemon=MDS, pid=started[MDS]
+        )
+        mount_note = _fuse_usable()
+        if mount_note is None:
+            layout.mnt.mkdir(exist_ok=True)
+            started[FUSE] = launch(
+                layout,
+                FUSE,
+                [
+                    "ceph-fuse",
+                    "-c",
+                    conf,
+                    "--pid-file",
+                    str(layout.pidfile(FUSE)),
+                    "--admin-socket",
+                    str(layout.asok(FUSE)),
+                    "--log-file",
+                    str(layout.logfile(FUSE)),
+                    str(layout.mnt),
+                ],
+            )
+            wait_for(
+                lambda: mounted(layout.mnt),
+                what=f"the mount on {layout.mnt}",
+                timeout=30,
+                layout=layout,
+                daemon=FUSE,
+                pid=started[FUSE],
+            )
+            mount = layout.mnt
+            say(f"cephfs mounted on {mount} ({time.monotonic() - t0:.1f} s)")
+        else:
+            say(f"cephfs is up but not mounted: {mount_note}")
+
+    if with_mgr:
+        wait_for(
+            lambda: bool((ceph_json(layout, "mgr", "stat", timeout=10) or {}).get("available")),
+            what="mgr available",
+            timeout=timeout,
+            layout=layout,
+            daemon=MGR,
+            pid=started[MGR],
+        )
+
+    write_private(
+        layout.env,
+        render_env(env_vars(conf=layout.conf, endpoint=endpoint, access_key=access, secret_key=secret)),
+    )
+    ver = subprocess.run(["ceph-mon", "--version"], capture_output=True, text=True).stdout.split()
+    info = LabInfo(
+        dir=layout.dir,
+        conf=layout.conf,
+        env_file=layout.env,
+        endpoint=endpoint,
+        access_key=access,
+        secret_key=secret,
+        pids=dict(started),
+        ports={"s3": port, "mon_v2": mon_ports[0], "mon_v1": mon_ports[1]},
+        objectstore=objectstore,
+        mount=mount,
+        ceph_version=ver[2] if len(ver) > 2 else "unknown",
+        up_seconds=round(time.monotonic() - t0, 2),
+    )
+    meta = {k: v for k, v in asdict(info).items() if k != "secret_key"}
+    meta.update(
+        started_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        fsid=fsid,
+        auth=auth,
+        with_mgr=with_mgr,
+        cephfs=cephfs,
+        mount_note=mount_note,
+        memstore_bytes=memstore_bytes if objectstore == "memstore" else None,
+    )
+    layout.lab_json.write_text(json.dumps(meta, indent=2, default=str) + "\n")
+    return info
+
+
+def refuse_live(layout: Layout) -> None:
+    live = live_daemons(layout, lab_meta(layout).get("pids"))
+    if live:
+        running = ", ".join(f"{n} (pid {p})" for n, p in live.items())
+        raise LabError(
+            f"a lab is already running in {layout.dir}: {running}. "
+            f"Stop it first with `iobench lab down --dir {layout.dir}`, or use another --dir and ports."
+        )
+
+
+def remove_entries(layout: Layout) -> None:
+    for name in ENTRIES:
+        path = layout.dir / name
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink(missing_ok=True)
