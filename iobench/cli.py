@@ -21,7 +21,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 
     from .config import load_config
     from .report.terminal import print_report
-    from .sweep import ensure_dataset, run_sweep
+    from .sweep import ensure_dataset, run_sweep, stage_tiers
 
     config = load_config(args.config)
     if args.on_error:
@@ -35,6 +35,9 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         ) as bar:
             task = bar.add_task(f"dataset {config.dataset.path}", total=None)
             ensure_dataset(config, progress=lambda done, total: bar.update(task, completed=done, total=total))
+
+    for line in stage_tiers(config):
+        console.print(f"staged {line}")
 
     def start(i: int, n: int, cell) -> None:
         console.print(f"[{i + 1}/{n}] {cell.cell_id} ...")

@@ -25,6 +25,13 @@ def ensure_dataset(config: SweepConfig, progress: Callable[[int, int], None] | N
     ensure(config.dataset.path, progress=progress, **config.dataset.synth)
 
 
+def stage_tiers(config: SweepConfig) -> list[str]:
+    """Upload the dataset to every tier marked ``stage: true`` (idempotent, verified)."""
+    from .tiers import make_tier
+
+    return [make_tier(t).stage_dataset(str(config.dataset.path)) for t in config.tiers if t.get("stage")]
+
+
 def run_cell_process(cell: Cell, run_dir: Path, timeout_s: int) -> dict:
     """Run one cell in a child interpreter; a crash or time-out becomes a failed cell, not a lost one."""
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:

@@ -144,7 +144,9 @@ class ObjectReader:
         concurrency: int = 4,
         policy: RetryPolicy | None = None,
         protocol: str = "s3",
+        filesystem: Any = None,
     ) -> None:
+        """``filesystem``: an fsspec filesystem to use instead of building one from the options."""
         options = dict(storage_options or {})
         if protocol == "s3":
             # our retries only: counted, jittered, bounded
@@ -152,8 +154,8 @@ class ObjectReader:
             config.setdefault("retries", {"max_attempts": 1, "mode": "standard"})
             options["config_kwargs"] = config
         # a fresh instance: fsspec caches filesystems by arguments, which would pin old credentials
-        self.fs = fsspec.filesystem(protocol, skip_instance_cache=True, **options)
-        if protocol == "s3":
+        self.fs = filesystem or fsspec.filesystem(protocol, skip_instance_cache=True, **options)
+        if protocol == "s3" and filesystem is None:
             self.fs.retries = 1  # s3fs's own retry loop (a class attribute, not a constructor option)
         self.part_bytes, self.concurrency = part_bytes, max(1, concurrency)
         self.policy = policy or RetryPolicy()

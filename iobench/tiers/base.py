@@ -131,6 +131,10 @@ class Tier(abc.ABC):
 
         return Manifest.load(self.dataset_dir_or_url())
 
+    def stage_dataset(self, dataset_dir: str) -> str:
+        """Put a local dataset on this tier (idempotent); returns a one-line report."""
+        raise TierConfigError(f"tier {self.kind!r} cannot stage datasets; put the data in place yourself")
+
     def source_options(self, manifest: Any) -> dict[str, Any]:
         """Keyword arguments for the loaders' shard source (storage options, cache settings)."""
         return {"storage_options": self.storage_options()}

@@ -68,6 +68,7 @@ class S3Tier(Tier):
         "cache_size": Option((str, int), help=_SIZE_HELP),
         "part_size": Option((str, int), default="8MiB", help="ranged GET size, " + _SIZE_HELP),
         "concurrency": Option(int, default=4, help="ranged GETs in flight per reader"),
+        "stage": Option(bool, default=False, help="upload the sweep's dataset to url first (idempotent)"),
     }
 
     def __init__(self, **options: Any) -> None:
@@ -132,6 +133,18 @@ class S3Tier(Tier):
 
     def shard_urls(self, manifest: Any) -> list[str]:
         return [f"{self.url}/{s.name}" for s in manifest.shards]
+
+    def stage_dataset(self, dataset_dir: str) -> str:
+        from ..datasets.stage import stage
+
+        r = stage(
+            dataset_dir,
+            self.url,
+            endpoint_url=self.endpoint_url,
+            region=self.config["region"],
+            profile=self.config["profile"],
+        )
+        return f"{self.url}: {len(r.uploaded)} uploaded, {len(r.skipped)} already there ({r.verified})"
 
     def source_options(self, manifest: Any) -> dict[str, Any]:
         urls = self.shard_urls(manifest)
