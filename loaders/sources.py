@@ -18,7 +18,7 @@ import fsspec
 
 from .instrument import StageStats
 
-OBJECT_PROTOCOLS = ("s3", "s3a")
+OBJECT_PROTOCOLS = ("s3", "s3a", "rados")
 LOCAL_BUFFER = 4 * 2**20
 
 
@@ -52,7 +52,7 @@ class ShardSource:
                 self.spec.storage_options,
                 part_bytes=self.spec.part_bytes,
                 concurrency=self.spec.concurrency,
-                protocol="s3" if protocol in OBJECT_PROTOCOLS else protocol,
+                protocol="s3" if protocol in ("s3", "s3a") else protocol,
             )
         return self._readers[protocol]
 

@@ -1,0 +1,204 @@
+"""What every object-store tier shares (S3/MinIO/RGW, RADOS): a URL prefix, ranged reads through
+the loaders' ObjectReader, and an optional bounded shard cache on local NVMe or in RAM.
+
+The RAM cache is the same process-safe ShardCache placed on tmpfs (/dev/shm): bounded, shared by
+every loader worker on the host, with the same hit/miss/eviction counters as the disk cache.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from typing import Any, ClassVar
+
+from .base import CacheState, Option, Tier, TierConfigError, classify_fraction
+
+SIZE_HELP = "a size such as 20GB or 512MiB"
+RAM_CACHE_ROOT = "/dev/shm"
+
+REMOTE_OPTIONS: dict[str, Option] = {
+    "name": Option(str, help="label for reports"),
+    "cache_dir": Option(str, help="local NVMe directory for the shard cache; omit to stream"),
+    "cache_size": Option((str, int), help="limit of the shard cache, " + SIZE_HELP),
+    "memory_cache": Option((str, int), help="a shard cache in RAM (tmpfs) of this size, " + SIZE_HELP),
+    "part_size": Option((str, int), default="8MiB", help="ranged read size, " + SIZE_HELP),
+    "concurrency": Option(int, default=4, help="ranged reads in flight per reader"),
+    "stage": Option(bool, default=False, help="upload the sweep's dataset to url first (idempotent)"),
+}
+
+
+class RemoteTier(Tier):
+    """Subclasses set ``scheme``, declare ``options`` (``url`` + REMOTE_OPTIONS + their own) and
+    implement ``storage_options``, ``describe_remote``, ``server_caches`` and ``stage_dataset``."""
+
+    scheme: ClassVar[str]
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        from ..units import parse_size
+
+        url = self.config["url"].rstrip("/")
+        prefix = f"{self.scheme}://"
+        if not url.startswith(prefix) or len(url) <= len(prefix):
+            raise TierConfigError(f"{self.kind} tier: url={url!r} must look like {prefix}bucket/prefix")
+        self.url = url
+        self.container = url[len(prefix) :].split("/", 1)[0]
+        self.name = self.config["name"] or f"{self.kind}-{self.container}"
+        try:
+            self.part_bytes = parse_size(self.config["part_size"])
+            cache_size = parse_size(self.config["cache_size"]) if self.config["cache_size"] else None
+            memory = parse_size(self.config["memory_cache"]) if self.config["memory_cache"] else None
+        except ValueError as exc:
+            raise TierConfigError(f"{self.kind} tier: {exc}; write {SIZE_HELP}") from None
+        if memory and (self.config["cache_dir"] or cache_size):
+            raise TierConfigError(f"{self.kind} tier: give memory_cache or cache_dir/cache_size, not both")
+        if cache_size and not self.config["cache_dir"]:
+            raise TierConfigError(
+                f"{self.kind} tier: cache_size is set but cache_dir is not; give both or neither"
+            )
+        if memory:
+            self.cache_dir: str | None = os.path.join(
+                RAM_CACHE_ROOT, f"iobench-cache-{self.name}-{os.getuid()}"
+            )
+            self.cache_bytes: int | None = memory
+            self.cache_medium = "RAM (tmpfs)"
+        elif self.config["cache_dir"]:
+            self.cache_dir = os.path.abspath(os.path.expanduser(self.config["cache_dir"]))
+            self.cache_bytes = cache_size
+            self.cache_medium = "local disk"
+        else:
+            self.cache_dir, self.cache_bytes, self.cache_medium = None, None, "none"
+
+    # -- to implement ---------------------------------------------------------------------
+    def describe_remote(self) -> dict[str, Any]:
+        """Endpoint or cluster facts for describe()."""
+        return {}
+
+    def server_caches(self) -> str:
+        """Which caches beyond the client's control may flatter repeated reads."""
+        return "server-side caches cannot be controlled from the client and may flatter repeated reads"
+
+    # -- shared ---------------------------------------------------------------------------
+    def dataset_dir_or_url(self) -> str:
+        return self.url
+
+    def shard_urls(self, manifest: Any) -> list[str]:
+        return [f"{self.url}/{s.name}" for s in manifest.shards]
+
+    def reader(self):
+        from loaders.objectstore import ObjectReader
+
+        return ObjectReader(
+            self.storage_options(),
+            part_bytes=self.part_bytes,
+            concurrency=self.config["concurrency"],
+            protocol=self.scheme,
+        )
+
+    def load_manifest(self) -> Any:
+        from ..datasets.manifest import MANIFEST_NAME, Manifest, ManifestError
+
+        reader = self.reader()
+        where = f"{self.url}/{MANIFEST_NAME}"
+        try:
+            size = reader.info(where)["size"]
+            raw = json.loads(reader.read_range(where, 0, size))
+        except json.JSONDecodeError as exc:
+            raise ManifestError(f"{where}: not valid JSON: {exc}") from None
+        except OSError as exc:
+            raise OSError(
+                f"{self.kind} tier {self.name!r}: cannot read {where}: {exc}. {self.access_hint()}"
+            ) from None
+        finally:
+            reader.close()
+        return Manifest.from_dict(raw, where=where)
+
+    def access_hint(self) -> str:
+        return "Check that the dataset was staged (`iobench dataset stage`)."
+
+    def cache_limit(self) -> int | None:
+        if not self.cache_dir:
+            return None
+        from loaders.sources import default_cache_bytes
+
+        return self.cache_bytes or default_cache_bytes(self.cache_dir)
+
+    def source_options(self, manifest: Any) -> dict[str, Any]:
+        urls = self.shard_urls(manifest)
+        return {
+            "storage_options": self.storage_options(),
+            "cache_dir": self.cache_dir,
+            "cache_bytes": self.cache_limit(),
+            "shard_sizes": {u: s.bytes for u, s in zip(urls, manifest.shards, strict=True)},
+            "part_bytes": self.part_bytes,
+            "concurrency": self.config["concurrency"],
+        }
+
+    def prepare(self, manifest: Any, cache: str) -> CacheState:
+        self.check_cache_mode(cache)
+        total = manifest.total_bytes
+        if not self.cache_dir:
+            return CacheState(
+                requested=cache,
+                method="none (streamed, no client cache)",
+                resident_bytes_before=0,
+                total_bytes=total,
+                resident_fraction_before=0.0,
+                achieved="cold" if cache == "cold" else "unknown",
+                note=f"every byte comes from {self.url}; {self.server_caches()}",
+            )
+        from loaders.cache import ShardCache
+
+        shard_cache = ShardCache(self.cache_dir, self.cache_limit() or 1)
+        urls = self.shard_urls(manifest)
+        method = "none"
+        if cache == "cold":
+            shard_cache.clear()
+            method = f"shard cache ({self.cache_medium}) cleared"
+        elif cache == "warm":
+            reader = self.reader()
+            try:
+                for url, entry in zip(urls, manifest.shards, strict=True):
+                    if entry.bytes <= shard_cache.max_bytes:
+                        shard_cache.get(
+                            url, lambda u, out, n=entry.bytes: reader.download(u, out, n), size=entry.bytes
+                        )
+            finally:
+                reader.close()
+            method = f"shard cache ({self.cache_medium}) filled; a cache smaller than the dataset keeps its last shards"
+        cached = sum(s.bytes for u, s in zip(urls, manifest.shards, strict=True) if shard_cache.contains(u))
+        fraction = cached / total if total else 0.0
+        return CacheState(
+            requested=cache,
+            method=method,
+            resident_bytes_before=cached,
+            total_bytes=total,
+            resident_fraction_before=fraction,
+            achieved=classify_fraction(fraction),
+            note=(
+                f"{100 * fraction:.0f} % of the dataset is in the {self.cache_medium} shard cache "
+                f"({self.cache_dir}, limit {shard_cache.max_bytes / 1e9:.2f} GB, "
+                f"{100 * shard_cache.max_bytes / max(1, total):.0f} % of the dataset); {self.server_caches()}"
+            ),
+        )
+
+    def describe(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "kind": self.kind,
+            "name": self.name,
+            "url": self.url,
+            "part_bytes": self.part_bytes,
+            "concurrency": self.config["concurrency"],
+            **self.describe_remote(),
+        }
+        if self.cache_dir:
+            out["cache"] = {
+                "medium": self.cache_medium,
+                "dir": self.cache_dir,
+                "limit_bytes": self.cache_limit(),
+                "free_bytes": shutil.disk_usage(self.cache_dir).free
+                if os.path.isdir(self.cache_dir)
+                else None,
+            }
+        return out
