@@ -201,3 +201,68 @@ def test_endpoint_down_fails_fast_and_clearly(monkeypatch):
         tier.load_manifest()
     assert time.perf_counter() - t0 < 30
     assert "127.0.0.1:9" in str(info.value) and "gave up after" in str(info.value)
+
+
+def test_sweep_over_tiers_shows_epochs_hit_ratios_and_leaks_no_secret(s3_env, tiny_dataset, tmp_path):
+    import subprocess
+    import sys
+
+    import pyarrow.parquet as pq
+    import yaml
+
+    url = f"s3://iobench-{uuid.uuid4().hex[:8]}/sweep"
+    cfg = {
+        "dataset": {"path": str(tiny_dataset)},
+        "tiers": [
+            {"kind": "local", "name": "local"},
+            {"kind": "s3", "name": "s3-direct", "url": url, "stage": True},
+            {
+                "kind": "s3",
+                "name": "s3-cache",
+                "url": url,
+                "cache_dir": str(tmp_path / "c1"),
+                "cache_size": "100MB",
+            },
+            {
+                "kind": "s3",
+                "name": "s3-small",
+                "url": url,
+                "cache_dir": str(tmp_path / "c2"),
+                "cache_size": "12MB",
+            },
+            {"kind": "s3", "name": "s3-ram", "url": url, "memory_cache": "100MB"},
+        ],
+        "loaders": [{"kind": "torch", "workers": [1], "batch_size": [32], "shuffle_buffer": 32}],
+        "accelerators": [{"kind": "emulated", "type": "h100"}],
+        "run": {"warmup_steps": 1, "epochs": 2},
+    }
+    path = tmp_path / "tiers.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    out = tmp_path / "run"
+    proc = subprocess.run(
+        [sys.executable, "-m", "iobench.cli", "sweep", str(path), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    rows = {r["tier"]: r for r in pq.read_table(out / "results.parquet").to_pylist()}
+    assert set(rows) == {"local", "s3-direct", "s3-cache", "s3-small", "s3-ram"}
+    assert all(r["status"] == "ok" and r["epochs"] == 2 for r in rows.values())
+    # a cache that holds the dataset: every shard misses in epoch 1 and hits in epoch 2
+    for tier in ("s3-cache", "s3-ram"):
+        assert rows[tier]["first_epoch_cache_hit_ratio"] == 0.0
+        assert rows[tier]["last_epoch_cache_hit_ratio"] == 1.0
+    # a cache a third of the dataset, shuffled full epochs: LRU thrashes, and the report says so
+    assert rows["s3-small"]["last_epoch_cache_hit_ratio"] < 0.34
+    assert rows["s3-small"]["cache_evictions"] > 0
+    assert (
+        rows["s3-direct"]["requests"] >= 2 * 10 and rows["s3-direct"]["first_epoch_cache_hit_ratio"] is None
+    )
+    assert "cache hits" in proc.stdout and "GETs" in proc.stdout
+    # the credentials reached the loaders through the environment only
+    secret = s3_env.env["AWS_SECRET_ACCESS_KEY"]
+    for f in out.rglob("*"):
+        if f.is_file():
+            assert secret.encode() not in f.read_bytes(), f
+    assert secret not in proc.stdout + proc.stderr
