@@ -103,20 +103,29 @@ def _cmd_pack(args: argparse.Namespace) -> int:
 def _cmd_stage(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-    from .datasets.stage import stage
     from .units import format_bytes
 
     with Progress(TextColumn("stage"), BarColumn(), MofNCompleteColumn(), console=console) as bar:
         task = bar.add_task("stage", total=None)
-        report = stage(
-            args.dataset,
-            args.url,
-            endpoint_url=args.endpoint_url,
-            profile=args.profile,
-            workers=args.workers,
-            verify=args.verify,
-            progress=lambda done, total: bar.update(task, completed=done, total=total),
-        )
+        progress = lambda done, total: bar.update(task, completed=done, total=total)  # noqa: E731
+        if args.url.startswith("rados://"):
+            from .datasets.stage_rados import stage_rados
+
+            report = stage_rados(
+                args.dataset, args.url, workers=args.workers, verify=args.verify, progress=progress
+            )
+        else:
+            from .datasets.stage import stage
+
+            report = stage(
+                args.dataset,
+                args.url,
+                endpoint_url=args.endpoint_url,
+                profile=args.profile,
+                workers=args.workers,
+                verify=args.verify,
+                progress=progress,
+            )
     console.print(
         f"{report.url}: {len(report.uploaded)} object(s) uploaded ({format_bytes(report.bytes_uploaded)}), "
         f"{len(report.skipped)} already there and intact; verified by {report.verified}"
@@ -174,9 +183,11 @@ def build_parser() -> argparse.ArgumentParser:
     pk.add_argument("--seed", type=int, default=0, help="shuffle seed for the sample order")
     pk.set_defaults(func=_cmd_pack)
 
-    st = d.add_parser("stage", help="upload a dataset to s3://bucket/prefix (idempotent, verified)")
+    st = d.add_parser(
+        "stage", help="upload a dataset to s3://bucket/prefix or rados://pool/prefix (idempotent)"
+    )
     st.add_argument("dataset", help="local dataset directory (with manifest.json)")
-    st.add_argument("url", help="s3://bucket/prefix")
+    st.add_argument("url", help="s3://bucket/prefix or rados://pool/prefix (pool created when missing)")
     st.add_argument("--endpoint-url", help="S3 endpoint (default AWS_ENDPOINT_URL)")
     st.add_argument("--profile", help="AWS profile for the credentials (default: environment)")
     st.add_argument("--workers", type=int, default=4, help="objects uploaded in parallel")

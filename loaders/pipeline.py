@@ -174,8 +174,16 @@ def _collate(images: list[np.ndarray], labels: list[int], keys: list[str], stats
 
 
 def stream(
-    urls: Sequence[str], source: ShardSource, spec: PipelineSpec, rng: random.Random
+    items: Sequence, source: ShardSource, spec: PipelineSpec, rng: random.Random, *, objects: bool = False
 ) -> Iterator[Batch]:
-    """The whole pipeline for one reader (a worker, a thread, or the main process)."""
-    samples = shuffled(read_shards(urls, source, spec), spec.shuffle_buffer, rng)
-    return batches(samples, spec, rng, drain=source.drain_into)
+    """The whole pipeline for one reader (a worker, a thread, or the main process).
+
+    ``items`` are shard URLs, or with ``objects=True`` (key, url, label) of one object per sample.
+    """
+    if objects:
+        from .objects import read_objects
+
+        raw = read_objects(items, source, concurrency=source.spec.concurrency)
+    else:
+        raw = read_shards(items, source, spec)
+    return batches(shuffled(raw, spec.shuffle_buffer, rng), spec, rng, drain=source.drain_into)

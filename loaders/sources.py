@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import BinaryIO
@@ -43,8 +44,13 @@ class ShardSource:
         self.spec = spec
         self._readers: dict[str, object] = {}
         self._cache = None
+        self._lock = threading.Lock()
 
     def _reader(self, protocol: str):
+        with self._lock:  # per-sample reads call this from several threads
+            return self._make_reader(protocol)
+
+    def _make_reader(self, protocol: str):
         if protocol not in self._readers:
             from .objectstore import ObjectReader
 
@@ -92,6 +98,21 @@ class ShardSource:
                 yield stream
             finally:
                 stream.close()
+
+    def read_object(self, url: str) -> bytes:
+        """A whole (small) object: one ranged GET on an object store, one read on a file system."""
+        protocol = url.split("://", 1)[0] if "://" in url else "file"
+        if protocol in OBJECT_PROTOCOLS:
+            reader = self._reader(protocol)
+            size = self.spec.sizes.get(url)
+            if size is None:
+                size = reader.info(url)["size"]
+            return reader.read_range(url, 0, size)
+        if protocol == "file":
+            with open(url.removeprefix("file://"), "rb") as f:
+                return f.read()
+        with fsspec.open(url, "rb", **self.spec.storage_options) as f:
+            return f.read()
 
     def drain_into(self, stats: StageStats) -> None:
         """Move the request and cache counters gathered since the last drain into ``stats``."""

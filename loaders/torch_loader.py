@@ -43,8 +43,10 @@ class ShardStream(IterableDataset):
         rank: int = 0,
         world_size: int = 1,
         shuffle_shards: bool = True,
+        objects: bool = False,
     ) -> None:
         super().__init__()
+        self.objects = objects
         self.urls, self.spec, self.source = list(urls), spec, source or SourceSpec()
         self.rank, self.world_size, self.shuffle_shards = rank, world_size, shuffle_shards
         self.epoch = 0
@@ -65,11 +67,14 @@ class ShardStream(IterableDataset):
             shuffle=self.shuffle_shards,
         )
         rng = random.Random(hash((self.spec.seed, self.epoch, self.rank, worker)))
-        return stream(mine, ShardSource(self.source), self.spec, rng)
+        return stream(mine, ShardSource(self.source), self.spec, rng, objects=self.objects)
 
 
 class ShardLoader:
     """Batches of (uint8 images N x 3 x H x W, int64 labels) from shards, with per-stage stats.
+
+    ``objects=[(key, url, label), ...]`` reads one object per sample instead of shards, with
+    ``concurrency`` reads in flight per reader.
 
     ``stats`` accumulates fetch/decode/augment/collate times, bytes read, errors, request and
     cache counters over everything delivered so far. s3:// shards stream with ``concurrency``
@@ -80,8 +85,9 @@ class ShardLoader:
 
     def __init__(
         self,
-        urls: str | Sequence[str],
+        urls: str | Sequence[str] | None = None,
         *,
+        objects: Sequence[tuple[str, str, int]] | None = None,
         batch_size: int = 64,
         workers: int = 2,
         prefetch: int = 2,
@@ -101,9 +107,11 @@ class ShardLoader:
         return_batches: bool = False,
         **pipeline_options: object,
     ) -> None:
-        self.urls = expand_urls(urls)
+        if (urls is None) == (objects is None):
+            raise ValueError("give shard urls, or objects=[(key, url, label), ...] for one object per sample")
+        self.urls = expand_urls(urls) if urls is not None else list(objects or [])
         if not self.urls:
-            raise ValueError("no shard URLs given")
+            raise ValueError("no shard URLs or sample objects given")
         check_splittable(len(self.urls), world_size, workers)
         spec = PipelineSpec(
             batch_size=batch_size,
@@ -127,7 +135,9 @@ class ShardLoader:
         )
         if cache_dir and not cache_bytes:
             source.cache_bytes = default_cache_bytes(cache_dir)
-        self.dataset = ShardStream(self.urls, spec, source=source, rank=rank, world_size=world_size)
+        self.dataset = ShardStream(
+            self.urls, spec, source=source, rank=rank, world_size=world_size, objects=objects is not None
+        )
         self.stats = StageStats()
         self.epoch = 0
         self._loader = DataLoader(

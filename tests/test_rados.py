@@ -1,0 +1,168 @@
+"""RADOS through librados against the session's real Ceph lab: fsspec filesystem, staging, tier.
+
+Needs Debian's python3-rados for this interpreter; the lab fixture skips (fails under CI)
+when Ceph itself is not installed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import uuid
+from pathlib import Path
+
+import fsspec
+import pytest
+
+from iobench.datasets.manifest import Manifest
+from iobench.tiers import make_tier
+from loaders import ShardLoader
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _disconnect_before_the_lab_goes():
+    # module teardown runs before the session lab stops: librados must not outlive its cluster
+    yield
+    from iobench.radosfs import shutdown_all
+
+    shutdown_all()
+
+
+@pytest.fixture(scope="module")
+def rfs(ceph_lab):
+    from iobench.radosfs import RadosFileSystem, register
+
+    register()
+    fs = fsspec.filesystem("rados", conffile=str(ceph_lab.conf))
+    assert isinstance(fs, RadosFileSystem)
+    fs.mkdir("rfs-test")
+    return fs
+
+
+@pytest.fixture(scope="module")
+def staged(ceph_lab, tiny_dataset):
+    from iobench.datasets.stage_rados import stage_rados
+
+    url = "rados://iobench-data/tiny"
+    report = stage_rados(tiny_dataset, url, conffile=str(ceph_lab.conf), verify="full")
+    return url, report
+
+
+def test_filesystem_round_trip(rfs):
+    base = f"rfs-test/{uuid.uuid4().hex[:8]}"
+    data = os.urandom(300_000)
+    rfs.pipe_file(f"rados://{base}/d/a.bin", data)
+    rfs.pipe_file(f"{base}/b.bin", b"0123456789")
+    assert rfs.cat_file(f"rados://{base}/d/a.bin") == data
+    assert rfs.cat_file(f"{base}/d/a.bin", 1000, 2000) == data[1000:2000]
+    assert rfs.cat_file(f"{base}/d/a.bin", -5) == data[-5:]
+    assert rfs.cat_file(f"{base}/b.bin", 3, -2) == b"34567"
+    assert rfs.cat_file(f"{base}/b.bin", 8, 100) == b"89"
+    info = rfs.info(f"rados://{base}/d/a.bin")
+    assert info["type"] == "file" and info["size"] == len(data) and info["mtime"] > 1e9
+    assert rfs.info(f"{base}/d")["type"] == "directory"
+    assert rfs.ls(base, detail=False) == [f"{base}/d", f"{base}/b.bin"]
+    assert sorted(rfs.find(base)) == [f"{base}/b.bin", f"{base}/d/a.bin"]
+    with rfs.open(f"{base}/w.bin", "wb") as f:  # buffered writer: one write_full on close
+        f.write(b"x" * 5000)
+        f.write(b"y")
+    with fsspec.open(f"rados://{base}/w.bin", "rb", conffile=rfs.conffile) as f:
+        assert f.read() == b"x" * 5000 + b"y"
+    rfs.rm(base, recursive=True)
+    assert rfs.find(base) == []
+    with pytest.raises(FileNotFoundError):
+        rfs.cat_file(f"{base}/b.bin")
+    with pytest.raises(FileNotFoundError):
+        rfs.info(f"{base}/nothing")
+
+
+def test_missing_pool_and_oversized_object_give_clear_errors(rfs, monkeypatch):
+    with pytest.raises(FileNotFoundError, match="pool 'no-such-pool' does not exist"):
+        rfs.cat_file("rados://no-such-pool/key")
+    from iobench.radosfs import ObjectTooLargeError
+
+    monkeypatch.setattr(type(rfs), "max_object_size", lambda self: 1000)
+    with pytest.raises(ObjectTooLargeError, match=r"osd_max_object_size.*--shard-size"):
+        rfs.pipe_file("rfs-test/too-big", b"z" * 1001)
+
+
+def test_large_objects_are_written_in_pieces(rfs, monkeypatch):
+    import iobench.radosfs as radosfs
+
+    monkeypatch.setattr(radosfs, "IO_CHUNK", 1000)  # exercise the multi-op path with small data
+    data = os.urandom(3500)
+    rfs.write_object("rfs-test/pieces", data, {"iobench.sha256": b"abc"})
+    assert rfs.cat_file("rfs-test/pieces") == data
+    assert rfs.cat_file("rfs-test/pieces", 900, 2100) == data[900:2100]
+    assert rfs.get_xattr("rfs-test/pieces", "iobench.sha256") == b"abc"
+
+
+def test_stage_read_back_and_idempotent(ceph_lab, staged, tiny_dataset):
+    from iobench.datasets.stage_rados import stage_rados
+    from iobench.radosfs import RadosFileSystem
+
+    url, report = staged
+    manifest = Manifest.load(tiny_dataset)
+    assert len(report.uploaded) + len(report.skipped) >= len(manifest.shards)
+    fs = RadosFileSystem(conffile=str(ceph_lab.conf))
+    for entry in manifest.shards:
+        assert hashlib.sha256(fs.cat_file(f"{url}/{entry.name}")).hexdigest() == entry.sha256
+    again = stage_rados(tiny_dataset, url, conffile=str(ceph_lab.conf))
+    assert again.uploaded == [] and again.bytes_uploaded == 0
+    tier = make_tier({"kind": "rados", "url": url, "conffile": str(ceph_lab.conf)})
+    assert tier.load_manifest() == manifest
+
+
+def _keys_labels(loader):
+    out = []
+    for batch in loader:
+        out += list(zip(batch.keys, batch.labels.tolist(), strict=True))
+    return sorted(out)
+
+
+def test_loader_reads_the_same_samples_as_local(ceph_lab, staged, tiny_dataset, tmp_path):
+    url, _ = staged
+    tier = make_tier(
+        {"kind": "rados", "url": url, "conffile": str(ceph_lab.conf), "cache_dir": str(tmp_path / "c")}
+    )
+    manifest = tier.load_manifest()
+    local = ShardLoader(
+        sorted(str(p) for p in Path(tiny_dataset).glob("train-*.tar")), workers=0, return_batches=True
+    )
+    expected = _keys_labels(local)
+    assert len(expected) == manifest.num_samples
+    loader = ShardLoader(
+        tier.shard_urls(manifest), storage_options=tier.storage_options(), workers=2, return_batches=True
+    )
+    assert _keys_labels(loader) == expected  # forked workers reconnect to the cluster
+
+    # the local shard cache, filled through ObjectReader over rados://
+    assert tier.prepare(manifest, "warm").achieved == "warm"
+    assert tier.prepare(manifest, "cold").achieved == "cold"
+
+
+def test_describe_shows_the_lab(ceph_lab, staged):
+    url, _ = staged
+    d = make_tier({"kind": "rados", "url": url, "conffile": str(ceph_lab.conf)}).describe()
+    cluster = d["cluster"]
+    assert cluster["reachable"] and cluster["version_short"].startswith("16.")
+    assert cluster["osds"]["total"] == 1 and cluster["osds"]["up"] == 1
+    assert cluster["osds"]["objectstore"] == ["memstore"]
+    pool = cluster["pool"]
+    assert pool["size"] == 1 and pool["applications"] == ["iobench"] and pool["pg_num"] > 0
+    assert "secret" not in str(d).lower()
+
+
+def test_import_rados_failure_gives_the_install_hint(tmp_path, monkeypatch):
+    import sys
+
+    from iobench import cephclient
+
+    monkeypatch.delitem(sys.modules, "rados", raising=False)
+    monkeypatch.setattr(
+        cephclient.importlib, "import_module", lambda n: (_ for _ in ()).throw(ImportError(n))
+    )
+    with pytest.raises(ImportError, match="apt-get install -y --no-install-recommends python3-rados"):
+        cephclient.import_rados(tmp_path)
