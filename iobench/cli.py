@@ -29,7 +29,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     run_dir = Path(args.out or f"iobench-runs/{dt.datetime.now():%Y%m%d-%H%M%S}").absolute()
     cells = config.cells()
     console.print(f"[bold]iobench sweep[/bold] {config.source}: {len(cells)} cell(s) -> {run_dir}")
-    if config.dataset.synth is not None:
+    if config.dataset.synth is not None or "objects" in config.layouts():
         with Progress(
             TextColumn("{task.description}"), BarColumn(), TimeRemainingColumn(), console=console
         ) as bar:
@@ -138,6 +138,18 @@ def _cmd_lab(args: argparse.Namespace) -> int:
     from .lab import main_lab
 
     return main_lab(args)
+
+
+def _cmd_objects(args: argparse.Namespace) -> int:
+    from .datasets.objects import explode
+    from .units import format_bytes
+
+    samples = explode(args.dataset)
+    console.print(
+        f"{len(samples)} objects ({format_bytes(sum(s['bytes'] for s in samples))}) in {args.dataset}/objects; "
+        "`iobench dataset stage` uploads them with the shards"
+    )
+    return 0
 
 
 def _cmd_report(args: argparse.Namespace) -> int:

@@ -77,6 +77,9 @@ class DatasetSpec:
     synth: dict | None  # {"size_bytes"|"samples", "seed", "shard_bytes"} when generated
 
 
+LAYOUTS = ("shards", "objects")
+
+
 @dataclass(frozen=True)
 class LoaderSpec:
     kind: str
@@ -84,6 +87,7 @@ class LoaderSpec:
     batch_size: list[int]
     prefetch: int
     shuffle_buffer: int
+    layout: str = "shards"  # or "objects": one object per sample (iobench dataset objects)
 
 
 @dataclass(frozen=True)
@@ -140,6 +144,9 @@ class SweepConfig:
     source: str = field(default="")
     raw: dict = field(default_factory=dict)
 
+    def layouts(self) -> set[str]:
+        return {loader.layout for loader in self.loaders}
+
     def cells(self) -> list[Cell]:
         cells = []
         for tier, loader, acc, cache in itertools.product(
@@ -147,7 +154,10 @@ class SweepConfig:
         ):
             for workers, batch in itertools.product(loader.workers, loader.batch_size):
                 acc_label = f"{acc.type}x{acc.count}" if acc.kind == "emulated" else f"torch-{acc.model}"
-                cell_id = _slug(f"{tier['name']}-{loader.kind}-w{workers}-b{batch}-{acc_label}-{cache}")
+                layout = "" if loader.layout == "shards" else f"-{loader.layout}"
+                cell_id = _slug(
+                    f"{tier['name']}{layout}-{loader.kind}-w{workers}-b{batch}-{acc_label}-{cache}"
+                )
                 cells.append(
                     Cell(
                         cell_id=cell_id,
@@ -158,6 +168,7 @@ class SweepConfig:
                             "batch_size": batch,
                             "prefetch": loader.prefetch,
                             "shuffle_buffer": loader.shuffle_buffer,
+                            "layout": loader.layout,
                         },
                         accelerator=acc.__dict__.copy(),
                         cache=cache,
@@ -235,7 +246,14 @@ def _loaders(raw: Any) -> list[LoaderSpec]:
         where = f"loaders[{i}]"
         d = _check_keys(
             item,
-            {"kind": "torch", "workers": [2], "batch_size": [64], "prefetch": 2, "shuffle_buffer": 1000},
+            {
+                "kind": "torch",
+                "workers": [2],
+                "batch_size": [64],
+                "prefetch": 2,
+                "shuffle_buffer": 1000,
+                "layout": "shards",
+            },
             where,
         )
         out.append(
@@ -245,6 +263,7 @@ def _loaders(raw: Any) -> list[LoaderSpec]:
                 batch_size=_int_list(d["batch_size"], f"{where}.batch_size", 1),
                 prefetch=_int(d["prefetch"], f"{where}.prefetch", 1),  # type: ignore[arg-type]
                 shuffle_buffer=_int(d["shuffle_buffer"], f"{where}.shuffle_buffer", 0),  # type: ignore[arg-type]
+                layout=_choice(d["layout"], LAYOUTS, f"{where}.layout"),
             )
         )
     return out

@@ -17,12 +17,16 @@ from .run.cell import failed_summary
 
 
 def ensure_dataset(config: SweepConfig, progress: Callable[[int, int], None] | None = None) -> None:
-    """Generate the configured synthetic dataset once; reuse it when it is already complete."""
-    if config.dataset.synth is None:
-        return
-    from .datasets.synth import ensure_dataset as ensure
+    """Generate the configured synthetic dataset once (reused when complete), and its
+    one-object-per-sample layout when a loader reads that layout."""
+    if config.dataset.synth is not None:
+        from .datasets.synth import ensure_dataset as ensure
 
-    ensure(config.dataset.path, progress=progress, **config.dataset.synth)
+        ensure(config.dataset.path, progress=progress, **config.dataset.synth)
+    if "objects" in config.layouts():
+        from .datasets.objects import explode
+
+        explode(config.dataset.path)
 
 
 def stage_tiers(config: SweepConfig) -> list[str]:

@@ -9,6 +9,7 @@ manifest goes up last: a reader that finds it can trust the shards are complete.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -17,6 +18,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from .manifest import MANIFEST_NAME, Manifest, sha256_file
+from .objects import INDEX_NAME, OBJECTS_DIR, load_index
 
 SHA_META = "sha256"
 
@@ -121,20 +123,15 @@ def stage(
     except Exception as exc:
         raise _explain(exc, f"checking bucket {bucket!r}", endpoint) from None
 
-    files: list[tuple[Path, str | None]] = []
-    for entry in manifest.shards:
-        files.append((root / entry.name, entry.sha256))
-        idx = (root / entry.name).with_suffix(".idx")
-        if idx.exists():
-            files.append((idx, None))
-    key_of = lambda p: f"{prefix}/{p.name}" if prefix else p.name  # noqa: E731
+    files = staged_files(root, manifest)
+    key_of = lambda name: f"{prefix}/{name}" if prefix else name  # noqa: E731
     done = 0
 
-    def upload(item: tuple[Path, str | None]) -> None:
+    def upload(item: tuple[Path, str, str | None]) -> None:
         nonlocal done
-        path, sha = item
+        path, name, sha = item
         sha = sha or sha256_file(path)
-        key = key_of(path)
+        key = key_of(name)
         size = path.stat().st_size
         try:
             if _already_there(client, bucket, key, size, sha):
@@ -154,14 +151,40 @@ def stage(
         if progress:
             progress(done, len(files))
 
+    body, indexes = split_indexes(files)
     with ThreadPoolExecutor(max(1, workers)) as pool:
-        list(pool.map(upload, files))
-    manifest_key = key_of(root / MANIFEST_NAME)
+        list(pool.map(upload, body))
+    for item in indexes:  # an index only after everything it lists
+        upload(item)
+    manifest_key = key_of(MANIFEST_NAME)
     try:
         client.fput_object(bucket, manifest_key, str(root / MANIFEST_NAME), content_type="application/json")
     except Exception as exc:
         raise _explain(exc, f"uploading the manifest to s3://{bucket}/{manifest_key}", endpoint) from None
     return report
+
+
+def staged_files(root: Path, manifest: Manifest) -> list[tuple[Path, str, str | None]]:
+    """(local path, name under the prefix, known sha256) of everything a dataset puts on a tier,
+    in upload order: shards with their DALI indexes, then the per-sample objects and their index
+    when the dataset has the objects layout. The manifest is not listed: it always goes last."""
+    files: list[tuple[Path, str, str | None]] = []
+    for entry in manifest.shards:
+        files.append((root / entry.name, entry.name, entry.sha256))
+        idx = (root / entry.name).with_suffix(".idx")
+        if idx.exists():
+            files.append((idx, idx.name, None))
+    index = root / INDEX_NAME
+    if index.exists():
+        for sample in load_index(json.loads(index.read_text()), str(index)):
+            files.append((root / OBJECTS_DIR / sample["name"], f"{OBJECTS_DIR}/{sample['name']}", None))
+        files.append((index, INDEX_NAME, None))
+    return files
+
+
+def split_indexes(files: list[tuple[Path, str, str | None]]) -> tuple[list, list]:
+    """The files, and apart from them the objects index that must be uploaded after them."""
+    return [f for f in files if f[1] != INDEX_NAME], [f for f in files if f[1] == INDEX_NAME]
 
 
 def _already_there(client, bucket: str, key: str, size: int, sha: str) -> bool:

@@ -18,7 +18,7 @@ from iobench.cephinfo import ensure_pool
 from iobench.radosfs import RadosFileSystem, split_path
 
 from .manifest import MANIFEST_NAME, Manifest, sha256_file
-from .stage import StageError, StageReport
+from .stage import StageError, StageReport, split_indexes, staged_files
 
 __all__ = ["SHA_XATTR", "stage_rados"]
 
@@ -47,15 +47,10 @@ def stage_rados(
     manifest = Manifest.load(root)
     fs = RadosFileSystem(conffile=conffile, name=name, skip_instance_cache=True)
 
-    files: list[tuple[Path, str | None]] = []
-    for entry in manifest.shards:
-        files.append((root / entry.name, entry.sha256))
-        idx = (root / entry.name).with_suffix(".idx")
-        if idx.exists():
-            files.append((idx, None))
+    files = staged_files(root, manifest)
     # refuse before writing anything: a half-staged dataset with one impossible shard helps nobody
-    for path, _ in files:
-        fs.check_size(f"{pool}/{path.name}", path.stat().st_size)
+    for path, rel, _ in files:
+        fs.check_size(f"{pool}/{rel}", path.stat().st_size)
 
     report = StageReport(
         url=url.rstrip("/"),
@@ -66,17 +61,17 @@ def stage_rados(
     except OSError as exc:
         raise StageError(f"preparing pool {pool!r} on {fs.conffile}: {exc}") from None
 
-    def key_of(p: Path) -> str:
-        return f"{pool}/{prefix}/{p.name}" if prefix else f"{pool}/{p.name}"
+    def key_of(rel: str) -> str:
+        return f"{pool}/{prefix}/{rel}" if prefix else f"{pool}/{rel}"
 
     lock = threading.Lock()
     done = 0
 
-    def upload(item: tuple[Path, str | None]) -> None:
+    def upload(item: tuple[Path, str, str | None]) -> None:
         nonlocal done
-        path, sha = item
+        path, rel, sha = item
         sha = sha or sha256_file(path)
-        key = key_of(path)
+        key = key_of(rel)
         size = path.stat().st_size
         try:
             if _already_there(fs, key, size, sha):
@@ -98,12 +93,15 @@ def stage_rados(
             if progress:
                 progress(done, len(files))
 
+    body, indexes = split_indexes(files)
     with ThreadPoolExecutor(max(1, workers)) as pool_:
-        list(pool_.map(upload, files))
+        list(pool_.map(upload, body))
+    for item in indexes:  # an index only after everything it lists
+        upload(item)
     try:
-        fs.write_object(key_of(root / MANIFEST_NAME), (root / MANIFEST_NAME).read_bytes())
+        fs.write_object(key_of(MANIFEST_NAME), (root / MANIFEST_NAME).read_bytes())
     except OSError as exc:
-        raise StageError(f"uploading the manifest to rados://{key_of(root / MANIFEST_NAME)}: {exc}") from None
+        raise StageError(f"uploading the manifest to rados://{key_of(MANIFEST_NAME)}: {exc}") from None
     return report
 
 

@@ -105,13 +105,29 @@ def _telemetry_table(telemetry) -> pa.Table:
     )
 
 
+def loader_inputs(tier, manifest, loader: dict) -> tuple[list, dict]:
+    """What the loader reads: shard URLs, or (key, url, label) per sample for the objects layout."""
+    source = tier.source_options(manifest)
+    if loader.get("layout", "shards") == "shards":
+        return tier.shard_urls(manifest), source
+    from ..datasets.objects import INDEX_NAME, OBJECTS_DIR, load_index
+
+    samples = load_index(tier.read_json(INDEX_NAME), tier.object_url(INDEX_NAME))
+    items = [(s["key"], tier.object_url(f"{OBJECTS_DIR}/{s['name']}"), s["label"]) for s in samples]
+    # sizes from the index save a HEAD per object; per-sample objects bypass the shard cache
+    source.update(
+        shard_sizes={url: s["bytes"] for (_, url, _), s in zip(items, samples, strict=True)}, cache_dir=None
+    )
+    return items, source
+
+
 def run_cell(cell: dict, run_dir: Path) -> dict:
     """Measure one cell and publish its directory; returns the summary."""
     started = _now()
     tier = make_tier(cell["tier"])
     manifest = tier.load_manifest()
     cache_state = tier.prepare(manifest, cell["cache"])
-    urls = tier.shard_urls(manifest)
+    items, source_options = loader_inputs(tier, manifest, cell["loader"])
     consumer = make_consumer(cell["accelerator"])
     run = cell["run"]
     loader = cell["loader"]
@@ -119,7 +135,7 @@ def run_cell(cell: dict, run_dir: Path) -> dict:
 
     with TelemetrySampler() as telemetry:
         created_at = time.perf_counter()
-        make_epoch = build_loader(urls, tier.source_options(manifest), loader, run)
+        make_epoch = build_loader(items, source_options, loader, run)
         log = run_steps(
             make_epoch,
             consumer,

@@ -13,11 +13,13 @@ from loaders import Batch
 EpochFactory = Callable[[int], Iterable[Batch]]
 
 
-def _torch(urls: list[str], source_options: dict, loader: dict, run: dict) -> EpochFactory:
+def _torch(items: list, source_options: dict, loader: dict, run: dict) -> EpochFactory:
     from loaders import ShardLoader
 
+    objects = loader.get("layout", "shards") == "objects"
     shard_loader = ShardLoader(
-        urls,
+        None if objects else items,
+        objects=items if objects else None,
         batch_size=loader["batch_size"],
         workers=loader["workers"],
         prefetch=loader.get("prefetch", 2),
@@ -43,9 +45,10 @@ def _torch(urls: list[str], source_options: dict, loader: dict, run: dict) -> Ep
 LOADER_BACKENDS: dict[str, Callable[[list[str], dict, dict, dict], EpochFactory]] = {"torch": _torch}
 
 
-def build_loader(urls: list[str], source_options: dict, loader: dict, run: dict) -> EpochFactory:
-    """``source_options`` come from the tier: storage options, cache directory and limit, sizes."""
+def build_loader(items: list, source_options: dict, loader: dict, run: dict) -> EpochFactory:
+    """``items``: shard URLs, or (key, url, label) per sample when ``loader["layout"]`` is objects.
+    ``source_options`` come from the tier: storage options, cache directory and limit, sizes."""
     kind = loader["kind"]
     if kind not in LOADER_BACKENDS:
         raise ValueError(f"loader.kind={kind!r}: allowed values are {', '.join(LOADER_BACKENDS)}")
-    return LOADER_BACKENDS[kind](urls, source_options, loader, run)
+    return LOADER_BACKENDS[kind](items, source_options, loader, run)

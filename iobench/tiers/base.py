@@ -131,6 +131,28 @@ class Tier(abc.ABC):
 
         return Manifest.load(self.dataset_dir_or_url())
 
+    def object_url(self, name: str) -> str:
+        """The URL of a file of the dataset (``objects/000001.jpg``) as the loaders read it."""
+        return f"{self.dataset_dir_or_url().rstrip('/')}/{name}"
+
+    def read_json(self, name: str) -> Any:
+        """A JSON file of the dataset (the objects index, say), read from the tier."""
+        import json
+
+        path = self.object_url(name)
+        try:
+            with open(path, encoding="utf-8") as f:
+                return json.load(f)
+        except FileNotFoundError:
+            raise FileNotFoundError(
+                f"{path} does not exist: the dataset has no {name}"
+                + (
+                    " (make the objects layout with `iobench dataset objects DATASET`)"
+                    if "objects" in name
+                    else ""
+                )
+            ) from None
+
     def stage_dataset(self, dataset_dir: str) -> str:
         """Put a local dataset on this tier (idempotent); returns a one-line report."""
         raise TierConfigError(f"tier {self.kind!r} cannot stage datasets; put the data in place yourself")

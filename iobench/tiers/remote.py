@@ -96,23 +96,29 @@ class RemoteTier(Tier):
             protocol=self.scheme,
         )
 
-    def load_manifest(self) -> Any:
-        from ..datasets.manifest import MANIFEST_NAME, Manifest, ManifestError
-
+    def read_json(self, name: str) -> Any:
         reader = self.reader()
-        where = f"{self.url}/{MANIFEST_NAME}"
+        where = self.object_url(name)
         try:
             size = reader.info(where)["size"]
-            raw = json.loads(reader.read_range(where, 0, size))
+            return json.loads(reader.read_range(where, 0, size))
         except json.JSONDecodeError as exc:
-            raise ManifestError(f"{where}: not valid JSON: {exc}") from None
+            raise ValueError(f"{where}: not valid JSON: {exc}") from None
         except OSError as exc:
             raise OSError(
                 f"{self.kind} tier {self.name!r}: cannot read {where}: {exc}. {self.access_hint()}"
             ) from None
         finally:
             reader.close()
-        return Manifest.from_dict(raw, where=where)
+
+    def load_manifest(self) -> Any:
+        from ..datasets.manifest import MANIFEST_NAME, Manifest, ManifestError
+
+        try:
+            raw = self.read_json(MANIFEST_NAME)
+        except ValueError as exc:
+            raise ManifestError(str(exc)) from None
+        return Manifest.from_dict(raw, where=self.object_url(MANIFEST_NAME))
 
     def access_hint(self) -> str:
         return "Check that the dataset was staged (`iobench dataset stage`)."
