@@ -78,6 +78,9 @@ class DatasetSpec:
 
 
 LAYOUTS = ("shards", "objects")
+# the backends of loaders.contract.make_loader; spelled out here so validating a sweep file does
+# not import torch
+LOADER_KINDS = ("torch", "nodes", "dali")
 
 
 @dataclass(frozen=True)
@@ -258,7 +261,7 @@ def _loaders(raw: Any) -> list[LoaderSpec]:
         )
         out.append(
             LoaderSpec(
-                kind=_choice(d["kind"], ("torch",), f"{where}.kind"),
+                kind=_choice(d["kind"], LOADER_KINDS, f"{where}.kind"),
                 workers=_int_list(d["workers"], f"{where}.workers", 0),
                 batch_size=_int_list(d["batch_size"], f"{where}.batch_size", 1),
                 prefetch=_int(d["prefetch"], f"{where}.prefetch", 1),  # type: ignore[arg-type]

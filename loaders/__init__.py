@@ -1,8 +1,11 @@
 """Drop-in data loaders for training code, instrumented the way iobench measures them.
 
-This package never imports iobench: training code can use it alone.
+This package never imports iobench: training code can use it alone. Pick a backend by name::
+
+    loader = make_loader("torch" | "nodes" | "dali", LoaderConfig(urls=..., batch_size=256))
 """
 
+from .contract import Loader, LoaderConfig, available_loaders, make_loader, register_loader
 from .decode import AugmentSpec, normalize_batch
 from .instrument import StageStats, StallMeter
 from .pipeline import Batch, PipelineSpec, SampleError
@@ -13,12 +16,17 @@ from .torch_loader import ShardLoader
 __all__ = [
     "AugmentSpec",
     "Batch",
+    "Loader",
+    "LoaderConfig",
     "PipelineSpec",
     "SampleError",
     "ShardFormatError",
     "ShardLoader",
     "StageStats",
     "StallMeter",
+    "available_loaders",
     "expand_urls",
+    "make_loader",
     "normalize_batch",
+    "register_loader",
 ]

@@ -9,7 +9,9 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from itertools import islice
+from typing import TypeVar
 
 import numpy as np
 import torch
@@ -22,6 +24,8 @@ from .tario import DEFAULT_MAX_MEMBER_BYTES, Sample, iter_samples
 ERROR_POLICIES = ("skip", "fail")
 IMAGE_EXTS = ("jpg", "jpeg", "png", "webp")
 LABEL_EXTS = ("cls", "label", "class")
+
+T = TypeVar("T")
 
 
 class SampleError(ValueError):
@@ -36,9 +40,19 @@ class Batch:
     labels: torch.Tensor | None
     keys: list[str] = field(default_factory=list)
     stats: StageStats = field(default_factory=StageStats)
+    # resume bookkeeping: how many samples of the reader's shuffled stream this batch accounts for
+    # (delivered, failed or dropped), and which reader (DataLoader worker) produced it
+    consumed: int = 0
+    reader: int = 0
 
     def __len__(self) -> int:
         return len(self.keys)
+
+    def pin_memory(self) -> Batch:
+        """Called by DataLoader(pin_memory=True) and torchdata's PinMemory for custom batch types."""
+        if self.images is None:
+            return self
+        return replace(self, images=self.images.pin_memory(), labels=self.labels.pin_memory())
 
 
 @dataclass(frozen=True)
@@ -72,12 +86,12 @@ def read_shards(urls: Iterable[str], source: ShardSource, spec: PipelineSpec) ->
                 yield sample
 
 
-def shuffled(samples: Iterable[Sample], size: int, rng: random.Random) -> Iterator[Sample]:
+def shuffled(samples: Iterable[T], size: int, rng: random.Random) -> Iterator[T]:
     """A bounded shuffle buffer: memory stays at ``size`` samples whatever the dataset size."""
     if size <= 1:
         yield from samples
         return
-    buffer: list[Sample] = []
+    buffer: list[T] = []
     for sample in samples:
         if len(buffer) < size:
             buffer.append(sample)
@@ -111,79 +125,163 @@ def _image_of(sample: Sample) -> bytes:
     )
 
 
+def sample_rng(base: int, sample: Sample) -> random.Random:
+    """The augmentation draws of one sample depend on (reader seed, shard, key) only, not on the order
+    in which threads or workers reach it: a resumed epoch, or a thread pool, crops exactly alike."""
+    return random.Random(f"{base}:{sample.url}:{sample.key}")
+
+
+def process_sample(
+    sample: Sample, spec: PipelineSpec, rng: random.Random, stats: StageStats
+) -> tuple[np.ndarray, int, str] | None:
+    """Decode and augment one sample, adding its bytes, stage times and errors to ``stats``.
+
+    Returns ``None`` for a sample skipped under ``on_error="skip"``; raises :class:`SampleError`
+    under ``"fail"``. Errors never sleep or retry.
+    """
+    stats.bytes_read += sample.read_bytes
+    stats.add_time("fetch", sample.fetch_wall_s, sample.fetch_cpu_s)
+    try:
+        label = _label_of(sample)
+        data = _image_of(sample)
+        with Stopwatch(stats, "decode"):
+            try:
+                image = decode_jpeg(data)
+            except CorruptImage as exc:
+                raise SampleError(
+                    f"{sample.url}: sample {sample.key!r} (tar offset {sample.offset}): {exc}"
+                ) from None
+        with Stopwatch(stats, "augment"):
+            image = augment(image, rng, spec.augment)
+    except SampleError as exc:
+        if spec.on_error == "fail":
+            raise
+        kind = "missing_label" if "no label" in str(exc) else "corrupt_sample"
+        stats.add_error(kind, str(exc))
+        return None
+    stats.samples += 1
+    return image, label, sample.key
+
+
 def batches(
     samples: Iterable[Sample],
     spec: PipelineSpec,
     rng: random.Random,
     drain: Callable[[StageStats], None] | None = None,
+    *,
+    start: StageStats | None = None,
 ) -> Iterator[Batch]:
     """Decode, augment and collate; errors are counted per the policy and never sleep or retry.
 
-    ``drain`` moves the storage counters gathered meanwhile (requests, cache) into each batch.
+    ``drain`` moves the storage counters gathered meanwhile (requests, cache) into each batch;
+    ``start`` is the first batch's stats (it receives what a resume skipped).
     """
-    stats = StageStats()
+    base = rng.getrandbits(64)
+    stats = start or StageStats()
     images: list[np.ndarray] = []
     labels: list[int] = []
     keys: list[str] = []
+    consumed = 0
     for sample in samples:
-        stats.bytes_read += sample.read_bytes
-        stats.add_time("fetch", sample.fetch_wall_s, sample.fetch_cpu_s)
-        try:
-            label = _label_of(sample)
-            data = _image_of(sample)
-            with Stopwatch(stats, "decode"):
-                try:
-                    image = decode_jpeg(data)
-                except CorruptImage as exc:
-                    raise SampleError(
-                        f"{sample.url}: sample {sample.key!r} (tar offset {sample.offset}): {exc}"
-                    ) from None
-            with Stopwatch(stats, "augment"):
-                image = augment(image, rng, spec.augment)
-        except SampleError as exc:
-            if spec.on_error == "fail":
-                raise
-            kind = "missing_label" if "no label" in str(exc) else "corrupt_sample"
-            stats.add_error(kind, str(exc))
+        consumed += 1
+        out = process_sample(sample, spec, sample_rng(base, sample), stats)
+        if out is None:
             continue
-        images.append(image)
-        labels.append(label)
-        keys.append(sample.key)
-        stats.samples += 1
+        images.append(out[0])
+        labels.append(out[1])
+        keys.append(out[2])
         if len(images) == spec.batch_size:
             if drain:
                 drain(stats)
-            yield _collate(images, labels, keys, stats)
-            stats, images, labels, keys = StageStats(), [], [], []
+            yield collate_batch(images, labels, keys, stats, consumed)
+            stats, images, labels, keys, consumed = StageStats(), [], [], [], 0
     if drain:
         drain(stats)
+    tail = finish_tail(images, labels, keys, stats, consumed, spec)
+    if tail is not None:
+        yield tail
+
+
+def finish_tail(
+    images: list[np.ndarray],
+    labels: list[int],
+    keys: list[str],
+    stats: StageStats,
+    consumed: int,
+    spec: PipelineSpec,
+) -> Batch | None:
+    """The last, partial batch of a reader: delivered, or dropped with its counters kept."""
     if images and not spec.drop_last:
-        yield _collate(images, labels, keys, stats)
-        return
+        return collate_batch(images, labels, keys, stats, consumed)
     stats.samples -= len(images)  # a dropped tail was decoded but is not delivered
-    if stats.errors or stats.bytes_read or stats.counters:
+    if stats.errors or stats.bytes_read or stats.counters or consumed:
         # the tail's counters must still reach the consumer, or errors and bytes go missing
-        yield Batch(images=None, labels=None, keys=[], stats=stats)
+        return Batch(images=None, labels=None, keys=[], stats=stats, consumed=consumed)
+    return None
 
 
-def _collate(images: list[np.ndarray], labels: list[int], keys: list[str], stats: StageStats) -> Batch:
+def collate_batch(
+    images: list[np.ndarray], labels: list[int], keys: list[str], stats: StageStats, consumed: int = 0
+) -> Batch:
     with Stopwatch(stats, "collate"):
         tensor = collate_images(images)
         label_tensor = torch.tensor(labels, dtype=torch.int64)
-    return Batch(images=tensor, labels=label_tensor, keys=keys, stats=stats)
+    return Batch(images=tensor, labels=label_tensor, keys=keys, stats=stats, consumed=consumed)
+
+
+def raw_samples(
+    items: Sequence,
+    source: ShardSource,
+    spec: PipelineSpec,
+    rng: random.Random,
+    *,
+    objects: bool = False,
+    skip: int = 0,
+    skipped: StageStats | None = None,
+) -> Iterator[Sample]:
+    """One reader's samples in shuffled order, less the first ``skip`` (already delivered before a
+    resume). Skipped shard samples are read (the shuffle buffer needs them) but never decoded;
+    skipped objects are not even fetched, because objects are shuffled as (key, url, label) before
+    their bytes are read. ``skipped`` receives what the skip cost.
+
+    Draws from ``rng`` now, not lazily, so the caller's later draws are the same on every backend.
+    """
+    shuffle_rng = random.Random(rng.getrandbits(64))
+    skipped = skipped if skipped is not None else StageStats()
+    if objects:
+        from .objects import read_objects
+
+        order = list(shuffled(items, spec.shuffle_buffer, shuffle_rng))
+        if skip:
+            skipped.counters["resume_skipped_samples"] += min(skip, len(order))
+        return read_objects(order[skip:], source, concurrency=source.spec.concurrency)
+    samples = shuffled(read_shards(items, source, spec), spec.shuffle_buffer, shuffle_rng)
+    return _skipping(samples, skip, skipped) if skip else samples
+
+
+def _skipping(samples: Iterator[Sample], n: int, skipped: StageStats) -> Iterator[Sample]:
+    for sample in islice(samples, n):
+        # the bytes really came off the storage: count them, but as no delivered sample
+        skipped.bytes_read += sample.read_bytes
+        skipped.add_time("fetch", sample.fetch_wall_s, sample.fetch_cpu_s)
+        skipped.counters["resume_skipped_samples"] += 1
+    yield from samples
 
 
 def stream(
-    items: Sequence, source: ShardSource, spec: PipelineSpec, rng: random.Random, *, objects: bool = False
+    items: Sequence,
+    source: ShardSource,
+    spec: PipelineSpec,
+    rng: random.Random,
+    *,
+    objects: bool = False,
+    skip: int = 0,
 ) -> Iterator[Batch]:
     """The whole pipeline for one reader (a worker, a thread, or the main process).
 
     ``items`` are shard URLs, or with ``objects=True`` (key, url, label) of one object per sample.
+    ``skip`` drops the first samples of the reader's shuffled stream without decoding them (resume).
     """
-    if objects:
-        from .objects import read_objects
-
-        raw = read_objects(items, source, concurrency=source.spec.concurrency)
-    else:
-        raw = read_shards(items, source, spec)
-    return batches(shuffled(raw, spec.shuffle_buffer, rng), spec, rng, drain=source.drain_into)
+    first = StageStats()
+    raw = raw_samples(items, source, spec, rng, objects=objects, skip=skip, skipped=first)
+    return batches(raw, spec, rng, drain=source.drain_into, start=first)

@@ -13,15 +13,18 @@ from __future__ import annotations
 import os
 import random
 from collections.abc import Iterator, Sequence
-from dataclasses import replace
+from dataclasses import fields
 
 import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
+from .contract import EpochCursor, LoaderConfig, deliver, fingerprint
 from .instrument import StageStats
 from .pipeline import Batch, PipelineSpec, stream
-from .shards import check_splittable, expand_urls, shards_for
-from .sources import ShardSource, SourceSpec, default_cache_bytes
+from .shards import check_splittable, shards_for
+from .sources import ShardSource, SourceSpec
+
+_CONFIG_FIELDS = frozenset(f.name for f in fields(LoaderConfig))
 
 
 def _quiet_worker(_: int) -> None:
@@ -32,7 +35,12 @@ def _quiet_worker(_: int) -> None:
 
 
 class ShardStream(IterableDataset):
-    """An IterableDataset of collated batches from WebDataset shards, split by rank and worker."""
+    """An IterableDataset of collated batches from WebDataset shards, split by rank and worker.
+
+    Each batch is tagged with the worker that made it; ``skip[w]`` samples of worker w's shuffled
+    stream are read but not decoded (resume). A worker's stream depends only on (seed, epoch, rank,
+    worker, number of workers), never on timing, so skipping by count resumes exactly.
+    """
 
     def __init__(
         self,
@@ -50,6 +58,7 @@ class ShardStream(IterableDataset):
         self.urls, self.spec, self.source = list(urls), spec, source or SourceSpec()
         self.rank, self.world_size, self.shuffle_shards = rank, world_size, shuffle_shards
         self.epoch = 0
+        self.skip: list[int] = []
 
     def __iter__(self) -> Iterator[Batch]:
         info = get_worker_info()
@@ -67,11 +76,22 @@ class ShardStream(IterableDataset):
             shuffle=self.shuffle_shards,
         )
         rng = random.Random(hash((self.spec.seed, self.epoch, self.rank, worker)))
-        return stream(mine, ShardSource(self.source), self.spec, rng, objects=self.objects)
+        skip = self.skip[worker] if worker < len(self.skip) else 0
+        batches = stream(mine, ShardSource(self.source), self.spec, rng, objects=self.objects, skip=skip)
+        return _tagged(batches, worker)
+
+
+def _tagged(batches: Iterator[Batch], worker: int) -> Iterator[Batch]:
+    for batch in batches:
+        batch.reader = worker
+        yield batch
 
 
 class ShardLoader:
     """Batches of (uint8 images N x 3 x H x W, int64 labels) from shards, with per-stage stats.
+
+    The "torch" backend of :func:`loaders.make_loader`; its keyword arguments are the fields of
+    :class:`loaders.LoaderConfig` (``ShardLoader.from_config(cfg)`` takes one whole).
 
     ``objects=[(key, url, label), ...]`` reads one object per sample instead of shards, with
     ``concurrency`` reads in flight per reader.
@@ -79,86 +99,93 @@ class ShardLoader:
     ``stats`` accumulates fetch/decode/augment/collate times, bytes read, errors, request and
     cache counters over everything delivered so far. s3:// shards stream with ``concurrency``
     ranged GETs of ``part_bytes`` in flight; with ``cache_dir`` they go through a bounded local
-    shard cache (``cache_bytes``, default half the free space) shared by every process on the host. ``return_batches=True`` yields :class:`Batch` objects (keys and stats per
-    batch) instead of ``(images, labels)``.
+    shard cache (``cache_bytes``, default half the free space) shared by every process on the host.
+    ``return_batches=True`` yields :class:`Batch` objects (keys and stats per batch) instead of
+    ``(images, labels)``.
+
+    ``state_dict()`` after k batches, given to ``load_state_dict`` of a new loader with the same
+    settings, continues the epoch: every worker skips (reads, does not decode) the samples of its
+    own stream that the consumer already received, counted from the worker tag on each batch.
     """
 
     def __init__(
         self,
         urls: str | Sequence[str] | None = None,
         *,
-        objects: Sequence[tuple[str, str, int]] | None = None,
-        batch_size: int = 64,
-        workers: int = 2,
-        prefetch: int = 2,
-        shuffle_buffer: int = 1000,
-        seed: int = 0,
-        rank: int = 0,
-        world_size: int = 1,
-        on_error: str = "skip",
-        drop_last: bool = False,
-        storage_options: dict | None = None,
-        cache_dir: str | None = None,
-        cache_bytes: int | None = None,
-        shard_sizes: dict[str, int] | None = None,
-        part_bytes: int = 8 * 2**20,
-        concurrency: int = 4,
         pin_memory: bool | None = None,
         return_batches: bool = False,
-        **pipeline_options: object,
+        **config: object,
     ) -> None:
-        if (urls is None) == (objects is None):
-            raise ValueError("give shard urls, or objects=[(key, url, label), ...] for one object per sample")
-        self.urls = expand_urls(urls) if urls is not None else list(objects or [])
-        if not self.urls:
-            raise ValueError("no shard URLs or sample objects given")
-        check_splittable(len(self.urls), world_size, workers)
-        spec = PipelineSpec(
-            batch_size=batch_size,
-            shuffle_buffer=shuffle_buffer,
-            seed=seed,
-            on_error=on_error,
-            drop_last=drop_last,
-        )
-        if pipeline_options:
-            spec = replace(spec, **pipeline_options)
-        self.spec = spec
-        self.workers = workers
+        unknown = sorted(set(config) - _CONFIG_FIELDS)
+        if unknown:
+            raise TypeError(f"ShardLoader got unexpected keyword argument(s): {', '.join(unknown)}")
+        self._setup(LoaderConfig(urls=urls, **config), pin_memory, return_batches)  # type: ignore[arg-type]
+
+    @classmethod
+    def from_config(cls, config: LoaderConfig) -> ShardLoader:
+        """The contract's constructor: yields :class:`Batch` objects."""
+        loader = cls.__new__(cls)
+        pin = config.options.get("pin_memory")
+        loader._setup(config, pin, bool(config.options.get("return_batches", True)))
+        return loader
+
+    def _setup(self, config: LoaderConfig, pin_memory: bool | None, return_batches: bool) -> None:
+        self.config = config
+        self.urls = config.items()
+        check_splittable(len(self.urls), config.world_size, config.workers)
+        self.spec = config.pipeline_spec()
+        self.workers = config.workers
         self.return_batches = return_batches
-        source = SourceSpec(
-            storage_options=dict(storage_options or {}),
-            cache_dir=cache_dir,
-            cache_bytes=cache_bytes,
-            sizes=dict(shard_sizes or {}),
-            part_bytes=part_bytes,
-            concurrency=concurrency,
-        )
-        if cache_dir and not cache_bytes:
-            source.cache_bytes = default_cache_bytes(cache_dir)
         self.dataset = ShardStream(
-            self.urls, spec, source=source, rank=rank, world_size=world_size, objects=objects is not None
+            self.urls,
+            self.spec,
+            source=config.source_spec(),
+            rank=config.rank,
+            world_size=config.world_size,
+            objects=config.objects is not None,
         )
         self.stats = StageStats()
-        self.epoch = 0
+        self._cursor = EpochCursor(readers=max(1, config.workers))
+        self._fingerprint: dict | None = None
+        workers = config.workers
         self._loader = DataLoader(
             self.dataset,
             batch_size=None,
             num_workers=workers,
-            prefetch_factor=prefetch if workers > 0 else None,
+            prefetch_factor=config.prefetch if workers > 0 else None,
             pin_memory=torch.cuda.is_available() if pin_memory is None else pin_memory,
             worker_init_fn=_quiet_worker if workers > 0 else None,
             persistent_workers=False,
         )
 
+    @property
+    def epoch(self) -> int:
+        """The epoch the next iteration runs."""
+        return self._cursor.next_epoch
+
     def set_epoch(self, epoch: int) -> None:
-        self.epoch = epoch
+        self._cursor.set_epoch(epoch)
+
+    def state_dict(self) -> dict:
+        return self._cursor.state(self._fp())
+
+    def load_state_dict(self, state: dict) -> None:
+        self._cursor.load(state, self._fp())
+
+    def _fp(self) -> dict:
+        if self._fingerprint is None:
+            self._fingerprint = fingerprint(self.config, self._cursor.readers, "torch")
+        return self._fingerprint
 
     def __iter__(self) -> Iterator:
-        # each pass is a new epoch with a new shard order; workers receive the epoch when forked
-        self.dataset.epoch = self.epoch
-        self.epoch += 1
+        # each pass is a new epoch with a new shard order; workers receive epoch and skips when forked
+        epoch, skip = self._cursor.begin()
+        self.dataset.epoch, self.dataset.skip = epoch, skip
         for batch in self._loader:
             self.stats.merge(batch.stats)
+            self._cursor.count(batch)  # before the yield: a state taken now includes this batch
             if batch.images is None:
                 continue
+            batch = deliver(batch, self.config)
             yield batch if self.return_batches else (batch.images, batch.labels)
+        self._cursor.end()

@@ -76,7 +76,7 @@ def test_sweep_writes_results_and_finds_decode_bound(tmp_path, tiny_dataset):
 def test_sweep_reports_a_failed_cell_without_losing_the_others(tmp_path, tiny_dataset):
     cfg = yaml.safe_load(_config(tmp_path, tiny_dataset).read_text())
     cfg["tiers"].append({"kind": "local", "name": "gone", "path": str(tmp_path / "missing")})
-    cfg["loaders"][0]["workers"] = [1]
+    cfg["loaders"][0].update(workers=[1], kind="nodes")  # the torchdata.nodes backend, by name
     path = tmp_path / "two.yaml"
     path.write_text(yaml.safe_dump(cfg))
     out = tmp_path / "run"

@@ -1,24 +1,28 @@
 """Loader backends by name: each turns (shard URLs, settings) into an epoch -> batches callable.
 
-Every backend yields :class:`loaders.Batch` objects with the same stage statistics, so the step
-loop and the metrics are backend-neutral.
+The sweep's ``loaders[i].kind`` is a name in :func:`loaders.make_loader`'s registry ("torch",
+"nodes", "dali", or one a plugin registered), so the runner builds every backend the same way
+training code does. Every backend yields :class:`loaders.Batch` objects with the same stage
+statistics, so the step loop and the metrics are backend-neutral.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from loaders import Batch
+from loaders import Batch, LoaderConfig, available_loaders, make_loader
 
 EpochFactory = Callable[[int], Iterable[Batch]]
 
+# settings a sweep may pass through to one backend (e.g. nodes' method: thread | process)
+BACKEND_OPTION_KEYS = ("method", "pin_memory")
 
-def _torch(items: list, source_options: dict, loader: dict, run: dict) -> EpochFactory:
-    from loaders import ShardLoader
 
+def loader_config(items: list, source_options: dict, loader: dict, run: dict) -> LoaderConfig:
+    """The contract's config from a sweep cell: the loader row, the tier's source options, the run."""
     objects = loader.get("layout", "shards") == "objects"
-    shard_loader = ShardLoader(
-        None if objects else items,
+    return LoaderConfig(
+        urls=None if objects else items,
         objects=items if objects else None,
         batch_size=loader["batch_size"],
         workers=loader["workers"],
@@ -26,29 +30,26 @@ def _torch(items: list, source_options: dict, loader: dict, run: dict) -> EpochF
         shuffle_buffer=loader.get("shuffle_buffer", 1000),
         seed=run.get("seed", 0),
         on_error=run.get("on_error", "skip"),
-        storage_options=source_options.get("storage_options"),
+        storage_options=dict(source_options.get("storage_options") or {}),
         cache_dir=source_options.get("cache_dir"),
         cache_bytes=source_options.get("cache_bytes"),
-        shard_sizes=source_options.get("shard_sizes"),
+        shard_sizes=dict(source_options.get("shard_sizes") or {}),
         part_bytes=source_options.get("part_bytes", 8 * 2**20),
         concurrency=source_options.get("concurrency", 4),
-        return_batches=True,
+        options={k: loader[k] for k in BACKEND_OPTION_KEYS if k in loader},
     )
-
-    def epoch(e: int) -> Iterable[Batch]:
-        shard_loader.set_epoch(e)
-        return shard_loader
-
-    return epoch
-
-
-LOADER_BACKENDS: dict[str, Callable[[list[str], dict, dict, dict], EpochFactory]] = {"torch": _torch}
 
 
 def build_loader(items: list, source_options: dict, loader: dict, run: dict) -> EpochFactory:
     """``items``: shard URLs, or (key, url, label) per sample when ``loader["layout"]`` is objects.
     ``source_options`` come from the tier: storage options, cache directory and limit, sizes."""
     kind = loader["kind"]
-    if kind not in LOADER_BACKENDS:
-        raise ValueError(f"loader.kind={kind!r}: allowed values are {', '.join(LOADER_BACKENDS)}")
-    return LOADER_BACKENDS[kind](items, source_options, loader, run)
+    if kind not in available_loaders():
+        raise ValueError(f"loader.kind={kind!r}: allowed values are {', '.join(available_loaders())}")
+    built = make_loader(kind, loader_config(items, source_options, loader, run))
+
+    def epoch(e: int) -> Iterable[Batch]:
+        built.set_epoch(e)
+        return built
+
+    return epoch

@@ -1,0 +1,214 @@
+"""The torchdata.nodes backend: one reader per rank, decode + augment fanned out to a pool.
+
+    shard source (IterableWrapper: this rank's shards, read and shuffled; or its objects)
+      -> ParallelMapper(decode + augment one sample; threads, or method="process")
+      -> full batches + collate
+      -> Prefetcher -> PinMemory (only with CUDA: it asserts on CPU-only torch) -> Loader
+
+Threads are the default because simplejpeg and OpenCV release the GIL while they work. The steps
+are the pipeline's own (``read_shards``/``read_objects``, ``shuffled``, ``process_sample``,
+``collate_batch``) with the same stage timers and error policy, so a sweep compares the backends
+and not two implementations. With the same seed the batches equal the DataLoader backend's with
+``workers=0`` (one reader, same shard order, same shuffle, same crops), whatever the thread count.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterator
+
+import numpy as np
+import torch
+from torchdata.nodes import BaseNode, IterableWrapper, ParallelMapper, PinMemory, Prefetcher
+from torchdata.nodes import Loader as NodesRunner
+
+from .contract import EpochCursor, LoaderConfig, deliver, fingerprint
+from .instrument import StageStats
+from .pipeline import Batch, PipelineSpec, collate_batch, finish_tail, process_sample, raw_samples, sample_rng
+from .shards import check_splittable, shards_for
+from .sources import ShardSource
+from .tario import Sample
+
+Processed = tuple[tuple[np.ndarray, int, str] | None, StageStats]
+METHODS = ("thread", "process")
+
+
+class _SampleWorker:
+    """decode + augment of one sample; picklable, so it also runs in mapper processes."""
+
+    def __init__(self, spec: PipelineSpec, base: int) -> None:
+        self.spec, self.base = spec, base
+
+    def __call__(self, sample: Sample) -> Processed:
+        _one_torch_thread()
+        stats = StageStats()  # one per sample: threads never share a counter
+        return process_sample(sample, self.spec, sample_rng(self.base, sample), stats), stats
+
+
+_threads_set = False
+
+
+def _one_torch_thread() -> None:
+    # in a mapper process: the pool is the parallelism (torch's intra-op pool only slows small ops)
+    global _threads_set
+    if not _threads_set:
+        torch.set_num_threads(1)
+        _threads_set = True
+
+
+class _FullBatches(BaseNode[Batch]):
+    """Batcher + collate in one node, with the DataLoader backend's rule: a skipped sample does not
+    shorten a batch (the next good one fills its place), and its counters ride with the batch."""
+
+    def __init__(
+        self, source: BaseNode[Processed], spec: PipelineSpec, drain: Callable[[StageStats], None]
+    ) -> None:
+        super().__init__()
+        self.source, self.spec, self.drain = source, spec, drain
+        self.first: StageStats | None = None
+        self._done = False
+
+    def reset(self, initial_state: dict | None = None) -> None:
+        super().reset(initial_state)
+        self.source.reset(initial_state["source"] if initial_state else None)
+        self._done = False
+
+    def get_state(self) -> dict:
+        # resume goes through NodesLoader.state_dict (per-sample counts), not through this state
+        return {"source": self.source.state_dict()}
+
+    def next(self) -> Batch:
+        if self._done:
+            raise StopIteration
+        stats, self.first = (self.first or StageStats()), None
+        images: list[np.ndarray] = []
+        labels: list[int] = []
+        keys: list[str] = []
+        consumed = 0
+        while len(images) < self.spec.batch_size:
+            try:
+                out, sample_stats = next(self.source)
+            except StopIteration:
+                self._done = True
+                break
+            consumed += 1
+            stats.merge(sample_stats)
+            if out is not None:
+                images.append(out[0])
+                labels.append(out[1])
+                keys.append(out[2])
+        self.drain(stats)
+        if len(images) == self.spec.batch_size:
+            return collate_batch(images, labels, keys, stats, consumed)
+        tail = finish_tail(images, labels, keys, stats, consumed, self.spec)
+        if tail is None:
+            raise StopIteration
+        return tail
+
+
+class NodesLoader:
+    """torchdata.nodes backend of :func:`loaders.make_loader` (name "nodes").
+
+    ``config.workers`` mapper threads (or processes with ``options={"method": "process"}``) decode
+    and augment; ``config.prefetch`` finished batches wait in the Prefetcher. ``workers=0`` maps in
+    one thread. Resume: ``state_dict()`` records how many samples of this rank's shuffled stream
+    the consumer received; a new loader reads those again without decoding them.
+    """
+
+    def __init__(self, config: LoaderConfig) -> None:
+        self.config = config
+        self.items = config.items()
+        check_splittable(len(self.items), config.world_size, 1)
+        self.spec = config.pipeline_spec()
+        self.source_spec = config.source_spec()
+        self.method = str(config.options.get("method", "thread"))
+        if self.method not in METHODS:
+            raise ValueError(f"nodes method={self.method!r}: allowed values are {', '.join(METHODS)}")
+        self.stats = StageStats()
+        self._cursor = EpochCursor(readers=1)
+        self._fingerprint: dict | None = None
+
+    def set_epoch(self, epoch: int) -> None:
+        self._cursor.set_epoch(epoch)
+
+    def state_dict(self) -> dict:
+        return self._cursor.state(self._fp())
+
+    def load_state_dict(self, state: dict) -> None:
+        self._cursor.load(state, self._fp())
+
+    def _fp(self) -> dict:
+        if self._fingerprint is None:
+            self._fingerprint = fingerprint(self.config, 1, "nodes")
+        return self._fingerprint
+
+    def _graph(self, epoch: int, skip: int) -> tuple[NodesRunner, ShardSource]:
+        cfg = self.config
+        objects = cfg.objects is not None
+        mine = shards_for(self.items, rank=cfg.rank, world_size=cfg.world_size, seed=cfg.seed, epoch=epoch)
+        # the same reader seed as DataLoader worker 0 of 1, so the two backends agree sample for sample
+        rng = random.Random(hash((cfg.seed, epoch, cfg.rank, 0)))
+        source = ShardSource(self.source_spec)
+        first = StageStats()
+        samples = _Replayable(mine, source, self.spec, rng, objects, skip, first)
+        base = rng.getrandbits(64)
+        node: BaseNode = IterableWrapper(samples)
+        node = ParallelMapper(
+            node,
+            _SampleWorker(self.spec, base),
+            num_workers=max(1, cfg.workers),
+            in_order=True,  # shuffling is the shuffle buffer's job; order keeps resume exact
+            method=self.method,  # type: ignore[arg-type]
+        )
+        batcher = _FullBatches(node, self.spec, source.drain_into)
+        batcher.first = first
+        node = Prefetcher(batcher, prefetch_factor=max(1, cfg.prefetch))
+        if torch.cuda.is_available():
+            node = PinMemory(node)
+        return NodesRunner(node, restart_on_stop_iteration=False), source
+
+    def __iter__(self) -> Iterator[Batch]:
+        # the mapping threads belong to this process: one intra-op thread, as in DataLoader workers
+        torch.set_num_threads(1)
+        epoch, skip = self._cursor.begin()
+        runner, source = self._graph(epoch, skip[0])
+        try:
+            for batch in runner:
+                self.stats.merge(batch.stats)
+                self._cursor.count(batch)
+                if batch.images is None:
+                    continue
+                yield deliver(batch, self.config)
+        finally:
+            source.close()
+        self._cursor.end()
+
+
+class _Replayable:
+    """The rank's raw sample stream as an iterable, built when the graph first pulls from it."""
+
+    def __init__(
+        self,
+        items: list,
+        source: ShardSource,
+        spec: PipelineSpec,
+        rng: random.Random,
+        objects: bool,
+        skip: int,
+        skipped: StageStats,
+    ) -> None:
+        self.args = (items, source, spec)
+        self.objects, self.skip, self.skipped = objects, skip, skipped
+        self._rng = random.Random()
+        self._rng.setstate(rng.getstate())
+        # raw_samples draws the shuffle seed first: advance the caller's rng the same way now, so the
+        # augmentation base it draws next is the DataLoader backend's (same samples, same crops)
+        rng.getrandbits(64)
+        self.iterations = 0
+
+    def __iter__(self) -> Iterator[Sample]:
+        # a fresh stream on every iter(): torchdata may reset a node more than once
+        self.iterations += 1
+        rng = random.Random()
+        rng.setstate(self._rng.getstate())
+        return raw_samples(*self.args, rng, objects=self.objects, skip=self.skip, skipped=self.skipped)
