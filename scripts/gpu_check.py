@@ -1,0 +1,236 @@
+"""One short check of the whole GPU path (< 3 min on any CUDA machine).
+
+    python scripts/gpu_check.py               # needs CUDA: nvJPEG via DALI "mixed", ResNet-50 AMP step
+    python scripts/gpu_check.py --cpu-smoke   # the same code paths on CPU: DALI cpu, small CNN, no pinning
+
+It makes a small synthetic ImageNet-like dataset in a temporary directory, then feeds the same
+training step from (a) our torch DataLoader path with CPU decode (pinned memory + ``h2d``) and
+(b) the DALI backend (decode on the GPU), and prints samples/s, accelerator utilisation (AU =
+sum of compute / wall), stall fraction and the p99 wait per loader, with NVML telemetry (GPU
+utilisation, memory, PCIe TX/RX) when ``pynvml`` is importable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass
+class Result:
+    loader: str
+    samples: int
+    wall_s: float
+    compute_s: float
+    wait_s: float
+    wait_p99_ms: float
+    h2d_s: float
+    batches: int
+    telemetry: dict
+
+    @property
+    def rate(self) -> float:
+        return self.samples / self.wall_s if self.wall_s > 0 else 0.0
+
+
+class Telemetry:
+    """NVML sampling in a thread: GPU utilisation, memory used, PCIe TX/RX (MB/s)."""
+
+    def __init__(self, device_index: int, period_s: float = 0.1) -> None:
+        self.samples: list[tuple[float, float, float, float]] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            self._nvml = pynvml
+            self._handle = pynvml.nvmlDeviceGetHandleByIndex(device_index)
+        except Exception:  # no pynvml, or no driver: telemetry is optional
+            self._nvml = None
+        self.period_s = period_s
+
+    def __enter__(self) -> Telemetry:
+        if self._nvml is not None:
+            self._thread = threading.Thread(target=self._loop, daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    def _loop(self) -> None:
+        nv, h = self._nvml, self._handle
+        while not self._stop.wait(self.period_s):
+            util = nv.nvmlDeviceGetUtilizationRates(h).gpu
+            mem = nv.nvmlDeviceGetMemoryInfo(h).used / 2**20
+            tx = nv.nvmlDeviceGetPcieThroughput(h, nv.NVML_PCIE_UTIL_TX_BYTES) / 1024  # KB/s -> MB/s
+            rx = nv.nvmlDeviceGetPcieThroughput(h, nv.NVML_PCIE_UTIL_RX_BYTES) / 1024
+            self.samples.append((util, mem, tx, rx))
+
+    def summary(self) -> dict:
+        if not self.samples:
+            return {}
+        cols = list(zip(*self.samples, strict=True))
+        mean = [sum(c) / len(c) for c in cols]
+        return {
+            "gpu_util_pct": mean[0],
+            "mem_used_mib_max": max(cols[1]),
+            "pcie_tx_mb_s": mean[2],
+            "pcie_rx_mb_s": mean[3],
+        }
+
+
+def run_loader(name: str, loader, step, device_index: int, warmup: int) -> Result:
+    from loaders import StallMeter
+
+    meter = StallMeter(loader)
+    compute = h2d_total = 0.0
+    samples = 0
+    waits_after: list[float] = []
+    started = None
+    with Telemetry(device_index) as telemetry:
+        for i, batch in enumerate(meter):
+            images, labels = (batch.images, batch.labels) if hasattr(batch, "images") else batch
+            x, y, h2d = step.h2d(images, labels)
+            c = step.step(x, y)
+            if i < warmup:
+                continue
+            if started is None:
+                started = time.perf_counter() - meter.waits[-1] - h2d - c
+            waits_after.append(meter.waits[-1])
+            compute += c
+            h2d_total += h2d
+            samples += len(labels)
+    wall = time.perf_counter() - (started or time.perf_counter())
+    waits_ms = sorted(w * 1000 for w in waits_after) or [0.0]
+    p99 = waits_ms[min(len(waits_ms) - 1, int(0.99 * len(waits_ms)))]
+    summary = telemetry.summary()
+    return Result(name, samples, wall, compute, sum(waits_after), p99, h2d_total, len(waits_after), summary)
+
+
+def print_table(results: list[Result], gpu: bool) -> None:
+    head = f"{'loader':<34} {'samples/s':>10} {'AU':>6} {'stall':>6} {'wait p99 ms':>12} {'h2d ms/b':>9}"
+    if gpu:
+        head += f" {'GPU%':>5} {'mem MiB':>8} {'PCIe TX/RX MB/s':>16}"
+    print(head)
+    print("-" * len(head))
+    for r in results:
+        n_batches = max(1, r.batches)
+        line = (
+            f"{r.loader:<34} {r.rate:>10.1f} {r.compute_s / r.wall_s:>6.1%} {r.wait_s / r.wall_s:>6.1%}"
+            f" {r.wait_p99_ms:>12.1f} {1000 * r.h2d_s / n_batches:>9.2f}"
+        )
+        t = r.telemetry
+        if gpu and t:
+            line += (
+                f" {t['gpu_util_pct']:>5.0f} {t['mem_used_mib_max']:>8.0f}"
+                f" {t['pcie_tx_mb_s']:>7.0f}/{t['pcie_rx_mb_s']:<8.0f}"
+            )
+        print(line)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--cpu-smoke", action="store_true", help="run the same paths on CPU (for CI)")
+    ap.add_argument("--samples", type=int, help="synthetic samples (default 2000; 192 with --cpu-smoke)")
+    ap.add_argument("--batch-size", type=int, help="default 128 (32 with --cpu-smoke)")
+    ap.add_argument("--workers", type=int, help="loader workers / DALI threads (default min(8, cores))")
+    ap.add_argument("--data", help="reuse (or create) the dataset here instead of a temp dir")
+    args = ap.parse_args(argv)
+
+    import torch
+
+    gpu = not args.cpu_smoke
+    if gpu and not torch.cuda.is_available():
+        print(
+            "gpu_check: no CUDA device visible to torch (torch.cuda.is_available() is False; torch "
+            f"{torch.__version__}, CUDA build {torch.version.cuda}). Run it on a CUDA machine, or use "
+            "--cpu-smoke to exercise the same code paths on CPU.",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        from loaders.dali_loader import DaliLoader, cuda_devices, dali_available
+    except ImportError as exc:
+        print(f"gpu_check: {exc}", file=sys.stderr)
+        return 2
+    if not dali_available():
+        print("gpu_check: NVIDIA DALI is not installed: pip install 'iobench[dali]'", file=sys.stderr)
+        return 2
+    if gpu and cuda_devices() == 0:
+        print(
+            "gpu_check: torch sees CUDA but DALI does not (driver too old for this DALI wheel?)",
+            file=sys.stderr,
+        )
+        return 2
+
+    from iobench.datasets.synth import synthesize
+    from iobench.run.accelerator import TorchTrainStep
+    from loaders import ShardLoader
+
+    samples = args.samples or (192 if args.cpu_smoke else 2000)
+    batch_size = args.batch_size or (32 if args.cpu_smoke else 128)
+    workers = args.workers or max(1, min(8, os.cpu_count() or 1))
+    device = "cuda" if gpu else "cpu"
+    model = "resnet50" if gpu else "small_cnn"
+
+    with tempfile.TemporaryDirectory(prefix="iobench-gpu-check-") as tmp:
+        data = Path(args.data or tmp)
+        t0 = time.perf_counter()
+        manifest = synthesize(
+            data, samples=samples, seed=1, shard_bytes=max(2_000_000, samples * 120_000 // 16)
+        )
+        urls = sorted(str(p) for p in data.glob("train-*.tar"))
+        print(f"dataset: {samples} samples in {len(urls)} shards, {time.perf_counter() - t0:.1f} s ({data})")
+        del manifest
+        step = TorchTrainStep(model, device=device, threads=None if gpu else 1)
+        print(f"step: {step.describe()}")
+        device_index = torch.cuda.current_device() if gpu else 0
+        results = []
+
+        torch_loader = ShardLoader(
+            urls, batch_size=batch_size, workers=workers, pin_memory=gpu, shuffle_buffer=256
+        )
+        results.append(
+            run_loader("torch DataLoader (CPU decode)", torch_loader, step, device_index, warmup=2)
+        )
+
+        cfg = _config(urls, batch_size, workers, device)
+        dali = DaliLoader(cfg)
+        label = f"DALI {dali.decode_device} ({'nvJPEG' if dali.decode_device == 'mixed' else 'CPU'})"
+        results.append(run_loader(label, dali, step, device_index, warmup=2))
+        dali.close()
+
+        print()
+        print_table(results, gpu)
+        stats = dali.stats.per_sample_ms("wall")
+        print(
+            f"\nDALI per-sample ms (wall): decode(graph)={stats['decode']:.2f}; bytes read {dali.stats.bytes_read}"
+        )
+    return 0
+
+
+def _config(urls: list[str], batch_size: int, workers: int, device: str):
+    from loaders.contract import LoaderConfig
+
+    return LoaderConfig(
+        urls=urls,
+        batch_size=batch_size,
+        workers=workers,
+        shuffle_buffer=256,
+        device=device,
+        options={"mode": "reader"},
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())
