@@ -77,6 +77,8 @@ def _cmd_synth(args: argparse.Namespace) -> int:
             samples=args.samples,
             seed=args.seed,
             shard_bytes=parse_size(args.shard_size),
+            format=args.format,
+            row_group=args.row_group,
             progress=lambda done, total: bar.update(task, completed=done, total=total),
         )
     console.print(
@@ -91,7 +93,12 @@ def _cmd_pack(args: argparse.Namespace) -> int:
     from .units import format_bytes, parse_size
 
     manifest = pack_imagefolder(
-        args.imagefolder, args.out, shard_bytes=parse_size(args.shard_size), seed=args.seed
+        args.imagefolder,
+        args.out,
+        shard_bytes=parse_size(args.shard_size),
+        seed=args.seed,
+        format=args.format,
+        row_group=args.row_group,
     )
     console.print(
         f"{manifest.num_samples} samples, {len(manifest.class_names or [])} classes, "
@@ -187,12 +194,20 @@ def build_parser() -> argparse.ArgumentParser:
     syn.add_argument("--samples", type=int, help="number of samples instead of --size")
     syn.add_argument("--seed", type=int, default=0)
     syn.add_argument("--shard-size", default="128MB")
+    syn.add_argument(
+        "--format", choices=("wds", "parquet"), default="wds", help="WebDataset tar (+ DALI index) or Parquet"
+    )
+    syn.add_argument("--row-group", type=int, default=1000, help="Parquet only: samples per row group")
     syn.set_defaults(func=_cmd_synth)
     pk = d.add_parser("pack", help="pack a train/<class>/*.JPEG tree into shards")
     pk.add_argument("imagefolder")
     pk.add_argument("--out", required=True)
     pk.add_argument("--shard-size", default="128MB")
     pk.add_argument("--seed", type=int, default=0, help="shuffle seed for the sample order")
+    pk.add_argument(
+        "--format", choices=("wds", "parquet"), default="wds", help="WebDataset tar (+ DALI index) or Parquet"
+    )
+    pk.add_argument("--row-group", type=int, default=1000, help="Parquet only: samples per row group")
     pk.set_defaults(func=_cmd_pack)
 
     st = d.add_parser(

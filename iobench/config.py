@@ -78,6 +78,7 @@ class DatasetSpec:
 
 
 LAYOUTS = ("shards", "objects")
+FORMATS = ("wds", "parquet")
 # the backends of loaders.contract.make_loader; spelled out here so validating a sweep file does
 # not import torch
 LOADER_KINDS = ("torch", "nodes", "dali")
@@ -200,12 +201,19 @@ def _dataset(raw: Any) -> DatasetSpec:
     synth = None
     if d["synth"] is not None:
         s = _check_keys(
-            d["synth"], {"size": None, "samples": None, "seed": 0, "shard_size": "128MB"}, "dataset.synth"
+            d["synth"],
+            {"size": None, "samples": None, "seed": 0, "shard_size": "128MB", "format": "wds"},
+            "dataset.synth",
         )
         if (s["size"] is None) == (s["samples"] is None):
             raise ConfigError("dataset.synth: give exactly one of size (e.g. 400MB) or samples (e.g. 4000)")
         synth = {
             "seed": _int(s["seed"], "dataset.synth.seed"),
+            **(
+                {"format": "parquet"}
+                if _choice(s["format"], FORMATS, "dataset.synth.format") == "parquet"
+                else {}
+            ),
             "shard_bytes": _size(s["shard_size"], "dataset.synth.shard_size"),
         }
         if s["size"] is not None:

@@ -72,6 +72,15 @@ class PipelineSpec:
             raise ValueError(f"batch_size={self.batch_size}: must be at least 1")
 
 
+def _samples_of(raw, url: str, spec: PipelineSpec) -> Iterator[Sample]:
+    """The shard format follows the name: Parquet for ``.parquet``, WebDataset tar otherwise."""
+    if url.endswith(".parquet"):
+        from .parquetio import iter_parquet_samples  # pyarrow loads only for Parquet shards
+
+        return iter_parquet_samples(raw, url)
+    return iter_samples(raw, url, spec.max_member_bytes)
+
+
 def read_shards(urls: Iterable[str], source: ShardSource, spec: PipelineSpec) -> Iterator[Sample]:
     """Stream the samples of each shard in turn; opening the shard counts as fetch time."""
     for url in urls:
@@ -79,7 +88,7 @@ def read_shards(urls: Iterable[str], source: ShardSource, spec: PipelineSpec) ->
         c0 = time.thread_time()
         with source.open(url) as raw:
             opened_wall, opened_cpu = time.perf_counter() - t0, time.thread_time() - c0
-            for sample in iter_samples(raw, url, spec.max_member_bytes):
+            for sample in _samples_of(raw, url, spec):
                 sample.fetch_wall_s += opened_wall
                 sample.fetch_cpu_s += opened_cpu
                 opened_wall = opened_cpu = 0.0

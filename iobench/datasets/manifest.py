@@ -129,12 +129,16 @@ def build_manifest(
     class_names: list[str] | None,
     source: dict[str, Any],
     jpeg_bytes: int,
+    format: str = "wds",
 ) -> Manifest:
-    """Derive the dataset totals from the shard list so they cannot disagree with it."""
+    """Derive the dataset totals from the shard list so they cannot disagree with it.
+
+    ``format``: "wds" (tar shards + DALI ``.idx``) or "parquet" (``iobench.datasets.parquet``).
+    """
     n = sum(s.samples for s in shards)
     total = sum(s.bytes for s in shards)
     return Manifest(
-        format="wds",
+        format=format,
         shards=shards,
         num_samples=n,
         total_bytes=total,
@@ -172,7 +176,8 @@ def verify(directory: str | Path, manifest: Manifest, *, check_sha: bool = True)
         if size != entry.bytes:
             problems.append(f"{path}: size {size} bytes, manifest says {entry.bytes}")
             continue
-        if not path.with_suffix(".idx").is_file():
+        # only tar shards have DALI indexes; Parquet carries its own (the footer)
+        if manifest.format == "wds" and not path.with_suffix(".idx").is_file():
             problems.append(f"{path.with_suffix('.idx')}: missing DALI index")
         if check_sha:
             digest = sha256_file(path)

@@ -1,5 +1,5 @@
-"""Pack a real ImageNet-layout tree (``train/<class>/*.JPEG``) into the same WebDataset shards
-that ``synth`` writes, so every benchmark runs unchanged on real data."""
+"""Pack a real ImageNet-layout tree (``train/<class>/*.JPEG``) into the same WebDataset (or
+Parquet) shards that ``synth`` writes, so every benchmark runs unchanged on real data."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from iobench.datasets.manifest import MANIFEST_NAME, Manifest, build_manifest
-from iobench.datasets.shardwriter import ShardWriter
+from iobench.datasets.parquet import DEFAULT_ROW_GROUP, check_format, open_shard_writer, remove_stale_shards
 
 JPEG_SUFFIXES = frozenset({".jpg", ".jpeg"})
 _JPEG_MAGIC = b"\xff\xd8\xff"
@@ -60,6 +60,8 @@ def pack_imagefolder(
     shard_bytes: int = 128 * 2**20,
     seed: int | None = 0,
     progress: Callable[[int, int], None] | None = None,
+    format: str = "wds",
+    row_group: int = DEFAULT_ROW_GROUP,
 ) -> Manifest:
     """Shard an ImageFolder tree into ``out`` and write its manifest last.
 
@@ -69,8 +71,10 @@ def pack_imagefolder(
     keeps the sorted (class, file name) order. Keys are ``NNNNNN`` in output order; the class
     index is the position of the folder name in the sorted list recorded in the manifest.
     Files with a JPEG suffix whose bytes are not JPEG (ImageNet has a few PNG/CMYK oddities
-    under .JPEG names) are skipped too and counted separately.
+    under .JPEG names) are skipped too and counted separately. ``format="parquet"`` writes
+    ``train-NNNNNN.parquet`` (key/jpg/cls rows, ``row_group`` per row group) instead of tar.
     """
+    check_format(format)
     train = find_train_dir(root)
     classes, samples, skipped_suffix = list_samples(train)
     if seed is not None:
@@ -82,7 +86,7 @@ def pack_imagefolder(
     skipped_content: list[str] = []
     jpeg_bytes = 0
     written = 0
-    with ShardWriter(out, shard_bytes) as writer:
+    with open_shard_writer(format, out, shard_bytes, row_group=row_group) as writer:
         for i, (path, label) in enumerate(samples):
             try:
                 data = path.read_bytes()
@@ -100,11 +104,11 @@ def pack_imagefolder(
             writer.abort()
             raise PackError(f"{train}: none of the {len(samples)} .jpg/.jpeg files is a JPEG")
 
-    for stale in out.glob("train-*.tar"):
-        if stale.name not in {e.name for e in writer.entries}:
-            stale.unlink()
-            stale.with_suffix(".idx").unlink(missing_ok=True)
+    remove_stale_shards(out, {e.name for e in writer.entries})
+    # Parquet-only keys only for Parquet: tar manifests stay as they were
+    extra = {"format": format, "row_group": row_group} if format == "parquet" else {}
     source = {
+        **extra,
         "generator": "pack",
         "root": str(train.resolve()),
         "seed": seed,
@@ -120,6 +124,7 @@ def pack_imagefolder(
         class_names=classes,
         source=source,
         jpeg_bytes=jpeg_bytes,
+        format=format,
     )
     manifest.save(out)
     return manifest
