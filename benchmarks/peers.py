@@ -1,0 +1,94 @@
+"""Peer loaders on our shards, doing exactly our decode + augment work per sample.
+
+Each adapter returns an iterable of (images, labels) batches. Peers that need their own format get
+a real conversion of the same samples (litdata's optimize), never a fake.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from loaders.decode import AugmentSpec, augment, collate_images, decode_jpeg
+from loaders.tario import iter_samples
+
+SPEC = AugmentSpec()
+
+
+def decode_augment(jpg: bytes, rng: random.Random) -> np.ndarray:
+    return augment(decode_jpeg(jpg), rng, SPEC)
+
+
+def collate(pairs: list[tuple[np.ndarray, int]]) -> tuple[torch.Tensor, torch.Tensor]:
+    return collate_images([p[0] for p in pairs]), torch.tensor([p[1] for p in pairs], dtype=torch.int64)
+
+
+def _one_thread(_: int) -> None:
+    torch.set_num_threads(1)
+
+
+class _DecodePair:
+    """Picklable (workers may be spawned): decode + augment one (jpg, cls) pair."""
+
+    def __init__(self) -> None:
+        self.rng = random.Random(0)
+
+    def __call__(self, sample: tuple[bytes, bytes]) -> tuple[np.ndarray, int]:
+        return decode_augment(sample[0], self.rng), int(sample[1])
+
+
+def webdataset_loader(urls: list[str], workers: int, batch: int) -> Iterable:
+    import webdataset as wds
+
+    ds = (
+        wds.WebDataset(urls, shardshuffle=False, empty_check=False)
+        .to_tuple("jpg", "cls")
+        .map(_DecodePair())
+        .batched(batch, collation_fn=collate, partial=True)
+    )
+    return wds.WebLoader(ds, batch_size=None, num_workers=workers, worker_init_fn=_one_thread)
+
+
+def _shard_samples(path: str):
+    with open(path, "rb") as f:
+        for s in iter_samples(f, path):
+            yield {"jpg": s.parts["jpg"], "cls": int(s.parts["cls"])}
+
+
+def litdata_convert(urls: list[str], out_dir: Path) -> Path:
+    """litdata's own chunked format, written by its optimize() from the same samples."""
+    import litdata
+
+    if not (out_dir / "index.json").exists():
+        litdata.optimize(
+            fn=_shard_samples, inputs=urls, output_dir=str(out_dir), chunk_bytes="64MB", num_workers=1
+        )
+    return out_dir
+
+
+def _decoded_dataset(data_dir: Path):
+    import litdata
+
+    class Decoded(litdata.StreamingDataset):
+        rng = random.Random(0)
+
+        def __getitem__(self, index):
+            sample = super().__getitem__(index)
+            return decode_augment(sample["jpg"], self.rng), sample["cls"]
+
+    Decoded.__qualname__ = Decoded.__name__ = "DecodedStreamingDataset"
+    globals()["DecodedStreamingDataset"] = Decoded  # picklable by name for spawned workers
+    return Decoded(input_dir=str(data_dir))
+
+
+def litdata_loader(data_dir: Path, workers: int, batch: int) -> Iterable:
+    import litdata
+
+    ds = _decoded_dataset(data_dir)
+    return litdata.StreamingDataLoader(
+        ds, batch_size=batch, num_workers=workers, collate_fn=collate, worker_init_fn=_one_thread
+    )
