@@ -33,6 +33,7 @@ from .daemons import (
     stop_all,
     unmount,
 )
+from .restart import restart
 
 __all__ = [
     "DEFAULT_MON_PORTS",
@@ -47,6 +48,7 @@ __all__ = [
     "main_lab",
     "purge",
     "read_env",
+    "restart",
     "status",
     "up",
 ]

@@ -204,6 +204,8 @@ bluestore block create = true
 bluestore block size = {bluestore_bytes}
 bluestore fsck on mkfs = false
 osd memory target = 1073741824
+# Pacific's fast shutdown skips unmounting the store: memstore then loses every object on a stop
+osd fast shutdown = false
 
 [mds]
 mds data = {d}/$name

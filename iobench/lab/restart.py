@@ -13,7 +13,17 @@ from collections.abc import Callable
 
 from .bringup import _http_ready
 from .conf import MDS, OSD, RGW, Layout, lab_meta, resolve
-from .daemons import LabError, ceph, ceph_json, launch, live_daemons, recorded_pids, stop_all, wait_for
+from .daemons import (
+    LabError,
+    ceph,
+    ceph_json,
+    failure,
+    launch,
+    live_daemons,
+    recorded_pids,
+    stop_all,
+    wait_for,
+)
 
 __all__ = ["RESTARTABLE", "restart"]
 
@@ -69,11 +79,18 @@ def restart(lab_dir: str | os.PathLike[str], daemon: str, *, timeout: float = 12
             f"nothing to restart. `iobench lab status --dir {layout.dir}` shows what runs"
         )
     what, check = _serving(layout, daemon)
-    if daemon == "mds":
-        # A SIGTERMed active MDS takes 4-8 s to give its rank back (see `down`); failing the rank
-        # first makes it exit at once, and the restarted daemon takes rank 0 again.
-        ceph(layout, "mds", "fail", "a", timeout=10)
+    if daemon == "osd":
+        # Pacific's osd_fast_shutdown (default true) exits without unmounting the object store;
+        # memstore saves its objects only on unmount, so a fast stop loses every object (measured:
+        # the restarted OSD booted empty and radosgw never initialised). A full stop keeps them.
+        r = ceph(layout, "daemon", str(layout.asok(name)), "config", "set", "osd_fast_shutdown", "false")
+        if r.returncode:
+            raise failure(layout, name, f"could not turn off osd_fast_shutdown: {r.stderr.strip()}")
     stop_all(layout, {name: live[name]})
+    if daemon == "mds":
+        # The stopped MDS may still hold rank 0 in the mds map until its beacon grace (15 s)
+        # runs out; failing it hands the rank to the restarted daemon at once.
+        ceph(layout, "mds", "fail", "a", timeout=10)
     if daemon == "osd":
         # Wait until the mon has marked the OSD down, or "osd.0 up" below would see the old state.
         deadline = time.monotonic() + 30

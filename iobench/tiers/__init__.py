@@ -42,6 +42,7 @@ class _Entry:
 _REGISTRY: dict[str, _Entry] = {
     "local": _Entry("iobench.tiers.local:LocalTier"),
     "s3": _Entry("iobench.tiers.s3:S3Tier", "pip install 'iobench' (s3fs and boto3 are core dependencies)"),
+    "cephfs": _Entry("iobench.tiers.cephfs:CephFSTier", "mount CephFS first (apt-get install ceph-fuse)"),
     "rados": _Entry(
         "iobench.tiers.rados:RadosTier", "apt-get install python3-rados (and see iobench.cephclient)"
     ),
