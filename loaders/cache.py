@@ -274,7 +274,11 @@ class ShardCache:
             written = self._write(url, fetch, tmp, sha, size)
             self._verify(url, tmp, written, size, etag)
             if size is not None:
-                self._commit(tmp, path)  # reservation == size: the total does not change
+                # reservation == size, so the total does not change; but a scan running meanwhile
+                # could list neither the temp (renamed away) nor the entry (not listed yet) and
+                # undercount: rename under the global lock, like every other change of the total
+                with self._dir.global_lock():
+                    self._commit(tmp, path)
             elif written > self.max_bytes:
                 raise CacheError(
                     errno.EFBIG,
