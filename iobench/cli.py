@@ -115,6 +115,11 @@ def _cmd_stage(args: argparse.Namespace) -> int:
     with Progress(TextColumn("stage"), BarColumn(), MofNCompleteColumn(), console=console) as bar:
         task = bar.add_task("stage", total=None)
         progress = lambda done, total: bar.update(task, completed=done, total=total)  # noqa: E731
+        if "://" not in args.url:  # a mounted path: CephFS (or any shared file system it checks)
+            from .tiers import make_tier
+
+            console.print(make_tier({"kind": "cephfs", "path": args.url}).stage_dataset(args.dataset))
+            return 0
         if args.url.startswith("rados://"):
             from .datasets.stage_rados import stage_rados
 
@@ -214,7 +219,9 @@ def build_parser() -> argparse.ArgumentParser:
         "stage", help="upload a dataset to s3://bucket/prefix or rados://pool/prefix (idempotent)"
     )
     st.add_argument("dataset", help="local dataset directory (with manifest.json)")
-    st.add_argument("url", help="s3://bucket/prefix or rados://pool/prefix (pool created when missing)")
+    st.add_argument(
+        "url", help="s3://bucket/prefix, rados://pool/prefix (pool created when missing) or a CephFS path"
+    )
     st.add_argument("--endpoint-url", help="S3 endpoint (default AWS_ENDPOINT_URL)")
     st.add_argument("--profile", help="AWS profile for the credentials (default: environment)")
     st.add_argument("--workers", type=int, default=4, help="objects uploaded in parallel")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -12,6 +13,7 @@ import uuid
 from collections import Counter
 from pathlib import Path
 
+import psutil
 import pytest
 
 from iobench.lab.daemons import alive, mounted
@@ -74,6 +76,20 @@ def test_a_path_not_on_cephfs_is_a_clear_error(cephfs_mount, tmp_path):
     assert str(tmp_path) in str(info.value)
 
 
+def _abort_fuse_connection(mnt: Path) -> None:
+    """What the kernel does when a FUSE daemon dies, done explicitly: a probe must never hang."""
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        fields = line.split()
+        if fields[4] == str(mnt):
+            abort = Path("/sys/fs/fuse/connections") / fields[2].split(":")[1] / "abort"
+            if not abort.parent.exists():
+                subprocess.run(
+                    ["mount", "-t", "fusectl", "none", "/sys/fs/fuse/connections"], capture_output=True
+                )
+            with contextlib.suppress(OSError):
+                abort.write_text("1")
+
+
 def test_a_dead_ceph_fuse_mount_says_remount(ceph_lab, cephfs_mount, tmp_path):
     # A second client of our own, killed, gives the real ENOTCONN without harming the session's mount.
     mnt = Path(ceph_lab.dir) / f"mnt-{uuid.uuid4().hex[:6]}"
@@ -86,10 +102,17 @@ def test_a_dead_ceph_fuse_mount_says_remount(ceph_lab, cephfs_mount, tmp_path):
         deadline = time.monotonic() + 15
         while not (mounted(mnt) and pidfile.exists()) and time.monotonic() < deadline:
             time.sleep(0.05)
-        pid = int(pidfile.read_text())
-        os.kill(pid, signal.SIGKILL)
-        while alive(pid) and time.monotonic() < deadline:
+        # every process of this client (ceph-fuse forks; the pid file may name the parent), so the
+        # kernel sees the device closed and fails requests instead of waiting for an answer
+        pids = {int(pidfile.read_text())} | {
+            p.pid for p in psutil.process_iter(["cmdline"]) if str(mnt) in " ".join(p.info["cmdline"] or [])
+        }
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        while any(alive(pid) for pid in pids) and time.monotonic() < deadline:
             time.sleep(0.05)
+        _abort_fuse_connection(mnt)
         with pytest.raises(OSError) as probe:
             os.stat(mnt)
         # ENOTCONN once the kernel noticed; ECONNABORTED while the connection is being torn down

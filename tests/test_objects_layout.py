@@ -80,3 +80,30 @@ def test_objects_on_s3_and_rados_match_and_count_one_request_per_sample(
         counters = loader.stats.counters
         assert counters["requests"] == 256 and counters["retries"] == 0
         assert loader.stats.as_dict()["request_latency_ms"]["p99"] > 0
+    if ceph_lab.mount:  # CephFS: the same files through the mount, both layouts
+        cephfs = make_tier({"kind": "cephfs", "path": f"{ceph_lab.mount}/objects-{uuid.uuid4().hex[:6]}"})
+        cephfs.stage_dataset(str(objects_dataset))
+        for layout in ("shards", "objects"):
+            got, _ = _read(cephfs, layout, workers=1)
+            assert got == expected, f"cephfs {layout}"
+
+
+@pytest.mark.integration
+def test_a_ram_cache_smaller_than_the_dataset_stays_within_its_limit(ceph_lab, tiny_dataset):
+    from loaders.cache import ShardCache
+
+    url = f"rados://iobench-{uuid.uuid4().hex[:6]}/ram"
+    limit = 12_000_000  # about a third of the dataset
+    tier = make_tier(
+        {"kind": "rados", "url": url, "conffile": str(ceph_lab.conf), "memory_cache": limit, "stage": True}
+    )
+    tier.stage_dataset(str(tiny_dataset))
+    assert tier.cache_dir.startswith("/dev/shm/") and tier.describe()["cache"]["medium"] == "RAM (tmpfs)"
+    tier.prepare(tier.load_manifest(), "cold")
+    pairs, loader = _read(tier, "shards", workers=2)
+    again, _ = _read(tier, "shards", workers=2)
+    assert len(pairs) == 256 and again == pairs
+    used = ShardCache(tier.cache_dir, limit).used_bytes()
+    shutil.rmtree(tier.cache_dir)  # tmpfs is RAM: give it back
+    assert 0 < used <= limit
+    assert loader.stats.counters["cache_evictions"] > 0 and loader.stats.counters["cache_misses"] == 10

@@ -245,6 +245,11 @@ def test_sweep_over_tiers_shows_epochs_hit_ratios_and_leaks_no_secret(s3_env, ti
         text=True,
         timeout=600,
     )
+    import shutil
+
+    from iobench.tiers import make_tier as _make
+
+    shutil.rmtree(_make(cfg["tiers"][4]).cache_dir, ignore_errors=True)  # tmpfs is RAM: give it back
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     rows = {r["tier"]: r for r in pq.read_table(out / "results.parquet").to_pylist()}
     assert set(rows) == {"local", "s3-direct", "s3-cache", "s3-small", "s3-ram"}

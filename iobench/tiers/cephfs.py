@@ -38,7 +38,31 @@ __all__ = ["CEPH_FS_TYPES", "CephFSMountGone", "CephFSTier", "asok_command"]
 
 CEPH_FS_TYPES = ("ceph", "fuse.ceph-fuse", "fuse.ceph")
 # ECONNABORTED: what a FUSE mount answers right after its daemon died (measured), before ENOTCONN
-_GONE_ERRNOS = (errno.ENOTCONN, errno.ECONNABORTED, errno.ESTALE)
+_GONE_ERRNOS = (errno.ENOTCONN, errno.ECONNABORTED, errno.ESTALE, errno.ETIMEDOUT)
+# a hung FUSE daemon leaves stat() waiting in the kernel for good: probe with a deadline
+PROBE_TIMEOUT_S = 10.0
+
+
+def _stat_within(path: str, timeout: float) -> os.stat_result:
+    """os.stat that gives up (ETIMEDOUT) instead of hanging on a mount whose daemon stopped answering."""
+    import concurrent.futures
+    import threading
+
+    result: concurrent.futures.Future = concurrent.futures.Future()
+
+    def probe() -> None:
+        try:
+            result.set_result(os.stat(path))
+        except OSError as exc:
+            result.set_exception(exc)
+
+    threading.Thread(target=probe, name="iobench-mount-probe", daemon=True).start()
+    try:
+        return result.result(timeout)
+    except concurrent.futures.TimeoutError:
+        raise OSError(errno.ETIMEDOUT, f"{path} did not answer stat() within {timeout:.0f} s") from None
+
+
 _SHA_XATTR = "user.iobench.sha256"  # lets a re-stage skip a file without reading it back
 _COPY_BUF = 8 << 20
 _MIB = 1 << 20
@@ -128,7 +152,7 @@ class CephFSTier(LocalTier):
         self.mount: dict[str, Any] = mount
         self.fuse = mount["fs_type"].startswith("fuse.")
         with self._alive():
-            os.stat(mount["mount_point"])
+            _stat_within(mount["mount_point"], PROBE_TIMEOUT_S)
             if os.path.lexists(path) or not os.path.isdir(os.path.dirname(path)):
                 super().__init__(**options)  # LocalTier's checks: exists, a directory, readable
                 self.path = path
@@ -318,6 +342,7 @@ class CephFSTier(LocalTier):
     def stage_dataset(self, dataset_dir: str) -> str:
         """Copy shards and indexes, then the manifest; skips files already there (size + sha256)."""
         from ..datasets.manifest import MANIFEST_NAME, Manifest, sha256_file
+        from ..datasets.stage import split_indexes, staged_files
 
         src = Path(dataset_dir)
         manifest = Manifest.load(src)
@@ -330,18 +355,16 @@ class CephFSTier(LocalTier):
             if old.exists() and old.read_bytes() != new_manifest:
                 # a reader must never pair the old manifest with new shards: unmark it first
                 old.unlink()
-            for entry in manifest.shards:
-                files = [(src / entry.name, entry.bytes, entry.sha256)]
-                idx = (src / entry.name).with_suffix(".idx")
-                if idx.exists():
-                    files.append((idx, idx.stat().st_size, sha256_file(idx)))
-                for path, size, sha in files:
-                    target = dst / path.name
-                    if _same(target, size, sha):
-                        skipped.append(path.name)
-                    else:
-                        _copy(path, target, sha)
-                        copied.append(path.name)
+            body, indexes = split_indexes(staged_files(src, manifest))
+            for path, rel, sha in body + indexes:  # an objects index only after its objects
+                sha = sha or sha256_file(path)
+                target = dst / rel
+                if _same(target, path.stat().st_size, sha):
+                    skipped.append(rel)
+                else:
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    _copy(path, target, sha)
+                    copied.append(rel)
             if old.exists():
                 skipped.append(MANIFEST_NAME)
             else:
