@@ -260,3 +260,27 @@ class EpochCursor:
         self.next_epoch = int(state["epoch"])
         self.active = None
         self._resume = (self.next_epoch, consumed)
+
+
+class ResumableLoader:
+    """set_epoch / state_dict / load_state_dict for a backend that keeps an ``EpochCursor`` in
+    ``_cursor``, its ``LoaderConfig`` in ``config`` and names itself in ``backend``."""
+
+    backend: str
+    config: LoaderConfig
+    _cursor: EpochCursor
+    _fingerprint: dict | None = None
+
+    def set_epoch(self, epoch: int) -> None:
+        self._cursor.set_epoch(epoch)
+
+    def state_dict(self) -> dict:
+        return self._cursor.state(self._fp())
+
+    def load_state_dict(self, state: dict) -> None:
+        self._cursor.load(state, self._fp())
+
+    def _fp(self) -> dict:
+        if self._fingerprint is None:
+            self._fingerprint = fingerprint(self.config, self._cursor.readers, self.backend)
+        return self._fingerprint

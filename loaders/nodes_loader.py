@@ -22,7 +22,7 @@ import torch
 from torchdata.nodes import BaseNode, IterableWrapper, ParallelMapper, PinMemory, Prefetcher
 from torchdata.nodes import Loader as NodesRunner
 
-from .contract import EpochCursor, LoaderConfig, deliver, fingerprint
+from .contract import EpochCursor, LoaderConfig, ResumableLoader, deliver
 from .instrument import StageStats
 from .pipeline import Batch, PipelineSpec, collate_batch, finish_tail, process_sample, raw_samples, sample_rng
 from .shards import check_splittable, shards_for
@@ -106,7 +106,7 @@ class _FullBatches(BaseNode[Batch]):
         return tail
 
 
-class NodesLoader:
+class NodesLoader(ResumableLoader):
     """torchdata.nodes backend of :func:`loaders.make_loader` (name "nodes").
 
     ``config.workers`` mapper threads (or processes with ``options={"method": "process"}``) decode
@@ -114,6 +114,8 @@ class NodesLoader:
     one thread. Resume: ``state_dict()`` records how many samples of this rank's shuffled stream
     the consumer received; a new loader reads those again without decoding them.
     """
+
+    backend = "nodes"
 
     def __init__(self, config: LoaderConfig) -> None:
         self.config = config
@@ -127,20 +129,6 @@ class NodesLoader:
         self.stats = StageStats()
         self._cursor = EpochCursor(readers=1)
         self._fingerprint: dict | None = None
-
-    def set_epoch(self, epoch: int) -> None:
-        self._cursor.set_epoch(epoch)
-
-    def state_dict(self) -> dict:
-        return self._cursor.state(self._fp())
-
-    def load_state_dict(self, state: dict) -> None:
-        self._cursor.load(state, self._fp())
-
-    def _fp(self) -> dict:
-        if self._fingerprint is None:
-            self._fingerprint = fingerprint(self.config, 1, "nodes")
-        return self._fingerprint
 
     def _graph(self, epoch: int, skip: int) -> tuple[NodesRunner, ShardSource]:
         cfg = self.config

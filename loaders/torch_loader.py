@@ -18,7 +18,7 @@ from dataclasses import fields
 import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
-from .contract import EpochCursor, LoaderConfig, deliver, fingerprint
+from .contract import EpochCursor, LoaderConfig, ResumableLoader, deliver
 from .instrument import StageStats
 from .pipeline import Batch, PipelineSpec, stream
 from .shards import check_splittable, shards_for
@@ -87,7 +87,7 @@ def _tagged(batches: Iterator[Batch], worker: int) -> Iterator[Batch]:
         yield batch
 
 
-class ShardLoader:
+class ShardLoader(ResumableLoader):
     """Batches of (uint8 images N x 3 x H x W, int64 labels) from shards, with per-stage stats.
 
     The "torch" backend of :func:`loaders.make_loader`; its keyword arguments are the fields of
@@ -107,6 +107,8 @@ class ShardLoader:
     settings, continues the epoch: every worker skips (reads, does not decode) the samples of its
     own stream that the consumer already received, counted from the worker tag on each batch.
     """
+
+    backend = "torch"
 
     def __init__(
         self,
@@ -162,20 +164,6 @@ class ShardLoader:
     def epoch(self) -> int:
         """The epoch the next iteration runs."""
         return self._cursor.next_epoch
-
-    def set_epoch(self, epoch: int) -> None:
-        self._cursor.set_epoch(epoch)
-
-    def state_dict(self) -> dict:
-        return self._cursor.state(self._fp())
-
-    def load_state_dict(self, state: dict) -> None:
-        self._cursor.load(state, self._fp())
-
-    def _fp(self) -> dict:
-        if self._fingerprint is None:
-            self._fingerprint = fingerprint(self.config, self._cursor.readers, "torch")
-        return self._fingerprint
 
     def __iter__(self) -> Iterator:
         # each pass is a new epoch with a new shard order; workers receive epoch and skips when forked
