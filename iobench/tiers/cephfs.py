@@ -33,6 +33,7 @@ from iobench.atomic import atomic_write
 from iobench.tiers import blockdev
 from iobench.tiers.base import COLD_MAX_FRACTION, CacheState, Option, Tier, TierConfigError
 from iobench.tiers.local import LocalTier
+from iobench.tiers.remote import REMOTE_OPTIONS
 
 __all__ = ["CEPH_FS_TYPES", "CephFSMountGone", "CephFSTier", "asok_command"]
 
@@ -137,6 +138,7 @@ class CephFSTier(LocalTier):
             str, help="admin socket of the ceph-fuse client; found by its mount point when omitted"
         ),
         "drop_caches": LocalTier.options["drop_caches"],
+        "stage": REMOTE_OPTIONS["stage"],
     }
 
     def __init__(self, **options: Any) -> None:
