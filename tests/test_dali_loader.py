@@ -6,13 +6,12 @@ import os
 import subprocess
 import sys
 from collections import Counter
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 import torch
 
-from loaders.decode import AugmentSpec
+from loaders.contract import LoaderConfig
 from loaders.tario import iter_samples
 
 try:
@@ -32,31 +31,8 @@ from tests.shardkit import label_of, tiny_jpeg, write_shard
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@dataclass
-class _Config:
-    """Stand-in for loaders.contract.LoaderConfig (same attribute names)."""
-
-    urls: list | None = None
-    objects: list | None = None
-    storage_options: dict = field(default_factory=dict)
-    cache_dir: str | None = None
-    cache_bytes: int | None = None
-    shard_sizes: dict = field(default_factory=dict)
-    part_bytes: int = 8 * 2**20
-    concurrency: int = 4
-    batch_size: int = 32
-    workers: int = 2
-    prefetch: int = 2
-    shuffle_buffer: int = 64
-    seed: int = 0
-    rank: int = 0
-    world_size: int = 1
-    augment: AugmentSpec = field(default_factory=AugmentSpec)
-    on_error: str = "skip"
-    drop_last: bool = False
-    normalize: bool = False
-    device: str | None = None
-    options: dict = field(default_factory=dict)
+def _config(**kw) -> LoaderConfig:
+    return LoaderConfig(**{"batch_size": 32, "workers": 2, "shuffle_buffer": 64, **kw})
 
 
 def _shards(directory: Path) -> list[str]:
@@ -86,7 +62,7 @@ def _read(loader) -> Counter:
 @pytest.mark.parametrize("mode", ["reader", "external"])
 def test_every_sample_once_with_its_label(tiny_dataset, mode):
     urls = _shards(tiny_dataset)
-    loader = DaliLoader(_Config(urls=urls, options={"mode": mode}))
+    loader = DaliLoader(_config(urls=urls, options={"mode": mode}))
     assert loader.mode == mode and loader.decode_device == "cpu" and loader.num_threads == 2
     truth = _truth(urls)
     assert _read(loader) == truth
@@ -101,14 +77,14 @@ def test_every_sample_once_with_its_label(tiny_dataset, mode):
 def test_ranks_are_disjoint_and_cover(tiny_dataset, mode):
     urls = _shards(tiny_dataset)
     parts = [
-        _read(DaliLoader(_Config(urls=urls, rank=r, world_size=2, options={"mode": mode}))) for r in (0, 1)
+        _read(DaliLoader(_config(urls=urls, rank=r, world_size=2, options={"mode": mode}))) for r in (0, 1)
     ]
     assert not set(parts[0]) & set(parts[1])
     assert parts[0] + parts[1] == _truth(urls)
 
 
 def test_normalize_gives_float_channels_last(tiny_dataset):
-    loader = DaliLoader(_Config(urls=_shards(tiny_dataset)[:2], normalize=True, options={"mode": "reader"}))
+    loader = DaliLoader(_config(urls=_shards(tiny_dataset)[:2], normalize=True, options={"mode": "reader"}))
     batch = next(iter(loader))
     assert batch.images.dtype == torch.float32 and batch.images.shape[1:] == (3, 224, 224)
     assert -3 < float(batch.images.mean()) < 3
@@ -117,7 +93,7 @@ def test_normalize_gives_float_channels_last(tiny_dataset):
 @pytest.mark.parametrize("mode", ["reader", "external"])
 def test_resume_mid_epoch_loses_and_repeats_nothing(tiny_dataset, mode):
     urls = _shards(tiny_dataset)
-    first = DaliLoader(_Config(urls=urls, options={"mode": mode}))
+    first = DaliLoader(_config(urls=urls, options={"mode": mode}))
     got: Counter = Counter()
     for i, batch in enumerate(first):
         got.update(zip(batch.keys, batch.labels.tolist(), strict=True))
@@ -125,7 +101,7 @@ def test_resume_mid_epoch_loses_and_repeats_nothing(tiny_dataset, mode):
             state = first.state_dict()
             break
     assert state["consumed"] == 96
-    second = DaliLoader(_Config(urls=urls, options={"mode": mode}))
+    second = DaliLoader(_config(urls=urls, options={"mode": mode}))
     second.load_state_dict(state)
     assert got + _read(second) == _truth(urls)
 
@@ -149,19 +125,19 @@ def corrupt_shards(tmp_path):
 
 
 def test_corrupt_jpeg_in_dali_reader_fails_naming_the_shard(corrupt_shards):
-    loader = DaliLoader(_Config(urls=corrupt_shards, batch_size=4, options={"mode": "reader"}))
+    loader = DaliLoader(_config(urls=corrupt_shards, batch_size=4, options={"mode": "reader"}))
     with pytest.raises(DaliPipelineError, match=r"train-000001\.tar: sample '000011'"):
         _read(loader)
 
 
 def test_external_source_skips_and_counts_corrupt_jpeg(corrupt_shards):
-    loader = DaliLoader(_Config(urls=corrupt_shards, batch_size=4, options={"mode": "external"}))
+    loader = DaliLoader(_config(urls=corrupt_shards, batch_size=4, options={"mode": "external"}))
     got = _read(loader)
     assert sorted(k for k, _ in got) == [f"{k:06d}" for k in range(16) if k != 11]
     assert loader.stats.errors["corrupt_sample"] == 1
     assert "train-000001.tar" in loader.stats.error_examples[0]
     failing = DaliLoader(
-        _Config(urls=corrupt_shards, batch_size=4, on_error="fail", options={"mode": "external"})
+        _config(urls=corrupt_shards, batch_size=4, on_error="fail", options={"mode": "external"})
     )
     with pytest.raises(SampleError, match=r"train-000001\.tar: sample '000011'"):
         _read(failing)
@@ -169,12 +145,12 @@ def test_external_source_skips_and_counts_corrupt_jpeg(corrupt_shards):
 
 def test_mode_choice_and_refusals(tiny_dataset):
     urls = _shards(tiny_dataset)
-    assert DaliLoader(_Config(urls=urls)).mode == "reader"
-    assert DaliLoader(_Config(urls=["s3://b/train-000000.tar"])).mode == "external"
+    assert DaliLoader(_config(urls=urls)).mode == "reader"
+    assert DaliLoader(_config(urls=["s3://b/train-000000.tar"])).mode == "external"
     with pytest.raises(ValueError, match="s3:// shards only"):
-        DaliLoader(_Config(urls=urls, options={"mode": "dali-s3"}))
+        DaliLoader(_config(urls=urls, options={"mode": "dali-s3"}))
     with pytest.raises(ValueError, match="local or mounted"):
-        DaliLoader(_Config(urls=["s3://b/train-000000.tar"], options={"mode": "reader"}))
+        DaliLoader(_config(urls=["s3://b/train-000000.tar"], options={"mode": "reader"}))
 
 
 def test_gpu_check_cpu_smoke_prints_the_table():
