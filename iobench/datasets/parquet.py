@@ -19,7 +19,6 @@ import contextlib
 import hashlib
 from collections.abc import Callable
 from pathlib import Path
-from types import TracebackType
 from typing import IO, Any
 
 import pyarrow as pa
@@ -27,7 +26,7 @@ import pyarrow.parquet as pq
 
 from iobench.atomic import atomic_write
 from iobench.datasets.manifest import MANIFEST_NAME, Manifest, ShardEntry, build_manifest
-from iobench.datasets.shardwriter import ShardWriter
+from iobench.datasets.shardwriter import ShardWriter, ShardWriterBase
 
 FORMATS = ("wds", "parquet")
 PARQUET_SHARD_PATTERN = "train-{:06d}.parquet"
@@ -75,7 +74,7 @@ class _HashingSink:
         self.closed = True
 
 
-class ParquetShardWriter:
+class ParquetShardWriter(ShardWriterBase):
     """Append samples; the same interface as ``ShardWriter`` (``add(key, [(ext, data), ...])``).
 
     A sample's members must be ``jpg`` and ``cls`` (ASCII integer); a missing ``cls`` is
@@ -134,28 +133,8 @@ class ParquetShardWriter:
         if len(self._rows["key"]) >= self.row_group:
             self._flush_row_group()
 
-    def close(self) -> list[ShardEntry]:
-        if self._writer is not None:
-            self._finish_shard()
-        return self.entries
-
-    def abort(self) -> None:
-        """Drop the shard in progress; its temporary file is removed, nothing is published."""
-        if self._stack is not None:
-            stack, self._stack, self._writer = self._stack, None, None
-            with contextlib.suppress(_Abort):
-                stack.__exit__(_Abort, _Abort(), None)
-
-    def __enter__(self) -> ParquetShardWriter:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        if exc_type is None:
-            self.close()
-        else:
-            self.abort()
+    def _drop_handle(self) -> None:
+        self._writer = None
 
     @staticmethod
     def _row_bytes(key: str, jpg: bytes) -> int:
@@ -205,10 +184,6 @@ class ParquetShardWriter:
         stack, self._stack, self._writer = self._stack, None, None
         stack.close()  # fsync + rename: the shard becomes visible only now, complete
         self.entries.append(ShardEntry(self._name, size, self._samples, self._sink.sha.hexdigest()))
-
-
-class _Abort(Exception):
-    """Raised into the atomic writer to make it discard the temporary file."""
 
 
 def open_shard_writer(

@@ -50,7 +50,47 @@ class _HashingWriter:
         return self.pos
 
 
-class ShardWriter:
+class ShardWriterBase:
+    """What every shard writer shares: closing publishes the shard in progress, aborting (or an
+    exception inside ``with``) discards its temporary file. Subclasses keep the open shard's
+    ExitStack in ``_stack`` and implement ``_finish_shard`` and ``_drop_handle``."""
+
+    entries: list[ShardEntry]
+    _stack: contextlib.ExitStack | None = None
+
+    def _finish_shard(self) -> None:
+        raise NotImplementedError
+
+    def _drop_handle(self) -> None:
+        """Forget the format's writer object of the shard being discarded."""
+        raise NotImplementedError
+
+    def close(self) -> list[ShardEntry]:
+        if self._stack is not None:
+            self._finish_shard()
+        return self.entries
+
+    def abort(self) -> None:
+        """Drop the shard in progress; its temporary file is removed, nothing is published."""
+        if self._stack is not None:
+            stack, self._stack = self._stack, None
+            self._drop_handle()
+            with contextlib.suppress(_Abort):
+                stack.__exit__(_Abort, _Abort(), None)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+
+
+class ShardWriter(ShardWriterBase):
     """Append samples; shards roll over before they would exceed ``shard_bytes``.
 
     A sample is ``(key, [(ext, data), ...])`` and becomes members ``key.ext`` in that order.
@@ -99,28 +139,8 @@ class ShardWriter:
         self._members_total += need
         self._samples += 1
 
-    def close(self) -> list[ShardEntry]:
-        if self._tar is not None:
-            self._finish_shard()
-        return self.entries
-
-    def abort(self) -> None:
-        """Drop the shard in progress; its temporary file is removed, nothing is published."""
-        if self._stack is not None:
-            stack, self._stack, self._tar = self._stack, None, None
-            with contextlib.suppress(_Abort):
-                stack.__exit__(_Abort, _Abort(), None)
-
-    def __enter__(self) -> ShardWriter:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        if exc_type is None:
-            self.close()
-        else:
-            self.abort()
+    def _drop_handle(self) -> None:
+        self._tar = None
 
     def _open_shard(self) -> None:
         name = self.pattern.format(len(self.entries))
