@@ -1,0 +1,173 @@
+"""The external-source feed of the DALI loader: our own fetcher (shard source, shard cache, tar
+or per-sample objects) hands DALI batches of encoded JPEGs, labels and keys, with the same fetch
+timing, storage counters and error policy as the other backends.
+"""
+
+from __future__ import annotations
+
+import queue
+import random
+import threading
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .instrument import StageStats
+from .pipeline import SampleError, _image_of, _label_of, read_shards, shuffled
+from .shards import shards_for
+from .sources import ShardSource
+
+if TYPE_CHECKING:  # the loader drives the feed; the feed reads its settings and stats
+    from .dali_loader import DaliLoader
+
+_END = object()
+
+
+@dataclass
+class _FeedState:
+    epoch: int = 0
+    skip: int = 0  # samples of this epoch already delivered before a resume
+    stats: deque = field(default_factory=deque)  # one StageStats per batch handed to DALI
+
+
+class _Feed:
+    """An iterable DALI calls ``iter()`` on at every (re)start: one epoch of batches of encoded
+    JPEGs, int64 labels and keys, from our own fetcher.
+
+    ``fetchers`` threads each stream their :func:`shards_for` share; samples are taken from them in
+    round-robin order, so the sample order depends only on (seed, epoch, rank), and a resume can
+    skip the delivered samples exactly.
+    """
+
+    def __init__(self, items: list, objects: bool, loader: DaliLoader, fetchers: int) -> None:
+        self.items, self.objects, self.loader, self.fetchers = items, objects, loader, fetchers
+        self.state = _FeedState()
+        self.sources: list[ShardSource] = []
+
+    def __iter__(self) -> Iterator[list]:
+        return self._epoch(self.state.epoch, self.state.skip)
+
+    def _reader(self, items: list, source: ShardSource, out: queue.Queue, stop: threading.Event) -> None:
+        spec = self.loader.spec
+        try:
+            if self.objects:
+                from .objects import read_objects
+
+                samples = read_objects(items, source, concurrency=source.spec.concurrency)
+            else:
+                samples = read_shards(items, source, spec)
+            for sample in samples:
+                if not _put(out, sample, stop):
+                    return
+        except BaseException as exc:  # handed to the consumer, which re-raises it
+            _put(out, exc, stop)
+        finally:
+            _put(out, _END, stop)
+
+    def _samples(self, epoch: int, stop: threading.Event) -> Iterator:
+        cfg = self.loader.config
+        queues = []
+        for worker in range(self.fetchers):
+            mine = shards_for(
+                self.items,
+                rank=cfg.rank,
+                world_size=cfg.world_size,
+                worker=worker,
+                num_workers=self.fetchers,
+                seed=cfg.seed,
+                epoch=epoch,
+                shuffle=not self.objects,
+            )
+            if self.objects:  # objects: a per-epoch shuffled order of this reader's share
+                random.Random(cfg.seed * 1_000_003 + epoch).shuffle(mine)
+            if len(self.sources) <= worker:  # one source per fetcher, kept across epochs
+                self.sources.append(ShardSource(self.loader.source_spec))
+            source = self.sources[worker]
+            q: queue.Queue = queue.Queue(maxsize=max(8, cfg.batch_size))
+            threading.Thread(
+                target=self._reader, args=(mine, source, q, stop), daemon=True, name=f"dali-fetch-{worker}"
+            ).start()
+            queues.append(q)
+        live = list(queues)
+        while live:
+            for q in list(live):
+                item = q.get()
+                if item is _END:
+                    live.remove(q)
+                elif isinstance(item, BaseException):
+                    raise item
+                else:
+                    yield item
+
+    def _epoch(self, epoch: int, skip: int) -> Iterator[list]:
+        cfg, spec = self.loader.config, self.loader.spec
+        stop = threading.Event()
+        rng = random.Random(hash((cfg.seed, epoch, cfg.rank)))
+        self.state.stats.clear()
+        stats = StageStats()
+        jpegs: list[np.ndarray] = []
+        labels: list[int] = []
+        keys: list[str] = []
+        try:
+            for sample in shuffled(self._samples(epoch, stop), spec.shuffle_buffer, rng):
+                stats.bytes_read += sample.read_bytes
+                stats.add_time("fetch", sample.fetch_wall_s, sample.fetch_cpu_s)
+                if skip > 0:  # resume: these were delivered before the state was saved
+                    skip -= 1
+                    continue
+                try:
+                    label, data = _label_of(sample), _image_of(sample)
+                    _check_jpeg(data, sample)
+                except SampleError as exc:
+                    if spec.on_error == "fail":
+                        raise
+                    stats.add_error("missing_label" if "no label" in str(exc) else "corrupt_sample", str(exc))
+                    continue
+                jpegs.append(np.frombuffer(data, dtype=np.uint8))
+                labels.append(label)
+                keys.append(sample.key)
+                if len(jpegs) == spec.batch_size:
+                    yield self._emit(jpegs, labels, keys, stats)
+                    stats, jpegs, labels, keys = StageStats(), [], [], []
+            if jpegs and not spec.drop_last:
+                yield self._emit(jpegs, labels, keys, stats)
+            else:
+                self._drain(stats)
+                self.loader._leftover.merge(stats)  # errors and bytes of a dropped tail still count
+        finally:
+            stop.set()
+
+    def _drain(self, stats: StageStats) -> None:
+        for source in self.sources:
+            source.drain_into(stats)
+
+    def _emit(self, jpegs: list, labels: list, keys: list, stats: StageStats) -> list:
+        self._drain(stats)
+        stats.samples = len(jpegs)
+        self.state.stats.append((stats, list(keys)))
+        key_arrays = [np.frombuffer(k.encode(), dtype=np.uint8) for k in keys]
+        return [jpegs, [np.array(label, dtype=np.int64) for label in labels], key_arrays]
+
+
+def _put(out: queue.Queue, item: object, stop: threading.Event) -> bool:
+    while not stop.is_set():
+        try:
+            out.put(item, timeout=0.1)
+            return True
+        except queue.Full:
+            continue
+    return False
+
+
+def _check_jpeg(data: bytes, sample) -> None:
+    import simplejpeg
+
+    try:
+        simplejpeg.decode_jpeg_header(data)
+    except ValueError as exc:
+        raise SampleError(
+            f"{sample.url}: sample {sample.key!r} (tar offset {sample.offset}): not a decodable JPEG ({exc})"
+        ) from None
