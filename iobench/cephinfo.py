@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from iobench.radosfs import DEFAULT_APP, connect, enable_application
+from iobench.radosconn import connect
+from iobench.radosfs import DEFAULT_APP, enable_application
 
 __all__ = ["describe_cluster", "ensure_pool", "mon_json"]
 

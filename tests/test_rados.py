@@ -25,7 +25,7 @@ pytestmark = pytest.mark.integration
 def _disconnect_before_the_lab_goes():
     # module teardown runs before the session lab stops: librados must not outlive its cluster
     yield
-    from iobench.radosfs import shutdown_all
+    from iobench.radosconn import shutdown_all
 
     shutdown_all()
 
@@ -81,7 +81,7 @@ def test_filesystem_round_trip(rfs):
 def test_missing_pool_and_oversized_object_give_clear_errors(rfs, monkeypatch):
     with pytest.raises(FileNotFoundError, match="pool 'no-such-pool' does not exist"):
         rfs.cat_file("rados://no-such-pool/key")
-    from iobench.radosfs import ObjectTooLargeError
+    from iobench.radosconn import ObjectTooLargeError
 
     monkeypatch.setattr(type(rfs), "max_object_size", lambda self: 1000)
     with pytest.raises(ObjectTooLargeError, match=r"osd_max_object_size.*--shard-size"):
