@@ -91,6 +91,11 @@ def main() -> None:
     ceil = median(results["decode ceiling (1-core rate x workers)"])
     peers = [k for k in results if k.startswith(("webdataset", "litdata"))]
     best_peer = max(median(results[k]) for k in peers)
+    ours = max(median(v) for k, v in results.items() if k.startswith("iobench"))
+    verdict = (
+        f"{'met' if ours >= 0.85 * ceil and ours > best_peer else 'not met'} in this run "
+        f"(best: {ours / ceil:.2f} × ceiling, {ours / best_peer:.2f} × best peer)"
+    )
     rows = "\n".join(
         f"| {name} | {median(v):,.0f} | {spread(v):.0f} % | {median(v) / ceil:.2f} | {median(v) / best_peer:.2f} |"
         for name, v in results.items()
@@ -109,6 +114,8 @@ beside this CPU torch) and numpy < 2.2, so it cannot be installed beside iobench
 | loader | samples/s | spread | × ceiling | × best peer |
 |---|---:|---:|---:|---:|
 {rows}
+
+Goal (issue 5): our best CPU loader ≥ 0.85 × ceiling and ahead of every peer — {verdict}.
 """,
     )
     print(rows)

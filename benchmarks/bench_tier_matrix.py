@@ -120,6 +120,7 @@ an emulated H100 (ResNet-50, 7,000 samples/s), {args.epochs} epochs per cell, co
 or librados reads over the whole cell; *p99*: their latency; *hit*: shard-cache hit ratio in the
 last epoch. Everything shares 2 cores, so on this machine every path is CPU-bound on JPEG decode
 unless a path's per-request cost shows through; the figures rank client overheads, not clusters.
+Per-sample objects bypass the shard cache, so a cached tier's `objects` row reads like the uncached one.
 
 | tier | layout | status | epoch 1 samples/s | last epoch samples/s | read/s | requests | p99 ms | hit | verdict |
 |---|---|---|---:|---:|---:|---:|---:|---:|---|
