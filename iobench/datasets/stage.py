@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -123,39 +124,25 @@ def stage(
     except Exception as exc:
         raise _explain(exc, f"checking bucket {bucket!r}", endpoint) from None
 
-    files = staged_files(root, manifest)
     key_of = lambda name: f"{prefix}/{name}" if prefix else name  # noqa: E731
-    done = 0
 
-    def upload(item: tuple[Path, str, str | None]) -> None:
-        nonlocal done
-        path, name, sha = item
-        sha = sha or sha256_file(path)
+    def put(path: Path, name: str, sha: str) -> tuple[str, bool]:
         key = key_of(name)
         size = path.stat().st_size
         try:
-            if _already_there(client, bucket, key, size, sha):
-                report.skipped.append(key)
-            else:
+            uploaded = not _already_there(client, bucket, key, size, sha)
+            if uploaded:
                 client.fput_object(
                     bucket, key, str(path), metadata={SHA_META: sha}, part_size=max(part_bytes, 5 * 2**20)
                 )
-                report.uploaded.append(key)
-                report.bytes_uploaded += size
             _verify(client, bucket, key, size, sha, full=verify == "full")
         except StageError:
             raise
         except Exception as exc:
             raise _explain(exc, f"uploading {path} to s3://{bucket}/{key}", endpoint) from None
-        done += 1
-        if progress:
-            progress(done, len(files))
+        return key, uploaded
 
-    body, indexes = split_indexes(files)
-    with ThreadPoolExecutor(max(1, workers)) as pool:
-        list(pool.map(upload, body))
-    for item in indexes:  # an index only after everything it lists
-        upload(item)
+    upload_all(staged_files(root, manifest), put, report, workers=workers, progress=progress)
     manifest_key = key_of(MANIFEST_NAME)
     try:
         client.fput_object(bucket, manifest_key, str(root / MANIFEST_NAME), content_type="application/json")
@@ -180,6 +167,40 @@ def staged_files(root: Path, manifest: Manifest) -> list[tuple[Path, str, str | 
             files.append((root / OBJECTS_DIR / sample["name"], f"{OBJECTS_DIR}/{sample['name']}", None))
         files.append((index, INDEX_NAME, None))
     return files
+
+
+def upload_all(
+    files: list[tuple[Path, str, str | None]],
+    put: Callable[[Path, str, str], tuple[str, bool]],
+    report: StageReport,
+    *,
+    workers: int,
+    progress: Callable[[int, int], None] | None,
+) -> None:
+    """Run ``put(path, name, sha) -> (key, uploaded)`` over ``files`` in parallel, an objects index
+    only after everything it lists, and keep the report and the progress count (thread-safe)."""
+    lock = threading.Lock()
+    done = 0
+
+    def one(item: tuple[Path, str, str | None]) -> None:
+        nonlocal done
+        path, name, sha = item
+        key, uploaded = put(path, name, sha or sha256_file(path))
+        with lock:
+            if uploaded:
+                report.uploaded.append(key)
+                report.bytes_uploaded += path.stat().st_size
+            else:
+                report.skipped.append(key)
+            done += 1
+            if progress:
+                progress(done, len(files))
+
+    body, indexes = split_indexes(files)
+    with ThreadPoolExecutor(max(1, workers)) as pool:
+        list(pool.map(one, body))
+    for item in indexes:
+        one(item)
 
 
 def split_indexes(files: list[tuple[Path, str, str | None]]) -> tuple[list, list]:

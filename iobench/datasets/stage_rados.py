@@ -9,16 +9,14 @@ the manifest. The manifest goes up last, so a reader that finds it can trust the
 from __future__ import annotations
 
 import hashlib
-import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from iobench.cephinfo import ensure_pool
 from iobench.radosfs import RadosFileSystem, split_path
 
-from .manifest import MANIFEST_NAME, Manifest, sha256_file
-from .stage import StageError, StageReport, split_indexes, staged_files
+from .manifest import MANIFEST_NAME, Manifest
+from .stage import StageError, StageReport, staged_files, upload_all
 
 __all__ = ["SHA_XATTR", "stage_rados"]
 
@@ -64,40 +62,22 @@ def stage_rados(
     def key_of(rel: str) -> str:
         return f"{pool}/{prefix}/{rel}" if prefix else f"{pool}/{rel}"
 
-    lock = threading.Lock()
-    done = 0
-
-    def upload(item: tuple[Path, str, str | None]) -> None:
-        nonlocal done
-        path, rel, sha = item
-        sha = sha or sha256_file(path)
+    def put(path: Path, rel: str, sha: str) -> tuple[str, bool]:
         key = key_of(rel)
         size = path.stat().st_size
         try:
-            if _already_there(fs, key, size, sha):
-                with lock:
-                    report.skipped.append(key)
-            else:
+            uploaded = not _already_there(fs, key, size, sha)
+            if uploaded:
                 # whole-file reads: objects are bounded by osd_max_object_size (checked above)
                 fs.write_object(key, path.read_bytes(), {SHA_XATTR: sha.encode()})
-                with lock:
-                    report.uploaded.append(key)
-                    report.bytes_uploaded += size
             _verify(fs, key, size, sha, full=verify == "full")
         except StageError:
             raise
         except OSError as exc:
             raise StageError(f"uploading {path} to rados://{key}: {exc}") from None
-        with lock:
-            done += 1
-            if progress:
-                progress(done, len(files))
+        return key, uploaded
 
-    body, indexes = split_indexes(files)
-    with ThreadPoolExecutor(max(1, workers)) as pool_:
-        list(pool_.map(upload, body))
-    for item in indexes:  # an index only after everything it lists
-        upload(item)
+    upload_all(files, put, report, workers=workers, progress=progress)
     try:
         fs.write_object(key_of(MANIFEST_NAME), (root / MANIFEST_NAME).read_bytes())
     except OSError as exc:
