@@ -89,17 +89,10 @@ class ParquetShardWriter(ShardWriterBase):
         row_group: int = DEFAULT_ROW_GROUP,
         pattern: str = PARQUET_SHARD_PATTERN,
     ) -> None:
-        if shard_bytes <= 0:
-            raise ValueError(f"shard_bytes must be positive, got {shard_bytes}")
+        super().__init__(out_dir, shard_bytes, pattern)
         if row_group < 1:
             raise ValueError(f"row_group must be at least 1, got {row_group}")
-        self.out_dir = Path(out_dir)
-        self.shard_bytes = shard_bytes
         self.row_group = row_group
-        self.pattern = pattern
-        self.entries: list[ShardEntry] = []
-        self.payload_bytes = 0
-        self._stack: contextlib.ExitStack | None = None
         self._writer: pq.ParquetWriter | None = None
         self._sink: _HashingSink | None = None
         self._rows: dict[str, list[Any]] = {"key": [], "jpg": [], "cls": []}

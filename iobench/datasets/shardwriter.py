@@ -55,8 +55,16 @@ class ShardWriterBase:
     exception inside ``with``) discards its temporary file. Subclasses keep the open shard's
     ExitStack in ``_stack`` and implement ``_finish_shard`` and ``_drop_handle``."""
 
-    entries: list[ShardEntry]
     _stack: contextlib.ExitStack | None = None
+
+    def __init__(self, out_dir: str | Path, shard_bytes: int, pattern: str) -> None:
+        if shard_bytes <= 0:
+            raise ValueError(f"shard_bytes must be positive, got {shard_bytes}")
+        self.out_dir = Path(out_dir)
+        self.shard_bytes = shard_bytes
+        self.pattern = pattern
+        self.entries: list[ShardEntry] = []
+        self.payload_bytes = 0  # sum of sample payload sizes, for mean-size facts
 
     def _finish_shard(self) -> None:
         raise NotImplementedError
@@ -106,15 +114,8 @@ class ShardWriter(ShardWriterBase):
         pattern: str = SHARD_PATTERN,
         write_index: bool = True,
     ) -> None:
-        if shard_bytes <= 0:
-            raise ValueError(f"shard_bytes must be positive, got {shard_bytes}")
-        self.out_dir = Path(out_dir)
-        self.shard_bytes = shard_bytes
-        self.pattern = pattern
+        super().__init__(out_dir, shard_bytes, pattern)
         self.write_index = write_index
-        self.entries: list[ShardEntry] = []
-        self.payload_bytes = 0  # sum of member data sizes, for mean-size facts
-        self._stack: contextlib.ExitStack | None = None
         self._tar: tarfile.TarFile | None = None
         self._hasher: _HashingWriter | None = None
         self._members_total = 0
