@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import tarfile
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -41,3 +42,21 @@ def make_shards(directory: Path, n_shards: int = 4, per_shard: int = 10, start: 
             key += 1
         urls.append(str(write_shard(directory / f"train-{s:06d}.tar", members)))
     return urls
+
+
+ALL_KEYS = [f"{i:06d}" for i in range(40)]  # the keys of make_shards(..., n_shards=4, per_shard=10)
+
+
+def small_config(urls=None, **overrides):
+    """A LoaderConfig for tiny shards: 32 px crops keep decode cheap."""
+    from loaders import AugmentSpec, LoaderConfig
+
+    base = {"batch_size": 4, "workers": 0, "shuffle_buffer": 16, "augment": AugmentSpec(size=32)}
+    return LoaderConfig(urls=urls, **{**base, **overrides})
+
+
+def key_label_pairs(batches) -> Counter:
+    """The multiset of (key, label) a loader delivered."""
+    return Counter(
+        (k, int(label)) for b in batches for k, label in zip(b.keys, b.labels.tolist(), strict=True)
+    )

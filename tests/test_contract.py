@@ -11,20 +11,7 @@ import torch
 
 from loaders import AugmentSpec, Batch, Loader, LoaderConfig, ShardLoader, make_loader, register_loader
 from loaders.contract import available_loaders
-from tests.shardkit import label_of, make_shards
-
-ALL_KEYS = [f"{i:06d}" for i in range(40)]
-
-
-def _cfg(urls, **kw) -> LoaderConfig:
-    base = {"batch_size": 4, "workers": 0, "shuffle_buffer": 16, "augment": AugmentSpec(size=32)}
-    return LoaderConfig(urls=urls, **{**base, **kw})
-
-
-def _pairs(batches) -> Counter:
-    return Counter(
-        (k, int(label)) for b in batches for k, label in zip(b.keys, b.labels.tolist(), strict=True)
-    )
+from tests.shardkit import ALL_KEYS, key_label_pairs, label_of, make_shards, small_config
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +31,7 @@ def test_config_needs_exactly_one_of_urls_and_objects():
 def test_registry_names_and_third_party_backends(urls):
     assert {"torch", "nodes", "dali"} <= set(available_loaders())
     with pytest.raises(ValueError, match="known loaders are"):
-        make_loader("nope", _cfg(urls))
+        make_loader("nope", small_config(urls))
 
     class Fixed:
         def __init__(self, config):
@@ -63,7 +50,7 @@ def test_registry_names_and_third_party_backends(urls):
             pass
 
     register_loader("fixed-test", Fixed)
-    built = make_loader("fixed-test", _cfg(urls))
+    built = make_loader("fixed-test", small_config(urls))
     assert isinstance(built, Fixed) and isinstance(built, Loader)
 
 
@@ -71,27 +58,27 @@ def test_dali_without_dali_installed_gives_the_install_hint(urls, monkeypatch):
     # None in sys.modules makes the import fail as if the module (or nvidia.dali under it) were missing
     monkeypatch.setitem(sys.modules, "loaders.dali_loader", None)
     with pytest.raises(ImportError, match=r"pip install 'iobench\[dali\]'"):
-        make_loader("dali", _cfg(urls))
+        make_loader("dali", small_config(urls))
 
 
 def test_torch_backend_by_name_yields_batches_and_meets_the_protocol(urls):
-    loader = make_loader("torch", _cfg(urls, normalize=True, device="cpu"))
+    loader = make_loader("torch", small_config(urls, normalize=True, device="cpu"))
     assert isinstance(loader, ShardLoader) and isinstance(loader, Loader)
     batches = list(loader)
     assert all(isinstance(b, Batch) for b in batches)
     assert batches[0].images.dtype == torch.float32  # normalize=True; uint8 is the default
-    assert sorted(_pairs(batches)) == [(k, label_of(k)) for k in ALL_KEYS]
+    assert sorted(key_label_pairs(batches)) == [(k, label_of(k)) for k in ALL_KEYS]
     assert loader.stats.samples == 40
 
 
 @pytest.mark.parametrize("workers", [0, 2])
 def test_torch_every_epoch_is_the_same_multiset_in_a_new_order(urls, workers):
-    loader = make_loader("torch", _cfg(urls, workers=workers))
+    loader = make_loader("torch", small_config(urls, workers=workers))
     orders = []
     for epoch in range(2):
         loader.set_epoch(epoch)
         batches = list(loader)
-        assert _pairs(batches) == Counter((k, label_of(k)) for k in ALL_KEYS)
+        assert key_label_pairs(batches) == Counter((k, label_of(k)) for k in ALL_KEYS)
         orders.append([k for b in batches for k in b.keys])
     assert orders[0] != orders[1]
 
@@ -100,7 +87,9 @@ def test_torch_ranks_read_disjoint_samples_covering_the_dataset(urls):
     seen = Counter()
     for rank in range(2):
         seen.update(
-            k for b in make_loader("torch", _cfg(urls, workers=2, rank=rank, world_size=2)) for k in b.keys
+            k
+            for b in make_loader("torch", small_config(urls, workers=2, rank=rank, world_size=2))
+            for k in b.keys
         )
     assert sorted(seen) == ALL_KEYS and set(seen.values()) == {1}
 
@@ -124,7 +113,7 @@ def _resume(name: str, cfg: LoaderConfig, k: int, epoch: int = 1) -> tuple[list[
 @pytest.mark.parametrize("workers", [0, 2])
 @pytest.mark.parametrize("k", [1, 3])
 def test_torch_resume_mid_epoch_loses_and_repeats_nothing(urls, workers, k):
-    cfg = _cfg(urls, workers=workers)
+    cfg = small_config(urls, workers=workers)
     before, after, state = _resume("torch", cfg, k)
     assert state["epoch"] == 1 and sum(state["consumed"]) == 4 * k
     keys = [key for b in before + after for key in b.keys]
@@ -139,25 +128,25 @@ def test_torch_resume_mid_epoch_loses_and_repeats_nothing(urls, workers, k):
 
 
 def test_state_at_an_epoch_end_starts_the_next_epoch(urls):
-    loader = make_loader("torch", _cfg(urls))
+    loader = make_loader("torch", small_config(urls))
     list(loader)
     state = loader.state_dict()
     assert state["epoch"] == 1 and state["consumed"] == [0]
 
 
 def test_resume_with_other_settings_is_refused(urls):
-    state = make_loader("torch", _cfg(urls, workers=2)).state_dict()
+    state = make_loader("torch", small_config(urls, workers=2)).state_dict()
     with pytest.raises(ValueError, match="readers"):
-        make_loader("torch", _cfg(urls, workers=1)).load_state_dict(state)
+        make_loader("torch", small_config(urls, workers=1)).load_state_dict(state)
     with pytest.raises(ValueError, match="seed"):
-        make_loader("torch", _cfg(urls, workers=2, seed=5)).load_state_dict(state)
+        make_loader("torch", small_config(urls, workers=2, seed=5)).load_state_dict(state)
 
 
 def test_shardloader_keywords_and_config_are_one_path(urls):
     with pytest.raises(TypeError, match="wokers"):
         ShardLoader(urls, wokers=2)
     plain = ShardLoader(urls, batch_size=4, workers=0, shuffle_buffer=16, augment=AugmentSpec(size=32))
-    via_config = ShardLoader.from_config(_cfg(urls))
+    via_config = ShardLoader.from_config(small_config(urls))
     assert [labels.tolist() for _, labels in plain] == [b.labels.tolist() for b in via_config]
 
 

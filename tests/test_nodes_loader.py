@@ -12,20 +12,19 @@ pytest.importorskip("torchdata.nodes")
 
 from loaders import AugmentSpec, LoaderConfig, SampleError, make_loader
 from loaders.nodes_loader import NodesLoader
-from tests.shardkit import label_of, make_shards, tiny_jpeg, write_shard
-
-ALL_KEYS = [f"{i:06d}" for i in range(40)]
+from tests.shardkit import (
+    ALL_KEYS,
+    key_label_pairs,
+    label_of,
+    make_shards,
+    small_config,
+    tiny_jpeg,
+    write_shard,
+)
 
 
 def _cfg(urls=None, **kw) -> LoaderConfig:
-    base = {"batch_size": 4, "workers": 2, "shuffle_buffer": 16, "augment": AugmentSpec(size=32)}
-    return LoaderConfig(urls=urls, **{**base, **kw})
-
-
-def _pairs(batches) -> Counter:
-    return Counter(
-        (k, int(label)) for b in batches for k, label in zip(b.keys, b.labels.tolist(), strict=True)
-    )
+    return small_config(urls, **{"workers": 2, **kw})
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +41,7 @@ def test_every_epoch_is_the_full_multiset_with_stats(urls, method):
         batches = list(loader)
         assert [len(b) for b in batches] == [4] * 10
         assert all(b.images.dtype == torch.uint8 and b.images.shape[1:] == (3, 32, 32) for b in batches)
-        assert _pairs(batches) == Counter((k, label_of(k)) for k in ALL_KEYS)
+        assert key_label_pairs(batches) == Counter((k, label_of(k)) for k in ALL_KEYS)
     stats = loader.stats
     assert stats.samples == 80 and stats.bytes_read > 0
     assert all(stats.wall_s[stage] > 0 for stage in ("fetch", "decode", "augment", "collate"))
@@ -121,7 +120,7 @@ def test_objects_layout_on_nodes_with_resume(tmp_path):
         objects=objects, batch_size=4, workers=2, shuffle_buffer=8, augment=AugmentSpec(size=32)
     )
     whole = list(make_loader("nodes", cfg))
-    assert _pairs(whole) == Counter((k, label) for k, _, label in objects)
+    assert key_label_pairs(whole) == Counter((k, label) for k, _, label in objects)
     first = make_loader("nodes", cfg)
     it = iter(first)
     head = next(it)
