@@ -24,9 +24,10 @@ from typing import Any, Protocol, runtime_checkable
 
 import torch
 
+from .assemble import Batch
 from .decode import AugmentSpec, normalize_batch
 from .instrument import StageStats
-from .pipeline import Batch, PipelineSpec
+from .pipeline import PipelineSpec
 from .shards import expand_urls
 from .sources import SourceSpec, default_cache_bytes
 from .tario import DEFAULT_MAX_MEMBER_BYTES

@@ -54,10 +54,11 @@ from collections.abc import Iterator, Sequence
 
 import torch
 
+from .assemble import Batch
 from .dali_feed import _Feed
 from .decode import IMAGENET_MEAN, IMAGENET_STD, AugmentSpec
 from .instrument import StageStats
-from .pipeline import Batch, PipelineSpec
+from .pipeline import PipelineSpec
 from .shards import expand_urls, shards_for
 from .sources import OBJECT_PROTOCOLS, SourceSpec
 

@@ -75,14 +75,17 @@ def random_resized_crop_box(
     return (width - w) // 2, (height - h) // 2, w, h
 
 
-def augment(image: np.ndarray, rng: random.Random, spec: AugmentSpec) -> np.ndarray:
-    """H x W x 3 uint8 -> size x size x 3 uint8 (contiguous)."""
+def augment(
+    image: np.ndarray, rng: random.Random, spec: AugmentSpec, out: np.ndarray | None = None
+) -> np.ndarray:
+    """H x W x 3 uint8 -> size x size x 3 uint8 (contiguous), written into ``out`` when given
+    (a slot of the batch buffer, so that collating needs no copy)."""
     height, width = image.shape[:2]
     x, y, w, h = random_resized_crop_box(rng, width, height, spec)
-    out = cv2.resize(image[y : y + h, x : x + w], (spec.size, spec.size), interpolation=cv2.INTER_LINEAR)
+    crop, size = image[y : y + h, x : x + w], (spec.size, spec.size)
     if spec.flip and rng.random() < 0.5:
-        out = cv2.flip(out, 1)
-    return out
+        return cv2.flip(cv2.resize(crop, size, interpolation=cv2.INTER_LINEAR), 1, dst=out)
+    return cv2.resize(crop, size, dst=out, interpolation=cv2.INTER_LINEAR)
 
 
 def collate_images(images: list[np.ndarray]) -> torch.Tensor:

@@ -7,7 +7,7 @@
 
 Threads are the default because simplejpeg and OpenCV release the GIL while they work. The steps
 are the pipeline's own (``read_shards``/``read_objects``, ``shuffled``, ``process_sample``,
-``collate_batch``) with the same stage timers and error policy, so a sweep compares the backends
+``BatchAssembler``) with the same stage timers and error policy, so a sweep compares the backends
 and not two implementations. With the same seed the batches equal the DataLoader backend's with
 ``workers=0`` (one reader, same shard order, same shuffle, same crops), whatever the thread count.
 """
@@ -22,9 +22,10 @@ import torch
 from torchdata.nodes import BaseNode, IterableWrapper, ParallelMapper, PinMemory, Prefetcher
 from torchdata.nodes import Loader as NodesRunner
 
+from .assemble import Batch, BatchAssembler
 from .contract import EpochCursor, LoaderConfig, ResumableLoader, deliver
 from .instrument import StageStats
-from .pipeline import Batch, PipelineSpec, collate_batch, finish_tail, process_sample, raw_samples, sample_rng
+from .pipeline import PipelineSpec, process_sample, raw_samples, sample_rng
 from .shards import check_splittable, shards_for
 from .sources import ShardSource
 from .tario import Sample
@@ -80,30 +81,23 @@ class _FullBatches(BaseNode[Batch]):
     def next(self) -> Batch:
         if self._done:
             raise StopIteration
-        stats, self.first = (self.first or StageStats()), None
-        images: list[np.ndarray] = []
-        labels: list[int] = []
-        keys: list[str] = []
-        consumed = 0
-        while len(images) < self.spec.batch_size:
+        batch = BatchAssembler(self.spec.batch_size, self.spec.augment.size, stats=self.first)
+        self.first = None
+        while not batch.full:
             try:
                 out, sample_stats = next(self.source)
             except StopIteration:
                 self._done = True
                 break
-            consumed += 1
-            stats.merge(sample_stats)
+            batch.consumed += 1
+            batch.stats.merge(sample_stats)
             if out is not None:
-                images.append(out[0])
-                labels.append(out[1])
-                keys.append(out[2])
-        self.drain(stats)
-        if len(images) == self.spec.batch_size:
-            return collate_batch(images, labels, keys, stats, consumed)
-        tail = finish_tail(images, labels, keys, stats, consumed, self.spec)
-        if tail is None:
+                batch.add(*out)
+        self.drain(batch.stats)
+        finished = batch.take(drop_partial=self.spec.drop_last)
+        if finished is None:
             raise StopIteration
-        return tail
+        return finished
 
 
 class NodesLoader(ResumableLoader):

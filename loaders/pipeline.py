@@ -9,14 +9,14 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from itertools import islice
 from typing import TypeVar
 
 import numpy as np
-import torch
 
-from .decode import AugmentSpec, CorruptImage, augment, collate_images, decode_jpeg
+from .assemble import Batch, BatchAssembler
+from .decode import AugmentSpec, CorruptImage, augment, decode_jpeg
 from .instrument import StageStats, Stopwatch
 from .sources import ShardSource
 from .tario import DEFAULT_MAX_MEMBER_BYTES, Sample, iter_samples
@@ -30,29 +30,6 @@ T = TypeVar("T")
 
 class SampleError(ValueError):
     """A sample that cannot be used (corrupt image, missing label); names shard and key."""
-
-
-@dataclass
-class Batch:
-    """What every loader backend yields: images N x 3 x H x W uint8 (channels_last), labels int64."""
-
-    images: torch.Tensor | None
-    labels: torch.Tensor | None
-    keys: list[str] = field(default_factory=list)
-    stats: StageStats = field(default_factory=StageStats)
-    # resume bookkeeping: how many samples of the reader's shuffled stream this batch accounts for
-    # (delivered, failed or dropped), and which reader (DataLoader worker) produced it
-    consumed: int = 0
-    reader: int = 0
-
-    def __len__(self) -> int:
-        return len(self.keys)
-
-    def pin_memory(self) -> Batch:
-        """Called by DataLoader(pin_memory=True) and torchdata's PinMemory for custom batch types."""
-        if self.images is None:
-            return self
-        return replace(self, images=self.images.pin_memory(), labels=self.labels.pin_memory())
 
 
 @dataclass(frozen=True)
@@ -141,9 +118,10 @@ def sample_rng(base: int, sample: Sample) -> random.Random:
 
 
 def process_sample(
-    sample: Sample, spec: PipelineSpec, rng: random.Random, stats: StageStats
+    sample: Sample, spec: PipelineSpec, rng: random.Random, stats: StageStats, out: np.ndarray | None = None
 ) -> tuple[np.ndarray, int, str] | None:
-    """Decode and augment one sample, adding its bytes, stage times and errors to ``stats``.
+    """Decode and augment one sample (into ``out`` when given), adding its bytes, stage times and
+    errors to ``stats``.
 
     Returns ``None`` for a sample skipped under ``on_error="skip"``; raises :class:`SampleError`
     under ``"fail"``. Errors never sleep or retry.
@@ -161,7 +139,7 @@ def process_sample(
                     f"{sample.url}: sample {sample.key!r} (tar offset {sample.offset}): {exc}"
                 ) from None
         with Stopwatch(stats, "augment"):
-            image = augment(image, rng, spec.augment)
+            image = augment(image, rng, spec.augment, out)
     except SampleError as exc:
         if spec.on_error == "fail":
             raise
@@ -179,63 +157,31 @@ def batches(
     drain: Callable[[StageStats], None] | None = None,
     *,
     start: StageStats | None = None,
+    shared: bool = False,
 ) -> Iterator[Batch]:
     """Decode, augment and collate; errors are counted per the policy and never sleep or retry.
 
     ``drain`` moves the storage counters gathered meanwhile (requests, cache) into each batch;
-    ``start`` is the first batch's stats (it receives what a resume skipped).
+    ``start`` is the first batch's stats (it receives what a resume skipped). ``shared`` puts the
+    batch buffers in shared memory (a DataLoader worker sends them to another process).
     """
     base = rng.getrandbits(64)
-    stats = start or StageStats()
-    images: list[np.ndarray] = []
-    labels: list[int] = []
-    keys: list[str] = []
-    consumed = 0
+    batch = BatchAssembler(spec.batch_size, spec.augment.size, shared=shared, stats=start)
     for sample in samples:
-        consumed += 1
-        out = process_sample(sample, spec, sample_rng(base, sample), stats)
+        batch.consumed += 1
+        out = process_sample(sample, spec, sample_rng(base, sample), batch.stats, batch.slot())
         if out is None:
             continue
-        images.append(out[0])
-        labels.append(out[1])
-        keys.append(out[2])
-        if len(images) == spec.batch_size:
+        batch.commit(out[1], out[2])
+        if batch.full:
             if drain:
-                drain(stats)
-            yield collate_batch(images, labels, keys, stats, consumed)
-            stats, images, labels, keys, consumed = StageStats(), [], [], [], 0
+                drain(batch.stats)
+            yield batch.take()  # type: ignore[misc]
     if drain:
-        drain(stats)
-    tail = finish_tail(images, labels, keys, stats, consumed, spec)
+        drain(batch.stats)
+    tail = batch.take(drop_partial=spec.drop_last)
     if tail is not None:
         yield tail
-
-
-def finish_tail(
-    images: list[np.ndarray],
-    labels: list[int],
-    keys: list[str],
-    stats: StageStats,
-    consumed: int,
-    spec: PipelineSpec,
-) -> Batch | None:
-    """The last, partial batch of a reader: delivered, or dropped with its counters kept."""
-    if images and not spec.drop_last:
-        return collate_batch(images, labels, keys, stats, consumed)
-    stats.samples -= len(images)  # a dropped tail was decoded but is not delivered
-    if stats.errors or stats.bytes_read or stats.counters or consumed:
-        # the tail's counters must still reach the consumer, or errors and bytes go missing
-        return Batch(images=None, labels=None, keys=[], stats=stats, consumed=consumed)
-    return None
-
-
-def collate_batch(
-    images: list[np.ndarray], labels: list[int], keys: list[str], stats: StageStats, consumed: int = 0
-) -> Batch:
-    with Stopwatch(stats, "collate"):
-        tensor = collate_images(images)
-        label_tensor = torch.tensor(labels, dtype=torch.int64)
-    return Batch(images=tensor, labels=label_tensor, keys=keys, stats=stats, consumed=consumed)
 
 
 def raw_samples(
@@ -285,12 +231,14 @@ def stream(
     *,
     objects: bool = False,
     skip: int = 0,
+    shared: bool = False,
 ) -> Iterator[Batch]:
     """The whole pipeline for one reader (a worker, a thread, or the main process).
 
     ``items`` are shard URLs, or with ``objects=True`` (key, url, label) of one object per sample.
-    ``skip`` drops the first samples of the reader's shuffled stream without decoding them (resume).
+    ``skip`` drops the first samples of the reader's shuffled stream without decoding them (resume);
+    ``shared`` allocates batches in shared memory (for a DataLoader worker).
     """
     first = StageStats()
     raw = raw_samples(items, source, spec, rng, objects=objects, skip=skip, skipped=first)
-    return batches(raw, spec, rng, drain=source.drain_into, start=first)
+    return batches(raw, spec, rng, drain=source.drain_into, start=first, shared=shared)

@@ -18,9 +18,10 @@ from dataclasses import fields
 import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
+from .assemble import Batch
 from .contract import EpochCursor, LoaderConfig, ResumableLoader, deliver
 from .instrument import StageStats
-from .pipeline import Batch, PipelineSpec, stream
+from .pipeline import PipelineSpec, stream
 from .shards import check_splittable, shards_for
 from .sources import ShardSource, SourceSpec
 
@@ -77,7 +78,10 @@ class ShardStream(IterableDataset):
         )
         rng = random.Random(hash((self.spec.seed, self.epoch, self.rank, worker)))
         skip = self.skip[worker] if worker < len(self.skip) else 0
-        batches = stream(mine, ShardSource(self.source), self.spec, rng, objects=self.objects, skip=skip)
+        source = ShardSource(self.source)
+        batches = stream(
+            mine, source, self.spec, rng, objects=self.objects, skip=skip, shared=info is not None
+        )
         return _tagged(batches, worker)
 
 

@@ -1,0 +1,106 @@
+"""Collating without copies: each sample's crop is written straight into its slot of the batch.
+
+A stack of 64 crops of 224 x 224 costs a 9.6 MB copy, and a DataLoader worker then copies the
+stacked batch once more into shared memory to send it: together about 7 % of the CPU time a sample
+costs here (measured, docs/benchmarks.md). The assembler allocates the batch buffer first (in
+shared memory inside a DataLoader worker, as torch's own default_collate does) and hands augment
+one slot at a time, so a full batch is already collated and already shareable.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+import torch
+
+from .instrument import StageStats, Stopwatch
+
+
+@dataclass
+class Batch:
+    """What every loader backend yields: images N x 3 x H x W uint8 (channels_last), labels int64."""
+
+    images: torch.Tensor | None
+    labels: torch.Tensor | None
+    keys: list[str] = field(default_factory=list)
+    stats: StageStats = field(default_factory=StageStats)
+    # resume bookkeeping: how many samples of the reader's shuffled stream this batch accounts for
+    # (delivered, failed or dropped), and which reader (DataLoader worker) produced it
+    consumed: int = 0
+    reader: int = 0
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def pin_memory(self) -> Batch:
+        """Called by DataLoader(pin_memory=True) and torchdata's PinMemory for custom batch types."""
+        if self.images is None:
+            return self
+        return replace(self, images=self.images.pin_memory(), labels=self.labels.pin_memory())
+
+
+class BatchAssembler:
+    """One reader's batch under construction: N x H x W x 3 uint8 slots, labels, keys and counters.
+
+    ``slot()`` is where the next image goes (augment writes into it); ``commit`` keeps it. A sample
+    that fails after taking a slot is simply not committed, and the next one reuses the slot.
+    """
+
+    def __init__(
+        self, batch_size: int, image_size: int, *, shared: bool = False, stats: StageStats | None = None
+    ) -> None:
+        self.batch_size, self.image_size, self.shared = batch_size, image_size, shared
+        self._images: torch.Tensor | None = None
+        self.labels: list[int] = []
+        self.keys: list[str] = []
+        self.stats = stats or StageStats()
+        self.consumed = 0  # samples of the reader's stream this batch accounts for (resume)
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    @property
+    def full(self) -> bool:
+        return len(self.keys) == self.batch_size
+
+    def slot(self) -> np.ndarray:
+        if self._images is None:
+            with Stopwatch(self.stats, "collate"):
+                self._images = self._allocate()
+        return self._images[len(self.keys)].numpy()
+
+    def commit(self, label: int, key: str) -> None:
+        self.labels.append(label)
+        self.keys.append(key)
+
+    def add(self, image: np.ndarray, label: int, key: str) -> None:
+        """An image made elsewhere (a mapper thread): copied into its slot."""
+        slot = self.slot()
+        with Stopwatch(self.stats, "collate"):
+            slot[...] = image
+        self.commit(label, key)
+
+    def take(self, *, drop_partial: bool = False) -> Batch | None:
+        """The batch so far, and a fresh assembler state. A partial batch under ``drop_partial`` loses
+        its images but keeps its counters (errors and bytes must still reach the consumer)."""
+        n, stats, consumed, keys, labels, images = (
+            len(self.keys), self.stats, self.consumed, self.keys, self.labels, self._images,
+        )  # fmt: skip
+        self._images, self.labels, self.keys, self.stats, self.consumed = None, [], [], StageStats(), 0
+        if n and (n == self.batch_size or not drop_partial):
+            with Stopwatch(stats, "collate"):
+                label_tensor = torch.tensor(labels, dtype=torch.int64)
+            assert images is not None
+            return Batch(images[:n].permute(0, 3, 1, 2), label_tensor, keys, stats, consumed)
+        stats.samples -= n  # a dropped tail was decoded but is not delivered
+        if stats.errors or stats.bytes_read or stats.counters or consumed:
+            return Batch(images=None, labels=None, keys=[], stats=stats, consumed=consumed)
+        return None
+
+    def _allocate(self) -> torch.Tensor:
+        shape = (self.batch_size, self.image_size, self.image_size, 3)
+        if not self.shared:
+            return torch.empty(shape, dtype=torch.uint8)
+        storage = torch.UntypedStorage._new_shared(int(np.prod(shape)))
+        return torch.empty(0, dtype=torch.uint8).set_(storage).view(shape)
