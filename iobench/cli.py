@@ -24,8 +24,12 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     from .sweep import ensure_dataset, run_sweep, stage_tiers
 
     config = load_config(args.config)
-    if args.on_error:
-        config = replace(config, run=replace(config.run, on_error=args.on_error))
+    overrides = {
+        "on_error": args.on_error,
+        "repeats": args.repeats,
+        "diagnose": True if args.command == "diagnose" else None,
+    }
+    config = replace(config, run=replace(config.run, **{k: v for k, v in overrides.items() if v is not None}))
     run_dir = Path(args.out or f"iobench-runs/{dt.datetime.now():%Y%m%d-%H%M%S}").absolute()
     cells = config.cells()
     console.print(f"[bold]iobench sweep[/bold] {config.source}: {len(cells)} cell(s) -> {run_dir}")
@@ -175,6 +179,16 @@ def _cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _at_least_one(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a whole number >= 1")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     from . import __version__
 
@@ -190,7 +204,23 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--on-error", choices=("skip", "fail"), help="corrupt or unlabelled samples: skip and count, or fail"
     )
+    s.add_argument(
+        "--repeats", type=_at_least_one, help="runs per cell, for a confidence interval (run.repeats)"
+    )
     s.set_defaults(func=_cmd_sweep)
+
+    dg = sub.add_parser(
+        "diagnose",
+        help="a sweep with the differential ceilings (accelerator, prep from RAM, fetch from the tier) "
+        "and the accelerator-capacity check in every cell",
+    )
+    dg.add_argument("config", nargs="?", help="sweep YAML (see configs/)")
+    dg.add_argument("--out", help="run directory (default iobench-runs/<timestamp>)")
+    dg.add_argument("--on-error", choices=("skip", "fail"), help="as for sweep")
+    dg.add_argument(
+        "--repeats", type=_at_least_one, help="runs per cell, for a confidence interval (run.repeats)"
+    )
+    dg.set_defaults(func=_cmd_sweep)
 
     d = sub.add_parser("dataset", help="make datasets").add_subparsers(dest="dataset_command", required=True)
     syn = d.add_parser("synth", help="synthesise ImageNet-like WebDataset shards")

@@ -22,6 +22,7 @@ from .units import parse_size
 CACHE_STATES = ("cold", "warm", "as-is")
 ERROR_POLICIES = ("skip", "fail")
 DEMANDS = ("training", "mlperf_storage")
+CUSTOM_ACCELERATOR = "custom"
 
 
 class ConfigError(ValueError):
@@ -101,17 +102,20 @@ class AcceleratorSpec:
     model: str
     demand: str
     count: int
+    samples_per_s: float | None = None  # type "custom": a demand given in the sweep file
 
 
 @dataclass(frozen=True)
 class RunSpec:
     cache: list[str]
-    warmup_steps: int
+    warmup_steps: int | str  # a count, or "auto": detected from the step series (MSER-5)
     max_steps: int | None
     epochs: int
     on_error: str
     seed: int
     timeout_s: int
+    repeats: int = 1
+    diagnose: bool = False  # differential ceilings and, for emulated accelerators, the capacity answer
 
 
 @dataclass(frozen=True)
@@ -157,7 +161,10 @@ class SweepConfig:
             self.tiers, self.loaders, self.accelerators, self.run.cache
         ):
             for workers, batch in itertools.product(loader.workers, loader.batch_size):
-                acc_label = f"{acc.type}x{acc.count}" if acc.kind == "emulated" else f"torch-{acc.model}"
+                rate = f"{acc.samples_per_s:g}" if acc.samples_per_s else ""
+                acc_label = (
+                    f"{acc.type}{rate}x{acc.count}" if acc.kind == "emulated" else f"torch-{acc.model}"
+                )
                 layout = "" if loader.layout == "shards" else f"-{loader.layout}"
                 cell_id = _slug(
                     f"{tier['name']}{layout}-{loader.kind}-w{workers}-b{batch}-{acc_label}-{cache}"
@@ -291,12 +298,29 @@ def _accelerators(raw: Any) -> list[AcceleratorSpec]:
         where = f"accelerators[{i}]"
         d = _check_keys(
             item,
-            {"kind": "emulated", "type": None, "model": "resnet50", "demand": "training", "count": 1},
+            {
+                "kind": "emulated",
+                "type": None,
+                "model": "resnet50",
+                "demand": "training",
+                "count": 1,
+                "samples_per_s": None,
+            },
             where,
         )
         kind = _choice(d["kind"], ("emulated", "torch"), f"{where}.kind")
-        if kind == "emulated":
-            acc_type = _choice(d["type"], tuple(sorted(table)), f"{where}.type")
+        rate = d["samples_per_s"]
+        if kind == "emulated" and (d["type"] == CUSTOM_ACCELERATOR or rate is not None):
+            if d["type"] != CUSTOM_ACCELERATOR or isinstance(rate, bool) or not isinstance(rate, int | float):
+                raise ConfigError(
+                    f"{where}: a demand of your own needs type: {CUSTOM_ACCELERATOR} and samples_per_s: "
+                    f"a number (got type={d['type']!r}, samples_per_s={rate!r})"
+                )
+            if rate <= 0:
+                raise ConfigError(f"{where}.samples_per_s={rate!r}: expected a number > 0")
+            acc_type = CUSTOM_ACCELERATOR
+        elif kind == "emulated":
+            acc_type = _choice(d["type"], (*sorted(table), CUSTOM_ACCELERATOR), f"{where}.type")
             _choice(d["model"], tuple(sorted(table[acc_type]["models"])), f"{where}.model")
         else:
             acc_type = None
@@ -308,6 +332,7 @@ def _accelerators(raw: Any) -> list[AcceleratorSpec]:
                 model=d["model"],
                 demand=_choice(d["demand"], DEMANDS, f"{where}.demand"),
                 count=_int(d["count"], f"{where}.count", 1),  # type: ignore[arg-type]
+                samples_per_s=float(rate) if rate is not None else None,
             )
         )
     return out
@@ -318,24 +343,35 @@ def _run(raw: Any) -> RunSpec:
         raw or {},
         {
             "cache": ["cold"],
-            "warmup_steps": 5,
+            "warmup_steps": "auto",
             "max_steps": None,
             "epochs": 1,
             "on_error": "skip",
             "seed": 0,
             "timeout_s": 900,
+            "repeats": 1,
+            "diagnose": False,
         },
         "run",
     )
+    warmup = d["warmup_steps"]
+    if warmup != "auto" and (isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0):
+        raise ConfigError(
+            f"run.warmup_steps={warmup!r}: expected auto (detected from the steps) or an integer >= 0"
+        )
+    if not isinstance(d["diagnose"], bool):
+        raise ConfigError(f"run.diagnose={d['diagnose']!r}: expected true or false")
     caches = d["cache"] if isinstance(d["cache"], list) else [d["cache"]]
     return RunSpec(
         cache=[_choice(c, CACHE_STATES, f"run.cache[{i}]") for i, c in enumerate(caches)],
-        warmup_steps=_int(d["warmup_steps"], "run.warmup_steps"),  # type: ignore[arg-type]
+        warmup_steps=warmup,  # type: ignore[arg-type]
         max_steps=_int(d["max_steps"], "run.max_steps", 1, optional=True),
         epochs=_int(d["epochs"], "run.epochs", 1),  # type: ignore[arg-type]
         on_error=_choice(d["on_error"], ERROR_POLICIES, "run.on_error"),
         seed=_int(d["seed"], "run.seed"),  # type: ignore[arg-type]
         timeout_s=_int(d["timeout_s"], "run.timeout_s", 1),  # type: ignore[arg-type]
+        repeats=_int(d["repeats"], "run.repeats", 1),  # type: ignore[arg-type]
+        diagnose=d["diagnose"],
     )
 
 

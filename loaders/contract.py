@@ -31,6 +31,7 @@ from .pipeline import PipelineSpec
 from .shards import expand_urls
 from .sources import SourceSpec, default_cache_bytes
 from .tario import DEFAULT_MAX_MEMBER_BYTES
+from .throttle import ThrottleSpec
 
 STATE_VERSION = 1
 
@@ -49,6 +50,7 @@ class LoaderConfig:
     shard_sizes: dict[str, int] = field(default_factory=dict)
     part_bytes: int = 8 * 2**20
     concurrency: int = 4
+    throttle: ThrottleSpec | None = None  # emulate a slower link (bandwidth cap, latency per request)
     batch_size: int = 64
     workers: int = 2
     prefetch: int = 2
@@ -106,6 +108,7 @@ class LoaderConfig:
             sizes=dict(self.shard_sizes or {}),
             part_bytes=self.part_bytes,
             concurrency=self.concurrency,
+            throttle=self.throttle,
         )
 
 

@@ -7,11 +7,11 @@ stage is the time the reader actually waited for the next sample's bytes.
 
 from __future__ import annotations
 
-import time
 from collections import deque
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 
+from .instrument import clocks, since
 from .sources import ShardSource
 from .tario import Sample
 
@@ -37,7 +37,7 @@ def read_objects(
             pass
         while pending:
             (key, url, label), future = pending.popleft()
-            w0, c0 = time.perf_counter(), time.thread_time()
+            start = clocks()
             data = future.result()  # a failed read raises here, with the URL in its message
             submit()
             ext = url.rsplit(".", 1)[-1].lower() if "." in url.rsplit("/", 1)[-1] else "jpg"
@@ -47,6 +47,6 @@ def read_objects(
                 offset=0,
                 parts={ext: data, "cls": str(label).encode()},
                 read_bytes=len(data),
-                fetch_wall_s=time.perf_counter() - w0,
-                fetch_cpu_s=time.thread_time() - c0,
+                fetch_wall_s=(fetched := since(start))[0],
+                fetch_cpu_s=fetched[1],
             )

@@ -7,7 +7,6 @@ compares backends rather than accidental differences in the work done.
 from __future__ import annotations
 
 import random
-import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
@@ -17,7 +16,7 @@ import numpy as np
 
 from .assemble import Batch, BatchAssembler
 from .decode import AugmentSpec, CorruptImage, augment, decode_jpeg
-from .instrument import StageStats, Stopwatch
+from .instrument import StageStats, Stopwatch, clocks, since
 from .sources import ShardSource
 from .tario import DEFAULT_MAX_MEMBER_BYTES, Sample, iter_samples
 
@@ -61,10 +60,9 @@ def _samples_of(raw, url: str, spec: PipelineSpec) -> Iterator[Sample]:
 def read_shards(urls: Iterable[str], source: ShardSource, spec: PipelineSpec) -> Iterator[Sample]:
     """Stream the samples of each shard in turn; opening the shard counts as fetch time."""
     for url in urls:
-        t0 = time.perf_counter()
-        c0 = time.thread_time()
+        start = clocks()
         with source.open(url) as raw:
-            opened_wall, opened_cpu = time.perf_counter() - t0, time.thread_time() - c0
+            opened_wall, opened_cpu = since(start)
             for sample in _samples_of(raw, url, spec):
                 sample.fetch_wall_s += opened_wall
                 sample.fetch_cpu_s += opened_cpu

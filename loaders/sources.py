@@ -11,13 +11,14 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
 import fsspec
 
 from .instrument import StageStats
+from .throttle import Throttle, ThrottledFile, ThrottleSpec
 
 OBJECT_PROTOCOLS = ("s3", "s3a", "rados")
 LOCAL_BUFFER = 4 * 2**20
@@ -34,9 +35,11 @@ class SourceSpec:
     concurrency: int = 4
     sizes: dict[str, int] = field(default_factory=dict)  # url -> bytes, saves a HEAD per shard
     etags: dict[str, str] = field(default_factory=dict)
+    throttle: ThrottleSpec | None = None  # emulate a slower link: bandwidth cap + latency per request
 
     def __repr__(self) -> str:  # storage options may hold credentials: never print them
-        return f"SourceSpec(cache_dir={self.cache_dir!r}, cache_bytes={self.cache_bytes}, ...)"
+        throttle = f", throttle={self.throttle!r}" if self.throttle else ""
+        return f"SourceSpec(cache_dir={self.cache_dir!r}, cache_bytes={self.cache_bytes}{throttle}, ...)"
 
 
 class ShardSource:
@@ -45,6 +48,7 @@ class ShardSource:
         self._readers: dict[str, object] = {}
         self._cache = None
         self._lock = threading.Lock()
+        self._throttle = Throttle(spec.throttle) if spec.throttle is not None else None
 
     def _reader(self, protocol: str):
         with self._lock:  # per-sample reads call this from several threads
@@ -72,7 +76,22 @@ class ShardSource:
 
     @contextlib.contextmanager
     def open(self, url: str) -> Iterator[BinaryIO]:
-        protocol = url.split("://", 1)[0] if "://" in url else "file"
+        protocol = _protocol(url)
+        throttle = self._throttle
+        if throttle is None or self._behind_cache(protocol):
+            # a cache hit never crosses the throttled link; a miss is charged in its download
+            with self._open_raw(url, protocol) as f:
+                yield f
+            return
+        throttle.request()
+        with self._open_raw(url, protocol) as f:
+            yield ThrottledFile(f, throttle)  # type: ignore[misc]
+
+    def _behind_cache(self, protocol: str) -> bool:
+        return protocol in OBJECT_PROTOCOLS and bool(self.spec.cache_dir)
+
+    @contextlib.contextmanager
+    def _open_raw(self, url: str, protocol: str) -> Iterator[BinaryIO]:
         if protocol == "file":
             # a large buffer turns ~110 KB member reads into 4 MiB reads: 3x the cold throughput
             # of the default 8 KiB buffer on this kind of VM (benchmarks/bench_local_read.py)
@@ -88,7 +107,7 @@ class ShardSource:
         size = self.spec.sizes.get(url)
         if self.spec.cache_dir:
             f = self._shard_cache().open_shard(
-                url, lambda u, out: reader.download(u, out, size), size=size, etag=self.spec.etags.get(url)
+                url, self._fetcher(reader, size), size=size, etag=self.spec.etags.get(url)
             )
             with f:
                 yield f
@@ -99,9 +118,30 @@ class ShardSource:
             finally:
                 stream.close()
 
+    def _fetcher(self, reader, size: int | None) -> Callable[[str, BinaryIO], None]:
+        """The cache's download of one shard; with a throttle it is one request over the link."""
+        throttle = self._throttle
+
+        def fetch(url: str, out: BinaryIO) -> None:
+            if throttle is not None:
+                throttle.request()
+            reader.download(url, out, size)
+            if throttle is not None:
+                throttle.charge(out.tell())
+
+        return fetch
+
     def read_object(self, url: str) -> bytes:
         """A whole (small) object: one ranged GET on an object store, one read on a file system."""
-        protocol = url.split("://", 1)[0] if "://" in url else "file"
+        if self._throttle is None:
+            return self._read_object_raw(url)
+        self._throttle.request()
+        data = self._read_object_raw(url)
+        self._throttle.charge(len(data))
+        return data
+
+    def _read_object_raw(self, url: str) -> bytes:
+        protocol = _protocol(url)
         if protocol in OBJECT_PROTOCOLS:
             reader = self._reader(protocol)
             size = self.spec.sizes.get(url)
@@ -130,10 +170,18 @@ class ShardSource:
             stats.add_latencies(rs.latencies_ms)
         if self._cache is not None:
             stats.counters.update({f"cache_{k}": v for k, v in self._cache.reset_stats().as_dict().items()})
+        if self._throttle is not None:
+            stats.counters.update(self._throttle.take_counters())
 
     def close(self) -> None:
         for reader in self._readers.values():
             reader.close()
+        if self._throttle is not None:
+            self._throttle.close()
+
+
+def _protocol(url: str) -> str:
+    return url.split("://", 1)[0] if "://" in url else "file"
 
 
 def source_for(spec: SourceSpec | None) -> ShardSource:

@@ -6,10 +6,11 @@ byte offset, and so that every byte taken from the storage is counted and timed.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import BinaryIO
+
+from .instrument import clocks, since
 
 BLOCK = 512
 DEFAULT_MAX_MEMBER_BYTES = 256 * 2**20
@@ -48,7 +49,7 @@ class _TimedReader:
         self.raw, self.counter, self.offset = raw, counter, 0
 
     def read_exact(self, n: int) -> bytes:
-        w0, c0 = time.perf_counter(), time.thread_time()
+        start = clocks()
         chunks, got = [], 0
         while got < n:
             chunk = self.raw.read(n - got)
@@ -56,8 +57,9 @@ class _TimedReader:
                 break
             chunks.append(chunk)
             got += len(chunk)
-        self.counter.wall_s += time.perf_counter() - w0
-        self.counter.cpu_s += time.thread_time() - c0
+        wall, cpu = since(start)
+        self.counter.wall_s += wall
+        self.counter.cpu_s += cpu
         self.counter.bytes += got
         self.offset += got
         return chunks[0] if len(chunks) == 1 else b"".join(chunks)

@@ -7,6 +7,8 @@ from rich.table import Table
 
 from ..units import format_bytes
 
+LOST_ORDER = ("fetch", "decode", "augment", "collate", "h2d")
+
 
 def _pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.0f} %"
@@ -73,9 +75,67 @@ def print_report(summaries: list[dict], console: Console | None = None) -> None:
                     line += f", {e['requests']:.0f} GETs ({e['retries']:.0f} retried)"
                     line += f", p99 {p99:.0f} ms" if p99 is not None else ""
                 console.print(f"   - {line}")
+        _print_diagnosis(s, console)
         note = s["cache_state"].get("note")
         if note:
             console.print(f"   - cache: {note}")
         errors = s["loader_stats"].get("errors") or {}
         if errors:
             console.print(f"   - skipped samples: {errors} (e.g. {s['loader_stats']['error_examples'][:1]})")
+
+
+def _interval(stats: dict, fmt: str) -> str:
+    if stats.get("ci_low") is None:
+        return f"{fmt.format(stats['median'])} (one run: no interval)"
+    return (
+        f"{fmt.format(stats['mean'])} (95 % CI {fmt.format(stats['ci_low'])}-{fmt.format(stats['ci_high'])}, "
+        f"{stats['n']} runs, spread {100 * stats['spread']:.1f} %)"
+    )
+
+
+def _print_diagnosis(s: dict, console: Console) -> None:
+    """Warm-up, repeats, the differential attribution and the capacity answer of one cell."""
+    warm = s.get("warmup")
+    if warm:
+        console.print(f"   - warm-up: {warm['steps']} step(s) left out ({warm['method']})")
+    stability = s.get("stability")
+    if stability and stability["samples_per_s"]["n"] > 1:
+        sps, au = stability["samples_per_s"], stability["au"]
+        flag = (
+            " [yellow]UNSTABLE: the runs disagree by more than 5 %[/yellow]"
+            if sps["unstable"] or au["unstable"]
+            else ""
+        )
+        console.print(
+            f"   - repeats: samples/s {_interval(sps, '{:,.0f}')}; AU {_interval(au, '{:.2f}')}{flag}"
+        )
+    a = s.get("attribution")
+    if a:
+        console.print(f"   - {a['statement']}")
+        console.print(
+            f"   - measured {a['measured_samples_per_s']:,.0f}/s against the predicted "
+            f"{a['predicted_samples_per_s']:,.0f}/s ({100 * a['prediction_error']:+.0f} %)"
+        )
+        lost = a["lost_fraction"]
+        console.print(
+            f"   - of the wall time, the accelerator computed {_pct(a['au'])}; lost to "
+            + ", ".join(f"{k} {100 * lost[k]:.1f} %" for k in LOST_ORDER if k in lost)
+        )
+        cap = a.get("capacity")
+        if cap:
+            n = cap["max_accelerators"]
+            what = (
+                f"{cap['accelerator']} ({cap['model']}, {cap['demand_per_accelerator']:,.0f} samples/s each)"
+            )
+            answer = (
+                f"feeds at most {n} x {what} at >= 90 % AU"
+                if n
+                else f"cannot keep one {what} at 90 % AU: it feeds {cap['input_ceiling_samples_per_s'] / cap['demand_per_accelerator']:.0%} of one"
+            )
+            checks = "; ".join(f"x{c['count']}: AU {c['au']:.2f}" for c in cap["checks"])
+            verdict = "confirmed" if cap["confirmed"] else "[yellow]NOT confirmed[/yellow]"
+            console.print(
+                f"   - capacity: this tier + loader {answer}; checked by running it ({checks}): {verdict}"
+            )
+    for w in s.get("warnings") or []:
+        console.print(f"   - [yellow]note[/yellow]: {w}")

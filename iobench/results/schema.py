@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 RESULT_SCHEMA = pa.schema(
     [
@@ -53,6 +53,30 @@ RESULT_SCHEMA = pa.schema(
         ("retries", pa.int64()),
         ("request_failures", pa.int64()),
         ("request_p99_ms", pa.float64()),
+        ("warmup_steps", pa.int32()),
+        ("warmup_method", pa.string()),
+        ("repeats", pa.int32()),
+        ("samples_per_s_ci_low", pa.float64()),
+        ("samples_per_s_ci_high", pa.float64()),
+        ("au_ci_low", pa.float64()),
+        ("au_ci_high", pa.float64()),
+        ("unstable", pa.bool_()),
+        ("epoch_delta", pa.float64()),
+        ("accelerator_ceiling", pa.float64()),
+        ("prep_ceiling", pa.float64()),
+        ("fetch_ceiling", pa.float64()),
+        ("fetch_ceiling_bytes_per_s", pa.float64()),
+        ("differential_binding", pa.string()),  # accelerator | prep | fetch, with run.diagnose
+        ("methods_agree", pa.bool_()),
+        ("prediction_error", pa.float64()),
+        ("lost_fetch", pa.float64()),
+        ("lost_decode", pa.float64()),
+        ("lost_augment", pa.float64()),
+        ("lost_collate", pa.float64()),
+        ("lost_h2d", pa.float64()),
+        ("max_accelerators", pa.int32()),
+        ("capacity_confirmed", pa.bool_()),
+        ("notes", pa.string()),
         ("verdict", pa.string()),  # accelerator | prep | fetch | unknown | failed
         ("binding_stage", pa.string()),
         ("headline", pa.string()),
@@ -88,6 +112,12 @@ def summary_to_row(summary: dict) -> dict:
     counters = (summary.get("loader_stats_all_steps") or {}).get("counters") or {}
     latency = (summary.get("loader_stats_all_steps") or {}).get("request_latency_ms") or {}
     acc_name = acc.get("type") if acc.get("kind") == "emulated" else f"torch:{acc.get('model')}"
+    stability = summary.get("stability") or {}
+    sps, au = stability.get("samples_per_s") or {}, stability.get("au") or {}
+    ceilings = summary.get("ceilings") or {}
+    attribution = summary.get("attribution") or {}
+    lost = attribution.get("lost_fraction") or {}
+    cap = attribution.get("capacity") or {}
     return {
         "cell_id": cell.get("cell_id"),
         "status": summary.get("status"),
@@ -130,6 +160,30 @@ def summary_to_row(summary: dict) -> dict:
         "retries": counters.get("retries"),
         "request_failures": counters.get("request_failures"),
         "request_p99_ms": latency.get("p99"),
+        "warmup_steps": (summary.get("warmup") or {}).get("steps"),
+        "warmup_method": (summary.get("warmup") or {}).get("method"),
+        "repeats": sps.get("n"),
+        "samples_per_s_ci_low": sps.get("ci_low"),
+        "samples_per_s_ci_high": sps.get("ci_high"),
+        "au_ci_low": au.get("ci_low"),
+        "au_ci_high": au.get("ci_high"),
+        "unstable": (sps.get("unstable") or au.get("unstable")) if stability else None,
+        "epoch_delta": summary.get("epoch_delta"),
+        "accelerator_ceiling": (ceilings.get("accelerator") or {}).get("samples_per_s"),
+        "prep_ceiling": (ceilings.get("prep") or {}).get("samples_per_s"),
+        "fetch_ceiling": (ceilings.get("fetch") or {}).get("samples_per_s"),
+        "fetch_ceiling_bytes_per_s": (ceilings.get("fetch") or {}).get("bytes_per_s"),
+        "differential_binding": attribution.get("binding"),
+        "methods_agree": attribution.get("agree"),
+        "prediction_error": attribution.get("prediction_error"),
+        "lost_fetch": lost.get("fetch"),
+        "lost_decode": lost.get("decode"),
+        "lost_augment": lost.get("augment"),
+        "lost_collate": lost.get("collate"),
+        "lost_h2d": lost.get("h2d"),
+        "max_accelerators": cap.get("max_accelerators"),
+        "capacity_confirmed": cap.get("confirmed"),
+        "notes": " | ".join(summary.get("warnings") or []) or None,
         "verdict": v.get("bound") if summary.get("status") == "ok" else "failed",
         "binding_stage": v.get("binding_stage"),
         "headline": v.get("headline") or summary.get("error"),

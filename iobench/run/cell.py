@@ -14,7 +14,6 @@ import os
 import platform
 import socket
 import sys
-import time
 import traceback
 from pathlib import Path
 
@@ -24,16 +23,17 @@ import torch
 from loaders.instrument import STAGES
 
 from .. import __version__
-from ..analysis.metrics import compute_metrics
-from ..analysis.verdict import attribute
-from ..demand import lookup_demand
+from ..analysis.differential import combine
+from ..analysis.honesty import cache_warnings, epoch_delta
+from ..analysis.repeats import summarize
+from ..demand import Demand, lookup_demand
 from ..results.schema import SCHEMA_VERSION, STEP_SCHEMA
 from ..results.store import publish_cell
 from ..tiers import make_tier
 from .accelerator import EmulatedAccelerator, TorchTrainStep
-from .loaderfactory import build_loader
-from .steploop import StepRow, epoch_rows, run_steps
-from .telemetry import TelemetrySampler
+from .diagnose import check_capacity, measure_ceilings
+from .measure import Measurement, measure
+from .steploop import StepRow, epoch_rows
 
 
 def _now() -> str:
@@ -81,9 +81,15 @@ def _cpu_model() -> str:
 
 
 def make_consumer(acc: dict):
-    if acc["kind"] == "emulated":
-        return EmulatedAccelerator(lookup_demand(acc["type"], acc["model"], acc["demand"]), acc["count"])
-    return TorchTrainStep(acc["model"])
+    if acc["kind"] == "torch":
+        return TorchTrainStep(acc["model"])
+    if acc.get("samples_per_s"):
+        demand = Demand(
+            "custom", acc["model"], "custom", float(acc["samples_per_s"]), "given in the sweep file"
+        )
+    else:
+        demand = lookup_demand(acc["type"], acc["model"], acc["demand"])
+    return EmulatedAccelerator(demand, acc["count"])
 
 
 def _steps_table(rows: list[StepRow]) -> pa.Table:
@@ -121,37 +127,52 @@ def loader_inputs(tier, manifest, loader: dict) -> tuple[list, dict]:
     return items, source
 
 
+def _median_run(runs: list[Measurement]) -> Measurement:
+    """The run whose samples/s is the median (the lower one of an even count): a real run, so all
+    of its figures belong together."""
+    ordered = sorted(runs, key=lambda m: m.metrics.samples_per_s)
+    return ordered[(len(ordered) - 1) // 2]
+
+
 def run_cell(cell: dict, run_dir: Path) -> dict:
     """Measure one cell and publish its directory; returns the summary."""
     started = _now()
     tier = make_tier(cell["tier"])
     manifest = tier.load_manifest()
-    cache_state = tier.prepare(manifest, cell["cache"])
     items, source_options = loader_inputs(tier, manifest, cell["loader"])
     consumer = make_consumer(cell["accelerator"])
     run = cell["run"]
-    loader = cell["loader"]
     cores = _host()["usable_cpus"]
 
-    with TelemetrySampler() as telemetry:
-        created_at = time.perf_counter()
-        make_epoch = build_loader(items, source_options, loader, run)
-        log = run_steps(
-            make_epoch,
-            consumer,
-            created_at=created_at,
-            epochs=run["epochs"],
-            warmup_steps=run["warmup_steps"],
-            max_steps=run["max_steps"],
-        )
-    metrics = compute_metrics(log.rows, log.time_to_first_batch_s)
-    verdict = attribute(
-        metrics,
-        log.measured_stats,
-        workers=loader["workers"],
-        cores=cores,
-        demand_samples_per_s=consumer.demand_samples_per_s,
+    ceilings = (
+        measure_ceilings(tier, manifest, cell, items, source_options, consumer)
+        if run.get("diagnose")
+        else None
     )
+    runs = [
+        measure(tier, manifest, cell, items, source_options, consumer, cores)
+        for _ in range(run.get("repeats", 1))
+    ]
+    chosen = _median_run(runs)
+    log, metrics, verdict, telemetry = chosen.log, chosen.metrics, chosen.verdict, chosen.telemetry
+    attribution = None
+    if ceilings:
+        attribution = combine(
+            {k: c.samples_per_s for k, c in ceilings.items()},
+            verdict,
+            measured_samples_per_s=metrics.samples_per_s,
+            au=metrics.au,
+            wall_s=metrics.wall_s,
+            wait_s=metrics.wait_s,
+            h2d_s=metrics.h2d_s,
+            stage_ms=log.measured_stats.per_sample_ms("wall"),
+        ).as_dict()
+        if isinstance(consumer, EmulatedAccelerator):
+            input_ceiling = min(ceilings["prep"].samples_per_s, ceilings["fetch"].samples_per_s)
+            attribution["capacity"] = check_capacity(
+                tier, manifest, cell, items, source_options, consumer, cores, input_ceiling
+            )
+    epochs = epoch_rows(log)
     device_bytes = telemetry.disk_read_bytes(log.measure_start or 0.0, log.measure_end or 0.0)
     tier_description = tier.describe()
     tier_device = ((tier_description.get("storage") or {}).get("device") or {}).get("name")
@@ -166,9 +187,27 @@ def run_cell(cell: dict, run_dir: Path) -> dict:
         "stage_cpu_ms_per_sample": log.measured_stats.per_sample_ms("cpu"),
         "loader_stats": log.measured_stats.as_dict(),
         "loader_stats_all_steps": log.all_stats.as_dict(),
-        "cache_state": cache_state.to_dict(),
+        "cache_state": chosen.cache_state.to_dict(),
         "epochs_completed": log.epochs_completed,
-        "epochs": epoch_rows(log),
+        "epochs": epochs,
+        "warmup": {
+            "steps": sum(r.warmup for r in log.rows),
+            "method": chosen.steady.method
+            if chosen.steady
+            else f"fixed: run.warmup_steps={run['warmup_steps']}",
+        },
+        "repeats": [
+            {"samples_per_s": m.metrics.samples_per_s, "au": m.metrics.au, "cache": m.cache_state.achieved}
+            for m in runs
+        ],
+        "stability": {
+            "samples_per_s": summarize([m.metrics.samples_per_s for m in runs]).as_dict(),
+            "au": summarize([m.metrics.au for m in runs]).as_dict(),
+        },
+        "ceilings": {k: c.as_dict() for k, c in ceilings.items()} if ceilings else None,
+        "attribution": attribution,
+        "warnings": cache_warnings(cell, [m.cache_state for m in runs], epochs, tier, manifest),
+        "epoch_delta": epoch_delta(epochs),
         "device_read_bytes": device_bytes,
         "tier_device": tier_device,
         "device_read_bytes_per_s": tier_bytes / metrics.wall_s if tier_bytes and metrics.wall_s else None,
@@ -183,7 +222,7 @@ def run_cell(cell: dict, run_dir: Path) -> dict:
         "versions": _versions(),
         "cell": cell,
         "tier": tier_description,
-        "cache_state": cache_state.to_dict(),
+        "cache_state": chosen.cache_state.to_dict(),
         "dataset": {
             "location": tier.dataset_dir_or_url(),
             "format": manifest.format,

@@ -36,6 +36,7 @@ def loader_config(items: list, source_options: dict, loader: dict, run: dict) ->
         shard_sizes=dict(source_options.get("shard_sizes") or {}),
         part_bytes=source_options.get("part_bytes", 8 * 2**20),
         concurrency=source_options.get("concurrency", 4),
+        throttle=source_options.get("throttle"),
         options={k: loader[k] for k in BACKEND_OPTION_KEYS if k in loader},
     )
 

@@ -35,6 +35,8 @@ class StepLog:
     measured_stats: StageStats = field(default_factory=StageStats)  # from batches after warm-up
     all_stats: StageStats = field(default_factory=StageStats)
     epoch_stats: list[StageStats] = field(default_factory=list)  # every step, warm-up included
+    row_stats: list[StageStats] = field(default_factory=list)  # one per row: warm-up can be re-marked
+    created_at: float = 0.0  # perf_counter when the loader was built; rows are relative to it
     time_to_first_batch_s: float | None = None
     epochs_completed: int = 0
     measure_start: float | None = None  # perf_counter when the first measured step began
@@ -56,7 +58,7 @@ def run_steps(
     ``created_at`` is the perf_counter reading taken just before the loader was built, so the time
     to the first batch includes worker start-up and the first shard open.
     """
-    log = StepLog()
+    log = StepLog(created_at=created_at)
     step = 0
     for epoch in range(epochs):
         if max_steps is not None and step >= max_steps:
@@ -99,11 +101,33 @@ def run_steps(
                 bytes_read=batch.stats.bytes_read,
             )
             log.rows.append(row)
+            log.row_stats.append(batch.stats)
             if on_step:
                 on_step(row)
             step += 1
         del batches  # shuts the workers down before the next epoch builds new ones
     return log
+
+
+def step_durations(log: StepLog) -> list[float]:
+    """Seconds from the end of one step to the end of the next; the first counts from the
+    loader's construction, so start-up shows as a slow first step."""
+    ends = [r.t_end for r in log.rows]
+    return [b - a for a, b in zip([0.0, *ends[:-1]], ends, strict=True)]
+
+
+def mark_warmup(log: StepLog, warmup_steps: int) -> None:
+    """Treat the first ``warmup_steps`` rows as warm-up (e.g. as detected from the step series) and
+    rebuild what the measured interval covers."""
+    d = min(warmup_steps, max(0, len(log.rows) - 1))  # keep at least one measured step
+    log.measured_stats = StageStats()
+    for i, (row, stats) in enumerate(zip(log.rows, log.row_stats, strict=True)):
+        row.warmup = i < d
+        if not row.warmup:
+            log.measured_stats.merge(stats)
+    if log.rows:
+        log.measure_start = log.created_at + log.rows[d].t_start
+        log.measure_end = log.created_at + log.rows[-1].t_end
 
 
 def epoch_rows(log: StepLog) -> list[dict]:

@@ -46,6 +46,7 @@ _REGISTRY: dict[str, _Entry] = {
     "rados": _Entry(
         "iobench.tiers.rados:RadosTier", "apt-get install python3-rados (and see iobench.cephclient)"
     ),
+    "throttled": _Entry("iobench.tiers.throttled:ThrottledTier"),
 }
 
 

@@ -1,0 +1,54 @@
+"""Cache honesty: say when a figure was flattered by a cache, and how much epoch 1 differs.
+
+A "cold" run whose dataset was partly resident in the page cache measured RAM, not storage; a
+dataset smaller than RAM stays resident unless evicted; server-side caches (RGW, OSDs, MinIO)
+cannot be dropped from the client at all. None of these is an error, but every one must be said
+next to the figures it affects.
+"""
+
+from __future__ import annotations
+
+import psutil
+
+EPOCH_DELTA_NOTE = 0.10
+
+
+def epoch_delta(epochs: list[dict]) -> float | None:
+    """Last epoch's samples/s over epoch 1's, minus one; None with fewer than two epochs."""
+    if len(epochs) < 2 or not epochs[0].get("samples_per_s"):
+        return None
+    return epochs[-1]["samples_per_s"] / epochs[0]["samples_per_s"] - 1.0
+
+
+def cache_warnings(cell: dict, cache_states: list, epochs: list[dict], tier, manifest) -> list[str]:
+    out = []
+    requested = cell["cache"]
+    ram = psutil.virtual_memory().total
+    for i, state in enumerate(cache_states):
+        label = f"run {i + 1} of {len(cache_states)}" if len(cache_states) > 1 else "the run"
+        if requested == "cold" and state.achieved not in ("cold",):
+            resident = state.resident_fraction_before
+            share = (
+                f"{100 * resident:.0f} % of the dataset was"
+                if resident is not None
+                else "the dataset may have been"
+            )
+            out.append(
+                f"{label} was asked to be cold but was {state.achieved}: {share} in the page cache before it "
+                f"started ({state.method}); its figures include cache hits, not only storage reads"
+            )
+    if requested == "cold" and manifest.total_bytes < ram and any(s.method == "none" for s in cache_states):
+        out.append(
+            f"the dataset ({manifest.total_bytes / 2**30:.1f} GiB) fits in RAM ({ram / 2**30:.0f} GiB) and "
+            "was not evicted: repeated reads come from the page cache"
+        )
+    server = getattr(tier, "server_caches", None)
+    if server is not None:
+        out.append(f"limitation: {server()}")
+    delta = epoch_delta(epochs)
+    if delta is not None and abs(delta) > EPOCH_DELTA_NOTE:
+        out.append(
+            f"the last epoch ran {100 * delta:+.0f} % against epoch 1 (cache fill, page cache, worker start-up): "
+            "quote epoch 1 for a cold start and the last epoch for sustained training"
+        )
+    return out

@@ -1,0 +1,213 @@
+"""Any tier behind an emulated slower link: a bandwidth cap shared by every reader on the host and
+a latency per request (see :mod:`loaders.throttle` for the exact definitions).
+
+On a host where every real tier is decode-bound, this makes fetch-bound cells on purpose, so the
+stall attribution can be checked against a known bottleneck. Everything but the reads is the
+inner tier's: URLs, manifest, staging, and cold/warm preparation (a throttled cold run is still
+really cold underneath). With an inner shard cache, only misses cross the throttled link.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import math
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any, ClassVar
+
+from loaders.throttle import ThrottleSpec, default_burst
+
+from .base import CacheState, Option, Tier, TierConfigError
+
+__all__ = ["ThrottledTier", "parse_bandwidth"]
+
+BANDWIDTH_HELP = "bytes per second such as '50MB/s' or '200 MiB/s', or a number of bytes/s"
+# "Mb/s", "Gbit/s" and "bps" usually mean bits; parse_size would read "Mb" as megabytes
+_BITS_RE = re.compile(r"[kKmMgGtT]b\b|bit|bps", re.ASCII)
+
+
+def parse_bandwidth(value: str | int | float) -> float:
+    """Bytes per second in ``value``: "50MB/s", "1.5 GiB/s" (any unit of iobench.units), or a
+    positive number of bytes/s. Raises ``ValueError`` saying what is allowed."""
+    from ..units import parse_size
+
+    if isinstance(value, bool):
+        raise ValueError(f"{value!r} is not a bandwidth")
+    if isinstance(value, int | float):
+        rate = float(value)
+    else:
+        text = str(value).strip()
+        if _BITS_RE.search(text):
+            raise ValueError(
+                f"{value!r} looks like bits per second; write bytes, e.g. '125MB/s' for 1 Gbit/s"
+            )
+        if not text.lower().endswith("/s"):
+            raise ValueError(f"{value!r} has no '/s'; write a rate such as '50MB/s'")
+        rate = float(parse_size(text[:-2].strip()))
+    if not (math.isfinite(rate) and rate > 0):
+        raise ValueError(f"{value!r} is not a bandwidth above 0")
+    return rate
+
+
+def _limits(config: Mapping[str, Any]) -> tuple[float | None, float, int]:
+    """(bytes/s or None, latency in s, burst bytes or 0 for the default) from a checked config."""
+    from ..units import parse_size
+
+    rate = None
+    if config["bandwidth"] is not None:
+        try:
+            rate = parse_bandwidth(config["bandwidth"])
+        except ValueError as exc:
+            raise TierConfigError(
+                f"throttled tier: bandwidth={config['bandwidth']!r}: {exc}; allowed: {BANDWIDTH_HELP}"
+            ) from None
+    latency_ms = config["latency_ms"]
+    if not (math.isfinite(latency_ms) and latency_ms >= 0):
+        raise TierConfigError(
+            f"throttled tier: latency_ms={latency_ms!r}: must be a number >= 0 (milliseconds)"
+        )
+    if rate is None and latency_ms == 0:
+        raise TierConfigError(
+            "throttled tier: give bandwidth (e.g. '50MB/s') and/or latency_ms > 0; with neither it throttles nothing"
+        )
+    burst = 0
+    if config["burst"] is not None:
+        try:
+            burst = parse_size(config["burst"])
+        except ValueError as exc:
+            raise TierConfigError(
+                f"throttled tier: burst={config['burst']!r}: {exc}; allowed: a size above 0 such as '1MiB'"
+            ) from None
+        if burst <= 0:
+            raise TierConfigError(f"throttled tier: burst={config['burst']!r}: must be above 0 bytes")
+    return rate, latency_ms / 1000.0, burst
+
+
+class ThrottledTier(Tier):
+    """``{kind: throttled, inner: {kind: local, path: ...}, bandwidth: 50MB/s, latency_ms: 2}``."""
+
+    kind: ClassVar[str] = "throttled"
+    options: ClassVar[dict[str, Option]] = {
+        "inner": Option(
+            Mapping, required=True, help="the tier read through the throttle, e.g. {kind: local, path: ...}"
+        ),
+        "bandwidth": Option((str, int, float), help=BANDWIDTH_HELP + "; omit for no cap"),
+        "latency_ms": Option((int, float), default=0, help="added once per request (shard or object opened)"),
+        "burst": Option((str, int), help="bucket depth, a size; default max(256KiB, 20 ms of bandwidth)"),
+        "name": Option(str, help="label for reports"),
+        "stage": Option(bool, default=False, help="stage the dataset on the inner tier first (idempotent)"),
+    }
+
+    @classmethod
+    def check_options(cls, options: Mapping[str, Any]) -> dict[str, Any]:
+        config = super().check_options(options)
+        _limits(config)
+        inner = config["inner"]
+        if inner.get("kind") == cls.kind:
+            # one SourceSpec carries one throttle: the inner one would be silently dropped
+            raise TierConfigError(
+                "throttled tier: inner is a throttled tier too; put bandwidth and latency_ms in one throttled tier"
+            )
+        if inner.get("stage"):
+            raise TierConfigError(
+                "throttled tier: set stage: true on the throttled tier, not inside inner (the sweep reads it there)"
+            )
+        from . import check_tier_spec  # the registry imports this module lazily: no import cycle
+
+        try:
+            check_tier_spec(inner)
+        except ValueError as exc:
+            raise TierConfigError(f"throttled tier: inner: {exc}") from None
+        return config
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        from . import make_tier
+
+        self.bytes_per_s, self.latency_s, burst = _limits(self.config)
+        self.inner: Tier = make_tier(self.config["inner"])
+        self.name = self.config["name"] or f"throttled-{getattr(self.inner, 'name', self.inner.kind)}"
+        self.burst_bytes = burst or default_burst(self.bytes_per_s)
+        self._state_path: str | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        # tier-specific extras (server_caches, access_hint, shard_paths ...) are the inner tier's
+        if name == "inner":
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    def throttle_spec(self) -> ThrottleSpec:
+        """The throttle with its bucket file, created on first use in a private temporary
+        directory and removed when this process exits (worker processes only open it)."""
+        if self._state_path is None:
+            self._state_path = _new_state_file()
+        return ThrottleSpec(
+            bytes_per_s=self.bytes_per_s,
+            latency_s=self.latency_s,
+            burst_bytes=self.burst_bytes,
+            state_path=self._state_path,
+        )
+
+    def dataset_dir_or_url(self) -> str:
+        return self.inner.dataset_dir_or_url()
+
+    def shard_urls(self, manifest: Any) -> list[str]:
+        return self.inner.shard_urls(manifest)
+
+    def storage_options(self) -> dict[str, Any]:
+        return self.inner.storage_options()
+
+    def load_manifest(self) -> Any:
+        return self.inner.load_manifest()
+
+    def object_url(self, name: str) -> str:
+        return self.inner.object_url(name)
+
+    def read_json(self, name: str) -> Any:
+        return self.inner.read_json(name)
+
+    def stage_dataset(self, dataset_dir: str) -> str:
+        return self.inner.stage_dataset(dataset_dir)
+
+    def source_options(self, manifest: Any) -> dict[str, Any]:
+        return {**self.inner.source_options(manifest), "throttle": self.throttle_spec()}
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            **self.inner.describe(),
+            "throttle": {
+                "bandwidth_bytes_per_s": self.bytes_per_s,
+                "latency_ms": self.latency_s * 1000.0,
+                "burst_bytes": self.burst_bytes,
+            },
+        }
+
+    def prepare(self, manifest: Any, cache: str) -> CacheState:
+        state = self.inner.prepare(manifest, cache)
+        rate = f"{self.bytes_per_s / 1e6:.1f} MB/s" if self.bytes_per_s else "no bandwidth cap"
+        return replace(
+            state, note=f"{state.note}; reads throttled to {rate}, {self.latency_s * 1000:g} ms per request"
+        )
+
+
+def _new_state_file() -> str:
+    # tmpfs when there is one: the bucket is updated on every read, and must never wait on a disk
+    base = (
+        "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else tempfile.gettempdir()
+    )
+    directory = tempfile.mkdtemp(prefix="iobench-throttle-", dir=base)
+    path = os.path.join(directory, "bucket")
+    os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
+    atexit.register(_remove_state, directory, os.getpid())
+    return path
+
+
+def _remove_state(directory: str, owner: int) -> None:
+    if os.getpid() == owner:  # a forked child inherits the handler but not the ownership
+        with contextlib.suppress(OSError):
+            shutil.rmtree(directory)

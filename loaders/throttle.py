@@ -1,0 +1,259 @@
+"""A throttled storage link: a bandwidth cap shared by every reader on the host, plus a fixed
+latency per request.
+
+Why: on a host where JPEG decode is the bottleneck, no real tier is slow enough to make the fetch
+stage the limit. Throttling a fast tier creates fetch-bound cases on demand, so the stall
+attribution can be checked against a known answer.
+
+Bandwidth. The cap is the *aggregate* rate of all readers on the host, like a real device or
+link: DataLoader workers are separate processes, so the bucket lives in a small state file that
+every process updates under ``fcntl.flock``. The algorithm is GCRA (virtual scheduling): the file
+holds one little-endian float64, the virtual time at which every byte charged so far will have
+drained at ``bytes_per_s``. Charging ``n`` bytes moves it to ``max(vt, now) + n / rate``; the
+caller then sleeps until ``vt - burst_bytes / rate``. So the bytes returned by time ``t`` never
+exceed ``rate * (t - t0) + burst_bytes``. The lock is held for one read and one write of 8 bytes;
+the sleep happens after it is released, so readers never queue behind a sleeper.
+
+Clock. ``time.monotonic()`` is CLOCK_MONOTONIC, one clock for the whole system on Linux, so the
+virtual times written by different processes compare. (A container in its own *time namespace*
+sees an offset monotonic clock: share a bucket only between processes of one namespace.) A value
+more than an hour ahead of now can only come from an earlier boot and is ignored.
+
+Latency. ``latency_s`` is charged once per *request*: once per opened shard or object stream
+(time to first byte), once per whole-object read, once per shard downloaded into a cache. It is
+a plain sleep outside any lock, so concurrent requests overlap their latencies as network round
+trips do; it adds no bandwidth.
+
+Charging happens after a read returns, on the bytes actually returned, so a caller that times its
+reads (the tar reader's fetch time) sees the throttle as fetch time.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import struct
+import threading
+import time
+import weakref
+from dataclasses import dataclass
+from typing import BinaryIO
+
+__all__ = ["Throttle", "ThrottleSpec", "ThrottledFile", "default_burst"]
+
+MIN_BURST_BYTES = 256 * 2**10
+BURST_SECONDS = 0.020
+STALE_AHEAD_S = 3600.0
+_STATE = struct.Struct("<d")
+
+
+def default_burst(bytes_per_s: float | None) -> int:
+    """The bucket depth: 20 ms of bandwidth, at least 256 KiB.
+
+    20 ms absorbs sleep overshoot and scheduler delays of a busy host (a few ms), which would
+    otherwise be lost capacity, while the excess it allows over any measurement of seconds stays
+    under a few per cent. The 256 KiB floor lets one ~110 KB sample with its tar headers pass
+    without a stall at low caps, as one request would from a real device.
+    """
+    if bytes_per_s is None:
+        return MIN_BURST_BYTES
+    return max(MIN_BURST_BYTES, int(BURST_SECONDS * bytes_per_s))
+
+
+@dataclass(frozen=True, kw_only=True)
+class ThrottleSpec:
+    """Picklable settings of a throttle. ``bytes_per_s=None`` caps no bandwidth (latency only);
+    ``burst_bytes=0`` picks :func:`default_burst`. ``state_path`` is the shared bucket file; it is
+    created if absent (its directory must exist)."""
+
+    bytes_per_s: float | None
+    state_path: str
+    latency_s: float = 0.0
+    burst_bytes: int = 0
+
+    def __post_init__(self) -> None:
+        if self.bytes_per_s is not None and not self.bytes_per_s > 0:
+            raise ValueError(f"bytes_per_s={self.bytes_per_s!r}: must be > 0, or None for no cap")
+        if not self.latency_s >= 0:
+            raise ValueError(f"latency_s={self.latency_s!r}: must be >= 0 seconds")
+        if self.burst_bytes < 0:
+            raise ValueError(f"burst_bytes={self.burst_bytes!r}: must be >= 0 (0 = default)")
+        if not self.state_path:
+            raise ValueError("state_path: give the file that holds the shared bucket state")
+        if self.burst_bytes == 0:
+            object.__setattr__(self, "burst_bytes", default_burst(self.bytes_per_s))
+
+
+@dataclass
+class ThrottleStats:
+    """What one process's throttle did: seconds slept for bandwidth and for latency (summed over
+    threads, so they may exceed wall time), requests started, bytes charged."""
+
+    bandwidth_wait_s: float = 0.0
+    latency_wait_s: float = 0.0
+    requests: int = 0
+    bytes: int = 0
+
+
+_LIVE: weakref.WeakSet[Throttle] = weakref.WeakSet()
+
+
+class Throttle:
+    """One process's handle on a shared bucket. Thread-safe; survives fork (the child reopens the
+    state file, because flock is per open file description and a shared one would not exclude)."""
+
+    def __init__(self, spec: ThrottleSpec) -> None:
+        self.spec = spec
+        self._reset()
+        _LIVE.add(self)
+
+    def __reduce__(self):  # a handle travels as its settings; descriptors do not
+        return (Throttle, (self.spec,))
+
+    def _reset(self) -> None:
+        self._fd: int | None = None
+        self._lock = threading.Lock()
+        self.stats = ThrottleStats()
+        self._carried_ms: dict[str, float] = {}
+
+    def request(self) -> None:
+        """Start a request: count it and sleep the latency (overlapping other requests)."""
+        slept = _sleep(self.spec.latency_s)
+        with self._lock:
+            self.stats.requests += 1
+            self.stats.latency_wait_s += slept
+
+    def charge(self, nbytes: int) -> None:
+        """Account ``nbytes`` just read; sleep until the shared bucket allows them."""
+        if nbytes <= 0:
+            return
+        if self.spec.bytes_per_s is None:
+            with self._lock:
+                self.stats.bytes += nbytes
+            return
+        slept = _sleep(self._reserve(nbytes))
+        with self._lock:
+            self.stats.bytes += nbytes
+            self.stats.bandwidth_wait_s += slept
+
+    def _reserve(self, nbytes: int) -> float:
+        """Advance the shared virtual time; return how long this caller must wait."""
+        rate = float(self.spec.bytes_per_s)  # type: ignore[arg-type]
+        # flock excludes other processes only: threads share this process's descriptor
+        with self._lock:
+            fd = self._state_fd()
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                now = time.monotonic()
+                raw = os.pread(fd, _STATE.size, 0)
+                vt = _STATE.unpack(raw)[0] if len(raw) == _STATE.size else 0.0
+                if vt > now + STALE_AHEAD_S:
+                    vt = 0.0
+                vt = max(vt, now) + nbytes / rate
+                os.pwrite(fd, _STATE.pack(vt), 0)
+            finally:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+        return vt - self.spec.burst_bytes / rate - now
+
+    def _state_fd(self) -> int:
+        if self._fd is None:
+            try:
+                self._fd = os.open(self.spec.state_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            except OSError as exc:
+                raise OSError(
+                    exc.errno,
+                    f"throttle state file {self.spec.state_path!r} cannot be opened: {exc.strerror}",
+                ) from None
+        return self._fd
+
+    def take_counters(self) -> dict[str, int]:
+        """The counters since the last call, in whole milliseconds (sub-ms remainders carry over,
+        so many small drains do not round the waits away)."""
+        with self._lock:
+            s = self.stats
+            out = {"throttle_requests": s.requests}
+            for name, seconds in (
+                ("throttle_wait_ms", s.bandwidth_wait_s),
+                ("throttle_latency_ms", s.latency_wait_s),
+            ):
+                ms = seconds * 1000 + self._carried_ms.get(name, 0.0)
+                out[name] = int(ms)
+                self._carried_ms[name] = ms - int(ms)
+            self.stats = ThrottleStats()
+        return out
+
+    def close(self) -> None:
+        with self._lock:
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
+
+
+def _sleep(seconds: float) -> float:
+    if seconds <= 0:
+        return 0.0
+    t0 = time.perf_counter()
+    time.sleep(seconds)
+    return time.perf_counter() - t0
+
+
+def _after_fork_in_child() -> None:
+    for throttle in list(_LIVE):
+        if throttle._fd is not None:
+            os.close(throttle._fd)  # the parent's lock lives on in the parent's descriptor
+        throttle._reset()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+class ThrottledFile:
+    """A binary stream whose reads are charged to a :class:`Throttle` by the bytes they return.
+    Everything else (seek, tell, seekable, close, name ...) passes through."""
+
+    def __init__(self, raw: BinaryIO, throttle: Throttle) -> None:
+        self._raw, self._throttle = raw, throttle
+
+    def _charged(self, data):
+        if data:
+            self._throttle.charge(len(data))
+        return data
+
+    def read(self, size: int = -1) -> bytes:
+        return self._charged(self._raw.read(size))
+
+    def read1(self, size: int = -1) -> bytes:
+        return self._charged(self._raw.read1(size))  # type: ignore[attr-defined]
+
+    def readline(self, size: int = -1) -> bytes:
+        return self._charged(self._raw.readline(size))
+
+    def readall(self) -> bytes:
+        return self._charged(self._raw.readall())  # type: ignore[attr-defined]
+
+    def readinto(self, buffer) -> int:
+        n = self._raw.readinto(buffer)  # type: ignore[attr-defined]
+        self._throttle.charge(n or 0)
+        return n
+
+    def readinto1(self, buffer) -> int:
+        n = self._raw.readinto1(buffer)  # type: ignore[attr-defined]
+        self._throttle.charge(n or 0)
+        return n
+
+    def __iter__(self):
+        return iter(self.readline, b"")
+
+    def __getattr__(self, name: str):
+        if name == "_raw":  # not set yet (copy, unpickling): no recursion
+            raise AttributeError(name)
+        return getattr(self._raw, name)
+
+    def close(self) -> None:
+        self._raw.close()
+
+    def __enter__(self) -> ThrottledFile:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
