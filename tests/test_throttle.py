@@ -4,6 +4,7 @@ throttled tier that puts any tier behind it. Real files and real processes throu
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import io
 import multiprocessing as mp
 import os
@@ -17,7 +18,7 @@ import pytest
 import torch
 
 from iobench.tiers import TierConfigError, check_tier_spec, make_tier
-from loaders import AugmentSpec, LoaderConfig, make_loader
+from loaders import AugmentSpec, make_loader
 from loaders.instrument import StageStats
 from loaders.objects import read_objects
 from loaders.pipeline import PipelineSpec, read_shards
@@ -216,16 +217,21 @@ def test_tier_delegates_to_its_inner_tier(tier, tiny_dataset):
     assert os.path.isfile(spec.state_path) and tier.source_options(manifest)["throttle"] == spec
 
 
-def _keys_and_rate(batches, cap: float) -> tuple[Counter, float, StageStats]:
+def _delivered(batches) -> tuple[Counter, float, StageStats]:
+    """(key, label) multiset, seconds from the first request to the last batch, merged batch stats."""
     stats = StageStats()
     t0 = time.perf_counter()
     kept = []
     for batch in batches:
         stats.merge(batch.stats)
         kept.append(batch)
-    rate = stats.bytes_read / (time.perf_counter() - t0)
-    print(f"read {stats.bytes_read / MB:.1f} MB at {rate / MB:.2f} MB/s for a cap of {cap / MB:.0f} MB/s")
-    return key_label_pairs(kept), rate, stats
+    return key_label_pairs(kept), time.perf_counter() - t0, stats
+
+
+def _rate(nbytes: int, seconds: float, cap: float) -> float:
+    rate = nbytes / seconds
+    print(f"read {nbytes / MB:.1f} MB at {rate / MB:.2f} MB/s for a cap of {cap / MB:.0f} MB/s")
+    return rate
 
 
 def _expected(tier, manifest) -> Counter:
@@ -239,34 +245,38 @@ def test_two_dataloader_workers_share_the_tiers_cap(tier):
     spec = PipelineSpec(batch_size=16, shuffle_buffer=16, augment=AugmentSpec(size=32))
     stream = ShardStream(tier.shard_urls(manifest), spec, source=SourceSpec(throttle=options["throttle"]))
     loader = torch.utils.data.DataLoader(stream, batch_size=None, num_workers=2)
-    delivered, rate, stats = _keys_and_rate(loader, tier.bytes_per_s)
+    delivered, seconds, stats = _delivered(loader)
+    rate = _rate(stats.bytes_read, seconds, tier.bytes_per_s)
     assert delivered == _expected(tier, manifest)
     assert 0.6 * tier.bytes_per_s <= rate <= 1.1 * tier.bytes_per_s  # 2 workers: still one cap
     assert stats.counters["throttle_requests"] == len(manifest.shards)
     assert stats.counters["throttle_wait_ms"] > 0
 
 
-_CONTRACT_CARRIES_THROTTLE = "throttle" in {f.name for f in dataclasses.fields(LoaderConfig)}
+_DALI_PATCH = "needs loaders/dali_loader.py to pass config.throttle to its SourceSpec (not applied yet)"
 
 
-@pytest.mark.xfail(
-    not _CONTRACT_CARRIES_THROTTLE,
-    reason="LoaderConfig has no throttle field yet, so the tier's throttle is dropped before the loader",
-    raises=AssertionError,
-    strict=True,
-)
-def test_make_loader_reads_a_throttled_tier_at_its_cap(tier):
+def _dali_pending(name: str):
+    marks = [pytest.mark.xfail(strict=True, raises=AssertionError, reason=_DALI_PATCH)]
+    if importlib.util.find_spec("nvidia.dali") is None:
+        marks = [pytest.mark.skip(reason="NVIDIA DALI is not installed")]
+    return pytest.param(name, marks=marks)
+
+
+@pytest.mark.parametrize("backend", ["torch", "nodes", _dali_pending("dali")])
+def test_make_loader_reads_a_throttled_tier_at_its_cap(tier, backend):
     from iobench.run.loaderfactory import loader_config
 
     manifest = tier.load_manifest()
-    row = {"kind": "torch", "batch_size": 16, "workers": 2, "shuffle_buffer": 16}
+    row = {"kind": backend, "batch_size": 16, "workers": 2, "shuffle_buffer": 16}
     config = loader_config(tier.shard_urls(manifest), tier.source_options(manifest), row, {"seed": 0})
     config = dataclasses.replace(config, augment=AugmentSpec(size=32))
-    delivered, rate, stats = _keys_and_rate(make_loader("torch", config), tier.bytes_per_s)
+    loader = make_loader(backend, config)
+    delivered, seconds, _ = _delivered(loader)
     # the counter first: without the throttle it is absent, however slow the host reads
-    assert stats.counters["throttle_requests"] == len(manifest.shards)
+    assert loader.stats.counters["throttle_requests"] == len(manifest.shards)
     assert delivered == _expected(tier, manifest)
-    assert rate <= 1.1 * tier.bytes_per_s
+    assert _rate(loader.stats.bytes_read, seconds, tier.bytes_per_s) <= 1.1 * tier.bytes_per_s
 
 
 @pytest.mark.integration

@@ -20,6 +20,14 @@ def epoch_delta(epochs: list[dict]) -> float | None:
     return epochs[-1]["samples_per_s"] / epochs[0]["samples_per_s"] - 1.0
 
 
+def epoch1_vs_steady(epochs: list[dict], steady_samples_per_s: float) -> float | None:
+    """The steady-state rate (after the detected warm-up) over epoch 1's whole rate, minus one:
+    how much start-up and cold caches cost the first epoch."""
+    if not epochs or not epochs[0].get("samples_per_s"):
+        return None
+    return steady_samples_per_s / epochs[0]["samples_per_s"] - 1.0
+
+
 def cache_warnings(cell: dict, cache_states: list, epochs: list[dict], tier, manifest) -> list[str]:
     out = []
     requested = cell["cache"]

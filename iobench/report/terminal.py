@@ -137,5 +137,11 @@ def _print_diagnosis(s: dict, console: Console) -> None:
             console.print(
                 f"   - capacity: this tier + loader {answer}; checked by running it ({checks}): {verdict}"
             )
+    first = s.get("epoch1_vs_steady")
+    if first is not None:
+        console.print(
+            f"   - steady state vs the whole of epoch 1: {100 * first:+.0f} % "
+            "(what start-up and cold caches cost the first epoch)"
+        )
     for w in s.get("warnings") or []:
         console.print(f"   - [yellow]note[/yellow]: {w}")

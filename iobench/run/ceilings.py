@@ -102,7 +102,8 @@ def fetch_ceiling(
     """``max(1, workers)`` reader processes, split as the loader splits, read and parse ``samples``
     samples between them without decoding (each stops after ``max_seconds``: a huge dataset needs
     no full pass for a rate). Rate: samples over the wall time of the slowest."""
-    config = loader_config(items, source_options, loader, run)
+    # no shuffle buffer: it would hold back samples already read, and only yielded ones count
+    config = loader_config(items, source_options, {**loader, "shuffle_buffer": 0}, run)
     objects = config.layout == "objects"
     readers = max(1, loader["workers"])
     all_items = config.items()

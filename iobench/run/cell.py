@@ -24,7 +24,7 @@ from loaders.instrument import STAGES
 
 from .. import __version__
 from ..analysis.differential import combine
-from ..analysis.honesty import cache_warnings, epoch_delta
+from ..analysis.honesty import cache_warnings, epoch1_vs_steady, epoch_delta
 from ..analysis.repeats import summarize
 from ..demand import Demand, lookup_demand
 from ..results.schema import SCHEMA_VERSION, STEP_SCHEMA
@@ -208,6 +208,7 @@ def run_cell(cell: dict, run_dir: Path) -> dict:
         "attribution": attribution,
         "warnings": cache_warnings(cell, [m.cache_state for m in runs], epochs, tier, manifest),
         "epoch_delta": epoch_delta(epochs),
+        "epoch1_vs_steady": epoch1_vs_steady(epochs, metrics.samples_per_s),
         "device_read_bytes": device_bytes,
         "tier_device": tier_device,
         "device_read_bytes_per_s": tier_bytes / metrics.wall_s if tier_bytes and metrics.wall_s else None,
