@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import sys
 from pathlib import Path
 
@@ -15,52 +14,9 @@ err_console = Console(stderr=True, highlight=False)
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
-    from dataclasses import replace
+    from .sweepcli import sweep_command
 
-    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
-
-    from .config import load_config
-    from .report.terminal import print_report
-    from .sweep import ensure_dataset, run_sweep, stage_tiers
-
-    config = load_config(args.config)
-    overrides = {
-        "on_error": args.on_error,
-        "repeats": args.repeats,
-        "diagnose": True if args.command == "diagnose" else None,
-    }
-    config = replace(config, run=replace(config.run, **{k: v for k, v in overrides.items() if v is not None}))
-    run_dir = Path(args.out or f"iobench-runs/{dt.datetime.now():%Y%m%d-%H%M%S}").absolute()
-    cells = config.cells()
-    console.print(f"[bold]iobench sweep[/bold] {config.source}: {len(cells)} cell(s) -> {run_dir}")
-    if config.dataset.synth is not None or "objects" in config.layouts():
-        with Progress(
-            TextColumn("{task.description}"), BarColumn(), TimeRemainingColumn(), console=console
-        ) as bar:
-            task = bar.add_task(f"dataset {config.dataset.path}", total=None)
-            ensure_dataset(config, progress=lambda done, total: bar.update(task, completed=done, total=total))
-
-    for line in stage_tiers(config):
-        console.print(f"staged {line}")
-
-    def start(i: int, n: int, cell) -> None:
-        console.print(f"[{i + 1}/{n}] {cell.cell_id} ...")
-
-    def done(i: int, n: int, cell, summary: dict, seconds: float) -> None:
-        if summary.get("status") == "ok":
-            m = summary["metrics"]
-            console.print(
-                f"      {m['samples_per_s']:,.0f} samples/s, AU {m['au']:.2f}, "
-                f"{summary['verdict']['bound']}-bound ({seconds:.0f} s)"
-            )
-        else:
-            console.print(f"      [red]failed[/red]: {summary.get('error')}")
-
-    summaries = run_sweep(config, run_dir, on_cell_start=start, on_cell_done=done)
-    console.print()
-    print_report(summaries, console)
-    console.print(f"\nresults: {run_dir / 'results.parquet'}")
-    return 0 if all(s.get("status") == "ok" for s in summaries) else 1
+    return sweep_command(args, console)
 
 
 def _cmd_synth(args: argparse.Namespace) -> int:
@@ -176,21 +132,30 @@ def _cmd_report(args: argparse.Namespace) -> int:
     if not summaries:
         raise FileNotFoundError(f"{args.run_dir}: no cell results found (is it an iobench run directory?)")
     print_report(summaries, console)
+    if args.html is not None:
+        from .report.html import write_html
+
+        page = write_html(Path(args.run_dir), Path(args.html) if args.html else None)
+        console.print(f"\nHTML report: {page}")
     return 0
 
 
-def _at_least_one(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a whole number >= 1")
-    return value
+def _cmd_compare(args: argparse.Namespace) -> int:
+    import json
+
+    from .report.compare import compare_runs, render_comparison
+
+    comparison = compare_runs(args.run_a, args.run_b)
+    if args.json:
+        print(json.dumps(comparison, indent=2))
+    else:
+        console.print(render_comparison(comparison))
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
     from . import __version__
+    from .sweepcli import add_sweep_arguments
 
     p = argparse.ArgumentParser(
         prog="iobench", description="Where does the input pipeline starve the accelerators?"
@@ -199,14 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
 
     s = sub.add_parser("sweep", help="run a sweep (no CONFIG: the embedded default on the local disk)")
-    s.add_argument("config", nargs="?", help="sweep YAML (see configs/)")
-    s.add_argument("--out", help="run directory (default iobench-runs/<timestamp>)")
-    s.add_argument(
-        "--on-error", choices=("skip", "fail"), help="corrupt or unlabelled samples: skip and count, or fail"
-    )
-    s.add_argument(
-        "--repeats", type=_at_least_one, help="runs per cell, for a confidence interval (run.repeats)"
-    )
+    add_sweep_arguments(s)
     s.set_defaults(func=_cmd_sweep)
 
     dg = sub.add_parser(
@@ -214,12 +172,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="a sweep with the differential ceilings (accelerator, prep from RAM, fetch from the tier) "
         "and the accelerator-capacity check in every cell",
     )
-    dg.add_argument("config", nargs="?", help="sweep YAML (see configs/)")
-    dg.add_argument("--out", help="run directory (default iobench-runs/<timestamp>)")
-    dg.add_argument("--on-error", choices=("skip", "fail"), help="as for sweep")
-    dg.add_argument(
-        "--repeats", type=_at_least_one, help="runs per cell, for a confidence interval (run.repeats)"
-    )
+    add_sweep_arguments(dg)
     dg.set_defaults(func=_cmd_sweep)
 
     d = sub.add_parser("dataset", help="make datasets").add_subparsers(dest="dataset_command", required=True)
@@ -273,7 +226,20 @@ def build_parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("report", help="print the report of a run directory")
     r.add_argument("run_dir")
+    r.add_argument(
+        "--html",
+        nargs="?",
+        const="",
+        metavar="OUT",
+        help="also write a self-contained HTML page with plots (default RUN_DIR/report.html)",
+    )
     r.set_defaults(func=_cmd_report)
+
+    c = sub.add_parser("compare", help="what changed between two run directories, cell by cell")
+    c.add_argument("run_a")
+    c.add_argument("run_b")
+    c.add_argument("--json", action="store_true", help="machine-readable output")
+    c.set_defaults(func=_cmd_compare)
     return p
 
 

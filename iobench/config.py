@@ -7,8 +7,7 @@ local tier, workers 0/1/2, an emulated H100 on ResNet-50) lives in configs/defau
 from __future__ import annotations
 
 import itertools
-import os
-import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -16,70 +15,16 @@ from typing import Any
 
 import yaml
 
+from .configcheck import ConfigError, as_list, check_keys, choice, int_list, integer, slug
+from .datasetspec import DATASET_PLACEHOLDER, DatasetSpec, bind_tier, parse_datasets
+from .datasetspec import default_cache_dir as default_cache_dir  # where benchmarks keep their data
 from .tiers import check_tier_spec
-from .units import parse_size
 
 CACHE_STATES = ("cold", "warm", "as-is")
 ERROR_POLICIES = ("skip", "fail")
 DEMANDS = ("training", "mlperf_storage")
 CUSTOM_ACCELERATOR = "custom"
-
-
-class ConfigError(ValueError):
-    """A configuration value is wrong: names the key, the value, and what is allowed."""
-
-
-def _where(path: str, key: str) -> str:
-    return f"{path}.{key}" if path else key
-
-
-def _check_keys(mapping: Any, allowed: dict[str, Any], path: str) -> dict:
-    if not isinstance(mapping, dict):
-        raise ConfigError(f"{path or 'config'}: expected a mapping, got {type(mapping).__name__} {mapping!r}")
-    unknown = sorted(set(mapping) - set(allowed))
-    if unknown:
-        raise ConfigError(
-            f"{_where(path, unknown[0])}: unknown key; allowed keys here are {', '.join(sorted(allowed))}"
-        )
-    return {k: mapping.get(k, default) for k, default in allowed.items()}
-
-
-def _choice(value: Any, allowed: tuple[str, ...], where: str) -> str:
-    if value not in allowed:
-        raise ConfigError(f"{where}={value!r}: allowed values are {', '.join(allowed)}")
-    return value
-
-
-def _int(value: Any, where: str, minimum: int = 0, optional: bool = False) -> int | None:
-    if value is None and optional:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ConfigError(f"{where}={value!r}: expected an integer >= {minimum}")
-    return value
-
-
-def _int_list(value: Any, where: str, minimum: int) -> list[int]:
-    values = value if isinstance(value, list) else [value]
-    if not values:
-        raise ConfigError(f"{where}=[]: give at least one value")
-    return [_int(v, f"{where}[{i}]", minimum) for i, v in enumerate(values)]  # type: ignore[misc]
-
-
-def _size(value: Any, where: str) -> int:
-    try:
-        return parse_size(value) if isinstance(value, str) else int(value)
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(f"{where}={value!r}: {exc}; write a size like 400MB or 2GiB") from None
-
-
-@dataclass(frozen=True)
-class DatasetSpec:
-    path: Path
-    synth: dict | None  # {"size_bytes"|"samples", "seed", "shard_bytes"} when generated
-
-
 LAYOUTS = ("shards", "objects")
-FORMATS = ("wds", "parquet")
 # the backends of loaders.contract.make_loader; spelled out here so validating a sweep file does
 # not import torch
 LOADER_KINDS = ("torch", "nodes", "dali")
@@ -144,10 +89,10 @@ class Cell:
 
 @dataclass(frozen=True)
 class SweepConfig:
-    dataset: DatasetSpec
-    tiers: list[dict]
+    datasets: list[DatasetSpec]  # one per size of a size sweep, else one
+    tiers: list[dict]  # templates: bind_tier() gives a dataset's tier
     loaders: list[LoaderSpec]
-    accelerators: list[AcceleratorSpec]
+    accelerators: list[AcceleratorSpec]  # a count list is already one entry per count
     run: RunSpec
     source: str = field(default="")
     raw: dict = field(default_factory=dict)
@@ -157,102 +102,69 @@ class SweepConfig:
 
     def cells(self) -> list[Cell]:
         cells = []
-        for tier, loader, acc, cache in itertools.product(
-            self.tiers, self.loaders, self.accelerators, self.run.cache
-        ):
-            for workers, batch in itertools.product(loader.workers, loader.batch_size):
-                rate = f"{acc.samples_per_s:g}" if acc.samples_per_s else ""
-                acc_label = (
-                    f"{acc.type}{rate}x{acc.count}" if acc.kind == "emulated" else f"torch-{acc.model}"
-                )
-                layout = "" if loader.layout == "shards" else f"-{loader.layout}"
-                cell_id = _slug(
-                    f"{tier['name']}{layout}-{loader.kind}-w{workers}-b{batch}-{acc_label}-{cache}"
-                )
-                cells.append(
-                    Cell(
-                        cell_id=cell_id,
-                        tier=tier,
-                        loader={
-                            "kind": loader.kind,
-                            "workers": workers,
-                            "batch_size": batch,
-                            "prefetch": loader.prefetch,
-                            "shuffle_buffer": loader.shuffle_buffer,
-                            "layout": loader.layout,
-                        },
-                        accelerator=acc.__dict__.copy(),
-                        cache=cache,
-                        run=self.run.__dict__.copy(),
-                        dataset=str(self.dataset.path),
+        several = len(self.datasets) > 1
+        for dataset in self.datasets:
+            for tier, loader, acc, cache in itertools.product(
+                [bind_tier(t, dataset) for t in self.tiers], self.loaders, self.accelerators, self.run.cache
+            ):
+                for workers, batch in itertools.product(loader.workers, loader.batch_size):
+                    rate = f"{acc.samples_per_s:g}" if acc.samples_per_s else ""
+                    acc_label = (
+                        f"{acc.type}{rate}x{acc.count}" if acc.kind == "emulated" else f"torch-{acc.model}"
                     )
-                )
+                    layout = "" if loader.layout == "shards" else f"-{loader.layout}"
+                    size = f"-{dataset.label}" if several else ""
+                    cell_id = slug(
+                        f"{tier['name']}{size}{layout}-{loader.kind}-w{workers}-b{batch}-{acc_label}-{cache}"
+                    )
+                    cells.append(
+                        Cell(
+                            cell_id=cell_id,
+                            tier=tier,
+                            loader={
+                                "kind": loader.kind,
+                                "workers": workers,
+                                "batch_size": batch,
+                                "prefetch": loader.prefetch,
+                                "shuffle_buffer": loader.shuffle_buffer,
+                                "layout": loader.layout,
+                            },
+                            accelerator=acc.__dict__.copy(),
+                            cache=cache,
+                            run=self.run.__dict__.copy(),
+                            dataset=str(dataset.path),
+                        )
+                    )
         ids = [c.cell_id for c in cells]
         dupes = sorted({i for i in ids if ids.count(i) > 1})
         if dupes:
-            raise ConfigError(f"tiers: two cells share the id {dupes[0]!r}; give each tier a distinct name")
+            raise ConfigError(
+                f"tiers: two cells share the id {dupes[0]!r}; give each tier a distinct name "
+                "(or remove the repeated loader or accelerator entry)"
+            )
         return cells
 
 
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text)
-
-
-def default_cache_dir() -> Path:
-    base = os.environ.get("IOBENCH_CACHE") or os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / ("" if os.environ.get("IOBENCH_CACHE") else "iobench")
-
-
-def _dataset(raw: Any) -> DatasetSpec:
-    d = _check_keys(raw, {"path": None, "synth": None}, "dataset")
-    synth = None
-    if d["synth"] is not None:
-        s = _check_keys(
-            d["synth"],
-            {"size": None, "samples": None, "seed": 0, "shard_size": "128MB", "format": "wds"},
-            "dataset.synth",
-        )
-        if (s["size"] is None) == (s["samples"] is None):
-            raise ConfigError("dataset.synth: give exactly one of size (e.g. 400MB) or samples (e.g. 4000)")
-        synth = {
-            "seed": _int(s["seed"], "dataset.synth.seed"),
-            **(
-                {"format": "parquet"}
-                if _choice(s["format"], FORMATS, "dataset.synth.format") == "parquet"
-                else {}
-            ),
-            "shard_bytes": _size(s["shard_size"], "dataset.synth.shard_size"),
-        }
-        if s["size"] is not None:
-            synth["size_bytes"] = _size(s["size"], "dataset.synth.size")
-        else:
-            synth["samples"] = _int(s["samples"], "dataset.synth.samples", 1)
-    if d["path"] is None:
-        if synth is None:
-            raise ConfigError("dataset: give path (a dataset directory) or synth (generate one)")
-        key = "-".join(f"{k}{v}" for k, v in sorted(synth.items()))
-        path = default_cache_dir() / "datasets" / _slug(f"synth-{key}")
-    else:
-        path = Path(os.path.expanduser(str(d["path"]))).absolute()
-    return DatasetSpec(path=path, synth=synth)
-
-
-def _tiers(raw: Any, dataset: DatasetSpec) -> list[dict]:
+def _tiers(raw: Any, datasets: list[DatasetSpec]) -> list[dict]:
     if not isinstance(raw, list) or not raw:
         raise ConfigError(f"tiers={raw!r}: expected a non-empty list of tier mappings")
     tiers = []
     for i, t in enumerate(raw):
         if not isinstance(t, dict) or "kind" not in t:
             raise ConfigError(f"tiers[{i}]={t!r}: each tier needs kind (e.g. kind: local)")
-        tier = dict(t)
-        tier.setdefault("name", tier["kind"])
-        if tier["kind"] == "local":
-            tier.setdefault("path", str(dataset.path))
-        try:
-            check_tier_spec(tier)
-        except (ValueError, ImportError) as exc:
-            raise ConfigError(f"tiers[{i}]: {exc}") from None
-        tiers.append(tier)
+        bound = [bind_tier(t, d) for d in datasets]
+        for tier in bound:
+            try:
+                check_tier_spec(tier)
+            except (ValueError, ImportError) as exc:
+                raise ConfigError(f"tiers[{i}]: {exc}") from None
+        if len(bound) > 1 and bound[0] == bound[1]:
+            raise ConfigError(
+                f"tiers[{i}] ({bound[0]['name']}): would read the same data for every dataset size; write "
+                f"{DATASET_PLACEHOLDER} where it names its data (e.g. url: s3://bucket/synth-{DATASET_PLACEHOLDER})"
+                ", or leave path out of a local tier"
+            )
+        tiers.append({"name": t["kind"], **t})
     return tiers
 
 
@@ -262,7 +174,7 @@ def _loaders(raw: Any) -> list[LoaderSpec]:
     out = []
     for i, item in enumerate(raw):
         where = f"loaders[{i}]"
-        d = _check_keys(
+        d = check_keys(
             item,
             {
                 "kind": "torch",
@@ -276,12 +188,12 @@ def _loaders(raw: Any) -> list[LoaderSpec]:
         )
         out.append(
             LoaderSpec(
-                kind=_choice(d["kind"], LOADER_KINDS, f"{where}.kind"),
-                workers=_int_list(d["workers"], f"{where}.workers", 0),
-                batch_size=_int_list(d["batch_size"], f"{where}.batch_size", 1),
-                prefetch=_int(d["prefetch"], f"{where}.prefetch", 1),  # type: ignore[arg-type]
-                shuffle_buffer=_int(d["shuffle_buffer"], f"{where}.shuffle_buffer", 0),  # type: ignore[arg-type]
-                layout=_choice(d["layout"], LAYOUTS, f"{where}.layout"),
+                kind=choice(d["kind"], LOADER_KINDS, f"{where}.kind"),
+                workers=int_list(d["workers"], f"{where}.workers", 0),
+                batch_size=int_list(d["batch_size"], f"{where}.batch_size", 1),
+                prefetch=integer(d["prefetch"], f"{where}.prefetch", 1),  # type: ignore[arg-type]
+                shuffle_buffer=integer(d["shuffle_buffer"], f"{where}.shuffle_buffer", 0),  # type: ignore[arg-type]
+                layout=choice(d["layout"], LAYOUTS, f"{where}.layout"),
             )
         )
     return out
@@ -296,7 +208,7 @@ def _accelerators(raw: Any) -> list[AcceleratorSpec]:
     out = []
     for i, item in enumerate(raw):
         where = f"accelerators[{i}]"
-        d = _check_keys(
+        d = check_keys(
             item,
             {
                 "kind": "emulated",
@@ -308,7 +220,7 @@ def _accelerators(raw: Any) -> list[AcceleratorSpec]:
             },
             where,
         )
-        kind = _choice(d["kind"], ("emulated", "torch"), f"{where}.kind")
+        kind = choice(d["kind"], ("emulated", "torch"), f"{where}.kind")
         rate = d["samples_per_s"]
         if kind == "emulated" and (d["type"] == CUSTOM_ACCELERATOR or rate is not None):
             if d["type"] != CUSTOM_ACCELERATOR or isinstance(rate, bool) or not isinstance(rate, int | float):
@@ -320,26 +232,33 @@ def _accelerators(raw: Any) -> list[AcceleratorSpec]:
                 raise ConfigError(f"{where}.samples_per_s={rate!r}: expected a number > 0")
             acc_type = CUSTOM_ACCELERATOR
         elif kind == "emulated":
-            acc_type = _choice(d["type"], (*sorted(table), CUSTOM_ACCELERATOR), f"{where}.type")
-            _choice(d["model"], tuple(sorted(table[acc_type]["models"])), f"{where}.model")
+            acc_type = choice(d["type"], (*sorted(table), CUSTOM_ACCELERATOR), f"{where}.type")
+            choice(d["model"], tuple(sorted(table[acc_type]["models"])), f"{where}.model")
         else:
             acc_type = None
-            _choice(d["model"], ("small_cnn", "resnet50"), f"{where}.model")
-        out.append(
-            AcceleratorSpec(
-                kind=kind,
-                type=acc_type,
-                model=d["model"],
-                demand=_choice(d["demand"], DEMANDS, f"{where}.demand"),
-                count=_int(d["count"], f"{where}.count", 1),  # type: ignore[arg-type]
-                samples_per_s=float(rate) if rate is not None else None,
+            choice(d["model"], ("small_cnn", "resnet50"), f"{where}.model")
+        counts = int_list(d["count"], f"{where}.count", 1)
+        if kind == "torch" and len(counts) > 1:
+            raise ConfigError(
+                f"{where}.count={d['count']!r}: a torch model trains on this machine's one device; "
+                "a count list needs kind: emulated"
             )
-        )
+        for count in counts:
+            out.append(
+                AcceleratorSpec(
+                    kind=kind,
+                    type=acc_type,
+                    model=d["model"],
+                    demand=choice(d["demand"], DEMANDS, f"{where}.demand"),
+                    count=count,
+                    samples_per_s=float(rate) if rate is not None else None,
+                )
+            )
     return out
 
 
 def _run(raw: Any) -> RunSpec:
-    d = _check_keys(
+    d = check_keys(
         raw or {},
         {
             "cache": ["cold"],
@@ -361,31 +280,31 @@ def _run(raw: Any) -> RunSpec:
         )
     if not isinstance(d["diagnose"], bool):
         raise ConfigError(f"run.diagnose={d['diagnose']!r}: expected true or false")
-    caches = d["cache"] if isinstance(d["cache"], list) else [d["cache"]]
+    caches = as_list(d["cache"], "run.cache")
     return RunSpec(
-        cache=[_choice(c, CACHE_STATES, f"run.cache[{i}]") for i, c in enumerate(caches)],
+        cache=[choice(c, CACHE_STATES, f"run.cache[{i}]") for i, c in enumerate(caches)],
         warmup_steps=warmup,  # type: ignore[arg-type]
-        max_steps=_int(d["max_steps"], "run.max_steps", 1, optional=True),
-        epochs=_int(d["epochs"], "run.epochs", 1),  # type: ignore[arg-type]
-        on_error=_choice(d["on_error"], ERROR_POLICIES, "run.on_error"),
-        seed=_int(d["seed"], "run.seed"),  # type: ignore[arg-type]
-        timeout_s=_int(d["timeout_s"], "run.timeout_s", 1),  # type: ignore[arg-type]
-        repeats=_int(d["repeats"], "run.repeats", 1),  # type: ignore[arg-type]
+        max_steps=integer(d["max_steps"], "run.max_steps", 1, optional=True),
+        epochs=integer(d["epochs"], "run.epochs", 1),  # type: ignore[arg-type]
+        on_error=choice(d["on_error"], ERROR_POLICIES, "run.on_error"),
+        seed=integer(d["seed"], "run.seed"),  # type: ignore[arg-type]
+        timeout_s=integer(d["timeout_s"], "run.timeout_s", 1),  # type: ignore[arg-type]
+        repeats=integer(d["repeats"], "run.repeats", 1),  # type: ignore[arg-type]
         diagnose=d["diagnose"],
     )
 
 
 def parse_config(raw: Any, source: str = "<config>") -> SweepConfig:
-    top = _check_keys(
+    top = check_keys(
         raw, {"dataset": None, "tiers": None, "loaders": None, "accelerators": None, "run": None}, ""
     )
     for key in ("dataset", "tiers", "loaders", "accelerators"):
         if top[key] is None:
             raise ConfigError(f"{key}: missing; see configs/default.yaml for an example")
-    dataset = _dataset(top["dataset"])
+    datasets = parse_datasets(top["dataset"])
     return SweepConfig(
-        dataset=dataset,
-        tiers=_tiers(top["tiers"], dataset),
+        datasets=datasets,
+        tiers=_tiers(top["tiers"], datasets),
         loaders=_loaders(top["loaders"]),
         accelerators=_accelerators(top["accelerators"]),
         run=_run(top["run"]),
@@ -394,8 +313,11 @@ def parse_config(raw: Any, source: str = "<config>") -> SweepConfig:
     )
 
 
-def load_config(path: str | Path | None = None) -> SweepConfig:
-    """Read a sweep YAML; ``None`` gives the embedded default."""
+def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -> SweepConfig:
+    """Read a sweep YAML (``None``: the embedded default), apply ``--set KEY=VALUE`` overrides to
+    the raw mapping, then validate, so an error names the key whether it came from file or flag."""
+    from .overrides import apply_overrides
+
     if path is None:
         text, source = resources.files("iobench").joinpath("configs/default.yaml").read_text(), "default"
     else:
@@ -407,4 +329,4 @@ def load_config(path: str | Path | None = None) -> SweepConfig:
         raw = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise ConfigError(f"{source}: not valid YAML: {exc}") from None
-    return parse_config(raw, source)
+    return parse_config(apply_overrides(raw, overrides), source)

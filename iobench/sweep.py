@@ -1,89 +1,245 @@
-"""Plan a sweep into cells and run each cell in a fresh process, publishing results as they land."""
+"""Run a sweep's cells, each in a fresh process, publishing results as they land, so that a sweep
+can be left running, stopped (SIGTERM, Ctrl-C) or killed, and resumed (runstate.py)."""
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 import os
+import shutil
+import signal
 import subprocess
 import sys
-import tempfile
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from .config import Cell, SweepConfig
+from .datasetspec import DatasetSpec, bind_tier
 from .results.store import publish_cell, write_results_table
-from .run.cell import failed_summary
+from .run.lifeline import PARENT_ENV
+from .run.live import LIVE_ENV, read_live
+from .runstate import SCRATCH_PREFIX, Resumed, SweepState, hold, open_run, read_summary, record_interrupted
+
+POLL_S = 0.5
+KILL_GRACE_S = 5.0
 
 
-def ensure_dataset(config: SweepConfig, progress: Callable[[int, int], None] | None = None) -> None:
-    """Generate the configured synthetic dataset once (reused when complete), and its
+class SweepInterrupted(Exception):
+    """SIGTERM or SIGINT stopped the sweep; ``cell_id`` names the cell then running, now recorded
+    as interrupted (None: none was running)."""
+
+    def __init__(self, signum: int, cell_id: str | None) -> None:
+        super().__init__(f"stopped by {signal.Signals(signum).name}")
+        self.signum = signum
+        self.cell_id = cell_id
+
+
+class SweepEvents:
+    """What a sweep reports as it goes; the CLI's progress display overrides these."""
+
+    def cell_start(self, index: int, cell: Cell) -> None:
+        pass
+
+    def live(self, cell: Cell, figures: dict | None, elapsed_s: float) -> None:
+        pass
+
+    def cell_done(self, index: int, cell: Cell, summary: dict, seconds: float) -> None:
+        pass
+
+
+def ensure_datasets(
+    config: SweepConfig,
+    datasets: list[DatasetSpec],
+    progress: Callable[[DatasetSpec, int, int], None] | None = None,
+) -> None:
+    """Generate each configured synthetic dataset once (reused when complete), and its
     one-object-per-sample layout when a loader reads that layout."""
-    if config.dataset.synth is not None:
-        from .datasets.synth import ensure_dataset as ensure
+    for dataset in datasets:
+        if dataset.synth is not None:
+            from .datasets.synth import ensure_dataset
 
-        ensure(config.dataset.path, progress=progress, **config.dataset.synth)
-    if "objects" in config.layouts():
-        from .datasets.objects import explode
+            report = functools.partial(progress, dataset) if progress else None
+            ensure_dataset(dataset.path, progress=report, **dataset.synth)
+        if "objects" in config.layouts():
+            from .datasets.objects import explode
 
-        explode(config.dataset.path)
+            explode(dataset.path)
 
 
-def stage_tiers(config: SweepConfig) -> list[str]:
-    """Upload the dataset to every tier marked ``stage: true`` (idempotent, verified)."""
+def stage_tiers(config: SweepConfig, datasets: list[DatasetSpec]) -> list[str]:
+    """Upload each dataset to every tier marked ``stage: true`` (idempotent, verified)."""
     from .tiers import make_tier
 
-    return [make_tier(t).stage_dataset(str(config.dataset.path)) for t in config.tiers if t.get("stage")]
+    return [
+        make_tier(tier).stage_dataset(str(d.path))
+        for d in datasets
+        for tier in (bind_tier(t, d) for t in config.tiers)
+        if tier.get("stage")
+    ]
 
 
-def run_cell_process(cell: Cell, run_dir: Path, timeout_s: int) -> dict:
-    """Run one cell in a child interpreter; a crash or time-out becomes a failed cell, not a lost one."""
-    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-        json.dump(cell.as_dict(), f)
-        spec = f.name
+@contextlib.contextmanager
+def _on_stop_signals(handler: Callable | int) -> Iterator[None]:
+    """``handler`` for SIGTERM and SIGINT while inside (signals reach the main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
-        proc = subprocess.run(
-            [sys.executable, "-m", "iobench.run.cell", spec, str(run_dir)],
-            capture_output=True,
-            text=True,
-            timeout=timeout_s,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
-        error = None
-        if proc.returncode != 0:
-            tail = proc.stderr.strip().splitlines()[-1:] or [f"exit status {proc.returncode}"]
-            error = tail[0]
-    except subprocess.TimeoutExpired:
-        error = f"cell did not finish within run.timeout_s={timeout_s} s"
+        yield
     finally:
-        os.unlink(spec)
-    summary_path = run_dir / cell.cell_id / "summary.json"
-    if summary_path.exists():
-        summary = json.loads(summary_path.read_text())
-        if error is None or summary.get("status") == "failed":
-            return summary
-    summary = failed_summary(cell.as_dict(), error or "cell wrote no summary")
-    publish_cell(run_dir, cell.cell_id, {"summary.json": summary})
-    return summary
+        for s, previous in old.items():
+            signal.signal(s, previous)
 
 
-def run_sweep(
-    config: SweepConfig,
-    run_dir: Path,
-    *,
-    on_cell_start: Callable[[int, int, Cell], None] | None = None,
-    on_cell_done: Callable[[int, int, Cell, dict, float], None] | None = None,
-) -> list[dict]:
-    run_dir.mkdir(parents=True, exist_ok=True)
-    cells = config.cells()
-    summaries = []
-    for i, cell in enumerate(cells):
-        if on_cell_start:
-            on_cell_start(i, len(cells), cell)
-        t0 = time.perf_counter()
-        summary = run_cell_process(cell, run_dir, config.run.timeout_s)
-        write_results_table(run_dir, order=[c.cell_id for c in cells])
-        summaries.append(summary)
-        if on_cell_done:
-            on_cell_done(i, len(cells), cell, summary, time.perf_counter() - t0)
-    return summaries
+def _raise_interrupted(signum: int, frame: object) -> None:
+    raise SweepInterrupted(signum, None)
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    """The cell and everything it started (loader workers, ceiling readers) leave no orphans."""
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(KILL_GRACE_S)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+class Sweep:
+    """A sweep in a run directory: ``with Sweep(...) as sweep: sweep.run(events)``.
+
+    Entering holds the directory, settles what a killed sweep left (an interrupted cell is
+    recorded as such), checks a resumed plan against the saved one and saves the plan.
+    """
+
+    def __init__(
+        self, config: SweepConfig, run_dir: Path, *, resume: bool = False, force: bool = False
+    ) -> None:
+        self.config = config
+        self.run_dir = run_dir
+        self.cells = config.cells()
+        self.resume, self.force = resume, force
+        self.resumed = Resumed()
+        self._held = contextlib.ExitStack()
+
+    def __enter__(self) -> Sweep:
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(hold(self.run_dir))
+            self.resumed = open_run(
+                self.run_dir,
+                self.config.raw,
+                [c.as_dict() for c in self.cells],
+                resume=self.resume,
+                force=self.force,
+            )
+            if self.resumed.interrupted:
+                self._write_table()
+            self._held = stack.pop_all()  # held until __exit__; released here only on error
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._held.close()
+
+    def todo(self) -> list[Cell]:
+        return [c for c in self.cells if c.cell_id not in self.resumed.done]
+
+    def _write_table(self) -> None:
+        write_results_table(self.run_dir, order=[c.cell_id for c in self.cells])
+
+    def run(self, events: SweepEvents | None = None) -> list[dict]:
+        """Run every cell not done yet; returns the summaries of all cells of the plan, in order."""
+        events = events or SweepEvents()
+        state = SweepState(self.run_dir)
+        summaries = []
+        with _on_stop_signals(_raise_interrupted):
+            for i, cell in enumerate(self.cells):
+                kept = read_summary(self.run_dir, cell.cell_id) if cell.cell_id in self.resumed.done else None
+                if kept is not None:
+                    summaries.append(kept)
+                    continue
+                events.cell_start(i, cell)
+                t0 = time.perf_counter()
+                try:
+                    summary = self._run_cell(cell, state, events)
+                except (SweepInterrupted, KeyboardInterrupt) as exc:
+                    signum = exc.signum if isinstance(exc, SweepInterrupted) else signal.SIGINT
+                    if state.running is None:  # stopped before the cell started: nothing to record
+                        raise SweepInterrupted(signum, None) from None
+                    with _on_stop_signals(signal.SIG_IGN):  # a second Ctrl-C must not cut the record short
+                        name = signal.Signals(signum).name
+                        record_interrupted(self.run_dir, state, cell.as_dict(), f"the sweep got {name}")
+                        self._write_table()
+                    raise SweepInterrupted(signum, cell.cell_id) from None
+                self._write_table()
+                summaries.append(summary)
+                events.cell_done(i, cell, summary, time.perf_counter() - t0)
+        return summaries
+
+    def _run_cell(self, cell: Cell, state: SweepState, events: SweepEvents) -> dict:
+        scratch = self.run_dir / f"{SCRATCH_PREFIX}{cell.cell_id}"
+        shutil.rmtree(scratch, ignore_errors=True)
+        scratch.mkdir()
+        try:
+            return self._attempt(cell, state, events, scratch)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+    def _attempt(self, cell: Cell, state: SweepState, events: SweepEvents, scratch: Path) -> dict:
+        """One cell in a child interpreter; a crash or time-out becomes a failed cell, not a lost one."""
+        spec, stderr_path, live_path = scratch / "cell.json", scratch / "stderr.log", scratch / "live.json"
+        spec.write_text(json.dumps(cell.as_dict()))
+        timeout_s = self.config.run.timeout_s
+        state.start(cell.cell_id)
+        started = time.time()
+        error = None
+        proc = None
+        try:
+            with open(stderr_path, "w") as stderr:
+                proc = subprocess.Popen(
+                    [sys.executable, "-m", "iobench.run.cell", str(spec), str(self.run_dir)],
+                    stdout=subprocess.DEVNULL,
+                    stderr=stderr,
+                    env={
+                        **os.environ,
+                        "PYTHONUNBUFFERED": "1",
+                        LIVE_ENV: str(live_path),
+                        PARENT_ENV: str(os.getpid()),
+                    },
+                    # a process group of its own: killed as a whole, and spared the terminal's Ctrl-C,
+                    # which the sweep handles
+                    start_new_session=True,
+                )
+            t0 = time.monotonic()
+            while proc.poll() is None:
+                elapsed = time.monotonic() - t0
+                if elapsed > timeout_s:
+                    error = f"cell did not finish within run.timeout_s={timeout_s} s"
+                    break
+                events.live(cell, read_live(live_path), elapsed)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(POLL_S)
+        finally:
+            if proc is not None:
+                _kill_group(proc)
+        if error is None and proc.returncode != 0:
+            tail = stderr_path.read_text(errors="replace").strip().splitlines()[-1:]
+            error = tail[0] if tail else f"exit status {proc.returncode}"
+        summary_path = self.run_dir / cell.cell_id / "summary.json"
+        # a summary older than this attempt is an earlier attempt's
+        summary = read_summary(self.run_dir, cell.cell_id) if summary_path.exists() else None
+        fresh = summary is not None and summary_path.stat().st_mtime >= started
+        if not fresh or (error is not None and summary.get("status") != "failed"):  # type: ignore[union-attr]
+            from .run.cell import failed_summary
+
+            summary = failed_summary(cell.as_dict(), error or "cell wrote no summary")
+            publish_cell(self.run_dir, cell.cell_id, {"summary.json": summary})
+        assert summary is not None
+        state.finish(summary["status"])
+        return summary

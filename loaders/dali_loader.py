@@ -58,9 +58,8 @@ from .assemble import Batch
 from .dali_feed import _Feed
 from .decode import IMAGENET_MEAN, IMAGENET_STD, AugmentSpec
 from .instrument import StageStats
-from .pipeline import PipelineSpec
 from .shards import expand_urls, shards_for
-from .sources import OBJECT_PROTOCOLS, SourceSpec
+from .sources import OBJECT_PROTOCOLS
 
 INSTALL_HINT = "pip install 'iobench[dali]'  (or: pip install nvidia-dali-cuda130)"
 MODES = ("auto", "reader", "external", "dali-s3")
@@ -219,7 +218,12 @@ class DaliLoader:
             remote = self.objects or any(
                 _protocol(_url(i, self.objects)) in OBJECT_PROTOCOLS for i in self.items
             )
-            mode = "external" if remote else "reader"
+            # DALI's own reader opens files itself, past any throttle: throttled reads go through ours
+            mode = "external" if remote or getattr(config, "throttle", None) else "reader"
+        if mode in ("reader", "dali-s3") and getattr(config, "throttle", None):
+            raise ValueError(
+                f"DALI mode {mode!r} reads the shards itself and cannot be throttled; use mode='external'"
+            )
         if self.objects and mode != "external":
             raise ValueError(f"objects=[(key, url, label)] needs the external mode, not {mode!r}")
         if mode == "reader" and any(_protocol(u) not in ("file",) for u in self.items):
@@ -229,22 +233,8 @@ class DaliLoader:
         if mode == "dali-s3" and any(_protocol(u) != "s3" for u in self.items):
             raise ValueError("mode='dali-s3' reads s3:// shards only")
         self.mode = mode
-        self.spec = PipelineSpec(
-            batch_size=config.batch_size,
-            shuffle_buffer=config.shuffle_buffer,
-            seed=config.seed,
-            augment=getattr(config, "augment", None) or AugmentSpec(),
-            on_error=config.on_error,
-            drop_last=config.drop_last,
-        )
-        self.source_spec = SourceSpec(
-            storage_options=dict(getattr(config, "storage_options", None) or {}),
-            cache_dir=getattr(config, "cache_dir", None),
-            cache_bytes=getattr(config, "cache_bytes", None),
-            sizes=dict(getattr(config, "shard_sizes", None) or {}),
-            part_bytes=getattr(config, "part_bytes", 8 * 2**20),
-            concurrency=getattr(config, "concurrency", 4),
-        )
+        self.spec = config.pipeline_spec()
+        self.source_spec = config.source_spec()
         self.num_threads = max(1, int(config.workers))
         device = getattr(config, "device", None)
         self.gpu = cuda_devices() > 0 and not (device and str(device).startswith("cpu"))

@@ -198,6 +198,8 @@ def _sleep(seconds: float) -> float:
 
 
 def _after_fork_in_child() -> None:
+    if not _LIVE:  # the common case: allocate nothing in a child that uses no throttle
+        return
     for throttle in list(_LIVE):
         if throttle._fd is not None:
             os.close(throttle._fd)  # the parent's lock lives on in the parent's descriptor

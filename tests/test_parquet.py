@@ -4,7 +4,6 @@ into the pipeline's ``Sample`` from seekable files and forward-only streams alik
 from __future__ import annotations
 
 import hashlib
-import inspect
 import io
 import tarfile
 from collections import Counter
@@ -14,7 +13,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-import loaders.pipeline
 from iobench.datasets.manifest import Manifest, verify
 from iobench.datasets.pack import pack_imagefolder
 from iobench.datasets.parquet import SCHEMA, ParquetShardWriter, convert_to_parquet
@@ -324,10 +322,6 @@ def test_null_label_is_a_sample_without_cls(tmp_path):
 
 # --- through the loader -------------------------------------------------------------------------
 
-_DISPATCH = "parquet" in inspect.getsource(loaders.pipeline)
-
-
-@pytest.mark.xfail(not _DISPATCH, reason="dispatch pending", strict=False)
 def test_shard_loader_reads_parquet_like_tar(tiny_dataset, parquet_dataset):
     from loaders import AugmentSpec, ShardLoader
 

@@ -13,7 +13,7 @@ SCHEMA_VERSION = 2
 RESULT_SCHEMA = pa.schema(
     [
         ("cell_id", pa.string()),
-        ("status", pa.string()),  # ok | failed
+        ("status", pa.string()),  # ok | failed | interrupted
         ("tier", pa.string()),
         ("tier_kind", pa.string()),
         ("loader", pa.string()),

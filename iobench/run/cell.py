@@ -32,6 +32,7 @@ from ..results.store import publish_cell
 from ..tiers import make_tier
 from .accelerator import EmulatedAccelerator, TorchTrainStep
 from .diagnose import check_capacity, measure_ceilings
+from .lifeline import die_with_parent
 from .measure import Measurement, measure
 from .steploop import StepRow, epoch_rows
 
@@ -259,6 +260,7 @@ def failed_summary(cell: dict, error: str) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
+    die_with_parent()
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 2:
         print("usage: python -m iobench.run.cell CELL.json RUN_DIR", file=sys.stderr)

@@ -13,6 +13,7 @@ from ..analysis.metrics import PipelineMetrics, compute_metrics
 from ..analysis.steady import SteadyState, steady_state
 from ..analysis.verdict import Verdict, attribute
 from ..tiers.base import CacheState
+from .live import live_file
 from .loaderfactory import build_loader
 from .steploop import StepLog, mark_warmup, run_steps, step_durations
 from .telemetry import Telemetry, TelemetrySampler
@@ -34,6 +35,9 @@ def measure(
     run, loader = cell["run"], cell["loader"]
     cache_state = tier.prepare(manifest, cell["cache"])
     auto = run["warmup_steps"] == "auto"
+    live = live_file()
+    if live:
+        live.start_run()
     with TelemetrySampler() as telemetry:
         created_at = time.perf_counter()
         make_epoch = build_loader(items, source_options, loader, run)
@@ -44,6 +48,7 @@ def measure(
             epochs=run["epochs"],
             warmup_steps=0 if auto else run["warmup_steps"],
             max_steps=run["max_steps"],
+            on_step=live.on_step if live else None,
         )
     steady = None
     if auto and log.rows:

@@ -1,0 +1,326 @@
+"""The HTML report's figures, each an inline SVG string (or None when the run has nothing to plot).
+
+matplotlib is imported inside the functions: the CLI must start without it. Figures are built on
+``matplotlib.figure.Figure`` directly rather than through pyplot, so rendering needs no GUI backend
+and never switches the backend of a notebook or program that calls ``write_html``. User strings
+(tier names, cell ids) reach the SVG as matplotlib's escaped ``<text>``; math parsing is off, so
+a ``$`` in a name is a dollar sign and never a mathtext error. Legends get their labels explicitly:
+from artists' labels matplotlib drops any that starts with ``_``, as a cell id slugged from
+``<tier>`` does.
+"""
+
+from __future__ import annotations
+
+import functools
+import io
+import re
+from collections import defaultdict
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+# the lost-time split of docs/method.md, in the order a reader walks the pipeline
+SEGMENTS = (
+    ("compute", "accelerator compute (AU)", "#2e7d32"),
+    ("fetch", "fetch", "#1565c0"),
+    ("decode", "decode", "#ef6c00"),
+    ("augment", "augment", "#f9a825"),
+    ("collate", "collate/IPC", "#6a1b9a"),
+    ("h2d", "host-to-device", "#546e7a"),
+    ("wait", "wait, not attributed", "#c62828"),
+    ("other", "loop overhead", "#cfd8dc"),
+)
+_STEP_COLOURS = {"wait_s": "#c62828", "h2d_s": "#546e7a", "compute_s": "#2e7d32"}
+_RC = {
+    "svg.fonttype": "none",  # real <text>: smaller, searchable, and escaped by matplotlib
+    "svg.hashsalt": "iobench",  # the same run gives the same SVG
+    "text.parse_math": False,
+    "font.size": 9,
+    "legend.fontsize": 8,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+}
+_TAG = re.compile(r"<[^>]*>")
+_XMLNS = re.compile(r'\s+xmlns(:xlink)?="[^"]*"')
+_ID_REF = re.compile(r'(\bid="|href="#|url\(#)([^")]+)')
+
+
+def _figure(height: float) -> Figure:
+    from matplotlib.figure import Figure
+
+    return Figure(figsize=(9, height), layout="constrained")
+
+
+def _svg(fig: Figure, prefix: str) -> str:
+    """The figure as an ``<svg>`` element for inlining in HTML.
+
+    The XML prologue and DOCTYPE go (the DOCTYPE names an external DTD), so do the namespace
+    declarations, which HTML's parser supplies, and every id gets ``prefix``: matplotlib numbers
+    ids per figure (``axes_1``...), so two inlined figures would otherwise share ids and clip paths.
+    """
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", metadata={"Creator": None, "Date": None, "Format": None, "Type": None})
+    text = buf.getvalue()
+
+    def retag(tag: re.Match) -> str:
+        out = _XMLNS.sub("", tag.group(0)).replace("xlink:href=", "href=")
+        return _ID_REF.sub(lambda m: f"{m.group(1)}{prefix}-{m.group(2)}", out)
+
+    # only inside tags: text is escaped (no raw < or >), so a name that looks like an id stays as typed
+    return _TAG.sub(retag, text[text.index("<svg") :])
+
+
+def _ok(summaries: list[dict]) -> list[dict]:
+    return [s for s in summaries if s.get("status") == "ok" and s.get("metrics")]
+
+
+def _in_rc(draw):
+    """Run a figure builder under the report's rcParams (fonts, spines) without touching the caller's."""
+
+    @functools.wraps(draw)
+    def wrapped(*args, **kwargs):
+        import matplotlib
+
+        with matplotlib.rc_context(_RC):
+            return draw(*args, **kwargs)
+
+    return wrapped
+
+
+@_in_rc
+def throughput_svg(summaries: list[dict], prefix: str) -> str | None:
+    """Samples/s per cell, one bar each, coloured by tier; the 95 % interval where repeats gave one."""
+    cells = sorted(_ok(summaries), key=lambda s: (s["cell"]["tier"]["name"], s["cell"]["cell_id"]))
+    if not cells:
+        return None
+    fig = _figure(1.2 + 0.32 * len(cells))
+    ax = fig.add_subplot()
+    tiers = list(dict.fromkeys(s["cell"]["tier"]["name"] for s in cells))
+    colours = {t: f"C{i % 10}" for i, t in enumerate(tiers)}
+    y = np.arange(len(cells))[::-1]
+    values = [s["metrics"]["samples_per_s"] for s in cells]
+    ax.barh(y, values, color=[colours[s["cell"]["tier"]["name"]] for s in cells])
+    for yi, s in zip(y, cells, strict=True):
+        sps = (s.get("stability") or {}).get("samples_per_s") or {}
+        if sps.get("ci_low") is not None:
+            low, high = max(0.0, sps["ci_low"]), sps["ci_high"]
+            ax.plot([low, high], [yi, yi], color="black", lw=1)
+            ax.plot([sps["mean"]], [yi], "k|", ms=8)
+    ax.set_yticks(y, [s["cell"]["cell_id"] for s in cells])
+    ax.set_xlabel("samples/s (measured steps)")
+    ax.set_title("Throughput by tier and loader")
+    fig.legend([_patch(colours[t]) for t in tiers], tiers, title="tier", loc="outside right upper")
+    return _svg(fig, prefix)
+
+
+def _patch(colour: str):
+    from matplotlib.patches import Patch
+
+    return Patch(color=colour)
+
+
+def wall_split(summary: dict) -> tuple[dict[str, float], str]:
+    """Where one cell's wall time went, as fractions keyed like ``SEGMENTS``, and their source.
+
+    With the differential attribution (``run.diagnose``) it is its ``lost_fraction``. Without it the
+    stall fraction is split over the stages in proportion to their per-sample wall times from the
+    online stage timers, which cannot tell queueing in collate/IPC from the stages themselves.
+    """
+    m = summary["metrics"]
+    lost = (summary.get("attribution") or {}).get("lost_fraction")
+    if lost:
+        split = {"compute": summary["attribution"]["au"], **lost}
+        source = "differential"
+    else:
+        wall = m.get("wall_s") or 0.0
+        split = {"compute": m["au"], "h2d": (m.get("h2d_s") or 0.0) / wall if wall else 0.0}
+        stages = {k: v for k, v in (summary.get("stage_ms_per_sample") or {}).items() if v}
+        total = sum(stages.values())
+        if total > 0:
+            split.update({k: m["stall_fraction"] * v / total for k, v in stages.items()})
+        else:
+            split["wait"] = m["stall_fraction"]
+        source = "stage timers"
+    split["other"] = max(0.0, 1.0 - sum(split.values()))
+    return split, source
+
+
+@_in_rc
+def attribution_svg(summaries: list[dict], prefix: str) -> str | None:
+    """One stacked bar per cell: the fraction of wall time the accelerator computed, and where the rest went."""
+    cells = _ok(summaries)
+    if not cells:
+        return None
+    fig = _figure(1.6 + 0.32 * len(cells))
+    ax = fig.add_subplot()
+    y = np.arange(len(cells))[::-1]
+    splits = [wall_split(s) for s in cells]
+    left = np.zeros(len(cells))
+    for key, label, colour in SEGMENTS:
+        widths = np.array([split.get(key, 0.0) for split, _ in splits])
+        if widths.any():
+            ax.barh(y, widths, left=left, color=colour, label=label)
+            left += widths
+    labels = [f"{s['cell']['cell_id']} ({src})" for s, (_, src) in zip(cells, splits, strict=True)]
+    ax.set_yticks(y, labels)
+    ax.set_xlim(0, 1)
+    ax.xaxis.set_major_formatter(_percent())
+    ax.set_xlabel("share of wall time")
+    ax.set_title("Where the wall time went")
+    fig.legend(loc="outside lower center", ncol=4)
+    return _svg(fig, prefix)
+
+
+def _plain():
+    from matplotlib.ticker import FuncFormatter
+
+    return FuncFormatter(lambda value, _pos: f"{value:g}")
+
+
+def _percent():
+    from matplotlib.ticker import PercentFormatter
+
+    return PercentFormatter(1.0, decimals=0)
+
+
+def _series_label(cell: dict, varying: set[str]) -> str:
+    parts = [cell["tier"]["name"], cell["loader"]["kind"]]
+    extra = {
+        "layout": cell["loader"].get("layout"),
+        "batch": f"b{cell['loader']['batch_size']}",
+        "accelerator": accelerator_label(cell),
+        "cache": cell.get("cache"),
+    }
+    return " / ".join(parts + [str(v) for k, v in extra.items() if k in varying])
+
+
+def accelerator_label(cell: dict) -> str:
+    """``h100x8`` for an emulated accelerator and count, ``torch:resnet50`` for a real model."""
+    acc = cell.get("accelerator") or {}
+    if acc.get("kind") == "emulated":
+        return f"{acc.get('type')}x{acc.get('count')}"
+    return f"torch:{acc.get('model')}"
+
+
+@_in_rc
+def au_workers_svg(summaries: list[dict], prefix: str) -> str | None:
+    """AU against loader workers, one line per tier/loader (and whatever else varies in the run)."""
+    cells = _ok(summaries)
+    if not cells:
+        return None
+    keys = {
+        "layout": lambda c: c["loader"].get("layout"),
+        "batch": lambda c: c["loader"]["batch_size"],
+        "accelerator": accelerator_label,
+        "cache": lambda c: c.get("cache"),
+    }
+    varying = {k for k, f in keys.items() if len({f(s["cell"]) for s in cells}) > 1}
+    lines: dict[str, list[tuple[int, float]]] = defaultdict(list)
+    for s in cells:
+        lines[_series_label(s["cell"], varying)].append((s["cell"]["loader"]["workers"], s["metrics"]["au"]))
+    fig = _figure(3.6)
+    ax = fig.add_subplot()
+    handles = []
+    for points in lines.values():
+        points.sort()
+        handles += ax.plot([p[0] for p in points], [p[1] for p in points], "o-")
+    ax.axhline(0.9, color="grey", ls="--", lw=1)
+    ax.annotate(
+        "90 %: accelerator-bound (MLPerf Storage rule)", (0.01, 0.91), xycoords=("axes fraction", "data")
+    )
+    workers = sorted({s["cell"]["loader"]["workers"] for s in cells})
+    ax.set_xticks(workers)
+    ax.set_ylim(0, 1.05)
+    ax.yaxis.set_major_formatter(_percent())
+    ax.set_xlabel("loader workers")
+    ax.set_ylabel("AU")
+    ax.set_title("Accelerator utilisation against loader workers")
+    fig.legend(handles, list(lines), loc="outside right upper")
+    return _svg(fig, prefix)
+
+
+@_in_rc
+def wait_cdf_svg(steps: dict[str, pa.Table], prefix: str) -> str | None:
+    """The distribution of the per-step wait, measured steps only, as one CDF per cell."""
+    series = {}
+    for cell_id, table in steps.items():
+        measured = table.filter(pc.invert(table.column("warmup")))
+        if measured.num_rows:
+            series[cell_id] = np.sort(measured.column("wait_s").to_numpy() * 1e3)
+    if not series:
+        return None
+    fig = _figure(3.6)
+    ax = fig.add_subplot()
+    handles = [ax.step(w, np.arange(1, len(w) + 1) / len(w), where="post")[0] for w in series.values()]
+    # linear below 1 ms, logarithmic above: zero waits and half-second stalls on one axis
+    ax.set_xscale("symlog", linthresh=1.0)
+    ax.xaxis.set_major_formatter(_plain())  # the default writes mathtext, which is off
+    ax.set_xlim(left=0)
+    ax.set_ylim(0, 1.02)
+    ax.yaxis.set_major_formatter(_percent())
+    ax.set_xlabel("wait per step, ms (linear below 1 ms, log above)")
+    ax.set_ylabel("steps with at most this wait")
+    ax.set_title("Wait-time distribution (measured steps)")
+    fig.legend(handles, list(series), loc="outside right upper")
+    return _svg(fig, prefix)
+
+
+@_in_rc
+def timeline_svg(steps: pa.Table, prefix: str) -> str | None:
+    """Wait, host-to-device and compute of every step of one cell against time, warm-up shaded."""
+    if steps.num_rows == 0:
+        return None
+    cols = {k: steps.column(k).to_numpy() for k in ("t_start", "t_end", "wait_s", "h2d_s", "compute_s")}
+    warmup = steps.column("warmup").to_numpy(zero_copy_only=False)
+    epoch = steps.column("epoch").to_numpy()
+    t0 = cols["t_start"][0]
+    # one polygon per component, a step function over each step's start: compact however many steps
+    x = np.append(cols["t_start"], cols["t_end"][-1]) - t0
+    fig = _figure(3.2)
+    ax = fig.add_subplot()
+    base = np.zeros(len(x))
+    for key, label in (("wait_s", "wait"), ("h2d_s", "host-to-device"), ("compute_s", "compute")):
+        top = base + np.append(cols[key], cols[key][-1]) * 1e3
+        ax.fill_between(x, base, top, step="post", color=_STEP_COLOURS[key], label=label, lw=0)
+        base = top
+    if warmup.any():
+        last = int(np.flatnonzero(warmup)[-1])
+        ax.axvspan(0, cols["t_end"][last] - t0, color="grey", alpha=0.25, lw=0, label="warm-up (left out)")
+    for i in np.flatnonzero(np.diff(epoch)) + 1:
+        ax.axvline(cols["t_start"][i] - t0, color="black", ls=":", lw=1)
+    ax.set_xlim(0, x[-1])
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel("seconds since the first step started (dotted: epoch boundary)")
+    ax.set_ylabel("ms per step")
+    ax.set_title("Step timeline")
+    fig.legend(loc="outside right upper")
+    return _svg(fig, prefix)
+
+
+@_in_rc
+def cache_hit_svg(summaries: list[dict], prefix: str) -> str | None:
+    """Shard-cache hit ratio per epoch, one line per cell that has a cache."""
+    series = {}
+    for s in _ok(summaries):
+        points = [(e["epoch"] + 1, e["cache_hit_ratio"]) for e in s.get("epochs") or []]
+        points = [p for p in points if p[1] is not None]
+        if points:
+            series[s["cell"]["cell_id"]] = points
+    if not series:
+        return None
+    fig = _figure(3.2)
+    ax = fig.add_subplot()
+    handles = [ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-")[0] for pts in series.values()]
+    ax.set_xticks(sorted({p[0] for points in series.values() for p in points}))
+    ax.set_ylim(0, 1.05)
+    ax.yaxis.set_major_formatter(_percent())
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("cache hit ratio")
+    ax.set_title("Shard-cache hit ratio per epoch")
+    fig.legend(handles, list(series), loc="outside right upper")
+    return _svg(fig, prefix)

@@ -1,0 +1,91 @@
+"""Reading run directories from Python: the results of one or more runs and their per-step series.
+
+    >>> from iobench.results import load_run, load_runs, load_steps, to_pandas
+    >>> load_run("runs/nvme").column("samples_per_s")
+    >>> to_pandas(load_runs(["runs/nvme", "runs/ceph"]))      # a `run` column says which is which
+    >>> load_steps("runs/nvme", "local-torch-w8-b256-h100x8-cold")
+
+Everything returns a pyarrow Table, so pandas stays optional.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .schema import RESULT_SCHEMA, summary_to_row
+from .store import RESULTS_NAME, cell_summaries
+
+if TYPE_CHECKING:
+    import pandas
+
+STEPS_NAME = "steps.parquet"
+
+
+def load_run(run_dir: str | Path) -> pa.Table:
+    """One row per cell: ``results.parquet``, or, where it is missing (a sweep stopped before its
+    first table was written, or the table was deleted), the same rows rebuilt from the cells'
+    summaries, which are the source of truth. Nothing is written to the run directory."""
+    run_dir = Path(run_dir)
+    path = run_dir / RESULTS_NAME
+    if path.exists():
+        return pq.read_table(path)
+    summaries = cell_summaries(run_dir)
+    if not summaries:
+        raise FileNotFoundError(
+            f"{run_dir}: neither {RESULTS_NAME} nor any <cell>/summary.json: is it an iobench run directory?"
+        )
+    return pa.Table.from_pylist([summary_to_row(s) for s in summaries], schema=RESULT_SCHEMA)
+
+
+def load_runs(run_dirs: Iterable[str | Path]) -> pa.Table:
+    """The cells of several runs in one table, with a first column ``run``: each directory as given.
+
+    Runs written by different iobench versions may differ in columns; a column one run lacks is null
+    in its rows.
+    """
+    tables = []
+    for run_dir in run_dirs:
+        table = load_run(run_dir)
+        tables.append(table.add_column(0, "run", pa.array([str(run_dir)] * table.num_rows, pa.string())))
+    if not tables:
+        raise ValueError("load_runs: no run directories given")
+    return pa.concat_tables(tables, promote_options="default")
+
+
+def load_steps(run_dir: str | Path, cell_id: str | None = None) -> pa.Table:
+    """The per-step rows (``<cell>/steps.parquet``) of one cell, or of every cell that has them
+    (failed cells have none), with a first column ``cell_id``. Warm-up steps are included and marked
+    ``warmup``: filter on it for the steps the metrics use."""
+    run_dir = Path(run_dir)
+    if cell_id is not None:
+        path = run_dir / cell_id / STEPS_NAME
+        if not path.exists():
+            have = sorted(p.parent.name for p in run_dir.glob(f"*/{STEPS_NAME}"))
+            raise FileNotFoundError(
+                f"{path} does not exist; cells of {run_dir} with steps: {', '.join(have) or 'none'}"
+            )
+        paths = [path]
+    else:
+        paths = sorted(p for p in run_dir.glob(f"*/{STEPS_NAME}") if not p.parent.name.startswith("."))
+        if not paths:
+            raise FileNotFoundError(f"{run_dir}: no <cell>/{STEPS_NAME}: is it an iobench run directory?")
+    tables = []
+    for path in paths:
+        table = pq.read_table(path)
+        cells = pa.array([path.parent.name] * table.num_rows, pa.string())
+        tables.append(table.add_column(0, "cell_id", cells))
+    return pa.concat_tables(tables, promote_options="default")
+
+
+def to_pandas(table: pa.Table) -> pandas.DataFrame:
+    """``table`` as a pandas DataFrame. pandas is not an iobench dependency: install it to use this."""
+    try:
+        import pandas  # noqa: F401  (imported here so that the error names the fix)
+    except ImportError as e:
+        raise ImportError("to_pandas needs pandas, which iobench does not install: pip install pandas") from e
+    return table.to_pandas()
