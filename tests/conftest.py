@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import gc
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +16,15 @@ def tiny_dataset(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("tiny-dataset")
     synthesize(out, samples=256, seed=3, shard_bytes=3_600_000)
     return out
+
+
+@pytest.fixture(autouse=True)
+def _release_dali_pipelines():
+    # a DALI pipeline left to the garbage collector can be collected inside a DataLoader worker a
+    # later test forks, where DALI's threads do not exist: the worker hangs or crashes there
+    yield
+    if "nvidia.dali" in sys.modules:
+        gc.collect()
 
 
 @pytest.fixture(autouse=True)

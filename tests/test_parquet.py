@@ -322,6 +322,7 @@ def test_null_label_is_a_sample_without_cls(tmp_path):
 
 # --- through the loader -------------------------------------------------------------------------
 
+
 def test_shard_loader_reads_parquet_like_tar(tiny_dataset, parquet_dataset):
     from loaders import AugmentSpec, ShardLoader
 

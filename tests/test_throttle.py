@@ -254,17 +254,10 @@ def test_two_dataloader_workers_share_the_tiers_cap(tier):
     assert stats.counters["throttle_wait_ms"] > 0
 
 
-_DALI_PATCH = "needs loaders/dali_loader.py to pass config.throttle to its SourceSpec (not applied yet)"
+_NO_DALI = pytest.mark.skipif(importlib.util.find_spec("nvidia.dali") is None, reason="DALI not installed")
 
 
-def _dali_pending(name: str):
-    marks = [pytest.mark.xfail(strict=True, raises=AssertionError, reason=_DALI_PATCH)]
-    if importlib.util.find_spec("nvidia.dali") is None:
-        marks = [pytest.mark.skip(reason="NVIDIA DALI is not installed")]
-    return pytest.param(name, marks=marks)
-
-
-@pytest.mark.parametrize("backend", ["torch", "nodes", _dali_pending("dali")])
+@pytest.mark.parametrize("backend", ["torch", "nodes", pytest.param("dali", marks=_NO_DALI)])
 def test_make_loader_reads_a_throttled_tier_at_its_cap(tier, backend):
     from iobench.run.loaderfactory import loader_config
 
@@ -285,6 +278,19 @@ def test_make_loader_reads_a_throttled_tier_at_its_cap(tier, backend):
     assert stats.counters["throttle_requests"] == len(manifest.shards)
     assert delivered == _expected(tier, manifest)
     assert _rate(stats.bytes_read, seconds, tier.bytes_per_s) <= 1.1 * tier.bytes_per_s
+
+
+@_NO_DALI
+@pytest.mark.parametrize("mode", ["reader", "dali-s3"])
+def test_dali_modes_that_read_past_the_throttle_are_refused(tier, mode):
+    from iobench.run.loaderfactory import loader_config
+
+    manifest = tier.load_manifest()
+    row = {"kind": "dali", "batch_size": 16, "workers": 2}
+    config = loader_config(tier.shard_urls(manifest), tier.source_options(manifest), row, {"seed": 0})
+    config = dataclasses.replace(config, options={"mode": mode})
+    with pytest.raises(ValueError, match="cannot be throttled"):
+        make_loader("dali", config)
 
 
 @pytest.mark.integration
