@@ -27,6 +27,7 @@ from ..analysis.differential import combine
 from ..analysis.honesty import cache_warnings, epoch1_vs_steady, epoch_delta
 from ..analysis.repeats import summarize
 from ..demand import Demand, lookup_demand
+from ..estimate import usable_cores
 from ..results.schema import SCHEMA_VERSION, STEP_SCHEMA
 from ..results.store import publish_cell
 from ..tiers import make_tier
@@ -64,7 +65,7 @@ def _host() -> dict:
         "platform": platform.platform(),
         "cpu_model": platform.processor() or _cpu_model(),
         "logical_cpus": os.cpu_count(),
-        "usable_cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "usable_cpus": usable_cores(),
         "memory_bytes": psutil.virtual_memory().total,
         "cuda": torch.cuda.is_available(),
     }
