@@ -70,16 +70,23 @@ def demand_samples_per_s(acc: dict) -> float | None:
     return per * acc["count"]
 
 
+def samples_per_run(samples_in_dataset: int | None, loader: dict, run: dict) -> int | None:
+    """Samples one measured run of a cell goes through: the dataset x epochs, or max_steps x batch
+    if fewer; None when neither is known yet."""
+    samples = samples_in_dataset * run["epochs"] if samples_in_dataset is not None else None
+    if run["max_steps"]:
+        cap = run["max_steps"] * loader["batch_size"]
+        samples = min(samples, cap) if samples is not None else cap
+    return samples
+
+
 def estimate_cell(cell: dict, samples_in_dataset: int | None, cores: int) -> CellEstimate:
     loader, run = cell["loader"], cell["run"]
     rate = DECODE_PER_CORE * min(max(loader["workers"], 1), cores)
     demand = demand_samples_per_s(cell["accelerator"])
     if demand is not None:
         rate = min(rate, demand)
-    samples = samples_in_dataset * run["epochs"] if samples_in_dataset is not None else None
-    if run["max_steps"]:
-        cap = run["max_steps"] * loader["batch_size"]
-        samples = min(samples, cap) if samples is not None else cap
+    samples = samples_per_run(samples_in_dataset, loader, run)
     if samples is None:
         return CellEstimate(None, rate, None)
     runs = run["repeats"]

@@ -5,6 +5,7 @@ answer "how many accelerators does this tier + loader feed?" and check the answe
 from __future__ import annotations
 
 from ..analysis.differential import capacity
+from ..estimate import samples_per_run
 from .accelerator import EmulatedAccelerator
 from .ceilings import Ceiling, accelerator_ceiling, fetch_ceiling, prep_ceiling
 from .measure import measure
@@ -25,9 +26,7 @@ def measure_ceilings(
 ) -> dict[str, Ceiling]:
     run, loader = cell["run"], cell["loader"]
     objects = loader.get("layout", "shards") == "objects"
-    planned = manifest.num_samples * run["epochs"]
-    if run["max_steps"]:
-        planned = min(planned, run["max_steps"] * loader["batch_size"])
+    planned = samples_per_run(manifest.num_samples, loader, run)
     out = {"accelerator": accelerator_ceiling(consumer, loader["batch_size"])}
     tier.prepare(manifest, cell["cache"])  # the fetch ceiling reads in the cell's cache state
     out["fetch"] = fetch_ceiling(
