@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from .instrument import StageStats, Stopwatch
+from .shmring import ShmRing, ring_by_id
 
 
 @dataclass
@@ -29,15 +30,27 @@ class Batch:
     # (delivered, failed or dropped), and which reader (DataLoader worker) produced it
     consumed: int = 0
     reader: int = 0
+    # in transit from a DataLoader worker: the images wait in slot ``slot`` of ring ``ring_id``
+    # (N x H x W x 3) and the labels travel as a list, so no tensor crosses the process boundary
+    in_ring: tuple[int, int, tuple[int, ...], list[int]] | None = None
 
     def __len__(self) -> int:
         return len(self.keys)
 
+    def received(self) -> Batch:
+        """In the main process: the batch with its images and labels as tensors again."""
+        if self.in_ring is None:
+            return self
+        ring_id, slot, shape, labels = self.in_ring
+        images = ring_by_id(ring_id).tensor(slot, shape).permute(0, 3, 1, 2)
+        return replace(self, images=images, labels=torch.tensor(labels, dtype=torch.int64), in_ring=None)
+
     def pin_memory(self) -> Batch:
         """Called by DataLoader(pin_memory=True) and torchdata's PinMemory for custom batch types."""
-        if self.images is None:
-            return self
-        return replace(self, images=self.images.pin_memory(), labels=self.labels.pin_memory())
+        batch = self.received()
+        if batch.images is None:
+            return batch
+        return replace(batch, images=batch.images.pin_memory(), labels=batch.labels.pin_memory())
 
 
 class BatchAssembler:
@@ -45,12 +58,24 @@ class BatchAssembler:
 
     ``slot()`` is where the next image goes (augment writes into it); ``commit`` keeps it. A sample
     that fails after taking a slot is simply not committed, and the next one reuses the slot.
+
+    ``shared``: the batch goes to another process, so its buffer is shared memory: a slot of
+    ``ring`` (this worker's number ``ring_owner``) when one is free, else a new torch segment.
     """
 
     def __init__(
-        self, batch_size: int, image_size: int, *, shared: bool = False, stats: StageStats | None = None
+        self,
+        batch_size: int,
+        image_size: int,
+        *,
+        shared: bool = False,
+        stats: StageStats | None = None,
+        ring: ShmRing | None = None,
+        ring_owner: int = 0,
     ) -> None:
         self.batch_size, self.image_size, self.shared = batch_size, image_size, shared
+        self.ring, self.ring_owner = ring, ring_owner
+        self._ring_slot: int | None = None
         self._images: torch.Tensor | None = None
         self.labels: list[int] = []
         self.keys: list[str] = []
@@ -84,11 +109,21 @@ class BatchAssembler:
     def take(self, *, drop_partial: bool = False) -> Batch | None:
         """The batch so far, and a fresh assembler state. A partial batch under ``drop_partial`` loses
         its images but keeps its counters (errors and bytes must still reach the consumer)."""
-        n, stats, consumed, keys, labels, images = (
-            len(self.keys), self.stats, self.consumed, self.keys, self.labels, self._images,
+        n, stats, consumed, keys, labels, images, ring_slot = (
+            len(self.keys), self.stats, self.consumed, self.keys, self.labels, self._images, self._ring_slot,
         )  # fmt: skip
         self._images, self.labels, self.keys, self.stats, self.consumed = None, [], [], StageStats(), 0
-        if n and (n == self.batch_size or not drop_partial):
+        self._ring_slot = None
+        delivered = bool(n and (n == self.batch_size or not drop_partial))
+        if ring_slot is not None:
+            assert self.ring is not None
+            if delivered:
+                shape = (n, self.image_size, self.image_size, 3)
+                return Batch(
+                    None, None, keys, stats, consumed, in_ring=(self.ring.id, ring_slot, shape, labels)
+                )
+            self.ring.release(ring_slot)
+        if delivered:
             with Stopwatch(stats, "collate"):
                 label_tensor = torch.tensor(labels, dtype=torch.int64)
             assert images is not None
@@ -102,5 +137,10 @@ class BatchAssembler:
         shape = (self.batch_size, self.image_size, self.image_size, 3)
         if not self.shared:
             return torch.empty(shape, dtype=torch.uint8)
+        if self.ring is not None:
+            self._ring_slot = self.ring.acquire(self.ring_owner)
+            if self._ring_slot is not None:
+                return torch.from_numpy(self.ring.array(self._ring_slot).reshape(shape))
+            self.stats.counters["ring_fallback_batches"] += 1
         storage = torch.UntypedStorage._new_shared(int(np.prod(shape)))
         return torch.empty(0, dtype=torch.uint8).set_(storage).view(shape)

@@ -17,6 +17,7 @@ import numpy as np
 from .assemble import Batch, BatchAssembler
 from .decode import AugmentSpec, CorruptImage, augment, decode_jpeg
 from .instrument import StageStats, Stopwatch, clocks, since
+from .shmring import ShmRing
 from .sources import ShardSource
 from .tario import DEFAULT_MAX_MEMBER_BYTES, Sample, iter_samples
 
@@ -156,15 +157,20 @@ def batches(
     *,
     start: StageStats | None = None,
     shared: bool = False,
+    ring: ShmRing | None = None,
+    reader: int = 0,
 ) -> Iterator[Batch]:
     """Decode, augment and collate; errors are counted per the policy and never sleep or retry.
 
     ``drain`` moves the storage counters gathered meanwhile (requests, cache) into each batch;
     ``start`` is the first batch's stats (it receives what a resume skipped). ``shared`` puts the
-    batch buffers in shared memory (a DataLoader worker sends them to another process).
+    batch buffers in shared memory (a DataLoader worker sends them to another process): in reader
+    ``reader``'s slots of ``ring`` when given.
     """
     base = rng.getrandbits(64)
-    batch = BatchAssembler(spec.batch_size, spec.augment.size, shared=shared, stats=start)
+    batch = BatchAssembler(
+        spec.batch_size, spec.augment.size, shared=shared, stats=start, ring=ring, ring_owner=reader
+    )
     for sample in samples:
         batch.consumed += 1
         out = process_sample(sample, spec, sample_rng(base, sample), batch.stats, batch.slot())
@@ -230,13 +236,18 @@ def stream(
     objects: bool = False,
     skip: int = 0,
     shared: bool = False,
+    ring: ShmRing | None = None,
+    reader: int = 0,
 ) -> Iterator[Batch]:
     """The whole pipeline for one reader (a worker, a thread, or the main process).
 
     ``items`` are shard URLs, or with ``objects=True`` (key, url, label) of one object per sample.
     ``skip`` drops the first samples of the reader's shuffled stream without decoding them (resume);
-    ``shared`` allocates batches in shared memory (for a DataLoader worker).
+    ``shared`` allocates batches in shared memory (for a DataLoader worker), in reader ``reader``'s
+    slots of ``ring`` while it has free ones.
     """
     first = StageStats()
     raw = raw_samples(items, source, spec, rng, objects=objects, skip=skip, skipped=first)
-    return batches(raw, spec, rng, drain=source.drain_into, start=first, shared=shared)
+    return batches(
+        raw, spec, rng, drain=source.drain_into, start=first, shared=shared, ring=ring, reader=reader
+    )

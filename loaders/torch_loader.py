@@ -10,6 +10,7 @@ stage is measured where it runs and only finished uint8 batches cross the proces
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import random
 from collections.abc import Iterator, Sequence
@@ -23,6 +24,7 @@ from .contract import EpochCursor, LoaderConfig, ResumableLoader, deliver
 from .instrument import StageStats
 from .pipeline import PipelineSpec, stream
 from .shards import check_splittable, shards_for
+from .shmring import ShmRing
 from .sources import ShardSource, SourceSpec
 
 _CONFIG_FIELDS = frozenset(f.name for f in fields(LoaderConfig))
@@ -60,6 +62,7 @@ class ShardStream(IterableDataset):
         self.rank, self.world_size, self.shuffle_shards = rank, world_size, shuffle_shards
         self.epoch = 0
         self.skip: list[int] = []
+        self.ring: ShmRing | None = None  # this epoch's batch buffers, inherited by the forked workers
 
     def __iter__(self) -> Iterator[Batch]:
         info = get_worker_info()
@@ -79,8 +82,17 @@ class ShardStream(IterableDataset):
         rng = random.Random(hash((self.spec.seed, self.epoch, self.rank, worker)))
         skip = self.skip[worker] if worker < len(self.skip) else 0
         source = ShardSource(self.source)
+        shared = info is not None
         batches = stream(
-            mine, source, self.spec, rng, objects=self.objects, skip=skip, shared=info is not None
+            mine,
+            source,
+            self.spec,
+            rng,
+            objects=self.objects,
+            skip=skip,
+            shared=shared,
+            ring=self.ring if shared else None,
+            reader=worker,
         )
         return _tagged(batches, worker)
 
@@ -164,6 +176,16 @@ class ShardLoader(ResumableLoader):
             persistent_workers=False,
         )
 
+    def _ring(self) -> ShmRing | None:
+        """Batch buffers for this epoch's workers, who inherit them by fork (other start methods
+        would need them pickled: those workers use torch's per-batch shared memory instead)."""
+        if self.workers == 0 or multiprocessing.get_context().get_start_method() != "fork":
+            return None
+        size = self.spec.augment.size
+        # per worker: the batches DataLoader keeps in flight, the one being written, the one the
+        # consumer holds and one in the pin-memory thread; a worker finding none free falls back
+        return ShmRing(self.workers, self.config.prefetch + 3, self.spec.batch_size * size * size * 3)
+
     @property
     def epoch(self) -> int:
         """The epoch the next iteration runs."""
@@ -173,7 +195,9 @@ class ShardLoader(ResumableLoader):
         # each pass is a new epoch with a new shard order; workers receive epoch and skips when forked
         epoch, skip = self._cursor.begin()
         self.dataset.epoch, self.dataset.skip = epoch, skip
+        self.dataset.ring = self._ring()
         for batch in self._loader:
+            batch = batch.received()
             self.stats.merge(batch.stats)
             self._cursor.count(batch)  # before the yield: a state taken now includes this batch
             if batch.images is None:
