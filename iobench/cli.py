@@ -153,8 +153,15 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_inspect(args: argparse.Namespace) -> int:
+    from .inspect.cli import inspect_command
+
+    return inspect_command(args, console)
+
+
 def build_parser() -> argparse.ArgumentParser:
     from . import __version__
+    from .inspect.cli import add_inspect_arguments
     from .sweepcli import add_sweep_arguments
 
     p = argparse.ArgumentParser(
@@ -240,6 +247,14 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("run_b")
     c.add_argument("--json", action="store_true", help="machine-readable output")
     c.set_defaults(func=_cmd_compare)
+
+    ins = sub.add_parser(
+        "inspect",
+        help="this host's CPUs, NUMA nodes, memory, NVMe/RAID links, file systems, NICs/RDMA and GPUs, "
+        "and the pitfalls it sees",
+    )
+    add_inspect_arguments(ins)
+    ins.set_defaults(func=_cmd_inspect)
     return p
 
 

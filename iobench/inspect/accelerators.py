@@ -1,0 +1,58 @@
+"""What the accelerators will demand: ``--accelerators 8xH100``, or the GPUs NVML found, matched
+by name to configs/accelerators.yaml."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from iobench.demand import load_accelerator_table, lookup_demand
+
+
+@dataclass(frozen=True)
+class AcceleratorDemand:
+    count: int
+    type: str  # a key of configs/accelerators.yaml
+    model: str
+    samples_per_s_each: float
+    source: str  # the figure's source, from configs/accelerators.yaml
+    found_by: str  # "--accelerators" or "NVML"
+    memory_bytes_each: int  # the table's memory, for RAM rules on a host with no GPU yet
+
+    @property
+    def samples_per_s(self) -> float:
+        return self.count * self.samples_per_s_each
+
+
+def parse_accelerators(text: str, model: str) -> AcceleratorDemand:
+    """``8xH100`` (count x type, case-insensitive) → its training demand for ``model``."""
+    m = re.fullmatch(r"\s*(\d+)\s*[xX×]\s*([A-Za-z0-9_-]+)\s*", text)
+    if not m or int(m.group(1)) < 1:
+        raise ValueError(f"--accelerators {text!r}: expected COUNTxTYPE, e.g. 8xH100 or 4xA100")
+    return _demand(int(m.group(1)), m.group(2).lower(), model, "--accelerators")
+
+
+def _demand(count: int, acc_type: str, model: str, found_by: str) -> AcceleratorDemand:
+    d = lookup_demand(acc_type, model, "training")  # ConfigError (a ValueError) names the allowed values
+    memory_gib = load_accelerator_table()[acc_type].get("memory_gib") or 0
+    return AcceleratorDemand(count, acc_type, model, d.samples_per_s, d.source, found_by, memory_gib * 2**30)
+
+
+def demand_of_gpus(gpus: list[dict], model: str) -> tuple[AcceleratorDemand | None, str | None]:
+    """The demand of the GPUs found, when every one's name matches one table entry; else a note why not."""
+    if not gpus:
+        return None, None
+    table = load_accelerator_table()
+    types = set()
+    for gpu in gpus:
+        matches = [t for t in table if re.search(rf"\b{re.escape(t)}\b", gpu["name"].lower())]
+        if len(matches) != 1:
+            known = ", ".join(sorted(table))
+            return None, (
+                f"demand: GPU {gpu['index']} ({gpu['name']}) matches no single entry of "
+                f"configs/accelerators.yaml ({known}); give --accelerators NxTYPE"
+            )
+        types.add(matches[0])
+    if len(types) > 1:
+        return None, f"demand: mixed GPU types ({', '.join(sorted(types))}); give --accelerators NxTYPE"
+    return _demand(len(gpus), types.pop(), model, "NVML"), None

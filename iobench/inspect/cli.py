@@ -1,0 +1,95 @@
+"""`iobench inspect [--json] [--accelerators 8xH100] [--decode-rate N | --results RUN_DIR]`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from dataclasses import asdict
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console
+
+if TYPE_CHECKING:
+    from .accelerators import AcceleratorDemand
+    from .decoderate import DecodeRate
+
+
+def add_inspect_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="machine-readable output on stdout")
+    parser.add_argument(
+        "--accelerators",
+        metavar="NxTYPE",
+        help="the accelerators this host feeds, e.g. 8xH100 (types: configs/accelerators.yaml); "
+        "default: the GPUs NVML finds",
+    )
+    parser.add_argument(
+        "--model", default="resnet50", help="the model trained, for the demand (default resnet50)"
+    )
+    rate = parser.add_mutually_exclusive_group()
+    rate.add_argument(
+        "--decode-rate",
+        type=float,
+        metavar="N",
+        help="JPEG decode+augment samples/s per core (default: measure)",
+    )
+    rate.add_argument(
+        "--results",
+        metavar="RUN_DIR",
+        help="take the per-core decode+augment rate from a sweep's run directory",
+    )
+    parser.add_argument(
+        "--root",
+        default="/",
+        help="read sys/ and proc/ under this directory instead of / (a recorded tree; for tests and bug reports)",
+    )
+
+
+def _decode_rate(
+    args: argparse.Namespace, demand: AcceleratorDemand | None, notes: list[str]
+) -> DecodeRate | None:
+    from .decoderate import given_rate, measure_here, rate_from_run
+
+    if args.decode_rate is not None:
+        return given_rate(args.decode_rate)
+    if args.results:
+        return rate_from_run(args.results)
+    if demand is None:
+        return None  # nothing to compare a rate with: spare the measurement
+    if os.path.realpath(args.root) != "/":
+        notes.append("decode rate: not measured for a recorded tree (this CPU is not its CPU)")
+        return None
+    return measure_here()
+
+
+def inspect_command(args: argparse.Namespace, console: Console, nvml_lib: Any = None) -> int:
+    """Inventory, demand, decode rate and pitfalls; ``nvml_lib`` replaces pynvml (tests)."""
+    from .accelerators import demand_of_gpus, parse_accelerators
+    from .inventory import collect_inventory
+    from .pitfalls import find_pitfalls
+    from .render import render
+
+    if not os.path.isdir(args.root):
+        raise ValueError(f"--root {args.root}: not a directory (it should hold sys/ and proc/)")
+    demand = parse_accelerators(args.accelerators, args.model) if args.accelerators else None
+    inv = collect_inventory(args.root, nvml_lib)
+    notes = list(inv.notes)
+    if demand is None:
+        demand, why_not = demand_of_gpus(inv.gpus, args.model)
+        if why_not:
+            notes.append(why_not)
+    rate = _decode_rate(args, demand, notes)
+    pitfalls, check_notes = find_pitfalls(inv, demand, rate)
+    notes += check_notes
+    if args.json:
+        doc = {
+            "inventory": inv.as_dict(),
+            "demand": None if demand is None else {**asdict(demand), "samples_per_s": demand.samples_per_s},
+            "decode_rate": None if rate is None else asdict(rate),
+            "pitfalls": [p.as_dict() for p in pitfalls],
+            "notes": notes,
+        }
+        print(json.dumps(doc, indent=2))
+    else:
+        render(console, inv, demand, rate, pitfalls, notes)
+    return 0
