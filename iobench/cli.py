@@ -159,9 +159,16 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     return inspect_command(args, console)
 
 
+def _cmd_monitor(args: argparse.Namespace) -> int:
+    from .monitor import monitor_command
+
+    return monitor_command(args, console)
+
+
 def build_parser() -> argparse.ArgumentParser:
     from . import __version__
     from .inspect.cli import add_inspect_arguments
+    from .monitor import add_monitor_arguments
     from .sweepcli import add_sweep_arguments
 
     p = argparse.ArgumentParser(
@@ -255,6 +262,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_inspect_arguments(ins)
     ins.set_defaults(func=_cmd_inspect)
+
+    mon = sub.add_parser(
+        "monitor", help="Prometheus metrics beside a running job (--pid) or a running sweep (--run-dir)"
+    )
+    add_monitor_arguments(mon)
+    mon.set_defaults(func=_cmd_monitor)
     return p
 
 
@@ -265,6 +278,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         err_console.print("interrupted")
         return 130
+    except ImportError as exc:
+        # an optional extra that is not installed: its message carries the pip line
+        err_console.print(f"[red]error:[/red] {exc}")
+        return 2
     except (ValueError, OSError) as exc:
         # configuration, manifest, tier and path errors carry their own explanation
         err_console.print(f"[red]error:[/red] {exc}")
