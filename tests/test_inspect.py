@@ -17,8 +17,8 @@ from iobench.inspect.cli import add_inspect_arguments, inspect_command
 from iobench.inspect.decoderate import given_rate, measure_rate, rate_from_run
 from iobench.inspect.inventory import collect_inventory
 from iobench.inspect.pitfalls import find_pitfalls
-from iobench.inspect.sysfs import parse_cpulist
 from iobench.results.store import publish_cell, write_results_table
+from iobench.sysfs import parse_cpulist
 from tests.fakenvml import GIB, LIBRARY_NOT_FOUND, FakeGpu, FakeNvmlLib
 from tests.shardkit import tiny_jpeg
 

@@ -42,7 +42,7 @@ KIB = 1024
 
 # NNNNNN.jpg and NNNNNN.cls headers plus the .cls block; .jpg padding averages half a block
 _TAR_OVERHEAD = member_bytes(0) + 256 + member_bytes(3)
-_PRIOR_NOISE_SCALE = 21.0  # calibrated for 110 KiB (Pillow 13, libjpeg-turbo); only a start
+PRIOR_NOISE_SCALE = 21.0  # calibrated for 110 KiB (Pillow 13, libjpeg-turbo); only a start
 
 
 def render(seed: int, index: int, noise_scale: float) -> tuple[bytes, int]:
@@ -115,7 +115,7 @@ def calibrate(
     # Mean size follows roughly scale**0.36 near the target, so Newton steps in log-log space
     # (slope re-estimated from the last two rounds) land within tolerance in one or two rounds.
     # The tolerance is about the sampling error of the calibration sample; tighter is noise.
-    x, slope = _PRIOR_NOISE_SCALE, 0.36
+    x, slope = PRIOR_NOISE_SCALE, 0.36
     best: tuple[float, float] | None = None
     prev: tuple[float, float] | None = None
     for _ in range(8):

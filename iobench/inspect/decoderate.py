@@ -75,9 +75,9 @@ def measure_rate(jpegs: list[bytes], seconds: float = 1.0) -> float:
 def measure_here(seconds: float = 1.0, images: int = 24) -> DecodeRate:
     """Measured on this host: synthetic ImageNet-like JPEGs from the synth dataset's generator (the
     first 24 of seed 0 average 112 KiB, near ImageNet's ~110 KiB; decode cost tracks JPEG bytes)."""
-    from iobench.datasets.synth import _PRIOR_NOISE_SCALE, render
+    from iobench.datasets.synth import PRIOR_NOISE_SCALE, render
 
-    jpegs = [render(0, i, _PRIOR_NOISE_SCALE)[0] for i in range(images)]
+    jpegs = [render(0, i, PRIOR_NOISE_SCALE)[0] for i in range(images)]
     mean_kib = sum(map(len, jpegs)) / len(jpegs) / 1024
     rate = measure_rate(jpegs, seconds)
     return DecodeRate(

@@ -13,7 +13,7 @@ import re
 
 from iobench.tiers.blockdev import describe_block_device, parse_mountinfo
 
-from .sysfs import list_dir, read_numa_node, read_text, under
+from ..sysfs import list_dir, read_numa_node, read_text, under
 
 # not storage a dataset lives on: loop devices (snaps, images), RAM disks, optical and floppy drives
 _SKIP_DISKS = ("loop", "ram", "zram", "sr", "fd", "nbd")

@@ -13,6 +13,8 @@ import os
 import re
 from typing import Any
 
+from ..sysfs import read_int, read_text
+
 __all__ = ["describe_block_device", "describe_path", "find_mount", "parse_mountinfo"]
 
 # Filesystems with no local block device behind them; say what they are instead.
@@ -30,22 +32,6 @@ _NO_DEVICE_REASONS = {
 }
 _MAX_DEPTH = 4  # dm over md over partitions is three levels; deeper is a loop or very odd
 _ESCAPE = re.compile(r"\\([0-7]{3})")
-
-
-def _read(path: str) -> str | None:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            return f.read().strip()
-    except OSError:
-        return None
-
-
-def _read_int(path: str) -> int | None:
-    text = _read(path)
-    try:
-        return int(text) if text is not None else None
-    except ValueError:
-        return None
 
 
 def _unescape(field: str) -> str:
@@ -89,7 +75,7 @@ def find_mount(path: str, mounts: list[dict[str, Any]]) -> dict[str, Any] | None
 
 
 def _uevent(dev_dir: str) -> dict[str, str]:
-    text = _read(os.path.join(dev_dir, "uevent")) or ""
+    text = read_text(os.path.join(dev_dir, "uevent")) or ""
     return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
 
 
@@ -137,14 +123,14 @@ def _pcie_link(disk_dir: str) -> dict[str, Any] | None:
     if os.path.isdir(mp_dir):
         candidates += [os.path.join(mp_dir, p, "device", "device") for p in sorted(os.listdir(mp_dir))]
     for pci in candidates:
-        cur_speed = _read(os.path.join(pci, "current_link_speed"))
+        cur_speed = read_text(os.path.join(pci, "current_link_speed"))
         if cur_speed is None:
             continue
         link: dict[str, Any] = {
             "current_speed": cur_speed,
-            "current_width": _read_int(os.path.join(pci, "current_link_width")),
-            "max_speed": _read(os.path.join(pci, "max_link_speed")),
-            "max_width": _read_int(os.path.join(pci, "max_link_width")),
+            "current_width": read_int(os.path.join(pci, "current_link_width")),
+            "max_speed": read_text(os.path.join(pci, "max_link_speed")),
+            "max_width": read_int(os.path.join(pci, "max_link_width")),
         }
         addr = os.path.basename(os.path.realpath(pci))
         # Recorded trees store the PCI function as a plain directory named "device".
@@ -181,7 +167,7 @@ def _transport(name: str) -> str:
 
 
 def _mdstat_entry(name: str, proc_root: str) -> dict[str, Any]:
-    text = _read(os.path.join(proc_root, "mdstat")) or ""
+    text = read_text(os.path.join(proc_root, "mdstat")) or ""
     lines = text.splitlines()
     for i, line in enumerate(lines):
         # "md0 : active raid0 nvme3n1[3] nvme2n1[2] ..." then "... 512k chunks [UU_U]"
@@ -208,12 +194,12 @@ def _md_info(name: str, disk_dir: str, sys_root: str, proc_root: str, depth: int
     md = os.path.join(disk_dir, "md")
     fallback = _mdstat_entry(name, proc_root)
     info: dict[str, Any] = {
-        "level": _read(os.path.join(md, "level")) or fallback.get("level"),
-        "chunk_size_bytes": _read_int(os.path.join(md, "chunk_size")) or fallback.get("chunk_size_bytes"),
-        "raid_disks": _read_int(os.path.join(md, "raid_disks")),
-        "array_state": _read(os.path.join(md, "array_state")) or fallback.get("array_state"),
+        "level": read_text(os.path.join(md, "level")) or fallback.get("level"),
+        "chunk_size_bytes": read_int(os.path.join(md, "chunk_size")) or fallback.get("chunk_size_bytes"),
+        "raid_disks": read_int(os.path.join(md, "raid_disks")),
+        "array_state": read_text(os.path.join(md, "array_state")) or fallback.get("array_state"),
         # md/degraded exists only for redundant levels; raid0 cannot run degraded.
-        "degraded_members": _read_int(os.path.join(md, "degraded"))
+        "degraded_members": read_int(os.path.join(md, "degraded"))
         if os.path.exists(os.path.join(md, "degraded"))
         else fallback.get("degraded"),
         "source": "sysfs" if os.path.isdir(md) else ("/proc/mdstat" if fallback else None),
@@ -252,18 +238,18 @@ def describe_block_device(
     """Model, rotational, block sizes, size, PCIe link, RAID/stacking for a device name."""
     disk, partition = _resolve_name(name, sys_root)
     disk_dir = os.path.join(sys_root, "block", disk)
-    rot = _read_int(os.path.join(disk_dir, "queue", "rotational"))
+    rot = read_int(os.path.join(disk_dir, "queue", "rotational"))
     size_dir = os.path.join(disk_dir, partition) if partition else disk_dir
-    sectors = _read_int(os.path.join(size_dir, "size"))
+    sectors = read_int(os.path.join(size_dir, "size"))
     info: dict[str, Any] = {
         "name": disk,
         "partition": partition,
         "transport": _transport(disk),
-        "model": _read(os.path.join(disk_dir, "device", "model")),
+        "model": read_text(os.path.join(disk_dir, "device", "model")),
         # virtio and many VMs report 1 whatever the host has; it is what the kernel believes.
         "rotational": None if rot is None else bool(rot),
-        "logical_block_size": _read_int(os.path.join(disk_dir, "queue", "logical_block_size")),
-        "physical_block_size": _read_int(os.path.join(disk_dir, "queue", "physical_block_size")),
+        "logical_block_size": read_int(os.path.join(disk_dir, "queue", "logical_block_size")),
+        "physical_block_size": read_int(os.path.join(disk_dir, "queue", "physical_block_size")),
         # sysfs `size` is in 512-byte sectors regardless of the logical block size.
         "size_bytes": None if sectors is None else sectors * 512,
     }
@@ -278,7 +264,7 @@ def describe_block_device(
     if os.path.isdir(os.path.join(disk_dir, "md")) or disk.startswith("md"):
         info["raid"] = _md_info(disk, disk_dir, sys_root, proc_root, _depth)
     elif _slaves(disk_dir):
-        info["dm_name"] = _read(os.path.join(disk_dir, "dm", "name"))
+        info["dm_name"] = read_text(os.path.join(disk_dir, "dm", "name"))
         info["members"] = [
             describe_block_device(s, sys_root, proc_root, _depth + 1) for s in _slaves(disk_dir)
         ]
@@ -289,7 +275,7 @@ def describe_path(path: str, *, sys_root: str = "/sys", proc_root: str = "/proc"
     """Mount, filesystem and block device(s) under `path`. Never raises for missing sysfs data."""
     real = os.path.realpath(path)
     out: dict[str, Any] = {"path": real, "notes": []}
-    mounts = parse_mountinfo(_read(os.path.join(proc_root, "self", "mountinfo")) or "")
+    mounts = parse_mountinfo(read_text(os.path.join(proc_root, "self", "mountinfo")) or "")
     mount = find_mount(real, mounts)
     if mount is None:
         out["notes"].append("no mount found in mountinfo; storage is unknown")
