@@ -61,6 +61,10 @@ class RunSpec:
     timeout_s: int
     repeats: int = 1
     diagnose: bool = False  # differential ceilings and, for emulated accelerators, the capacity answer
+    # torch.distributed: ranks (one loader + step loop each) per node, one cell per value, and nodes
+    ranks_per_node: list[int] = field(default_factory=lambda: [1])
+    nodes: int = 1
+    record_keys: bool = False  # keep every delivered sample's key (<cell>/keys.parquet): a check
 
 
 @dataclass(frozen=True)
@@ -104,9 +108,15 @@ class SweepConfig:
         cells = []
         several = len(self.datasets) > 1
         for dataset in self.datasets:
-            for tier, loader, acc, cache in itertools.product(
-                [bind_tier(t, dataset) for t in self.tiers], self.loaders, self.accelerators, self.run.cache
+            for tier, loader, acc, cache, ranks in itertools.product(
+                [bind_tier(t, dataset) for t in self.tiers],
+                self.loaders,
+                self.accelerators,
+                self.run.cache,
+                self.run.ranks_per_node,
             ):
+                nodes = self.run.nodes
+                scale = f"-n{nodes}r{ranks}" if nodes > 1 else f"-r{ranks}" if ranks > 1 else ""
                 for workers, batch in itertools.product(loader.workers, loader.batch_size):
                     rate = f"{acc.samples_per_s:g}" if acc.samples_per_s else ""
                     acc_label = (
@@ -115,7 +125,7 @@ class SweepConfig:
                     layout = "" if loader.layout == "shards" else f"-{loader.layout}"
                     size = f"-{dataset.label}" if several else ""
                     cell_id = slug(
-                        f"{tier['name']}{size}{layout}-{loader.kind}-w{workers}-b{batch}-{acc_label}-{cache}"
+                        f"{tier['name']}{size}{layout}-{loader.kind}-w{workers}-b{batch}-{acc_label}-{cache}{scale}"
                     )
                     cells.append(
                         Cell(
@@ -131,7 +141,7 @@ class SweepConfig:
                             },
                             accelerator=acc.__dict__.copy(),
                             cache=cache,
-                            run=self.run.__dict__.copy(),
+                            run={**self.run.__dict__, "ranks_per_node": ranks},
                             dataset=str(dataset.path),
                         )
                     )
@@ -270,6 +280,9 @@ def _run(raw: Any) -> RunSpec:
             "timeout_s": 900,
             "repeats": 1,
             "diagnose": False,
+            "ranks_per_node": 1,
+            "nodes": 1,
+            "record_keys": False,
         },
         "run",
     )
@@ -278,8 +291,17 @@ def _run(raw: Any) -> RunSpec:
         raise ConfigError(
             f"run.warmup_steps={warmup!r}: expected auto (detected from the steps) or an integer >= 0"
         )
-    if not isinstance(d["diagnose"], bool):
-        raise ConfigError(f"run.diagnose={d['diagnose']!r}: expected true or false")
+    for key in ("diagnose", "record_keys"):
+        if not isinstance(d[key], bool):
+            raise ConfigError(f"run.{key}={d[key]!r}: expected true or false")
+    ranks = int_list(d["ranks_per_node"], "run.ranks_per_node", 1)
+    nodes = integer(d["nodes"], "run.nodes", 1)
+    if d["diagnose"] and (nodes != 1 or ranks != [1]):
+        raise ConfigError(
+            f"run.diagnose=true with run.nodes={nodes}, run.ranks_per_node={d['ranks_per_node']!r}: the "
+            "ceilings and the capacity answer are measured on one rank; diagnose with one node and one "
+            "rank, then sweep the ranks without run.diagnose"
+        )
     caches = as_list(d["cache"], "run.cache")
     return RunSpec(
         cache=[choice(c, CACHE_STATES, f"run.cache[{i}]") for i, c in enumerate(caches)],
@@ -291,6 +313,9 @@ def _run(raw: Any) -> RunSpec:
         timeout_s=integer(d["timeout_s"], "run.timeout_s", 1),  # type: ignore[arg-type]
         repeats=integer(d["repeats"], "run.repeats", 1),  # type: ignore[arg-type]
         diagnose=d["diagnose"],
+        ranks_per_node=ranks,
+        nodes=nodes,  # type: ignore[arg-type]
+        record_keys=d["record_keys"],
     )
 
 

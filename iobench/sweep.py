@@ -19,8 +19,10 @@ from pathlib import Path
 from .config import Cell, SweepConfig
 from .datasetspec import DatasetSpec, bind_tier
 from .results.store import publish_cell, write_results_table
+from .run.distributed import RANK_ERRORS_ENV, first_rank_error
 from .run.lifeline import PARENT_ENV
 from .run.live import LIVE_ENV, read_live
+from .run.torchrun import NodePlace, torchrun_command
 from .runstate import SCRATCH_PREFIX, Resumed, SweepState, hold, open_run, read_summary, record_interrupted
 
 POLL_S = 0.5
@@ -111,17 +113,42 @@ def _kill_group(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
+def _last_words(stderr: str) -> str | None:
+    """What a cell's stderr says last; for torchrun, the root-cause rank, its host and exit code (a
+    rank killed by a signal leaves no report of its own)."""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    marker = "Root Cause (first observed failure):"
+    if marker not in lines:
+        return lines[-1] if lines else None
+    said: dict[str, str] = {}
+    for line in lines[lines.index(marker) :]:
+        key, sep, value = line.partition(":")
+        if sep and key.strip() in ("host", "rank", "exitcode"):
+            said.setdefault(key.strip(), value.strip())
+    return "torchrun: " + ", ".join(f"{k} {v}" for k, v in said.items())
+
+
 class Sweep:
     """A sweep in a run directory: ``with Sweep(...) as sweep: sweep.run(events)``.
 
     Entering holds the directory, settles what a killed sweep left (an interrupted cell is
     recorded as such), checks a resumed plan against the saved one and saves the plan.
+
+    Multi-rank cells (run.ranks_per_node, run.nodes) run under torchrun; with several nodes the same
+    sweep runs on every node, each with its own ``place`` and its own run directory.
     """
 
     def __init__(
-        self, config: SweepConfig, run_dir: Path, *, resume: bool = False, force: bool = False
+        self,
+        config: SweepConfig,
+        run_dir: Path,
+        *,
+        resume: bool = False,
+        force: bool = False,
+        place: NodePlace | None = None,
     ) -> None:
         self.config = config
+        self.place = place
         self.run_dir = run_dir
         self.cells = config.cells()
         self.resume, self.force = resume, force
@@ -191,8 +218,23 @@ class Sweep:
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
 
+    def _command(self, cell: Cell, spec: Path) -> list[str]:
+        ranks, nodes = cell.run.get("ranks_per_node", 1), cell.run.get("nodes", 1)
+        if ranks == 1 and nodes == 1:
+            return [sys.executable, "-m", "iobench.run.cell", str(spec), str(self.run_dir)]
+        return torchrun_command(
+            spec,
+            self.run_dir,
+            ranks_per_node=ranks,
+            nodes=nodes,
+            place=self.place,
+            run_id=cell.cell_id,
+            timeout_s=cell.run["timeout_s"],
+        )
+
     def _attempt(self, cell: Cell, state: SweepState, events: SweepEvents, scratch: Path) -> dict:
-        """One cell in a child interpreter; a crash or time-out becomes a failed cell, not a lost one."""
+        """One cell in a child interpreter (or torchrun and its ranks); a crash or time-out becomes
+        a failed cell, not a lost one."""
         spec, stderr_path, live_path = scratch / "cell.json", scratch / "stderr.log", scratch / "live.json"
         spec.write_text(json.dumps(cell.as_dict()))
         timeout_s = self.config.run.timeout_s
@@ -203,7 +245,7 @@ class Sweep:
         try:
             with open(stderr_path, "w") as stderr:
                 proc = subprocess.Popen(
-                    [sys.executable, "-m", "iobench.run.cell", str(spec), str(self.run_dir)],
+                    self._command(cell, spec),
                     stdout=subprocess.DEVNULL,
                     stderr=stderr,
                     env={
@@ -211,6 +253,7 @@ class Sweep:
                         "PYTHONUNBUFFERED": "1",
                         LIVE_ENV: str(live_path),
                         PARENT_ENV: str(os.getpid()),
+                        RANK_ERRORS_ENV: str(scratch),
                     },
                     # a process group of its own: killed as a whole, and spared the terminal's Ctrl-C,
                     # which the sweep handles
@@ -229,8 +272,8 @@ class Sweep:
             if proc is not None:
                 _kill_group(proc)
         if error is None and proc.returncode != 0:
-            tail = stderr_path.read_text(errors="replace").strip().splitlines()[-1:]
-            error = tail[0] if tail else f"exit status {proc.returncode}"
+            error = first_rank_error(scratch) or _last_words(stderr_path.read_text(errors="replace"))
+            error = error or f"exit status {proc.returncode}"
         summary_path = self.run_dir / cell.cell_id / "summary.json"
         # a summary older than this attempt is an earlier attempt's
         summary = read_summary(self.run_dir, cell.cell_id) if summary_path.exists() else None

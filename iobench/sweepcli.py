@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from .config import SweepConfig
     from .datasetspec import DatasetSpec
     from .estimate import CellEstimate
+    from .run.torchrun import NodePlace
 
 
 def at_least_one(text: str) -> int:
@@ -63,6 +64,18 @@ def add_sweep_arguments(p: argparse.ArgumentParser) -> None:
         help="with --resume: accept a changed plan; without: start over in a run directory that holds a sweep",
     )
     p.add_argument(
+        "--node-rank",
+        type=int,
+        metavar="K",
+        help="with run.nodes > 1: this node's place, 0 .. nodes-1 (node 0 holds the rendezvous; every node "
+        "runs the same sweep command with its own K and its own --out)",
+    )
+    p.add_argument(
+        "--rdzv-endpoint",
+        metavar="HOST:PORT",
+        help="with run.nodes > 1: node 0's address and a free port there, the same on every node",
+    )
+    p.add_argument(
         "--progress",
         action=argparse.BooleanOptionalAction,
         default=None,
@@ -82,6 +95,33 @@ def _flag_overrides(args: argparse.Namespace) -> list[str]:
     return out
 
 
+def node_place(args: argparse.Namespace, nodes: int, required: bool = True) -> NodePlace | None:
+    """This node's place in a multi-node sweep, checked against run.nodes (a plan needs none)."""
+    from .run.torchrun import NodePlace
+
+    given = args.node_rank is not None or args.rdzv_endpoint is not None
+    if nodes == 1:
+        if given:
+            raise ValueError("--node-rank/--rdzv-endpoint: only for a sweep with run.nodes > 1")
+        return None
+    if not given and not required:
+        return None
+    if args.node_rank is None or args.rdzv_endpoint is None:
+        raise ValueError(
+            f"run.nodes={nodes}: run the same sweep on every node with --node-rank K (0 .. {nodes - 1}) and "
+            "--rdzv-endpoint HOST:PORT (node 0's address and a free port, the same everywhere); see "
+            "docs/scale-out.md"
+        )
+    if not 0 <= args.node_rank < nodes:
+        raise ValueError(f"--node-rank={args.node_rank}: expected 0 .. {nodes - 1} (run.nodes={nodes})")
+    host, _, port = args.rdzv_endpoint.rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(
+            f"--rdzv-endpoint={args.rdzv_endpoint!r}: expected HOST:PORT, e.g. node0.example:29500"
+        )
+    return NodePlace(args.node_rank, args.rdzv_endpoint)
+
+
 def sweep_command(args: argparse.Namespace, console: Console) -> int:
     from .config import load_config
     from .estimate import estimate_plan
@@ -95,12 +135,13 @@ def sweep_command(args: argparse.Namespace, console: Console) -> int:
         source = run_dir / SWEEP_FILE
     config = load_config(source, [*args.set, *_flag_overrides(args)])
     estimates = estimate_plan(config.datasets, [c.as_dict() for c in config.cells()])
+    place = node_place(args, config.run.nodes, required=not args.dry_run)
     if args.dry_run:
         from .dryrun import print_plan
 
         print_plan(console, config, estimates, run_dir if args.resume else None)
         return 0
-    return _run(args, config, run_dir, estimates, console)
+    return _run(args, config, run_dir, estimates, console, place)
 
 
 def _ensure_datasets(config: SweepConfig, datasets: list[DatasetSpec], console: Console) -> None:
@@ -127,12 +168,13 @@ def _run(
     run_dir: Path,
     estimates: dict[str, CellEstimate],
     console: Console,
+    place: NodePlace | None,
 ) -> int:
     from .progress import SweepProgress
     from .report.terminal import print_report
     from .sweep import Sweep, SweepInterrupted, stage_tiers
 
-    with Sweep(config, run_dir, resume=args.resume, force=args.force) as sweep:
+    with Sweep(config, run_dir, resume=args.resume, force=args.force, place=place) as sweep:
         resumed, todo = sweep.resumed, sweep.todo()
         console.print(
             f"[bold]iobench {args.command}[/bold] {config.source}: {len(sweep.cells)} cell(s) -> {run_dir}"

@@ -1,4 +1,5 @@
-"""The terminal report: one row per cell, then each cell's verdict in words with its evidence."""
+"""The terminal report: one row per cell, then each cell's verdict in words with its evidence (and,
+for a multi-rank cell, every rank's figures)."""
 
 from __future__ import annotations
 
@@ -75,6 +76,7 @@ def print_report(summaries: list[dict], console: Console | None = None) -> None:
                     line += f", {e['requests']:.0f} GETs ({e['retries']:.0f} retried)"
                     line += f", p99 {p99:.0f} ms" if p99 is not None else ""
                 console.print(f"   - {line}")
+        _print_ranks(s, console)
         _print_diagnosis(s, console)
         note = s["cache_state"].get("note")
         if note:
@@ -82,6 +84,23 @@ def print_report(summaries: list[dict], console: Console | None = None) -> None:
         errors = s["loader_stats"].get("errors") or {}
         if errors:
             console.print(f"   - skipped samples: {errors} (e.g. {s['loader_stats']['error_examples'][:1]})")
+
+
+def _print_ranks(s: dict, console: Console) -> None:
+    """A multi-rank cell's ranks (the sum, skew and slowest are in the verdict's evidence)."""
+    d = s.get("distributed")
+    if not d:
+        return
+    console.print(
+        f"   - per rank, over the {d['interval']['wall_s']:.2f} s all {d['world_size']} measured "
+        f"({d['nodes']} node(s) x {d['ranks_per_node']}):"
+    )
+    for r in s.get("ranks") or []:
+        console.print(
+            f"     rank {r['rank']} ({r['host']}, local {r['local_rank']}): {r['samples_per_s']:,.0f} samples/s, "
+            f"{format_bytes(r['bytes_per_s'])}/s, AU {r['au']:.2f}, stall {_pct(r['stall_fraction'])}, "
+            f"own verdict {r['verdict']}" + (f" ({r['binding_stage']})" if r.get("binding_stage") else "")
+        )
 
 
 def _interval(stats: dict, fmt: str) -> str:

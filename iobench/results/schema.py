@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3  # 3: multi-rank cells (world_size .. rank_au_max; steps.parquet rank)
 
 RESULT_SCHEMA = pa.schema(
     [
@@ -77,6 +77,14 @@ RESULT_SCHEMA = pa.schema(
         ("lost_h2d", pa.float64()),
         ("max_accelerators", pa.int32()),
         ("capacity_confirmed", pa.bool_()),
+        ("world_size", pa.int32()),  # ranks in the cell: run.nodes x run.ranks_per_node
+        ("nodes", pa.int32()),
+        ("rank_skew", pa.float64()),  # fastest rank's samples/s over the slowest's (multi-rank cells)
+        ("slowest_rank", pa.int32()),
+        ("slowest_rank_host", pa.string()),
+        ("slowest_rank_samples_per_s", pa.float64()),
+        ("rank_au_min", pa.float64()),
+        ("rank_au_max", pa.float64()),
         ("notes", pa.string()),
         ("verdict", pa.string()),  # accelerator | prep | fetch | unknown | failed
         ("binding_stage", pa.string()),
@@ -97,7 +105,13 @@ STEP_SCHEMA = pa.schema(
         ("t_end", pa.float64()),
         ("samples", pa.int32()),
         ("bytes_read", pa.int64()),
+        ("rank", pa.int32()),  # times of a multi-rank cell's ranks count from one barrier
     ]
+)
+
+# <cell>/keys.parquet, with run.record_keys: every delivered sample, warm-up steps included
+KEYS_SCHEMA = pa.schema(
+    [("rank", pa.int32()), ("epoch", pa.int32()), ("step", pa.int32()), ("key", pa.string())]
 )
 
 
@@ -119,6 +133,10 @@ def summary_to_row(summary: dict) -> dict:
     attribution = summary.get("attribution") or {}
     lost = attribution.get("lost_fraction") or {}
     cap = attribution.get("capacity") or {}
+    run = cell.get("run") or {}
+    nodes = run.get("nodes", 1)
+    dist = summary.get("distributed") or {}
+    ranks = summary.get("ranks") or []
     return {
         "cell_id": cell.get("cell_id"),
         "status": summary.get("status"),
@@ -185,6 +203,14 @@ def summary_to_row(summary: dict) -> dict:
         "lost_h2d": lost.get("h2d"),
         "max_accelerators": cap.get("max_accelerators"),
         "capacity_confirmed": cap.get("confirmed"),
+        "world_size": nodes * run.get("ranks_per_node", 1),
+        "nodes": nodes,
+        "rank_skew": dist.get("skew"),
+        "slowest_rank": dist.get("slowest_rank"),
+        "slowest_rank_host": dist.get("slowest_host"),
+        "slowest_rank_samples_per_s": dist.get("slowest_samples_per_s"),
+        "rank_au_min": min((r["au"] for r in ranks), default=None),
+        "rank_au_max": max((r["au"] for r in ranks), default=None),
         "notes": " | ".join(summary.get("warnings") or []) or None,
         "verdict": v.get("bound") if summary.get("status") == "ok" else "failed",
         "binding_stage": v.get("binding_stage"),

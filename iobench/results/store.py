@@ -4,8 +4,9 @@ appears in one rename, so a reader (or a resumed sweep) sees a cell complete or 
     RUN_DIR/results.parquet              one row per cell (results/schema.py)
     RUN_DIR/<cell_id>/summary.json       metrics, verdict, stage times, schema_version
     RUN_DIR/<cell_id>/manifest.json      host, versions, config, tier description, cache state
-    RUN_DIR/<cell_id>/steps.parquet      one row per step
+    RUN_DIR/<cell_id>/steps.parquet      one row per step (of every rank, in a multi-rank cell)
     RUN_DIR/<cell_id>/telemetry.parquet  host samples (CPU per core, disk reads, memory)
+    RUN_DIR/<cell_id>/keys.parquet       with run.record_keys: every delivered sample's key
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ from ..analysis.honesty import cache_warnings, epoch1_vs_steady, epoch_delta
 from ..analysis.repeats import summarize
 from ..demand import Demand, lookup_demand
 from ..estimate import usable_cores
-from ..results.schema import SCHEMA_VERSION, STEP_SCHEMA
+from ..results.schema import KEYS_SCHEMA, SCHEMA_VERSION, STEP_SCHEMA
 from ..results.store import publish_cell
 from ..tiers import make_tier
 from .accelerator import EmulatedAccelerator, TorchTrainStep
@@ -38,7 +38,7 @@ from .measure import Measurement, measure
 from .steploop import StepRow, epoch_rows
 
 
-def _now() -> str:
+def utc_now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
@@ -82,9 +82,10 @@ def _cpu_model() -> str:
     return ""
 
 
-def make_consumer(acc: dict):
+def make_consumer(acc: dict, device: str | None = None):
+    """The cell's accelerator; ``device`` places a torch model (a rank's own GPU)."""
     if acc["kind"] == "torch":
-        return TorchTrainStep(acc["model"])
+        return TorchTrainStep(acc["model"], device=device)
     if acc.get("samples_per_s"):
         demand = Demand(
             "custom", acc["model"], "custom", float(acc["samples_per_s"]), "given in the sweep file"
@@ -129,16 +130,20 @@ def loader_inputs(tier, manifest, loader: dict) -> tuple[list, dict]:
     return items, source
 
 
-def _median_run(runs: list[Measurement]) -> Measurement:
+def median_run(runs: list[Measurement]) -> Measurement:
     """The run whose samples/s is the median (the lower one of an even count): a real run, so all
     of its figures belong together."""
     ordered = sorted(runs, key=lambda m: m.metrics.samples_per_s)
     return ordered[(len(ordered) - 1) // 2]
 
 
+def warmup_method(m: Measurement, run: dict) -> str:
+    return m.steady.method if m.steady else f"fixed: run.warmup_steps={run['warmup_steps']}"
+
+
 def run_cell(cell: dict, run_dir: Path) -> dict:
     """Measure one cell and publish its directory; returns the summary."""
-    started = _now()
+    started = utc_now()
     tier = make_tier(cell["tier"])
     manifest = tier.load_manifest()
     items, source_options = loader_inputs(tier, manifest, cell["loader"])
@@ -155,8 +160,8 @@ def run_cell(cell: dict, run_dir: Path) -> dict:
         measure(tier, manifest, cell, items, source_options, consumer, cores)
         for _ in range(run.get("repeats", 1))
     ]
-    chosen = _median_run(runs)
-    log, metrics, verdict, telemetry = chosen.log, chosen.metrics, chosen.verdict, chosen.telemetry
+    chosen = median_run(runs)
+    log, metrics, verdict = chosen.log, chosen.metrics, chosen.verdict
     attribution = None
     if ceilings:
         attribution = combine(
@@ -174,6 +179,39 @@ def run_cell(cell: dict, run_dir: Path) -> dict:
             attribution["capacity"] = check_capacity(
                 tier, manifest, cell, items, source_options, consumer, cores, input_ceiling
             )
+    files = cell_files(
+        cell,
+        tier,
+        manifest,
+        consumer,
+        runs,
+        chosen,
+        warmup=warmup_method(chosen, run),
+        started=started,
+        ceilings={k: c.as_dict() for k, c in ceilings.items()} if ceilings else None,
+        attribution=attribution,
+    )
+    publish_cell(run_dir, cell["cell_id"], files)
+    return files["summary.json"]
+
+
+def cell_files(
+    cell: dict,
+    tier,
+    manifest,
+    consumer,
+    runs: list[Measurement],
+    chosen: Measurement,
+    *,
+    warmup: str,
+    started: str,
+    ceilings: dict | None = None,
+    attribution: dict | None = None,
+) -> dict[str, object]:
+    """A measured cell's files: summary.json, manifest.json, steps.parquet, telemetry.parquet, and
+    keys.parquet when run.record_keys kept the keys. ``chosen`` is the run the figures come from."""
+    log, metrics, verdict, telemetry = chosen.log, chosen.metrics, chosen.verdict, chosen.telemetry
+    assert chosen.cache_state is not None
     epochs = epoch_rows(log)
     device_bytes = telemetry.disk_read_bytes(log.measure_start or 0.0, log.measure_end or 0.0)
     tier_description = tier.describe()
@@ -192,21 +230,20 @@ def run_cell(cell: dict, run_dir: Path) -> dict:
         "cache_state": chosen.cache_state.to_dict(),
         "epochs_completed": log.epochs_completed,
         "epochs": epochs,
-        "warmup": {
-            "steps": sum(r.warmup for r in log.rows),
-            "method": chosen.steady.method
-            if chosen.steady
-            else f"fixed: run.warmup_steps={run['warmup_steps']}",
-        },
+        "warmup": {"steps": sum(r.warmup for r in log.rows), "method": warmup},
         "repeats": [
-            {"samples_per_s": m.metrics.samples_per_s, "au": m.metrics.au, "cache": m.cache_state.achieved}
+            {
+                "samples_per_s": m.metrics.samples_per_s,
+                "au": m.metrics.au,
+                "cache": m.cache_state.achieved if m.cache_state else None,
+            }
             for m in runs
         ],
         "stability": {
             "samples_per_s": summarize([m.metrics.samples_per_s for m in runs]).as_dict(),
             "au": summarize([m.metrics.au for m in runs]).as_dict(),
         },
-        "ceilings": {k: c.as_dict() for k, c in ceilings.items()} if ceilings else None,
+        "ceilings": ceilings,
         "attribution": attribution,
         "warnings": cache_warnings(cell, [m.cache_state for m in runs], epochs, tier, manifest),
         "epoch_delta": epoch_delta(epochs),
@@ -217,7 +254,7 @@ def run_cell(cell: dict, run_dir: Path) -> dict:
         "cpu_percent_per_core": telemetry.mean_cpu_percent(log.measure_start or 0.0, log.measure_end or 0.0),
         "consumer": consumer.describe(),
         "started_at": started,
-        "finished_at": _now(),
+        "finished_at": utc_now(),
     }
     manifest_doc = {
         "schema_version": SCHEMA_VERSION,
@@ -237,17 +274,17 @@ def run_cell(cell: dict, run_dir: Path) -> dict:
         },
         "stage_names": list(STAGES),
     }
-    publish_cell(
-        run_dir,
-        cell["cell_id"],
-        {
-            "summary.json": summary,
-            "manifest.json": manifest_doc,
-            "steps.parquet": _steps_table(log.rows),
-            "telemetry.parquet": _telemetry_table(telemetry),
-        },
-    )
-    return summary
+    files: dict[str, object] = {
+        "summary.json": summary,
+        "manifest.json": manifest_doc,
+        "steps.parquet": _steps_table(log.rows),
+        "telemetry.parquet": _telemetry_table(telemetry),
+    }
+    if log.keys:
+        files["keys.parquet"] = pa.Table.from_pylist(
+            [dict(zip(KEYS_SCHEMA.names, k, strict=True)) for k in log.keys], schema=KEYS_SCHEMA
+        )
+    return files
 
 
 def failed_summary(cell: dict, error: str) -> dict:
@@ -256,7 +293,7 @@ def failed_summary(cell: dict, error: str) -> dict:
         "status": "failed",
         "cell": cell,
         "error": error,
-        "finished_at": _now(),
+        "finished_at": utc_now(),
     }
 
 

@@ -3,7 +3,8 @@ process behind to publish a stale result into a run directory that is being resu
 
 The sweep starts each cell as the leader of a new process group and names its own pid in
 IOBENCH_SWEEP_PID. Linux then sends the cell SIGTERM when the sweep dies (PR_SET_PDEATHSIG), and
-the cell's SIGTERM handler kills its whole group: loader workers, ceiling readers.
+the cell's SIGTERM handler kills its whole group: loader workers, ceiling readers. A multi-rank
+cell is torchrun (tied to the sweep) and its ranks, each tied to torchrun the same way.
 """
 
 from __future__ import annotations
@@ -18,11 +19,22 @@ _PR_SET_PDEATHSIG = 1
 
 
 def die_with_parent() -> None:
+    """A cell (or a cell's torchrun) started by a sweep: dies with the sweep named in IOBENCH_SWEEP_PID."""
     expected = os.environ.get(PARENT_ENV)
-    if not expected or not sys.platform.startswith("linux"):
+    if expected:
+        _tie_to(int(expected))
+
+
+def die_with_launcher() -> None:
+    """A rank started by torchrun, in a session of its own: dies with torchrun, workers included."""
+    _tie_to(os.getppid())
+
+
+def _tie_to(parent: int) -> None:
+    if not sys.platform.startswith("linux"):
         return
     leader = os.getpid()
-    if os.getpgid(0) != leader:  # not started by a sweep as a group leader: the group is not ours
+    if os.getpgid(0) != leader:  # not started as a group leader: the group is not ours
         return
 
     def kill_group(signum: int, frame: object) -> None:
@@ -34,5 +46,5 @@ def die_with_parent() -> None:
 
     signal.signal(signal.SIGTERM, kill_group)
     ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-    if os.getppid() != int(expected):  # the sweep died before the request above took effect
+    if os.getppid() != parent:  # the parent died before the request above took effect
         os.killpg(leader, signal.SIGKILL)

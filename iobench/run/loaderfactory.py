@@ -18,8 +18,11 @@ EpochFactory = Callable[[int], Iterable[Batch]]
 BACKEND_OPTION_KEYS = ("method", "pin_memory")
 
 
-def loader_config(items: list, source_options: dict, loader: dict, run: dict) -> LoaderConfig:
-    """The contract's config from a sweep cell: the loader row, the tier's source options, the run."""
+def loader_config(
+    items: list, source_options: dict, loader: dict, run: dict, *, rank: int = 0, world_size: int = 1
+) -> LoaderConfig:
+    """The contract's config from a sweep cell: the loader row, the tier's source options, the run,
+    and which rank of how many reads (each rank gets a disjoint share of the shards)."""
     objects = loader.get("layout", "shards") == "objects"
     return LoaderConfig(
         urls=None if objects else items,
@@ -29,6 +32,8 @@ def loader_config(items: list, source_options: dict, loader: dict, run: dict) ->
         prefetch=loader.get("prefetch", 2),
         shuffle_buffer=loader.get("shuffle_buffer", 1000),
         seed=run.get("seed", 0),
+        rank=rank,
+        world_size=world_size,
         on_error=run.get("on_error", "skip"),
         storage_options=dict(source_options.get("storage_options") or {}),
         cache_dir=source_options.get("cache_dir"),
@@ -41,13 +46,17 @@ def loader_config(items: list, source_options: dict, loader: dict, run: dict) ->
     )
 
 
-def build_loader(items: list, source_options: dict, loader: dict, run: dict) -> EpochFactory:
+def build_loader(
+    items: list, source_options: dict, loader: dict, run: dict, *, rank: int = 0, world_size: int = 1
+) -> EpochFactory:
     """``items``: shard URLs, or (key, url, label) per sample when ``loader["layout"]`` is objects.
     ``source_options`` come from the tier: storage options, cache directory and limit, sizes."""
     kind = loader["kind"]
     if kind not in available_loaders():
         raise ValueError(f"loader.kind={kind!r}: allowed values are {', '.join(available_loaders())}")
-    built = make_loader(kind, loader_config(items, source_options, loader, run))
+    built = make_loader(
+        kind, loader_config(items, source_options, loader, run, rank=rank, world_size=world_size)
+    )
 
     def epoch(e: int) -> Iterable[Batch]:
         built.set_epoch(e)

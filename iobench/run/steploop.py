@@ -27,6 +27,7 @@ class StepRow:
     t_end: float
     samples: int
     bytes_read: int
+    rank: int = 0  # the torch.distributed rank that ran the step (0 in a one-process cell)
 
 
 @dataclass
@@ -41,6 +42,7 @@ class StepLog:
     epochs_completed: int = 0
     measure_start: float | None = None  # perf_counter when the first measured step began
     measure_end: float | None = None
+    keys: list[tuple[int, int, int, str]] = field(default_factory=list)  # (rank, epoch, step, key)
 
 
 def run_steps(
@@ -52,11 +54,14 @@ def run_steps(
     warmup_steps: int = 0,
     max_steps: int | None = None,
     on_step: Callable[[StepRow], None] | None = None,
+    rank: int = 0,
+    record_keys: bool = False,
 ) -> StepLog:
     """Run ``epochs`` passes (or ``max_steps`` steps) of ``make_epoch(epoch)`` through ``consumer``.
 
     ``created_at`` is the perf_counter reading taken just before the loader was built, so the time
-    to the first batch includes worker start-up and the first shard open.
+    to the first batch includes worker start-up and the first shard open. ``record_keys`` keeps
+    every delivered sample's key (a check that ranks read disjoint samples; costs memory).
     """
     log = StepLog(created_at=created_at)
     step = 0
@@ -99,7 +104,10 @@ def run_steps(
                 t_end=t2 - created_at,
                 samples=len(batch),
                 bytes_read=batch.stats.bytes_read,
+                rank=rank,
             )
+            if record_keys:
+                log.keys.extend((rank, epoch, step, key) for key in batch.keys)
             log.rows.append(row)
             log.row_stats.append(batch.stats)
             if on_step:
@@ -133,14 +141,17 @@ def mark_warmup(log: StepLog, warmup_steps: int) -> None:
 def epoch_rows(log: StepLog) -> list[dict]:
     """Per-epoch throughput and cache behaviour, so epoch 1 and the steady state can be compared.
 
-    Epoch rows include warm-up steps: an epoch is the unit a cache fills over.
+    Epoch rows include warm-up steps: an epoch is the unit a cache fills over. The rows may come
+    from several ranks on a common clock: the wall is then from the first start to the last end,
+    and the stall fraction is the ranks' mean.
     """
     out = []
     for epoch, stats in enumerate(log.epoch_stats):
         rows = [r for r in log.rows if r.epoch == epoch]
         if not rows:
             continue
-        wall = rows[-1].t_end - rows[0].t_start
+        wall = max(r.t_end for r in rows) - min(r.t_start for r in rows)
+        ranks = len({r.rank for r in rows})
         c = stats.counters
         hits, misses = c.get("cache_hits", 0), c.get("cache_misses", 0)
         out.append(
@@ -152,7 +163,7 @@ def epoch_rows(log: StepLog) -> list[dict]:
                 "samples_per_s": sum(r.samples for r in rows) / wall if wall > 0 else 0.0,
                 "bytes_read": stats.bytes_read,
                 "bytes_per_s": stats.bytes_read / wall if wall > 0 else 0.0,
-                "stall_fraction": sum(r.wait_s for r in rows) / wall if wall > 0 else 0.0,
+                "stall_fraction": sum(r.wait_s for r in rows) / (ranks * wall) if wall > 0 else 0.0,
                 "cache_hits": hits,
                 "cache_misses": misses,
                 "cache_hit_ratio": hits / (hits + misses) if hits + misses else None,
