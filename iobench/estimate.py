@@ -82,11 +82,15 @@ def samples_per_run(samples_in_dataset: int | None, loader: dict, run: dict) -> 
 
 def estimate_cell(cell: dict, samples_in_dataset: int | None, cores: int) -> CellEstimate:
     loader, run = cell["loader"], cell["run"]
-    rate = DECODE_PER_CORE * min(max(loader["workers"], 1), cores)
+    # per node: every rank brings its own workers and accelerators and reads 1/nodes of the data
+    ranks, nodes = run.get("ranks_per_node", 1), run.get("nodes", 1)
+    rate = DECODE_PER_CORE * min(ranks * max(loader["workers"], 1), cores)
     demand = demand_samples_per_s(cell["accelerator"])
     if demand is not None:
-        rate = min(rate, demand)
-    samples = samples_per_run(samples_in_dataset, loader, run)
+        rate = min(rate, demand * ranks)
+    per_rank = None if samples_in_dataset is None else -(-samples_in_dataset // (ranks * nodes))
+    samples = samples_per_run(per_rank, loader, run)
+    samples = samples * ranks if samples is not None else None
     if samples is None:
         return CellEstimate(None, rate, None)
     runs = run["repeats"]

@@ -180,6 +180,10 @@ def test_the_estimate_follows_the_documented_model():
     assert (est.samples, est.samples_per_s) == (2000, 200.0)
     assert est.seconds == pytest.approx(CELL_START_S + CEILINGS_S + (3 + CAPACITY_RUNS) * (RUN_START_S + 10))
     assert estimate_cell(cell, samples_in_dataset=None, cores=8).seconds is None
+    # 4 ranks per node on 2 nodes: this node reads half the data, with 4 ranks' workers and demand
+    cell["run"].update(ranks_per_node=4, nodes=2, repeats=1, diagnose=False, epochs=1)
+    est = estimate_cell(cell, samples_in_dataset=1000, cores=8)
+    assert (est.samples, est.samples_per_s) == (500, 800.0)
 
 
 def test_dry_run_lists_cells_and_estimate_and_touches_nothing(tmp_path):
