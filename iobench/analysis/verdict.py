@@ -137,7 +137,7 @@ def attribute(
             need = demand_samples_per_s * total_cpu / 1000.0
             ev.append(
                 f"feeding {_fmt_rate(demand_samples_per_s)} needs about {need:.0f} cores of decode+augment "
-                f"at the measured {total_cpu:.2f} CPU-ms per sample (this host has {cores}); "
+                f"at the measured {total_cpu:.2f} CPU-ms per sample (the cell had {cores}); "
                 "or decode on the GPU (DALI mixed)"
             )
     return verdict
