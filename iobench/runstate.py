@@ -16,6 +16,7 @@ import fcntl
 import json
 import os
 import shutil
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -176,6 +177,7 @@ class Resumed:
 def open_run(run_dir: Path, raw: dict, cells: list[dict], *, resume: bool, force: bool) -> Resumed:
     """Check that the run directory may be used as asked, settle what a killed sweep left, and save
     the plan. Call with the directory held (``hold``)."""
+    check_writable(run_dir)
     saved = saved_plan(run_dir)
     had_results = saved is not None or any(run_dir.glob("*/summary.json"))
     if resume and saved is None:
@@ -206,6 +208,21 @@ def open_run(run_dir: Path, raw: dict, cells: list[dict], *, resume: bool, force
         yaml.safe_dump(raw, f, sort_keys=False)
     atomic_write_json(run_dir / CELLS_FILE, normal(cells))
     return out
+
+
+def check_writable(run_dir: Path) -> None:
+    """Refuse a run directory the sweep cannot write to now, before any dataset or cell costs time
+    (a read-only mount, a full disk, no permission: found by creating a file, as results will be).
+    The probe is named like an atomic-write temporary, so clean_stale removes one a kill left."""
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".write-probe.", suffix=".tmp", dir=run_dir)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise RunDirError(
+            f"{run_dir}: results cannot be written there ({exc.strerror}); "
+            "choose another --out, or make that directory writable"
+        ) from None
 
 
 def _settle_running(run_dir: Path, state: SweepState, cells: list[dict]) -> dict | None:

@@ -21,7 +21,9 @@ flight, a reserver waits (in flock) for one of them to finish, then evicts it if
 download of unknown size is charged by its growing temp file and may take the directory over the
 limit while it runs; before its rename LRU entries are evicted, so complete files never exceed
 max_bytes. (Such a download only waits for known-size downloads, which never wait themselves:
-the waits cannot form a cycle.)
+the waits cannot form a cycle.) A known-size download also evicts until the *disk* has room for it
+(a limit set above the free space); a disk that fills anyway (ENOSPC) makes the download evict the
+least recently used entries and start again once, then fail with a CacheError naming ENOSPC.
 
 The directory must be on a local filesystem (flock on NFS is not the same lock across hosts).
 
@@ -214,8 +216,9 @@ class ShardCache:
         entries, inflight = self._dir.scan(clean=True, held=held)
         used = sum(e.size for e in entries) + sum(t.charged for t in inflight)
         busy: list[str] = []
-        if used + size > self.max_bytes:
-            freed, busy = self._evict(entries, used + size - self.max_bytes, keep)
+        need = max(used + size - self.max_bytes, self._disk_shortfall(size, inflight))
+        if need > 0:
+            freed, busy = self._evict(entries, need, keep)
             used -= freed
         if used + size <= self.max_bytes:
             return None
@@ -228,6 +231,21 @@ class ShardCache:
             f"{url}: no room for {size} bytes in the {self.max_bytes}-byte cache: {used} bytes are held "
             "by downloads of unknown size in flight",
         )
+
+    def _disk_shortfall(self, size: int, inflight: list[InFlight]) -> int:
+        """Bytes the filesystem lacks for ``size`` more, after the downloads in flight finish.
+
+        A limit above the disk's free space (other files share it, or it was set too high) would
+        otherwise be found by ENOSPC half-way through a download, which is then thrown away and
+        fetched again; evicting first saves that transfer. ENOSPC stays handled in _write: other
+        programs may fill the disk meanwhile, and unknown sizes cannot be planned for.
+        """
+        if size <= 0:
+            return 0
+        st = os.statvfs(self.directory)
+        pending = sum(max(0, t.reserved - t.written) for t in inflight)
+        on_disk = -(-(size + pending) // st.f_frsize) * st.f_frsize  # files take whole blocks
+        return max(0, on_disk - st.f_bavail * st.f_frsize)
 
     def _room_then(
         self, url: str, size: int, sha: str, *, reserving: bool, action: Callable[[], None]

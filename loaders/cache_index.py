@@ -41,6 +41,7 @@ class InFlight:
     sha: str
     reserved: int
     charged: int
+    written: int
 
 
 def key_of(url: str) -> str:
@@ -162,7 +163,7 @@ class CacheDir:
                                 unlink_quiet(de.path)
                                 os.close(fd)
                                 continue
-                        inflight.append(InFlight(sha, reserved, max(st.st_size, reserved)))
+                        inflight.append(InFlight(sha, reserved, max(st.st_size, reserved), st.st_size))
                 except FileNotFoundError:
                     continue  # gone while we listed (a writer committed or failed)
         return entries, inflight

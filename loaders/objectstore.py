@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import errno
 import io
+import os
 import random
 import threading
 import time
@@ -93,27 +94,66 @@ class RequestStats:
         }
 
 
+def _chain(exc: BaseException) -> list[BaseException]:
+    """The exception, what it wraps (botocore keeps the transport error in ``kwargs["error"]``) and
+    its causes: s3fs turns a ClientError into an OSError and aiohttp's errors hide behind botocore's."""
+    out: list[BaseException] = []
+    todo: list[BaseException | None] = [exc]
+    while todo and len(out) < 16:
+        e = todo.pop(0)
+        if e is None or any(e is seen for seen in out):
+            continue
+        out.append(e)
+        inner = (getattr(e, "kwargs", None) or {}).get("error") if isinstance(e, Exception) else None
+        todo += [inner if isinstance(inner, BaseException) else None, e.__cause__, e.__context__]
+    return out
+
+
+def _describe(exc: BaseException | None) -> str:
+    """The error and, when botocore's words hide it ("Could not connect"), the transport error."""
+    if exc is None:
+        return "none"
+    inner = (getattr(exc, "kwargs", None) or {}).get("error")
+    return f"{exc} ({type(inner).__name__}: {inner})" if isinstance(inner, BaseException) else str(exc)
+
+
+def _s3_code(exc: BaseException) -> str | None:
+    response = getattr(exc, "response", None)
+    if not isinstance(response, dict):
+        return None
+    code = (response.get("Error") or {}).get("Code")
+    status = (response.get("ResponseMetadata") or {}).get("HTTPStatusCode")
+    return str(code or status or "") or None
+
+
 def classify(exc: BaseException) -> str | None:
     """The retryable fault kind of an exception, or None when retrying cannot help."""
-    code = getattr(exc, "response", {}) or {}
-    code = (code.get("Error") or {}).get("Code") if isinstance(code, dict) else None
-    text = f"{type(exc).__name__} {exc}"
-    if code in RETRYABLE_CODES or any(
-        c in text for c in ("SlowDown", "ServiceUnavailable", "503", "InternalError")
+    chain = _chain(exc)
+    codes = [c for c in map(_s3_code, chain) if c]
+    text = " ".join(f"{type(e).__name__} {e}" for e in chain)
+    if any(c in RETRYABLE_CODES for c in codes) or any(
+        c in text for c in ("SlowDown", "ServiceUnavailable", "reduce your request rate", "InternalError")
     ):
+        return "throttled_or_5xx"
+    if codes:  # the server answered, and not with something a retry can fix (403, 404, ...)
+        return None
+    # s3fs maps SlowDown/503/409 to EBUSY and 500 to EREMOTEIO, sometimes without the cause attached
+    if isinstance(exc, OSError) and exc.errno in (errno.EBUSY, errno.EREMOTEIO):
         return "throttled_or_5xx"
     if isinstance(exc, (PermissionError, FileNotFoundError, IsADirectoryError)):
         return None
-    if isinstance(exc, ConnectionError) or any(
+    if "IncompleteRead" in text or "ClientPayloadError" in text or "ResponseStreamingError" in text:
+        return "truncated_body"
+    if any(isinstance(e, ConnectionResetError) for e in chain) or any(
         c in text
         for c in ("Connection reset", "ServerDisconnected", "ConnectionClosed", "RemoteDisconnected")
     ):
         return "connection_reset"
-    if isinstance(exc, TimeoutError) or "Timeout" in type(exc).__name__:
+    if any(isinstance(e, TimeoutError) or "Timeout" in type(e).__name__ for e in chain):
         return "timeout"
-    if "IncompleteRead" in text or "ClientPayloadError" in text or "ResponseStreamingError" in text:
-        return "truncated_body"
-    if "EndpointConnectionError" in text or "Could not connect" in text or "Cannot connect" in text:
+    if isinstance(exc, ConnectionError) or any(
+        c in text for c in ("EndpointConnectionError", "Could not connect", "Cannot connect")
+    ):
         return "connect_failed"
     if isinstance(exc, OSError) and exc.errno in FATAL_ERRNOS:
         return None
@@ -151,12 +191,17 @@ class ObjectReader:
         if protocol == "s3":
             # our retries only: counted, jittered, bounded
             config = dict(options.get("config_kwargs") or {})
-            config.setdefault("retries", {"max_attempts": 1, "mode": "standard"})
+            # botocore's "max_attempts" counts retries (1 would mean two tries); the total is what we want
+            config.setdefault("retries", {"total_max_attempts": 1, "mode": "standard"})
             options["config_kwargs"] = config
         # a fresh instance: fsspec caches filesystems by arguments, which would pin old credentials
         self.fs = filesystem or fsspec.filesystem(protocol, skip_instance_cache=True, **options)
         if protocol == "s3" and filesystem is None:
             self.fs.retries = 1  # s3fs's own retry loop (a class attribute, not a constructor option)
+        self.endpoint = None  # named in error messages
+        if filesystem is None:
+            client = options.get("client_kwargs") or {}
+            self.endpoint = client.get("endpoint_url") or (_env_endpoint() if protocol == "s3" else None)
         self.part_bytes, self.concurrency = part_bytes, max(1, concurrency)
         self.policy = policy or RetryPolicy()
         self.stats = RequestStats()
@@ -168,8 +213,12 @@ class ObjectReader:
             self._pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="iobench-get")
         return self._pool
 
+    def _where(self, what: str, url: str) -> str:
+        return f"{what} {url}" + (f" (endpoint {self.endpoint})" if self.endpoint else "")
+
     def _call(self, what: str, url: str, fn: Callable[[], Any], nbytes: Callable[[Any], int]) -> Any:
         last: BaseException | None = None
+        t_first = time.monotonic()
         for attempt in range(self.policy.attempts):
             t0 = time.perf_counter()
             try:
@@ -183,8 +232,10 @@ class ObjectReader:
                     else:
                         self.stats.fault(kind)
                 if kind is None:
+                    # s3fs says only the key of a missing object (or "None"): say what it means
+                    detail = "no such bucket or object" if isinstance(exc, FileNotFoundError) else exc
                     raise ObjectStoreError(
-                        getattr(exc, "errno", None) or errno.EIO, f"{what} {url}: {exc}"
+                        getattr(exc, "errno", None) or errno.EIO, f"{self._where(what, url)}: {detail}"
                     ) from None
                 last = exc
                 if attempt + 1 < self.policy.attempts:
@@ -197,8 +248,14 @@ class ObjectReader:
             return result
         with self._lock:
             self.stats.failures += 1
-        raise ObjectStoreError(
-            errno.EIO, f"{what} {url}: gave up after {self.policy.attempts} attempts, last error: {last}"
+        raise ObjectStoreError(errno.EIO, self._gave_up(what, url, t_first, f"last error: {_describe(last)}"))
+
+    def _gave_up(self, what: str, url: str, since: float, detail: str) -> str:
+        p = self.policy
+        return (
+            f"{self._where(what, url)}: gave up after {p.attempts} attempts in "
+            f"{time.monotonic() - since:.1f} s (retry budget: {p.attempts} attempts, backoff up to "
+            f"{p.max_delay_s:g} s), {detail}"
         )
 
     def take_stats(self) -> RequestStats:
@@ -216,13 +273,38 @@ class ObjectReader:
         }
 
     def read_range(self, url: str, start: int, end: int) -> bytes:
-        data = self._call("GET", url, lambda: self.fs.cat_file(url, start=start, end=end), len)
-        if len(data) != end - start:
-            # a short body is a fault like any other: fetch the rest rather than hand back a torn object
+        """Bytes [start, end) of the object, exactly: a short body is a fault like any other, and
+        the rest is fetched (within the retry budget) rather than a torn range handed back."""
+        parts, pos, t_first = [], start, time.monotonic()
+        for attempt in range(self.policy.attempts):
+            data = self._call("GET", url, lambda at=pos: self.fs.cat_file(url, start=at, end=end), len)
+            parts.append(data)
+            pos += len(data)
+            if pos >= end:
+                if pos > end:
+                    raise ObjectStoreError(
+                        errno.EIO,
+                        f"{self._where('GET', url)}: asked for bytes {start}-{end}, got {pos - start}: "
+                        "the server ignored the Range header",
+                    )
+                return parts[0] if len(parts) == 1 else b"".join(parts)
             with self._lock:
                 self.stats.fault("truncated_body")
-            return data + self.read_range(url, start + len(data), end)
-        return data
+                if attempt + 1 == self.policy.attempts:
+                    self.stats.failures += 1
+                    break
+                self.stats.retries += 1
+            time.sleep(self.policy.delay(attempt))
+        raise ObjectStoreError(
+            errno.EIO,
+            self._gave_up(
+                "GET",
+                url,
+                t_first,
+                f"the bodies stopped short: {pos - start} of {end - start} bytes "
+                "(is the object shorter than the manifest says?)",
+            ),
+        )
 
     def _ranges(self, size: int) -> list[tuple[int, int]]:
         return [(s, min(size, s + self.part_bytes)) for s in range(0, size, self.part_bytes)] or [(0, 0)]
@@ -261,6 +343,11 @@ class ObjectReader:
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = None
+
+
+def _env_endpoint() -> str | None:
+    # where botocore sends requests when no endpoint_url is given (AWS_ENDPOINT_URL and its S3 form)
+    return os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
 
 
 class _ChunkStream(io.RawIOBase):

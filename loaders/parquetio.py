@@ -43,7 +43,11 @@ class ParquetFormatError(ShardFormatError):
     ``offset`` is the byte offset of the row group when known, else -1.
     """
 
-    def __init__(self, url: str, problem: str, row_group: int | None = None, offset: int = -1) -> None:
+    def __init__(self, url: str, problem: str = "", row_group: int | None = None, offset: int = -1) -> None:
+        if not problem:  # rebuilt from its message (see ShardFormatError)
+            ValueError.__init__(self, url)
+            self.url, self.problem, self.row_group, self.offset = url, None, None, -1
+            return
         where = ""
         if row_group is not None:
             where = f" (row group {row_group}" + (f" at byte offset {offset})" if offset >= 0 else ")")

@@ -14,13 +14,19 @@ from .instrument import clocks, since
 
 BLOCK = 512
 DEFAULT_MAX_MEMBER_BYTES = 256 * 2**20
+READ_CHUNK = 4 * 2**20
+META_MAX_BYTES = 2**20  # pax headers and GNU long names: a few hundred bytes in any real tar
 
 
 class ShardFormatError(ValueError):
-    """A shard is not a well-formed tar: truncated, bad checksum, absurd size."""
+    """A shard is not a well-formed tar: truncated, bad checksum, absurd size.
 
-    def __init__(self, url: str, offset: int, problem: str) -> None:
-        super().__init__(f"{url}: {problem} at byte offset {offset}")
+    Also constructible from its message alone: torch re-raises a DataLoader worker's exception as
+    ``type(message)``, and anything else would reach the training loop as a bare RuntimeError.
+    """
+
+    def __init__(self, url: str, offset: int = -1, problem: str | None = None) -> None:
+        super().__init__(url if problem is None else f"{url}: {problem} at byte offset {offset}")
         self.url, self.offset, self.problem = url, offset, problem
 
 
@@ -52,7 +58,9 @@ class _TimedReader:
         start = clocks()
         chunks, got = [], 0
         while got < n:
-            chunk = self.raw.read(n - got)
+            # bounded reads: a buffered file allocates what read() asks for before it has the bytes,
+            # so asking for a member's declared size would let a 1 kB shard claim 256 MiB
+            chunk = self.raw.read(min(n - got, READ_CHUNK))
             if not chunk:
                 break
             chunks.append(chunk)
@@ -65,30 +73,40 @@ class _TimedReader:
         return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
-def _octal(field_: bytes) -> int:
-    if field_[:1] and field_[0] & 0x80:  # GNU base-256 for sizes over 8 GiB
+def _octal(field_: bytes) -> int | None:
+    """A numeric header field; None when it is not a number (or is negative)."""
+    if field_[:1] == b"\x80":  # GNU base-256 for sizes over 8 GiB (0xff would be negative)
         return int.from_bytes(field_[1:], "big")
     text = field_.rstrip(b"\0 ").lstrip(b" ")
-    return int(text, 8) if text else 0
+    if not text:
+        return 0
+    if text.strip(b"01234567"):
+        return None
+    return int(text, 8)
 
 
 def _checksum_ok(header: bytes) -> bool:
-    stored = _octal(header[148:156])
     unsigned = sum(header[:148]) + 8 * 32 + sum(header[156:])
-    return stored == unsigned
+    return _octal(header[148:156]) == unsigned
 
 
 def _pax_path(data: bytes) -> str | None:
+    """The ``path`` record of a pax extended header ("<length> <key>=<value>\n" records); raises
+    ValueError on a malformed record (a zero length would otherwise loop forever)."""
     path = None
     pos = 0
     while pos < len(data):
-        space = data.index(b" ", pos)
-        length = int(data[pos:space])
-        record = data[space + 1 : pos + length - 1]
-        key, _, value = record.partition(b"=")
+        space = data.find(b" ", pos, pos + 20)
+        digits = data[pos:space] if space > pos else b""
+        if not digits.isdigit():
+            raise ValueError(f"pax record at {pos} does not start with its length")
+        end = pos + int(digits)
+        if end <= space + 1 or end > len(data) or data[end - 1 : end] != b"\n":
+            raise ValueError(f"pax record at {pos} declares length {int(digits)}")
+        key, _, value = data[space + 1 : end - 1].partition(b"=")
         if key == b"path":
             path = value.decode("utf-8", "replace")
-        pos += length
+        pos = end
     return path
 
 
@@ -112,11 +130,15 @@ def iter_members(
         if not _checksum_ok(header):
             raise ShardFormatError(url, header_at, "tar header checksum mismatch (corrupt or not a tar)")
         size = _octal(header[124:136])
-        if size > max_member_bytes:
-            raise ShardFormatError(
-                url, header_at, f"member declares {size} bytes, over the {max_member_bytes}-byte limit"
-            )
+        if size is None:
+            raise ShardFormatError(url, header_at, "tar header size field is not an octal number")
         kind = header[156:157]
+        # checked before a byte is read: a declared size allocates nothing
+        limit = META_MAX_BYTES if kind in (b"x", b"L") else max_member_bytes
+        if size > limit:
+            raise ShardFormatError(
+                url, header_at, f"member declares {size} bytes, over the {limit}-byte limit"
+            )
         name = header[0:100].split(b"\0", 1)[0].decode("utf-8", "replace")
         if header[257:262] == b"ustar" and header[345:500].strip(b"\0"):
             name = header[345:500].split(b"\0", 1)[0].decode("utf-8", "replace") + "/" + name
@@ -124,14 +146,18 @@ def iter_members(
         padded = (size + BLOCK - 1) // BLOCK * BLOCK
         body = reader.read_exact(padded)
         if len(body) < padded:
-            raise ShardFormatError(
-                url,
-                data_at,
-                f"member {name!r} declares {size} bytes but only {max(0, len(body))} follow (truncated)",
+            problem = (
+                f"member {name!r} declares {size} bytes but only {len(body)} follow (truncated)"
+                if len(body) < size
+                else f"member {name!r} is whole but the shard ends inside its padding (truncated)"
             )
+            raise ShardFormatError(url, data_at, problem)
         data = body[:size]
         if kind in (b"x", b"L"):  # pax / GNU long name for the next member
-            long_name = _pax_path(data) if kind == b"x" else data.rstrip(b"\0").decode("utf-8", "replace")
+            try:
+                long_name = _pax_path(data) if kind == b"x" else data.rstrip(b"\0").decode("utf-8", "replace")
+            except ValueError as exc:
+                raise ShardFormatError(url, data_at, f"malformed pax extended header: {exc}") from None
             continue
         if kind not in (b"0", b"\0", b"7"):
             long_name = None

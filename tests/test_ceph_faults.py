@@ -26,6 +26,7 @@ from iobench.lab.restart import restart
 from iobench.tiers.s3 import S3Tier
 from loaders import ShardLoader
 from loaders.objectstore import ObjectStoreError
+from tests.faultkit import cache_problems
 
 pytestmark = pytest.mark.integration
 
@@ -40,11 +41,13 @@ def staged(ceph_lab, tiny_dataset, monkeypatch):
     return tier, tier.load_manifest()
 
 
-def _loader(tier: S3Tier, manifest) -> ShardLoader:
+def _loader(tier: S3Tier, manifest, cache_dir: str | None = None) -> ShardLoader:
     return ShardLoader(
         tier.shard_urls(manifest),
         workers=0,
         storage_options=tier.storage_options(),
+        cache_dir=cache_dir,
+        cache_bytes=10**9,
         return_batches=True,
         batch_size=16,
         part_bytes=512 * 1024,
@@ -89,14 +92,18 @@ def _epoch_with_restart(
     return seen, (took or [float("nan")])[0], error
 
 
-@pytest.mark.parametrize("daemon", ["rgw", "osd"])
-def test_a_restart_mid_epoch_is_survived_or_reported(ceph_lab, staged, daemon):
+@pytest.mark.parametrize(("daemon", "cached"), [("rgw", False), ("osd", False), ("rgw", True)])
+def test_a_restart_mid_epoch_is_survived_or_reported(ceph_lab, staged, daemon, cached, tmp_path):
+    """``cached``: through the shard cache, whose download of the shard being read is cut short."""
     tier, manifest = staged
-    loader = _loader(tier, manifest)
+    loader = _loader(tier, manifest, str(tmp_path / "cache") if cached else None)
     seen, took, error = _epoch_with_restart(ceph_lab, loader, daemon)
     c = loader.stats.counters
     faults = {k: v for k, v in c.items() if k.startswith("fault_")}
-    print(f"{daemon} restart {took:.2f} s; requests {c['requests']} retries {c['retries']} faults {faults}")
+    print(
+        f"figures: {daemon} restart{' (cached)' if cached else ''} {took:.2f} s mid-epoch; requests "
+        f"{c['requests']} retries {c['retries']} faults {faults}; {len(seen)} samples verified, 0 lost"
+    )
     assert took < 30
     # radosgw binds its port before it serves, so a client connecting during the restart waits in the
     # listen backlog rather than being refused: the restart shows as a stall (~0.5 s), rarely a fault.
@@ -104,6 +111,9 @@ def test_a_restart_mid_epoch_is_survived_or_reported(ceph_lab, staged, daemon):
     assert error is None
     assert set(seen.values()) == {1} and len(seen) == manifest.num_samples  # every sample exactly once
     assert c["request_failures"] == 0 and c["retries"] == sum(faults.values())  # each fault counted
+    if cached:  # only whole shards were committed, and no lock or temp file outlived the epoch
+        sha = {u: s.sha256 for u, s in zip(tier.shard_urls(manifest), manifest.shards, strict=True)}
+        assert cache_problems(tmp_path / "cache", sha) == []
 
 
 def test_radosgw_down_longer_than_the_retry_budget_fails_clearly(ceph_lab, staged):

@@ -177,3 +177,34 @@ def test_the_cli_starts_without_matplotlib():
 
 def _esc(text: str) -> str:
     return html.escape(text, quote=True)
+
+
+PROBE = "<script>alert('x')</script><img src=x onerror=alert(3)>"
+
+
+def _poison(obj, skip: frozenset[str]):
+    """Every string of a summary with the probe appended, except the fields that are enumerations
+    (their values choose code paths) and the ids the steps are keyed by."""
+    if isinstance(obj, dict):
+        return {k: (v if k in skip else _poison(v, skip)) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_poison(v, skip) for v in obj]
+    return obj + PROBE if isinstance(obj, str) else obj
+
+
+def test_every_string_of_a_run_reaches_the_page_as_text(run_dir):
+    """Tier names are not the only strings a user or a failure controls: notes, warnings, errors,
+    verdict evidence, paths and host names are all written into the page. Poison every one."""
+    summaries = cell_summaries(run_dir)
+    steps = {
+        s["cell"]["cell_id"]: load_steps(run_dir, s["cell"]["cell_id"]) for s in summaries if "metrics" in s
+    }
+    skip = frozenset(
+        {"cell_id", "status", "kind", "bound", "binding_stage", "stage", "cache", "achieved", "requested"}
+        | {"demand", "type", "model", "layout", "on_error", "started_at", "finished_at"}
+    )
+    poisoned = [_poison(s, skip) for s in summaries]
+    page = render_html(poisoned, steps, title="run" + PROBE, host="host" + PROBE)
+    assert not re.search(r"<(script|img)\b", page, re.IGNORECASE)
+    # the probes are on the page, as text: names, paths, notes, verdicts, evidence, errors
+    assert page.count(_esc(PROBE)) >= 20

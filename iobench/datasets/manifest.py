@@ -53,10 +53,14 @@ class Manifest:
             raise ManifestError(f"{path}: no manifest (dataset missing or incomplete)") from None
         except OSError as exc:
             raise ManifestError(f"{path}: cannot read manifest: {exc}") from exc
+        except UnicodeDecodeError as exc:
+            raise ManifestError(f"{path}: not UTF-8 text ({exc}); is it a manifest?") from None
         try:
             raw = json.loads(text)
         except json.JSONDecodeError as exc:
             raise ManifestError(f"{path}: not valid JSON: {exc}") from exc
+        except RecursionError:
+            raise ManifestError(f"{path}: JSON nested too deeply to be a manifest") from None
         return cls.from_dict(raw, where=str(path))
 
     @classmethod
@@ -76,9 +80,9 @@ class Manifest:
                 raise ManifestError(f"{where}: key '{key}' must be an object")
             shards.append(
                 ShardEntry(
-                    name=_get(s, "name", str, where, key),
-                    bytes=_get(s, "bytes", int, where, key),
-                    samples=_get(s, "samples", int, where, key),
+                    name=_shard_name(_get(s, "name", str, where, key), where, key),
+                    bytes=_count(_get(s, "bytes", int, where, key), where, f"{key}.bytes"),
+                    samples=_count(_get(s, "samples", int, where, key), where, f"{key}.samples"),
                     sha256=_get(s, "sha256", str, where, key),
                 )
             )
@@ -93,14 +97,16 @@ class Manifest:
         m = cls(
             format=_get(raw, "format", str, where),
             shards=shards,
-            num_samples=_get(raw, "num_samples", int, where),
-            total_bytes=_get(raw, "total_bytes", int, where),
-            mean_sample_bytes=float(_get(raw, "mean_sample_bytes", (int, float), where)),
+            num_samples=_count(_get(raw, "num_samples", int, where), where, "num_samples"),
+            total_bytes=_count(_get(raw, "total_bytes", int, where), where, "total_bytes"),
+            mean_sample_bytes=_number(
+                _get(raw, "mean_sample_bytes", (int, float), where), where, "mean_sample_bytes"
+            ),
             classes=_get(raw, "classes", int, where),
             class_names=class_names,
             source=_get(raw, "source", dict, where),
             schema_version=version,
-            mean_jpeg_bytes=None if mean_jpeg is None else float(mean_jpeg),
+            mean_jpeg_bytes=None if mean_jpeg is None else _number(mean_jpeg, where, "mean_jpeg_bytes"),
         )
         if m.num_samples != sum(s.samples for s in shards):
             raise ManifestError(f"{where}: key 'num_samples' disagrees with the shard list")
@@ -184,6 +190,35 @@ def verify(directory: str | Path, manifest: Manifest, *, check_sha: bool = True)
             if digest != entry.sha256:
                 problems.append(f"{path}: sha256 {digest}, manifest says {entry.sha256}")
     return problems
+
+
+def _shard_name(name: str, where: str, key: str) -> str:
+    """A shard name is a path inside the dataset: never absolute, never through '..', no NUL or
+    backslash (a manifest fetched from a bucket must not point a reader, or ``verify``, elsewhere)."""
+    parts = name.split("/")
+    if not name or name.startswith("/") or "\0" in name or "\\" in name or ".." in parts or "" in parts:
+        raise ManifestError(
+            f"{where}: key '{key}.name' is {name!r}: a shard name must be a relative path inside the "
+            "dataset directory (no leading '/', no '..', no empty parts)"
+        )
+    return name
+
+
+def _count(value: int, where: str, label: str) -> int:
+    if value < 0:
+        raise ManifestError(
+            f"{where}: key '{label}' is {value}: a count of bytes or samples cannot be negative"
+        )
+    return value
+
+
+def _number(value: float, where: str, label: str) -> float:
+    try:
+        return float(value)
+    except OverflowError:
+        raise ManifestError(
+            f"{where}: key '{label}' is too large for a number: {str(value)[:20]}..."
+        ) from None
 
 
 def _get(obj: dict[str, Any], key: str, kind: Any, where: str, parent: str = "") -> Any:
