@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from rich.console import Console
+from rich.text import Text
 
 # piped output (CI logs, files) gets a wide table rather than rich's 80-column default
 console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
@@ -280,11 +281,11 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except ImportError as exc:
         # an optional extra that is not installed: its message carries the pip line
-        err_console.print(f"[red]error:[/red] {exc}")
+        err_console.print(Text.assemble(("error: ", "red"), str(exc)))
         return 2
     except (ValueError, OSError) as exc:
         # configuration, manifest, tier and path errors carry their own explanation
-        err_console.print(f"[red]error:[/red] {exc}")
+        err_console.print(Text.assemble(("error: ", "red"), str(exc)))
         return 2
 
 

@@ -354,4 +354,6 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -
         raw = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise ConfigError(f"{source}: not valid YAML: {exc}") from None
+    except RecursionError:  # PyYAML's parser recurses once per nesting level
+        raise ConfigError(f"{source}: nested too deeply to be a sweep file") from None
     return parse_config(apply_overrides(raw, overrides), source)

@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn
+from rich.text import Text
 
 from .config import Cell
 from .estimate import CellEstimate, format_duration
@@ -49,9 +50,9 @@ class SweepProgress(SweepEvents):
     def __enter__(self) -> SweepProgress:
         if self.mode == "live":
             self._bar = Progress(
-                TextColumn("{task.description}"),
+                TextColumn("{task.description}", markup=False),
                 BarColumn(),
-                TextColumn("{task.fields[info]}"),
+                TextColumn("{task.fields[info]}", markup=False),
                 console=self.console,
                 transient=True,  # gone before the report is printed
                 refresh_per_second=2,
@@ -107,11 +108,11 @@ class SweepProgress(SweepEvents):
         except Exception as exc:  # a display fault must not stop a measurement
             self._stop()
             self.mode = "off"
-            self.console.print(f"[yellow]progress display switched off: {exc}[/yellow]")
+            self.console.print(Text(f"progress display switched off: {exc}", "yellow"))
 
     def cell_start(self, index: int, cell: Cell) -> None:
         self.current, self.elapsed, self.last_line = cell, 0.0, time.monotonic()
-        self.console.print(f"[{index + 1}/{self.n}] {cell.cell_id} ...")
+        self.console.print(f"[{index + 1}/{self.n}] {cell.cell_id} ...", markup=False)
 
         def update() -> None:
             if self._bar is not None and self._tasks is not None:
@@ -152,7 +153,9 @@ class SweepProgress(SweepEvents):
                 f"{summary['verdict']['bound']}-bound ({seconds:.0f} s)"
             )
         else:
-            self.console.print(f"      [red]{summary.get('status')}[/red]: {summary.get('error')}")
+            self.console.print(
+                Text.assemble(("      " + str(summary.get("status")), "red"), f": {summary.get('error')}")
+            )
 
         def update() -> None:
             if self._bar is not None and self._tasks is not None:

@@ -23,7 +23,16 @@ from .run.distributed import RANK_ERRORS_ENV, first_rank_error
 from .run.lifeline import PARENT_ENV
 from .run.live import LIVE_ENV, read_live
 from .run.torchrun import NodePlace, torchrun_command
-from .runstate import SCRATCH_PREFIX, Resumed, SweepState, hold, open_run, read_summary, record_interrupted
+from .runstate import (
+    SCRATCH_PREFIX,
+    Resumed,
+    RunDirError,
+    SweepState,
+    hold,
+    open_run,
+    read_summary,
+    record_interrupted,
+)
 
 POLL_S = 0.5
 KILL_GRACE_S = 5.0
@@ -156,7 +165,12 @@ class Sweep:
         self._held = contextlib.ExitStack()
 
     def __enter__(self) -> Sweep:
-        self.run_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise RunDirError(
+                f"{self.run_dir}: cannot create the run directory ({exc.strerror}); choose another --out"
+            ) from None
         with contextlib.ExitStack() as stack:
             stack.enter_context(hold(self.run_dir))
             self.resumed = open_run(

@@ -44,7 +44,7 @@ class LoaderConfig:
 
     urls: str | Sequence[str] | None = None
     objects: Sequence[tuple[str, str, int]] | None = None
-    storage_options: dict = field(default_factory=dict)
+    storage_options: dict = field(default_factory=dict, repr=False)  # may hold credentials
     cache_dir: str | None = None
     cache_bytes: int | None = None
     shard_sizes: dict[str, int] = field(default_factory=dict)

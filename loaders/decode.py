@@ -39,12 +39,26 @@ class AugmentSpec:
     flip: bool = True
 
 
+# PIL's decompression-bomb limit: a few kB of JPEG may declare 60,000 x 60,000 pixels (10.8 GB)
+MAX_PIXELS = 89_478_485
+
+
 def decode_jpeg(data: bytes) -> np.ndarray:
     """bytes -> H x W x 3 uint8 RGB."""
     try:
-        return simplejpeg.decode_jpeg(data, colorspace="RGB", fastdct=True, fastupsample=True)
+        height, width, _, _ = simplejpeg.decode_jpeg_header(data)
     except ValueError:
-        pass
+        pass  # not a JPEG libjpeg-turbo reads: PIL below applies its own limit
+    else:
+        if height * width > MAX_PIXELS:
+            raise CorruptImage(
+                f"declares {width} x {height} pixels, over the {MAX_PIXELS:,}-pixel limit "
+                f"({len(data)} bytes: a decompression bomb or a corrupt header)"
+            )
+        try:
+            return simplejpeg.decode_jpeg(data, colorspace="RGB", fastdct=True, fastupsample=True)
+        except ValueError:
+            pass
     try:
         with Image.open(io.BytesIO(data)) as im:
             return np.asarray(im.convert("RGB"))

@@ -196,12 +196,20 @@ class ShardLoader(ResumableLoader):
         epoch, skip = self._cursor.begin()
         self.dataset.epoch, self.dataset.skip = epoch, skip
         self.dataset.ring = self._ring()
-        for batch in self._loader:
-            batch = batch.received()
-            self.stats.merge(batch.stats)
-            self._cursor.count(batch)  # before the yield: a state taken now includes this batch
-            if batch.images is None:
-                continue
-            batch = deliver(batch, self.config)
-            yield batch if self.return_batches else (batch.images, batch.labels)
+        batches = iter(self._loader)
+        try:
+            for batch in batches:
+                batch = batch.received()
+                self.stats.merge(batch.stats)
+                self._cursor.count(batch)  # before the yield: a state taken now includes this batch
+                if batch.images is None:
+                    continue
+                batch = deliver(batch, self.config)
+                yield batch if self.return_batches else (batch.images, batch.labels)
+        finally:
+            # a worker's error or a consumer that stops early: the workers stop now, not at the next
+            # garbage collection (torch's re-raise of a worker error leaves a reference cycle)
+            shutdown = getattr(batches, "_shutdown_workers", None)
+            if shutdown is not None:
+                shutdown()
         self._cursor.end()

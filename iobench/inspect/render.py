@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from iobench.units import format_bytes
 
@@ -153,7 +154,7 @@ def render(
     if not pitfalls:
         console.print("[green]none found[/green] (the checks that could not run are listed below)")
     for p in pitfalls:
-        console.print(f"[{_SEVERITY_STYLE[p.severity]}]{p.severity.upper()}[/] {p.what}")
+        console.print(Text.assemble((p.severity.upper(), _SEVERITY_STYLE[p.severity]), f" {p.what}"))
         console.print(f"  evidence: {p.evidence}", highlight=False)
         console.print(f"  what to do: {p.advice}", highlight=False)
     if notes:

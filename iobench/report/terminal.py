@@ -5,10 +5,17 @@ from __future__ import annotations
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from ..units import format_bytes
 
 LOST_ORDER = ("fetch", "decode", "augment", "collate", "h2d")
+
+
+def _say(console: Console, line: str) -> None:
+    """Plain text: figures, errors and names are never read as rich markup ('[/dev/sda]' in an
+    error message would otherwise crash the report, and '[red]' in a tier name would style it)."""
+    console.print(line, markup=False)
 
 
 def _pct(x: float | None) -> str:
@@ -32,19 +39,26 @@ def results_table(summaries: list[dict]) -> Table:
         cell = s["cell"]
         if s.get("status") != "ok":
             table.add_row(
-                cell["cell_id"], cell.get("cache", ""), "-", "-", "-", "-", "-", "[red]failed[/red]"
+                Text(cell["cell_id"]),
+                Text(cell.get("cache", "")),
+                "-",
+                "-",
+                "-",
+                "-",
+                "-",
+                Text("failed", "red"),
             )
             continue
         m, v, c = s["metrics"], s["verdict"], s["cache_state"]
         table.add_row(
-            cell["cell_id"],
+            Text(cell["cell_id"]),
             f"{c['achieved']} ({_pct(c.get('resident_fraction_before'))} resident)",
             f"{m['samples_per_s']:,.0f}",
             f"{format_bytes(m['bytes_per_s'])}/s",
             f"{m['au']:.2f}",
             _pct(m["stall_fraction"]),
             f"{m['wait_p99_ms']:.0f} ms",
-            v["bound"] + (f" ({v['binding_stage']})" if v.get("binding_stage") else ""),
+            Text(v["bound"] + (f" ({v['binding_stage']})" if v.get("binding_stage") else "")),
         )
     return table
 
@@ -54,14 +68,14 @@ def print_report(summaries: list[dict], console: Console | None = None) -> None:
     console.print(results_table(summaries))
     for s in summaries:
         cell = s["cell"]
-        console.print(f"\n[bold]{cell['cell_id']}[/bold]")
+        console.print(Text("\n" + cell["cell_id"], "bold"))
         if s.get("status") != "ok":
-            console.print(f"  [red]failed:[/red] {s.get('error')}")
+            console.print(Text.assemble(("  failed: ", "red"), str(s.get("error"))))
             continue
         v = s["verdict"]
-        console.print(f"  {v['headline']}")
+        _say(console, f"  {v['headline']}")
         for line in v["evidence"]:
-            console.print(f"   - {line}")
+            _say(console, f"   - {line}")
         epochs = s.get("epochs") or []
         if len(epochs) > 1 or any(e.get("requests") for e in epochs):
             for e in epochs:
@@ -75,15 +89,15 @@ def print_report(summaries: list[dict], console: Console | None = None) -> None:
                     p99 = (e.get("request_latency_ms") or {}).get("p99")
                     line += f", {e['requests']:.0f} GETs ({e['retries']:.0f} retried)"
                     line += f", p99 {p99:.0f} ms" if p99 is not None else ""
-                console.print(f"   - {line}")
+                _say(console, f"   - {line}")
         _print_ranks(s, console)
         _print_diagnosis(s, console)
         note = s["cache_state"].get("note")
         if note:
-            console.print(f"   - cache: {note}")
+            _say(console, f"   - cache: {note}")
         errors = s["loader_stats"].get("errors") or {}
         if errors:
-            console.print(f"   - skipped samples: {errors} (e.g. {s['loader_stats']['error_examples'][:1]})")
+            _say(console, f"   - skipped samples: {errors} (e.g. {s['loader_stats']['error_examples'][:1]})")
 
 
 def _print_ranks(s: dict, console: Console) -> None:
@@ -91,15 +105,17 @@ def _print_ranks(s: dict, console: Console) -> None:
     d = s.get("distributed")
     if not d:
         return
-    console.print(
+    _say(
+        console,
         f"   - per rank, over the {d['interval']['wall_s']:.2f} s all {d['world_size']} measured "
-        f"({d['nodes']} node(s) x {d['ranks_per_node']}):"
+        f"({d['nodes']} node(s) x {d['ranks_per_node']}):",
     )
     for r in s.get("ranks") or []:
-        console.print(
+        _say(
+            console,
             f"     rank {r['rank']} ({r['host']}, local {r['local_rank']}): {r['samples_per_s']:,.0f} samples/s, "
             f"{format_bytes(r['bytes_per_s'])}/s, AU {r['au']:.2f}, stall {_pct(r['stall_fraction'])}, "
-            f"own verdict {r['verdict']}" + (f" ({r['binding_stage']})" if r.get("binding_stage") else "")
+            f"own verdict {r['verdict']}" + (f" ({r['binding_stage']})" if r.get("binding_stage") else ""),
         )
 
 
@@ -116,29 +132,34 @@ def _print_diagnosis(s: dict, console: Console) -> None:
     """Warm-up, repeats, the differential attribution and the capacity answer of one cell."""
     warm = s.get("warmup")
     if warm:
-        console.print(f"   - warm-up: {warm['steps']} step(s) left out ({warm['method']})")
+        _say(console, f"   - warm-up: {warm['steps']} step(s) left out ({warm['method']})")
     stability = s.get("stability")
     if stability and stability["samples_per_s"]["n"] > 1:
         sps, au = stability["samples_per_s"], stability["au"]
         flag = (
-            " [yellow]UNSTABLE: the runs disagree by more than 5 %[/yellow]"
+            (" UNSTABLE: the runs disagree by more than 5 %", "yellow")
             if sps["unstable"] or au["unstable"]
             else ""
         )
-        console.print(
-            f"   - repeats: samples/s {_interval(sps, '{:,.0f}')}; AU {_interval(au, '{:.2f}')}{flag}"
+        _say(
+            console,
+            Text.assemble(
+                f"   - repeats: samples/s {_interval(sps, '{:,.0f}')}; AU {_interval(au, '{:.2f}')}", flag
+            ),
         )
     a = s.get("attribution")
     if a:
-        console.print(f"   - {a['statement']}")
-        console.print(
+        _say(console, f"   - {a['statement']}")
+        _say(
+            console,
             f"   - measured {a['measured_samples_per_s']:,.0f}/s against the predicted "
-            f"{a['predicted_samples_per_s']:,.0f}/s ({100 * a['prediction_error']:+.0f} %)"
+            f"{a['predicted_samples_per_s']:,.0f}/s ({100 * a['prediction_error']:+.0f} %)",
         )
         lost = a["lost_fraction"]
-        console.print(
+        _say(
+            console,
             f"   - of the wall time, the accelerator computed {_pct(a['au'])}; lost to "
-            + ", ".join(f"{k} {100 * lost[k]:.1f} %" for k in LOST_ORDER if k in lost)
+            + ", ".join(f"{k} {100 * lost[k]:.1f} %" for k in LOST_ORDER if k in lost),
         )
         cap = a.get("capacity")
         if cap:
@@ -152,15 +173,19 @@ def _print_diagnosis(s: dict, console: Console) -> None:
                 else f"cannot keep one {what} at 90 % AU: it feeds {cap['input_ceiling_samples_per_s'] / cap['demand_per_accelerator']:.0%} of one"
             )
             checks = "; ".join(f"x{c['count']}: AU {c['au']:.2f}" for c in cap["checks"])
-            verdict = "confirmed" if cap["confirmed"] else "[yellow]NOT confirmed[/yellow]"
-            console.print(
-                f"   - capacity: this tier + loader {answer}; checked by running it ({checks}): {verdict}"
+            verdict = "confirmed" if cap["confirmed"] else ("NOT confirmed", "yellow")
+            _say(
+                console,
+                Text.assemble(
+                    f"   - capacity: this tier + loader {answer}; checked by running it ({checks}): ", verdict
+                ),
             )
     first = s.get("epoch1_vs_steady")
     if first is not None:
-        console.print(
+        _say(
+            console,
             f"   - steady state vs the whole of epoch 1: {100 * first:+.0f} % "
-            "(what start-up and cold caches cost the first epoch)"
+            "(what start-up and cold caches cost the first epoch)",
         )
     for w in s.get("warnings") or []:
-        console.print(f"   - [yellow]note[/yellow]: {w}")
+        console.print(Text.assemble("   - ", ("note", "yellow"), f": {w}"))
