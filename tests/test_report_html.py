@@ -208,3 +208,14 @@ def test_every_string_of_a_run_reaches_the_page_as_text(run_dir):
     assert not re.search(r"<(script|img)\b", page, re.IGNORECASE)
     # the probes are on the page, as text: names, paths, notes, verdicts, evidence, errors
     assert page.count(_esc(PROBE)) >= 20
+
+
+def test_the_timeline_of_a_multi_rank_cell_shows_its_slowest_rank_only():
+    import pyarrow as pa
+
+    from iobench.report.html import _one_rank
+
+    steps = pa.table({"rank": [0, 1, 0, 1], "step": [0, 0, 1, 1]})
+    kept = _one_rank(steps, {"distributed": {"slowest_rank": 1}})
+    assert kept.column("rank").to_pylist() == [1, 1]
+    assert _one_rank(steps, {}).num_rows == 4  # a one-rank cell: every step

@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..atomic import atomic_write
 from ..results.api import load_run, load_steps
@@ -168,6 +169,14 @@ def _figure(plot_id: str, svg: str | None, caption: str, empty: str) -> str:
     return f'<figure id="{plot_id}">{svg}<figcaption>{caption}</figcaption></figure>'
 
 
+def _one_rank(steps: pa.Table, summary: dict) -> pa.Table:
+    """A multi-rank cell's steps interleave every rank's: keep its slowest rank's."""
+    rank = (summary.get("distributed") or {}).get("slowest_rank")
+    if rank is None or "rank" not in steps.column_names:
+        return steps
+    return steps.filter(pc.equal(steps.column("rank"), rank))
+
+
 def _figures(summaries: list[dict], steps: dict[str, pa.Table]) -> list[str]:
     sources = {plots.wall_split(s)[1] for s in summaries if s.get("status") == "ok" and s.get("metrics")}
     ok_with_steps = [s for s in summaries if s["cell"]["cell_id"] in steps and s.get("metrics")]
@@ -209,10 +218,12 @@ def _figures(summaries: list[dict], steps: dict[str, pa.Table]) -> list[str]:
         ),
         _figure(
             "plot-timeline",
-            plots.timeline_svg(steps[slowest["cell"]["cell_id"]], "timeline") if slowest else None,
+            plots.timeline_svg(_one_rank(steps[slowest["cell"]["cell_id"]], slowest), "timeline")
+            if slowest
+            else None,
             f"Every step of the slowest cell, <code>{_e(slowest['cell']['cell_id']) if slowest else ''}</code> "
-            "(lowest samples/s): how long it waited for its batch (red), copied it to the device and computed. "
-            "The shaded span is warm-up, left out of every metric.",
+            "(lowest samples/s; in a multi-rank cell, its slowest rank): how long it waited for its batch "
+            "(red), copied it to the device and computed. The shaded span is warm-up, left out of every metric.",
             "no cell recorded steps.",
         ),
         _figure(
