@@ -166,10 +166,17 @@ def _cmd_monitor(args: argparse.Namespace) -> int:
     return monitor_command(args, console)
 
 
+def _cmd_recommend(args: argparse.Namespace) -> int:
+    from .recommend.cli import recommend_command
+
+    return recommend_command(args, console)
+
+
 def build_parser() -> argparse.ArgumentParser:
     from . import __version__
     from .inspect.cli import add_inspect_arguments
     from .monitor import add_monitor_arguments
+    from .recommend.cli import add_recommend_arguments
     from .sweepcli import add_sweep_arguments
 
     p = argparse.ArgumentParser(
@@ -255,6 +262,14 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("run_b")
     c.add_argument("--json", action="store_true", help="machine-readable output")
     c.set_defaults(func=_cmd_compare)
+
+    rec = sub.add_parser(
+        "recommend",
+        help="where should a dataset live, and is this server right for the job: options ranked from a "
+        "sweep's measurements, with the crossovers as the dataset grows",
+    )
+    add_recommend_arguments(rec)
+    rec.set_defaults(func=_cmd_recommend)
 
     ins = sub.add_parser(
         "inspect",

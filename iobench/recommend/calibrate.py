@@ -1,0 +1,360 @@
+"""What a sweep's results say about this host and its tiers, as the recommender's inputs.
+
+From every ``ok`` cell of one or more run directories:
+
+- the CPU cost of a sample: the readers' thread CPU time per sample in fetch, decode, augment
+  and collate (stage timers, ``summary.json``), by loader kind;
+- the CPU per sample the stage timers do not see, from the cells whose CPU binds: the loader's
+  overhead (worker loop, IPC) from cells with fewer workers than cores, and the training
+  process's share (receiving batches) from cells whose workers fill the cores;
+- each tier's fetch bandwidth: fetch ceilings (diagnose), else what the cells the tier held back
+  delivered, else (a lower bound) the best any cell delivered; and its request latency;
+- what one GPU decodes with DALI, where a DALI cell on a CUDA host measured it;
+- the shard caches' measured hit ratios beside the model's (:func:`model.hit_ratio`).
+
+Only cold cells measure a tier: a warm cell reads the page cache or a shard cache.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from loaders.instrument import STAGES
+
+from ..results import load_run
+from .model import hit_ratio
+
+PREP_STAGES = ("decode", "augment", "collate")
+# a reader that waits on storage for less than this share of its time is taken as CPU-bound
+STORAGE_WAIT_CPU_BOUND = 0.10
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A number and where it came from; ``lower_bound``: the tier can do at least this."""
+
+    value: float
+    source: str
+    lower_bound: bool = False
+
+    def as_dict(self) -> dict:
+        return {"value": self.value, "source": self.source, "lower_bound": self.lower_bound}
+
+
+@dataclass(frozen=True)
+class CellFacts:
+    run: str
+    cell_id: str
+    tier: str
+    tier_kind: str  # local | s3 | rados | cephfs | throttled ...
+    loader: str
+    workers: int
+    batch_size: int
+    cores: int  # the host's usable CPUs when the cell ran
+    demand: float | None  # samples/s the consumer takes: emulated demand, else the accelerator ceiling
+    samples_per_s: float
+    au: float
+    verdict: str
+    cache_achieved: str | None
+    cpu_ms: dict[str, float]  # thread CPU per sample, per stage
+    wall_ms: dict[str, float]  # wall per sample, per stage, per reader
+    sample_bytes: float  # the dataset's mean bytes per sample, tar headers included
+    dataset_bytes: float
+    fetch_ceiling_bytes_per_s: float | None
+    epochs: int
+    cache_limit_bytes: float | None
+    last_epoch_hit_ratio: float | None
+    request_p50_ms: float | None
+    request_p99_ms: float | None
+    throttle_bytes_per_s: float | None = None  # a throttled tier's configured cap
+    # the consumer's measured step time per sample (an emulated accelerator's sleep overshoots)
+    compute_s_per_sample: float | None = None
+    cuda: bool = False  # the host had a CUDA device: a DALI cell decoded on the GPU
+
+    @property
+    def readers(self) -> int:
+        return max(1, self.workers)
+
+    @property
+    def cpu_s_per_sample(self) -> float:
+        return sum(self.cpu_ms.values()) / 1000.0
+
+    @property
+    def consumer_rate(self) -> float | None:
+        """Samples/s the consumer takes: its measured step time, else the configured demand."""
+        return 1.0 / self.compute_s_per_sample if self.compute_s_per_sample else self.demand
+
+    @property
+    def cold(self) -> bool:
+        return self.cache_achieved == "cold"
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return {}
+
+
+def load_cells(run_dirs: Iterable[str | Path]) -> list[CellFacts]:
+    """The ok cells of ``run_dirs``: their results row, joined with what only the cell's
+    summary.json (stage CPU times) and manifest.json (host, tier, dataset) hold."""
+    cells = []
+    for run_dir in run_dirs:
+        run_dir = Path(run_dir)
+        if not run_dir.is_dir():
+            raise FileNotFoundError(f"--results {run_dir}: no such directory (give an iobench run directory)")
+        for row in load_run(run_dir).to_pylist():
+            if row["status"] != "ok" or not row["samples_per_s"]:
+                continue
+            summary = _read_json(run_dir / row["cell_id"] / "summary.json")
+            manifest = _read_json(run_dir / row["cell_id"] / "manifest.json")
+            cells.append(_facts(str(run_dir), row, summary, manifest))
+    return cells
+
+
+def _facts(run: str, row: dict, summary: dict, manifest: dict) -> CellFacts:
+    wall = {s: row.get(f"{s}_ms_per_sample") or 0.0 for s in STAGES}
+    # without a summary (a results table copied alone) the wall times stand in for CPU times
+    cpu = summary.get("stage_cpu_ms_per_sample") or wall
+    dataset = manifest.get("dataset") or {}
+    stats = summary.get("loader_stats_all_steps") or {}
+    sample_bytes = dataset.get("mean_sample_bytes") or (
+        stats["bytes_read"] / stats["samples"] if stats.get("samples") else 0.0
+    )
+    latency = stats.get("request_latency_ms") or {}
+    metrics = summary.get("metrics") or {}
+    tier = manifest.get("tier") or {}
+    cache = tier.get("cache") or {}
+    demand = row["demand_samples_per_s"] or row.get("accelerator_ceiling")
+    return CellFacts(
+        run=run,
+        cell_id=row["cell_id"],
+        tier=row["tier"],
+        tier_kind=row["tier_kind"],
+        loader=row["loader"],
+        workers=row["workers"],
+        batch_size=row["batch_size"],
+        cores=(manifest.get("host") or {}).get("usable_cpus") or 1,
+        demand=demand,
+        samples_per_s=row["samples_per_s"],
+        au=row["au"],
+        verdict=row["verdict"],
+        cache_achieved=row["cache_achieved"],
+        cpu_ms={s: float(cpu.get(s) or 0.0) for s in STAGES},
+        wall_ms=wall,
+        sample_bytes=float(sample_bytes),
+        dataset_bytes=float(dataset.get("total_bytes") or 0.0),
+        fetch_ceiling_bytes_per_s=row.get("fetch_ceiling_bytes_per_s"),
+        epochs=row["epochs"] or 1,
+        cache_limit_bytes=cache.get("limit_bytes"),
+        last_epoch_hit_ratio=row["last_epoch_cache_hit_ratio"],
+        request_p50_ms=latency.get("p50"),
+        request_p99_ms=row.get("request_p99_ms"),
+        throttle_bytes_per_s=(tier.get("throttle") or {}).get("bandwidth_bytes_per_s"),
+        compute_s_per_sample=metrics["compute_s"] / metrics["samples"]
+        if metrics.get("compute_s") and metrics.get("samples")
+        else None,
+        cuda=bool((manifest.get("host") or {}).get("cuda")),
+    )
+
+
+def _cell_ref(c: CellFacts) -> str:
+    return f"{c.cell_id} ({Path(c.run).name})"
+
+
+@dataclass(frozen=True)
+class TierFigures:
+    name: str
+    kind: str
+    bandwidth: Figure | None  # bytes/s
+    request_p50_ms: float | None
+    request_p99_ms: float | None
+    fetch_cpu_ms: float | None  # thread CPU per sample of the fetch stage
+
+
+@dataclass(frozen=True)
+class CacheCheck:
+    cell: str
+    cache_bytes: float
+    dataset_bytes: float
+    measured_last_epoch: float
+    predicted_lru_shuffled: float
+
+
+@dataclass
+class Calibration:
+    cells: list[CellFacts]
+    prep_cpu_ms: Figure | None  # decode + augment + collate thread CPU per sample
+    overhead_ms: Figure | None  # the loader's CPU per sample outside the stage timers
+    main_ms: Figure | None  # the training process's CPU per sample (receiving batches)
+    tiers: dict[str, TierFigures] = field(default_factory=dict)
+    dali_gpu: Figure | None = None  # samples/s one GPU decoded with DALI, where a cell measured it
+    caches: list[CacheCheck] = field(default_factory=list)
+    cores: int | None = None
+
+    def cpu_ms(self, fetch_cpu_ms: float = 0.0) -> float | None:
+        """CPU ms per sample when the workers fill the cores: decode+augment+collate, the fetch's
+        CPU, the loader's overhead and the training process's share."""
+        if self.prep_cpu_ms is None:
+            return None
+        extra = sum(f.value for f in (self.overhead_ms, self.main_ms) if f is not None)
+        return self.prep_cpu_ms.value + fetch_cpu_ms + extra
+
+    def tier_of_kind(self, kinds: tuple[str, ...]) -> TierFigures | None:
+        """The measured tier of one of ``kinds`` with the highest bandwidth (exact before lower bounds)."""
+        found = [t for t in self.tiers.values() if t.kind in kinds and t.bandwidth is not None]
+        if not found:
+            return None
+        return max(found, key=lambda t: (not t.bandwidth.lower_bound, t.bandwidth.value))  # type: ignore[union-attr]
+
+
+def storage_wait_share(cell: CellFacts) -> float:
+    """Share of a reader's per-sample wall time spent waiting on storage (fetch wall - fetch CPU)."""
+    total = sum(cell.wall_ms.values())
+    return max(0.0, cell.wall_ms["fetch"] - cell.cpu_ms["fetch"]) / total if total > 0 else 0.0
+
+
+def cpu_bound(cell: CellFacts) -> bool:
+    """The cell's CPU binds: the online verdict says prep and its readers waited on storage for
+    less than STORAGE_WAIT_CPU_BOUND of their time. (The verdict alone names the largest stage;
+    a reader whose reads overlap its decode can be slowed by the link with decode the largest.)"""
+    return cell.verdict == "prep" and storage_wait_share(cell) < STORAGE_WAIT_CPU_BOUND
+
+
+def overhead_of(cell: CellFacts) -> float | None:
+    """CPU seconds per sample a CPU-bound cell with fewer workers than cores spent outside its
+    stage timers (the loader's overhead): its workers delivered ``workers / (cpu + overhead)``;
+    without workers the training process spent ``cpu + overhead + 1/consumer`` per sample. None
+    for other cells."""
+    if not cpu_bound(cell) or cell.samples_per_s <= 0 or cell.workers >= cell.cores:
+        return None
+    if cell.workers >= 1:
+        return cell.workers / cell.samples_per_s - cell.cpu_s_per_sample
+    compute_s = 1.0 / cell.consumer_rate if cell.consumer_rate else 0.0
+    return 1.0 / cell.samples_per_s - cell.cpu_s_per_sample - compute_s
+
+
+def main_share_of(cell: CellFacts, overhead_s: float) -> float | None:
+    """CPU seconds per sample the training process took from a CPU-bound cell whose workers fill
+    the cores: they delivered ``cores / (cpu + overhead + main)``. None for other cells."""
+    if not cpu_bound(cell) or cell.samples_per_s <= 0 or cell.workers < cell.cores:
+        return None
+    return cell.cores / cell.samples_per_s - cell.cpu_s_per_sample - overhead_s
+
+
+def fetch_limited(cell: CellFacts) -> bool:
+    """The tier held the cell back: it is not accelerator-bound and its readers waited on storage
+    for STORAGE_WAIT_CPU_BOUND of their time or more. (Measured in the cell, so another process
+    taking the CPU, which slows a cell without making it wait on storage, is not mistaken for a
+    slow tier.)"""
+    return cell.verdict != "accelerator" and storage_wait_share(cell) >= STORAGE_WAIT_CPU_BOUND
+
+
+def tier_bandwidth(cells: list[CellFacts]) -> Figure | None:
+    """A tier's bandwidth from its cold cells: the best fetch ceiling; else the best rate a
+    fetch-limited cell delivered (samples/s x bytes per sample); else the best any cell delivered,
+    as a lower bound (the tier gave at least that; something else held the cell back)."""
+    cold = [c for c in cells if c.cold and c.sample_bytes]
+    ceilings = [(c.fetch_ceiling_bytes_per_s, c) for c in cold if c.fetch_ceiling_bytes_per_s]
+    if ceilings:
+        value, c = max(ceilings, key=lambda vc: vc[0])
+        return Figure(value, f"fetch ceiling of {_cell_ref(c)}, {c.readers} reader(s)")
+    delivered = [(c.samples_per_s * c.sample_bytes, c) for c in cold if not c.last_epoch_hit_ratio]
+    limited = [(v, c) for v, c in delivered if fetch_limited(c)]
+    if limited:
+        value, c = max(limited, key=lambda vc: vc[0])
+        return Figure(value, f"delivered by fetch-limited {_cell_ref(c)}, {c.readers} reader(s)")
+    if delivered:
+        value, c = max(delivered, key=lambda vc: vc[0])
+        return Figure(value, f"delivered by {_cell_ref(c)}, which the tier did not limit", lower_bound=True)
+    return None
+
+
+def _median_figure(found: list[tuple[float, CellFacts]]) -> Figure | None:
+    """The median of per-cell seconds, in ms, naming the cells (none below 0: noise)."""
+    if not found:
+        return None
+    refs = ", ".join(_cell_ref(c) for _, c in found[:3]) + (" ..." if len(found) > 3 else "")
+    return Figure(
+        max(0.0, statistics.median([v for v, _ in found])) * 1000.0, f"median over CPU-bound {refs}"
+    )
+
+
+def dali_gpu(cells: list[CellFacts]) -> Figure | None:
+    """What one GPU decoded with DALI: the best rate of a DALI cell on a CUDA host whose decode
+    bound it (verdict prep); each cell drives one GPU."""
+    found = [c for c in cells if c.loader == "dali" and c.cuda and c.verdict == "prep"]
+    if not found:
+        return None
+    best = max(found, key=lambda c: c.samples_per_s)
+    return Figure(best.samples_per_s, f"measured: DALI on the GPU, decode-bound {_cell_ref(best)}")
+
+
+def _prefer(cells: list[CellFacts], **match: object) -> list[CellFacts]:
+    """The cells matching every key of ``match``, dropping keys from the end until some match."""
+    keys = list(match)
+    while keys:
+        found = [c for c in cells if all(getattr(c, k) == match[k] for k in keys)]
+        if found:
+            return found
+        keys.pop()
+    return cells
+
+
+def calibrate(cells: list[CellFacts], *, loader: str | None = None, batch: int | None = None) -> Calibration:
+    """The recommender's inputs from ``cells``. ``loader`` and ``batch`` prefer cells of that
+    loader kind and batch size for the CPU figures (per-batch overheads differ), falling back to
+    all cells."""
+    if not cells:
+        return Calibration(cells=[], prep_cpu_ms=None, overhead_ms=None, main_ms=None)
+    match = {k: v for k, v in (("loader", loader), ("batch_size", batch)) if v is not None}
+    pool = _prefer(cells, **match)
+    prep = [sum(c.cpu_ms[s] for s in PREP_STAGES) for c in pool]
+    prep_fig = Figure(
+        statistics.median(prep), f"median decode+augment+collate thread CPU of {len(prep)} cell(s)"
+    )
+    overhead_fig = _median_figure([(o, c) for c in pool if (o := overhead_of(c)) is not None])
+    overhead_s = overhead_fig.value / 1000.0 if overhead_fig else 0.0
+    main_fig = _median_figure([(m, c) for c in pool if (m := main_share_of(c, overhead_s)) is not None])
+    tiers = {}
+    for name in dict.fromkeys(c.tier for c in cells):
+        of_tier = [c for c in cells if c.tier == name]
+        p50 = [c.request_p50_ms for c in of_tier if c.request_p50_ms is not None]
+        p99 = [c.request_p99_ms for c in of_tier if c.request_p99_ms is not None]
+        tiers[name] = TierFigures(
+            name=name,
+            kind=of_tier[0].tier_kind,
+            bandwidth=tier_bandwidth(of_tier),
+            request_p50_ms=statistics.median(p50) if p50 else None,
+            request_p99_ms=statistics.median(p99) if p99 else None,
+            fetch_cpu_ms=statistics.median([c.cpu_ms["fetch"] for c in of_tier]),
+        )
+    caches = [
+        CacheCheck(
+            cell=_cell_ref(c),
+            cache_bytes=c.cache_limit_bytes,
+            dataset_bytes=c.dataset_bytes,
+            measured_last_epoch=c.last_epoch_hit_ratio,
+            predicted_lru_shuffled=hit_ratio(
+                c.cache_limit_bytes, c.dataset_bytes, "lru", "shuffled", epoch=c.epochs - 1
+            ),
+        )
+        for c in cells
+        if c.cache_limit_bytes and c.dataset_bytes and c.epochs >= 2 and c.last_epoch_hit_ratio is not None
+    ]
+    cores = max(c.cores for c in cells)
+    return Calibration(
+        cells=cells,
+        prep_cpu_ms=prep_fig,
+        overhead_ms=overhead_fig,
+        main_ms=main_fig,
+        tiers=tiers,
+        dali_gpu=dali_gpu(cells),
+        caches=caches,
+        cores=cores,
+    )

@@ -1,0 +1,249 @@
+"""`iobench recommend`: where should this dataset live, and is this server right for the job?
+
+    iobench recommend --dataset-size 5TB --sample-size 110KB --accelerators 8xH100 \\
+        --nvme 2x3.84TB --ram 1TB --cores 96 --results runs/nvme runs/s3 [--json]
+
+Importing this module is cheap: the work imports what it needs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from .options import Scenario
+
+_COUNT_X = re.compile(r"^\s*(?:(\d+)\s*[x×*]\s*)?(\S.*?)\s*$", re.IGNORECASE)
+
+
+def parse_count_of(text: str, what: str) -> tuple[int, str]:
+    """``"8xH100"`` -> (8, "H100"); ``"H100"`` -> (1, "H100"). Raises ValueError naming ``what``."""
+    m = _COUNT_X.match(text or "")
+    if not m:
+        raise ValueError(f"{what}={text!r}: expected COUNTxNAME, e.g. 8xH100")
+    count = int(m.group(1)) if m.group(1) else 1
+    if count < 1:
+        raise ValueError(f"{what}={text!r}: the count must be at least 1")
+    return count, m.group(2)
+
+
+def _size(text: str, what: str, *, positive: bool = True) -> int:
+    from ..units import parse_size
+
+    try:
+        value = parse_size(text)
+    except ValueError as exc:
+        raise ValueError(f"{what}: {exc}") from None
+    if positive and value <= 0:
+        raise ValueError(f"{what}={text!r}: must be above 0 bytes")
+    return value
+
+
+def add_recommend_arguments(p: argparse.ArgumentParser) -> None:
+    from ..config import DEMANDS
+
+    data = p.add_argument_group("the dataset (sizes or a manifest)")
+    data.add_argument("--dataset-size", metavar="SIZE", help="total size, e.g. 5TB")
+    data.add_argument("--sample-size", metavar="SIZE", help="mean bytes per sample, e.g. 110KB")
+    data.add_argument("--manifest", metavar="PATH", help="a dataset's manifest.json (or its directory)")
+    job = p.add_argument_group("the job")
+    job.add_argument(
+        "--accelerators", required=True, metavar="NxTYPE", help="e.g. 8xH100 (configs/accelerators.yaml)"
+    )
+    job.add_argument(
+        "--model", default="resnet50", help="model of configs/accelerators.yaml (default resnet50)"
+    )
+    job.add_argument(
+        "--demand",
+        choices=DEMANDS,
+        default="training",
+        help="per-accelerator demand: achieved training (default) or MLPerf Storage's emulated rate",
+    )
+    job.add_argument(
+        "--per-accelerator", type=float, metavar="SAMPLES_PER_S", help="override the demand figure"
+    )
+    job.add_argument(
+        "--batch-size", type=int, default=256, help="per accelerator, for RAM sizing (default 256)"
+    )
+    host = p.add_argument_group("the server")
+    host.add_argument(
+        "--nvme", metavar="[N x]SIZE", help="local NVMe, e.g. 2x3.84TB or 7.68TB (default: none)"
+    )
+    host.add_argument("--ram", metavar="SIZE", help="host RAM (default: this machine's)")
+    host.add_argument(
+        "--cores", type=int, help="CPU cores for the input pipeline (default: this machine's usable)"
+    )
+    host.add_argument(
+        "--memory-cache", metavar="SIZE", help="RAM for a dataset cache (default: half the RAM)"
+    )
+    model = p.add_argument_group("model assumptions")
+    model.add_argument(
+        "--cache-policy",
+        choices=("lru", "static"),
+        default="lru",
+        help="shard cache: LRU (iobench's) or a pinned subset",
+    )
+    model.add_argument(
+        "--access",
+        choices=("shuffled", "sequential"),
+        default="shuffled",
+        help="shard order per epoch (default shuffled)",
+    )
+    model.add_argument(
+        "--decoded-sample-size", default="1MB", metavar="SIZE", help="RAM per decoded sample (default 1MB)"
+    )
+    model.add_argument(
+        "--prefetch", type=int, default=2, help="batches in flight per loader worker (default 2)"
+    )
+    model.add_argument(
+        "--dali-per-gpu",
+        type=float,
+        metavar="SAMPLES_PER_S",
+        help="DALI GPU decode rate per GPU (default: a sweep's DALI cell on a GPU, else 7,000)",
+    )
+    p.add_argument(
+        "--results", nargs="+", metavar="RUN_DIR", help="run directories of sweeps on this hardware"
+    )
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def _dataset(args: argparse.Namespace) -> tuple[float, float, str]:
+    if args.manifest:
+        if args.dataset_size or args.sample_size:
+            raise ValueError("give --manifest or --dataset-size/--sample-size, not both")
+        from ..datasets.manifest import MANIFEST_NAME, Manifest
+
+        path = Path(args.manifest)
+        directory = path.parent if path.name == MANIFEST_NAME else path
+        m = Manifest.load(directory)
+        if not m.num_samples:
+            raise ValueError(f"--manifest {args.manifest}: the dataset has no samples")
+        return float(m.total_bytes), float(m.mean_sample_bytes), f"manifest {directory / MANIFEST_NAME}"
+    if not (args.dataset_size and args.sample_size):
+        raise ValueError("give the dataset: --dataset-size SIZE and --sample-size SIZE, or --manifest PATH")
+    total, sample = _size(args.dataset_size, "--dataset-size"), _size(args.sample_size, "--sample-size")
+    if sample > total:
+        raise ValueError(
+            f"--sample-size {args.sample_size} is larger than --dataset-size {args.dataset_size}"
+        )
+    return float(total), float(sample), "given"
+
+
+def scenario(args: argparse.Namespace) -> Scenario:
+    """The scenario the arguments describe, every value checked."""
+    from ..demand import load_accelerator_table, lookup_demand
+    from ..estimate import usable_cores
+    from .calibrate import Figure
+    from .options import Scenario
+
+    dataset_bytes, sample_bytes, _ = _dataset(args)
+    count, name = parse_count_of(args.accelerators, "--accelerators")
+    table = load_accelerator_table()
+    kind = name.lower()
+    if args.per_accelerator is not None:
+        if args.per_accelerator <= 0:
+            raise ValueError(f"--per-accelerator {args.per_accelerator}: must be above 0 samples/s")
+        per = Figure(args.per_accelerator, "given with --per-accelerator")
+    else:
+        if kind not in table:
+            raise ValueError(
+                f"--accelerators {args.accelerators}: unknown type {name!r}; known: {', '.join(sorted(table))} "
+                "(or give its rate with --per-accelerator)"
+            )
+        d = lookup_demand(kind, args.model, args.demand)
+        per = Figure(
+            d.samples_per_s, f"configs/accelerators.yaml {kind}/{args.model}/{args.demand}: {d.source}"
+        )
+    memory_gib = (table.get(kind) or {}).get("memory_gib")
+    devices, nvme = 0, 0
+    if args.nvme:
+        devices, each = parse_count_of(args.nvme, "--nvme")
+        nvme = devices * _size(each, "--nvme")
+    if args.ram:
+        ram = _size(args.ram, "--ram")
+    else:
+        import psutil
+
+        ram = psutil.virtual_memory().total
+    cores = args.cores if args.cores is not None else usable_cores()
+    if cores < 1:
+        raise ValueError(f"--cores {cores}: must be at least 1")
+    for flag, value in (("--batch-size", args.batch_size), ("--prefetch", args.prefetch)):
+        if value < 1:
+            raise ValueError(f"{flag} {value}: must be at least 1")
+    memory_cache = _size(args.memory_cache, "--memory-cache", positive=False) if args.memory_cache else None
+    if memory_cache is not None and memory_cache > ram:
+        raise ValueError(f"--memory-cache {args.memory_cache} is more than the RAM ({ram / 1e9:,.0f} GB)")
+    dali = None
+    if args.dali_per_gpu is not None:
+        if args.dali_per_gpu <= 0:
+            raise ValueError(f"--dali-per-gpu {args.dali_per_gpu}: must be above 0 samples/s")
+        dali = Figure(args.dali_per_gpu, "given with --dali-per-gpu")
+    return Scenario(
+        dataset_bytes=dataset_bytes,
+        sample_bytes=sample_bytes,
+        accelerators=count,
+        accelerator=name,
+        per_accelerator=per,
+        accelerator_memory_bytes=memory_gib * 2**30 if memory_gib else None,
+        nvme_devices=devices,
+        nvme_bytes=float(nvme),
+        ram_bytes=float(ram),
+        cores=cores,
+        cache_policy=args.cache_policy,
+        access=args.access,
+        batch=args.batch_size,
+        prefetch=args.prefetch,
+        decoded_sample_bytes=float(_size(args.decoded_sample_size, "--decoded-sample-size")),
+        memory_cache_bytes=float(memory_cache) if memory_cache is not None else None,
+        dali_per_gpu=dali,
+    )
+
+
+def recommend(args: argparse.Namespace) -> dict:
+    """Everything the command reports, as plain objects (the --json document)."""
+    from .calibrate import calibrate, load_cells
+    from .crossovers import crossovers
+    from .hypotheses import checks
+    from .options import options
+    from .validate import check_cells
+
+    s = scenario(args)
+    cal, validation = None, []
+    if args.results:
+        cells = load_cells(args.results)
+        if not cells:
+            raise ValueError(
+                f"--results {' '.join(args.results)}: no cell finished ok; nothing to calibrate from"
+            )
+        cal = calibrate(cells, loader="torch")  # the CPU options decode in DataLoader workers
+        validation = check_cells(cells)
+    leaders, changes = crossovers(s, cal)
+    return {
+        "scenario": s,
+        "dataset_source": _dataset(args)[2],
+        "requirement": s.requirement,
+        "calibration": cal,
+        "options": options(s, cal),
+        "crossovers": changes,
+        "leaders": leaders,
+        "hypotheses": checks(s, cal),
+        "validation": validation,
+    }
+
+
+def recommend_command(args: argparse.Namespace, console: Console) -> int:
+    from .render import render, to_json
+
+    report = recommend(args)
+    if args.json:
+        print(json.dumps(to_json(report), indent=2), file=console.file)
+    else:
+        render(report, console)
+    return 0

@@ -1,0 +1,83 @@
+"""Which option leads as the dataset grows, and the sizes where the leader changes.
+
+The options are ranked (options.rank_key) on a log grid of dataset sizes; between two grid points
+with different leaders the boundary is found by bisection on the log of the size, so a change at
+a capacity (the NVMe, the RAM cache) is reported at that capacity, not at the next grid point.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import asdict, dataclass, replace
+
+from .calibrate import Calibration
+from .options import Option, Scenario, options
+
+GRID_FROM, GRID_TO, PER_DECADE = 100e9, 100e12, 12
+BISECTIONS = 40  # the log-size interval shrinks 2**40-fold: far below a byte
+
+
+@dataclass(frozen=True)
+class Leader:
+    dataset_bytes: float
+    option: str  # "<storage>, <decode> decode"
+    au: float
+    binding: str
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Crossover:
+    dataset_bytes: float  # the smallest size at which ``to`` leads
+    before: str
+    to: str
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def label(o: Option) -> str:
+    return f"{o.name}, {o.decode.upper()} decode"
+
+
+def _leader(s: Scenario, cal: Calibration | None, size: float) -> Option:
+    return options(replace(s, dataset_bytes=size), cal)[0]
+
+
+def grid(start: float = GRID_FROM, stop: float = GRID_TO, per_decade: int = PER_DECADE) -> list[float]:
+    """Sizes from ``start`` to ``stop`` spaced evenly in log, ``per_decade`` per factor of 10."""
+    if not 0 < start < stop:
+        raise ValueError(f"crossover grid: need 0 < start ({start}) < stop ({stop})")
+    steps = round(per_decade * math.log10(stop / start))
+    return [start * (stop / start) ** (i / steps) for i in range(steps + 1)]
+
+
+def crossovers(
+    s: Scenario, cal: Calibration | None, sizes: list[float] | None = None
+) -> tuple[list[Leader], list[Crossover]]:
+    """The leader at each size of ``sizes`` (default: :func:`grid`) and every change of leader."""
+    sizes = sizes or grid()
+    leaders = [_leader(s, cal, size) for size in sizes]
+    table = [
+        Leader(size, label(o), o.prediction.au or 0.0, o.prediction.binding)
+        for size, o in zip(sizes, leaders, strict=True)
+    ]
+    changes: list[Crossover] = []
+    for (lo, a), (hi, b) in itertools.pairwise(zip(sizes, leaders, strict=True)):
+        current = label(a)
+        while current != label(b):  # one or more changes in (lo, hi]: find each in turn
+            left, right = math.log(lo), math.log(hi)
+            for _ in range(BISECTIONS):
+                mid = (left + right) / 2
+                if label(_leader(s, cal, math.exp(mid))) == current:
+                    left = mid
+                else:
+                    right = mid
+            lo = math.exp(right)
+            to = label(_leader(s, cal, lo))
+            changes.append(Crossover(lo, current, to))
+            current = to
+    return table, changes

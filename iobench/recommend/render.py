@@ -1,0 +1,241 @@
+"""The recommendation on a terminal (rich tables) and as a JSON document."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from ..units import format_bytes
+from .crossovers import label
+
+
+def _plain(x: Any) -> Any:
+    """JSON-ready: dataclasses by their ``as_dict`` (or fields), infinities as null."""
+    if hasattr(x, "as_dict"):
+        return _plain(x.as_dict())
+    if dataclasses.is_dataclass(x) and not isinstance(x, type):
+        return _plain({f.name: getattr(x, f.name) for f in dataclasses.fields(x)})
+    if isinstance(x, dict):
+        return {str(k): _plain(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [_plain(v) for v in x]
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    return x
+
+
+def to_json(report: dict) -> dict:
+    out = _plain({k: v for k, v in report.items() if k != "calibration"})
+    cal = report["calibration"]
+    out["calibration"] = None
+    if cal is not None:
+        out["calibration"] = _plain(
+            {
+                "cells": [f"{c.cell_id} ({c.run})" for c in cal.cells],
+                "prep_cpu_ms": cal.prep_cpu_ms,
+                "overhead_ms": cal.overhead_ms,
+                "main_ms": cal.main_ms,
+                "cpu_ms_per_sample": cal.cpu_ms(),
+                "tiers": cal.tiers,
+                "caches": cal.caches,
+                "cores": cal.cores,
+                "dali_gpu": cal.dali_gpu,
+            }
+        )
+    return out
+
+
+def _rate(x: float) -> str:
+    return "unlimited" if not math.isfinite(x) else f"{x:,.0f}/s"
+
+
+def _bw(x: float) -> str:
+    return "unlimited" if not math.isfinite(x) else f"{x / 1e9:,.2f} GB/s"
+
+
+def _options_table(report: dict) -> Table:
+    s, req = report["scenario"], report["requirement"]
+    t = Table(title="Options, best first", title_justify="left")
+    for col in (
+        "#",
+        "option",
+        "decode",
+        "AU",
+        "binding",
+        "samples/s",
+        "fetch (steady)",
+        "cache hit",
+        "cores",
+        "RAM",
+    ):
+        t.add_column(
+            col, justify="right" if col in ("#", "AU", "samples/s", "cache hit", "cores") else "left"
+        )
+    for i, o in enumerate(report["options"], 1):
+        p = o.prediction
+        ok = "" if o.feasible else " [red](not feasible)[/red]"
+        ram = f"{format_bytes(o.ram.needed_bytes)} of {format_bytes(s.ram_bytes)}" + (
+            "" if o.ram.fits else " [red]![/red]"
+        )
+        cores = f"{o.cores_needed:,.0f} of {s.cores}" + ("" if o.cores_needed <= s.cores else " [red]![/red]")
+        t.add_row(
+            str(i),
+            o.name + ok,
+            o.decode.upper(),
+            f"{p.au:.2f}",
+            p.binding,
+            f"{p.samples_per_s:,.0f} of {req.samples_per_s:,.0f}",
+            _bw(o.fetch_bytes_per_s),
+            f"{o.hit_ratio:.2f}" if o.cache_bytes else "-",
+            cores,
+            ram,
+        )
+    return t
+
+
+def _assumptions(report: dict, console: Console) -> None:
+    console.print("\n[bold]Where each input comes from[/bold]")
+    seen: dict[tuple[str, float, str], list[str]] = {}
+    for o in report["options"]:
+        for name, fig in o.inputs:
+            users = seen.setdefault((name, fig.value, fig.source), [])
+            if o.name not in users:
+                users.append(o.name)
+    every = {o.name for o in report["options"]}
+    for (name, value, source), users in seen.items():
+        where = "" if set(users) == every else f" ({', '.join(users)})"
+        console.print(f" - {name} = {value:,.4g}{where}: {source}")
+    s = report["scenario"]
+    console.print(
+        f" - cache hit ratio: policy {s.cache_policy}, {s.access} full epochs; the first epoch starts cold "
+        "(0); with r = cache/dataset < 1 an LRU cache under shuffled epochs serves r + (1-r) ln(1-r) of the "
+        "reads (0 when every epoch has the same order), a static (pinned) one r; a cache that holds the "
+        "dataset serves all (docs/recommend.md)"
+    )
+    console.print(
+        f" - RAM: loader buffers = workers x {s.prefetch} batches x {s.batch} x "
+        f"{format_bytes(s.decoded_sample_bytes)} per decoded sample (~1 MB per 512x512 sample: seeds/004), plus "
+        f"the RAM cache ({format_bytes(s.memory_cache)}, {'given' if s.memory_cache_bytes is not None else 'half the RAM'})"
+    )
+
+
+def _calibration(report: dict, console: Console) -> None:
+    cal = report["calibration"]
+    if cal is None:
+        console.print(
+            "\nNo --results: every capacity is an assumption (above). Run a sweep on this server first."
+        )
+        return
+    console.print(f"\n[bold]Calibration[/bold] from {len(cal.cells)} cell(s)")
+    if cal.prep_cpu_ms:
+        console.print(
+            f" - decode+augment+collate: {cal.prep_cpu_ms.value:.2f} ms of CPU per sample ({cal.prep_cpu_ms.source})"
+        )
+    for name, f in (
+        ("loader overhead outside the stage timers", cal.overhead_ms),
+        ("the training process's share (receiving batches)", cal.main_ms),
+    ):
+        text = (
+            f"{f.value:.2f} ms per sample ({f.source})" if f else "not measured (no such CPU-bound cell): 0"
+        )
+        console.print(f" - {name}: {text}")
+    for tier in cal.tiers.values():
+        bw = tier.bandwidth
+        text = (
+            "no cold cell"
+            if bw is None
+            else ("at least " if bw.lower_bound else "") + f"{bw.value / 1e6:,.1f} MB/s ({bw.source})"
+        )
+        lat = (
+            f"; requests p50 {tier.request_p50_ms:.1f} ms, p99 {tier.request_p99_ms:.1f} ms"
+            if tier.request_p50_ms
+            else ""
+        )
+        console.print(f" - tier {tier.name} ({tier.kind}): {text}{lat}")
+    if cal.dali_gpu:
+        console.print(
+            f" - DALI decode on one GPU: {cal.dali_gpu.value:,.0f} samples/s ({cal.dali_gpu.source})"
+        )
+    for c in cal.caches:
+        console.print(
+            f" - cache of {c.cell}: {format_bytes(c.cache_bytes)} for {format_bytes(c.dataset_bytes)}: last epoch hit "
+            f"{c.measured_last_epoch:.2f}, the model (LRU, shuffled) {c.predicted_lru_shuffled:.2f}"
+        )
+
+
+def _crossovers(report: dict, console: Console) -> None:
+    console.print("\n[bold]As the dataset grows[/bold] (100 GB to 100 TB; this server's NVMe, RAM and cores)")
+    leaders = report["leaders"]
+    console.print(
+        f" - {format_bytes(leaders[0].dataset_bytes)}: {leaders[0].option} leads (AU {leaders[0].au:.2f})"
+    )
+    for c in report["crossovers"]:
+        console.print(f" - from {format_bytes(c.dataset_bytes)}: {c.to} leads (before: {c.before})")
+    if not report["crossovers"]:
+        console.print(" - the leader does not change over this range")
+
+
+def _hypotheses(report: dict, console: Console) -> None:
+    console.print("\n[bold]Published rules of thumb, tested by the model[/bold]")
+    for h in report["hypotheses"]:
+        verdict = {
+            True: "[green]model agrees[/green]",
+            False: "[red]model disagrees[/red]",
+            None: "cannot say",
+        }[h.agrees]
+        console.print(f" - {h.rule}: {verdict}: {h.model_says}")
+
+
+def _validation(report: dict, console: Console) -> None:
+    checks = report["validation"]
+    if not checks:
+        return
+    t = Table(
+        title="Predicted vs measured (each cell from the others' calibration and its own per-sample costs)",
+        title_justify="left",
+    )
+    for col in ("cell", "samples/s measured", "predicted", "error", "AU measured", "predicted", "binding"):
+        t.add_column(col, justify="left" if col in ("cell", "binding") else "right")
+    for c in checks:
+        if c.predicted_samples_per_s is None:
+            t.add_row(
+                c.cell, f"{c.measured_samples_per_s:,.0f}", "-", "-", f"{c.measured_au:.3f}", "-", c.note
+            )
+            continue
+        t.add_row(
+            c.cell,
+            f"{c.measured_samples_per_s:,.0f}",
+            f"{c.predicted_samples_per_s:,.0f}",
+            f"{100 * c.error:+.1f} %",
+            f"{c.measured_au:.3f}",
+            f"{c.predicted_au:.3f}",
+            f"{c.predicted_binding} (verdict {c.measured_verdict})",
+        )
+    console.print()
+    console.print(t)
+
+
+def render(report: dict, console: Console) -> None:
+    s, req = report["scenario"], report["requirement"]
+    console.print(
+        f"[bold]{s.accelerators} x {s.accelerator}[/bold] need {req.samples_per_s:,.0f} samples/s = "
+        f"{_bw(req.bytes_per_s)} of {format_bytes(s.sample_bytes)} samples; dataset {format_bytes(s.dataset_bytes)} "
+        f"({report['dataset_source']}); NVMe {format_bytes(s.nvme_bytes) if s.nvme_bytes else 'none'}, "
+        f"RAM {format_bytes(s.ram_bytes)}, {s.cores} cores"
+    )
+    console.print(_options_table(report))
+    best = report["options"][0]
+    console.print(
+        f"Best: {label(best)}: AU {best.prediction.au:.2f} ({best.prediction.binding}-bound, "
+        f"{best.headroom:.2f} x the demand in the input pipeline; first epoch AU {best.first_epoch_au:.2f}); "
+        f"it feeds {best.max_accelerators} x {s.accelerator} at >= 90 % AU"
+    )
+    _assumptions(report, console)
+    _calibration(report, console)
+    _crossovers(report, console)
+    _hypotheses(report, console)
+    _validation(report, console)

@@ -1,0 +1,444 @@
+"""The recommender's arithmetic on known inputs: every expected value is worked out by hand in the
+comments (docs/recommend.md gives the model)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+from collections import OrderedDict
+from dataclasses import replace
+from io import StringIO
+
+import pytest
+from rich.console import Console
+
+from iobench.datasets.manifest import ShardEntry, build_manifest
+from iobench.recommend.calibrate import (
+    Calibration,
+    CellFacts,
+    Figure,
+    TierFigures,
+    calibrate,
+    fetch_limited,
+    main_share_of,
+    overhead_of,
+    tier_bandwidth,
+)
+from iobench.recommend.cli import add_recommend_arguments, parse_count_of, recommend_command, scenario
+from iobench.recommend.crossovers import crossovers, grid
+from iobench.recommend.hypotheses import checks
+from iobench.recommend.model import (
+    cores_needed,
+    hit_ratio,
+    loader_buffers,
+    loader_rate,
+    max_accelerators,
+    mixed_rate,
+    predict,
+    ram_plan,
+    required,
+)
+from iobench.recommend.options import Scenario, options
+from iobench.recommend.validate import check_cell
+
+GB, TB = 1e9, 1e12
+
+
+# -- model ---------------------------------------------------------------------------------------
+
+
+def test_required_rate_and_bandwidth():
+    r = required(8, 7000, 110_000)  # 8 x 7,000 = 56,000 samples/s; x 110 KB = 6.16 GB/s
+    assert r.samples_per_s == 56_000 and r.bytes_per_s == pytest.approx(6.16e9)
+    with pytest.raises(ValueError, match="accelerators=0"):
+        required(0, 7000, 110_000)
+
+
+@pytest.mark.parametrize(
+    ("cache", "policy", "access", "epoch", "expected"),
+    [
+        (2 * TB, "lru", "shuffled", 0, 0.0),  # the first epoch starts with an empty cache
+        (2 * TB, "lru", "shuffled", 1, 1.0),  # holds the whole 1 TB dataset
+        (0.25 * TB, "static", "shuffled", 3, 0.25),  # pins a quarter: a quarter of the reads
+        (0.5 * TB, "lru", "shuffled", 1, 0.153426),  # r = 0.5: 0.5 + 0.5 ln 0.5
+        (0.9 * TB, "lru", "shuffled", 1, 0.669741),  # r = 0.9: 0.9 + 0.1 ln 0.1
+        (0.9 * TB, "lru", "sequential", 1, 0.0),  # same order each epoch: evicted just before reuse
+        (0.0, "static", "shuffled", 1, 0.0),
+    ],
+)
+def test_hit_ratio_by_policy(cache, policy, access, epoch, expected):
+    assert hit_ratio(cache, 1 * TB, policy, access, epoch=epoch) == pytest.approx(expected, abs=1e-6)
+
+
+def test_hit_ratio_rejects_unknown_policy():
+    with pytest.raises(ValueError, match="cache policy 'fifo': allowed values are lru, static"):
+        hit_ratio(1, 2, "fifo", "shuffled", epoch=1)
+
+
+def _simulated_lru(shards: int, capacity: int, epochs: int, shuffled: bool) -> float:
+    """Hit ratio of a real LRU (an OrderedDict) over full passes, after the first."""
+    rng = random.Random(7)
+    cache: OrderedDict[int, None] = OrderedDict()
+    order = list(range(shards))
+    hits = reads = 0
+    for epoch in range(epochs):
+        if shuffled:
+            rng.shuffle(order)
+        for shard in order:
+            if epoch > 0:
+                reads += 1
+                hits += shard in cache
+            cache[shard] = None
+            cache.move_to_end(shard)
+            if len(cache) > capacity:
+                cache.popitem(last=False)
+    return hits / reads
+
+
+@pytest.mark.parametrize(("capacity", "shuffled"), [(50, True), (90, True), (99, True), (90, False)])
+def test_the_lru_formula_matches_an_lru(capacity, shuffled):
+    simulated = _simulated_lru(200, 2 * capacity, 300, shuffled)
+    formula = hit_ratio(2 * capacity, 200, "lru", "shuffled" if shuffled else "sequential", epoch=1)
+    assert simulated == pytest.approx(formula, abs=0.02)
+
+
+def test_mixed_rate_weights_time_not_rate():
+    # half the samples at 4 GB/s, half at 1 GB/s: 0.5/4 + 0.5/1 = 0.625 s per GB -> 1.6 GB/s, not 2.5
+    assert mixed_rate(0.5, 4.0, 1.0) == pytest.approx(1.6)
+    assert mixed_rate(1.0, 4.0, 1.0) == 4.0 and mixed_rate(0.0, 4.0, 1.0) == 1.0
+
+
+def test_loader_rate_with_workers_is_the_smallest_part():
+    # 2 workers on 2 cores at 2.5 ms of CPU per sample: 800/s of prep; the link gives 500/s
+    p = loader_rate(workers=2, cores=2, cpu_s_per_sample=2.5e-3, fetch_rate=500.0, demand=7000.0)
+    assert p.samples_per_s == 500.0 and p.binding == "fetch" and p.au == pytest.approx(500 / 7000)
+    # 4 workers on the same 2 cores: still 2 cores of prep, 800/s
+    p = loader_rate(workers=4, cores=2, cpu_s_per_sample=2.5e-3, fetch_rate=math.inf, demand=7000.0)
+    assert p.samples_per_s == pytest.approx(800.0) and p.binding == "prep"
+    # a slow consumer binds
+    p = loader_rate(workers=2, cores=2, cpu_s_per_sample=2.5e-3, fetch_rate=math.inf, demand=60.0)
+    assert p.samples_per_s == 60.0 and p.binding == "accelerator" and p.au == 1.0
+
+
+def test_the_training_process_competes_for_cores_only_when_the_workers_fill_them():
+    # 2.5 ms per sample in a worker, 0.5 ms in the training process: 1 worker on 2 cores gives 400/s
+    # (the training process has the other core); 2 workers share the 2 cores with it: 2 / 3 ms
+    one = loader_rate(
+        workers=1,
+        cores=2,
+        cpu_s_per_sample=2.5e-3,
+        fetch_rate=math.inf,
+        demand=7000.0,
+        main_s_per_sample=0.5e-3,
+    )
+    two = loader_rate(
+        workers=2,
+        cores=2,
+        cpu_s_per_sample=2.5e-3,
+        fetch_rate=math.inf,
+        demand=7000.0,
+        main_s_per_sample=0.5e-3,
+    )
+    assert one.samples_per_s == pytest.approx(400.0) and two.samples_per_s == pytest.approx(2 / 3e-3)
+
+
+def test_loader_rate_without_workers_adds_load_and_compute_times():
+    # 2 ms of CPU, then 1 ms of compute (1,000/s) per sample, one after the other: 333/s, AU 1/3
+    p = loader_rate(workers=0, cores=2, cpu_s_per_sample=2e-3, fetch_rate=math.inf, demand=1000.0)
+    assert p.samples_per_s == pytest.approx(1000 / 3) and p.au == pytest.approx(1 / 3) and p.binding == "prep"
+    p = loader_rate(workers=0, cores=2, cpu_s_per_sample=2e-3, fetch_rate=200.0, demand=1000.0)
+    assert p.samples_per_s == 200.0 and p.binding == "fetch"
+
+
+def test_predict_refuses_unknown_parts():
+    with pytest.raises(ValueError, match="unknown parts"):
+        predict({"decode": 1.0}, 10.0)
+
+
+def test_cores_buffers_ram_and_capacity():
+    assert cores_needed(56_000, 2.5e-3) == pytest.approx(140.0)
+    assert loader_buffers(8, 2, 256, 1e6) == pytest.approx(4.096e9)  # 8 x 2 x 256 x 1 MB
+    plan = ram_plan(
+        ram_bytes=1e12, buffers_bytes=4.096e9, cache_bytes=500e9, accelerator_memory_bytes=8 * 80 * 2**30
+    )
+    assert plan.needed_bytes == pytest.approx(504.096e9) and plan.fits
+    assert plan.rule_of_thumb_bytes == pytest.approx(4 * 8 * 80 * 2**30) and plan.meets_rule_of_thumb is False
+    assert max_accelerators(45_000, 7000) == 7  # 45,000 / (0.9 x 7,000) = 7.1
+
+
+# -- options, ranking, crossovers (no sweep: every capacity is a published assumption) ----------
+
+
+def _scenario(**kw) -> Scenario:
+    base = dict(
+        dataset_bytes=1 * TB,
+        sample_bytes=100e3,
+        accelerators=8,
+        accelerator="H100",
+        per_accelerator=Figure(7000.0, "test"),
+        accelerator_memory_bytes=80 * 2**30,
+        nvme_devices=2,
+        nvme_bytes=7.68 * TB,
+        ram_bytes=1 * TB,
+        cores=96,
+    )
+    return Scenario(**{**base, **kw})
+
+
+def test_options_on_assumed_figures():
+    opts = options(_scenario(), None)
+    by = {(o.name, o.decode): o for o in opts}
+    # need 56,000 samples/s. CPU: 96 cores x 900/s = 86,400/s. DALI: 8 x 7,000 = 56,000/s.
+    local = by["local NVMe", "cpu"]
+    # NVMe 2 x 3 GB/s; the page cache (half the RAM, 500 GB) holds r = 0.5 of the dataset, LRU under
+    # shuffled epochs: hit 0.153426 at 96 x 2.3 GB/s = 220.8 GB/s:
+    # 1 / (0.153426/220.8 + 0.846574/6) = 7.05266 GB/s = 70,527 samples/s
+    assert local.hit_ratio == pytest.approx(0.153426, rel=1e-5)
+    assert local.fetch_bytes_per_s == pytest.approx(7.05266e9, rel=1e-5)
+    assert local.prediction.au == 1.0 and local.prediction.binding == "accelerator"
+    assert local.headroom == pytest.approx(70_526.6 / 56_000, rel=1e-5)
+    obj = by["object store + NVMe cache", "cpu"]
+    # the 7.68 TB NVMe cache holds the 1 TB dataset: every read after epoch 1 from the NVMe, 6 GB/s;
+    # the first epoch reads the object store (8 GB/s)
+    assert obj.hit_ratio == 1.0 and obj.fetch_bytes_per_s == pytest.approx(6e9)
+    assert obj.first_epoch_fetch_bytes_per_s == pytest.approx(8e9)
+    ceph = by["Ceph + RAM cache", "cpu"]
+    # 500 GB RAM cache, hit 0.153426: 1 / (0.153426/220.8 + 0.846574/5) = 5.88202 GB/s
+    assert ceph.fetch_bytes_per_s == pytest.approx(5.88202e9, rel=1e-5)
+    assert by["local NVMe", "dali"].prep_samples_per_s == pytest.approx(56_000)
+    assert by["local NVMe", "cpu"].cores_needed == pytest.approx(56_000 / 900)
+    # best first: all at AU 1; input headroom 1.26 > 1.07 > 1.05 (CPU), then DALI at 1.00 by setup
+    assert [(o.name, o.decode) for o in opts] == [
+        ("local NVMe", "cpu"),
+        ("object store + NVMe cache", "cpu"),
+        ("Ceph + RAM cache", "cpu"),
+        ("local NVMe", "dali"),
+        ("object store + NVMe cache", "dali"),
+        ("Ceph + RAM cache", "dali"),
+    ]
+    # RAM: one worker per needed core (63), 2 x 256 x 1 MB each, plus the 500 GB page cache
+    assert local.ram.loader_buffers_bytes == pytest.approx(63 * 2 * 256 * 1e6)
+    assert local.ram.needed_bytes == pytest.approx(63 * 2 * 256 * 1e6 + 500e9)
+
+
+def test_a_dataset_larger_than_the_nvme_moves_to_the_object_store():
+    by = {(o.name, o.decode): o for o in options(_scenario(dataset_bytes=10 * TB), None)}
+    assert not by["local NVMe", "cpu"].feasible and "does not fit the NVMe" in by["local NVMe", "cpu"].why_not
+    obj = by["object store + NVMe cache", "cpu"]
+    # r = 0.768, LRU shuffled: 0.768 + 0.232 ln 0.232 = 0.429044 of the reads hit the NVMe (6 GB/s),
+    # the rest the object store (8 GB/s): 1 / (0.429044/6 + 0.570956/8) = 6.99904 GB/s
+    assert obj.hit_ratio == pytest.approx(0.429044, rel=1e-5)
+    assert obj.fetch_bytes_per_s == pytest.approx(6.99904e9, rel=1e-5)
+    ceph = by["Ceph + RAM cache", "cpu"]
+    # 500 GB of 10 TB: r = 0.05, hit 0.00127137: 5.00622 GB/s = 50,062/s of 56,000/s: AU 0.89397
+    assert ceph.prediction.au == pytest.approx(0.89397, rel=1e-4) and ceph.prediction.binding == "fetch"
+
+
+def test_a_measured_lower_bound_does_not_cap_a_tier():
+    def measured(bandwidth: Figure) -> Calibration:
+        tier = TierFigures("disk", "local", bandwidth, None, None, 0.1)
+        return Calibration(cells=[], prep_cpu_ms=None, overhead_ms=None, main_ms=None, tiers={"disk": tier})
+
+    def nvme(cal: Calibration) -> Figure:
+        local = next(o for o in options(_scenario(), cal) if o.name == "local NVMe")
+        return dict(local.inputs)["backend bandwidth (bytes/s)"]
+
+    # the disk delivered 113 MB/s while decode held it back: the assumed 2 x 3 GB/s stands
+    f = nvme(measured(Figure(113e6, "delivered", lower_bound=True)))
+    assert f.value == 6e9 and f.source.startswith("assumed") and "at least 0.113 GB/s" in f.source
+    # a fetch ceiling is a measurement: it replaces the assumption, smaller or not
+    f = nvme(measured(Figure(1e9, "fetch ceiling")))
+    assert f.value == 1e9 and f.source.startswith("measured")
+    # a lower bound above the assumption is used, still marked as a lower bound
+    f = nvme(measured(Figure(9e9, "delivered", lower_bound=True)))
+    assert f.value == 9e9 and f.lower_bound
+
+
+def test_dali_decode_is_measured_where_a_gpu_cell_ran_it():
+    gpu = _cell("dali-gpu", loader="dali", cuda=True, samples_per_s=6200.0)
+    cal = calibrate([_cell("a"), gpu, _cell("dali-cpu", loader="dali", samples_per_s=9000.0)])
+    assert cal.dali_gpu.value == 6200.0 and "dali-gpu" in cal.dali_gpu.source
+    dali = next(o for o in options(_scenario(), cal) if o.decode == "dali")
+    assert dict(dali.inputs)["DALI decode per GPU (samples/s)"].value == 6200.0
+    assert dali.prep_samples_per_s <= 8 * 6200.0
+    # without such a cell: the published A100 figure, marked as assumed
+    dali = next(o for o in options(_scenario(), calibrate([_cell("a")])) if o.decode == "dali")
+    assert dict(dali.inputs)["DALI decode per GPU (samples/s)"].source.startswith("assumed")
+
+
+def test_crossover_at_the_nvme_capacity():
+    table, changes = crossovers(_scenario(), None)
+    assert [(c.before, c.to) for c in changes] == [
+        ("local NVMe, CPU decode", "object store + NVMe cache, CPU decode")
+    ]
+    assert changes[0].dataset_bytes == pytest.approx(7.68 * TB, rel=1e-9)
+    assert table[0].option == "local NVMe, CPU decode" and table[-1].dataset_bytes == pytest.approx(100 * TB)
+    assert len(grid()) == 37  # 12 sizes per decade over three decades, both ends included
+
+
+def test_published_rules_are_checked_not_used():
+    found = {c.rule.split(" (")[0]: c for c in checks(_scenario(), None)}
+    assert found["< 1 TB: 4 x NVMe RAID0"].agrees is True
+    # at 50 TB the assumed object store (8 GB/s) beats the assumed Ceph (5 GB/s): the rule fails here
+    assert found["> 10 TB: Ceph + memory cache"].agrees is False
+    cores = next(c for c in found.values() if c.rule.startswith("at least 1 CPU core per 2 GPUs"))
+    assert cores.agrees is False and "62 cores (7.8 per GPU)" in cores.model_says  # 56,000 / 900 = 62.2
+    ratio = next(c for c in found.values() if c.rule.startswith("DataLoader preprocessing"))
+    # 24 cores: 21,600/s; 96 cores: 86,400/s, but the 56,000/s demand binds: 2.6 x
+    assert "2.6 x" in ratio.model_says
+
+
+# -- calibration and validation from hand-made cells --------------------------------------------
+
+
+def _cell(cell_id: str, **kw) -> CellFacts:
+    base = dict(
+        run="run",
+        cell_id=cell_id,
+        tier="disk",
+        tier_kind="local",
+        loader="torch",
+        workers=1,
+        batch_size=16,
+        cores=2,
+        demand=7000.0,
+        samples_per_s=400.0,
+        au=400 / 7000,
+        verdict="prep",
+        cache_achieved="cold",
+        cpu_ms={"fetch": 0.1, "decode": 1.8, "augment": 0.2, "collate": 0.0},
+        wall_ms={"fetch": 0.15, "decode": 1.8, "augment": 0.2, "collate": 0.0},
+        sample_bytes=100e3,
+        dataset_bytes=100e6,
+        fetch_ceiling_bytes_per_s=None,
+        epochs=1,
+        cache_limit_bytes=None,
+        last_epoch_hit_ratio=None,
+        request_p50_ms=None,
+        request_p99_ms=None,
+    )
+    return CellFacts(**{**base, **kw})
+
+
+def test_overhead_is_the_cpu_the_stage_timers_miss():
+    # 1 worker on 2 cores: 1 / 400 = 2.5 ms per sample against 2.1 ms timed: 0.4 ms outside the timers
+    assert overhead_of(_cell("a")) == pytest.approx(0.4e-3)
+    # no workers, 1,000/s consumer: 1/300 s - 2.1 ms - 1 ms = 0.2333 ms
+    assert overhead_of(_cell("c", workers=0, demand=1000.0, samples_per_s=300.0)) == pytest.approx(0.7e-3 / 3)
+    # the consumer's measured step time beats the configured demand (a sleep overshoots)
+    late = _cell("c", workers=0, demand=1000.0, samples_per_s=300.0, compute_s_per_sample=1.2e-3)
+    assert overhead_of(late) == pytest.approx(1 / 300 - 2.1e-3 - 1.2e-3)
+    # 2 workers fill the 2 cores: 2 / 720 = 2.778 ms, of which 2.1 timed and 0.4 the loader's
+    # overhead: the training process took 0.278 ms per sample
+    full = _cell("b", workers=2, samples_per_s=720.0)
+    assert overhead_of(full) is None and main_share_of(full, 0.4e-3) == pytest.approx(2 / 720 - 2.5e-3)
+    assert main_share_of(_cell("a"), 0.4e-3) is None
+    # readers waiting on storage for a third of their time are not CPU-bound, whatever the verdict
+    slow = _cell("d", wall_ms={"fetch": 1.2, "decode": 1.8, "augment": 0.2, "collate": 0.0})
+    assert overhead_of(slow) is None
+
+
+def test_tier_bandwidth_prefers_ceilings_then_fetch_limited_cells():
+    ceiling = _cell("a", fetch_ceiling_bytes_per_s=900e6)
+    assert tier_bandwidth([ceiling, _cell("b")]).value == 900e6
+    # readers that waited on storage (fetch wall - CPU: 1.1 of 3.1 ms per sample) were held back by
+    # the tier: it delivered 250/s x 100 KB = 25 MB/s
+    limited = _cell(
+        "c", samples_per_s=250.0, wall_ms={"fetch": 1.2, "decode": 1.8, "augment": 0.2, "collate": 0.0}
+    )
+    assert fetch_limited(limited) and not fetch_limited(_cell("d"))
+    assert not fetch_limited(replace(limited, verdict="accelerator"))
+    f = tier_bandwidth([limited, _cell("d", samples_per_s=390.0)])
+    assert f.value == pytest.approx(25e6) and not f.lower_bound
+    # nothing held back by the tier (a slow cell on a busy CPU is not a slow tier): a lower bound
+    f = tier_bandwidth([_cell("d", samples_per_s=390.0), _cell("e", samples_per_s=200.0)])
+    assert f.value == pytest.approx(39e6) and f.lower_bound
+    # a warm cell measures a cache, not the tier
+    assert tier_bandwidth([_cell("w", cache_achieved="warm", fetch_ceiling_bytes_per_s=5e9)]) is None
+
+
+def test_leave_one_out_prediction():
+    w0 = _cell("w0", workers=0, samples_per_s=1 / (2.1e-3 + 0.5e-3 + 1 / 7000))  # loader overhead 0.5 ms
+    w1 = _cell("w1")  # 400/s: loader overhead 0.4 ms
+    w2 = _cell("w2", workers=2, samples_per_s=720.0)
+    w3 = _cell("w3", workers=3, samples_per_s=700.0)
+    waits = {"fetch": 1.2, "decode": 1.8, "augment": 0.2, "collate": 0.0}
+    link1 = _cell(
+        "l1", tier="link", tier_kind="throttled", samples_per_s=250.0, verdict="fetch", wall_ms=waits
+    )
+    link2 = _cell("l2", tier="link", tier_kind="throttled", workers=2, samples_per_s=255.0, wall_ms=waits)
+    cells = [w0, w1, w2, w3, link1, link2]
+    # w1 from w0's loader overhead (0.5 ms): its worker gives 1 / 2.6 ms = 384.6/s; the cores would
+    # allow more (training process from w2 and w3: 2/720 - 2.6 ms = 0.178 and 2/700 - 2.6 = 0.257)
+    c = check_cell(w1, cells)
+    assert c.predicted_samples_per_s == pytest.approx(1 / 2.6e-3) and c.predicted_binding == "prep"
+    assert c.error == pytest.approx(1 / 2.6e-3 / 400 - 1)
+    # w2: loader overhead the median of w0 and w1, 0.45 ms; training process from w3 alone:
+    # 2/700 - 2.1 - 0.45 = 0.3071 ms; the 2 cores give 2 / (2.55 + 0.3071) ms = 700/s
+    c = check_cell(w2, cells)
+    assert c.predicted_samples_per_s == pytest.approx(700.0) and c.error == pytest.approx(700 / 720 - 1)
+    # link1 from link2's delivered 25.5 MB/s: 255/s, fetch-bound (prep allows 1/2.566 ms = 390/s)
+    c = check_cell(link1, cells)
+    assert c.predicted_samples_per_s == pytest.approx(255.0) and c.predicted_binding == "fetch"
+    assert (
+        c.predicted_au == pytest.approx(255 / 7000) and "delivered by fetch-limited l2" in c.inputs["fetch"]
+    )
+    # with no other cell on its tier, a throttled cell falls back to its configured cap
+    alone = replace(link1, throttle_bytes_per_s=20e6)
+    c = check_cell(alone, [w1, w2, w3, alone])
+    assert c.predicted_samples_per_s == pytest.approx(200.0) and "configured" in c.inputs["fetch"]
+    assert calibrate([]).prep_cpu_ms is None
+
+
+# -- the command line ----------------------------------------------------------------------------
+
+
+def _args(*argv: str) -> argparse.Namespace:
+    p = argparse.ArgumentParser()
+    add_recommend_arguments(p)
+    return p.parse_args(list(argv))
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"), [("8xH100", (8, "H100")), ("16 × a100", (16, "a100")), ("H200", (1, "H200"))]
+)
+def test_count_of(text, expected):
+    assert parse_count_of(text, "--accelerators") == expected
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--accelerators", "8xH100"], "give the dataset: --dataset-size SIZE and --sample-size SIZE"),
+        (["--accelerators", "8xTPU9", "--dataset-size", "1TB", "--sample-size", "100KB"], "unknown type 'TPU9'"),
+        (["--accelerators", "0xH100", "--dataset-size", "1TB", "--sample-size", "100KB"], "the count must be at least 1"),
+        (["--accelerators", "8xH100", "--dataset-size", "1XB", "--sample-size", "100KB"], "--dataset-size: unknown size unit"),
+        (["--accelerators", "8xH100", "--dataset-size", "1TB", "--sample-size", "2TB"], "is larger than --dataset-size"),
+        (["--accelerators", "8xH100", "--dataset-size", "1TB", "--sample-size", "1KB", "--ram", "1GB",
+          "--memory-cache", "2GB"], "--memory-cache 2GB is more than the RAM"),
+        (["--accelerators", "8xH100", "--manifest", "/x", "--dataset-size", "1TB"], "not both"),
+    ],
+)  # fmt: skip
+def test_bad_input_says_what_is_wrong(argv, message):
+    with pytest.raises(ValueError, match=message.replace("(", r"\(")):
+        scenario(_args(*argv))
+
+
+def test_json_from_a_manifest_without_results(tmp_path):
+    shards = [ShardEntry(f"train-{i:06d}.tar", 10_000_000, 100, "0" * 64) for i in range(3)]
+    manifest = build_manifest(shards, classes=10, class_names=None, source={}, jpeg_bytes=29_000_000)
+    manifest.save(tmp_path)
+    out = StringIO()
+    args = _args("--manifest", str(tmp_path / "manifest.json"), "--accelerators", "2xA100", "--nvme", "1TB",
+                 "--ram", "256GB", "--cores", "16", "--json")  # fmt: skip
+    assert recommend_command(args, Console(file=out)) == 0
+    doc = json.loads(out.getvalue())
+    # 300 samples in 30 MB: 100 KB each; 2 x 2,600/s = 5,200/s = 520 MB/s
+    assert doc["requirement"] == {"samples_per_s": 5200.0, "bytes_per_s": pytest.approx(520e6)}
+    assert doc["dataset_source"].endswith("manifest.json") and doc["calibration"] is None
+    assert doc["options"][0]["name"] == "local NVMe" and doc["validation"] == []
+    assert all(i["source"] for o in doc["options"] for i in o["inputs"])
+    # 16 cores x 900/s = 14,400/s of CPU decode: the two A100s are fed
+    assert doc["options"][0]["prediction"]["au"] == 1.0
