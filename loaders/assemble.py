@@ -77,6 +77,7 @@ class BatchAssembler:
         self.ring, self.ring_owner = ring, ring_owner
         self._ring_slot: int | None = None
         self._images: torch.Tensor | None = None
+        self._slots: np.ndarray | None = None  # the same buffer, as numpy
         self.labels: list[int] = []
         self.keys: list[str] = []
         self.stats = stats or StageStats()
@@ -93,7 +94,8 @@ class BatchAssembler:
         if self._images is None:
             with Stopwatch(self.stats, "collate"):
                 self._images = self._allocate()
-        return self._images[len(self.keys)].numpy()
+                self._slots = self._images.numpy()  # numpy indexing: ~0.2 µs a slot, torch's ~30
+        return self._slots[len(self.keys)]
 
     def commit(self, label: int, key: str) -> None:
         self.labels.append(label)
@@ -113,6 +115,7 @@ class BatchAssembler:
             len(self.keys), self.stats, self.consumed, self.keys, self.labels, self._images, self._ring_slot,
         )  # fmt: skip
         self._images, self.labels, self.keys, self.stats, self.consumed = None, [], [], StageStats(), 0
+        self._slots = None
         self._ring_slot = None
         delivered = bool(n and (n == self.batch_size or not drop_partial))
         if ring_slot is not None:
