@@ -38,6 +38,11 @@ def median(values: list[float]) -> float:
     return statistics.median(values)
 
 
+def paired(values: list[float], reference: list[float]) -> float:
+    """The median of the per-round ratios value / reference (both from the same rounds)."""
+    return statistics.median(v / r for v, r in zip(values, reference, strict=True))
+
+
 def spread(values: list[float]) -> float:
     """(max - min) / median, in percent."""
     m = statistics.median(values)
