@@ -212,9 +212,9 @@ def _open_gpus(wanted: bool | None, console: Console | None) -> Nvml | None:
 
 
 def monitor_command(args: argparse.Namespace, console: Console) -> int:
+    # first: without prometheus-client installed, this import says which extra to install
+    from loaders.prometheus import GpuCollector  # isort: skip
     from prometheus_client import CollectorRegistry
-
-    from loaders.prometheus import GpuCollector
 
     if args.pid is None and args.run_dir is None:
         raise ValueError(

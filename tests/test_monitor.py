@@ -195,3 +195,15 @@ def test_wrong_input_says_what_to_give(tmp_path):
     ):
         with pytest.raises(ValueError, match=re.escape(message)):
             monitor_command(_args(*argv, "--no-gpu"), Console(file=io.StringIO()))
+
+
+def test_without_prometheus_client_the_cli_names_the_extra_to_install():
+    code = (
+        "import sys; sys.modules['prometheus_client'] = None\n"
+        "from iobench.cli import main\n"
+        "sys.exit(main(['monitor', '--pid', '1', '--once']))"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert "pip install 'iobench[prometheus]'" in " ".join(proc.stderr.split())  # rich wraps at 80
+    assert "Traceback" not in proc.stderr
