@@ -195,7 +195,8 @@ class ShardLoader(ResumableLoader):
         # each pass is a new epoch with a new shard order; workers receive epoch and skips when forked
         epoch, skip = self._cursor.begin()
         self.dataset.epoch, self.dataset.skip = epoch, skip
-        self.dataset.ring = self._ring()
+        ring = self._ring()
+        self.dataset.ring = ring  # the workers forked below inherit it
         batches = iter(self._loader)
         try:
             for batch in batches:
@@ -212,4 +213,7 @@ class ShardLoader(ResumableLoader):
             shutdown = getattr(batches, "_shutdown_workers", None)
             if shutdown is not None:
                 shutdown()
+            # held to here: batches in transit find their ring by id, even if another iterator of
+            # this loader started meanwhile and replaced dataset.ring
+            del ring
         self._cursor.end()

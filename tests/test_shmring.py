@@ -55,3 +55,16 @@ def test_kept_batches_are_never_overwritten_by_later_ones(tmp_path):
     assert kept.keys() == copied.keys()
     for key in kept:
         assert torch.equal(kept[key], copied[key]), key
+
+
+def test_two_iterators_of_one_loader_each_keep_their_own_ring(tmp_path):
+    urls = make_shards(tmp_path, n_shards=4, per_shard=10)
+    loader = make_loader("torch", small_config(urls, workers=2, batch_size=4, prefetch=1))
+    first = iter(loader)
+    a = list(next(first).keys)  # keys only: no batch keeps the first ring alive
+    second = iter(loader)  # replaces the loader's ring while the first epoch's batches are in transit
+    b = list(next(second).keys)
+    gc.collect()
+    a += [k for batch in first for k in batch.keys]
+    b += [k for batch in second for k in batch.keys]
+    assert sorted(a) == sorted(b) and len(set(a)) == 40
