@@ -274,7 +274,9 @@ class ObjectReader:
 
     def read_range(self, url: str, start: int, end: int) -> bytes:
         """Bytes [start, end) of the object, exactly: a short body is a fault like any other, and
-        the rest is fetched (within the retry budget) rather than a torn range handed back."""
+        the rest is fetched rather than a torn range handed back. Up to ``attempts`` short bodies
+        per range; each of those GETs has its own ``attempts`` for errors (so a range costs at most
+        attempts² requests)."""
         parts, pos, t_first = [], start, time.monotonic()
         for attempt in range(self.policy.attempts):
             data = self._call("GET", url, lambda at=pos: self.fs.cat_file(url, start=at, end=end), len)

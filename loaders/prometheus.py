@@ -322,14 +322,19 @@ class ExportedLoader:
 
     def __iter__(self) -> Iterator:
         it = iter(self.loader)
-        while True:
-            t0 = time.perf_counter()
-            try:
-                batch = next(it)
-            except StopIteration:
-                return
-            self._wait.observe(time.perf_counter() - t0)
-            yield batch
+        try:
+            while True:
+                t0 = time.perf_counter()
+                try:
+                    batch = next(it)
+                except StopIteration:
+                    return
+                self._wait.observe(time.perf_counter() - t0)
+                yield batch
+        finally:  # a loop that breaks early stops the loader's workers now, not at garbage collection
+            close = getattr(it, "close", None)
+            if close is not None:
+                close()
 
     def __getattr__(self, attr: str) -> Any:
         # stats, set_epoch, state_dict, load_state_dict and anything backend-specific

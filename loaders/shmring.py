@@ -35,6 +35,12 @@ _ids = itertools.count(1)
 _rings: weakref.WeakValueDictionary[int, ShmRing] = weakref.WeakValueDictionary()
 
 
+def _release(ring_id: int, slot: int) -> None:
+    ring = _rings.get(ring_id)
+    if ring is not None:  # a ring already gone has no worker left to hand the slot to
+        ring.release(slot)
+
+
 def ring_by_id(ring_id: int) -> ShmRing:
     ring = _rings.get(ring_id)
     if ring is None:
@@ -75,7 +81,9 @@ class ShmRing:
     def tensor(self, slot: int, shape: tuple[int, ...]) -> torch.Tensor:
         """Main process: the slot as a uint8 tensor; the slot is freed when its storage dies."""
         arr = self.array(slot, int(np.prod(shape))).reshape(shape)
-        weakref.finalize(arr, self.release, slot)
+        # by id, not a bound method: a batch kept for good must not keep the whole ring (every page
+        # its slots ever touched) alive; it keeps only the mapping its array views
+        weakref.finalize(arr, _release, self.id, slot)
         return torch.from_numpy(arr)
 
     def free_slots(self) -> int:

@@ -159,7 +159,7 @@ def test_predict_refuses_unknown_parts():
 
 def test_cores_buffers_ram_and_capacity():
     assert cores_needed(56_000, 2.5e-3) == pytest.approx(140.0)
-    assert loader_buffers(8, 2, 256, 1e6) == pytest.approx(4.096e9)  # 8 x 2 x 256 x 1 MB
+    assert loader_buffers(8, 2, 256, 1e6) == pytest.approx(8.192e9)  # 8 x (2 + 2) x 256 x 1 MB
     plan = ram_plan(
         ram_bytes=1e12, buffers_bytes=4.096e9, cache_bytes=500e9, accelerator_memory_bytes=8 * 80 * 2**30
     )
@@ -219,8 +219,8 @@ def test_options_on_assumed_figures():
         ("Ceph + RAM cache", "dali"),
     ]
     # RAM: one worker per needed core (63), 2 x 256 x 1 MB each, plus the 500 GB page cache
-    assert local.ram.loader_buffers_bytes == pytest.approx(63 * 2 * 256 * 1e6)
-    assert local.ram.needed_bytes == pytest.approx(63 * 2 * 256 * 1e6 + 500e9)
+    assert local.ram.loader_buffers_bytes == pytest.approx(63 * 4 * 256 * 1e6)
+    assert local.ram.needed_bytes == pytest.approx(63 * 4 * 256 * 1e6 + 500e9)
 
 
 def test_a_dataset_larger_than_the_nvme_moves_to_the_object_store():

@@ -169,7 +169,7 @@ def max_accelerators(input_rate: float, per_accelerator: float, target: float = 
 
 @dataclass(frozen=True)
 class RamPlan:
-    loader_buffers_bytes: float  # workers x prefetch x batch x decoded sample
+    loader_buffers_bytes: float  # workers x (prefetch + 2) x batch x decoded sample
     cache_bytes: float  # dataset bytes kept in RAM (memory cache or page cache)
     needed_bytes: float
     available_bytes: float
@@ -182,8 +182,10 @@ class RamPlan:
 
 
 def loader_buffers(workers: int, prefetch: int, batch: int, decoded_sample_bytes: float) -> float:
-    """Decoded samples the loader holds: each worker keeps ``prefetch`` batches in flight."""
-    return max(1, workers) * prefetch * batch * decoded_sample_bytes
+    """Decoded samples the loader holds: per worker, ``prefetch`` batches in flight, the one it is
+    writing and the one the training loop (or the pin-memory copy) holds: the batch-buffer slots the
+    torch backend keeps per worker (loaders/shmring.py)."""
+    return max(1, workers) * (prefetch + 2) * batch * decoded_sample_bytes
 
 
 def ram_plan(

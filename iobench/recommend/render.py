@@ -117,7 +117,7 @@ def _assumptions(report: dict, console: Console) -> None:
         "dataset serves all (docs/recommend.md)"
     )
     console.print(
-        f" - RAM: loader buffers = workers x {s.prefetch} batches x {s.batch} x "
+        f" - RAM: loader buffers = workers x ({s.prefetch} + 2) batches x {s.batch} x "
         f"{format_bytes(s.decoded_sample_bytes)} per decoded sample (~1 MB per 512x512 sample: seeds/004), plus "
         f"the RAM cache ({format_bytes(s.memory_cache)}, {'given' if s.memory_cache_bytes is not None else 'half the RAM'})"
     )

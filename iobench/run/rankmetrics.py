@@ -49,6 +49,12 @@ class Aggregate:
 def common_interval(runs: list[RankRun]) -> tuple[float, float]:
     """From the end of the last rank's warm-up to the end of the first rank's last step: the time in
     which every rank was past its warm-up and still running."""
+    for run in runs:
+        if not any(not r.warmup for r in run.log.rows):
+            raise ValueError(
+                f"rank {run.rank} has no measured step ({len(run.log.rows)} step(s), all warm-up): give every "
+                "rank more steps (run.epochs, run.max_steps, more data) or fewer warm-up steps (run.warmup_steps)"
+            )
     firsts = [(next(r.t_start for r in run.log.rows if not r.warmup), run.rank) for run in runs]
     lasts = [(run.log.rows[-1].t_end, run.rank) for run in runs]
     (start, late), (end, early) = max(firsts), min(lasts)
