@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from rich.console import Console
@@ -14,10 +16,14 @@ console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
 err_console = Console(stderr=True, highlight=False)
 
 
-def _cmd_sweep(args: argparse.Namespace) -> int:
-    from .sweepcli import sweep_command
+def _delegated(module: str, command: str) -> Callable[[argparse.Namespace], int]:
+    """A subcommand whose code lives in ``module`` (imported when it runs, not when parsing):
+    ``command(args, console) -> exit code``."""
 
-    return sweep_command(args, console)
+    def run(args: argparse.Namespace) -> int:
+        return getattr(importlib.import_module(module, __package__), command)(args, console)
+
+    return run
 
 
 def _cmd_synth(args: argparse.Namespace) -> int:
@@ -154,24 +160,6 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_inspect(args: argparse.Namespace) -> int:
-    from .inspect.cli import inspect_command
-
-    return inspect_command(args, console)
-
-
-def _cmd_monitor(args: argparse.Namespace) -> int:
-    from .monitor import monitor_command
-
-    return monitor_command(args, console)
-
-
-def _cmd_recommend(args: argparse.Namespace) -> int:
-    from .recommend.cli import recommend_command
-
-    return recommend_command(args, console)
-
-
 def build_parser() -> argparse.ArgumentParser:
     from . import __version__
     from .inspect.cli import add_inspect_arguments
@@ -187,7 +175,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("sweep", help="run a sweep (no CONFIG: the embedded default on the local disk)")
     add_sweep_arguments(s)
-    s.set_defaults(func=_cmd_sweep)
+    s.set_defaults(func=_delegated(".sweepcli", "sweep_command"))
 
     dg = sub.add_parser(
         "diagnose",
@@ -195,7 +183,7 @@ def build_parser() -> argparse.ArgumentParser:
         "and the accelerator-capacity check in every cell",
     )
     add_sweep_arguments(dg)
-    dg.set_defaults(func=_cmd_sweep)
+    dg.set_defaults(func=_delegated(".sweepcli", "sweep_command"))
 
     d = sub.add_parser("dataset", help="make datasets").add_subparsers(dest="dataset_command", required=True)
     syn = d.add_parser("synth", help="synthesise ImageNet-like WebDataset shards")
@@ -263,27 +251,31 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--json", action="store_true", help="machine-readable output")
     c.set_defaults(func=_cmd_compare)
 
-    rec = sub.add_parser(
-        "recommend",
-        help="where should a dataset live, and is this server right for the job: options ranked from a "
-        "sweep's measurements, with the crossovers as the dataset grows",
-    )
-    add_recommend_arguments(rec)
-    rec.set_defaults(func=_cmd_recommend)
-
-    ins = sub.add_parser(
-        "inspect",
-        help="this host's CPUs, NUMA nodes, memory, NVMe/RAID links, file systems, NICs/RDMA and GPUs, "
-        "and the pitfalls it sees",
-    )
-    add_inspect_arguments(ins)
-    ins.set_defaults(func=_cmd_inspect)
-
-    mon = sub.add_parser(
-        "monitor", help="Prometheus metrics beside a running job (--pid) or a running sweep (--run-dir)"
-    )
-    add_monitor_arguments(mon)
-    mon.set_defaults(func=_cmd_monitor)
+    for name, module, add_arguments, help_text in (
+        (
+            "recommend",
+            ".recommend.cli",
+            add_recommend_arguments,
+            "where should a dataset live, and is this server right for the job: options ranked from a "
+            "sweep's measurements, with the crossovers as the dataset grows",
+        ),
+        (
+            "inspect",
+            ".inspect.cli",
+            add_inspect_arguments,
+            "this host's CPUs, NUMA nodes, memory, NVMe/RAID links, file systems, NICs/RDMA and GPUs, "
+            "and the pitfalls it sees",
+        ),
+        (
+            "monitor",
+            ".monitor",
+            add_monitor_arguments,
+            "Prometheus metrics beside a running job (--pid) or a running sweep (--run-dir)",
+        ),
+    ):
+        command = sub.add_parser(name, help=help_text)
+        add_arguments(command)
+        command.set_defaults(func=_delegated(module, f"{name}_command"))
     return p
 
 

@@ -137,7 +137,7 @@ class SweepCell:
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
         from .run.live import read_live
-        from .runstate import SCRATCH_PREFIX, SweepState
+        from .runstate import LIVE_NAME, SweepState, scratch_dir
 
         state = SweepState(self.run_dir)
         attempts = CounterMetricFamily(
@@ -150,12 +150,7 @@ class SweepCell:
             attempts.add_metric([status], n)
         families = [attempts]
         running = state.running
-        # the sweep names the live file in the running cell's scratch directory (iobench/sweep.py)
-        live = (
-            read_live(self.run_dir / f"{SCRATCH_PREFIX}{running['cell_id']}" / "live.json")
-            if running
-            else None
-        )
+        live = read_live(scratch_dir(self.run_dir, running["cell_id"]) / LIVE_NAME) if running else None
         if not live:
             return families
         cell = [running["cell_id"]]  # type: ignore[index]

@@ -30,6 +30,12 @@ SWEEP_FILE = "sweep.yaml"
 CELLS_FILE = "cells.json"
 STATE_FILE = "sweep-state.json"
 SCRATCH_PREFIX = ".attempt-"  # a running cell's spec, stderr and live figures
+LIVE_NAME = "live.json"  # in a running cell's scratch directory: its live figures (iobench/run/live.py)
+
+
+def scratch_dir(run_dir: Path, cell_id: str) -> Path:
+    """Where a running cell's spec, stderr and live figures are kept until it ends."""
+    return run_dir / f"{SCRATCH_PREFIX}{cell_id}"
 
 
 class RunDirError(ValueError):

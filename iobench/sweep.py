@@ -24,7 +24,7 @@ from .run.lifeline import PARENT_ENV
 from .run.live import LIVE_ENV, read_live
 from .run.torchrun import NodePlace, torchrun_command
 from .runstate import (
-    SCRATCH_PREFIX,
+    LIVE_NAME,
     Resumed,
     RunDirError,
     SweepState,
@@ -32,6 +32,7 @@ from .runstate import (
     open_run,
     read_summary,
     record_interrupted,
+    scratch_dir,
 )
 
 POLL_S = 0.5
@@ -224,7 +225,7 @@ class Sweep:
         return summaries
 
     def _run_cell(self, cell: Cell, state: SweepState, events: SweepEvents) -> dict:
-        scratch = self.run_dir / f"{SCRATCH_PREFIX}{cell.cell_id}"
+        scratch = scratch_dir(self.run_dir, cell.cell_id)
         shutil.rmtree(scratch, ignore_errors=True)
         scratch.mkdir()
         try:
@@ -249,7 +250,7 @@ class Sweep:
     def _attempt(self, cell: Cell, state: SweepState, events: SweepEvents, scratch: Path) -> dict:
         """One cell in a child interpreter (or torchrun and its ranks); a crash or time-out becomes
         a failed cell, not a lost one."""
-        spec, stderr_path, live_path = scratch / "cell.json", scratch / "stderr.log", scratch / "live.json"
+        spec, stderr_path, live_path = scratch / "cell.json", scratch / "stderr.log", scratch / LIVE_NAME
         spec.write_text(json.dumps(cell.as_dict()))
         timeout_s = self.config.run.timeout_s
         state.start(cell.cell_id)
