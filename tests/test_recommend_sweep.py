@@ -193,4 +193,8 @@ def test_recommend_reads_the_sweep(sweep_runs):
     assert options["what-if link", "cpu"]["prediction"]["binding"] == "fetch"
     # every cell of the sweep is in the prediction table, each with its error
     assert len(report["validation"]) == 6 and all(v["error"] is not None for v in report["validation"])
-    assert report["calibration"]["main_ms"]["value"] > 0
+    # the training process's CPU share is a residual (cores / rate − the workers' CPU − overhead),
+    # taken from the cells whose workers fill the cores; since the workers' batches no longer cross
+    # by fd it is near 0 here and noise can clamp it to 0, so its source is what this checks
+    main = report["calibration"]["main_ms"]
+    assert main["value"] >= 0 and "disk-torch-w" in main["source"]
