@@ -6,6 +6,8 @@ a real conversion of the same samples (litdata's optimize), never a fake.
 
 from __future__ import annotations
 
+import functools
+import multiprocessing
 import random
 from collections.abc import Iterable
 from pathlib import Path
@@ -59,36 +61,55 @@ def _shard_samples(path: str):
             yield {"jpg": s.parts["jpg"], "cls": int(s.parts["cls"])}
 
 
-def litdata_convert(urls: list[str], out_dir: Path) -> Path:
-    """litdata's own chunked format, written by its optimize() from the same samples."""
+def _optimize(urls: list[str], out_dir: Path) -> None:
     import litdata
 
+    litdata.optimize(
+        fn=_shard_samples, inputs=urls, output_dir=str(out_dir), chunk_bytes="64MB", num_workers=1
+    )
+
+
+def litdata_convert(urls: list[str], out_dir: Path) -> Path:
+    """litdata's own chunked format, written by its optimize() from the same samples.
+
+    In a child process: optimize() switches the process's multiprocessing start method to spawn for
+    good, which would change how every later loader in the benchmark starts its workers.
+    """
     if not (out_dir / "index.json").exists():
-        litdata.optimize(
-            fn=_shard_samples, inputs=urls, output_dir=str(out_dir), chunk_bytes="64MB", num_workers=1
-        )
+        child = multiprocessing.get_context("fork").Process(target=_optimize, args=(urls, out_dir))
+        child.start()
+        child.join()
+        if child.exitcode:
+            raise RuntimeError(f"litdata.optimize failed (exit code {child.exitcode})")
     return out_dir
 
 
-def _decoded_dataset(data_dir: Path):
+@functools.cache
+def _decoded_class() -> type:
     import litdata
 
-    class Decoded(litdata.StreamingDataset):
+    class DecodedStreamingDataset(litdata.StreamingDataset):
         rng = random.Random(0)
 
         def __getitem__(self, index):
             sample = super().__getitem__(index)
             return decode_augment(sample["jpg"], self.rng), sample["cls"]
 
-    Decoded.__qualname__ = Decoded.__name__ = "DecodedStreamingDataset"
-    globals()["DecodedStreamingDataset"] = Decoded  # picklable by name for spawned workers
-    return Decoded(input_dir=str(data_dir))
+    DecodedStreamingDataset.__qualname__ = "DecodedStreamingDataset"
+    return DecodedStreamingDataset
+
+
+def __getattr__(name: str) -> type:
+    # pickle finds the class by name here, in any process (the class needs litdata, imported late)
+    if name == "DecodedStreamingDataset":
+        return _decoded_class()
+    raise AttributeError(name)
 
 
 def litdata_loader(data_dir: Path, workers: int, batch: int) -> Iterable:
     import litdata
 
-    ds = _decoded_dataset(data_dir)
+    ds = _decoded_class()(input_dir=str(data_dir))
     return litdata.StreamingDataLoader(
         ds, batch_size=batch, num_workers=workers, collate_fn=collate, worker_init_fn=_one_thread
     )

@@ -16,6 +16,7 @@ BLOCK = 512
 DEFAULT_MAX_MEMBER_BYTES = 256 * 2**20
 READ_CHUNK = 4 * 2**20
 META_MAX_BYTES = 2**20  # pax headers and GNU long names: a few hundred bytes in any real tar
+_ZERO_BLOCK = bytes(BLOCK)
 
 
 class ShardFormatError(ValueError):
@@ -56,21 +57,25 @@ class _TimedReader:
 
     def read_exact(self, n: int) -> bytes:
         start = clocks()
-        chunks, got = [], 0
-        while got < n:
-            # bounded reads: a buffered file allocates what read() asks for before it has the bytes,
-            # so asking for a member's declared size would let a 1 kB shard claim 256 MiB
-            chunk = self.raw.read(min(n - got, READ_CHUNK))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            got += len(chunk)
+        # bounded reads: a buffered file allocates what read() asks for before it has the bytes,
+        # so asking for a member's declared size would let a 1 kB shard claim 256 MiB
+        data = self.raw.read(min(n, READ_CHUNK))
+        if 0 < len(data) < n:  # a member over READ_CHUNK, or a stream returning short reads
+            chunks, got = [data], len(data)
+            while got < n:
+                chunk = self.raw.read(min(n - got, READ_CHUNK))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                got += len(chunk)
+            data = b"".join(chunks)
         wall, cpu = since(start)
-        self.counter.wall_s += wall
-        self.counter.cpu_s += cpu
-        self.counter.bytes += got
-        self.offset += got
-        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        counter = self.counter
+        counter.wall_s += wall
+        counter.cpu_s += cpu
+        counter.bytes += len(data)
+        self.offset += len(data)
+        return data
 
 
 def _octal(field_: bytes) -> int | None:
@@ -86,8 +91,8 @@ def _octal(field_: bytes) -> int | None:
 
 
 def _checksum_ok(header: bytes) -> bool:
-    unsigned = sum(header[:148]) + 8 * 32 + sum(header[156:])
-    return _octal(header[148:156]) == unsigned
+    field_ = header[148:156]
+    return _octal(field_) == sum(header) - sum(field_) + 8 * 32  # the field itself counts as spaces
 
 
 def _pax_path(data: bytes) -> str | None:
@@ -113,19 +118,24 @@ def _pax_path(data: bytes) -> str | None:
 def iter_members(
     raw: BinaryIO, url: str, counter: ReadCounter, max_member_bytes: int = DEFAULT_MAX_MEMBER_BYTES
 ) -> Iterator[tuple[str, int, bytes]]:
-    """Yield (name, data offset, data) for every regular file member of a tar stream."""
+    """Yield (name, data offset, data) for every regular file member of a tar stream.
+
+    A member's data is read on its own, exactly its size, so the bytes yielded are the bytes read
+    (slicing them out of a padded block would copy every image once more); its padding comes in
+    the same read as the next header.
+    """
     reader = _TimedReader(raw, counter)
     long_name: str | None = None
+    header_at = 0
+    header = reader.read_exact(BLOCK)
     while True:
-        header_at = reader.offset
-        header = reader.read_exact(BLOCK)
         if len(header) == 0:
             raise ShardFormatError(
                 url, header_at, "shard ends without the tar end-of-archive marker (truncated?)"
             )
         if len(header) < BLOCK:
             raise ShardFormatError(url, header_at, f"truncated tar header ({len(header)} of 512 bytes)")
-        if header == bytes(BLOCK):
+        if header == _ZERO_BLOCK:
             return  # end-of-archive; the second zero block and padding are not needed
         if not _checksum_ok(header):
             raise ShardFormatError(url, header_at, "tar header checksum mismatch (corrupt or not a tar)")
@@ -142,17 +152,19 @@ def iter_members(
         name = header[0:100].split(b"\0", 1)[0].decode("utf-8", "replace")
         if header[257:262] == b"ustar" and header[345:500].strip(b"\0"):
             name = header[345:500].split(b"\0", 1)[0].decode("utf-8", "replace") + "/" + name
-        data_at = reader.offset
-        padded = (size + BLOCK - 1) // BLOCK * BLOCK
-        body = reader.read_exact(padded)
-        if len(body) < padded:
-            problem = (
-                f"member {name!r} declares {size} bytes but only {len(body)} follow (truncated)"
-                if len(body) < size
-                else f"member {name!r} is whole but the shard ends inside its padding (truncated)"
+        data_at = header_at + BLOCK
+        data = reader.read_exact(size)
+        if len(data) < size:
+            raise ShardFormatError(
+                url, data_at, f"member {name!r} declares {size} bytes but only {len(data)} follow (truncated)"
             )
-            raise ShardFormatError(url, data_at, problem)
-        data = body[:size]
+        padding = -size % BLOCK
+        rest = reader.read_exact(padding + BLOCK)
+        if len(rest) < padding:
+            raise ShardFormatError(
+                url, data_at, f"member {name!r} is whole but the shard ends inside its padding (truncated)"
+            )
+        header, header_at = rest[padding:], data_at + size + padding
         if kind in (b"x", b"L"):  # pax / GNU long name for the next member
             try:
                 long_name = _pax_path(data) if kind == b"x" else data.rstrip(b"\0").decode("utf-8", "replace")
