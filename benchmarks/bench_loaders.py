@@ -16,14 +16,17 @@ two samples), split 1,542 / 1,530 over 2 workers, so neither idles long through 
 from __future__ import annotations
 
 import argparse
+import json
 import multiprocessing
 import os
 import random
+import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
-from common import host_line, interleaved, median, paired, spread, write_section
+from common import cpu_seconds, host_line, interleaved, median, paired, spread, write_section
 from peers import decode_augment, litdata_convert, litdata_loader, webdataset_loader
 
 from iobench import pagecache
@@ -31,6 +34,18 @@ from iobench.config import default_cache_dir
 from iobench.datasets.manifest import Manifest
 from loaders import LoaderConfig, make_loader
 from loaders.tario import iter_samples
+
+
+def with_cpu(run: Callable[[], float], n: int, into: list[float]) -> Callable[[], float]:
+    """``run``, also appending the CPU milliseconds it cost per sample to ``into``."""
+
+    def measured() -> float:
+        start = cpu_seconds()
+        rate = run()
+        into.append((cpu_seconds() - start) / n * 1e3)
+        return rate
+
+    return measured
 
 
 def epoch_rate(make, n: int) -> float:
@@ -67,6 +82,43 @@ def parallel_rate(blobs: list[bytes], processes: int) -> float:
     return len(blobs) / (time.perf_counter() - t0)
 
 
+MOSAIC_VENV = Path(
+    os.environ.get("IOBENCH_MOSAIC_VENV", Path(__file__).resolve().parent.parent / ".venv-mosaic")
+)
+
+
+class MosaicPeer:
+    """mosaicml-streaming, run by benchmarks/mosaic_peer.py in its own environment (it cannot be
+    installed beside iobench: see there). Each call is one epoch in a new interpreter; the script
+    times the epoch alone and reports its CPU, so start-up and imports count for neither figure."""
+
+    def __init__(self, urls: list[str], mds_dir: Path, workers: int, batch: int) -> None:
+        self.python = MOSAIC_VENV / "bin" / "python"
+        script = Path(__file__).resolve().parent / "mosaic_peer.py"
+        self.command = [
+            str(self.python), str(script), "--shards", *urls, "--mds-dir", str(mds_dir),
+            "--workers", str(workers), "--batch", str(batch),
+        ]  # fmt: skip
+        self.cpu_ms: list[float] = []
+
+    def available(self) -> bool:
+        return self.python.exists()
+
+    def _run(self, runs: int) -> list[dict]:
+        done = subprocess.run([*self.command, "--runs", str(runs)], capture_output=True, text=True)
+        if done.returncode:
+            raise RuntimeError(f"mosaic_peer.py failed (exit {done.returncode}):\n{done.stderr[-2000:]}")
+        return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+
+    def convert(self) -> None:
+        self._run(0)  # MDS conversion, outside the timed rounds
+
+    def __call__(self) -> float:
+        (result,) = self._run(1)
+        self.cpu_ms.append(result["cpu_s"] / result["samples"] * 1e3)
+        return result["samples_per_s"]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--samples", type=int, default=3072)
@@ -88,6 +140,11 @@ def main() -> None:
     n = len(blobs)
     cores = len(os.sched_getaffinity(0))
     lit_dir = litdata_convert(urls, Path(tempfile.gettempdir()) / f"iobench-litdata-{args.samples}")
+    mosaic = MosaicPeer(
+        urls, Path(tempfile.gettempdir()) / f"iobench-mds-{args.samples}", args.workers, args.batch
+    )
+    if mosaic.available():
+        mosaic.convert()
 
     def cfg(**kw):
         # no sample shuffle: the peers here do not shuffle either, so all do the same work
@@ -117,9 +174,15 @@ def main() -> None:
             lambda: litdata_loader(lit_dir, args.workers, args.batch), n
         ),
     }
-    results = interleaved(contenders, rounds=args.rounds)
-    ceil = results["decode ceiling (1-core rate x workers)"]
-    peers = [k for k in results if k.startswith(("webdataset", "litdata"))]
+    cpu: dict[str, list[float]] = {name: [] for name in contenders}
+    timed = {name: with_cpu(run, n, cpu[name]) for name, run in contenders.items()}
+    if mosaic.available():
+        timed["mosaicml-streaming (own venv)"] = mosaic
+        cpu["mosaicml-streaming (own venv)"] = mosaic.cpu_ms
+    results = interleaved(timed, rounds=args.rounds)
+    ceil_name = "decode ceiling (1-core rate x workers)"
+    ceil = results[ceil_name]
+    peers = [k for k in results if k.startswith(("webdataset", "litdata", "mosaicml"))]
     # the best peer of each round: ratios are taken within a round, whose contenders ran minutes
     # apart at most, so a slow spell of this shared host moves both sides of a ratio alike
     best_peer = [max(results[k][i] for k in peers) for i in range(args.rounds)]
@@ -131,8 +194,15 @@ def main() -> None:
         f"(best, {ours_name}: {x_ceil:.2f} × ceiling, {x_peer:.2f} × best peer, "
         f"{paired(ours, results['bare decode in `workers` processes']):.2f} × bare parallel decode)"
     )
+
+    def cpu_ms(name: str) -> str:
+        # the ceiling times half the samples on one core: its CPU per sample is the ceiling's own
+        per_sample = median(cpu[name][1:])  # the warm-up round left out, as for the rates
+        return f"{per_sample * 2 if name == ceil_name else per_sample:.2f}"
+
     rows = "\n".join(
-        f"| {name} | {median(v):,.0f} | {spread(v):.0f} % | {paired(v, ceil):.2f} | {paired(v, best_peer):.2f} |"
+        f"| {name} | {median(v):,.0f} | {spread(v):.0f} % | {paired(v, ceil):.2f} | {paired(v, best_peer):.2f} "
+        f"| {cpu_ms(name)} |"
         for name, v in results.items()
     )
     write_section(
@@ -145,18 +215,36 @@ batch {args.batch}, the same simplejpeg + OpenCV decode/RandomResizedCrop/flip p
 one epoch per run including start-up, {args.rounds} interleaved rounds, medians of samples/s;
 the ratios are medians of the per-round ratios (a round's contenders ran close together in time).
 *Bare decode*: the same decode + augment alone in {min(args.workers, cores)} forked processes (no reading,
-batching or IPC), the parallel scaling this machine really gives.
-mosaicml-streaming did not run here: its metadata requires torchvision (which does not import
-beside this CPU torch) and numpy < 2.2, so it cannot be installed beside iobench in one environment.
+batching or IPC), the parallel scaling this machine really gives. *CPU ms/sample*: user + system
+CPU of the benchmark process and of the workers it started and joined (median over the rounds):
+what each sample cost in all, start-up, reading, collating and hand-over included.
+{mosaic_line(mosaic.available())}
 
-| loader | samples/s | spread | × ceiling | × best peer |
-|---|---:|---:|---:|---:|
+| loader | samples/s | spread | × ceiling | × best peer | CPU ms/sample |
+|---|---:|---:|---:|---:|---:|
 {rows}
 
 Goal (issue 5): our best CPU loader ≥ 0.85 × ceiling and ahead of every peer — {verdict}.
 """,
     )
     print(rows)
+
+
+def mosaic_line(ran: bool) -> str:
+    why = (
+        "mosaicml-streaming requires numpy < 2.2 and torchvision (whose PyPI build does not import beside "
+        "this CPU torch), so it cannot live beside iobench"
+    )
+    if not ran:
+        return f"{why}; it did not run this time: `bash benchmarks/setup_mosaic_venv.sh` gives it an environment of its own."
+    return (
+        f"{why}: it ran in its own environment (`bash benchmarks/setup_mosaic_venv.sh`: numpy 2.1, "
+        "the same simplejpeg, OpenCV and Pillow) through `benchmarks/mosaic_peer.py`, which imports "
+        "`streaming.base` (StreamingDataset, MDSWriter) without the package's `__init__`, the one "
+        "place that imports torchvision. One epoch per new interpreter, over its own MDS copy "
+        "written by its MDSWriter from the same samples, timed from the construction of the "
+        "dataset to the last batch."
+    )
 
 
 if __name__ == "__main__":

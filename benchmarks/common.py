@@ -11,6 +11,7 @@ import datetime as dt
 import os
 import platform
 import re
+import resource
 import statistics
 import time
 from collections.abc import Callable
@@ -53,6 +54,13 @@ def timed(fn: Callable[[], object]) -> float:
     t0 = time.perf_counter()
     fn()
     return time.perf_counter() - t0
+
+
+def cpu_seconds() -> float:
+    """CPU time of this process and of its children that have ended and been waited for (DataLoader
+    workers are joined at the end of their epoch)."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def host_line() -> str:
