@@ -209,8 +209,8 @@ def main() -> None:
         "loaders",
         f"""## Loaders against peers and the decode ceiling (`python benchmarks/bench_loaders.py`)
 
-{host_line()}. {n} ImageNet-like JPEGs (~110 KB) in {len(urls)} tar shards (litdata: its own
-format, converted from the same samples by `litdata.optimize`), page cache warm, {args.workers} workers,
+{host_line()}. {n} ImageNet-like JPEGs (~110 KB) in {len(urls)} tar shards (litdata and mosaicml-streaming:
+their own formats, converted from the same samples by `litdata.optimize` and `MDSWriter`), page cache warm, {args.workers} workers,
 batch {args.batch}, the same simplejpeg + OpenCV decode/RandomResizedCrop/flip per sample (uint8 out),
 one epoch per run including start-up, {args.rounds} interleaved rounds, medians of samples/s;
 the ratios are medians of the per-round ratios (a round's contenders ran close together in time).

@@ -35,7 +35,7 @@ from .tario import Sample
 
 Processed = tuple[tuple[np.ndarray, int, str] | None, StageStats]
 METHODS = ("thread", "process")
-CHUNK = 8  # samples per mapper task: hand-over cost / 8, and still 8 batches of 64 per thread in flight
+CHUNK = 8  # samples per mapper task: the hand-over is paid once per 8 samples
 
 
 class _ChunkWorker:

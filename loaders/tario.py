@@ -53,7 +53,7 @@ class Sample:
 
 class _TimedReader:
     def __init__(self, raw: BinaryIO, counter: ReadCounter) -> None:
-        self.raw, self.counter, self.offset = raw, counter, 0
+        self.raw, self.counter = raw, counter
 
     def read_exact(self, n: int) -> bytes:
         start = clocks()
@@ -74,7 +74,6 @@ class _TimedReader:
         counter.wall_s += wall
         counter.cpu_s += cpu
         counter.bytes += len(data)
-        self.offset += len(data)
         return data
 
 
