@@ -181,7 +181,10 @@ class Sweep:
                 resume=self.resume,
                 force=self.force,
             )
-            if self.resumed.interrupted:
+            if self.resumed.interrupted or self.resumed.done:
+                # the table follows the summaries, and a kill can leave it behind them: after it
+                # interrupted a cell, or after a cell's summary landed but before the table was
+                # rewritten (then no cell may be left to run, and nothing else would rewrite it)
                 self._write_table()
             self._held = stack.pop_all()  # held until __exit__; released here only on error
         return self

@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import io
 import json
+import os
 import random
 import signal
 import subprocess
@@ -24,7 +25,7 @@ from iobench.config import parse_config
 from iobench.estimate import CellEstimate
 from iobench.overrides import apply_overrides
 from iobench.progress import SweepProgress
-from iobench.runstate import RunDirError, hold
+from iobench.runstate import RunDirError, SweepState, hold
 from iobench.sweep import Sweep
 
 pytestmark = pytest.mark.slow
@@ -218,6 +219,31 @@ def test_a_sweep_killed_at_random_points_resumes_to_every_cell_exactly_once(tmp_
         f"{[k['running'] for k in kills]}, cells done before each: {[len(k['done']) for k in kills]}; "
         f"{len(ids)} of {len(ids)} cells ok exactly once, 0 run twice, 0 lost"
     )
+
+
+def test_a_kill_after_a_cell_landed_but_before_the_table_was_rewritten_loses_no_row(tmp_path, tiny_dataset):
+    """The window the random kills above found (seed 1, once the loader got faster): the last cell's
+    summary is published, sweep-state still names it as running, results.parquet lacks its row.
+    Resuming has no cell left to run and must still put the row back."""
+    config, out = _config(tmp_path, tiny_dataset), tmp_path / "run"
+    first = _iobench(
+        "sweep", config, "--out", out, "--set", "loader.workers=[0]", "--set", "accelerator.count=[1]"
+    )
+    assert first.returncode == 0, first.stdout + first.stderr
+    (cell_id,) = [c["cell_id"] for c in json.loads((out / "cells.json").read_text())]
+    SweepState(out).start(cell_id)  # as if killed between publishing the cell and clearing this
+    summary = out / cell_id / "summary.json"
+    os.utime(summary)  # published after the entry was written, as in that window
+    empty = pq.read_table(out / "results.parquet").slice(0, 0)
+    pq.write_table(empty, out / "results.parquet")
+
+    resumed = _iobench("sweep", "--resume", "--out", out)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert "1 cell(s) done and kept, 0 to run" in resumed.stdout
+    rows = pq.read_table(out / "results.parquet").to_pylist()
+    assert [(r["cell_id"], r["status"]) for r in rows] == [(cell_id, "ok")]
+    state = json.loads((out / "sweep-state.json").read_text())
+    assert state["running"] is None and state["attempts"][-1]["status"] == "ok"
 
 
 def test_sigterm_records_the_running_cell_and_a_changed_plan_is_refused(tmp_path, tiny_dataset):
