@@ -25,7 +25,7 @@ from tests.promkit import Scrape, documented
 # A job that reads what it is told to, itself or in forked workers (no imports after start-up, so
 # between two commands it reads nothing but the file and the command line).
 JOB = r"""
-import os, signal, sys
+import os, signal, sys, time
 def read(path):
     with open(path, "rb", buffering=0) as f:
         while f.read(1 << 20):
@@ -41,6 +41,10 @@ for line in iter(sys.stdin.readline, ""):
             read(path)
             os._exit(0)
         os.waitpid(pid, 0)
+    elif cmd == "spin":  # user CPU, and no read
+        start = time.process_time()
+        while time.process_time() - start < float(path):
+            sum(range(20000))
     elif cmd == "worker":  # a worker that reads and stays
         r, w = os.pipe()
         pid = os.fork()
@@ -125,7 +129,14 @@ def test_a_jobs_reads_count_in_its_own_and_in_exited_and_live_workers(tmp_path, 
     assert 3_000_000 <= storage <= 3_000_000 + 2**20 if cold else storage == 0
     assert s1.value("iobench_job_processes") == 1 and s2.value("iobench_job_processes") == 2
     assert s2.value("iobench_job_resident_memory_bytes") > s1.value("iobench_job_resident_memory_bytes") > 0
-    assert s2.value("iobench_job_cpu_seconds_total", mode="user") > 0
+    # CPU seconds come in clock ticks: a job that has done next to nothing may still show 0 here
+    job.ask("spin", 0.3)
+    s3 = _once("--pid", job.pid)
+    user = s3.value("iobench_job_cpu_seconds_total", mode="user") - s2.value(
+        "iobench_job_cpu_seconds_total", mode="user"
+    )
+    assert 0.2 <= user < 1.0
+    assert delta(s2, s3, "iobench_job_read_bytes_total") <= 1024  # spinning reads nothing
     assert s2.names() == documented("iobench_job_")
 
 
