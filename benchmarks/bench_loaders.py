@@ -89,7 +89,7 @@ MOSAIC_VENV = Path(
 
 class MosaicPeer:
     """mosaicml-streaming, run by benchmarks/mosaic_peer.py in its own environment (it cannot be
-    installed beside iobench: see there). Each call is one epoch in a new interpreter; the script
+    installed beside iobench: see there), from ``.venv-mosaic`` or $IOBENCH_MOSAIC_VENV. Each call is one epoch in a new interpreter; the script
     times the epoch alone and reports its CPU, so start-up and imports count for neither figure."""
 
     def __init__(self, urls: list[str], mds_dir: Path, workers: int, batch: int) -> None:
@@ -174,13 +174,14 @@ def main() -> None:
             lambda: litdata_loader(lit_dir, args.workers, args.batch), n
         ),
     }
+    ceil_name = "decode ceiling (1-core rate x workers)"
+    counted = {ceil_name: n // 2}  # the ceiling decodes half the samples, every other contender all
     cpu: dict[str, list[float]] = {name: [] for name in contenders}
-    timed = {name: with_cpu(run, n, cpu[name]) for name, run in contenders.items()}
+    timed = {name: with_cpu(run, counted.get(name, n), cpu[name]) for name, run in contenders.items()}
     if mosaic.available():
         timed["mosaicml-streaming (own venv)"] = mosaic
         cpu["mosaicml-streaming (own venv)"] = mosaic.cpu_ms
     results = interleaved(timed, rounds=args.rounds)
-    ceil_name = "decode ceiling (1-core rate x workers)"
     ceil = results[ceil_name]
     peers = [k for k in results if k.startswith(("webdataset", "litdata", "mosaicml"))]
     # the best peer of each round: ratios are taken within a round, whose contenders ran minutes
@@ -195,14 +196,9 @@ def main() -> None:
         f"{paired(ours, results['bare decode in `workers` processes']):.2f} × bare parallel decode)"
     )
 
-    def cpu_ms(name: str) -> str:
-        # the ceiling times half the samples on one core: its CPU per sample is the ceiling's own
-        per_sample = median(cpu[name][1:])  # the warm-up round left out, as for the rates
-        return f"{per_sample * 2 if name == ceil_name else per_sample:.2f}"
-
     rows = "\n".join(
         f"| {name} | {median(v):,.0f} | {spread(v):.0f} % | {paired(v, ceil):.2f} | {paired(v, best_peer):.2f} "
-        f"| {cpu_ms(name)} |"
+        f"| {median(cpu[name][1:]):.2f} |"  # the warm-up round left out, as for the rates
         for name, v in results.items()
     )
     write_section(

@@ -3,7 +3,7 @@
     .venv-mosaic/bin/python benchmarks/mosaic_peer.py --shards A.tar B.tar ... \\
         --mds-dir /tmp/iobench-mds-3072 [--workers 2] [--batch 64] [--runs 1]
 
-(or ``--shard-list FILE`` with one tar path a line). ``benchmarks/setup_mosaic_venv.sh`` builds the
+``benchmarks/setup_mosaic_venv.sh`` builds the
 environment: streaming pins numpy < 2.2 and requires torchvision, so it cannot share iobench's.
 
 What it does, the same way as the peers in ``peers.py``:
@@ -48,9 +48,7 @@ sys.path[:0] = [str(HERE), str(HERE.parent)]  # peers.py, and the repo's loaders
 
 import torch  # noqa: E402
 from common import cpu_seconds  # noqa: E402
-from peers import collate, decode_augment  # noqa: E402
-
-from loaders.tario import iter_samples  # noqa: E402
+from peers import collate, decode_augment, shard_samples  # noqa: E402
 
 SOURCE = "iobench-source.json"  # written last into the MDS directory: what it was converted from
 
@@ -89,10 +87,9 @@ def convert(shards: list[str], mds_dir: Path) -> int:
     n = 0
     with sb.MDSWriter(out=str(tmp), columns={"jpg": "bytes", "cls": "int"}, compression=None) as out:
         for path in shards:
-            with open(path, "rb") as f:
-                for s in iter_samples(f, path):
-                    out.write({"jpg": s.parts["jpg"], "cls": int(s.parts["cls"])})
-                    n += 1
+            for row in shard_samples(path):
+                out.write(row)
+                n += 1
     (tmp / SOURCE).write_text(json.dumps({"shards": _source(shards), "samples": n}))
     os.rename(tmp, mds_dir)
     return n
@@ -136,16 +133,13 @@ def epoch(mds_dir: Path, n: int, workers: int, batch: int) -> tuple[float, float
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    src = ap.add_mutually_exclusive_group(required=True)
-    src.add_argument("--shards", nargs="+", help="WebDataset tar shards, in order")
-    src.add_argument("--shard-list", type=Path, help="a file with one tar path a line")
+    ap.add_argument("--shards", nargs="+", required=True, help="WebDataset tar shards, in order")
     ap.add_argument("--mds-dir", type=Path, required=True, help="MDS cache: converted when missing")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--runs", type=int, default=1, help="epochs, one JSON line each")
     args = ap.parse_args()
-    shards = args.shards or [ln.strip() for ln in args.shard_list.read_text().splitlines() if ln.strip()]
-    n = convert(shards, args.mds_dir)
+    n = convert(args.shards, args.mds_dir)
     for _ in range(args.runs):
         s, cpu = epoch(args.mds_dir, n, args.workers, args.batch)
         result = {

@@ -55,7 +55,8 @@ def webdataset_loader(urls: list[str], workers: int, batch: int) -> Iterable:
     return wds.WebLoader(ds, batch_size=None, num_workers=workers, worker_init_fn=_one_thread)
 
 
-def _shard_samples(path: str):
+def shard_samples(path: str):
+    """A tar shard's samples as {jpg: bytes, cls: int}, the rows both peer formats are written from."""
     with open(path, "rb") as f:
         for s in iter_samples(f, path):
             yield {"jpg": s.parts["jpg"], "cls": int(s.parts["cls"])}
@@ -65,7 +66,7 @@ def _optimize(urls: list[str], out_dir: Path) -> None:
     import litdata
 
     litdata.optimize(
-        fn=_shard_samples, inputs=urls, output_dir=str(out_dir), chunk_bytes="64MB", num_workers=1
+        fn=shard_samples, inputs=urls, output_dir=str(out_dir), chunk_bytes="64MB", num_workers=1
     )
 
 

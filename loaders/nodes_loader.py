@@ -76,19 +76,14 @@ class _FullBatches(BaseNode[Batch]):
         self.source, self.spec, self.drain = source, spec, drain
         self.first: StageStats | None = None
         self._done = False
-        self._chunk: Iterator[Processed] = iter(())  # the rest of a chunk that filled the last batch
+        # one sample at a time; a chunk that fills a batch leaves its rest for the next one
+        self._samples: Iterator[Processed] = itertools.chain.from_iterable(source)
 
     def reset(self, initial_state: dict | None = None) -> None:
         super().reset(initial_state)
         self.source.reset(initial_state["source"] if initial_state else None)
         self._done = False
-        self._chunk = iter(())
-
-    def _next_sample(self) -> Processed:
-        for processed in self._chunk:
-            return processed
-        self._chunk = iter(next(self.source))  # StopIteration at the end of the stream
-        return self._next_sample()
+        self._samples = itertools.chain.from_iterable(self.source)
 
     def get_state(self) -> dict:
         # resume goes through NodesLoader.state_dict (per-sample counts), not through this state
@@ -101,7 +96,7 @@ class _FullBatches(BaseNode[Batch]):
         self.first = None
         while not batch.full:
             try:
-                out, sample_stats = self._next_sample()
+                out, sample_stats = next(self._samples)
             except StopIteration:
                 self._done = True
                 break
