@@ -21,11 +21,11 @@ from pathlib import Path
 import pyarrow.parquet as pq
 from common import host_line, interleaved, median, spread, write_section
 
-from iobench import pagecache
-from iobench.config import default_cache_dir
+from iobench.cell.process import run_cell
 from iobench.datasets.manifest import Manifest
 from iobench.datasets.synth import ensure_dataset
-from iobench.run.cell import run_cell
+from iobench.host import pagecache
+from iobench.sweep.config import default_cache_dir
 from loaders import LoaderConfig, make_loader
 from loaders.instrument import set_timing
 

@@ -24,8 +24,8 @@ import fsspec
 from common import host_line, interleaved, median, timed, write_section
 from s3env import s3_endpoint
 
+from iobench.host.units import format_bytes, parse_size
 from iobench.tiers.s3 import s3_storage_options
-from iobench.units import format_bytes, parse_size
 
 KINDS = ("iobench", "simplecache", "filecache")
 

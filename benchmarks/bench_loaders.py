@@ -29,9 +29,9 @@ from pathlib import Path
 from common import cpu_seconds, host_line, interleaved, median, paired, spread, write_section
 from peers import decode_augment, litdata_convert, litdata_loader, webdataset_loader
 
-from iobench import pagecache
-from iobench.config import default_cache_dir
 from iobench.datasets.manifest import Manifest
+from iobench.host import pagecache
+from iobench.sweep.config import default_cache_dir
 from loaders import LoaderConfig, make_loader
 from loaders.tario import iter_samples
 

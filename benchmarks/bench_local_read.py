@@ -20,10 +20,10 @@ from pathlib import Path
 
 from common import host_line, interleaved, median, spread, timed, write_section
 
-from iobench import pagecache
-from iobench.config import default_cache_dir
 from iobench.datasets.manifest import Manifest
-from iobench.units import format_bytes
+from iobench.host import pagecache
+from iobench.host.units import format_bytes
+from iobench.sweep.config import default_cache_dir
 from loaders.sources import ShardSource, SourceSpec
 from loaders.tario import iter_samples
 

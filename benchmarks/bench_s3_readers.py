@@ -20,8 +20,8 @@ from boto3.s3.transfer import TransferConfig
 from common import host_line, interleaved, median, spread, timed, write_section
 from s3env import s3_endpoint
 
+from iobench.host.units import format_bytes, parse_size
 from iobench.tiers.s3 import s3_storage_options
-from iobench.units import format_bytes, parse_size
 from loaders.objectstore import ObjectReader
 
 

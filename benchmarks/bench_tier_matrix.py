@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 import yaml
 from common import host_line, write_section
 
-from iobench.units import format_bytes
+from iobench.host.units import format_bytes
 
 
 @contextlib.contextmanager
@@ -58,7 +58,7 @@ def main() -> None:
     with lab_with_cephfs(args.cephfs_mount) as mount:
         tiers = [
             {"kind": "local", "name": "local-disk"},
-            {"kind": "s3", "name": "rgw", "url": f"s3://matrix-{tag}/ds", "stage": True},
+            {"kind": "s3", "name": "rgw", "url": f"s3://matrix-{tag}/ds", "upload": True},
             {
                 "kind": "s3",
                 "name": "rgw+nvme-cache",
@@ -66,7 +66,7 @@ def main() -> None:
                 "cache_dir": f"/tmp/matrix-{tag}/nvme",
                 "cache_size": "4GB",
             },
-            {"kind": "rados", "name": "rados", "url": f"rados://matrix-{tag}/ds", "stage": True},
+            {"kind": "rados", "name": "rados", "url": f"rados://matrix-{tag}/ds", "upload": True},
             {
                 "kind": "rados",
                 "name": "rados+ram-cache",
@@ -75,7 +75,9 @@ def main() -> None:
             },
         ]
         if mount:
-            tiers.append({"kind": "cephfs", "name": "cephfs", "path": f"{mount}/matrix-{tag}", "stage": True})
+            tiers.append(
+                {"kind": "cephfs", "name": "cephfs", "path": f"{mount}/matrix-{tag}", "upload": True}
+            )
         cfg = {
             "dataset": {"synth": {"samples": args.samples, "seed": 0, "shard_size": "16MB"}},
             "tiers": tiers,

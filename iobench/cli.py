@@ -29,8 +29,9 @@ def _delegated(module: str, command: str) -> Callable[[argparse.Namespace], int]
 def _cmd_synth(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
+    from iobench.host.units import format_bytes, parse_size
+
     from .datasets.synth import synthesize
-    from .units import format_bytes, parse_size
 
     if (args.size is None) == (args.samples is None):
         raise ValueError("give exactly one of --size (e.g. 2GB) or --samples (e.g. 10000)")
@@ -56,8 +57,9 @@ def _cmd_synth(args: argparse.Namespace) -> int:
 
 
 def _cmd_pack(args: argparse.Namespace) -> int:
+    from iobench.host.units import format_bytes, parse_size
+
     from .datasets.pack import pack_imagefolder
-    from .units import format_bytes, parse_size
 
     manifest = pack_imagefolder(
         args.imagefolder,
@@ -74,29 +76,29 @@ def _cmd_pack(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_stage(args: argparse.Namespace) -> int:
+def _cmd_upload(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-    from .units import format_bytes
+    from iobench.host.units import format_bytes
 
-    with Progress(TextColumn("stage"), BarColumn(), MofNCompleteColumn(), console=console) as bar:
-        task = bar.add_task("stage", total=None)
+    with Progress(TextColumn("upload"), BarColumn(), MofNCompleteColumn(), console=console) as bar:
+        task = bar.add_task("upload", total=None)
         progress = lambda done, total: bar.update(task, completed=done, total=total)  # noqa: E731
         if "://" not in args.url:  # a mounted path: CephFS (or any shared file system it checks)
             from .tiers import make_tier
 
-            console.print(make_tier({"kind": "cephfs", "path": args.url}).stage_dataset(args.dataset))
+            console.print(make_tier({"kind": "cephfs", "path": args.url}).upload_dataset(args.dataset))
             return 0
         if args.url.startswith("rados://"):
-            from .datasets.stage_rados import stage_rados
+            from iobench.ceph.upload import upload_rados
 
-            report = stage_rados(
+            report = upload_rados(
                 args.dataset, args.url, workers=args.workers, verify=args.verify, progress=progress
             )
         else:
-            from .datasets.stage import stage
+            from iobench.datasets.upload import upload_s3
 
-            report = stage(
+            report = upload_s3(
                 args.dataset,
                 args.url,
                 endpoint_url=args.endpoint_url,
@@ -120,13 +122,14 @@ def _cmd_lab(args: argparse.Namespace) -> int:
 
 
 def _cmd_objects(args: argparse.Namespace) -> int:
+    from iobench.host.units import format_bytes
+
     from .datasets.objects import explode
-    from .units import format_bytes
 
     samples = explode(args.dataset)
     console.print(
         f"{len(samples)} objects ({format_bytes(sum(s['bytes'] for s in samples))}) in {args.dataset}/objects; "
-        "`iobench dataset stage` uploads them with the shards"
+        "`iobench dataset upload` uploads them with the shards"
     )
     return 0
 
@@ -161,11 +164,12 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from iobench.monitor.cli import add_monitor_arguments
+    from iobench.sweep.cli import add_sweep_arguments
+
     from . import __version__
     from .inspect.cli import add_inspect_arguments
-    from .monitor import add_monitor_arguments
     from .recommend.cli import add_recommend_arguments
-    from .sweepcli import add_sweep_arguments
 
     p = argparse.ArgumentParser(
         prog="iobench", description="Where does the input pipeline starve the accelerators?"
@@ -175,7 +179,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("sweep", help="run a sweep (no CONFIG: the embedded default on the local disk)")
     add_sweep_arguments(s)
-    s.set_defaults(func=_delegated(".sweepcli", "sweep_command"))
+    s.set_defaults(func=_delegated(".sweep.cli", "sweep_command"))
 
     dg = sub.add_parser(
         "diagnose",
@@ -183,7 +187,7 @@ def build_parser() -> argparse.ArgumentParser:
         "and the accelerator-capacity check in every cell",
     )
     add_sweep_arguments(dg)
-    dg.set_defaults(func=_delegated(".sweepcli", "sweep_command"))
+    dg.set_defaults(func=_delegated(".sweep.cli", "sweep_command"))
 
     d = sub.add_parser("dataset", help="make datasets").add_subparsers(dest="dataset_command", required=True)
     syn = d.add_parser("synth", help="synthesise ImageNet-like WebDataset shards")
@@ -209,7 +213,9 @@ def build_parser() -> argparse.ArgumentParser:
     pk.set_defaults(func=_cmd_pack)
 
     st = d.add_parser(
-        "stage", help="upload a dataset to s3://bucket/prefix or rados://pool/prefix (idempotent)"
+        "upload",
+        aliases=["stage"],  # its name before 0.2
+        help="upload a dataset to s3://bucket/prefix, rados://pool/prefix or a CephFS path (idempotent)",
     )
     st.add_argument("dataset", help="local dataset directory (with manifest.json)")
     st.add_argument(
@@ -221,7 +227,7 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument(
         "--verify", choices=("metadata", "full"), default="metadata", help="full: read every object back"
     )
-    st.set_defaults(func=_cmd_stage)
+    st.set_defaults(func=_cmd_upload)
 
     lab = sub.add_parser("lab", help="a real single-node Ceph (S3 via radosgw, RADOS, CephFS) on 127.0.0.1")
     lab.add_argument("lab_cmd", choices=["up", "down", "status", "purge"])
@@ -268,7 +274,7 @@ def build_parser() -> argparse.ArgumentParser:
         ),
         (
             "monitor",
-            ".monitor",
+            ".monitor.cli",
             add_monitor_arguments,
             "Prometheus metrics beside a running job (--pid) or a running sweep (--run-dir)",
         ),

@@ -173,8 +173,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
 
+    from iobench.cell.accelerator import TorchTrainStep
     from iobench.datasets.synth import synthesize
-    from iobench.run.accelerator import TorchTrainStep
     from loaders import ShardLoader
 
     samples = args.samples or (192 if args.cpu_smoke else 2000)

@@ -50,10 +50,10 @@ def dataset_pairs(directory: str | Path) -> Counter:
 
 def stage_copy(ceph_lab, dataset: str | Path, what: str) -> str:
     """Stage ``dataset`` into a fresh bucket of the lab (straight to radosgw, no faults); its URL."""
-    from iobench.datasets.stage import stage
+    from iobench.datasets.upload import upload_s3
 
     url = f"s3://{what}-{uuid.uuid4().hex[:8]}/tiny"
-    stage(dataset, url, endpoint_url=ceph_lab.env["AWS_ENDPOINT_URL"])
+    upload_s3(dataset, url, endpoint_url=ceph_lab.env["AWS_ENDPOINT_URL"])
     return url
 
 

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from iobench.analysis.metrics import compute_metrics
-from iobench.run.accelerator import TorchTrainStep
-from iobench.run.steploop import run_steps
+from iobench.cell.accelerator import TorchTrainStep
+from iobench.cell.steploop import run_steps
 from loaders import ShardLoader
 
 
@@ -29,7 +29,7 @@ def test_real_cpu_training_step_on_real_batches(tiny_dataset):
 
 
 def test_resnet50_has_the_reference_parameter_count():
-    from iobench.run.models import ResNet50
+    from iobench.cell.models import ResNet50
 
     n = sum(p.numel() for p in ResNet50().parameters())
     assert n == 25_557_032  # torchvision's resnet50

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pyarrow.parquet as pq
 import pytest
 
-from iobench.run.cell import run_cell
+from iobench.cell.process import run_cell
 
 pytestmark = pytest.mark.slow
 

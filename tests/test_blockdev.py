@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from iobench.tiers.blockdev import describe_path, find_mount, parse_mountinfo
+from iobench.host.blockdev import describe_path, find_mount, parse_mountinfo
 
 DATA = Path(__file__).parent / "data" / "sysfs"
 RAID = DATA / "raid0_4nvme"

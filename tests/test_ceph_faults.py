@@ -19,7 +19,7 @@ from collections import Counter
 
 import pytest
 
-from iobench.datasets.stage import stage
+from iobench.datasets.upload import upload_s3
 from iobench.lab.conf import OSD, RGW, Layout
 from iobench.lab.daemons import alive, launch, live_daemons, stop_all
 from iobench.lab.restart import restart
@@ -36,7 +36,7 @@ def staged(ceph_lab, tiny_dataset, monkeypatch):
     for key, value in ceph_lab.env.items():
         monkeypatch.setenv(key, value)
     url = f"s3://faults-{uuid.uuid4().hex[:8]}/tiny"
-    stage(tiny_dataset, url)
+    upload_s3(tiny_dataset, url)
     tier = S3Tier(url=url)
     return tier, tier.load_manifest()
 

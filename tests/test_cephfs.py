@@ -47,8 +47,8 @@ def _samples(urls: list[str]) -> Counter:
 
 def test_stage_read_cold_and_describe(cephfs_mount, tiny_dataset):
     tier = make_tier({"kind": "cephfs", "path": str(cephfs_mount / f"tiny-{uuid.uuid4().hex[:6]}")})
-    first = tier.stage_dataset(str(tiny_dataset))
-    again = tier.stage_dataset(str(tiny_dataset))
+    first = tier.upload_dataset(str(tiny_dataset))
+    again = tier.upload_dataset(str(tiny_dataset))
     assert " 0 already there" in first and " 0 copied" in again  # idempotent, nothing re-copied
     manifest = tier.load_manifest()
     local = sorted(str(p) for p in Path(tiny_dataset).glob("train-*.tar"))

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from iobench.config import ConfigError, load_config, parse_config
-from iobench.estimate import CAPACITY_RUNS, CEILINGS_S, CELL_START_S, RUN_START_S, estimate_cell
-from iobench.overrides import apply_overrides, parse_assignment
+from iobench.sweep.config import ConfigError, load_config, parse_config
+from iobench.sweep.estimate import CAPACITY_RUNS, CEILINGS_S, CELL_START_S, RUN_START_S, estimate_cell
+from iobench.sweep.overrides import apply_overrides, parse_assignment
 
 CONFIGS = Path(__file__).parent.parent / "configs"
 
@@ -46,7 +46,7 @@ def _iobench(*args, cwd=None) -> subprocess.CompletedProcess:
         ("run.epochs=2", ["run", "epochs"], 2),
         ("loaders[0].workers=[1, 2,4]", ["loaders", 0, "workers"], [1, 2, 4]),
         ("dataset.synth.size=4GB", ["dataset", "synth", "size"], "4GB"),
-        ("tier.stage=true", ["tier", "stage"], True),
+        ("tier.upload=true", ["tier", "upload"], True),
         ("dataset={synth: {samples: 64}}", ["dataset"], {"synth": {"samples": 64}}),
         ("tiers[1].name=a=b", ["tiers", 1, "name"], "a=b"),  # only the first = splits
         ("run.max_steps=", ["run", "max_steps"], None),
@@ -191,7 +191,7 @@ def test_dry_run_lists_cells_and_estimate_and_touches_nothing(tmp_path):
         "dataset": {"synth": {"samples": [300, 600]}},
         "tiers": [
             {"kind": "local", "name": "disk"},
-            {"kind": "s3", "url": "s3://nowhere/{dataset}", "stage": True},
+            {"kind": "s3", "url": "s3://nowhere/{dataset}", "upload": True},
         ],
         "loaders": [{"workers": [1]}],
         "accelerators": [{"type": "h100"}],

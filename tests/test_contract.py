@@ -151,7 +151,7 @@ def test_shardloader_keywords_and_config_are_one_path(urls):
 
 
 def test_sweep_loader_kind_selects_the_backend(urls):
-    from iobench.run.loaderfactory import build_loader
+    from iobench.cell.loaderfactory import build_loader
 
     row = {
         "kind": "nodes",

@@ -8,7 +8,7 @@ import pytest
 
 from iobench.analysis.differential import capacity, combine, lost_time
 from iobench.analysis.verdict import Verdict
-from iobench.config import ConfigError, parse_config
+from iobench.sweep.config import ConfigError, parse_config
 
 STAGE_MS = {"fetch": 1.0, "decode": 6.0, "augment": 2.0, "collate": 1.0}
 

@@ -17,13 +17,13 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from iobench.config import ConfigError, parse_config
-from iobench.run.distributed import first_rank_error
-from iobench.run.rankmetrics import RankRun, aggregate, common_interval
-from iobench.run.steploop import StepLog, StepRow
-from iobench.run.torchrun import torchrun_command
-from iobench.sweep import _last_words
-from iobench.sweepcli import node_place
+from iobench.cell.distributed import first_rank_error
+from iobench.cell.rankmetrics import RankRun, aggregate, common_interval
+from iobench.cell.steploop import StepLog, StepRow
+from iobench.cell.torchrun import torchrun_command
+from iobench.sweep.cli import node_place
+from iobench.sweep.config import ConfigError, parse_config
+from iobench.sweep.runner import _last_words
 
 
 def _iobench(*args, cwd=None) -> subprocess.CompletedProcess:
@@ -188,7 +188,7 @@ def test_ranks_on_one_host_share_its_shard_cache(ceph_lab, monkeypatch, tiny_dat
     for key, value in ceph_lab.env.items():
         monkeypatch.setenv(key, value)
     url = f"s3://iobench-{uuid.uuid4().hex[:8]}/tiny"
-    tier = {"kind": "s3", "name": "s3", "url": url, "stage": True, "cache_dir": str(tmp_path / "cache")}
+    tier = {"kind": "s3", "name": "s3", "url": url, "upload": True, "cache_dir": str(tmp_path / "cache")}
     config = _config(tmp_path, tiny_dataset, ranks_per_node=2)
     cfg = yaml.safe_load(config.read_text())
     config.write_text(yaml.safe_dump({**cfg, "tiers": [{**tier, "cache_size": "200MB"}]}))
@@ -305,7 +305,7 @@ def test_each_node_names_its_place_and_torchrun_meets_at_node_zero(tmp_path):
     cmd = torchrun_command(
         tmp_path / "c.json", tmp_path, ranks_per_node=4, nodes=2, place=place, run_id="c", timeout_s=60
     )
-    assert cmd[1:3] == ["-m", "iobench.run.torchrun"]
+    assert cmd[1:3] == ["-m", "iobench.cell.torchrun"]
     for flag in (
         "--nproc-per-node=4",
         "--nnodes=2",
@@ -314,7 +314,7 @@ def test_each_node_names_its_place_and_torchrun_meets_at_node_zero(tmp_path):
         "--master-port=29500",
     ):
         assert flag in cmd
-    assert cmd[-4:] == ["-m", "iobench.run.rankcell", str(tmp_path / "c.json"), str(tmp_path)]
+    assert cmd[-4:] == ["-m", "iobench.cell.rank", str(tmp_path / "c.json"), str(tmp_path)]
     solo = torchrun_command(
         tmp_path / "c.json", tmp_path, ranks_per_node=2, nodes=1, place=None, run_id="c", timeout_s=60
     )

@@ -17,10 +17,10 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 from rich.console import Console
 
-from iobench.config import load_config, parse_config
-from iobench.configcheck import ConfigError
 from iobench.datasets.manifest import MANIFEST_NAME, Manifest, ManifestError
-from iobench.overrides import apply_overrides
+from iobench.sweep.checks import ConfigError
+from iobench.sweep.config import load_config, parse_config
+from iobench.sweep.overrides import apply_overrides
 from tests.faultkit import FUZZ
 
 JSON = st.recursive(
@@ -164,8 +164,8 @@ def test_yaml_nested_too_deeply_is_a_config_error(tmp_path):
 
 
 def test_an_error_with_brackets_is_printed_as_text_by_the_terminal_report():
+    from iobench.cell.process import failed_summary
     from iobench.report.terminal import print_report
-    from iobench.run.cell import failed_summary
 
     summary = failed_summary(parse_config(_sweep()).cells()[0].as_dict(), "cannot open [/dev/nvme0n1]")
     out = io.StringIO()

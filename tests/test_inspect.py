@@ -11,14 +11,14 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from iobench.configcheck import ConfigError
+from iobench.host.sysfs import parse_cpulist
 from iobench.inspect.accelerators import demand_of_gpus, parse_accelerators
 from iobench.inspect.cli import add_inspect_arguments, inspect_command
 from iobench.inspect.decoderate import given_rate, measure_rate, rate_from_run
 from iobench.inspect.inventory import collect_inventory
 from iobench.inspect.pitfalls import find_pitfalls
 from iobench.results.store import publish_cell, write_results_table
-from iobench.sysfs import parse_cpulist
+from iobench.sweep.checks import ConfigError
 from tests.fakenvml import GIB, LIBRARY_NOT_FOUND, FakeGpu, FakeNvmlLib
 from tests.shardkit import tiny_jpeg
 

@@ -14,7 +14,7 @@ import uuid
 import pytest
 
 from iobench import lab
-from iobench.cephclient import import_rados
+from iobench.ceph.client import import_rados
 from iobench.lab import bringup, conf, daemons
 from tests.lab_fixture import ceph_lab_fixture, ceph_missing, free_ports, lab_dir  # noqa: F401 (fixture ceph_lab)
 

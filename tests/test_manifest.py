@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from iobench.atomic import atomic_write, atomic_write_json
 from iobench.datasets.manifest import MANIFEST_NAME, Manifest, ManifestError, build_manifest, verify
 from iobench.datasets.shardwriter import ShardWriter
-from iobench.units import format_bytes, parse_size
+from iobench.host.atomic import atomic_write, atomic_write_json
+from iobench.host.units import format_bytes, parse_size
 
 
 @pytest.fixture

@@ -14,12 +14,12 @@ import time
 import pytest
 from rich.console import Console
 
-import iobench.run.live
-from iobench.monitor import add_monitor_arguments, monitor_command
-from iobench.pagecache import evict
-from iobench.run.live import LiveFile
-from iobench.run.steploop import StepRow
-from iobench.runstate import SCRATCH_PREFIX, SWEEP_FILE, SweepState
+import iobench.cell.live
+from iobench.cell.live import LiveFile
+from iobench.cell.steploop import StepRow
+from iobench.host.pagecache import evict
+from iobench.monitor.cli import add_monitor_arguments, monitor_command
+from iobench.sweep.rundir import SCRATCH_PREFIX, SWEEP_FILE, SweepState
 from tests.promkit import Scrape, documented
 
 # A job that reads what it is told to, itself or in forked workers (no imports after start-up, so
@@ -170,7 +170,7 @@ def test_serving_beside_a_job_until_it_exits(tmp_path, job):
 
 
 def test_a_running_sweep_cell_is_re_exported_from_the_run_directory(tmp_path, monkeypatch):
-    monkeypatch.setattr(iobench.run.live, "INTERVAL_S", 0.0)  # write every step
+    monkeypatch.setattr(iobench.cell.live, "INTERVAL_S", 0.0)  # write every step
     (tmp_path / SWEEP_FILE).write_text("dataset: {synth: {samples: 64}}\n")
     state = SweepState(tmp_path)
     state.start("cell-0")

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from iobench.cell.process import loader_inputs
 from iobench.datasets.objects import INDEX_NAME, explode
-from iobench.datasets.stage import stage
-from iobench.run.cell import loader_inputs
+from iobench.datasets.upload import upload_s3
 from iobench.tiers import make_tier
 from loaders import ShardLoader
 
@@ -70,10 +70,10 @@ def test_objects_on_s3_and_rados_match_and_count_one_request_per_sample(
         monkeypatch.setenv(key, value)
     expected, _ = _read(make_tier({"kind": "local", "path": str(objects_dataset)}), "shards")
     s3_url = f"s3://iobench-{uuid.uuid4().hex[:8]}/objects"
-    report = stage(objects_dataset, s3_url, workers=8)
+    report = upload_s3(objects_dataset, s3_url, workers=8)
     assert len(report.uploaded) == 2 * 10 + 256 + 1  # shards + idx, objects, index
     rados = make_tier({"kind": "rados", "url": f"rados://iobench-{uuid.uuid4().hex[:6]}/objects"})
-    rados.stage_dataset(str(objects_dataset))
+    rados.upload_dataset(str(objects_dataset))
     for tier in (make_tier({"kind": "s3", "url": s3_url}), rados):
         got, loader = _read(tier, "objects", workers=1)
         assert got == expected, tier.kind
@@ -82,7 +82,7 @@ def test_objects_on_s3_and_rados_match_and_count_one_request_per_sample(
         assert loader.stats.as_dict()["request_latency_ms"]["p99"] > 0
     if ceph_lab.mount:  # CephFS: the same files through the mount, both layouts
         cephfs = make_tier({"kind": "cephfs", "path": f"{ceph_lab.mount}/objects-{uuid.uuid4().hex[:6]}"})
-        cephfs.stage_dataset(str(objects_dataset))
+        cephfs.upload_dataset(str(objects_dataset))
         for layout in ("shards", "objects"):
             got, _ = _read(cephfs, layout, workers=1)
             assert got == expected, f"cephfs {layout}"
@@ -95,9 +95,9 @@ def test_a_ram_cache_smaller_than_the_dataset_stays_within_its_limit(ceph_lab, t
     url = f"rados://iobench-{uuid.uuid4().hex[:6]}/ram"
     limit = 12_000_000  # about a third of the dataset
     tier = make_tier(
-        {"kind": "rados", "url": url, "conffile": str(ceph_lab.conf), "memory_cache": limit, "stage": True}
+        {"kind": "rados", "url": url, "conffile": str(ceph_lab.conf), "memory_cache": limit, "upload": True}
     )
-    tier.stage_dataset(str(tiny_dataset))
+    tier.upload_dataset(str(tiny_dataset))
     assert tier.cache_dir.startswith("/dev/shm/") and tier.describe()["cache"]["medium"] == "RAM (tmpfs)"
     tier.prepare(tier.load_manifest(), "cold")
     pairs, loader = _read(tier, "shards", workers=2)

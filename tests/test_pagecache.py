@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from iobench import pagecache
+from iobench.host import pagecache
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="mincore residency is Linux-only"
@@ -112,7 +112,7 @@ def test_missing_path_names_it(tmp_path):
         with pytest.raises(FileNotFoundError, match=r"shard-000\.tar") as info:
             fn([missing])
         assert str(missing) in str(info.value)
-        assert "stage" in str(info.value)
+        assert "upload the dataset" in str(info.value)
 
 
 def test_directory_is_rejected(tmp_path):

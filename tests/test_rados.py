@@ -25,14 +25,14 @@ pytestmark = pytest.mark.integration
 def _disconnect_before_the_lab_goes():
     # module teardown runs before the session lab stops: librados must not outlive its cluster
     yield
-    from iobench.radosconn import shutdown_all
+    from iobench.ceph.connection import shutdown_all
 
     shutdown_all()
 
 
 @pytest.fixture(scope="module")
 def rfs(ceph_lab):
-    from iobench.radosfs import RadosFileSystem, register
+    from iobench.ceph.radosfs import RadosFileSystem, register
 
     register()
     fs = fsspec.filesystem("rados", conffile=str(ceph_lab.conf))
@@ -43,10 +43,10 @@ def rfs(ceph_lab):
 
 @pytest.fixture(scope="module")
 def staged(ceph_lab, tiny_dataset):
-    from iobench.datasets.stage_rados import stage_rados
+    from iobench.ceph.upload import upload_rados
 
     url = "rados://iobench-data/tiny"
-    report = stage_rados(tiny_dataset, url, conffile=str(ceph_lab.conf), verify="full")
+    report = upload_rados(tiny_dataset, url, conffile=str(ceph_lab.conf), verify="full")
     return url, report
 
 
@@ -81,7 +81,7 @@ def test_filesystem_round_trip(rfs):
 def test_missing_pool_and_oversized_object_give_clear_errors(rfs, monkeypatch):
     with pytest.raises(FileNotFoundError, match="pool 'no-such-pool' does not exist"):
         rfs.cat_file("rados://no-such-pool/key")
-    from iobench.radosconn import ObjectTooLargeError
+    from iobench.ceph.connection import ObjectTooLargeError
 
     monkeypatch.setattr(type(rfs), "max_object_size", lambda self: 1000)
     with pytest.raises(ObjectTooLargeError, match=r"osd_max_object_size.*--shard-size"):
@@ -89,7 +89,7 @@ def test_missing_pool_and_oversized_object_give_clear_errors(rfs, monkeypatch):
 
 
 def test_large_objects_are_written_in_pieces(rfs, monkeypatch):
-    import iobench.radosfs as radosfs
+    import iobench.ceph.radosfs as radosfs
 
     monkeypatch.setattr(radosfs, "IO_CHUNK", 1000)  # exercise the multi-op path with small data
     data = os.urandom(3500)
@@ -100,8 +100,8 @@ def test_large_objects_are_written_in_pieces(rfs, monkeypatch):
 
 
 def test_stage_read_back_and_idempotent(ceph_lab, staged, tiny_dataset):
-    from iobench.datasets.stage_rados import stage_rados
-    from iobench.radosfs import RadosFileSystem
+    from iobench.ceph.radosfs import RadosFileSystem
+    from iobench.ceph.upload import upload_rados
 
     url, report = staged
     manifest = Manifest.load(tiny_dataset)
@@ -109,7 +109,7 @@ def test_stage_read_back_and_idempotent(ceph_lab, staged, tiny_dataset):
     fs = RadosFileSystem(conffile=str(ceph_lab.conf))
     for entry in manifest.shards:
         assert hashlib.sha256(fs.cat_file(f"{url}/{entry.name}")).hexdigest() == entry.sha256
-    again = stage_rados(tiny_dataset, url, conffile=str(ceph_lab.conf))
+    again = upload_rados(tiny_dataset, url, conffile=str(ceph_lab.conf))
     assert again.uploaded == [] and again.bytes_uploaded == 0
     tier = make_tier({"kind": "rados", "url": url, "conffile": str(ceph_lab.conf)})
     assert tier.load_manifest() == manifest
@@ -158,7 +158,7 @@ def test_describe_shows_the_lab(ceph_lab, staged):
 def test_import_rados_failure_gives_the_install_hint(tmp_path, monkeypatch):
     import sys
 
-    from iobench import cephclient
+    from iobench.ceph import client as cephclient
 
     monkeypatch.delitem(sys.modules, "rados", raising=False)
     monkeypatch.setattr(

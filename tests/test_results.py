@@ -6,9 +6,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from iobench.cell.process import failed_summary
 from iobench.results.schema import RESULT_SCHEMA, SCHEMA_VERSION
 from iobench.results.store import load_results, publish_cell, write_results_table
-from iobench.run.cell import failed_summary
 
 
 class _Exploding:

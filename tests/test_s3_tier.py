@@ -14,7 +14,7 @@ import boto3
 import pytest
 
 from iobench.datasets.manifest import Manifest
-from iobench.datasets.stage import StageError, stage
+from iobench.datasets.upload import UploadError
 from iobench.tiers import make_tier
 from loaders import ShardLoader
 from loaders.cache import ShardCache
@@ -33,7 +33,7 @@ def s3_env(ceph_lab, monkeypatch):
 @pytest.fixture
 def staged(s3_env, tiny_dataset):
     url = f"s3://iobench-{uuid.uuid4().hex[:8]}/tiny"
-    report = stage(tiny_dataset, url, verify="full")
+    report = upload_s3(tiny_dataset, url, verify="full")
     return url, report
 
 
@@ -52,7 +52,7 @@ def test_stage_then_read_back_gives_equal_checksums(s3_env, staged, tiny_dataset
     manifest = Manifest.load(tiny_dataset)
     assert report.created_bucket and len(report.uploaded) == 2 * len(manifest.shards)
     # idempotent: a second run uploads nothing
-    again = stage(tiny_dataset, url)
+    again = upload_s3(tiny_dataset, url)
     assert again.uploaded == [] and len(again.skipped) == 2 * len(manifest.shards)
     # the store's bytes hash to the manifest's checksums
     reader = ObjectReader(make_tier({"kind": "s3", "url": url}).storage_options())
@@ -172,8 +172,8 @@ def test_wrong_credentials_fail_clearly_without_leaking_the_secret(s3_env, stage
     with pytest.raises(OSError) as info:
         make_tier({"kind": "s3", "url": url}).load_manifest()
     assert "credentials" in str(info.value) and secret not in str(info.value)
-    with pytest.raises(StageError) as info:
-        stage(tiny_dataset, url)
+    with pytest.raises(UploadError) as info:
+        upload_s3(tiny_dataset, url)
     assert "credentials were refused" in str(info.value) and secret not in str(info.value)
 
 
@@ -215,7 +215,7 @@ def test_sweep_over_tiers_shows_epochs_hit_ratios_and_leaks_no_secret(s3_env, ti
         "dataset": {"path": str(tiny_dataset)},
         "tiers": [
             {"kind": "local", "name": "local"},
-            {"kind": "s3", "name": "s3-direct", "url": url, "stage": True},
+            {"kind": "s3", "name": "s3-direct", "url": url, "upload": True},
             {
                 "kind": "s3",
                 "name": "s3-cache",

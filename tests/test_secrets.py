@@ -55,7 +55,7 @@ def test_no_artefact_of_a_run_holds_a_credential(ceph_lab, tiny_dataset, tmp_pat
         cfg = {
             "dataset": {"path": str(tiny_dataset)},
             "tiers": [
-                {"kind": "s3", "name": "s3-cache", "url": url, "stage": True, "cache_dir": str(cache)},
+                {"kind": "s3", "name": "s3-cache", "url": url, "upload": True, "cache_dir": str(cache)},
                 {"kind": "s3", "name": "throttled", "url": url, "endpoint_url": throttled.endpoint},
             ],
             "loaders": [{"kind": "torch", "workers": [1], "batch_size": [32], "shuffle_buffer": 32}],

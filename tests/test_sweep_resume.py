@@ -21,12 +21,12 @@ import pytest
 import yaml
 from rich.console import Console
 
-from iobench.config import parse_config
-from iobench.estimate import CellEstimate
-from iobench.overrides import apply_overrides
-from iobench.progress import SweepProgress
-from iobench.runstate import RunDirError, SweepState, hold
-from iobench.sweep import Sweep
+from iobench.sweep.config import parse_config
+from iobench.sweep.estimate import CellEstimate
+from iobench.sweep.overrides import apply_overrides
+from iobench.sweep.progress import SweepProgress
+from iobench.sweep.rundir import RunDirError, SweepState, hold
+from iobench.sweep.runner import Sweep
 
 pytestmark = pytest.mark.slow
 

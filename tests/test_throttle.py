@@ -182,7 +182,7 @@ def test_objects_are_one_request_each_and_their_latencies_overlap(tmp_path):
         ({"inner": {"kind": "local"}, "latency_ms": 1}, ["inner", "missing required option(s): path"]),
         ({"inner": {"kind": "nope"}, "latency_ms": 1}, ["inner", "unknown tier 'nope'"]),
         ({"inner": {"kind": "throttled", "inner": {}}, "latency_ms": 1}, ["throttled tier too"]),
-        ({"inner": {"kind": "local", "path": "/x", "stage": True}, "latency_ms": 1}, ["stage"]),
+        ({"inner": {"kind": "local", "path": "/x", "upload": True}, "latency_ms": 1}, ["upload"]),
         ({"inner": {"kind": "local", "path": "/x"}, "latency_ms": 1, "burst": "lots"}, ["burst='lots'"]),
     ],
 )
@@ -259,7 +259,7 @@ _NO_DALI = pytest.mark.skipif(importlib.util.find_spec("nvidia.dali") is None, r
 
 @pytest.mark.parametrize("backend", ["torch", "nodes", pytest.param("dali", marks=_NO_DALI)])
 def test_make_loader_reads_a_throttled_tier_at_its_cap(tier, backend):
-    from iobench.run.loaderfactory import loader_config
+    from iobench.cell.loaderfactory import loader_config
 
     manifest = tier.load_manifest()
     row = {"kind": backend, "batch_size": 16, "workers": 2, "shuffle_buffer": 16}
@@ -283,7 +283,7 @@ def test_make_loader_reads_a_throttled_tier_at_its_cap(tier, backend):
 @_NO_DALI
 @pytest.mark.parametrize("mode", ["reader", "dali-s3"])
 def test_dali_modes_that_read_past_the_throttle_are_refused(tier, mode):
-    from iobench.run.loaderfactory import loader_config
+    from iobench.cell.loaderfactory import loader_config
 
     manifest = tier.load_manifest()
     row = {"kind": "dali", "batch_size": 16, "workers": 2}
@@ -295,12 +295,12 @@ def test_dali_modes_that_read_past_the_throttle_are_refused(tier, mode):
 
 @pytest.mark.integration
 def test_with_an_inner_shard_cache_only_misses_cross_the_link(ceph_lab, tiny_dataset, tmp_path, monkeypatch):
-    from iobench.datasets.stage import stage
+    from iobench.datasets.upload import upload_s3
 
     for key, value in ceph_lab.env.items():
         monkeypatch.setenv(key, value)
     url = f"s3://iobench-{uuid.uuid4().hex[:8]}/tiny"
-    stage(tiny_dataset, url)
+    upload_s3(tiny_dataset, url)
     inner = {"kind": "s3", "url": url, "cache_dir": str(tmp_path / "cache")}
     tier = make_tier({"kind": "throttled", "inner": inner, "bandwidth": "20MB/s", "latency_ms": 50})
     manifest = tier.load_manifest()

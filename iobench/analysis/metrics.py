@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from ..run.steploop import StepRow
+from iobench.cell.steploop import StepRow
 
 
 @dataclass

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from iobench.atomic import atomic_write_json
+from iobench.host.atomic import atomic_write_json
 
 MANIFEST_NAME = "manifest.json"
 SCHEMA_VERSION = 1

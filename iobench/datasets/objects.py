@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from iobench.atomic import atomic_write, atomic_write_json
+from iobench.host.atomic import atomic_write, atomic_write_json
 
 from .manifest import Manifest
 

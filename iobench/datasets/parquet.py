@@ -24,9 +24,9 @@ from typing import IO, Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from iobench.atomic import atomic_write
 from iobench.datasets.manifest import MANIFEST_NAME, Manifest, ShardEntry, build_manifest
 from iobench.datasets.shardwriter import ShardWriter, ShardWriterBase
+from iobench.host.atomic import atomic_write
 
 FORMATS = ("wds", "parquet")
 PARQUET_SHARD_PATTERN = "train-{:06d}.parquet"

@@ -14,9 +14,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO
 
-from iobench.atomic import atomic_write
 from iobench.datasets.manifest import SHARD_PATTERN, ShardEntry
 from iobench.datasets.wdsindex import write_wds_index
+from iobench.host.atomic import atomic_write
 
 _BLOCK = tarfile.BLOCKSIZE  # 512
 _RECORD = tarfile.RECORDSIZE  # 10240: tarfile pads the archive to a whole record on close

@@ -21,7 +21,6 @@ import cv2
 import numpy as np
 import PIL
 
-from iobench.atomic import atomic_write_json
 from iobench.datasets.manifest import (
     MANIFEST_NAME,
     Manifest,
@@ -32,6 +31,7 @@ from iobench.datasets.manifest import (
 from iobench.datasets.parquet import DEFAULT_ROW_GROUP, check_format, open_shard_writer, remove_stale_shards
 from iobench.datasets.photos import fingerprint, load_photos, noise_bank, render_jpeg
 from iobench.datasets.shardwriter import member_bytes
+from iobench.host.atomic import atomic_write_json
 
 GENERATOR = "iobench.synth"
 GENERATOR_VERSION = 1

@@ -66,7 +66,7 @@ def default_index_path(tar_path: str | os.PathLike[str]) -> Path:
 
 def write_wds_index(tar_path: str | os.PathLike[str], idx_path: str | os.PathLike[str] | None = None) -> Path:
     """Write the index beside the tar (or at ``idx_path``) atomically; return its path."""
-    from iobench.atomic import atomic_write
+    from iobench.host.atomic import atomic_write
 
     out = Path(idx_path) if idx_path is not None else default_index_path(tar_path)
     text = "\n".join(wds_index_lines(tar_path)) + "\n"

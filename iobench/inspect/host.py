@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from ..sysfs import list_dir, parse_cpulist, read_text, under
+from iobench.host.sysfs import list_dir, parse_cpulist, read_text, under
 
 
 def cpu_info(root: str) -> dict:

@@ -6,7 +6,7 @@ import os
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from iobench.estimate import usable_cores
+from iobench.host.cores import usable_cores
 from loaders.nvml import Nvml, NvmlUnavailable
 
 from .host import cpu_info, memory, numa_nodes

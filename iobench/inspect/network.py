@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from ..sysfs import list_dir, read_int, read_numa_node, read_text, under
+from iobench.host.sysfs import list_dir, read_int, read_numa_node, read_text, under
 
 
 def nics(root: str) -> list[dict]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
-from iobench.units import format_bytes
+from iobench.host.units import format_bytes
 
 from .accelerators import AcceleratorDemand
 from .decoderate import DecodeRate

@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from iobench.units import format_bytes
+from iobench.host.units import format_bytes
 
 from .accelerators import AcceleratorDemand
 from .decoderate import DecodeRate

@@ -2,7 +2,7 @@
 arrays, other disks, and the mounted filesystems worth training from.
 
 The per-device description (model, size, PCIe link against its capability, RAID level, state and
-members) is `iobench.tiers.blockdev`'s, the one the tiers record in every run's manifest; this
+members) is `iobench.host.blockdev`'s, the one the tiers record in every run's manifest; this
 module adds what an inventory needs on top: every device at once, NUMA nodes, mounts.
 """
 
@@ -11,9 +11,8 @@ from __future__ import annotations
 import os
 import re
 
-from iobench.tiers.blockdev import describe_block_device, parse_mountinfo
-
-from ..sysfs import list_dir, read_numa_node, read_text, under
+from iobench.host.blockdev import describe_block_device, parse_mountinfo
+from iobench.host.sysfs import list_dir, read_numa_node, read_text, under
 
 # not storage a dataset lives on: loop devices (snaps, images), RAM disks, optical and floppy drives
 _SKIP_DISKS = ("loop", "ram", "zram", "sr", "fd", "nbd")

@@ -34,7 +34,7 @@ def parse_count_of(text: str, what: str) -> tuple[int, str]:
 
 
 def _size(text: str, what: str, *, positive: bool = True) -> int:
-    from ..units import parse_size
+    from iobench.host.units import parse_size
 
     try:
         value = parse_size(text)
@@ -46,7 +46,7 @@ def _size(text: str, what: str, *, positive: bool = True) -> int:
 
 
 def add_recommend_arguments(p: argparse.ArgumentParser) -> None:
-    from ..config import DEMANDS
+    from iobench.sweep.config import DEMANDS
 
     data = p.add_argument_group("the dataset (sizes or a manifest)")
     data.add_argument("--dataset-size", metavar="SIZE", help="total size, e.g. 5TB")
@@ -137,8 +137,9 @@ def _dataset(args: argparse.Namespace) -> tuple[float, float, str]:
 
 def scenario(args: argparse.Namespace) -> Scenario:
     """The scenario the arguments describe, every value checked."""
-    from ..demand import load_accelerator_table, lookup_demand
-    from ..estimate import usable_cores
+    from iobench.host.cores import usable_cores
+    from iobench.sweep.demand import load_accelerator_table, lookup_demand
+
     from .calibrate import Figure
     from .options import Scenario
 

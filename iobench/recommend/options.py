@@ -12,7 +12,8 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field, replace
 
-from ..estimate import DECODE_PER_CORE
+from iobench.sweep.estimate import DECODE_PER_CORE
+
 from .calibrate import Calibration, Figure
 from .model import (
     Prediction,
@@ -43,7 +44,7 @@ DALI_PER_GPU = Figure(
 )
 CPU_PER_CORE = Figure(
     DECODE_PER_CORE,
-    "iobench/estimate.py: simplejpeg decode + crop of ~110 KiB JPEGs, ~900 samples/s per core",
+    "iobench/sweep/estimate.py: simplejpeg decode + crop of ~110 KiB JPEGs, ~900 samples/s per core",
 )
 # when the setup is otherwise equal: the simpler one first (no extra service, no code change)
 SETUP_ORDER = ("local", "object+nvme", "ceph+ram", "what-if")

@@ -9,7 +9,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from ..units import format_bytes
+from iobench.host.units import format_bytes
+
 from .crossovers import label
 
 

@@ -14,10 +14,11 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..atomic import atomic_write
+from iobench.host.atomic import atomic_write
+from iobench.host.units import format_bytes
+
 from ..results.api import load_run, load_steps
 from ..results.store import cell_summaries
-from ..units import format_bytes
 from . import plots
 from .terminal import LOST_ORDER
 

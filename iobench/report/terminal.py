@@ -7,7 +7,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ..units import format_bytes
+from iobench.host.units import format_bytes
 
 LOST_ORDER = ("fetch", "decode", "augment", "collate", "h2d")
 

@@ -20,7 +20,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..atomic import atomic_write, atomic_write_json
+from iobench.host.atomic import atomic_write, atomic_write_json
+
 from .schema import RESULT_SCHEMA, summary_to_row
 
 RESULTS_NAME = "results.parquet"

@@ -44,7 +44,7 @@ _REGISTRY: dict[str, _Entry] = {
     "s3": _Entry("iobench.tiers.s3:S3Tier", "pip install 'iobench' (s3fs and boto3 are core dependencies)"),
     "cephfs": _Entry("iobench.tiers.cephfs:CephFSTier", "mount CephFS first (apt-get install ceph-fuse)"),
     "rados": _Entry(
-        "iobench.tiers.rados:RadosTier", "apt-get install python3-rados (and see iobench.cephclient)"
+        "iobench.tiers.rados:RadosTier", "apt-get install python3-rados (and see iobench.ceph.client)"
     ),
     "throttled": _Entry("iobench.tiers.throttled:ThrottledTier"),
 }

@@ -153,9 +153,9 @@ class Tier(abc.ABC):
                 )
             ) from None
 
-    def stage_dataset(self, dataset_dir: str) -> str:
+    def upload_dataset(self, dataset_dir: str) -> str:
         """Put a local dataset on this tier (idempotent); returns a one-line report."""
-        raise TierConfigError(f"tier {self.kind!r} cannot stage datasets; put the data in place yourself")
+        raise TierConfigError(f"tier {self.kind!r} cannot upload datasets; put the data in place yourself")
 
     def source_options(self, manifest: Any) -> dict[str, Any]:
         """Keyword arguments for the loaders' shard source (storage options, cache settings)."""

@@ -18,24 +18,21 @@ import contextlib
 import errno
 import glob
 import hashlib
-import json
 import os
 import re
-import socket
-import struct
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, ClassVar
 
-from iobench import pagecache
-from iobench.atomic import atomic_write
-from iobench.tiers import blockdev
+from iobench.ceph.adminsocket import asok_command
+from iobench.host import blockdev, pagecache
+from iobench.host.atomic import atomic_write
 from iobench.tiers.base import COLD_MAX_FRACTION, CacheState, Option, Tier, TierConfigError
 from iobench.tiers.local import LocalTier
 from iobench.tiers.remote import REMOTE_OPTIONS
 
-__all__ = ["CEPH_FS_TYPES", "CephFSMountGone", "CephFSTier", "asok_command"]
+__all__ = ["CEPH_FS_TYPES", "CephFSMountGone", "CephFSTier"]
 
 CEPH_FS_TYPES = ("ceph", "fuse.ceph-fuse", "fuse.ceph")
 # ECONNABORTED: what a FUSE mount answers right after its daemon died (measured), before ENOTCONN
@@ -64,7 +61,7 @@ def _stat_within(path: str, timeout: float) -> os.stat_result:
         raise OSError(errno.ETIMEDOUT, f"{path} did not answer stat() within {timeout:.0f} s") from None
 
 
-_SHA_XATTR = "user.iobench.sha256"  # lets a re-stage skip a file without reading it back
+_SHA_XATTR = "user.iobench.sha256"  # lets a re-upload skip a file without reading it back
 _COPY_BUF = 8 << 20
 _MIB = 1 << 20
 SERVER_CACHES = (
@@ -76,36 +73,6 @@ SERVER_CACHES = (
 
 class CephFSMountGone(OSError):
     """The CephFS mount under the tier's path no longer answers (ceph-fuse died or was killed)."""
-
-
-def asok_command(path: str, prefix: str, *, timeout: float = 5.0, **args: Any) -> Any:
-    """Run one admin-socket command (the protocol of `ceph daemon`); the parsed JSON reply.
-
-    Spoken directly rather than through the `ceph` CLI: no 0.3 s Python start-up per call, and no
-    need for the CLI to be installed on a client host that only mounts CephFS.
-    """
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-        s.settimeout(timeout)
-        s.connect(path)
-        s.sendall(json.dumps({"prefix": prefix, **args}).encode() + b"\0")
-        (n,) = struct.unpack(">I", _recv(s, 4))
-        raw = _recv(s, n).decode(errors="replace")
-    if raw.startswith("ERROR:"):
-        raise OSError(errno.EINVAL, f"admin socket {path}: `{prefix}`: {raw.strip()}")
-    try:
-        return json.loads(raw) if raw.strip() else {}
-    except json.JSONDecodeError:
-        return raw
-
-
-def _recv(s: socket.socket, n: int) -> bytes:
-    buf = b""
-    while len(buf) < n:
-        chunk = s.recv(n - len(buf))
-        if not chunk:
-            raise OSError(errno.ECONNRESET, "admin socket closed the connection mid-reply")
-        buf += chunk
-    return buf
 
 
 def _mounts() -> list[dict[str, Any]]:
@@ -138,7 +105,7 @@ class CephFSTier(LocalTier):
             str, help="admin socket of the ceph-fuse client; found by its mount point when omitted"
         ),
         "drop_caches": LocalTier.options["drop_caches"],
-        "stage": REMOTE_OPTIONS["stage"],
+        "upload": REMOTE_OPTIONS["upload"],
     }
 
     def __init__(self, **options: Any) -> None:
@@ -159,7 +126,7 @@ class CephFSTier(LocalTier):
                 super().__init__(**options)  # LocalTier's checks: exists, a directory, readable
                 self.path = path
             else:
-                # Not staged yet: stage_dataset() creates it, as the S3 tier creates its bucket.
+                # Not staged yet: upload_dataset() creates it, as the S3 tier creates its bucket.
                 Tier.__init__(self, **options)
                 self.path = path
                 self.name = config["name"] or os.path.basename(path)
@@ -330,9 +297,9 @@ class CephFSTier(LocalTier):
                 client["error"] = str(exc)
             out["client"] = client
         try:
-            from iobench.cephinfo import describe_cluster  # lazy: needs librados or the ceph CLI
+            from iobench.ceph.cluster import describe_cluster  # lazy: needs librados or the ceph CLI
         except ImportError as exc:
-            out["cluster"] = {"unavailable": f"iobench.cephinfo could not be imported: {exc}"}
+            out["cluster"] = {"unavailable": f"iobench.ceph.cluster could not be imported: {exc}"}
         else:
             try:
                 out["cluster"] = describe_cluster(self.conffile, pool=pool)
@@ -341,10 +308,11 @@ class CephFSTier(LocalTier):
         return out
 
     # -- staging ----------------------------------------------------------------------------
-    def stage_dataset(self, dataset_dir: str) -> str:
+    def upload_dataset(self, dataset_dir: str) -> str:
         """Copy shards and indexes, then the manifest; skips files already there (size + sha256)."""
+        from iobench.datasets.upload import split_indexes, upload_files
+
         from ..datasets.manifest import MANIFEST_NAME, Manifest, sha256_file
-        from ..datasets.stage import split_indexes, staged_files
 
         src = Path(dataset_dir)
         manifest = Manifest.load(src)
@@ -357,7 +325,7 @@ class CephFSTier(LocalTier):
             if old.exists() and old.read_bytes() != new_manifest:
                 # a reader must never pair the old manifest with new shards: unmark it first
                 old.unlink()
-            body, indexes = split_indexes(staged_files(src, manifest))
+            body, indexes = split_indexes(upload_files(src, manifest))
             for path, rel, sha in body + indexes:  # an objects index only after its objects
                 sha = sha or sha256_file(path)
                 target = dst / rel
@@ -402,5 +370,5 @@ def _copy(src: Path, target: Path, sha: str) -> None:
             raise OSError(
                 errno.EIO, f"{src}: sha256 {h.hexdigest()} differs from the manifest's {sha}; not staged"
             )
-        with contextlib.suppress(OSError):  # no user xattrs: a re-stage hashes the file instead
+        with contextlib.suppress(OSError):  # no user xattrs: a re-upload hashes the file instead
             os.setxattr(fout.fileno(), _SHA_XATTR, sha.encode())

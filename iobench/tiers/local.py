@@ -7,8 +7,7 @@ from typing import Any, ClassVar
 
 import psutil
 
-from iobench import pagecache
-from iobench.tiers import blockdev
+from iobench.host import blockdev, pagecache
 from iobench.tiers.base import (
     COLD_MAX_FRACTION,
     CacheState,

@@ -3,7 +3,7 @@ local NVMe or in RAM ("Ceph + memory cache").
 
 The cluster is reached through a ceph.conf (option ``conffile`` or CEPH_CONF); the key comes
 from the keyring that ceph.conf names, so no secret ever passes through the sweep file or the
-results. URLs are ``rados://pool/prefix`` and are read by iobench.radosfs.
+results. URLs are ``rados://pool/prefix`` and are read by iobench.ceph.radosfs.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ class RadosTier(RemoteTier):
     scheme: ClassVar[str] = "rados"
     options: ClassVar[dict[str, Option]] = {
         "url": Option(
-            str, required=True, help="rados://pool/prefix where `iobench dataset stage` put the dataset"
+            str, required=True, help="rados://pool/prefix where `iobench dataset upload` put the dataset"
         ),
         "conffile": Option(str, help="ceph.conf of the cluster; default CEPH_CONF"),
         "user": Option(str, default="client.admin", help="cephx user, e.g. client.admin"),
@@ -42,7 +42,7 @@ class RadosTier(RemoteTier):
         self.user = self.config["user"]
         # the loaders open rados:// through fsspec; this makes the protocol known in this process
         # and the workers it forks even where the package's entry point is not installed
-        from ..radosfs import register
+        from iobench.ceph.radosfs import register
 
         register()
 
@@ -53,8 +53,8 @@ class RadosTier(RemoteTier):
     def access_hint(self) -> str:
         return (
             f"Check that the cluster of {self.conffile} is up (iobench lab status), that user "
-            f"{self.user} may read pool {self.pool!r}, and that the dataset was staged "
-            "(`iobench dataset stage DATASET rados://pool/prefix`)."
+            f"{self.user} may read pool {self.pool!r}, and that the dataset was uploaded "
+            "(`iobench dataset upload DATASET rados://pool/prefix`)."
         )
 
     def server_caches(self) -> str:
@@ -64,14 +64,14 @@ class RadosTier(RemoteTier):
             "flatter repeated reads"
         )
 
-    def stage_dataset(self, dataset_dir: str) -> str:
-        from ..datasets.stage_rados import stage_rados
+    def upload_dataset(self, dataset_dir: str) -> str:
+        from iobench.ceph.upload import upload_rados
 
-        r = stage_rados(dataset_dir, self.url, conffile=self.conffile, name=self.user)
+        r = upload_rados(dataset_dir, self.url, conffile=self.conffile, name=self.user)
         return f"{self.url}: {len(r.uploaded)} uploaded, {len(r.skipped)} already there ({r.verified})"
 
     def describe_remote(self) -> dict[str, Any]:
-        from ..cephinfo import describe_cluster
+        from iobench.ceph.cluster import describe_cluster
 
         return {
             "pool": self.pool,

@@ -24,19 +24,19 @@ REMOTE_OPTIONS: dict[str, Option] = {
     "memory_cache": Option((str, int), help="a shard cache in RAM (tmpfs) of this size, " + SIZE_HELP),
     "part_size": Option((str, int), default="8MiB", help="ranged read size, " + SIZE_HELP),
     "concurrency": Option(int, default=4, help="ranged reads in flight per reader"),
-    "stage": Option(bool, default=False, help="upload the sweep's dataset to url first (idempotent)"),
+    "upload": Option(bool, default=False, help="upload the sweep's dataset to url first (idempotent)"),
 }
 
 
 class RemoteTier(Tier):
     """Subclasses set ``scheme``, declare ``options`` (``url`` + REMOTE_OPTIONS + their own) and
-    implement ``storage_options``, ``describe_remote``, ``server_caches`` and ``stage_dataset``."""
+    implement ``storage_options``, ``describe_remote``, ``server_caches`` and ``upload_dataset``."""
 
     scheme: ClassVar[str]
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
-        from ..units import parse_size
+        from iobench.host.units import parse_size
 
         url = self.config["url"].rstrip("/")
         prefix = f"{self.scheme}://"
@@ -121,7 +121,7 @@ class RemoteTier(Tier):
         return Manifest.from_dict(raw, where=self.object_url(MANIFEST_NAME))
 
     def access_hint(self) -> str:
-        return "Check that the dataset was staged (`iobench dataset stage`)."
+        return "Check that the dataset was uploaded (`iobench dataset upload`)."
 
     def cache_limit(self) -> int | None:
         if not self.cache_dir:

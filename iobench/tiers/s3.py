@@ -55,7 +55,7 @@ class S3Tier(RemoteTier):
     scheme: ClassVar[str] = "s3"
     options: ClassVar[dict[str, Option]] = {
         "url": Option(
-            str, required=True, help="s3://bucket/prefix where `iobench dataset stage` put the dataset"
+            str, required=True, help="s3://bucket/prefix where `iobench dataset upload` put the dataset"
         ),
         "endpoint_url": Option(str, help="http(s)://host:port; default AWS_ENDPOINT_URL"),
         "region": Option(str, help="region name; default AWS_DEFAULT_REGION"),
@@ -77,7 +77,7 @@ class S3Tier(RemoteTier):
     def access_hint(self) -> str:
         return (
             f"Check the endpoint ({self.endpoint_url or 'AWS'}), the credentials in the environment "
-            "(source DIR/env after `iobench lab up`) and that the dataset was staged (`iobench dataset stage`)."
+            "(source DIR/env after `iobench lab up`) and that the dataset was uploaded (`iobench dataset upload`)."
         )
 
     def server_caches(self) -> str:
@@ -86,10 +86,10 @@ class S3Tier(RemoteTier):
             "controlled from the client and may flatter repeated reads"
         )
 
-    def stage_dataset(self, dataset_dir: str) -> str:
-        from ..datasets.stage import stage
+    def upload_dataset(self, dataset_dir: str) -> str:
+        from iobench.datasets.upload import upload_s3
 
-        r = stage(
+        r = upload_s3(
             dataset_dir,
             self.url,
             endpoint_url=self.endpoint_url,

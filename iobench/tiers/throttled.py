@@ -32,9 +32,9 @@ _BITS_RE = re.compile(r"[kKmMgGtT]b\b|bit|bps", re.ASCII)
 
 
 def parse_bandwidth(value: str | int | float) -> float:
-    """Bytes per second in ``value``: "50MB/s", "1.5 GiB/s" (any unit of iobench.units), or a
+    """Bytes per second in ``value``: "50MB/s", "1.5 GiB/s" (any unit of iobench.host.units), or a
     positive number of bytes/s. Raises ``ValueError`` saying what is allowed."""
-    from ..units import parse_size
+    from iobench.host.units import parse_size
 
     if isinstance(value, bool):
         raise ValueError(f"{value!r} is not a bandwidth")
@@ -56,7 +56,7 @@ def parse_bandwidth(value: str | int | float) -> float:
 
 def _limits(config: Mapping[str, Any]) -> tuple[float | None, float, int]:
     """(bytes/s or None, latency in s, burst bytes or 0 for the default) from a checked config."""
-    from ..units import parse_size
+    from iobench.host.units import parse_size
 
     rate = None
     if config["bandwidth"] is not None:
@@ -100,7 +100,7 @@ class ThrottledTier(Tier):
         "latency_ms": Option((int, float), default=0, help="added once per request (shard or object opened)"),
         "burst": Option((str, int), help="bucket depth, a size; default max(256KiB, 20 ms of bandwidth)"),
         "name": Option(str, help="label for reports"),
-        "stage": Option(bool, default=False, help="stage the dataset on the inner tier first (idempotent)"),
+        "upload": Option(bool, default=False, help="upload the dataset to the inner tier first (idempotent)"),
     }
 
     @classmethod
@@ -113,9 +113,9 @@ class ThrottledTier(Tier):
             raise TierConfigError(
                 "throttled tier: inner is a throttled tier too; put bandwidth and latency_ms in one throttled tier"
             )
-        if inner.get("stage"):
+        if inner.get("upload"):
             raise TierConfigError(
-                "throttled tier: set stage: true on the throttled tier, not inside inner (the sweep reads it there)"
+                "throttled tier: set upload: true on the throttled tier, not inside inner (the sweep reads it there)"
             )
         from . import check_tier_spec  # the registry imports this module lazily: no import cycle
 
@@ -171,8 +171,8 @@ class ThrottledTier(Tier):
     def read_json(self, name: str) -> Any:
         return self.inner.read_json(name)
 
-    def stage_dataset(self, dataset_dir: str) -> str:
-        return self.inner.stage_dataset(dataset_dir)
+    def upload_dataset(self, dataset_dir: str) -> str:
+        return self.inner.upload_dataset(dataset_dir)
 
     def source_options(self, manifest: Any) -> dict[str, Any]:
         return {**self.inner.source_options(manifest), "throttle": self.throttle_spec()}

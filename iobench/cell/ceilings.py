@@ -1,0 +1,233 @@
+"""The three ceilings of the differential method (DS-Analyzer, Mohan et al., VLDB 2021).
+
+Each runs one part of the pipeline alone, so that part's best rate is measured, not inferred:
+
+- **accelerator**: the consumer fed one synthetic batch that is already in memory, over and over;
+- **prep**: the same loader (kind, workers, batch, decode and augment) over a copy of the dataset
+  held in RAM (tmpfs), with nobody consuming: decode, augment, collate and IPC alone;
+- **fetch**: the same readers over the tier in the cell's cache state, parsing samples out of the
+  shards but decoding nothing: storage (and the client's request path) alone.
+
+The pipeline cannot run faster than the smallest of the three; which one that is names the
+binding stage independently of the per-stage timers inside the workers.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import random
+import shutil
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from itertools import islice
+from pathlib import Path
+
+import torch
+
+from iobench.analysis.steady import steady_state
+from iobench.cell.loaderfactory import build_loader, loader_config
+from loaders.pipeline import raw_samples
+from loaders.shards import shards_for
+from loaders.sources import ShardSource
+
+RAM_DIRS = ("/dev/shm",)
+# the prep ceiling needs enough batches per reader for a steady state, not the whole dataset
+PREP_BATCHES_PER_READER = 10
+PREP_MIN_SECONDS = 3.0
+PREP_MAX_EPOCHS = 20
+RAM_BUDGET_FRACTION = 0.25
+
+
+@dataclass
+class Ceiling:
+    name: str  # "accelerator" | "prep" | "fetch"
+    samples_per_s: float
+    samples: int
+    seconds: float
+    bytes_per_s: float | None = None
+    method: str = ""
+    note: str = ""
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def accelerator_ceiling(
+    consumer, batch_size: int, image_size: int = 224, min_seconds: float = 1.0
+) -> Ceiling:
+    """Steps on one uint8 batch already in memory: at least 5 steps and ``min_seconds`` (max 200)."""
+    images = torch.zeros((batch_size, image_size, image_size, 3), dtype=torch.uint8).permute(0, 3, 1, 2)
+    labels = torch.zeros(batch_size, dtype=torch.int64)
+    for _ in range(2):  # first steps pay for allocator and kernel warm-up
+        consumer.step(*consumer.h2d(images, labels)[:2])
+    steps, t0 = 0, time.perf_counter()
+    while steps < 5 or (time.perf_counter() - t0 < min_seconds and steps < 200):
+        x, y, _ = consumer.h2d(images, labels)
+        consumer.step(x, y)
+        steps += 1
+    seconds = time.perf_counter() - t0
+    return Ceiling(
+        "accelerator",
+        steps * batch_size / seconds,
+        steps * batch_size,
+        seconds,
+        method="one synthetic uint8 batch in memory, h2d + step repeated",
+    )
+
+
+def _fetch_reader(items: list, config, objects: bool, limit: int, max_seconds: float, out) -> None:
+    try:
+        source = ShardSource(config.source_spec())
+        samples = raw_samples(
+            items, source, config.pipeline_spec(), random.Random(config.seed), objects=objects
+        )
+        n = nbytes = 0
+        t0 = time.perf_counter()
+        for sample in islice(samples, limit):
+            n += 1
+            nbytes += sample.read_bytes
+            if time.perf_counter() - t0 > max_seconds:
+                break
+        out.put(("ok", n, nbytes, time.perf_counter() - t0))
+    except BaseException as exc:  # the parent reports it; a reader must never hang the cell
+        out.put(("error", f"{type(exc).__name__}: {exc}", 0, 0.0))
+
+
+def fetch_ceiling(
+    items: list, source_options: dict, loader: dict, run: dict, *, samples: int, max_seconds: float = 20.0
+) -> Ceiling:
+    """``max(1, workers)`` reader processes, split as the loader splits, read and parse ``samples``
+    samples between them without decoding (each stops after ``max_seconds``: a huge dataset needs
+    no full pass for a rate). Rate: samples over the wall time of the slowest."""
+    # no shuffle buffer: it would hold back samples already read, and only yielded ones count
+    config = loader_config(items, source_options, {**loader, "shuffle_buffer": 0}, run)
+    objects = config.layout == "objects"
+    readers = max(1, loader["workers"])
+    all_items = config.items()
+    if objects:
+        parts = [all_items[i::readers] for i in range(readers)]
+    else:
+        parts = [
+            shards_for(all_items, worker=i, num_workers=readers, seed=config.seed) for i in range(readers)
+        ]
+    per_reader = -(-samples // readers)
+    ctx = multiprocessing.get_context("fork")
+    out = ctx.Queue()
+    t0 = time.perf_counter()
+    procs = [
+        ctx.Process(target=_fetch_reader, args=(p, config, objects, per_reader, max_seconds, out))
+        for p in parts
+        if p
+    ]
+    for p in procs:
+        p.start()
+    results = [out.get() for _ in procs]
+    for p in procs:
+        p.join()
+    seconds = time.perf_counter() - t0
+    failures = [r[1] for r in results if r[0] == "error"]
+    if failures:
+        raise RuntimeError(f"fetch ceiling: a reader failed: {failures[0]}")
+    n = sum(r[1] for r in results)
+    nbytes = sum(r[2] for r in results)
+    return Ceiling(
+        "fetch",
+        n / seconds if seconds > 0 else 0.0,
+        n,
+        seconds,
+        bytes_per_s=nbytes / seconds if seconds > 0 else 0.0,
+        method=f"{len(procs)} reader process(es) parse samples from the tier without decoding",
+    )
+
+
+def _ram_dir(need_bytes: int) -> str | None:
+    import psutil
+
+    budget = psutil.virtual_memory().available * RAM_BUDGET_FRACTION
+    for d in RAM_DIRS:
+        if os.path.isdir(d) and need_bytes <= min(budget, shutil.disk_usage(d).free * 0.5):
+            return d
+    return None
+
+
+def _copy_to_ram(items: list, config, objects: bool, target: Path) -> list:
+    source = ShardSource(config.source_spec())
+    copied = []
+    for i, item in enumerate(items):
+        url = item[1] if objects else item
+        local = target / f"{i:06d}{Path(url).suffix}"
+        if objects:
+            local.write_bytes(source.read_object(url))
+            copied.append((item[0], str(local), item[2]))
+        else:
+            with source.open(url) as src, open(local, "wb") as dst:
+                shutil.copyfileobj(src, dst, 4 * 2**20)
+            copied.append(str(local))
+    source.close()
+    return copied
+
+
+def _prep_subset(sizes: list[tuple[int, int]], readers: int, want: int) -> int:
+    """How many leading items to copy: ``want`` samples or more, in a multiple of ``readers`` items
+    where there are enough (so no reader idles through another's last shard)."""
+    n = samples = 0
+    while n < len(sizes) and (samples < want or n < readers or n % readers):
+        samples += sizes[n][1]
+        n += 1
+    return n
+
+
+def prep_ceiling(
+    items: list, source_options: dict, loader: dict, run: dict, *, sizes: list[tuple[int, int]]
+) -> Ceiling:
+    """The cell's loader over a RAM copy of enough of the dataset for a steady state.
+
+    ``sizes`` gives (bytes, samples) per item, in the order of ``items``.
+    """
+    config = loader_config(items, source_options, loader, run)
+    objects = config.layout == "objects"
+    readers = max(1, loader["workers"]) if not objects else 1
+    want = PREP_BATCHES_PER_READER * max(1, loader["workers"]) * loader["batch_size"]
+    subset = items[: _prep_subset(sizes, readers, want)]
+    need = sum(size for size, _ in sizes[: len(subset)])
+    ram = _ram_dir(need)
+    if ram is None:
+        raise RuntimeError(
+            f"prep ceiling: {need / 2**20:.0f} MiB of the dataset does not fit the RAM budget "
+            f"({int(RAM_BUDGET_FRACTION * 100)} % of available memory, tmpfs at {', '.join(RAM_DIRS)})"
+        )
+    target = Path(tempfile.mkdtemp(prefix="iobench-prep-", dir=ram))
+    try:
+        local = _copy_to_ram(subset, config, objects, target)
+        build = build_loader(local, {"storage_options": {}}, loader, run)
+        arrivals, samples = [], []
+        t0 = time.perf_counter()
+        epochs = 0
+        # a short run on a noisy host is mostly start-up and luck: repeat epochs over the copy
+        while epochs < PREP_MAX_EPOCHS and (sum(samples) < want or arrivals[-1] - t0 < PREP_MIN_SECONDS):
+            for batch in build(epochs):
+                if batch.images is not None:
+                    arrivals.append(time.perf_counter())
+                    samples.append(len(batch))
+            epochs += 1
+        if not arrivals:
+            raise RuntimeError("prep ceiling: the loader delivered no batch from the RAM copy of the dataset")
+        durations = [b - a for a, b in zip([t0, *arrivals[:-1]], arrivals, strict=True)]
+        steady = steady_state(durations)
+        d = min(steady.warmup_steps, max(0, len(arrivals) - 2))
+        seconds = arrivals[-1] - (arrivals[d - 1] if d > 0 else t0)
+        n = sum(samples[d:])
+        return Ceiling(
+            "prep",
+            n / seconds if seconds > 0 else 0.0,
+            n,
+            seconds,
+            method=(
+                f"the cell's loader over {len(local)} {'objects' if objects else 'shards'} copied to {ram}, "
+                f"nothing consuming, {epochs} epoch(s); first {d} batch(es) dropped as warm-up ({steady.method})"
+            ),
+        )
+    finally:
+        shutil.rmtree(target, ignore_errors=True)

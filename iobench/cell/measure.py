@@ -1,0 +1,88 @@
+"""One measured run of a cell: make the cache state, build the loader, run the steps, analyse.
+
+A cell runs this once per repeat (and the capacity check once per accelerator count), each time
+from a freshly prepared cache state, so repeats are independent measurements of the same thing.
+
+In a multi-rank cell every rank runs it at once: the first rank on each host makes the host's cache
+state (the shard cache and the page cache are the host's, shared by its ranks), then a barrier
+starts every rank's loader together, so all step rows count from one instant; a second barrier
+after the last step keeps the host's telemetry running until its slowest rank is done.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import dataclass
+
+from iobench.analysis.metrics import PipelineMetrics, compute_metrics
+from iobench.analysis.steady import SteadyState, steady_state
+from iobench.analysis.verdict import Verdict, attribute
+from iobench.cell.distributed import SOLO, Ranks
+from iobench.cell.live import live_file
+from iobench.cell.loaderfactory import build_loader
+from iobench.cell.steploop import StepLog, mark_warmup, run_steps, step_durations
+from iobench.cell.telemetry import Telemetry, TelemetrySampler
+from iobench.tiers.base import CacheState
+
+
+@dataclass
+class Measurement:
+    log: StepLog
+    metrics: PipelineMetrics
+    verdict: Verdict
+    cache_state: CacheState | None  # None on a rank that is not the first on its host
+    telemetry: Telemetry  # empty on a rank that is not the first on its host
+    steady: SteadyState | None  # None when the warm-up was a fixed count
+    released_at: float = 0.0  # time.time() as the loader was built: where the barrier let this rank go
+
+
+def measure(
+    tier,
+    manifest,
+    cell: dict,
+    items: list,
+    source_options: dict,
+    consumer,
+    cores: int,
+    ranks: Ranks = SOLO,
+) -> Measurement:
+    run, loader = cell["run"], cell["loader"]
+    cache_state = tier.prepare(manifest, cell["cache"]) if ranks.host_leader else None
+    auto = run["warmup_steps"] == "auto"
+    live = live_file()
+    if live:
+        live.start_run()
+    sampler = TelemetrySampler() if ranks.host_leader else contextlib.nullcontext(Telemetry())
+    with sampler as telemetry:
+        ranks.barrier()
+        released_at = time.time()
+        created_at = time.perf_counter()
+        make_epoch = build_loader(
+            items, source_options, loader, run, rank=ranks.rank, world_size=ranks.world_size
+        )
+        log = run_steps(
+            make_epoch,
+            consumer,
+            created_at=created_at,
+            epochs=run["epochs"],
+            warmup_steps=0 if auto else run["warmup_steps"],
+            max_steps=run["max_steps"],
+            on_step=live.on_step if live else None,
+            rank=ranks.rank,
+            record_keys=run.get("record_keys", False),
+        )
+        ranks.barrier()
+    steady = None
+    if auto and log.rows:
+        steady = steady_state(step_durations(log))
+        mark_warmup(log, steady.warmup_steps)
+    metrics = compute_metrics(log.rows, log.time_to_first_batch_s)
+    verdict = attribute(
+        metrics,
+        log.measured_stats,
+        workers=loader["workers"],
+        cores=cores,
+        demand_samples_per_s=consumer.demand_samples_per_s,
+    )
+    return Measurement(log, metrics, verdict, cache_state, telemetry, steady, released_at)

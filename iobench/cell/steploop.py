@@ -1,0 +1,176 @@
+"""The training step loop: per step, how long the consumer waited for data, copied it, computed.
+
+Every timestamp comes from one monotonic clock (time.perf_counter), so the metrics can be rebuilt
+from the rows alone.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from iobench.cell.accelerator import Consumer
+from loaders import Batch, StageStats
+
+
+@dataclass
+class StepRow:
+    step: int
+    epoch: int
+    warmup: bool
+    t_start: float  # seconds since the loader was built
+    wait_s: float
+    h2d_s: float
+    compute_s: float
+    t_end: float
+    samples: int
+    bytes_read: int
+    rank: int = 0  # the torch.distributed rank that ran the step (0 in a one-process cell)
+
+
+@dataclass
+class StepLog:
+    rows: list[StepRow] = field(default_factory=list)
+    measured_stats: StageStats = field(default_factory=StageStats)  # from batches after warm-up
+    all_stats: StageStats = field(default_factory=StageStats)
+    epoch_stats: list[StageStats] = field(default_factory=list)  # every step, warm-up included
+    row_stats: list[StageStats] = field(default_factory=list)  # one per row: warm-up can be re-marked
+    created_at: float = 0.0  # perf_counter when the loader was built; rows are relative to it
+    time_to_first_batch_s: float | None = None
+    epochs_completed: int = 0
+    measure_start: float | None = None  # perf_counter when the first measured step began
+    measure_end: float | None = None
+    keys: list[tuple[int, int, int, str]] = field(default_factory=list)  # (rank, epoch, step, key)
+
+
+def run_steps(
+    make_epoch: Callable[[int], Iterable[Batch]],
+    consumer: Consumer,
+    *,
+    created_at: float,
+    epochs: int = 1,
+    warmup_steps: int = 0,
+    max_steps: int | None = None,
+    on_step: Callable[[StepRow], None] | None = None,
+    rank: int = 0,
+    record_keys: bool = False,
+) -> StepLog:
+    """Run ``epochs`` passes (or ``max_steps`` steps) of ``make_epoch(epoch)`` through ``consumer``.
+
+    ``created_at`` is the perf_counter reading taken just before the loader was built, so the time
+    to the first batch includes worker start-up and the first shard open. ``record_keys`` keeps
+    every delivered sample's key (a check that ranks read disjoint samples; costs memory).
+    """
+    log = StepLog(created_at=created_at)
+    step = 0
+    for epoch in range(epochs):
+        if max_steps is not None and step >= max_steps:
+            break
+        batches = iter(make_epoch(epoch))
+        log.epoch_stats.append(StageStats())
+        while max_steps is None or step < max_steps:
+            t0 = time.perf_counter()
+            try:
+                batch = next(batches)
+            except StopIteration:
+                log.epochs_completed += 1
+                break
+            t1 = time.perf_counter()
+            log.all_stats.merge(batch.stats)
+            log.epoch_stats[-1].merge(batch.stats)
+            if batch.images is None:  # a stats-only tail from a worker: no step happens
+                continue
+            if log.time_to_first_batch_s is None:
+                log.time_to_first_batch_s = t1 - created_at
+            x, y, h2d_s = consumer.h2d(batch.images, batch.labels)
+            compute_s = consumer.step(x, y)
+            t2 = time.perf_counter()
+            warm = step < warmup_steps
+            if not warm:
+                log.measured_stats.merge(batch.stats)
+                if log.measure_start is None:
+                    log.measure_start = t0
+                log.measure_end = t2
+            row = StepRow(
+                step=step,
+                epoch=epoch,
+                warmup=warm,
+                t_start=t0 - created_at,
+                wait_s=t1 - t0,
+                h2d_s=h2d_s,
+                compute_s=compute_s,
+                t_end=t2 - created_at,
+                samples=len(batch),
+                bytes_read=batch.stats.bytes_read,
+                rank=rank,
+            )
+            if record_keys:
+                log.keys.extend((rank, epoch, step, key) for key in batch.keys)
+            log.rows.append(row)
+            log.row_stats.append(batch.stats)
+            if on_step:
+                on_step(row)
+            step += 1
+        del batches  # shuts the workers down before the next epoch builds new ones
+    return log
+
+
+def step_durations(log: StepLog) -> list[float]:
+    """Seconds from the end of one step to the end of the next; the first counts from the
+    loader's construction, so start-up shows as a slow first step."""
+    ends = [r.t_end for r in log.rows]
+    return [b - a for a, b in zip([0.0, *ends[:-1]], ends, strict=True)]
+
+
+def mark_warmup(log: StepLog, warmup_steps: int) -> None:
+    """Treat the first ``warmup_steps`` rows as warm-up (e.g. as detected from the step series) and
+    rebuild what the measured interval covers."""
+    d = min(warmup_steps, max(0, len(log.rows) - 1))  # keep at least one measured step
+    log.measured_stats = StageStats()
+    for i, (row, stats) in enumerate(zip(log.rows, log.row_stats, strict=True)):
+        row.warmup = i < d
+        if not row.warmup:
+            log.measured_stats.merge(stats)
+    if log.rows:
+        log.measure_start = log.created_at + log.rows[d].t_start
+        log.measure_end = log.created_at + log.rows[-1].t_end
+
+
+def epoch_rows(log: StepLog) -> list[dict]:
+    """Per-epoch throughput and cache behaviour, so epoch 1 and the steady state can be compared.
+
+    Epoch rows include warm-up steps: an epoch is the unit a cache fills over. The rows may come
+    from several ranks on a common clock: the wall is then from the first start to the last end,
+    and the stall fraction is the ranks' mean.
+    """
+    out = []
+    for epoch, stats in enumerate(log.epoch_stats):
+        rows = [r for r in log.rows if r.epoch == epoch]
+        if not rows:
+            continue
+        wall = max(r.t_end for r in rows) - min(r.t_start for r in rows)
+        ranks = len({r.rank for r in rows})
+        c = stats.counters
+        hits, misses = c.get("cache_hits", 0), c.get("cache_misses", 0)
+        out.append(
+            {
+                "epoch": epoch,
+                "steps": len(rows),
+                "samples": sum(r.samples for r in rows),
+                "wall_s": wall,
+                "samples_per_s": sum(r.samples for r in rows) / wall if wall > 0 else 0.0,
+                "bytes_read": stats.bytes_read,
+                "bytes_per_s": stats.bytes_read / wall if wall > 0 else 0.0,
+                "stall_fraction": sum(r.wait_s for r in rows) / (ranks * wall) if wall > 0 else 0.0,
+                "cache_hits": hits,
+                "cache_misses": misses,
+                "cache_hit_ratio": hits / (hits + misses) if hits + misses else None,
+                "cache_evictions": c.get("cache_evictions", 0),
+                "bytes_transferred": c.get("bytes_transferred", 0),
+                "requests": c.get("requests", 0),
+                "retries": c.get("retries", 0),
+                "request_latency_ms": stats.as_dict()["request_latency_ms"],
+            }
+        )
+    return out

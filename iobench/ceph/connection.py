@@ -1,0 +1,132 @@
+"""librados connections and errors for iobench: one ``rados.Rados`` per (conffile, name,
+keyring) per process, made lazily and remade after ``fork()`` (DataLoader workers fork;
+librados' threads do not survive it), one ioctx per pool cached alongside, and librados
+exceptions turned into the Python ones callers (and ObjectReader's retries) expect.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import errno
+import os
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+from iobench.ceph.client import import_rados
+
+SHARD_HINT = "write smaller shards (e.g. `iobench dataset synth --shard-size 64MB`)"
+
+
+class ObjectTooLargeError(OSError):
+    """An object is bigger than the cluster's osd_max_object_size."""
+
+
+def _user_name(name: str | None) -> str:
+    name = name or "client.admin"
+    return name if "." in name else f"client.{name}"  # "admin" and "client.admin" both work
+
+
+class _Conn:
+    """A cluster handle and its per-pool ioctxs, valid in the process that made them."""
+
+    def __init__(self, cluster: Any) -> None:
+        self.pid = os.getpid()
+        self.cluster = cluster
+        self.ioctxs: dict[str, Any] = {}
+        self.lock = threading.Lock()
+
+
+_CONNS: dict[tuple, _Conn] = {}
+_CONNS_LOCK = threading.Lock()
+
+
+def connect(
+    conffile: str | None = None,
+    name: str | None = None,
+    keyring: str | None = None,
+    connect_timeout: float = 15,
+    op_timeout: float = 120,
+) -> Any:
+    """The process's ``rados.Rados`` for these settings, connected (made on first use).
+
+    ``op_timeout`` bounds every mon and OSD operation so a dead cluster gives TimeoutError
+    instead of a loader that hangs forever (librados' default is to wait indefinitely).
+    """
+    return _conn(conffile, name, keyring, connect_timeout, op_timeout).cluster
+
+
+def _conn(
+    conffile: str | None, name: str | None, keyring: str | None, connect_timeout: float, op_timeout: float
+) -> _Conn:
+    conffile = conffile or os.environ.get("CEPH_CONF") or "/etc/ceph/ceph.conf"
+    key = (os.path.abspath(conffile), _user_name(name), keyring, connect_timeout, op_timeout)
+    with _CONNS_LOCK:
+        conn = _CONNS.get(key)
+        if conn is not None and conn.pid == os.getpid():
+            return conn
+        # After fork the parent's handle is unusable here (its threads are gone) and shutting it
+        # down could hang on locks held at fork time: drop it and connect afresh.
+        rados = import_rados()
+        conf = {"rados_osd_op_timeout": str(op_timeout), "rados_mon_op_timeout": str(op_timeout)}
+        if keyring:
+            conf["keyring"] = keyring
+        if not os.path.exists(conffile):
+            raise FileNotFoundError(
+                errno.ENOENT, f"ceph config {conffile!r} not found (set CEPH_CONF or pass conffile)"
+            )
+        with _errors(f"connecting to the cluster of {conffile} as {key[1]}"):
+            cluster = rados.Rados(conffile=conffile, name=key[1], conf=conf)
+            cluster.connect(timeout=int(max(1, connect_timeout)))
+        conn = _CONNS[key] = _Conn(cluster)
+        return conn
+
+
+def shutdown_all() -> None:
+    """Close this process's cluster connections (also run at exit).
+
+    Left to the interpreter's teardown, librados can abort the process ("terminate called after
+    throwing ... boost::bad_get") when the cluster went away first, as the test lab does.
+    """
+    with _CONNS_LOCK:
+        conns = [c for c in _CONNS.values() if c.pid == os.getpid()]
+        _CONNS.clear()
+    for conn in conns:
+        for io in conn.ioctxs.values():
+            with contextlib.suppress(Exception):
+                io.close()
+        with contextlib.suppress(Exception):
+            conn.cluster.shutdown()
+
+
+atexit.register(shutdown_all)
+
+
+@contextlib.contextmanager
+def _errors(what: str, pool: str | None = None) -> Iterator[None]:
+    """Turn librados exceptions into the Python ones callers (and ObjectReader's retries) expect."""
+    rados = import_rados()
+    try:
+        yield
+    except rados.Error as exc:
+        code = getattr(exc, "errno", None)
+        if isinstance(exc, rados.ObjectNotFound) or code == errno.ENOENT:
+            if pool is not None and "opening pool" in str(exc):
+                raise FileNotFoundError(errno.ENOENT, f"pool {pool!r} does not exist ({what})") from None
+            raise FileNotFoundError(errno.ENOENT, f"{what}: no such object") from None
+        if isinstance(exc, (rados.PermissionError, rados.PermissionDeniedError)) or code in (
+            errno.EACCES,
+            errno.EPERM,
+        ):
+            raise PermissionError(errno.EACCES, f"{what}: permission denied ({exc})") from None
+        if isinstance(exc, (rados.TimedOut, rados.InterruptedOrTimeoutError)) or code == errno.ETIMEDOUT:
+            raise TimeoutError(errno.ETIMEDOUT, f"{what}: timed out ({exc})") from None
+        if code == errno.EFBIG:
+            raise ObjectTooLargeError(
+                errno.EFBIG, f"{what}: the OSD refused the object as too large ({exc}); {SHARD_HINT}"
+            ) from None
+        if code == errno.ENOSPC or isinstance(exc, rados.NoSpace):
+            raise OSError(errno.ENOSPC, f"{what}: the cluster is full ({exc})") from None
+        # EIO and friends: transient as far as a reader can tell, so ObjectReader may retry them
+        raise OSError(code or errno.EIO, f"{what}: {exc}") from None

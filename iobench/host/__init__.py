@@ -1,0 +1,1 @@
+"""This host: crash-safe writes, the page cache, sysfs, byte units, usable cores, block devices."""

@@ -1,0 +1,1 @@
+"""`iobench monitor`: Prometheus metrics beside a running job or sweep."""

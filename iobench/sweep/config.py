@@ -1,0 +1,372 @@
+"""Sweep configuration: YAML -> validated plain objects; every error names the key and value.
+
+The embedded default (no servers, a small synthetic dataset in the user's cache directory, the
+local tier, workers 0/1/2, an emulated H100 on ResNet-50) lives in configs/default.yaml.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from iobench.sweep.checks import ConfigError, as_list, check_keys, choice, int_list, integer, slug
+from iobench.sweep.datasetspec import DATASET_PLACEHOLDER, DatasetSpec, bind_tier, parse_datasets
+from iobench.sweep.datasetspec import (
+    default_cache_dir as default_cache_dir,  # where benchmarks keep their data
+)
+from iobench.tiers import check_tier_spec
+
+CACHE_STATES = ("cold", "warm", "as-is")
+ERROR_POLICIES = ("skip", "fail")
+DEMANDS = ("training", "mlperf_storage")
+CUSTOM_ACCELERATOR = "custom"
+LAYOUTS = ("shards", "objects")
+RENAMED_TIER_OPTIONS = {"stage": "upload"}  # old name -> new name
+# the backends of loaders.contract.make_loader; spelled out here so validating a sweep file does
+# not import torch
+LOADER_KINDS = ("torch", "nodes", "dali")
+
+
+@dataclass(frozen=True)
+class LoaderSpec:
+    kind: str
+    workers: list[int]
+    batch_size: list[int]
+    prefetch: int
+    shuffle_buffer: int
+    layout: str = "shards"  # or "objects": one object per sample (iobench dataset objects)
+
+
+@dataclass(frozen=True)
+class AcceleratorSpec:
+    kind: str  # "emulated" | "torch"
+    type: str | None
+    model: str
+    demand: str
+    count: int
+    samples_per_s: float | None = None  # type "custom": a demand given in the sweep file
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    cache: list[str]
+    warmup_steps: int | str  # a count, or "auto": detected from the step series (MSER-5)
+    max_steps: int | None
+    epochs: int
+    on_error: str
+    seed: int
+    timeout_s: int
+    repeats: int = 1
+    diagnose: bool = False  # differential ceilings and, for emulated accelerators, the capacity answer
+    # torch.distributed: ranks (one loader + step loop each) per node, one cell per value, and nodes
+    ranks_per_node: list[int] = field(default_factory=lambda: [1])
+    nodes: int = 1
+    record_keys: bool = False  # keep every delivered sample's key (<cell>/keys.parquet): a check
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One measurement: a tier, a loader setting, an accelerator and a cache state."""
+
+    cell_id: str
+    tier: dict
+    loader: dict
+    accelerator: dict
+    cache: str
+    run: dict
+    dataset: str
+
+    def as_dict(self) -> dict:
+        return {
+            "cell_id": self.cell_id,
+            "tier": self.tier,
+            "loader": self.loader,
+            "accelerator": self.accelerator,
+            "cache": self.cache,
+            "run": self.run,
+            "dataset": self.dataset,
+        }
+
+
+@dataclass(frozen=True)
+class SweepConfig:
+    datasets: list[DatasetSpec]  # one per size of a size sweep, else one
+    tiers: list[dict]  # templates: bind_tier() gives a dataset's tier
+    loaders: list[LoaderSpec]
+    accelerators: list[AcceleratorSpec]  # a count list is already one entry per count
+    run: RunSpec
+    source: str = field(default="")
+    raw: dict = field(default_factory=dict)
+
+    def layouts(self) -> set[str]:
+        return {loader.layout for loader in self.loaders}
+
+    def cells(self) -> list[Cell]:
+        cells = []
+        several = len(self.datasets) > 1
+        for dataset in self.datasets:
+            for tier, loader, acc, cache, ranks in itertools.product(
+                [bind_tier(t, dataset) for t in self.tiers],
+                self.loaders,
+                self.accelerators,
+                self.run.cache,
+                self.run.ranks_per_node,
+            ):
+                nodes = self.run.nodes
+                scale = f"-n{nodes}r{ranks}" if nodes > 1 else f"-r{ranks}" if ranks > 1 else ""
+                for workers, batch in itertools.product(loader.workers, loader.batch_size):
+                    rate = f"{acc.samples_per_s:g}" if acc.samples_per_s else ""
+                    acc_label = (
+                        f"{acc.type}{rate}x{acc.count}" if acc.kind == "emulated" else f"torch-{acc.model}"
+                    )
+                    layout = "" if loader.layout == "shards" else f"-{loader.layout}"
+                    size = f"-{dataset.label}" if several else ""
+                    cell_id = slug(
+                        f"{tier['name']}{size}{layout}-{loader.kind}-w{workers}-b{batch}-{acc_label}-{cache}{scale}"
+                    )
+                    cells.append(
+                        Cell(
+                            cell_id=cell_id,
+                            tier=tier,
+                            loader={
+                                "kind": loader.kind,
+                                "workers": workers,
+                                "batch_size": batch,
+                                "prefetch": loader.prefetch,
+                                "shuffle_buffer": loader.shuffle_buffer,
+                                "layout": loader.layout,
+                            },
+                            accelerator=acc.__dict__.copy(),
+                            cache=cache,
+                            run={**self.run.__dict__, "ranks_per_node": ranks},
+                            dataset=str(dataset.path),
+                        )
+                    )
+        ids = [c.cell_id for c in cells]
+        dupes = sorted({i for i in ids if ids.count(i) > 1})
+        if dupes:
+            raise ConfigError(
+                f"tiers: two cells share the id {dupes[0]!r}; give each tier a distinct name "
+                "(or remove the repeated loader or accelerator entry)"
+            )
+        return cells
+
+
+def _renamed_options(tier: dict) -> dict:
+    """A tier mapping with the options' old names replaced by their new ones (``stage: true`` is
+    now ``upload: true``): sweep files written for older versions keep working."""
+    out = {RENAMED_TIER_OPTIONS.get(k, k): v for k, v in tier.items()}
+    if isinstance(out.get("inner"), dict):
+        out["inner"] = _renamed_options(out["inner"])
+    return out
+
+
+def _tiers(raw: Any, datasets: list[DatasetSpec]) -> list[dict]:
+    if not isinstance(raw, list) or not raw:
+        raise ConfigError(f"tiers={raw!r}: expected a non-empty list of tier mappings")
+    tiers = []
+    for i, t in enumerate(raw):
+        if not isinstance(t, dict) or "kind" not in t:
+            raise ConfigError(f"tiers[{i}]={t!r}: each tier needs kind (e.g. kind: local)")
+        t = _renamed_options(t)
+        bound = [bind_tier(t, d) for d in datasets]
+        for tier in bound:
+            try:
+                check_tier_spec(tier)
+            except (ValueError, ImportError) as exc:
+                raise ConfigError(f"tiers[{i}]: {exc}") from None
+        if len(bound) > 1 and bound[0] == bound[1]:
+            raise ConfigError(
+                f"tiers[{i}] ({bound[0]['name']}): would read the same data for every dataset size; write "
+                f"{DATASET_PLACEHOLDER} where it names its data (e.g. url: s3://bucket/synth-{DATASET_PLACEHOLDER})"
+                ", or leave path out of a local tier"
+            )
+        tiers.append({"name": t["kind"], **t})
+    return tiers
+
+
+def _loaders(raw: Any) -> list[LoaderSpec]:
+    if not isinstance(raw, list) or not raw:
+        raise ConfigError(f"loaders={raw!r}: expected a non-empty list of loader mappings")
+    out = []
+    for i, item in enumerate(raw):
+        where = f"loaders[{i}]"
+        d = check_keys(
+            item,
+            {
+                "kind": "torch",
+                "workers": [2],
+                "batch_size": [64],
+                "prefetch": 2,
+                "shuffle_buffer": 1000,
+                "layout": "shards",
+            },
+            where,
+        )
+        out.append(
+            LoaderSpec(
+                kind=choice(d["kind"], LOADER_KINDS, f"{where}.kind"),
+                workers=int_list(d["workers"], f"{where}.workers", 0),
+                batch_size=int_list(d["batch_size"], f"{where}.batch_size", 1),
+                prefetch=integer(d["prefetch"], f"{where}.prefetch", 1),  # type: ignore[arg-type]
+                shuffle_buffer=integer(d["shuffle_buffer"], f"{where}.shuffle_buffer", 0),  # type: ignore[arg-type]
+                layout=choice(d["layout"], LAYOUTS, f"{where}.layout"),
+            )
+        )
+    return out
+
+
+def _accelerators(raw: Any) -> list[AcceleratorSpec]:
+    from iobench.sweep.demand import load_accelerator_table
+
+    if not isinstance(raw, list) or not raw:
+        raise ConfigError(f"accelerators={raw!r}: expected a non-empty list of accelerator mappings")
+    table = load_accelerator_table()
+    out = []
+    for i, item in enumerate(raw):
+        where = f"accelerators[{i}]"
+        d = check_keys(
+            item,
+            {
+                "kind": "emulated",
+                "type": None,
+                "model": "resnet50",
+                "demand": "training",
+                "count": 1,
+                "samples_per_s": None,
+            },
+            where,
+        )
+        kind = choice(d["kind"], ("emulated", "torch"), f"{where}.kind")
+        rate = d["samples_per_s"]
+        if kind == "emulated" and (d["type"] == CUSTOM_ACCELERATOR or rate is not None):
+            if d["type"] != CUSTOM_ACCELERATOR or isinstance(rate, bool) or not isinstance(rate, int | float):
+                raise ConfigError(
+                    f"{where}: a demand of your own needs type: {CUSTOM_ACCELERATOR} and samples_per_s: "
+                    f"a number (got type={d['type']!r}, samples_per_s={rate!r})"
+                )
+            if rate <= 0:
+                raise ConfigError(f"{where}.samples_per_s={rate!r}: expected a number > 0")
+            acc_type = CUSTOM_ACCELERATOR
+        elif kind == "emulated":
+            acc_type = choice(d["type"], (*sorted(table), CUSTOM_ACCELERATOR), f"{where}.type")
+            choice(d["model"], tuple(sorted(table[acc_type]["models"])), f"{where}.model")
+        else:
+            acc_type = None
+            choice(d["model"], ("small_cnn", "resnet50"), f"{where}.model")
+        counts = int_list(d["count"], f"{where}.count", 1)
+        if kind == "torch" and len(counts) > 1:
+            raise ConfigError(
+                f"{where}.count={d['count']!r}: a torch model trains on this machine's one device; "
+                "a count list needs kind: emulated"
+            )
+        for count in counts:
+            out.append(
+                AcceleratorSpec(
+                    kind=kind,
+                    type=acc_type,
+                    model=d["model"],
+                    demand=choice(d["demand"], DEMANDS, f"{where}.demand"),
+                    count=count,
+                    samples_per_s=float(rate) if rate is not None else None,
+                )
+            )
+    return out
+
+
+def _run(raw: Any) -> RunSpec:
+    d = check_keys(
+        raw or {},
+        {
+            "cache": ["cold"],
+            "warmup_steps": "auto",
+            "max_steps": None,
+            "epochs": 1,
+            "on_error": "skip",
+            "seed": 0,
+            "timeout_s": 900,
+            "repeats": 1,
+            "diagnose": False,
+            "ranks_per_node": 1,
+            "nodes": 1,
+            "record_keys": False,
+        },
+        "run",
+    )
+    warmup = d["warmup_steps"]
+    if warmup != "auto" and (isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0):
+        raise ConfigError(
+            f"run.warmup_steps={warmup!r}: expected auto (detected from the steps) or an integer >= 0"
+        )
+    for key in ("diagnose", "record_keys"):
+        if not isinstance(d[key], bool):
+            raise ConfigError(f"run.{key}={d[key]!r}: expected true or false")
+    ranks = int_list(d["ranks_per_node"], "run.ranks_per_node", 1)
+    nodes = integer(d["nodes"], "run.nodes", 1)
+    if d["diagnose"] and (nodes != 1 or ranks != [1]):
+        raise ConfigError(
+            f"run.diagnose=true with run.nodes={nodes}, run.ranks_per_node={d['ranks_per_node']!r}: the "
+            "ceilings and the capacity answer are measured on one rank; diagnose with one node and one "
+            "rank, then sweep the ranks without run.diagnose"
+        )
+    caches = as_list(d["cache"], "run.cache")
+    return RunSpec(
+        cache=[choice(c, CACHE_STATES, f"run.cache[{i}]") for i, c in enumerate(caches)],
+        warmup_steps=warmup,  # type: ignore[arg-type]
+        max_steps=integer(d["max_steps"], "run.max_steps", 1, optional=True),
+        epochs=integer(d["epochs"], "run.epochs", 1),  # type: ignore[arg-type]
+        on_error=choice(d["on_error"], ERROR_POLICIES, "run.on_error"),
+        seed=integer(d["seed"], "run.seed"),  # type: ignore[arg-type]
+        timeout_s=integer(d["timeout_s"], "run.timeout_s", 1),  # type: ignore[arg-type]
+        repeats=integer(d["repeats"], "run.repeats", 1),  # type: ignore[arg-type]
+        diagnose=d["diagnose"],
+        ranks_per_node=ranks,
+        nodes=nodes,  # type: ignore[arg-type]
+        record_keys=d["record_keys"],
+    )
+
+
+def parse_config(raw: Any, source: str = "<config>") -> SweepConfig:
+    top = check_keys(
+        raw, {"dataset": None, "tiers": None, "loaders": None, "accelerators": None, "run": None}, ""
+    )
+    for key in ("dataset", "tiers", "loaders", "accelerators"):
+        if top[key] is None:
+            raise ConfigError(f"{key}: missing; see configs/default.yaml for an example")
+    datasets = parse_datasets(top["dataset"])
+    return SweepConfig(
+        datasets=datasets,
+        tiers=_tiers(top["tiers"], datasets),
+        loaders=_loaders(top["loaders"]),
+        accelerators=_accelerators(top["accelerators"]),
+        run=_run(top["run"]),
+        source=source,
+        raw=raw,
+    )
+
+
+def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -> SweepConfig:
+    """Read a sweep YAML (``None``: the embedded default), apply ``--set KEY=VALUE`` overrides to
+    the raw mapping, then validate, so an error names the key whether it came from file or flag."""
+    from iobench.sweep.overrides import apply_overrides
+
+    if path is None:
+        text, source = resources.files("iobench").joinpath("configs/default.yaml").read_text(), "default"
+    else:
+        try:
+            text, source = Path(path).read_text(), str(path)
+        except OSError as exc:
+            raise ConfigError(f"cannot read config {path}: {exc.strerror}") from None
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{source}: not valid YAML: {exc}") from None
+    except RecursionError:  # PyYAML's parser recurses once per nesting level
+        raise ConfigError(f"{source}: nested too deeply to be a sweep file") from None
+    return parse_config(apply_overrides(raw, overrides), source)

@@ -1,0 +1,116 @@
+"""`iobench sweep --dry-run`: the planned cells and how long each should take, without running a
+cell, generating a dataset or connecting to a tier."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from iobench.sweep.config import SweepConfig
+from iobench.sweep.estimate import METHOD, CellEstimate, format_duration
+from iobench.sweep.rundir import CELLS_FILE, SweepState, normal, plan_differences, read_summary, saved_plan
+
+
+def resume_states(run_dir: Path, cells: list[dict]) -> dict[str, str]:
+    """What --resume would find per cell, read-only: done (skipped), failed, interrupted (both
+    re-run), changed (a result measured with another definition: re-run), or nothing yet."""
+    running = SweepState(run_dir).running
+    out = {}
+    for cell in cells:
+        summary = read_summary(run_dir, cell["cell_id"])
+        if running and running["cell_id"] == cell["cell_id"]:
+            out[cell["cell_id"]] = "interrupted"  # or running now, in a sweep still alive
+        elif summary is None:
+            out[cell["cell_id"]] = ""
+        elif summary.get("cell") != cell:
+            out[cell["cell_id"]] = "changed"
+        else:
+            out[cell["cell_id"]] = "done" if summary.get("status") == "ok" else summary.get("status", "")
+    return out
+
+
+def _accelerator(acc: dict) -> str:
+    if acc["kind"] != "emulated":
+        return f"torch {acc['model']}"
+    rate = f" {acc['samples_per_s']:g}/s" if acc.get("samples_per_s") else ""
+    return f"{acc['count']} x {acc['type']}{rate} {acc['model']}"
+
+
+def print_plan(
+    console: Console,
+    config: SweepConfig,
+    estimates: dict[str, CellEstimate],
+    resume_dir: Path | None = None,
+) -> None:
+    cells = normal([c.as_dict() for c in config.cells()])
+    labels = {str(d.path): d.label for d in config.datasets}
+    states = resume_states(resume_dir, cells) if resume_dir else {}
+    table = Table(title=f"{len(cells)} cell(s) planned from {config.source}")
+    columns = [
+        "#",
+        "cell",
+        "tier",
+        "loader",
+        "workers",
+        "batch",
+        "accelerator",
+        "cache",
+        "dataset",
+        "samples/run",
+    ]
+    for col in [*columns, "estimate", *(["resume"] if resume_dir else [])]:
+        table.add_column(
+            col,
+            justify="right" if col in ("#", "workers", "batch", "samples/run", "estimate") else "left",
+            overflow="fold",  # a plan is for reading off: wrap long ids, never cut them
+        )
+    total = todo = 0.0
+    unknown = 0
+    for i, cell in enumerate(cells):
+        est = estimates[cell["cell_id"]]
+        state = states.get(cell["cell_id"], "")
+        if est.seconds is None:
+            unknown += 1
+        else:
+            total += est.seconds
+            todo += est.seconds if state != "done" else 0.0
+        table.add_row(
+            str(i + 1),
+            cell["cell_id"],
+            f"{cell['tier']['name']} ({cell['tier']['kind']})",
+            cell["loader"]["kind"]
+            + ("" if cell["loader"]["layout"] == "shards" else f" {cell['loader']['layout']}"),
+            str(cell["loader"]["workers"]),
+            str(cell["loader"]["batch_size"]),
+            _accelerator(cell["accelerator"]),
+            cell["cache"],
+            labels.get(cell["dataset"], cell["dataset"]),
+            f"{est.samples:,}" if est.samples is not None else "?",
+            format_duration(est.seconds) if est.seconds is not None else "?",
+            *([{"done": "done: skip", "": "run"}.get(state, f"{state}: re-run")] if resume_dir else []),
+        )
+    console.print(table)
+    for d in config.datasets:
+        where = "generated once if missing" if d.synth else "given"
+        console.print(f"dataset {d.label}: {d.path} ({where})")
+    note = (
+        f"; {unknown} cell(s) without an estimate (dataset size unknown until it exists)" if unknown else ""
+    )
+    console.print(f"estimated total: {format_duration(total)} for {len(cells)} cell(s){note}")
+    if resume_dir:
+        done = sum(1 for s in states.values() if s == "done")
+        console.print(
+            f"--resume: {done} cell(s) done and skipped, {len(cells) - done} to run: {format_duration(todo)}"
+        )
+        saved = saved_plan(resume_dir)
+        if saved is None:
+            console.print(f"[yellow]{resume_dir} holds no {CELLS_FILE}: --resume would refuse[/yellow]")
+        elif differences := plan_differences(saved, cells):
+            console.print(
+                f"[yellow]the plan differs from {resume_dir / CELLS_FILE}: {'; '.join(differences)}; "
+                "--resume would refuse without --force[/yellow]"
+            )
+    console.print(f"[dim]{METHOD} Not counted: generating or staging datasets.[/dim]")
+    console.print("dry run: nothing was run, generated or contacted")

@@ -1,0 +1,306 @@
+"""Run a sweep's cells, each in a fresh process, publishing results as they land, so that a sweep
+can be left running, stopped (SIGTERM, Ctrl-C) or killed, and resumed (runstate.py)."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from iobench.cell.distributed import RANK_ERRORS_ENV, first_rank_error
+from iobench.cell.lifeline import PARENT_ENV
+from iobench.cell.live import LIVE_ENV, read_live
+from iobench.cell.torchrun import NodePlace, torchrun_command
+from iobench.results.store import publish_cell, write_results_table
+from iobench.sweep.config import Cell, SweepConfig
+from iobench.sweep.datasetspec import DatasetSpec, bind_tier
+from iobench.sweep.rundir import (
+    LIVE_NAME,
+    Resumed,
+    RunDirError,
+    SweepState,
+    hold,
+    open_run,
+    read_summary,
+    record_interrupted,
+    scratch_dir,
+)
+
+POLL_S = 0.5
+KILL_GRACE_S = 5.0
+
+
+class SweepInterrupted(Exception):
+    """SIGTERM or SIGINT stopped the sweep; ``cell_id`` names the cell then running, now recorded
+    as interrupted (None: none was running)."""
+
+    def __init__(self, signum: int, cell_id: str | None) -> None:
+        super().__init__(f"stopped by {signal.Signals(signum).name}")
+        self.signum = signum
+        self.cell_id = cell_id
+
+
+class SweepEvents:
+    """What a sweep reports as it goes; the CLI's progress display overrides these."""
+
+    def cell_start(self, index: int, cell: Cell) -> None:
+        pass
+
+    def live(self, cell: Cell, figures: dict | None, elapsed_s: float) -> None:
+        pass
+
+    def cell_done(self, index: int, cell: Cell, summary: dict, seconds: float) -> None:
+        pass
+
+
+def ensure_datasets(
+    config: SweepConfig,
+    datasets: list[DatasetSpec],
+    progress: Callable[[DatasetSpec, int, int], None] | None = None,
+) -> None:
+    """Generate each configured synthetic dataset once (reused when complete), and its
+    one-object-per-sample layout when a loader reads that layout."""
+    for dataset in datasets:
+        if dataset.synth is not None:
+            from iobench.datasets.synth import ensure_dataset
+
+            report = functools.partial(progress, dataset) if progress else None
+            ensure_dataset(dataset.path, progress=report, **dataset.synth)
+        if "objects" in config.layouts():
+            from iobench.datasets.objects import explode
+
+            explode(dataset.path)
+
+
+def upload_to_tiers(config: SweepConfig, datasets: list[DatasetSpec]) -> list[str]:
+    """Upload each dataset to every tier marked ``upload: true`` (idempotent, verified)."""
+    from iobench.tiers import make_tier
+
+    return [
+        make_tier(tier).upload_dataset(str(d.path))
+        for d in datasets
+        for tier in (bind_tier(t, d) for t in config.tiers)
+        if tier.get("upload")
+    ]
+
+
+@contextlib.contextmanager
+def _on_stop_signals(handler: Callable | int) -> Iterator[None]:
+    """``handler`` for SIGTERM and SIGINT while inside (signals reach the main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for s, previous in old.items():
+            signal.signal(s, previous)
+
+
+def _raise_interrupted(signum: int, frame: object) -> None:
+    raise SweepInterrupted(signum, None)
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    """The cell and everything it started (loader workers, ceiling readers) leave no orphans."""
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(KILL_GRACE_S)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+def _last_words(stderr: str) -> str | None:
+    """What a cell's stderr says last; for torchrun, the root-cause rank, its host and exit code (a
+    rank killed by a signal leaves no report of its own)."""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    marker = "Root Cause (first observed failure):"
+    if marker not in lines:
+        return lines[-1] if lines else None
+    said: dict[str, str] = {}
+    for line in lines[lines.index(marker) :]:
+        key, sep, value = line.partition(":")
+        if sep and key.strip() in ("host", "rank", "exitcode"):
+            said.setdefault(key.strip(), value.strip())
+    return "torchrun: " + ", ".join(f"{k} {v}" for k, v in said.items())
+
+
+class Sweep:
+    """A sweep in a run directory: ``with Sweep(...) as sweep: sweep.run(events)``.
+
+    Entering holds the directory, settles what a killed sweep left (an interrupted cell is
+    recorded as such), checks a resumed plan against the saved one and saves the plan.
+
+    Multi-rank cells (run.ranks_per_node, run.nodes) run under torchrun; with several nodes the same
+    sweep runs on every node, each with its own ``place`` and its own run directory.
+    """
+
+    def __init__(
+        self,
+        config: SweepConfig,
+        run_dir: Path,
+        *,
+        resume: bool = False,
+        force: bool = False,
+        place: NodePlace | None = None,
+    ) -> None:
+        self.config = config
+        self.place = place
+        self.run_dir = run_dir
+        self.cells = config.cells()
+        self.resume, self.force = resume, force
+        self.resumed = Resumed()
+        self._held = contextlib.ExitStack()
+
+    def __enter__(self) -> Sweep:
+        try:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise RunDirError(
+                f"{self.run_dir}: cannot create the run directory ({exc.strerror}); choose another --out"
+            ) from None
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(hold(self.run_dir))
+            self.resumed = open_run(
+                self.run_dir,
+                self.config.raw,
+                [c.as_dict() for c in self.cells],
+                resume=self.resume,
+                force=self.force,
+            )
+            if self.resumed.interrupted or self.resumed.done:
+                # the table follows the summaries, and a kill can leave it behind them: after it
+                # interrupted a cell, or after a cell's summary landed but before the table was
+                # rewritten (then no cell may be left to run, and nothing else would rewrite it)
+                self._write_table()
+            self._held = stack.pop_all()  # held until __exit__; released here only on error
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._held.close()
+
+    def todo(self) -> list[Cell]:
+        return [c for c in self.cells if c.cell_id not in self.resumed.done]
+
+    def _write_table(self) -> None:
+        write_results_table(self.run_dir, order=[c.cell_id for c in self.cells])
+
+    def run(self, events: SweepEvents | None = None) -> list[dict]:
+        """Run every cell not done yet; returns the summaries of all cells of the plan, in order."""
+        events = events or SweepEvents()
+        state = SweepState(self.run_dir)
+        summaries = []
+        with _on_stop_signals(_raise_interrupted):
+            for i, cell in enumerate(self.cells):
+                kept = read_summary(self.run_dir, cell.cell_id) if cell.cell_id in self.resumed.done else None
+                if kept is not None:
+                    summaries.append(kept)
+                    continue
+                events.cell_start(i, cell)
+                t0 = time.perf_counter()
+                try:
+                    summary = self._run_cell(cell, state, events)
+                except (SweepInterrupted, KeyboardInterrupt) as exc:
+                    signum = exc.signum if isinstance(exc, SweepInterrupted) else signal.SIGINT
+                    if state.running is None:  # stopped before the cell started: nothing to record
+                        raise SweepInterrupted(signum, None) from None
+                    with _on_stop_signals(signal.SIG_IGN):  # a second Ctrl-C must not cut the record short
+                        name = signal.Signals(signum).name
+                        record_interrupted(self.run_dir, state, cell.as_dict(), f"the sweep got {name}")
+                        self._write_table()
+                    raise SweepInterrupted(signum, cell.cell_id) from None
+                self._write_table()
+                summaries.append(summary)
+                events.cell_done(i, cell, summary, time.perf_counter() - t0)
+        return summaries
+
+    def _run_cell(self, cell: Cell, state: SweepState, events: SweepEvents) -> dict:
+        scratch = scratch_dir(self.run_dir, cell.cell_id)
+        shutil.rmtree(scratch, ignore_errors=True)
+        scratch.mkdir()
+        try:
+            return self._attempt(cell, state, events, scratch)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+    def _command(self, cell: Cell, spec: Path) -> list[str]:
+        ranks, nodes = cell.run.get("ranks_per_node", 1), cell.run.get("nodes", 1)
+        if ranks == 1 and nodes == 1:
+            return [sys.executable, "-m", "iobench.cell.process", str(spec), str(self.run_dir)]
+        return torchrun_command(
+            spec,
+            self.run_dir,
+            ranks_per_node=ranks,
+            nodes=nodes,
+            place=self.place,
+            run_id=cell.cell_id,
+            timeout_s=cell.run["timeout_s"],
+        )
+
+    def _attempt(self, cell: Cell, state: SweepState, events: SweepEvents, scratch: Path) -> dict:
+        """One cell in a child interpreter (or torchrun and its ranks); a crash or time-out becomes
+        a failed cell, not a lost one."""
+        spec, stderr_path, live_path = scratch / "cell.json", scratch / "stderr.log", scratch / LIVE_NAME
+        spec.write_text(json.dumps(cell.as_dict()))
+        timeout_s = self.config.run.timeout_s
+        state.start(cell.cell_id)
+        started = time.time()
+        error = None
+        proc = None
+        try:
+            with open(stderr_path, "w") as stderr:
+                proc = subprocess.Popen(
+                    self._command(cell, spec),
+                    stdout=subprocess.DEVNULL,
+                    stderr=stderr,
+                    env={
+                        **os.environ,
+                        "PYTHONUNBUFFERED": "1",
+                        LIVE_ENV: str(live_path),
+                        PARENT_ENV: str(os.getpid()),
+                        RANK_ERRORS_ENV: str(scratch),
+                    },
+                    # a process group of its own: killed as a whole, and spared the terminal's Ctrl-C,
+                    # which the sweep handles
+                    start_new_session=True,
+                )
+            t0 = time.monotonic()
+            while proc.poll() is None:
+                elapsed = time.monotonic() - t0
+                if elapsed > timeout_s:
+                    error = f"cell did not finish within run.timeout_s={timeout_s} s"
+                    break
+                events.live(cell, read_live(live_path), elapsed)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(POLL_S)
+        finally:
+            if proc is not None:
+                _kill_group(proc)
+        if error is None and proc.returncode != 0:
+            error = first_rank_error(scratch) or _last_words(stderr_path.read_text(errors="replace"))
+            error = error or f"exit status {proc.returncode}"
+        summary_path = self.run_dir / cell.cell_id / "summary.json"
+        # a summary older than this attempt is an earlier attempt's
+        summary = read_summary(self.run_dir, cell.cell_id) if summary_path.exists() else None
+        fresh = summary is not None and summary_path.stat().st_mtime >= started
+        if not fresh or (error is not None and summary.get("status") != "failed"):  # type: ignore[union-attr]
+            from iobench.cell.process import failed_summary
+
+            summary = failed_summary(cell.as_dict(), error or "cell wrote no summary")
+            publish_cell(self.run_dir, cell.cell_id, {"summary.json": summary})
+        assert summary is not None
+        state.finish(summary["status"])
+        return summary
