@@ -14,7 +14,7 @@ import boto3
 import pytest
 
 from iobench.datasets.manifest import Manifest
-from iobench.datasets.upload import UploadError
+from iobench.datasets.upload import UploadError, upload_s3
 from iobench.tiers import make_tier
 from loaders import ShardLoader
 from loaders.cache import ShardCache
