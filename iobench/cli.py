@@ -136,12 +136,9 @@ def _cmd_objects(args: argparse.Namespace) -> int:
 
 def _cmd_report(args: argparse.Namespace) -> int:
     from .report.terminal import print_report
-    from .results.store import cell_summaries
+    from .results.api import load_summaries
 
-    summaries = cell_summaries(Path(args.run_dir))
-    if not summaries:
-        raise FileNotFoundError(f"{args.run_dir}: no cell results found (is it an iobench run directory?)")
-    print_report(summaries, console)
+    print_report(load_summaries(args.run_dir), console, title=f"iobench report {args.run_dir}")
     if args.html is not None:
         from .report.html import write_html
 

@@ -1,4 +1,6 @@
-"""One loader contract: a config every backend takes, the protocol every backend meets, a registry.
+"""The loader contract: the protocol every backend meets, and what backends share to meet it (the
+epoch cursor that makes them resumable, delivery to a device). The settings are ``LoaderConfig``
+(config.py); the backends by name are the registry (registry.py).
 
 Training code switches backends by name and nothing else::
 
@@ -9,107 +11,23 @@ Training code switches backends by name and nothing else::
         loader.set_epoch(epoch)
         for batch in loader: ...                # loaders.Batch: uint8 images, int64 labels, keys, stats
         torch.save(loader.state_dict(), ...)    # mid-epoch too: a new loader resumes without loss
-
-Built-in backends are import strings, imported on first use, so an optional dependency (torchdata,
-DALI) costs nothing until it is asked for and then fails with an install hint.
 """
 
 from __future__ import annotations
 
 import hashlib
-import importlib
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
-from typing import Any, Protocol, runtime_checkable
+from collections.abc import Iterator
+from dataclasses import replace
+from typing import Protocol, runtime_checkable
 
 import torch
 
 from .assemble import Batch
-from .decode import AugmentSpec, normalize_batch
+from .config import LoaderConfig
+from .decode import normalize_batch
 from .instrument import StageStats
-from .pipeline import PipelineSpec
-from .shards import expand_urls
-from .sources import SourceSpec, default_cache_bytes
-from .tario import DEFAULT_MAX_MEMBER_BYTES
-from .throttle import ThrottleSpec
 
 STATE_VERSION = 1
-
-
-@dataclass
-class LoaderConfig:
-    """Every input a backend needs. Give shard ``urls`` (brace ranges expand), or ``objects`` as
-    (key, url, label) with one object per sample. ``options`` holds backend-specific settings
-    (nodes: ``method="process"``; torch: ``pin_memory``)."""
-
-    urls: str | Sequence[str] | None = None
-    objects: Sequence[tuple[str, str, int]] | None = None
-    storage_options: dict = field(default_factory=dict, repr=False)  # may hold credentials
-    cache_dir: str | None = None
-    cache_bytes: int | None = None
-    shard_sizes: dict[str, int] = field(default_factory=dict)
-    part_bytes: int = 8 * 2**20
-    concurrency: int = 4
-    throttle: ThrottleSpec | None = None  # emulate a slower link (bandwidth cap, latency per request)
-    batch_size: int = 64
-    workers: int = 2
-    prefetch: int = 2
-    shuffle_buffer: int = 1000
-    seed: int = 0
-    rank: int = 0
-    world_size: int = 1
-    augment: AugmentSpec = field(default_factory=AugmentSpec)
-    on_error: str = "skip"
-    drop_last: bool = False
-    max_member_bytes: int = DEFAULT_MAX_MEMBER_BYTES
-    # uint8 on the host stays the default output; with a device the batch is moved there, and
-    # normalize=True turns it into normalised float32 on that device (cheap on a GPU, not in workers)
-    normalize: bool = False
-    device: str | None = None
-    options: dict[str, Any] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        if (self.urls is None) == (self.objects is None):
-            raise ValueError("give shard urls, or objects=[(key, url, label), ...] for one object per sample")
-        if self.workers < 0:
-            raise ValueError(f"workers={self.workers}: must be 0 or more")
-        self.pipeline_spec()  # validates batch_size and on_error now, not in a worker later
-
-    @property
-    def layout(self) -> str:
-        return "objects" if self.objects is not None else "shards"
-
-    def items(self) -> list:
-        """Shard URLs (expanded) or the (key, url, label) list."""
-        items = expand_urls(self.urls) if self.urls is not None else list(self.objects or [])
-        if not items:
-            raise ValueError("no shard URLs or sample objects given")
-        return items
-
-    def pipeline_spec(self) -> PipelineSpec:
-        return PipelineSpec(
-            batch_size=self.batch_size,
-            shuffle_buffer=self.shuffle_buffer,
-            seed=self.seed,
-            augment=self.augment,
-            on_error=self.on_error,
-            drop_last=self.drop_last,
-            max_member_bytes=self.max_member_bytes,
-        )
-
-    def source_spec(self) -> SourceSpec:
-        cache_bytes = self.cache_bytes
-        if self.cache_dir and not cache_bytes:
-            cache_bytes = default_cache_bytes(self.cache_dir)
-        return SourceSpec(
-            storage_options=dict(self.storage_options or {}),
-            cache_dir=self.cache_dir,
-            cache_bytes=cache_bytes,
-            sizes=dict(self.shard_sizes or {}),
-            part_bytes=self.part_bytes,
-            concurrency=self.concurrency,
-            throttle=self.throttle,
-        )
 
 
 @runtime_checkable
@@ -127,50 +45,6 @@ class Loader(Protocol):
     def state_dict(self) -> dict: ...
 
     def load_state_dict(self, state: dict) -> None: ...
-
-
-LoaderFactory = Callable[[LoaderConfig], Loader]
-
-_BUILTIN: dict[str, tuple[str, str]] = {
-    # name -> (module:attribute, install hint)
-    "torch": ("loaders.torch_loader:ShardLoader.from_config", "pip install torch"),
-    "nodes": ("loaders.nodes_loader:NodesLoader", "pip install 'iobench[torchdata]'"),
-    "dali": ("loaders.dali_loader:DaliLoader", "pip install 'iobench[dali]'"),
-}
-_REGISTERED: dict[str, LoaderFactory] = {}
-
-
-def register_loader(name: str, factory: LoaderFactory) -> None:
-    """Add (or replace) a backend: ``factory(config)`` returns an object meeting :class:`Loader`."""
-    if not callable(factory):
-        raise TypeError(f"loader factory for {name!r} is not callable")
-    _REGISTERED[name] = factory
-
-
-def available_loaders() -> list[str]:
-    """Every name make_loader accepts (built-ins whose dependency is missing included)."""
-    return sorted(set(_BUILTIN) | set(_REGISTERED))
-
-
-def _resolve(name: str) -> LoaderFactory:
-    if name in _REGISTERED:
-        return _REGISTERED[name]
-    if name not in _BUILTIN:
-        raise ValueError(f"loader {name!r}: known loaders are {', '.join(available_loaders())}")
-    target, hint = _BUILTIN[name]
-    module_name, _, attr = target.partition(":")
-    try:
-        obj: Any = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ImportError(f"the {name!r} loader needs an optional dependency: {hint} ({exc})") from exc
-    for part in attr.split("."):
-        obj = getattr(obj, part)
-    return obj
-
-
-def make_loader(name: str, config: LoaderConfig) -> Loader:
-    """Build the backend called ``name`` ("torch", "nodes", "dali", or a registered one)."""
-    return _resolve(name)(config)
 
 
 # -- helpers the backends share -------------------------------------------------------------------

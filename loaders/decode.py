@@ -11,13 +11,14 @@ from __future__ import annotations
 import io
 import math
 import random
-from dataclasses import dataclass
 
 import cv2
 import numpy as np
 import simplejpeg
 import torch
 from PIL import Image
+
+from .config import AugmentSpec
 
 cv2.setNumThreads(1)
 
@@ -27,16 +28,6 @@ IMAGENET_STD = (0.229, 0.224, 0.225)
 
 class CorruptImage(ValueError):
     """The bytes of a sample's image cannot be decoded."""
-
-
-@dataclass(frozen=True)
-class AugmentSpec:
-    """RandomResizedCrop + horizontal flip, torchvision's defaults."""
-
-    size: int = 224
-    scale: tuple[float, float] = (0.08, 1.0)
-    ratio: tuple[float, float] = (3 / 4, 4 / 3)
-    flip: bool = True
 
 
 # PIL's decompression-bomb limit: a few kB of JPEG may declare 60,000 x 60,000 pixels (10.8 GB)

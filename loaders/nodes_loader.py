@@ -26,15 +26,16 @@ from torchdata.nodes import BaseNode, IterableWrapper, ParallelMapper, PinMemory
 from torchdata.nodes import Loader as NodesRunner
 
 from .assemble import Batch, BatchAssembler
-from .contract import EpochCursor, LoaderConfig, ResumableLoader, deliver
+from .config import LoaderConfig
+from .contract import EpochCursor, ResumableLoader, deliver
 from .instrument import StageStats
 from .pipeline import PipelineSpec, process_sample, raw_samples, sample_rng
+from .registry import backend
 from .shards import check_splittable, shards_for
 from .sources import ShardSource
 from .tario import Sample
 
 Processed = tuple[tuple[np.ndarray, int, str] | None, StageStats]
-METHODS = ("thread", "process")
 CHUNK = 8  # samples per mapper task: the hand-over is paid once per 8 samples
 
 
@@ -128,9 +129,7 @@ class NodesLoader(ResumableLoader):
         check_splittable(len(self.items), config.world_size, 1)
         self.spec = config.pipeline_spec()
         self.source_spec = config.source_spec()
-        self.method = str(config.options.get("method", "thread"))
-        if self.method not in METHODS:
-            raise ValueError(f"nodes method={self.method!r}: allowed values are {', '.join(METHODS)}")
+        self.method = backend(self.backend).check(config.options)["method"]
         self.stats = StageStats()
         self._cursor = EpochCursor(readers=1)
         self._fingerprint: dict | None = None

@@ -8,20 +8,19 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
 from itertools import islice
 from typing import TypeVar
 
 import numpy as np
 
 from .assemble import Batch, BatchAssembler
-from .decode import AugmentSpec, CorruptImage, augment, decode_jpeg
+from .config import PipelineSpec
+from .decode import CorruptImage, augment, decode_jpeg
 from .instrument import StageStats, Stopwatch, clocks, since
 from .shmring import ShmRing
 from .sources import ShardSource
-from .tario import DEFAULT_MAX_MEMBER_BYTES, Sample, iter_samples
+from .tario import Sample, iter_samples
 
-ERROR_POLICIES = ("skip", "fail")
 IMAGE_EXTS = ("jpg", "jpeg", "png", "webp")
 LABEL_EXTS = ("cls", "label", "class")
 
@@ -30,23 +29,6 @@ T = TypeVar("T")
 
 class SampleError(ValueError):
     """A sample that cannot be used (corrupt image, missing label); names shard and key."""
-
-
-@dataclass(frozen=True)
-class PipelineSpec:
-    batch_size: int = 64
-    shuffle_buffer: int = 1000
-    seed: int = 0
-    augment: AugmentSpec = field(default_factory=AugmentSpec)
-    on_error: str = "skip"
-    drop_last: bool = False
-    max_member_bytes: int = DEFAULT_MAX_MEMBER_BYTES
-
-    def __post_init__(self) -> None:
-        if self.on_error not in ERROR_POLICIES:
-            raise ValueError(f"on_error={self.on_error!r}: allowed values are {', '.join(ERROR_POLICIES)}")
-        if self.batch_size < 1:
-            raise ValueError(f"batch_size={self.batch_size}: must be at least 1")
 
 
 def _samples_of(raw, url: str, spec: PipelineSpec) -> Iterator[Sample]:
@@ -88,7 +70,7 @@ def shuffled(samples: Iterable[T], size: int, rng: random.Random) -> Iterator[T]
     yield from buffer
 
 
-def _label_of(sample: Sample) -> int:
+def label_of(sample: Sample) -> int:
     for ext in LABEL_EXTS:
         if ext in sample.parts:
             text = sample.parts[ext].strip()
@@ -101,7 +83,7 @@ def _label_of(sample: Sample) -> int:
     raise SampleError(f"{sample.url}: sample {sample.key!r} has no label (.cls) member")
 
 
-def _image_of(sample: Sample) -> bytes:
+def image_of(sample: Sample) -> bytes:
     for ext in IMAGE_EXTS:
         if ext in sample.parts:
             return sample.parts[ext]
@@ -128,8 +110,8 @@ def process_sample(
     stats.bytes_read += sample.read_bytes
     stats.add_time("fetch", sample.fetch_wall_s, sample.fetch_cpu_s)
     try:
-        label = _label_of(sample)
-        data = _image_of(sample)
+        label = label_of(sample)
+        data = image_of(sample)
         with Stopwatch(stats, "decode"):
             try:
                 image = decode_jpeg(data)

@@ -28,7 +28,7 @@ except ImportError as exc:  # an optional extra: say how to get it
         f"the Prometheus exporter needs prometheus-client: pip install 'iobench[prometheus]' ({exc})"
     ) from exc
 
-from .contract import LoaderConfig
+from .config import LoaderConfig
 from .instrument import STAGES, StageStats
 from .nvml import Nvml, NvmlUnavailable, open_nvml
 from .sources import OBJECT_PROTOCOLS

@@ -20,9 +20,11 @@ import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from .assemble import Batch
-from .contract import EpochCursor, LoaderConfig, ResumableLoader, deliver
+from .config import LoaderConfig
+from .contract import EpochCursor, ResumableLoader, deliver
 from .instrument import StageStats
 from .pipeline import PipelineSpec, stream
+from .registry import backend
 from .shards import check_splittable, shards_for
 from .shmring import ShmRing
 from .sources import ShardSource, SourceSpec
@@ -143,8 +145,8 @@ class ShardLoader(ResumableLoader):
     def from_config(cls, config: LoaderConfig) -> ShardLoader:
         """The contract's constructor: yields :class:`Batch` objects."""
         loader = cls.__new__(cls)
-        pin = config.options.get("pin_memory")
-        loader._setup(config, pin, bool(config.options.get("return_batches", True)))
+        pin = backend(cls.backend).check(config.options)["pin_memory"]
+        loader._setup(config, pin, return_batches=True)
         return loader
 
     def _setup(self, config: LoaderConfig, pin_memory: bool | None, return_batches: bool) -> None:

@@ -159,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
     try:
-        from loaders.dali_loader import DaliLoader, cuda_devices, dali_available
+        from loaders.dali import DaliLoader, cuda_devices, dali_available
     except ImportError as exc:
         print(f"gpu_check: {exc}", file=sys.stderr)
         return 2
@@ -220,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _config(urls: list[str], batch_size: int, workers: int, device: str):
-    from loaders.contract import LoaderConfig
+    from loaders.config import LoaderConfig
 
     return LoaderConfig(
         urls=urls,

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from loaders.contract import LoaderConfig
+from loaders.config import LoaderConfig
 from loaders.tario import iter_samples
 
 try:
@@ -24,7 +24,7 @@ except ImportError:
         )
     pytest.skip("NVIDIA DALI not installed (pip install 'iobench[dali]')", allow_module_level=True)
 
-from loaders.dali_loader import DaliLoader, DaliPipelineError
+from loaders.dali import DaliLoader, DaliPipelineError
 from loaders.pipeline import SampleError
 from tests.shardkit import label_of, tiny_jpeg, write_shard
 
@@ -100,7 +100,7 @@ def test_resume_mid_epoch_loses_and_repeats_nothing(tiny_dataset, mode):
         if i == 2:
             state = first.state_dict()
             break
-    assert state["consumed"] == 96
+    assert state["consumed"] == [96]
     second = DaliLoader(_config(urls=urls, options={"mode": mode}))
     second.load_state_dict(state)
     assert got + _read(second) == _truth(urls)

@@ -8,8 +8,8 @@ import torch
 from iobench.analysis.metrics import compute_metrics
 from iobench.analysis.verdict import attribute
 from iobench.cell.accelerator import EmulatedAccelerator
+from iobench.cell.demand import Demand, lookup_demand
 from iobench.cell.steploop import StepRow, run_steps
-from iobench.sweep.demand import Demand, lookup_demand
 from loaders import Batch, StageStats
 
 

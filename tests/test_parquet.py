@@ -18,7 +18,7 @@ from iobench.datasets.pack import pack_imagefolder
 from iobench.datasets.parquet import SCHEMA, ParquetShardWriter, convert_to_parquet
 from iobench.datasets.synth import ensure_dataset, synthesize
 from loaders.parquetio import ParquetFormatError, iter_parquet_samples
-from loaders.pipeline import SampleError, _label_of
+from loaders.pipeline import SampleError, label_of
 from loaders.tario import ShardFormatError
 from tests.shardkit import tiny_jpeg
 
@@ -316,8 +316,8 @@ def test_null_label_is_a_sample_without_cls(tmp_path):
     assert samples[0].parts == {"jpg": b"1", "cls": b"7"}
     assert samples[1].parts == {}  # null label and null image: both parts omitted
     with pytest.raises(SampleError, match=r"'b' has no label"):
-        _label_of(samples[1])
-    assert _label_of(samples[2]) == 9
+        label_of(samples[1])
+    assert label_of(samples[2]) == 9
 
 
 # --- through the loader -------------------------------------------------------------------------

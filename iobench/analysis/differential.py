@@ -15,36 +15,16 @@ batches that were ready in a worker but not yet in the consumer's hands.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
 
+from iobench.results.figures import Attribution, Capacity, Verdict
 from loaders.instrument import STAGES
 
-from .verdict import AU_TARGET, Verdict
+from .verdict import AU_TARGET
 
 PARTS = ("accelerator", "prep", "fetch")
 # what the online verdict's "bound" is called in the differential method
 ONLINE_TO_PART = {"accelerator": "accelerator", "prep": "prep", "fetch": "fetch"}
 AGREE_TOLERANCE = 0.15
-
-
-@dataclass
-class Attribution:
-    binding: str  # the part with the lowest ceiling: accelerator | prep | fetch
-    ceilings: dict[str, float]  # samples/s of each part alone
-    headroom: dict[str, float]  # each part's ceiling over the binding one (1.0 for the binding)
-    predicted_samples_per_s: float  # min of the ceilings
-    measured_samples_per_s: float
-    prediction_error: float  # measured / predicted - 1
-    online_bound: str
-    agree: bool
-    lost_fraction: dict[str, float]  # of wall time: fetch, decode, augment, collate/IPC, h2d
-    au: float
-    statement: str
-    capacity: dict | None = None
-    notes: list[str] = field(default_factory=list)
-
-    def as_dict(self) -> dict:
-        return asdict(self)
 
 
 def lost_time(
@@ -73,19 +53,17 @@ def lost_time(
     return out
 
 
-def capacity(
-    input_ceiling: float, per_accelerator: float, *, target: float = AU_TARGET
-) -> dict[str, float | int]:
+def capacity(input_ceiling: float, per_accelerator: float, *, target: float = AU_TARGET) -> Capacity:
     """The largest accelerator count this input pipeline keeps at >= ``target`` AU (MLPerf
     Storage's rule): AU(n) = min(1, ceiling / (n x demand)), so n = floor(ceiling / (target x demand))."""
     n = math.floor(input_ceiling / (target * per_accelerator) + 1e-9)
-    return {
-        "max_accelerators": n,
-        "input_ceiling_samples_per_s": input_ceiling,
-        "demand_per_accelerator": per_accelerator,
-        "predicted_au_at_max": min(1.0, input_ceiling / (n * per_accelerator)) if n else None,
-        "predicted_au_at_max_plus_one": min(1.0, input_ceiling / ((n + 1) * per_accelerator)),
-    }
+    return Capacity(
+        max_accelerators=n,
+        input_ceiling_samples_per_s=input_ceiling,
+        demand_per_accelerator=per_accelerator,
+        predicted_au_at_max=min(1.0, input_ceiling / (n * per_accelerator)) if n else None,
+        predicted_au_at_max_plus_one=min(1.0, input_ceiling / ((n + 1) * per_accelerator)),
+    )
 
 
 def combine(

@@ -10,27 +10,30 @@ from __future__ import annotations
 
 import psutil
 
+from iobench.results.figures import CacheState, EpochFigures
+
 EPOCH_DELTA_NOTE = 0.10
 
 
-def epoch_delta(epochs: list[dict]) -> float | None:
+def epoch_delta(epochs: list[EpochFigures]) -> float | None:
     """Last epoch's samples/s over epoch 1's, minus one; None with fewer than two epochs."""
-    if len(epochs) < 2 or not epochs[0].get("samples_per_s"):
+    if len(epochs) < 2 or not epochs[0].samples_per_s:
         return None
-    return epochs[-1]["samples_per_s"] / epochs[0]["samples_per_s"] - 1.0
+    return epochs[-1].samples_per_s / epochs[0].samples_per_s - 1.0
 
 
-def epoch1_vs_steady(epochs: list[dict], steady_samples_per_s: float) -> float | None:
+def epoch1_vs_steady(epochs: list[EpochFigures], steady_samples_per_s: float) -> float | None:
     """The steady-state rate (after the detected warm-up) over epoch 1's whole rate, minus one:
     how much start-up and cold caches cost the first epoch."""
-    if not epochs or not epochs[0].get("samples_per_s"):
+    if not epochs or not epochs[0].samples_per_s:
         return None
-    return steady_samples_per_s / epochs[0]["samples_per_s"] - 1.0
+    return steady_samples_per_s / epochs[0].samples_per_s - 1.0
 
 
-def cache_warnings(cell: dict, cache_states: list, epochs: list[dict], tier, manifest) -> list[str]:
+def cache_warnings(
+    requested: str, cache_states: list[CacheState], epochs: list[EpochFigures], tier, manifest
+) -> list[str]:
     out = []
-    requested = cell["cache"]
     ram = psutil.virtual_memory().total
     for i, state in enumerate(cache_states):
         label = f"run {i + 1} of {len(cache_states)}" if len(cache_states) > 1 else "the run"

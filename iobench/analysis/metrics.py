@@ -3,35 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from iobench.cell.steploop import StepRow
-
-
-@dataclass
-class PipelineMetrics:
-    steps: int  # measured steps (after warm-up)
-    samples: int
-    wall_s: float  # start of the first measured step -> end of the last
-    samples_per_s: float
-    bytes_read: int  # bytes the loader read from the tier during the measured steps
-    bytes_per_s: float
-    wait_s: float
-    h2d_s: float
-    compute_s: float
-    au: float  # accelerator utilisation: compute / wall
-    au_mlperf: float | None  # MLPerf Storage form over all steps: compute(2..n) / (wall - first step)
-    stall_fraction: float  # wait / wall
-    wait_p50_ms: float
-    wait_p95_ms: float
-    wait_p99_ms: float
-    wait_max_ms: float
-    time_to_first_batch_s: float | None
-
-    def as_dict(self) -> dict:
-        return asdict(self)
+from iobench.results.figures import PipelineMetrics, StepRow
 
 
 def compute_metrics(rows: Sequence[StepRow], time_to_first_batch_s: float | None = None) -> PipelineMetrics:

@@ -9,28 +9,11 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
+
+from iobench.results.figures import RepeatSummary
 
 ONE_RUN_NOTICE = "one run: no interval"
-
-
-@dataclass(frozen=True)
-class RepeatSummary:
-    n: int
-    mean: float
-    median: float
-    stdev: float | None  # sample stdev (n - 1); None for one run
-    ci_low: float | None  # Student-t interval of the mean; None for one run
-    ci_high: float | None
-    confidence: float
-    t_quantile: float | None  # t_{(1+confidence)/2, n-1}; None for one run
-    spread: float  # (max - min) / |median|
-    unstable_spread: float  # threshold the spread was judged against
-    unstable: bool  # spread > unstable_spread: the runs disagree
-    notice: str | None  # e.g. ONE_RUN_NOTICE
-
-    def as_dict(self) -> dict:
-        return asdict(self)
 
 
 def t_cdf_two_sided(t: float, df: int) -> float:
@@ -175,3 +158,77 @@ def summarize(
         unstable=spread > unstable_spread,
         notice=None,
     )
+
+
+def _betacf(a: float, b: float, x: float) -> float:
+    """Continued fraction of the regularized incomplete beta (modified Lentz's method)."""
+    tiny, eps = 1e-300, 1e-15
+    qab, qap, qam = a + b, a + 1.0, a - 1.0
+    c, d = 1.0, 1.0 - qab * x / qap
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 10_000):
+        m2 = 2 * m
+        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c
+        c = c if abs(c) > tiny else tiny
+        h *= d * c
+        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c
+        c = c if abs(c) > tiny else tiny
+        delta = d * c
+        h *= delta
+        if abs(delta - 1.0) < eps:
+            break
+    return h
+
+
+def betainc(a: float, b: float, x: float) -> float:
+    """The regularized incomplete beta function I_x(a, b), for a, b > 0 and 0 <= x <= 1."""
+    if not 0.0 <= x <= 1.0:
+        raise ValueError(f"x must be in [0, 1], got {x}")
+    if x in (0.0, 1.0):
+        return x
+    log_front = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
+    # the continued fraction converges fast for x < (a + 1) / (a + b + 2); use the symmetry beyond
+    if x < (a + 1.0) / (a + b + 2.0):
+        return math.exp(log_front) * _betacf(a, b, x) / a
+    return 1.0 - math.exp(log_front) * _betacf(b, a, 1.0 - x) / b
+
+
+def t_sf_two_sided(t: float, df: float) -> float:
+    """P(|T| >= |t|) for Student's t with any real df > 0: I_{df / (df + t^2)}(df / 2, 1 / 2)."""
+    if df <= 0:
+        raise ValueError(f"df must be > 0, got {df}")
+    if math.isinf(t):
+        return 0.0
+    return betainc(df / 2.0, 0.5, df / (df + t * t))
+
+
+@dataclass(frozen=True)
+class WelchTest:
+    """Welch's unequal-variances t-test of two means, B against A."""
+
+    t: float  # (mean_b - mean_a) / standard error of the difference
+    df: float  # Welch-Satterthwaite degrees of freedom
+    p_value: float  # two-sided
+
+
+def welch_test(a: RepeatSummary, b: RepeatSummary) -> WelchTest:
+    """Welch's t-test from two repeat summaries (each needs n >= 2 and a stdev). Two samples with
+    no spread at all are the same (p = 1) when their means are equal, else certainly different."""
+    if a.n < 2 or b.n < 2 or a.stdev is None or b.stdev is None:
+        raise ValueError(f"Welch's test needs two repeats or more on each side (got n={a.n} and n={b.n})")
+    va, vb = a.stdev**2 / a.n, b.stdev**2 / b.n
+    diff = b.mean - a.mean
+    if va + vb == 0.0:
+        return WelchTest(
+            t=0.0 if diff == 0 else math.copysign(math.inf, diff), df=math.inf, p_value=float(diff == 0)
+        )
+    t = diff / math.sqrt(va + vb)
+    df = (va + vb) ** 2 / (va**2 / (a.n - 1) + vb**2 / (b.n - 1))
+    return WelchTest(t=t, df=df, p_value=t_sf_two_sided(t, df))

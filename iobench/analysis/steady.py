@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
 from typing import Literal
 
 import numpy as np
+
+from iobench.results.figures import SteadyState
 
 # "steps": White's (1997) MSER statistic on the step durations themselves, searched every `batch`
 # steps. "batch_means": the statistic on means of `batch` steps (MSER-5 of White, Cobb & Spratt
@@ -25,23 +26,6 @@ Statistic = Literal["steps", "batch_means"]
 # smallest truncation, or a flat series could discard steps over a last-bit difference.
 _TIE_RTOL = 1e-9
 _MIN_TAIL_VALUES = 10
-
-
-@dataclass(frozen=True)
-class SteadyState:
-    warmup_steps: int  # leading steps to discard
-    method: str  # e.g. "MSER, 5-step grid" or "MSER-5", for reports
-    n_steps: int  # steps in the series
-    steady_steps: int  # n_steps - warmup_steps
-    steady_mean_s: float  # mean duration of the kept steps
-    steady_stdev_s: float | None  # sample stdev of the kept steps; None with fewer than 2
-    warmup_mean_s: float | None  # mean duration of the discarded steps; None when none discarded
-    search_limit_steps: int  # largest truncation MSER was allowed to choose
-    at_limit: bool  # MSER's minimum at or past the search limit: warm-up may outlast the series
-    notice: str | None  # why the answer deserves a second look, or None
-
-    def as_dict(self) -> dict:
-        return asdict(self)
 
 
 def _validated(durations: Sequence[float]) -> np.ndarray:

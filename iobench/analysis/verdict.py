@@ -9,38 +9,11 @@ with the largest share of that sum binds. A pipeline that keeps the accelerator 
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-
+from iobench.results.figures import PipelineMetrics, StageEvidence, Verdict
 from loaders.instrument import STAGES, StageStats
-
-from .metrics import PipelineMetrics
 
 AU_TARGET = 0.90
 PREP_STAGES = ("decode", "augment", "collate")
-
-
-@dataclass
-class StageEvidence:
-    stage: str
-    wall_ms_per_sample: float
-    cpu_ms_per_sample: float
-    share: float  # of the reader's per-sample wall time
-    capacity_samples_per_s: float  # readers / wall time per sample in this stage alone
-
-
-@dataclass
-class Verdict:
-    bound: str  # "accelerator" | "prep" | "fetch" | "unknown"
-    binding_stage: str | None
-    headline: str
-    evidence: list[str] = field(default_factory=list)
-    stages: list[StageEvidence] = field(default_factory=list)
-    pipeline_capacity_samples_per_s: float | None = None
-    cpu_capacity_samples_per_s: float | None = None
-    demand_samples_per_s: float | None = None
-
-    def as_dict(self) -> dict:
-        return asdict(self)
 
 
 def _fmt_rate(x: float) -> str:
@@ -72,21 +45,11 @@ def attribute(
     ]
     pipeline_cap = 1000.0 * readers / total_wall if total_wall > 0 else None
     cpu_cap = 1000.0 * cores / total_cpu if total_cpu > 0 else None
-    verdict = Verdict(
-        bound="unknown",
-        binding_stage=None,
-        headline="",
-        stages=stages,
-        pipeline_capacity_samples_per_s=pipeline_cap,
-        cpu_capacity_samples_per_s=cpu_cap,
-        demand_samples_per_s=demand_samples_per_s,
-    )
-    ev = verdict.evidence
-    ev.append(
+    ev: list[str] = [
         f"measured {_fmt_rate(metrics.samples_per_s)} at AU {metrics.au:.2f}; the accelerator waited "
         f"{100 * metrics.stall_fraction:.0f} % of the time (wait p50 {metrics.wait_p50_ms:.1f} ms, "
         f"p99 {metrics.wait_p99_ms:.1f} ms)"
-    )
+    ]
     if demand_samples_per_s:
         ev.append(f"the accelerator demands {_fmt_rate(demand_samples_per_s)}")
     if total_wall > 0:
@@ -98,46 +61,57 @@ def attribute(
             + (f"; the {cores} CPU core(s) cap CPU work at {_fmt_rate(cpu_cap)}" if cpu_cap else "")
         )
 
-    if metrics.au >= AU_TARGET:
-        verdict.bound = "accelerator"
-        verdict.headline = (
-            f"accelerator-bound: the input pipeline keeps the accelerator {100 * metrics.au:.0f} % busy"
+    def verdict(bound: str, headline: str, binding_stage: str | None = None) -> Verdict:
+        return Verdict(
+            bound=bound,
+            binding_stage=binding_stage,
+            headline=headline,
+            evidence=tuple(ev),
+            stages=tuple(stages),
+            pipeline_capacity_samples_per_s=pipeline_cap,
+            cpu_capacity_samples_per_s=cpu_cap,
+            demand_samples_per_s=demand_samples_per_s,
         )
+
+    if metrics.au >= AU_TARGET:
         if pipeline_cap and demand_samples_per_s:
             ev.append(f"pipeline headroom over demand: {pipeline_cap / demand_samples_per_s:.1f}x")
-        return verdict
+        return verdict(
+            "accelerator",
+            f"accelerator-bound: the input pipeline keeps the accelerator {100 * metrics.au:.0f} % busy",
+        )
     if total_wall <= 0:
-        verdict.headline = "unknown: the loader reported no stage times"
-        return verdict
+        return verdict("unknown", "unknown: the loader reported no stage times")
 
     binding = max(stages, key=lambda s: s.wall_ms_per_sample)
-    verdict.binding_stage = binding.stage
     if binding.stage == "fetch":
-        verdict.bound = "fetch"
         io_wait = binding.wall_ms_per_sample - binding.cpu_ms_per_sample
-        verdict.headline = f"fetch-bound (storage): reading takes {100 * binding.share:.0f} % of each reader's time per sample"
         ev.append(
             f"fetch is {binding.wall_ms_per_sample:.2f} ms per sample of which {max(0.0, io_wait):.2f} ms "
             "waiting on storage, not CPU: a faster tier or more parallel reads would help"
         )
-    else:
-        verdict.bound = "prep"
-        prep_share = sum(s.share for s in stages if s.stage in PREP_STAGES)
-        what = "JPEG decode" if binding.stage == "decode" else binding.stage
-        verdict.headline = (
-            f"prep-bound (CPU {what}): decode+augment+collate take {100 * prep_share:.0f} % of each "
-            f"reader's time, {binding.stage} alone {100 * binding.share:.0f} %"
+        return verdict(
+            "fetch",
+            f"fetch-bound (storage): reading takes {100 * binding.share:.0f} % of each reader's time per sample",
+            binding.stage,
         )
-        fetch = next(s for s in stages if s.stage == "fetch")
+    prep_share = sum(s.share for s in stages if s.stage in PREP_STAGES)
+    what = "JPEG decode" if binding.stage == "decode" else binding.stage
+    fetch = next(s for s in stages if s.stage == "fetch")
+    ev.append(
+        f"fetch is only {fetch.wall_ms_per_sample:.2f} ms per sample "
+        f"(alone it could feed {_fmt_rate(fetch.capacity_samples_per_s)}): storage is not the limit"
+    )
+    if demand_samples_per_s and total_cpu > 0:
+        need = demand_samples_per_s * total_cpu / 1000.0
         ev.append(
-            f"fetch is only {fetch.wall_ms_per_sample:.2f} ms per sample "
-            f"(alone it could feed {_fmt_rate(fetch.capacity_samples_per_s)}): storage is not the limit"
+            f"feeding {_fmt_rate(demand_samples_per_s)} needs about {need:.0f} cores of decode+augment "
+            f"at the measured {total_cpu:.2f} CPU-ms per sample (the cell had {cores}); "
+            "or decode on the GPU (DALI mixed)"
         )
-        if demand_samples_per_s and total_cpu > 0:
-            need = demand_samples_per_s * total_cpu / 1000.0
-            ev.append(
-                f"feeding {_fmt_rate(demand_samples_per_s)} needs about {need:.0f} cores of decode+augment "
-                f"at the measured {total_cpu:.2f} CPU-ms per sample (the cell had {cores}); "
-                "or decode on the GPU (DALI mixed)"
-            )
-    return verdict
+    return verdict(
+        "prep",
+        f"prep-bound (CPU {what}): decode+augment+collate take {100 * prep_share:.0f} % of each "
+        f"reader's time, {binding.stage} alone {100 * binding.share:.0f} %",
+        binding.stage,
+    )

@@ -11,8 +11,8 @@ from typing import Protocol
 
 import torch
 
-from iobench.sweep.config import ConfigError
-from iobench.sweep.demand import Demand
+from iobench.cell.demand import Demand, demand_of
+from iobench.results.spec import AcceleratorSpec
 from loaders import normalize_batch
 
 
@@ -36,7 +36,7 @@ class EmulatedAccelerator:
 
     def __init__(self, demand: Demand, count: int = 1) -> None:
         if count < 1:
-            raise ConfigError(f"accelerator.count={count}: must be at least 1")
+            raise ValueError(f"accelerator.count={count}: must be at least 1")
         self.demand, self.count = demand, count
         self.device = torch.device("cpu")
         self.demand_samples_per_s = demand.samples_per_s * count
@@ -72,7 +72,7 @@ class TorchTrainStep:
         from iobench.cell.models import MODELS
 
         if model not in MODELS:
-            raise ConfigError(f"accelerator.model={model!r}: allowed values are {', '.join(MODELS)}")
+            raise ValueError(f"accelerator.model={model!r}: allowed values are {', '.join(MODELS)}")
         self.model_name = model
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         if threads:
@@ -110,3 +110,11 @@ class TorchTrainStep:
         if self.device.type == "cuda":
             info["gpu"] = torch.cuda.get_device_name(self.device)
         return info
+
+
+def make_consumer(acc: AcceleratorSpec, device: str | None = None) -> Consumer:
+    """The cell's accelerator; ``device`` places a torch model (a rank's own GPU)."""
+    demand = demand_of(acc)
+    if demand is None:
+        return TorchTrainStep(acc.model, device=device)
+    return EmulatedAccelerator(demand, acc.count)

@@ -20,7 +20,7 @@ import random
 import shutil
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import replace
 from itertools import islice
 from pathlib import Path
 
@@ -28,6 +28,8 @@ import torch
 
 from iobench.analysis.steady import steady_state
 from iobench.cell.loaderfactory import build_loader, loader_config
+from iobench.results.figures import Ceiling
+from iobench.results.spec import LoaderSettings, RunSettings
 from loaders.pipeline import raw_samples
 from loaders.shards import shards_for
 from loaders.sources import ShardSource
@@ -38,20 +40,6 @@ PREP_BATCHES_PER_READER = 10
 PREP_MIN_SECONDS = 3.0
 PREP_MAX_EPOCHS = 20
 RAM_BUDGET_FRACTION = 0.25
-
-
-@dataclass
-class Ceiling:
-    name: str  # "accelerator" | "prep" | "fetch"
-    samples_per_s: float
-    samples: int
-    seconds: float
-    bytes_per_s: float | None = None
-    method: str = ""
-    note: str = ""
-
-    def as_dict(self) -> dict:
-        return asdict(self)
 
 
 def accelerator_ceiling(
@@ -96,15 +84,21 @@ def _fetch_reader(items: list, config, objects: bool, limit: int, max_seconds: f
 
 
 def fetch_ceiling(
-    items: list, source_options: dict, loader: dict, run: dict, *, samples: int, max_seconds: float = 20.0
+    items: list,
+    source_options: dict,
+    loader: LoaderSettings,
+    run: RunSettings,
+    *,
+    samples: int,
+    max_seconds: float = 20.0,
 ) -> Ceiling:
     """``max(1, workers)`` reader processes, split as the loader splits, read and parse ``samples``
     samples between them without decoding (each stops after ``max_seconds``: a huge dataset needs
     no full pass for a rate). Rate: samples over the wall time of the slowest."""
     # no shuffle buffer: it would hold back samples already read, and only yielded ones count
-    config = loader_config(items, source_options, {**loader, "shuffle_buffer": 0}, run)
+    config = loader_config(items, source_options, replace(loader, shuffle_buffer=0), run)
     objects = config.layout == "objects"
-    readers = max(1, loader["workers"])
+    readers = loader.readers
     all_items = config.items()
     if objects:
         parts = [all_items[i::readers] for i in range(readers)]
@@ -180,7 +174,12 @@ def _prep_subset(sizes: list[tuple[int, int]], readers: int, want: int) -> int:
 
 
 def prep_ceiling(
-    items: list, source_options: dict, loader: dict, run: dict, *, sizes: list[tuple[int, int]]
+    items: list,
+    source_options: dict,
+    loader: LoaderSettings,
+    run: RunSettings,
+    *,
+    sizes: list[tuple[int, int]],
 ) -> Ceiling:
     """The cell's loader over a RAM copy of enough of the dataset for a steady state.
 
@@ -188,8 +187,8 @@ def prep_ceiling(
     """
     config = loader_config(items, source_options, loader, run)
     objects = config.layout == "objects"
-    readers = max(1, loader["workers"]) if not objects else 1
-    want = PREP_BATCHES_PER_READER * max(1, loader["workers"]) * loader["batch_size"]
+    readers = loader.readers if not objects else 1
+    want = PREP_BATCHES_PER_READER * loader.readers * loader.batch_size
     subset = items[: _prep_subset(sizes, readers, want)]
     need = sum(size for size, _ in sizes[: len(subset)])
     ram = _ram_dir(need)

@@ -4,11 +4,14 @@ answer "how many accelerators does this tier + loader feed?" and check the answe
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from iobench.analysis.differential import capacity
 from iobench.cell.accelerator import EmulatedAccelerator
-from iobench.cell.ceilings import Ceiling, accelerator_ceiling, fetch_ceiling, prep_ceiling
+from iobench.cell.ceilings import accelerator_ceiling, fetch_ceiling, prep_ceiling
 from iobench.cell.measure import measure
-from iobench.sweep.estimate import samples_per_run
+from iobench.results.figures import Capacity, CapacityCheck, Ceiling
+from iobench.results.spec import CellSpec
 
 FETCH_MAX_SECONDS = 20.0
 
@@ -22,19 +25,19 @@ def item_sizes(manifest, items: list, source_options: dict, objects: bool) -> li
 
 
 def measure_ceilings(
-    tier, manifest, cell: dict, items: list, source_options: dict, consumer
+    tier, manifest, cell: CellSpec, items: list, source_options: dict, consumer
 ) -> dict[str, Ceiling]:
-    run, loader = cell["run"], cell["loader"]
-    objects = loader.get("layout", "shards") == "objects"
-    planned = samples_per_run(manifest.num_samples, loader, run)
-    out = {"accelerator": accelerator_ceiling(consumer, loader["batch_size"])}
-    tier.prepare(manifest, cell["cache"])  # the fetch ceiling reads in the cell's cache state
+    run, loader = cell.run, cell.loader
+    objects = loader.layout == "objects"
+    planned = cell.samples_per_repeat(manifest.num_samples)
+    out = {"accelerator": accelerator_ceiling(consumer, loader.batch_size)}
+    tier.prepare(manifest, cell.cache)  # the fetch ceiling reads in the cell's cache state
     out["fetch"] = fetch_ceiling(
         items,
         source_options,
         loader,
         run,
-        samples=min(planned, manifest.num_samples),
+        samples=min(planned, manifest.num_samples),  # type: ignore[type-var]
         max_seconds=FETCH_MAX_SECONDS,
     )
     # copying into RAM is not a measurement: it needs no bandwidth cap
@@ -48,28 +51,27 @@ def measure_ceilings(
 def check_capacity(
     tier,
     manifest,
-    cell: dict,
+    cell: CellSpec,
     items: list,
     source_options: dict,
     consumer: EmulatedAccelerator,
     cores: int,
     input_ceiling: float,
-) -> dict:
+) -> Capacity:
     """The predicted largest count at >= 90 % AU, then measured runs at that count and one more."""
     answer = capacity(input_ceiling, consumer.demand.samples_per_s)
-    n = int(answer["max_accelerators"])
+    n = answer.max_accelerators
     checks = []
     for count in [n, n + 1] if n >= 1 else [1]:
         m = measure(
             tier, manifest, cell, items, source_options, EmulatedAccelerator(consumer.demand, count), cores
         )
-        checks.append({"count": count, "au": m.metrics.au, "samples_per_s": m.metrics.samples_per_s})
-    ok = all((c["au"] >= 0.9) == (c["count"] <= n) for c in checks)
-    answer.update(
+        checks.append(CapacityCheck(count=count, au=m.metrics.au, samples_per_s=m.metrics.samples_per_s))
+    return replace(
+        answer,
         accelerator=consumer.demand.accelerator,
         model=consumer.demand.model,
         demand=consumer.demand.kind,
-        checks=checks,
-        confirmed=ok,
+        checks=tuple(checks),
+        confirmed=all((c.au >= 0.9) == (c.count <= n) for c in checks),
     )
-    return answer

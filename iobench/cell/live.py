@@ -12,7 +12,7 @@ import os
 import time
 from pathlib import Path
 
-from iobench.cell.steploop import StepRow
+from iobench.results.figures import StepRow
 
 LIVE_ENV = "IOBENCH_LIVE_FILE"
 INTERVAL_S = 0.5

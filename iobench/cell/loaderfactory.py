@@ -1,8 +1,8 @@
 """Loader backends by name: each turns (shard URLs, settings) into an epoch -> batches callable.
 
-The sweep's ``loaders[i].kind`` is a name in :func:`loaders.make_loader`'s registry ("torch",
-"nodes", "dali", or one a plugin registered), so the runner builds every backend the same way
-training code does. Every backend yields :class:`loaders.Batch` objects with the same stage
+The sweep's ``loaders[i].kind`` is a name in the loaders' registry ("torch", "nodes", "dali", or one
+a plugin registered), so the runner builds every backend the same way training code does, with
+the same declared options. Every backend yields :class:`loaders.Batch` objects with the same stage
 statistics, so the step loop and the metrics are backend-neutral.
 """
 
@@ -10,31 +10,35 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from loaders import Batch, LoaderConfig, available_loaders, make_loader
+from iobench.results.spec import LoaderSettings, RunSettings
+from loaders import Batch, LoaderConfig, make_loader
 
 EpochFactory = Callable[[int], Iterable[Batch]]
 
-# settings a sweep may pass through to one backend (e.g. nodes' method: thread | process)
-BACKEND_OPTION_KEYS = ("method", "pin_memory")
-
 
 def loader_config(
-    items: list, source_options: dict, loader: dict, run: dict, *, rank: int = 0, world_size: int = 1
+    items: list,
+    source_options: dict,
+    loader: LoaderSettings,
+    run: RunSettings,
+    *,
+    rank: int = 0,
+    world_size: int = 1,
 ) -> LoaderConfig:
-    """The contract's config from a sweep cell: the loader row, the tier's source options, the run,
-    and which rank of how many reads (each rank gets a disjoint share of the shards)."""
-    objects = loader.get("layout", "shards") == "objects"
+    """The contract's config from a cell: the loader setting, the tier's source options, the run
+    settings, and which rank of how many reads (each rank gets a disjoint share of the shards)."""
+    objects = loader.layout == "objects"
     return LoaderConfig(
         urls=None if objects else items,
         objects=items if objects else None,
-        batch_size=loader["batch_size"],
-        workers=loader["workers"],
-        prefetch=loader.get("prefetch", 2),
-        shuffle_buffer=loader.get("shuffle_buffer", 1000),
-        seed=run.get("seed", 0),
+        batch_size=loader.batch_size,
+        workers=loader.workers,
+        prefetch=loader.prefetch,
+        shuffle_buffer=loader.shuffle_buffer,
+        seed=run.seed,
         rank=rank,
         world_size=world_size,
-        on_error=run.get("on_error", "skip"),
+        on_error=run.on_error,
         storage_options=dict(source_options.get("storage_options") or {}),
         cache_dir=source_options.get("cache_dir"),
         cache_bytes=source_options.get("cache_bytes"),
@@ -42,20 +46,23 @@ def loader_config(
         part_bytes=source_options.get("part_bytes", 8 * 2**20),
         concurrency=source_options.get("concurrency", 4),
         throttle=source_options.get("throttle"),
-        options={k: loader[k] for k in BACKEND_OPTION_KEYS if k in loader},
+        options=dict(loader.options),
     )
 
 
 def build_loader(
-    items: list, source_options: dict, loader: dict, run: dict, *, rank: int = 0, world_size: int = 1
+    items: list,
+    source_options: dict,
+    loader: LoaderSettings,
+    run: RunSettings,
+    *,
+    rank: int = 0,
+    world_size: int = 1,
 ) -> EpochFactory:
-    """``items``: shard URLs, or (key, url, label) per sample when ``loader["layout"]`` is objects.
+    """``items``: shard URLs, or (key, url, label) per sample when ``loader.layout`` is objects.
     ``source_options`` come from the tier: storage options, cache directory and limit, sizes."""
-    kind = loader["kind"]
-    if kind not in available_loaders():
-        raise ValueError(f"loader.kind={kind!r}: allowed values are {', '.join(available_loaders())}")
     built = make_loader(
-        kind, loader_config(items, source_options, loader, run, rank=rank, world_size=world_size)
+        loader.kind, loader_config(items, source_options, loader, run, rank=rank, world_size=world_size)
     )
 
     def epoch(e: int) -> Iterable[Batch]:

@@ -15,15 +15,16 @@ import contextlib
 import time
 from dataclasses import dataclass
 
-from iobench.analysis.metrics import PipelineMetrics, compute_metrics
-from iobench.analysis.steady import SteadyState, steady_state
-from iobench.analysis.verdict import Verdict, attribute
+from iobench.analysis.metrics import compute_metrics
+from iobench.analysis.steady import steady_state
+from iobench.analysis.verdict import attribute
 from iobench.cell.distributed import SOLO, Ranks
 from iobench.cell.live import live_file
 from iobench.cell.loaderfactory import build_loader
 from iobench.cell.steploop import StepLog, mark_warmup, run_steps, step_durations
 from iobench.cell.telemetry import Telemetry, TelemetrySampler
-from iobench.tiers.base import CacheState
+from iobench.results.figures import CacheState, PipelineMetrics, SteadyState, Verdict
+from iobench.results.spec import CellSpec
 
 
 @dataclass
@@ -40,16 +41,16 @@ class Measurement:
 def measure(
     tier,
     manifest,
-    cell: dict,
+    cell: CellSpec,
     items: list,
     source_options: dict,
     consumer,
     cores: int,
     ranks: Ranks = SOLO,
 ) -> Measurement:
-    run, loader = cell["run"], cell["loader"]
-    cache_state = tier.prepare(manifest, cell["cache"]) if ranks.host_leader else None
-    auto = run["warmup_steps"] == "auto"
+    run, loader = cell.run, cell.loader
+    cache_state = tier.prepare(manifest, cell.cache) if ranks.host_leader else None
+    auto = run.warmup_steps == "auto"
     live = live_file()
     if live:
         live.start_run()
@@ -65,12 +66,12 @@ def measure(
             make_epoch,
             consumer,
             created_at=created_at,
-            epochs=run["epochs"],
-            warmup_steps=0 if auto else run["warmup_steps"],
-            max_steps=run["max_steps"],
+            epochs=run.epochs,
+            warmup_steps=0 if auto else run.warmup_steps,  # type: ignore[arg-type]
+            max_steps=run.max_steps,
             on_step=live.on_step if live else None,
             rank=ranks.rank,
-            record_keys=run.get("record_keys", False),
+            record_keys=run.record_keys,
         )
         ranks.barrier()
     steady = None
@@ -81,7 +82,7 @@ def measure(
     verdict = attribute(
         metrics,
         log.measured_stats,
-        workers=loader["workers"],
+        workers=loader.workers,
         cores=cores,
         demand_samples_per_s=consumer.demand_samples_per_s,
     )

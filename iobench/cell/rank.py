@@ -11,36 +11,41 @@ same summary in its own node's run directory and a resumed sweep agrees on every
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import sys
 import traceback
+from dataclasses import replace
 from pathlib import Path
 
 import torch
 
-from iobench.analysis.verdict import Verdict, attribute
+from iobench.analysis.verdict import attribute
+from iobench.cell.accelerator import make_consumer
 from iobench.cell.distributed import Ranks, end_group, start_group, write_rank_error
 from iobench.cell.lifeline import die_with_launcher
 from iobench.cell.live import LIVE_ENV
 from iobench.cell.measure import Measurement, measure
-from iobench.cell.process import cell_files, loader_inputs, make_consumer, median_run, utc_now, warmup_method
+from iobench.cell.process import loader_inputs, median_run, read_cell, warmup_method
 from iobench.cell.rankmetrics import Aggregate, RankRun, aggregate
+from iobench.cell.summary import cell_files
 from iobench.host.cores import usable_cores
+from iobench.results.figures import Distributed, Interval, Verdict
+from iobench.results.spec import AcceleratorSpec, CellSpec, RunSettings
 from iobench.results.store import publish_cell
+from iobench.results.summary import CellSummary, utc_now
 from iobench.tiers import make_tier
 
 
-def _consumer(acc: dict, ranks: Ranks):
+def _consumer(acc: AcceleratorSpec, ranks: Ranks):
     """A real model trains on this rank's own GPU (local rank = device index)."""
-    if acc["kind"] == "torch" and torch.cuda.is_available():
+    if acc.kind == "torch" and torch.cuda.is_available():
         torch.cuda.set_device(ranks.local_rank)
         return make_consumer(acc, device=f"cuda:{ranks.local_rank}")
     return make_consumer(acc)
 
 
-def _rank_run(m: Measurement, ranks: Ranks, cores: int, run: dict) -> RankRun:
+def _rank_run(m: Measurement, ranks: Ranks, cores: int, run: RunSettings) -> RankRun:
     return RankRun(
         rank=ranks.rank,
         local_rank=ranks.local_rank,
@@ -48,41 +53,49 @@ def _rank_run(m: Measurement, ranks: Ranks, cores: int, run: dict) -> RankRun:
         host=socket.gethostname(),
         cores=cores,
         log=m.log,
-        verdict=m.verdict.as_dict(),
+        verdict=m.verdict,
         au_mlperf=m.metrics.au_mlperf,
         warmup_method=warmup_method(m, run),
         released_at=m.released_at,
-        cache_state=m.cache_state.to_dict() if m.cache_state else None,
+        cache_state=m.cache_state,
     )
 
 
-def job_verdict(agg: Aggregate, runs: list[RankRun], cell: dict, demand_per_rank: float | None) -> Verdict:
+def job_verdict(
+    agg: Aggregate, runs: list[RankRun], cell: CellSpec, demand_per_rank: float | None
+) -> Verdict:
     """The job's verdict: every rank's readers, cores and accelerators together against the job's
     figures, with the spread over the ranks as evidence."""
     n = len(runs)
     verdict = attribute(
         agg.metrics,
         agg.log.measured_stats,
-        workers=n * max(1, cell["loader"]["workers"]),
+        workers=n * cell.loader.readers,
         cores=sum(run.cores for run in runs),
         demand_samples_per_s=demand_per_rank * n if demand_per_rank else None,
     )
     slow = agg.slowest
     skew = f"{agg.skew:.2f}" if agg.skew is not None else "unbounded (a rank delivered nothing)"
-    verdict.evidence.append(
+    said = (
         f"{n} ranks on {len({run.host for run in runs})} host(s), over the {agg.end - agg.start:.2f} s all of "
         f"them measured: {agg.metrics.samples_per_s:,.0f} samples/s together; skew {skew} (fastest rank / "
-        f"slowest); slowest rank {slow['rank']} on {slow['host']} at {slow['samples_per_s']:,.0f} samples/s, "
-        f"AU {slow['au']:.2f}, its own verdict {slow['verdict']}"
+        f"slowest); slowest rank {slow.rank} on {slow.host} at {slow.samples_per_s:,.0f} samples/s, "
+        f"AU {slow.au:.2f}, its own verdict {slow.verdict}"
     )
-    return verdict
+    return replace(verdict, evidence=(*verdict.evidence, said))
 
 
 def _cell_files(
-    cell: dict, tier, manifest, consumer, mine: list[Measurement], gathered: list[list[RankRun]], started: str
+    cell: CellSpec,
+    tier,
+    manifest,
+    consumer,
+    mine: list[Measurement],
+    gathered: list[list[RankRun]],
+    started: str,
 ) -> dict[str, object]:
     """Rank 0: the cell's files from every repeat's gathered runs."""
-    run = cell["run"]
+    run = cell.run
     aggs = [aggregate(runs) for runs in gathered]
     merged = [
         Measurement(
@@ -109,39 +122,41 @@ def _cell_files(
         warmup=f"per rank ({'; '.join(methods)}); the common interval starts where the last rank's ends",
         started=started,
     )
-    summary: dict = files["summary.json"]  # type: ignore[assignment]
-    nodes = run.get("nodes", 1)
-    summary["distributed"] = {
-        "world_size": len(runs),
-        "nodes": nodes,
-        "ranks_per_node": run.get("ranks_per_node", 1),
-        "hosts": sorted({r.host for r in runs}),
-        "interval": {"start_s": agg.start, "end_s": agg.end, "wall_s": agg.end - agg.start},
-        "alignment_s": agg.alignment_s,
-        "samples_per_s": agg.metrics.samples_per_s,
-        "bytes_per_s": agg.metrics.bytes_per_s,
-        "skew": agg.skew,
-        "slowest_rank": agg.slowest["rank"],
-        "slowest_host": agg.slowest["host"],
-        "slowest_samples_per_s": agg.slowest["samples_per_s"],
-    }
-    summary["ranks"] = agg.ranks
-    if nodes > 1:  # one host's block devices say nothing of the job's reads
-        summary["device_read_bytes_per_s"] = None
-    return files
+    summary: CellSummary = files["summary.json"]  # type: ignore[assignment]
+    summary = replace(
+        summary,
+        distributed=Distributed(
+            world_size=len(runs),
+            nodes=run.nodes,
+            ranks_per_node=run.ranks_per_node,
+            hosts=tuple(sorted({r.host for r in runs})),
+            interval=Interval(start_s=agg.start, end_s=agg.end, wall_s=agg.end - agg.start),
+            alignment_s=agg.alignment_s,
+            samples_per_s=agg.metrics.samples_per_s,
+            bytes_per_s=agg.metrics.bytes_per_s,
+            skew=agg.skew,
+            slowest_rank=agg.slowest.rank,
+            slowest_host=agg.slowest.host,
+            slowest_samples_per_s=agg.slowest.samples_per_s,
+        ),
+        ranks=tuple(agg.ranks),
+        # one host's block devices say nothing of a multi-node job's reads
+        device_read_bytes_per_s=summary.device_read_bytes_per_s if run.nodes == 1 else None,
+    )
+    return {**files, "summary.json": summary}
 
 
-def run_rank(cell: dict, run_dir: Path, ranks: Ranks) -> dict | None:
+def run_rank(cell: CellSpec, run_dir: Path, ranks: Ranks) -> CellSummary | None:
     """Measure this rank's share of the cell; returns the cell's summary (None where rank 0 failed)."""
     started = utc_now()
-    tier = make_tier(cell["tier"])
+    tier = make_tier(cell.tier)
     manifest = tier.load_manifest()
-    items, source_options = loader_inputs(tier, manifest, cell["loader"])
-    consumer = _consumer(cell["accelerator"], ranks)
-    run = cell["run"]
+    items, source_options = loader_inputs(tier, manifest, cell.loader)
+    consumer = _consumer(cell.accelerator, ranks)
+    run = cell.run
     cores = max(1, usable_cores() // ranks.local_world_size)
     mine, gathered = [], []
-    for _ in range(run.get("repeats", 1)):
+    for _ in range(run.repeats):
         m = measure(tier, manifest, cell, items, source_options, consumer, cores, ranks)
         mine.append(m)
         gathered.append(ranks.gather(_rank_run(m, ranks, cores, run)))
@@ -154,9 +169,9 @@ def run_rank(cell: dict, run_dir: Path, ranks: Ranks) -> dict | None:
             raise
     summary = ranks.broadcast(files["summary.json"] if files else None)
     if files:
-        publish_cell(run_dir, cell["cell_id"], files)
+        publish_cell(run_dir, cell.cell_id, files)
     elif summary is not None and ranks.host_leader:
-        publish_cell(run_dir, cell["cell_id"], {"summary.json": summary})
+        publish_cell(run_dir, cell.cell_id, {"summary.json": summary})
     return summary  # type: ignore[return-value]
 
 
@@ -166,13 +181,13 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) != 2:
         print("usage: torchrun [...] -m iobench.cell.rank CELL.json RUN_DIR", file=sys.stderr)
         return 2
-    cell = json.loads(Path(args[0]).read_text())
+    cell = read_cell(Path(args[0]))
     ranks = Ranks.from_env()
     if ranks.rank != 0:
         os.environ.pop(LIVE_ENV, None)  # the sweep's live display follows rank 0
     try:
-        cuda = cell["accelerator"]["kind"] == "torch" and torch.cuda.is_available()
-        start_group(ranks, cuda=cuda, timeout_s=cell["run"]["timeout_s"])
+        cuda = cell.accelerator.kind == "torch" and torch.cuda.is_available()
+        start_group(ranks, cuda=cuda, timeout_s=cell.run.timeout_s)
         run_rank(cell, Path(args[1]), ranks)
     except Exception as exc:
         traceback.print_exc(file=sys.stderr)

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from iobench.analysis.metrics import PipelineMetrics
-from iobench.cell.steploop import StepLog, StepRow
+from iobench.cell.steploop import StepLog
+from iobench.results.figures import CacheState, PipelineMetrics, RankFigures, StepRow, Verdict
 from loaders import StageStats
 
 
@@ -26,21 +26,21 @@ class RankRun:
     host: str
     cores: int  # this rank's share of its host's usable cores
     log: StepLog
-    verdict: dict  # the rank's own verdict, over its own measured steps
+    verdict: Verdict  # the rank's own verdict, over its own measured steps
     au_mlperf: float | None
     warmup_method: str
     released_at: float  # time.time() as the barrier released it (measure.py)
-    cache_state: dict | None = None  # its host's, from the first rank on the host
+    cache_state: CacheState | None = None  # its host's, from the first rank on the host
 
 
 @dataclass
 class Aggregate:
     start: float  # the common interval, seconds after the barrier
     end: float
-    ranks: list[dict]  # per-rank figures over the common interval, in rank order
+    ranks: list[RankFigures]  # per-rank figures over the common interval, in rank order
     metrics: PipelineMetrics  # the whole job over the common interval
     skew: float | None  # fastest rank's samples/s over the slowest's; None when the slowest delivered none
-    slowest: dict  # the slowest rank's figures
+    slowest: RankFigures
     alignment_s: float  # spread of the barrier's release over the ranks (wall clocks: exact on one host)
     log: StepLog = field(default_factory=StepLog)  # every rank's rows and merged stats
 
@@ -89,32 +89,32 @@ def times_inside(rows: list[StepRow], start: float, end: float) -> tuple[float, 
     return wait, h2d, compute
 
 
-def rank_figures(run: RankRun, start: float, end: float) -> dict:
+def rank_figures(run: RankRun, start: float, end: float) -> RankFigures:
     rows = counted(run.log.rows, start, end)
     wall = end - start
     samples = sum(r.samples for r in rows)
     bytes_read = sum(r.bytes_read for r in rows)
     wait, _, compute = times_inside(run.log.rows, start, end)
-    return {
-        "rank": run.rank,
-        "local_rank": run.local_rank,
-        "node_rank": run.node_rank,
-        "host": run.host,
-        "steps": len(rows),
-        "samples": samples,
-        "bytes_read": bytes_read,
-        "samples_per_s": samples / wall,
-        "bytes_per_s": bytes_read / wall,
-        "wait_s": wait,
-        "compute_s": compute,
-        "au": compute / wall,
-        "stall_fraction": wait / wall,
-        "wait_p99_ms": float(np.percentile([r.wait_s * 1000.0 for r in rows], 99)) if rows else None,
-        "warmup_steps": sum(r.warmup for r in run.log.rows),
-        "verdict": run.verdict["bound"],
-        "binding_stage": run.verdict.get("binding_stage"),
-        "cache": (run.cache_state or {}).get("achieved"),
-    }
+    return RankFigures(
+        rank=run.rank,
+        local_rank=run.local_rank,
+        node_rank=run.node_rank,
+        host=run.host,
+        steps=len(rows),
+        samples=samples,
+        bytes_read=bytes_read,
+        samples_per_s=samples / wall,
+        bytes_per_s=bytes_read / wall,
+        wait_s=wait,
+        compute_s=compute,
+        au=compute / wall,
+        stall_fraction=wait / wall,
+        wait_p99_ms=float(np.percentile([r.wait_s * 1000.0 for r in rows], 99)) if rows else None,
+        warmup_steps=sum(r.warmup for r in run.log.rows),
+        verdict=run.verdict.bound,
+        binding_stage=run.verdict.binding_stage,
+        cache=run.cache_state.achieved if run.cache_state else None,
+    )
 
 
 def merged_log(runs: list[RankRun], start: float, end: float) -> StepLog:
@@ -171,15 +171,15 @@ def aggregate(runs: list[RankRun]) -> Aggregate:
         wait_max_ms=float(waits.max() * 1000.0),
         time_to_first_batch_s=None if None in firsts else max(firsts),  # type: ignore[type-var]
     )
-    slowest = min(ranks, key=lambda f: (f["samples_per_s"], f["rank"]))
-    fastest = max(f["samples_per_s"] for f in ranks)
+    slowest = min(ranks, key=lambda f: (f.samples_per_s, f.rank))
+    fastest = max(f.samples_per_s for f in ranks)
     released = [run.released_at for run in runs]
     return Aggregate(
         start=start,
         end=end,
         ranks=ranks,
         metrics=metrics,
-        skew=fastest / slowest["samples_per_s"] if slowest["samples_per_s"] > 0 else None,
+        skew=fastest / slowest.samples_per_s if slowest.samples_per_s > 0 else None,
         slowest=slowest,
         alignment_s=max(released) - min(released),
         log=merged_log(runs, start, end),

@@ -11,22 +11,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from iobench.cell.accelerator import Consumer
+from iobench.results.figures import EpochFigures, Latency, StepRow
 from loaders import Batch, StageStats
-
-
-@dataclass
-class StepRow:
-    step: int
-    epoch: int
-    warmup: bool
-    t_start: float  # seconds since the loader was built
-    wait_s: float
-    h2d_s: float
-    compute_s: float
-    t_end: float
-    samples: int
-    bytes_read: int
-    rank: int = 0  # the torch.distributed rank that ran the step (0 in a one-process cell)
 
 
 @dataclass
@@ -137,7 +123,7 @@ def mark_warmup(log: StepLog, warmup_steps: int) -> None:
         log.measure_end = log.created_at + log.rows[-1].t_end
 
 
-def epoch_rows(log: StepLog) -> list[dict]:
+def epoch_rows(log: StepLog) -> list[EpochFigures]:
     """Per-epoch throughput and cache behaviour, so epoch 1 and the steady state can be compared.
 
     Epoch rows include warm-up steps: an epoch is the unit a cache fills over. The rows may come
@@ -154,23 +140,23 @@ def epoch_rows(log: StepLog) -> list[dict]:
         c = stats.counters
         hits, misses = c.get("cache_hits", 0), c.get("cache_misses", 0)
         out.append(
-            {
-                "epoch": epoch,
-                "steps": len(rows),
-                "samples": sum(r.samples for r in rows),
-                "wall_s": wall,
-                "samples_per_s": sum(r.samples for r in rows) / wall if wall > 0 else 0.0,
-                "bytes_read": stats.bytes_read,
-                "bytes_per_s": stats.bytes_read / wall if wall > 0 else 0.0,
-                "stall_fraction": sum(r.wait_s for r in rows) / (ranks * wall) if wall > 0 else 0.0,
-                "cache_hits": hits,
-                "cache_misses": misses,
-                "cache_hit_ratio": hits / (hits + misses) if hits + misses else None,
-                "cache_evictions": c.get("cache_evictions", 0),
-                "bytes_transferred": c.get("bytes_transferred", 0),
-                "requests": c.get("requests", 0),
-                "retries": c.get("retries", 0),
-                "request_latency_ms": stats.as_dict()["request_latency_ms"],
-            }
+            EpochFigures(
+                epoch=epoch,
+                steps=len(rows),
+                samples=sum(r.samples for r in rows),
+                wall_s=wall,
+                samples_per_s=sum(r.samples for r in rows) / wall if wall > 0 else 0.0,
+                bytes_read=stats.bytes_read,
+                bytes_per_s=stats.bytes_read / wall if wall > 0 else 0.0,
+                stall_fraction=sum(r.wait_s for r in rows) / (ranks * wall) if wall > 0 else 0.0,
+                cache_hits=hits,
+                cache_misses=misses,
+                cache_hit_ratio=hits / (hits + misses) if hits + misses else None,
+                cache_evictions=c.get("cache_evictions", 0),
+                bytes_transferred=c.get("bytes_transferred", 0),
+                requests=c.get("requests", 0),
+                retries=c.get("retries", 0),
+                request_latency_ms=Latency(**stats.as_dict()["request_latency_ms"]),
+            )
         )
     return out

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from iobench.sweep.demand import load_accelerator_table, lookup_demand
+from iobench.cell.demand import load_accelerator_table, lookup_demand
 
 
 @dataclass(frozen=True)

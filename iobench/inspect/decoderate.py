@@ -29,25 +29,15 @@ def given_rate(rate: float) -> DecodeRate:
 def rate_from_run(run_dir: str | Path) -> DecodeRate:
     """The median over a run's ok cells of 1000 / (decode + augment CPU ms per sample). CPU time,
     not wall: wall time includes waiting for a core when workers outnumber them."""
-    from iobench.results.api import load_run
     from iobench.results.store import cell_summaries
 
-    per_sample_ms = []
-    for summary in cell_summaries(Path(run_dir)):
-        cpu = summary.get("stage_cpu_ms_per_sample") or {}
-        if summary.get("status") == "ok" and cpu.get("decode") and cpu.get("augment") is not None:
-            per_sample_ms.append(cpu["decode"] + cpu["augment"])
-    if per_sample_ms:
-        how = f"CPU time per sample in {len(per_sample_ms)} cell(s)"
-    else:  # summaries without CPU times: the results table's wall times, which only overstate the cost
-        rows = load_run(run_dir).to_pylist()
-        per_sample_ms = [
-            r["decode_ms_per_sample"] + r["augment_ms_per_sample"]
-            for r in rows
-            if r["status"] == "ok"
-            and r.get("decode_ms_per_sample")
-            and r.get("augment_ms_per_sample") is not None
-        ]
+    ok = [s for s in cell_summaries(Path(run_dir)) if s.ok]
+    cpu = [s.stage_cpu_ms_per_sample for s in ok]
+    per_sample_ms = [c["decode"] + c["augment"] for c in cpu if c.get("decode") and "augment" in c]
+    how = f"CPU time per sample in {len(per_sample_ms)} cell(s)"
+    if not per_sample_ms:  # summaries without CPU times: wall times, which only overstate the cost
+        wall = [s.stage_ms_per_sample for s in ok]
+        per_sample_ms = [w["decode"] + w["augment"] for w in wall if w.get("decode") and "augment" in w]
         how = f"wall time per sample in {len(per_sample_ms)} cell(s), an underestimate of the rate"
     if not per_sample_ms:
         raise ValueError(

@@ -17,7 +17,6 @@ Only cold cells measure a tier: a warm cell reads the page cache or a shard cach
 
 from __future__ import annotations
 
-import json
 import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -25,7 +24,8 @@ from pathlib import Path
 
 from loaders.instrument import STAGES
 
-from ..results import load_run
+from ..results.store import cell_summaries, read_manifest
+from ..results.summary import CellManifest, CellSummary
 from .model import hit_ratio
 
 PREP_STAGES = ("decode", "augment", "collate")
@@ -93,73 +93,61 @@ class CellFacts:
         return self.cache_achieved == "cold"
 
 
-def _read_json(path: Path) -> dict:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError):
-        return {}
-
-
 def load_cells(run_dirs: Iterable[str | Path]) -> list[CellFacts]:
-    """The ok cells of ``run_dirs``: their results row, joined with what only the cell's
-    summary.json (stage CPU times) and manifest.json (host, tier, dataset) hold."""
+    """The ok cells of ``run_dirs``, from their summaries and manifests (host, tier, dataset)."""
     cells = []
     for run_dir in run_dirs:
         run_dir = Path(run_dir)
         if not run_dir.is_dir():
             raise FileNotFoundError(f"--results {run_dir}: no such directory (give an iobench run directory)")
-        for row in load_run(run_dir).to_pylist():
-            if row["status"] != "ok" or not row["samples_per_s"]:
-                continue
-            summary = _read_json(run_dir / row["cell_id"] / "summary.json")
-            manifest = _read_json(run_dir / row["cell_id"] / "manifest.json")
-            cells.append(_facts(str(run_dir), row, summary, manifest))
+        for summary in cell_summaries(run_dir):
+            if summary.ok and summary.metrics and summary.metrics.samples_per_s:
+                cells.append(_facts(str(run_dir), summary, read_manifest(run_dir, summary.cell_id)))
     return cells
 
 
-def _facts(run: str, row: dict, summary: dict, manifest: dict) -> CellFacts:
-    wall = {s: row.get(f"{s}_ms_per_sample") or 0.0 for s in STAGES}
-    # without a summary (a results table copied alone) the wall times stand in for CPU times
-    cpu = summary.get("stage_cpu_ms_per_sample") or wall
-    dataset = manifest.get("dataset") or {}
-    stats = summary.get("loader_stats_all_steps") or {}
-    sample_bytes = dataset.get("mean_sample_bytes") or (
-        stats["bytes_read"] / stats["samples"] if stats.get("samples") else 0.0
+def _facts(run: str, s: CellSummary, manifest: CellManifest | None) -> CellFacts:
+    assert s.metrics is not None and s.verdict is not None
+    m, stats = s.metrics, s.loader_stats_all_steps
+    wall = {stage: s.stage_ms_per_sample.get(stage) or 0.0 for stage in STAGES}
+    cpu = s.stage_cpu_ms_per_sample or wall  # an old summary without CPU times: wall stands in
+    sample_bytes = (
+        manifest.dataset.mean_sample_bytes
+        if manifest
+        else (stats.bytes_read / stats.samples if stats.samples else 0.0)
     )
-    latency = stats.get("request_latency_ms") or {}
-    metrics = summary.get("metrics") or {}
-    tier = manifest.get("tier") or {}
-    cache = tier.get("cache") or {}
-    demand = row["demand_samples_per_s"] or row.get("accelerator_ceiling")
+    tier = manifest.tier if manifest else {}
+    accelerator = s.ceilings.get("accelerator") if s.ceilings else None
+    last = s.epochs[-1] if s.epochs else None
     return CellFacts(
         run=run,
-        cell_id=row["cell_id"],
-        tier=row["tier"],
-        tier_kind=row["tier_kind"],
-        loader=row["loader"],
-        workers=row["workers"],
-        batch_size=row["batch_size"],
-        cores=(manifest.get("host") or {}).get("usable_cpus") or 1,
-        demand=demand,
-        samples_per_s=row["samples_per_s"],
-        au=row["au"],
-        verdict=row["verdict"],
-        cache_achieved=row["cache_achieved"],
-        cpu_ms={s: float(cpu.get(s) or 0.0) for s in STAGES},
+        cell_id=s.cell_id,
+        tier=s.cell.tier_name,
+        tier_kind=s.cell.tier_kind,
+        loader=s.cell.loader.kind,
+        workers=s.cell.loader.workers,
+        batch_size=s.cell.loader.batch_size,
+        cores=manifest.host.usable_cpus if manifest else 1,
+        demand=s.verdict.demand_samples_per_s or (accelerator.samples_per_s if accelerator else None),
+        samples_per_s=m.samples_per_s,
+        au=m.au,
+        verdict=s.verdict.bound,
+        cache_achieved=s.cache_state.achieved if s.cache_state else None,
+        cpu_ms={stage: float(cpu.get(stage) or 0.0) for stage in STAGES},
         wall_ms=wall,
         sample_bytes=float(sample_bytes),
-        dataset_bytes=float(dataset.get("total_bytes") or 0.0),
-        fetch_ceiling_bytes_per_s=row.get("fetch_ceiling_bytes_per_s"),
-        epochs=row["epochs"] or 1,
-        cache_limit_bytes=cache.get("limit_bytes"),
-        last_epoch_hit_ratio=row["last_epoch_cache_hit_ratio"],
-        request_p50_ms=latency.get("p50"),
-        request_p99_ms=row.get("request_p99_ms"),
-        throttle_bytes_per_s=(tier.get("throttle") or {}).get("bandwidth_bytes_per_s"),
-        compute_s_per_sample=metrics["compute_s"] / metrics["samples"]
-        if metrics.get("compute_s") and metrics.get("samples")
+        dataset_bytes=float(manifest.dataset.total_bytes) if manifest else 0.0,
+        fetch_ceiling_bytes_per_s=s.ceilings["fetch"].bytes_per_s
+        if s.ceilings and "fetch" in s.ceilings
         else None,
-        cuda=bool((manifest.get("host") or {}).get("cuda")),
+        epochs=len(s.epochs) or 1,
+        cache_limit_bytes=(tier.get("cache") or {}).get("limit_bytes"),
+        last_epoch_hit_ratio=last.cache_hit_ratio if last else None,
+        request_p50_ms=stats.request_latency_ms.p50,
+        request_p99_ms=stats.request_latency_ms.p99,
+        throttle_bytes_per_s=(tier.get("throttle") or {}).get("bandwidth_bytes_per_s"),
+        compute_s_per_sample=m.compute_s / m.samples if m.compute_s and m.samples else None,
+        cuda=bool(manifest and manifest.host.cuda),
     )
 
 

@@ -46,7 +46,7 @@ def _size(text: str, what: str, *, positive: bool = True) -> int:
 
 
 def add_recommend_arguments(p: argparse.ArgumentParser) -> None:
-    from iobench.sweep.config import DEMANDS
+    from iobench.cell.demand import DEMANDS
 
     data = p.add_argument_group("the dataset (sizes or a manifest)")
     data.add_argument("--dataset-size", metavar="SIZE", help="total size, e.g. 5TB")
@@ -137,8 +137,8 @@ def _dataset(args: argparse.Namespace) -> tuple[float, float, str]:
 
 def scenario(args: argparse.Namespace) -> Scenario:
     """The scenario the arguments describe, every value checked."""
+    from iobench.cell.demand import load_accelerator_table, lookup_demand
     from iobench.host.cores import usable_cores
-    from iobench.sweep.demand import load_accelerator_table, lookup_demand
 
     from .calibrate import Figure
     from .options import Scenario

@@ -2,10 +2,10 @@
 are larger than the noise.
 
 A change in samples/s is *significant* when
-- both runs repeated the cell (``run.repeats`` > 1, so each has a 95 % interval for the mean): the
-  two intervals do not overlap;
+- both runs repeated the cell (``run.repeats`` > 1): Welch's t-test of the two means (unequal
+  variances, docs/method.md) gives p < 0.05;
 - otherwise: the ratio B/A differs from 1 by more than 5 % (the spread that flags a repeated cell
-  as unstable, docs/method.md), since a single run has no interval to compare.
+  as unstable, docs/method.md), since a single run has no variance to test against.
 
 Every row names the rule it used.
 """
@@ -18,11 +18,14 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from ..results.api import load_run
+from ..analysis.repeats import welch_test
+from ..results.api import load_summaries
+from ..results.summary import CellSummary
 
 THRESHOLD = 0.05
-RULE_CI = "95 % CIs do not overlap"
-RULE_THRESHOLD = f"change > {100 * THRESHOLD:.0f} % (no interval in both runs)"
+ALPHA = 0.05
+RULE_WELCH = f"Welch's t-test of the repeats' means, p < {ALPHA:g}"
+RULE_THRESHOLD = f"change > {100 * THRESHOLD:.0f} % (no repeats in both runs)"
 
 
 def compare_runs(a: str | Path, b: str | Path) -> dict:
@@ -30,61 +33,69 @@ def compare_runs(a: str | Path, b: str | Path) -> dict:
 
     ``cells`` has one entry per cell id found in both runs, in A's order; ``only_a`` and ``only_b``
     list the others. Per cell: status, samples/s, AU and stall fraction in each run, the ratio of
-    samples/s B/A, each run's verdict, whether it changed, which noise rule applied and whether the
-    change in samples/s exceeds it (``significant``, with ``direction`` faster / slower).
+    samples/s B/A, each run's verdict, whether it changed, which noise rule applied (with Welch's
+    t, df and p where it was the test) and whether the change in samples/s exceeds it
+    (``significant``, with ``direction`` faster / slower).
     """
-    rows_a = {r["cell_id"]: r for r in load_run(a).to_pylist()}
-    rows_b = {r["cell_id"]: r for r in load_run(b).to_pylist()}
-    cells = [_cell(rows_a[cid], rows_b[cid]) for cid in rows_a if cid in rows_b]
+    cells_a = {s.cell_id: s for s in load_summaries(a)}
+    cells_b = {s.cell_id: s for s in load_summaries(b)}
+    cells = [_cell(cells_a[cid], cells_b[cid]) for cid in cells_a if cid in cells_b]
     return {
         "run_a": str(a),
         "run_b": str(b),
-        "rules": {"ci": RULE_CI, "threshold": RULE_THRESHOLD},
+        "rules": {"welch": RULE_WELCH, "threshold": RULE_THRESHOLD},
         "cells": cells,
-        "only_a": [cid for cid in rows_a if cid not in rows_b],
-        "only_b": [cid for cid in rows_b if cid not in rows_a],
+        "only_a": [cid for cid in cells_a if cid not in cells_b],
+        "only_b": [cid for cid in cells_b if cid not in cells_a],
     }
 
 
-def _verdict(row: dict) -> str | None:
-    if row.get("status") != "ok":
-        return row.get("status") or "failed"  # failed, or interrupted by a stopped sweep
-    return (row.get("verdict") or "unknown") + (
-        f" ({row['binding_stage']})" if row.get("binding_stage") else ""
-    )
+def _verdict(s: CellSummary) -> str:
+    if not s.ok or s.verdict is None:
+        return s.status  # failed, or interrupted by a stopped sweep
+    return s.verdict.name
 
 
-def _has_interval(row: dict) -> bool:
-    return (row.get("repeats") or 0) > 1 and row.get("samples_per_s_ci_low") is not None
+def _has_repeats(s: CellSummary) -> bool:
+    return s.stability is not None and s.stability.samples_per_s.n > 1
 
 
-def _cell(ra: dict, rb: dict) -> dict:
+def _cell(sa: CellSummary, sb: CellSummary) -> dict:
     out: dict = {
-        "cell_id": ra["cell_id"],
-        "status": {"a": ra.get("status"), "b": rb.get("status")},
-        "verdict": {"a": _verdict(ra), "b": _verdict(rb), "changed": _verdict(ra) != _verdict(rb)},
+        "cell_id": sa.cell_id,
+        "status": {"a": sa.status, "b": sb.status},
+        "verdict": {"a": _verdict(sa), "b": _verdict(sb), "changed": _verdict(sa) != _verdict(sb)},
     }
     for key in ("samples_per_s", "au", "stall_fraction"):
-        out[key] = {"a": ra.get(key), "b": rb.get(key)}
-    out["unstable"] = {"a": bool(ra.get("unstable")), "b": bool(rb.get("unstable"))}
-    sa, sb = ra.get("samples_per_s"), rb.get("samples_per_s")
-    if ra.get("status") != "ok" or rb.get("status") != "ok" or sa is None or sb is None:
+        out[key] = {
+            "a": getattr(sa.metrics, key) if sa.metrics else None,
+            "b": getattr(sb.metrics, key) if sb.metrics else None,
+        }
+    out["unstable"] = {
+        "a": bool(sa.stability and sa.stability.unstable),
+        "b": bool(sb.stability and sb.stability.unstable),
+    }
+    if sa.metrics is None or sb.metrics is None or not sa.ok or not sb.ok:
         out.update(ratio=None, rule=None, significant=None, direction=None)
         return out
-    out["ratio"] = sb / sa if sa > 0 else None
-    if _has_interval(ra) and _has_interval(rb):
-        out["rule"] = "ci"
-        if rb["samples_per_s_ci_low"] > ra["samples_per_s_ci_high"]:
-            out.update(significant=True, direction="faster")
-        elif rb["samples_per_s_ci_high"] < ra["samples_per_s_ci_low"]:
-            out.update(significant=True, direction="slower")
-        else:
-            out.update(significant=False, direction=None)
+    xa, xb = sa.metrics.samples_per_s, sb.metrics.samples_per_s
+    out["ratio"] = xb / xa if xa > 0 else None
+    if _has_repeats(sa) and _has_repeats(sb):
+        test = welch_test(sa.stability.samples_per_s, sb.stability.samples_per_s)  # type: ignore[union-attr]
+        significant = test.p_value < ALPHA
+        out.update(
+            rule="welch",
+            welch={"t": test.t, "df": test.df, "p": test.p_value},
+            significant=significant,
+            direction=("faster" if test.t > 0 else "slower") if significant else None,
+        )
     else:
-        out["rule"] = "threshold"
-        significant = abs(out["ratio"] - 1.0) > THRESHOLD if out["ratio"] is not None else sb != sa
-        direction = ("faster" if sb > sa else "slower") if significant else None
-        out.update(significant=significant, direction=direction)
+        significant = abs(out["ratio"] - 1.0) > THRESHOLD if out["ratio"] is not None else xb != xa
+        out.update(
+            rule="threshold",
+            significant=significant,
+            direction=("faster" if xb > xa else "slower") if significant else None,
+        )
     return out
 
 
@@ -143,7 +154,8 @@ def _change(c: dict) -> Text:
         return Text(f"{' and '.join(bad)}: not compared", style="red")
     unstable = [run.upper() for run in ("a", "b") if c["unstable"][run]]
     note = f"; unstable in {', '.join(unstable)}" if unstable else ""
+    p = f", p={c['welch']['p']:.3g}" if c["rule"] == "welch" else ""
     if c["significant"]:
         style = "green" if c["direction"] == "faster" else "red"
-        return Text(f"{c['direction']} [{c['rule']}]{note}", style=f"bold {style}")
-    return Text(f"within noise [{c['rule']}]{note}")
+        return Text(f"{c['direction']} [{c['rule']}{p}]{note}", style=f"bold {style}")
+    return Text(f"within noise [{c['rule']}{p}]{note}")

@@ -21,6 +21,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from iobench.results.spec import CellSpec
+from iobench.results.summary import CellSummary
+
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
@@ -75,8 +78,8 @@ def _svg(fig: Figure, prefix: str) -> str:
     return _TAG.sub(retag, text[text.index("<svg") :])
 
 
-def _ok(summaries: list[dict]) -> list[dict]:
-    return [s for s in summaries if s.get("status") == "ok" and s.get("metrics")]
+def _ok(summaries: list[CellSummary]) -> list[CellSummary]:
+    return [s for s in summaries if s.ok and s.metrics is not None]
 
 
 def _in_rc(draw):
@@ -93,25 +96,24 @@ def _in_rc(draw):
 
 
 @_in_rc
-def throughput_svg(summaries: list[dict], prefix: str) -> str | None:
+def throughput_svg(summaries: list[CellSummary], prefix: str) -> str | None:
     """Samples/s per cell, one bar each, coloured by tier; the 95 % interval where repeats gave one."""
-    cells = sorted(_ok(summaries), key=lambda s: (s["cell"]["tier"]["name"], s["cell"]["cell_id"]))
+    cells = sorted(_ok(summaries), key=lambda s: (s.cell.tier_name, s.cell_id))
     if not cells:
         return None
     fig = _figure(1.2 + 0.32 * len(cells))
     ax = fig.add_subplot()
-    tiers = list(dict.fromkeys(s["cell"]["tier"]["name"] for s in cells))
+    tiers = list(dict.fromkeys(s.cell.tier_name for s in cells))
     colours = {t: f"C{i % 10}" for i, t in enumerate(tiers)}
     y = np.arange(len(cells))[::-1]
-    values = [s["metrics"]["samples_per_s"] for s in cells]
-    ax.barh(y, values, color=[colours[s["cell"]["tier"]["name"]] for s in cells])
+    values = [s.metrics.samples_per_s for s in cells]  # type: ignore[union-attr]
+    ax.barh(y, values, color=[colours[s.cell.tier_name] for s in cells])
     for yi, s in zip(y, cells, strict=True):
-        sps = (s.get("stability") or {}).get("samples_per_s") or {}
-        if sps.get("ci_low") is not None:
-            low, high = max(0.0, sps["ci_low"]), sps["ci_high"]
-            ax.plot([low, high], [yi, yi], color="black", lw=1)
-            ax.plot([sps["mean"]], [yi], "k|", ms=8)
-    ax.set_yticks(y, [s["cell"]["cell_id"] for s in cells])
+        sps = s.stability.samples_per_s if s.stability else None
+        if sps is not None and sps.ci_low is not None and sps.ci_high is not None:
+            ax.plot([max(0.0, sps.ci_low), sps.ci_high], [yi, yi], color="black", lw=1)
+            ax.plot([sps.mean], [yi], "k|", ms=8)
+    ax.set_yticks(y, [s.cell_id for s in cells])
     ax.set_xlabel("samples/s (measured steps)")
     ax.set_title("Throughput by tier and loader")
     fig.legend([_patch(colours[t]) for t in tiers], tiers, title="tier", loc="outside right upper")
@@ -124,34 +126,34 @@ def _patch(colour: str):
     return Patch(color=colour)
 
 
-def wall_split(summary: dict) -> tuple[dict[str, float], str]:
+def wall_split(summary: CellSummary) -> tuple[dict[str, float], str]:
     """Where one cell's wall time went, as fractions keyed like ``SEGMENTS``, and their source.
 
     With the differential attribution (``run.diagnose``) it is its ``lost_fraction``. Without it the
     stall fraction is split over the stages in proportion to their per-sample wall times from the
     online stage timers, which cannot tell queueing in collate/IPC from the stages themselves.
     """
-    m = summary["metrics"]
-    lost = (summary.get("attribution") or {}).get("lost_fraction")
-    if lost:
-        split = {"compute": summary["attribution"]["au"], **lost}
+    m = summary.metrics
+    assert m is not None
+    a = summary.attribution
+    if a is not None and a.lost_fraction:
+        split = {"compute": a.au, **a.lost_fraction}
         source = "differential"
     else:
-        wall = m.get("wall_s") or 0.0
-        split = {"compute": m["au"], "h2d": (m.get("h2d_s") or 0.0) / wall if wall else 0.0}
-        stages = {k: v for k, v in (summary.get("stage_ms_per_sample") or {}).items() if v}
+        split = {"compute": m.au, "h2d": m.h2d_s / m.wall_s if m.wall_s else 0.0}
+        stages = {k: v for k, v in summary.stage_ms_per_sample.items() if v}
         total = sum(stages.values())
         if total > 0:
-            split.update({k: m["stall_fraction"] * v / total for k, v in stages.items()})
+            split.update({k: m.stall_fraction * v / total for k, v in stages.items()})
         else:
-            split["wait"] = m["stall_fraction"]
+            split["wait"] = m.stall_fraction
         source = "stage timers"
     split["other"] = max(0.0, 1.0 - sum(split.values()))
     return split, source
 
 
 @_in_rc
-def attribution_svg(summaries: list[dict], prefix: str) -> str | None:
+def attribution_svg(summaries: list[CellSummary], prefix: str) -> str | None:
     """One stacked bar per cell: the fraction of wall time the accelerator computed, and where the rest went."""
     cells = _ok(summaries)
     if not cells:
@@ -166,7 +168,7 @@ def attribution_svg(summaries: list[dict], prefix: str) -> str | None:
         if widths.any():
             ax.barh(y, widths, left=left, color=colour, label=label)
             left += widths
-    labels = [f"{s['cell']['cell_id']} ({src})" for s, (_, src) in zip(cells, splits, strict=True)]
+    labels = [f"{s.cell_id} ({src})" for s, (_, src) in zip(cells, splits, strict=True)]
     ax.set_yticks(y, labels)
     ax.set_xlim(0, 1)
     ax.xaxis.set_major_formatter(_percent())
@@ -188,41 +190,31 @@ def _percent():
     return PercentFormatter(1.0, decimals=0)
 
 
-def _series_label(cell: dict, varying: set[str]) -> str:
-    parts = [cell["tier"]["name"], cell["loader"]["kind"]]
-    extra = {
-        "layout": cell["loader"].get("layout"),
-        "batch": f"b{cell['loader']['batch_size']}",
-        "accelerator": accelerator_label(cell),
-        "cache": cell.get("cache"),
-    }
-    return " / ".join(parts + [str(v) for k, v in extra.items() if k in varying])
+# what may vary between the cells of a run besides tier, loader and workers; each becomes part of
+# a line's label when it does
+_VARYING = {
+    "layout": lambda c: c.loader.layout,
+    "batch": lambda c: f"b{c.loader.batch_size}",
+    "accelerator": lambda c: c.accelerator.label,
+    "cache": lambda c: c.cache,
+}
 
 
-def accelerator_label(cell: dict) -> str:
-    """``h100x8`` for an emulated accelerator and count, ``torch:resnet50`` for a real model."""
-    acc = cell.get("accelerator") or {}
-    if acc.get("kind") == "emulated":
-        return f"{acc.get('type')}x{acc.get('count')}"
-    return f"torch:{acc.get('model')}"
+def _series_label(cell: CellSpec, varying: set[str]) -> str:
+    parts = [cell.tier_name, cell.loader.kind]
+    return " / ".join(parts + [str(read(cell)) for k, read in _VARYING.items() if k in varying])
 
 
 @_in_rc
-def au_workers_svg(summaries: list[dict], prefix: str) -> str | None:
+def au_workers_svg(summaries: list[CellSummary], prefix: str) -> str | None:
     """AU against loader workers, one line per tier/loader (and whatever else varies in the run)."""
     cells = _ok(summaries)
     if not cells:
         return None
-    keys = {
-        "layout": lambda c: c["loader"].get("layout"),
-        "batch": lambda c: c["loader"]["batch_size"],
-        "accelerator": accelerator_label,
-        "cache": lambda c: c.get("cache"),
-    }
-    varying = {k for k, f in keys.items() if len({f(s["cell"]) for s in cells}) > 1}
+    varying = {k for k, read in _VARYING.items() if len({read(s.cell) for s in cells}) > 1}
     lines: dict[str, list[tuple[int, float]]] = defaultdict(list)
     for s in cells:
-        lines[_series_label(s["cell"], varying)].append((s["cell"]["loader"]["workers"], s["metrics"]["au"]))
+        lines[_series_label(s.cell, varying)].append((s.cell.loader.workers, s.metrics.au))  # type: ignore[union-attr]
     fig = _figure(3.6)
     ax = fig.add_subplot()
     handles = []
@@ -233,7 +225,7 @@ def au_workers_svg(summaries: list[dict], prefix: str) -> str | None:
     ax.annotate(
         "90 %: accelerator-bound (MLPerf Storage rule)", (0.01, 0.91), xycoords=("axes fraction", "data")
     )
-    workers = sorted({s["cell"]["loader"]["workers"] for s in cells})
+    workers = sorted({s.cell.loader.workers for s in cells})
     ax.set_xticks(workers)
     ax.set_ylim(0, 1.05)
     ax.yaxis.set_major_formatter(_percent())
@@ -303,14 +295,13 @@ def timeline_svg(steps: pa.Table, prefix: str) -> str | None:
 
 
 @_in_rc
-def cache_hit_svg(summaries: list[dict], prefix: str) -> str | None:
+def cache_hit_svg(summaries: list[CellSummary], prefix: str) -> str | None:
     """Shard-cache hit ratio per epoch, one line per cell that has a cache."""
     series = {}
     for s in _ok(summaries):
-        points = [(e["epoch"] + 1, e["cache_hit_ratio"]) for e in s.get("epochs") or []]
-        points = [p for p in points if p[1] is not None]
+        points = [(e.epoch + 1, e.cache_hit_ratio) for e in s.epochs if e.cache_hit_ratio is not None]
         if points:
-            series[s["cell"]["cell_id"]] = points
+            series[s.cell_id] = points
     if not series:
         return None
     fig = _figure(3.2)

@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 
 from .schema import RESULT_SCHEMA, summary_to_row
 from .store import RESULTS_NAME, cell_summaries
+from .summary import CellSummary
 
 if TYPE_CHECKING:
     import pandas
@@ -40,6 +41,18 @@ def load_run(run_dir: str | Path) -> pa.Table:
             f"{run_dir}: neither {RESULTS_NAME} nor any <cell>/summary.json: is it an iobench run directory?"
         )
     return pa.Table.from_pylist([summary_to_row(s) for s in summaries], schema=RESULT_SCHEMA)
+
+
+def load_summaries(run_dir: str | Path) -> list[CellSummary]:
+    """A run's typed cell summaries in the sweep's order (results.parquet's rows; a cell without
+    a row last). FileNotFoundError when the directory holds none."""
+    summaries = cell_summaries(Path(run_dir))
+    if not summaries:
+        raise FileNotFoundError(f"{run_dir}: no cell results found (is it an iobench run directory?)")
+    path = Path(run_dir) / RESULTS_NAME
+    ids = pq.read_table(path, columns=["cell_id"]).column("cell_id").to_pylist() if path.exists() else []
+    order = {cid: i for i, cid in enumerate(ids)}
+    return sorted(summaries, key=lambda s: (order.get(s.cell_id, len(order)), s.cell_id))
 
 
 def load_runs(run_dirs: Iterable[str | Path]) -> pa.Table:
@@ -77,8 +90,10 @@ def load_steps(run_dir: str | Path, cell_id: str | None = None) -> pa.Table:
     tables = []
     for path in paths:
         table = pq.read_table(path)
-        cells = pa.array([path.parent.name] * table.num_rows, pa.string())
-        tables.append(table.add_column(0, "cell_id", cells))
+        if "cell_id" not in table.column_names:  # written before schema v4
+            cells = pa.array([path.parent.name] * table.num_rows, pa.string())
+            table = table.add_column(0, "cell_id", cells)
+        tables.append(table)
     return pa.concat_tables(tables, promote_options="default")
 
 

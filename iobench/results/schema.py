@@ -1,219 +1,222 @@
-"""The result schema: one summary.json per cell and one row per cell in results.parquet.
+"""results.parquet, derived from the typed summary: one row per cell, one column per figure.
 
-Bump SCHEMA_VERSION on any change that a reader of old results must know about, and describe the
-columns in docs/method.md.
+Every metric of :class:`~iobench.results.figures.PipelineMetrics` becomes a column of the same
+name by itself, so adding a metric is one field there, its computation (iobench/analysis/) and its
+definition in docs/method.md. The other columns are listed here with the attribute they read.
+Describe every column in docs/method.md; bump ``SCHEMA_VERSION`` (summary.py) on any change a
+reader of old results must know about. The version is in each Parquet file's metadata.
 """
 
 from __future__ import annotations
 
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from typing import Any
+
 import pyarrow as pa
 
-SCHEMA_VERSION = 3  # 3: multi-rank cells (world_size .. rank_au_max; steps.parquet rank)
+from .figures import EpochFigures, PipelineMetrics
+from .summary import SCHEMA_VERSION, CellSummary
+
+VERSION_KEY = b"iobench_schema_version"
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: pa.DataType
+    value: Callable[[CellSummary], Any]
+
+
+def _ok(read: Callable[[CellSummary], Any]) -> Callable[[CellSummary], Any]:
+    """A figure only a measured cell has: None for failed and interrupted cells."""
+    return lambda s: read(s) if s.ok else None
+
+
+def _first_epoch(s: CellSummary) -> EpochFigures | None:
+    return s.epochs[0] if s.epochs else None
+
+
+def _last_epoch(s: CellSummary) -> EpochFigures | None:
+    return s.epochs[-1] if s.epochs else None
+
+
+def _arrow_type(annotation: Any) -> pa.DataType:
+    base = next((a for a in typing.get_args(annotation) if a is not type(None)), annotation)
+    return {int: pa.int64(), float: pa.float64(), bool: pa.bool_(), str: pa.string()}[base]
+
+
+def _metric_columns() -> list[Column]:
+    hints = typing.get_type_hints(PipelineMetrics)
+    return [
+        Column(f.name, _arrow_type(hints[f.name]), _ok(lambda s, n=f.name: getattr(s.metrics, n)))
+        for f in fields(PipelineMetrics)
+    ]
+
+
+def _attribution(s: CellSummary, read: Callable) -> Any:
+    return read(s.attribution) if s.attribution is not None else None
+
+
+def _lost(stage: str) -> Callable[[CellSummary], Any]:
+    return lambda s: _attribution(s, lambda a: a.lost_fraction.get(stage))
+
+
+def _capacity(read: Callable) -> Callable[[CellSummary], Any]:
+    return lambda s: _attribution(s, lambda a: read(a.capacity) if a.capacity is not None else None)
+
+
+def _ceiling(name: str, read: Callable) -> Callable[[CellSummary], Any]:
+    return lambda s: read(s.ceilings[name]) if s.ceilings and name in s.ceilings else None
+
+
+def _stable(metric: str, read: Callable) -> Callable[[CellSummary], Any]:
+    return lambda s: read(getattr(s.stability, metric)) if s.stability is not None else None
+
+
+def _dist(read: Callable) -> Callable[[CellSummary], Any]:
+    return lambda s: read(s.distributed) if s.distributed is not None else None
+
+
+def _stage(name: str) -> Callable[[CellSummary], Any]:
+    return _ok(lambda s: s.stage_ms_per_sample.get(name))
+
+
+COLUMNS: list[Column] = [
+    Column("cell_id", pa.string(), lambda s: s.cell_id),
+    Column("status", pa.string(), lambda s: s.status),  # ok | failed | interrupted
+    Column("tier", pa.string(), lambda s: s.cell.tier_name),
+    Column("tier_kind", pa.string(), lambda s: s.cell.tier_kind),
+    Column("loader", pa.string(), lambda s: s.cell.loader.kind),
+    Column("workers", pa.int32(), lambda s: s.cell.loader.workers),
+    Column("batch_size", pa.int32(), lambda s: s.cell.loader.batch_size),
+    Column("accelerator", pa.string(), lambda s: s.cell.accelerator.name),
+    Column("accelerator_count", pa.int32(), lambda s: s.cell.accelerator.count),
+    Column("demand_samples_per_s", pa.float64(), _ok(lambda s: s.verdict.demand_samples_per_s)),
+    Column("cache_requested", pa.string(), lambda s: s.cell.cache),
+    Column("cache_achieved", pa.string(), _ok(lambda s: s.cache_state.achieved)),
+    Column("resident_fraction_before", pa.float64(), _ok(lambda s: s.cache_state.resident_fraction_before)),
+    *_metric_columns(),
+    Column("device_read_bytes_per_s", pa.float64(), lambda s: s.device_read_bytes_per_s),
+    *(
+        Column(f"{stage}_ms_per_sample", pa.float64(), _stage(stage))
+        for stage in ("fetch", "decode", "augment", "collate")
+    ),
+    Column("errors", pa.int64(), _ok(lambda s: sum(s.loader_stats_all_steps.errors.values()))),
+    Column("epochs", pa.int32(), lambda s: len(s.epochs)),
+    Column("first_epoch_samples_per_s", pa.float64(), lambda s: (e := _first_epoch(s)) and e.samples_per_s),
+    Column("last_epoch_samples_per_s", pa.float64(), lambda s: (e := _last_epoch(s)) and e.samples_per_s),
+    Column(
+        "first_epoch_cache_hit_ratio", pa.float64(), lambda s: (e := _first_epoch(s)) and e.cache_hit_ratio
+    ),
+    Column("last_epoch_cache_hit_ratio", pa.float64(), lambda s: (e := _last_epoch(s)) and e.cache_hit_ratio),
+    Column(
+        "cache_evictions", pa.int64(), _ok(lambda s: s.loader_stats_all_steps.counters.get("cache_evictions"))
+    ),
+    Column("requests", pa.int64(), _ok(lambda s: s.loader_stats_all_steps.counters.get("requests"))),
+    Column("retries", pa.int64(), _ok(lambda s: s.loader_stats_all_steps.counters.get("retries"))),
+    Column(
+        "request_failures",
+        pa.int64(),
+        _ok(lambda s: s.loader_stats_all_steps.counters.get("request_failures")),
+    ),
+    Column("request_p99_ms", pa.float64(), _ok(lambda s: s.loader_stats_all_steps.request_latency_ms.p99)),
+    Column("warmup_steps", pa.int32(), lambda s: s.warmup.steps if s.warmup else None),
+    Column("warmup_method", pa.string(), lambda s: s.warmup.method if s.warmup else None),
+    Column("repeats", pa.int32(), _stable("samples_per_s", lambda r: r.n)),
+    Column("samples_per_s_ci_low", pa.float64(), _stable("samples_per_s", lambda r: r.ci_low)),
+    Column("samples_per_s_ci_high", pa.float64(), _stable("samples_per_s", lambda r: r.ci_high)),
+    Column("au_ci_low", pa.float64(), _stable("au", lambda r: r.ci_low)),
+    Column("au_ci_high", pa.float64(), _stable("au", lambda r: r.ci_high)),
+    Column("unstable", pa.bool_(), lambda s: s.stability.unstable if s.stability is not None else None),
+    Column("epoch_delta", pa.float64(), lambda s: s.epoch_delta),
+    Column("epoch1_vs_steady", pa.float64(), lambda s: s.epoch1_vs_steady),
+    Column("accelerator_ceiling", pa.float64(), _ceiling("accelerator", lambda c: c.samples_per_s)),
+    Column("prep_ceiling", pa.float64(), _ceiling("prep", lambda c: c.samples_per_s)),
+    Column("fetch_ceiling", pa.float64(), _ceiling("fetch", lambda c: c.samples_per_s)),
+    Column("fetch_ceiling_bytes_per_s", pa.float64(), _ceiling("fetch", lambda c: c.bytes_per_s)),
+    # accelerator | prep | fetch, with run.diagnose
+    Column("differential_binding", pa.string(), lambda s: _attribution(s, lambda a: a.binding)),
+    Column("methods_agree", pa.bool_(), lambda s: _attribution(s, lambda a: a.agree)),
+    Column("prediction_error", pa.float64(), lambda s: _attribution(s, lambda a: a.prediction_error)),
+    *(
+        Column(f"lost_{part}", pa.float64(), _lost(part))
+        for part in ("fetch", "decode", "augment", "collate", "h2d")
+    ),
+    Column("max_accelerators", pa.int32(), _capacity(lambda c: c.max_accelerators)),
+    Column("capacity_confirmed", pa.bool_(), _capacity(lambda c: c.confirmed)),
+    # ranks in the cell: run.nodes x run.ranks_per_node
+    Column("world_size", pa.int32(), lambda s: s.cell.run.world_size),
+    Column("nodes", pa.int32(), lambda s: s.cell.run.nodes),
+    # fastest rank's samples/s over the slowest's (multi-rank cells)
+    Column("rank_skew", pa.float64(), _dist(lambda d: d.skew)),
+    Column("slowest_rank", pa.int32(), _dist(lambda d: d.slowest_rank)),
+    Column("slowest_rank_host", pa.string(), _dist(lambda d: d.slowest_host)),
+    Column("slowest_rank_samples_per_s", pa.float64(), _dist(lambda d: d.slowest_samples_per_s)),
+    Column("rank_au_min", pa.float64(), lambda s: min((r.au for r in s.ranks), default=None)),
+    Column("rank_au_max", pa.float64(), lambda s: max((r.au for r in s.ranks), default=None)),
+    Column("notes", pa.string(), lambda s: " | ".join(s.warnings) or None),
+    # accelerator | prep | fetch | unknown | failed
+    Column("verdict", pa.string(), lambda s: s.verdict.bound if s.ok and s.verdict else "failed"),
+    Column("binding_stage", pa.string(), lambda s: s.verdict.binding_stage if s.verdict else None),
+    Column("headline", pa.string(), lambda s: s.verdict.headline if s.verdict else s.error),
+    Column("error", pa.string(), lambda s: s.error),
+]
 
 RESULT_SCHEMA = pa.schema(
-    [
-        ("cell_id", pa.string()),
-        ("status", pa.string()),  # ok | failed | interrupted
-        ("tier", pa.string()),
-        ("tier_kind", pa.string()),
-        ("loader", pa.string()),
-        ("workers", pa.int32()),
-        ("batch_size", pa.int32()),
-        ("accelerator", pa.string()),
-        ("accelerator_count", pa.int32()),
-        ("demand_samples_per_s", pa.float64()),
-        ("cache_requested", pa.string()),
-        ("cache_achieved", pa.string()),
-        ("resident_fraction_before", pa.float64()),
-        ("steps", pa.int32()),
-        ("samples", pa.int64()),
-        ("wall_s", pa.float64()),
-        ("samples_per_s", pa.float64()),
-        ("bytes_per_s", pa.float64()),
-        ("device_read_bytes_per_s", pa.float64()),
-        ("au", pa.float64()),
-        ("au_mlperf", pa.float64()),
-        ("stall_fraction", pa.float64()),
-        ("wait_p50_ms", pa.float64()),
-        ("wait_p95_ms", pa.float64()),
-        ("wait_p99_ms", pa.float64()),
-        ("time_to_first_batch_s", pa.float64()),
-        ("fetch_ms_per_sample", pa.float64()),
-        ("decode_ms_per_sample", pa.float64()),
-        ("augment_ms_per_sample", pa.float64()),
-        ("collate_ms_per_sample", pa.float64()),
-        ("errors", pa.int64()),
-        ("epochs", pa.int32()),
-        ("first_epoch_samples_per_s", pa.float64()),
-        ("last_epoch_samples_per_s", pa.float64()),
-        ("first_epoch_cache_hit_ratio", pa.float64()),
-        ("last_epoch_cache_hit_ratio", pa.float64()),
-        ("cache_evictions", pa.int64()),
-        ("requests", pa.int64()),
-        ("retries", pa.int64()),
-        ("request_failures", pa.int64()),
-        ("request_p99_ms", pa.float64()),
-        ("warmup_steps", pa.int32()),
-        ("warmup_method", pa.string()),
-        ("repeats", pa.int32()),
-        ("samples_per_s_ci_low", pa.float64()),
-        ("samples_per_s_ci_high", pa.float64()),
-        ("au_ci_low", pa.float64()),
-        ("au_ci_high", pa.float64()),
-        ("unstable", pa.bool_()),
-        ("epoch_delta", pa.float64()),
-        ("epoch1_vs_steady", pa.float64()),
-        ("accelerator_ceiling", pa.float64()),
-        ("prep_ceiling", pa.float64()),
-        ("fetch_ceiling", pa.float64()),
-        ("fetch_ceiling_bytes_per_s", pa.float64()),
-        ("differential_binding", pa.string()),  # accelerator | prep | fetch, with run.diagnose
-        ("methods_agree", pa.bool_()),
-        ("prediction_error", pa.float64()),
-        ("lost_fetch", pa.float64()),
-        ("lost_decode", pa.float64()),
-        ("lost_augment", pa.float64()),
-        ("lost_collate", pa.float64()),
-        ("lost_h2d", pa.float64()),
-        ("max_accelerators", pa.int32()),
-        ("capacity_confirmed", pa.bool_()),
-        ("world_size", pa.int32()),  # ranks in the cell: run.nodes x run.ranks_per_node
-        ("nodes", pa.int32()),
-        ("rank_skew", pa.float64()),  # fastest rank's samples/s over the slowest's (multi-rank cells)
-        ("slowest_rank", pa.int32()),
-        ("slowest_rank_host", pa.string()),
-        ("slowest_rank_samples_per_s", pa.float64()),
-        ("rank_au_min", pa.float64()),
-        ("rank_au_max", pa.float64()),
-        ("notes", pa.string()),
-        ("verdict", pa.string()),  # accelerator | prep | fetch | unknown | failed
-        ("binding_stage", pa.string()),
-        ("headline", pa.string()),
-        ("error", pa.string()),
-    ]
+    [(c.name, c.type) for c in COLUMNS], metadata={VERSION_KEY: str(SCHEMA_VERSION).encode()}
 )
 
-STEP_SCHEMA = pa.schema(
-    [
-        ("step", pa.int32()),
-        ("epoch", pa.int32()),
-        ("warmup", pa.bool_()),
-        ("t_start", pa.float64()),
-        ("wait_s", pa.float64()),
-        ("h2d_s", pa.float64()),
-        ("compute_s", pa.float64()),
-        ("t_end", pa.float64()),
-        ("samples", pa.int32()),
-        ("bytes_read", pa.int64()),
-        ("rank", pa.int32()),  # times of a multi-rank cell's ranks count from one barrier
-    ]
+
+def summary_to_row(summary: CellSummary) -> dict:
+    """One cell's summary as a results.parquet row."""
+    return {c.name: c.value(summary) for c in COLUMNS}
+
+
+def with_version(schema: pa.Schema) -> pa.Schema:
+    return schema.with_metadata({VERSION_KEY: str(SCHEMA_VERSION).encode()})
+
+
+def schema_version(table: pa.Table) -> int | None:
+    """The schema version a results, steps or telemetry table was written with (None before v4)."""
+    value = (table.schema.metadata or {}).get(VERSION_KEY)
+    return int(value) if value else None
+
+
+STEP_SCHEMA = with_version(
+    pa.schema(
+        [
+            ("cell_id", pa.string()),
+            ("step", pa.int32()),
+            ("epoch", pa.int32()),
+            ("warmup", pa.bool_()),
+            ("t_start", pa.float64()),
+            ("wait_s", pa.float64()),
+            ("h2d_s", pa.float64()),
+            ("compute_s", pa.float64()),
+            ("t_end", pa.float64()),
+            ("samples", pa.int32()),
+            ("bytes_read", pa.int64()),
+            ("rank", pa.int32()),  # times of a multi-rank cell's ranks count from one barrier
+        ]
+    )
+)
+
+TELEMETRY_SCHEMA = with_version(
+    pa.schema(
+        [
+            ("cell_id", pa.string()),
+            ("t", pa.float64()),
+            ("cpu_percent", pa.list_(pa.float64())),
+            ("mem_used_bytes", pa.int64()),
+            ("mem_available_bytes", pa.int64()),
+            ("disk_read_bytes", pa.string()),  # JSON: cumulative bytes read per block device
+        ]
+    )
 )
 
 # <cell>/keys.parquet, with run.record_keys: every delivered sample, warm-up steps included
-KEYS_SCHEMA = pa.schema(
-    [("rank", pa.int32()), ("epoch", pa.int32()), ("step", pa.int32()), ("key", pa.string())]
+KEYS_SCHEMA = with_version(
+    pa.schema([("rank", pa.int32()), ("epoch", pa.int32()), ("step", pa.int32()), ("key", pa.string())])
 )
-
-
-def summary_to_row(summary: dict) -> dict:
-    """Flatten one cell's summary.json into a results.parquet row."""
-    cell = summary.get("cell", {})
-    m = summary.get("metrics") or {}
-    v = summary.get("verdict") or {}
-    cache = summary.get("cache_state") or {}
-    stages = summary.get("stage_ms_per_sample") or {}
-    acc = cell.get("accelerator", {})
-    epochs = summary.get("epochs") or [{}]
-    counters = (summary.get("loader_stats_all_steps") or {}).get("counters") or {}
-    latency = (summary.get("loader_stats_all_steps") or {}).get("request_latency_ms") or {}
-    acc_name = acc.get("type") if acc.get("kind") == "emulated" else f"torch:{acc.get('model')}"
-    stability = summary.get("stability") or {}
-    sps, au = stability.get("samples_per_s") or {}, stability.get("au") or {}
-    ceilings = summary.get("ceilings") or {}
-    attribution = summary.get("attribution") or {}
-    lost = attribution.get("lost_fraction") or {}
-    cap = attribution.get("capacity") or {}
-    run = cell.get("run") or {}
-    nodes = run.get("nodes", 1)
-    dist = summary.get("distributed") or {}
-    ranks = summary.get("ranks") or []
-    return {
-        "cell_id": cell.get("cell_id"),
-        "status": summary.get("status"),
-        "tier": cell.get("tier", {}).get("name"),
-        "tier_kind": cell.get("tier", {}).get("kind"),
-        "loader": cell.get("loader", {}).get("kind"),
-        "workers": cell.get("loader", {}).get("workers"),
-        "batch_size": cell.get("loader", {}).get("batch_size"),
-        "accelerator": acc_name,
-        "accelerator_count": acc.get("count"),
-        "demand_samples_per_s": v.get("demand_samples_per_s"),
-        "cache_requested": cell.get("cache"),
-        "cache_achieved": cache.get("achieved"),
-        "resident_fraction_before": cache.get("resident_fraction_before"),
-        "steps": m.get("steps"),
-        "samples": m.get("samples"),
-        "wall_s": m.get("wall_s"),
-        "samples_per_s": m.get("samples_per_s"),
-        "bytes_per_s": m.get("bytes_per_s"),
-        "device_read_bytes_per_s": summary.get("device_read_bytes_per_s"),
-        "au": m.get("au"),
-        "au_mlperf": m.get("au_mlperf"),
-        "stall_fraction": m.get("stall_fraction"),
-        "wait_p50_ms": m.get("wait_p50_ms"),
-        "wait_p95_ms": m.get("wait_p95_ms"),
-        "wait_p99_ms": m.get("wait_p99_ms"),
-        "time_to_first_batch_s": m.get("time_to_first_batch_s"),
-        "fetch_ms_per_sample": stages.get("fetch"),
-        "decode_ms_per_sample": stages.get("decode"),
-        "augment_ms_per_sample": stages.get("augment"),
-        "collate_ms_per_sample": stages.get("collate"),
-        "errors": sum((summary.get("loader_stats_all_steps") or {}).get("errors", {}).values()),
-        "epochs": len(summary.get("epochs") or []),
-        "first_epoch_samples_per_s": epochs[0].get("samples_per_s"),
-        "last_epoch_samples_per_s": epochs[-1].get("samples_per_s"),
-        "first_epoch_cache_hit_ratio": epochs[0].get("cache_hit_ratio"),
-        "last_epoch_cache_hit_ratio": epochs[-1].get("cache_hit_ratio"),
-        "cache_evictions": counters.get("cache_evictions"),
-        "requests": counters.get("requests"),
-        "retries": counters.get("retries"),
-        "request_failures": counters.get("request_failures"),
-        "request_p99_ms": latency.get("p99"),
-        "warmup_steps": (summary.get("warmup") or {}).get("steps"),
-        "warmup_method": (summary.get("warmup") or {}).get("method"),
-        "repeats": sps.get("n"),
-        "samples_per_s_ci_low": sps.get("ci_low"),
-        "samples_per_s_ci_high": sps.get("ci_high"),
-        "au_ci_low": au.get("ci_low"),
-        "au_ci_high": au.get("ci_high"),
-        "unstable": (sps.get("unstable") or au.get("unstable")) if stability else None,
-        "epoch_delta": summary.get("epoch_delta"),
-        "epoch1_vs_steady": summary.get("epoch1_vs_steady"),
-        "accelerator_ceiling": (ceilings.get("accelerator") or {}).get("samples_per_s"),
-        "prep_ceiling": (ceilings.get("prep") or {}).get("samples_per_s"),
-        "fetch_ceiling": (ceilings.get("fetch") or {}).get("samples_per_s"),
-        "fetch_ceiling_bytes_per_s": (ceilings.get("fetch") or {}).get("bytes_per_s"),
-        "differential_binding": attribution.get("binding"),
-        "methods_agree": attribution.get("agree"),
-        "prediction_error": attribution.get("prediction_error"),
-        "lost_fetch": lost.get("fetch"),
-        "lost_decode": lost.get("decode"),
-        "lost_augment": lost.get("augment"),
-        "lost_collate": lost.get("collate"),
-        "lost_h2d": lost.get("h2d"),
-        "max_accelerators": cap.get("max_accelerators"),
-        "capacity_confirmed": cap.get("confirmed"),
-        "world_size": nodes * run.get("ranks_per_node", 1),
-        "nodes": nodes,
-        "rank_skew": dist.get("skew"),
-        "slowest_rank": dist.get("slowest_rank"),
-        "slowest_rank_host": dist.get("slowest_host"),
-        "slowest_rank_samples_per_s": dist.get("slowest_samples_per_s"),
-        "rank_au_min": min((r["au"] for r in ranks), default=None),
-        "rank_au_max": max((r["au"] for r in ranks), default=None),
-        "notes": " | ".join(summary.get("warnings") or []) or None,
-        "verdict": v.get("bound") if summary.get("status") == "ok" else "failed",
-        "binding_stage": v.get("binding_stage"),
-        "headline": v.get("headline") or summary.get("error"),
-        "error": summary.get("error"),
-    }

@@ -11,6 +11,7 @@ appears in one rename, so a reader (or a resumed sweep) sees a cell complete or 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -22,15 +23,20 @@ import pyarrow.parquet as pq
 
 from iobench.host.atomic import atomic_write, atomic_write_json
 
+from .codec import RecordError, from_json, to_json
 from .schema import RESULT_SCHEMA, summary_to_row
+from .summary import CellManifest, CellSummary
 
 RESULTS_NAME = "results.parquet"
+SUMMARY_NAME = "summary.json"
+MANIFEST_NAME = "manifest.json"
 
 
 def publish_cell(run_dir: Path, cell_id: str, files: dict[str, object]) -> Path:
     """Write a cell's files into a hidden staging directory, then rename it into place.
 
-    ``files`` maps a file name to a dict (written as JSON) or a pyarrow Table (written as Parquet).
+    ``files`` maps a file name to a typed record or a dict (written as JSON) or a pyarrow Table
+    (written as Parquet).
     """
     run_dir.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{cell_id}.", suffix=".partial", dir=run_dir))
@@ -39,7 +45,9 @@ def publish_cell(run_dir: Path, cell_id: str, files: dict[str, object]) -> Path:
             if isinstance(content, pa.Table):
                 pq.write_table(content, staging / name)
             else:
-                atomic_write_json(staging / name, content)
+                atomic_write_json(
+                    staging / name, to_json(content) if dataclasses.is_dataclass(content) else content
+                )
         os.chmod(staging, 0o755)
         final = run_dir / cell_id
         if final.exists():  # a re-run replaces the old result; the old one goes only once the new is whole
@@ -56,13 +64,34 @@ def publish_cell(run_dir: Path, cell_id: str, files: dict[str, object]) -> Path:
         raise
 
 
-def cell_summaries(run_dir: Path) -> list[dict]:
+def read_summary(run_dir: Path, cell_id: str) -> CellSummary | None:
+    """A cell's summary; None when it has none, or one that is unreadable (a torn or foreign file)."""
+    try:
+        return from_json(CellSummary, json.loads((Path(run_dir) / cell_id / SUMMARY_NAME).read_text()))
+    except (OSError, ValueError):  # RecordError is a ValueError
+        return None
+
+
+def read_manifest(run_dir: Path, cell_id: str) -> CellManifest | None:
+    """A measured cell's manifest (failed cells have none)."""
+    try:
+        return from_json(CellManifest, json.loads((Path(run_dir) / cell_id / MANIFEST_NAME).read_text()))
+    except (OSError, ValueError):  # RecordError is a ValueError
+        return None
+
+
+def cell_summaries(run_dir: Path) -> list[CellSummary]:
+    """Every cell's summary in the run directory, by cell id; raises RecordError on one that does
+    not fit the record (naming the file), so a damaged result is never silently left out."""
     out = []
-    for path in sorted(Path(run_dir).glob("*/summary.json")):
+    for path in sorted(Path(run_dir).glob(f"*/{SUMMARY_NAME}")):
         if path.parent.name.startswith("."):
             continue
         with open(path) as f:
-            out.append(json.load(f))
+            try:
+                out.append(from_json(CellSummary, json.load(f)))
+            except ValueError as exc:  # RecordError is one
+                raise RecordError(f"{path}: not a cell summary iobench can read ({exc})") from None
     return out
 
 
@@ -71,7 +100,7 @@ def write_results_table(run_dir: Path, order: list[str] | None = None) -> Path:
     summaries = cell_summaries(run_dir)
     if order:
         rank = {cid: i for i, cid in enumerate(order)}
-        summaries.sort(key=lambda s: rank.get(s["cell"]["cell_id"], len(rank)))
+        summaries.sort(key=lambda s: rank.get(s.cell_id, len(rank)))
     rows = [summary_to_row(s) for s in summaries]
     table = pa.Table.from_pylist(rows, schema=RESULT_SCHEMA)
     dest = Path(run_dir) / RESULTS_NAME

@@ -134,7 +134,7 @@ def sweep_command(args: argparse.Namespace, console: Console) -> int:
     if source is None and args.resume and (run_dir / SWEEP_FILE).exists():
         source = run_dir / SWEEP_FILE
     config = load_config(source, [*args.set, *_flag_overrides(args)])
-    estimates = estimate_plan(config.datasets, [c.as_dict() for c in config.cells()])
+    estimates = estimate_plan(config.datasets, config.cells())
     place = node_place(args, config.run.nodes, required=not args.dry_run)
     if args.dry_run:
         from iobench.sweep.dryrun import print_plan
@@ -182,7 +182,7 @@ def _run(
         if resumed.interrupted:
             s = resumed.interrupted
             console.print(
-                f"{s['cell']['cell_id']} was running when the last sweep died (started {s['started_at']}): "
+                f"{s.cell_id} was running when the last sweep died (started {s.started_at}): "
                 "recorded as interrupted; it runs again"
             )
         if resumed.replanned:
@@ -210,6 +210,6 @@ def _run(
             )
             return 128 + exc.signum
     console.print()
-    print_report(summaries, console)
+    print_report(summaries, console, title=f"iobench {args.command}")
     console.print(f"\nresults: {run_dir / 'results.parquet'}")
-    return 0 if all(s.get("status") == "ok" for s in summaries) else 1
+    return 0 if all(s.ok for s in summaries) else 1

@@ -8,106 +8,93 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from iobench.results.spec import (
+    CACHE_MODES,
+    LAYOUTS,
+    AcceleratorSpec,
+    CellSpec,
+    LoaderSettings,
+    RunSettings,
+)
 from iobench.sweep.checks import ConfigError, as_list, check_keys, choice, int_list, integer, slug
 from iobench.sweep.datasetspec import DATASET_PLACEHOLDER, DatasetSpec, bind_tier, parse_datasets
 from iobench.sweep.datasetspec import (
     default_cache_dir as default_cache_dir,  # where benchmarks keep their data
 )
 from iobench.tiers import check_tier_spec
+from loaders.config import ERROR_POLICIES, default
+from loaders.options import OptionError
+from loaders.registry import available_loaders, backend
 
-CACHE_STATES = ("cold", "warm", "as-is")
-ERROR_POLICIES = ("skip", "fail")
-DEMANDS = ("training", "mlperf_storage")
 CUSTOM_ACCELERATOR = "custom"
-LAYOUTS = ("shards", "objects")
 RENAMED_TIER_OPTIONS = {"stage": "upload"}  # old name -> new name
-# the backends of loaders.contract.make_loader; spelled out here so validating a sweep file does
-# not import torch
-LOADER_KINDS = ("torch", "nodes", "dali")
+# the keys every loader entry takes; the rest of an entry are its backend's declared options
+LOADER_KEYS = {
+    "kind": "torch",
+    "workers": [2],
+    "batch_size": [64],
+    "prefetch": default("prefetch"),
+    "shuffle_buffer": default("shuffle_buffer"),
+    "layout": "shards",
+}
 
 
 @dataclass(frozen=True)
-class LoaderSpec:
+class LoaderEntry:
+    """One entry of the sweep file's ``loaders:``: a backend with lists of workers and batch sizes."""
+
     kind: str
     workers: list[int]
     batch_size: list[int]
     prefetch: int
     shuffle_buffer: int
     layout: str = "shards"  # or "objects": one object per sample (iobench dataset objects)
+    options: dict[str, Any] = field(default_factory=dict)  # as given; the backend declares them
+
+    def label(self) -> str:
+        """The loader's part of a cell id: its kind, and the options given (``nodes-method_process``)."""
+        return self.kind + "".join(f"-{k}={v}" for k, v in sorted(self.options.items()))
 
 
 @dataclass(frozen=True)
-class AcceleratorSpec:
-    kind: str  # "emulated" | "torch"
-    type: str | None
-    model: str
-    demand: str
-    count: int
-    samples_per_s: float | None = None  # type "custom": a demand given in the sweep file
+class RunSection:
+    """The sweep file's ``run:`` section: lists where it sweeps (cache, ranks_per_node); each cell
+    gets one value of each (its :class:`RunSettings`)."""
 
-
-@dataclass(frozen=True)
-class RunSpec:
     cache: list[str]
-    warmup_steps: int | str  # a count, or "auto": detected from the step series (MSER-5)
-    max_steps: int | None
-    epochs: int
-    on_error: str
-    seed: int
-    timeout_s: int
-    repeats: int = 1
-    diagnose: bool = False  # differential ceilings and, for emulated accelerators, the capacity answer
-    # torch.distributed: ranks (one loader + step loop each) per node, one cell per value, and nodes
+    settings: RunSettings
     ranks_per_node: list[int] = field(default_factory=lambda: [1])
-    nodes: int = 1
-    record_keys: bool = False  # keep every delivered sample's key (<cell>/keys.parquet): a check
 
+    @property
+    def nodes(self) -> int:
+        return self.settings.nodes
 
-@dataclass(frozen=True)
-class Cell:
-    """One measurement: a tier, a loader setting, an accelerator and a cache state."""
-
-    cell_id: str
-    tier: dict
-    loader: dict
-    accelerator: dict
-    cache: str
-    run: dict
-    dataset: str
-
-    def as_dict(self) -> dict:
-        return {
-            "cell_id": self.cell_id,
-            "tier": self.tier,
-            "loader": self.loader,
-            "accelerator": self.accelerator,
-            "cache": self.cache,
-            "run": self.run,
-            "dataset": self.dataset,
-        }
+    @property
+    def timeout_s(self) -> int:
+        return self.settings.timeout_s
 
 
 @dataclass(frozen=True)
 class SweepConfig:
     datasets: list[DatasetSpec]  # one per size of a size sweep, else one
     tiers: list[dict]  # templates: bind_tier() gives a dataset's tier
-    loaders: list[LoaderSpec]
+    loaders: list[LoaderEntry]
     accelerators: list[AcceleratorSpec]  # a count list is already one entry per count
-    run: RunSpec
+    run: RunSection
     source: str = field(default="")
     raw: dict = field(default_factory=dict)
 
     def layouts(self) -> set[str]:
         return {loader.layout for loader in self.loaders}
 
-    def cells(self) -> list[Cell]:
+    def cells(self) -> list[CellSpec]:
         cells = []
         several = len(self.datasets) > 1
         for dataset in self.datasets:
@@ -128,23 +115,24 @@ class SweepConfig:
                     layout = "" if loader.layout == "shards" else f"-{loader.layout}"
                     size = f"-{dataset.label}" if several else ""
                     cell_id = slug(
-                        f"{tier['name']}{size}{layout}-{loader.kind}-w{workers}-b{batch}-{acc_label}-{cache}{scale}"
+                        f"{tier['name']}{size}{layout}-{loader.label()}-w{workers}-b{batch}-{acc_label}-{cache}{scale}"
                     )
                     cells.append(
-                        Cell(
+                        CellSpec(
                             cell_id=cell_id,
                             tier=tier,
-                            loader={
-                                "kind": loader.kind,
-                                "workers": workers,
-                                "batch_size": batch,
-                                "prefetch": loader.prefetch,
-                                "shuffle_buffer": loader.shuffle_buffer,
-                                "layout": loader.layout,
-                            },
-                            accelerator=acc.__dict__.copy(),
+                            loader=LoaderSettings(
+                                kind=loader.kind,
+                                workers=workers,
+                                batch_size=batch,
+                                prefetch=loader.prefetch,
+                                shuffle_buffer=loader.shuffle_buffer,
+                                layout=loader.layout,
+                                options=dict(loader.options),
+                            ),
+                            accelerator=acc,
                             cache=cache,
-                            run={**self.run.__dict__, "ranks_per_node": ranks},
+                            run=replace(self.run.settings, ranks_per_node=ranks),
                             dataset=str(dataset.path),
                         )
                     )
@@ -191,39 +179,38 @@ def _tiers(raw: Any, datasets: list[DatasetSpec]) -> list[dict]:
     return tiers
 
 
-def _loaders(raw: Any) -> list[LoaderSpec]:
+def _loaders(raw: Any) -> list[LoaderEntry]:
     if not isinstance(raw, list) or not raw:
         raise ConfigError(f"loaders={raw!r}: expected a non-empty list of loader mappings")
     out = []
     for i, item in enumerate(raw):
         where = f"loaders[{i}]"
-        d = check_keys(
-            item,
-            {
-                "kind": "torch",
-                "workers": [2],
-                "batch_size": [64],
-                "prefetch": 2,
-                "shuffle_buffer": 1000,
-                "layout": "shards",
-            },
-            where,
-        )
+        if not isinstance(item, dict):
+            raise ConfigError(f"{where}: expected a mapping, got {type(item).__name__} {item!r}")
+        kind = choice(item.get("kind", LOADER_KEYS["kind"]), tuple(available_loaders()), f"{where}.kind")
+        declared = backend(kind).options
+        d = check_keys(item, {**LOADER_KEYS, **{k: None for k in declared}}, where)
+        options = {k: item[k] for k in declared if k in item}
+        try:
+            backend(kind).check(options)
+        except OptionError as exc:
+            raise ConfigError(f"{where}: {exc}") from None
         out.append(
-            LoaderSpec(
-                kind=choice(d["kind"], LOADER_KINDS, f"{where}.kind"),
+            LoaderEntry(
+                kind=kind,
                 workers=int_list(d["workers"], f"{where}.workers", 0),
                 batch_size=int_list(d["batch_size"], f"{where}.batch_size", 1),
                 prefetch=integer(d["prefetch"], f"{where}.prefetch", 1),  # type: ignore[arg-type]
                 shuffle_buffer=integer(d["shuffle_buffer"], f"{where}.shuffle_buffer", 0),  # type: ignore[arg-type]
                 layout=choice(d["layout"], LAYOUTS, f"{where}.layout"),
+                options=options,
             )
         )
     return out
 
 
 def _accelerators(raw: Any) -> list[AcceleratorSpec]:
-    from iobench.sweep.demand import load_accelerator_table
+    from iobench.cell.demand import DEMANDS, load_accelerator_table
 
     if not isinstance(raw, list) or not raw:
         raise ConfigError(f"accelerators={raw!r}: expected a non-empty list of accelerator mappings")
@@ -280,22 +267,23 @@ def _accelerators(raw: Any) -> list[AcceleratorSpec]:
     return out
 
 
-def _run(raw: Any) -> RunSpec:
+def _run(raw: Any) -> RunSection:
+    base = RunSettings()
     d = check_keys(
         raw or {},
         {
             "cache": ["cold"],
-            "warmup_steps": "auto",
-            "max_steps": None,
-            "epochs": 1,
-            "on_error": "skip",
-            "seed": 0,
-            "timeout_s": 900,
-            "repeats": 1,
-            "diagnose": False,
-            "ranks_per_node": 1,
-            "nodes": 1,
-            "record_keys": False,
+            "warmup_steps": base.warmup_steps,
+            "max_steps": base.max_steps,
+            "epochs": base.epochs,
+            "on_error": base.on_error,
+            "seed": base.seed,
+            "timeout_s": base.timeout_s,
+            "repeats": base.repeats,
+            "diagnose": base.diagnose,
+            "ranks_per_node": base.ranks_per_node,
+            "nodes": base.nodes,
+            "record_keys": base.record_keys,
         },
         "run",
     )
@@ -316,9 +304,8 @@ def _run(raw: Any) -> RunSpec:
             "rank, then sweep the ranks without run.diagnose"
         )
     caches = as_list(d["cache"], "run.cache")
-    return RunSpec(
-        cache=[choice(c, CACHE_STATES, f"run.cache[{i}]") for i, c in enumerate(caches)],
-        warmup_steps=warmup,  # type: ignore[arg-type]
+    settings = RunSettings(
+        warmup_steps=warmup,
         max_steps=integer(d["max_steps"], "run.max_steps", 1, optional=True),
         epochs=integer(d["epochs"], "run.epochs", 1),  # type: ignore[arg-type]
         on_error=choice(d["on_error"], ERROR_POLICIES, "run.on_error"),
@@ -326,9 +313,13 @@ def _run(raw: Any) -> RunSpec:
         timeout_s=integer(d["timeout_s"], "run.timeout_s", 1),  # type: ignore[arg-type]
         repeats=integer(d["repeats"], "run.repeats", 1),  # type: ignore[arg-type]
         diagnose=d["diagnose"],
-        ranks_per_node=ranks,
         nodes=nodes,  # type: ignore[arg-type]
         record_keys=d["record_keys"],
+    )
+    return RunSection(
+        cache=[choice(c, CACHE_MODES, f"run.cache[{i}]") for i, c in enumerate(caches)],
+        settings=settings,
+        ranks_per_node=ranks,
     )
 
 

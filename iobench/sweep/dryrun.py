@@ -8,34 +8,36 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from iobench.results.spec import AcceleratorSpec, CellSpec
+from iobench.results.store import read_summary
 from iobench.sweep.config import SweepConfig
 from iobench.sweep.estimate import METHOD, CellEstimate, format_duration
-from iobench.sweep.rundir import CELLS_FILE, SweepState, normal, plan_differences, read_summary, saved_plan
+from iobench.sweep.rundir import CELLS_FILE, SweepState, plan_differences, saved_plan
 
 
-def resume_states(run_dir: Path, cells: list[dict]) -> dict[str, str]:
+def resume_states(run_dir: Path, cells: list[CellSpec]) -> dict[str, str]:
     """What --resume would find per cell, read-only: done (skipped), failed, interrupted (both
     re-run), changed (a result measured with another definition: re-run), or nothing yet."""
     running = SweepState(run_dir).running
     out = {}
     for cell in cells:
-        summary = read_summary(run_dir, cell["cell_id"])
-        if running and running["cell_id"] == cell["cell_id"]:
-            out[cell["cell_id"]] = "interrupted"  # or running now, in a sweep still alive
+        summary = read_summary(run_dir, cell.cell_id)
+        if running and running["cell_id"] == cell.cell_id:
+            out[cell.cell_id] = "interrupted"  # or running now, in a sweep still alive
         elif summary is None:
-            out[cell["cell_id"]] = ""
-        elif summary.get("cell") != cell:
-            out[cell["cell_id"]] = "changed"
+            out[cell.cell_id] = ""
+        elif summary.cell != cell:
+            out[cell.cell_id] = "changed"
         else:
-            out[cell["cell_id"]] = "done" if summary.get("status") == "ok" else summary.get("status", "")
+            out[cell.cell_id] = "done" if summary.ok else summary.status
     return out
 
 
-def _accelerator(acc: dict) -> str:
-    if acc["kind"] != "emulated":
-        return f"torch {acc['model']}"
-    rate = f" {acc['samples_per_s']:g}/s" if acc.get("samples_per_s") else ""
-    return f"{acc['count']} x {acc['type']}{rate} {acc['model']}"
+def _accelerator(acc: AcceleratorSpec) -> str:
+    if acc.kind != "emulated":
+        return f"torch {acc.model}"
+    rate = f" {acc.samples_per_s:g}/s" if acc.samples_per_s else ""
+    return f"{acc.count} x {acc.type}{rate} {acc.model}"
 
 
 def print_plan(
@@ -44,7 +46,7 @@ def print_plan(
     estimates: dict[str, CellEstimate],
     resume_dir: Path | None = None,
 ) -> None:
-    cells = normal([c.as_dict() for c in config.cells()])
+    cells = config.cells()
     labels = {str(d.path): d.label for d in config.datasets}
     states = resume_states(resume_dir, cells) if resume_dir else {}
     table = Table(title=f"{len(cells)} cell(s) planned from {config.source}")
@@ -69,8 +71,8 @@ def print_plan(
     total = todo = 0.0
     unknown = 0
     for i, cell in enumerate(cells):
-        est = estimates[cell["cell_id"]]
-        state = states.get(cell["cell_id"], "")
+        est = estimates[cell.cell_id]
+        state = states.get(cell.cell_id, "")
         if est.seconds is None:
             unknown += 1
         else:
@@ -78,15 +80,14 @@ def print_plan(
             todo += est.seconds if state != "done" else 0.0
         table.add_row(
             str(i + 1),
-            cell["cell_id"],
-            f"{cell['tier']['name']} ({cell['tier']['kind']})",
-            cell["loader"]["kind"]
-            + ("" if cell["loader"]["layout"] == "shards" else f" {cell['loader']['layout']}"),
-            str(cell["loader"]["workers"]),
-            str(cell["loader"]["batch_size"]),
-            _accelerator(cell["accelerator"]),
-            cell["cache"],
-            labels.get(cell["dataset"], cell["dataset"]),
+            cell.cell_id,
+            f"{cell.tier_name} ({cell.tier_kind})",
+            cell.loader.kind + ("" if cell.loader.layout == "shards" else f" {cell.loader.layout}"),
+            str(cell.loader.workers),
+            str(cell.loader.batch_size),
+            _accelerator(cell.accelerator),
+            cell.cache,
+            labels.get(cell.dataset, cell.dataset),
             f"{est.samples:,}" if est.samples is not None else "?",
             format_duration(est.seconds) if est.seconds is not None else "?",
             *([{"done": "done: skip", "": "run"}.get(state, f"{state}: re-run")] if resume_dir else []),

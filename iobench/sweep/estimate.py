@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from iobench.cell.demand import demand_of
 from iobench.host.cores import usable_cores
+from iobench.results.spec import CellSpec
 from iobench.sweep.datasetspec import DatasetSpec
 
 # simplejpeg decode + RandomResizedCrop of ~110 KiB ImageNet-like JPEGs, per core (measured ~940;
@@ -55,44 +57,25 @@ def dataset_samples(dataset: DatasetSpec) -> int | None:
     return None
 
 
-def demand_samples_per_s(acc: dict) -> float | None:
-    """What the emulated accelerators of a cell consume together; None for a real torch model."""
-    from iobench.sweep.demand import lookup_demand
-
-    if acc["kind"] != "emulated":
-        return None
-    per = acc.get("samples_per_s") or lookup_demand(acc["type"], acc["model"], acc["demand"]).samples_per_s
-    return per * acc["count"]
-
-
-def samples_per_run(samples_in_dataset: int | None, loader: dict, run: dict) -> int | None:
-    """Samples one measured run of a cell goes through: the dataset x epochs, or max_steps x batch
-    if fewer; None when neither is known yet."""
-    samples = samples_in_dataset * run["epochs"] if samples_in_dataset is not None else None
-    if run["max_steps"]:
-        cap = run["max_steps"] * loader["batch_size"]
-        samples = min(samples, cap) if samples is not None else cap
-    return samples
-
-
-def estimate_cell(cell: dict, samples_in_dataset: int | None, cores: int) -> CellEstimate:
-    loader, run = cell["loader"], cell["run"]
+def estimate_cell(cell: CellSpec, samples_in_dataset: int | None, cores: int) -> CellEstimate:
+    loader, run = cell.loader, cell.run
     # per node: every rank brings its own workers and accelerators and reads 1/nodes of the data
-    ranks, nodes = run.get("ranks_per_node", 1), run.get("nodes", 1)
-    rate = DECODE_PER_CORE * min(ranks * max(loader["workers"], 1), cores)
-    demand = demand_samples_per_s(cell["accelerator"])
-    if demand is not None:
-        rate = min(rate, demand * ranks)
+    ranks, nodes = run.ranks_per_node, run.nodes
+    rate = DECODE_PER_CORE * min(ranks * loader.readers, cores)
+    demand = demand_of(cell.accelerator)
+    total_demand = demand.samples_per_s * cell.accelerator.count if demand else None
+    if total_demand is not None:
+        rate = min(rate, total_demand * ranks)
     per_rank = None if samples_in_dataset is None else -(-samples_in_dataset // (ranks * nodes))
-    samples = samples_per_run(per_rank, loader, run)
+    samples = cell.samples_per_repeat(per_rank)
     samples = samples * ranks if samples is not None else None
     if samples is None:
         return CellEstimate(None, rate, None)
-    runs = run["repeats"]
+    runs = run.repeats
     extra = 0.0
-    if run["diagnose"]:
+    if run.diagnose:
         extra = CEILINGS_S
-        runs += CAPACITY_RUNS if demand is not None else 0
+        runs += CAPACITY_RUNS if total_demand is not None else 0
     return CellEstimate(samples, rate, CELL_START_S + extra + runs * (RUN_START_S + samples / rate))
 
 
@@ -104,8 +87,8 @@ def format_duration(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-def estimate_plan(datasets: list[DatasetSpec], cells: list[dict]) -> dict[str, CellEstimate]:
+def estimate_plan(datasets: list[DatasetSpec], cells: list[CellSpec]) -> dict[str, CellEstimate]:
     """An estimate per cell id; reads at most each dataset's local manifest, nothing else."""
     samples = {str(d.path): dataset_samples(d) for d in datasets}
     cores = usable_cores()
-    return {c["cell_id"]: estimate_cell(c, samples.get(c["dataset"]), cores) for c in cells}
+    return {c.cell_id: estimate_cell(c, samples.get(c.dataset), cores) for c in cells}

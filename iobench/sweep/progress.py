@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn
 from rich.text import Text
 
-from iobench.sweep.config import Cell
+from iobench.results.spec import CellSpec
 from iobench.sweep.estimate import CellEstimate, format_duration
 from iobench.sweep.runner import SweepEvents
 
@@ -28,7 +28,7 @@ class SweepProgress(SweepEvents):
     def __init__(
         self,
         console: Console,
-        cells: list[Cell],
+        cells: list[CellSpec],
         estimates: dict[str, CellEstimate],
         done: set[str],
         mode: str,
@@ -41,7 +41,7 @@ class SweepProgress(SweepEvents):
         self.mode = mode
         self.measured_s = 0.0  # finished cells with an estimate: measured and estimated seconds
         self.estimated_s = 0.0
-        self.current: Cell | None = None
+        self.current: CellSpec | None = None
         self.elapsed = 0.0
         self.last_line = 0.0
         self._bar: Progress | None = None
@@ -110,7 +110,7 @@ class SweepProgress(SweepEvents):
             self.mode = "off"
             self.console.print(Text(f"progress display switched off: {exc}", "yellow"))
 
-    def cell_start(self, index: int, cell: Cell) -> None:
+    def cell_start(self, index: int, cell: CellSpec) -> None:
         self.current, self.elapsed, self.last_line = cell, 0.0, time.monotonic()
         self.console.print(f"[{index + 1}/{self.n}] {cell.cell_id} ...", markup=False)
 
@@ -123,7 +123,7 @@ class SweepProgress(SweepEvents):
 
         self._guarded(update)
 
-    def live(self, cell: Cell, figures: dict | None, elapsed_s: float) -> None:
+    def live(self, cell: CellSpec, figures: dict | None, elapsed_s: float) -> None:
         self.elapsed = elapsed_s
 
         def update() -> None:
@@ -137,7 +137,7 @@ class SweepProgress(SweepEvents):
 
         self._guarded(update)
 
-    def cell_done(self, index: int, cell: Cell, summary: dict, seconds: float) -> None:
+    def cell_done(self, index: int, cell: CellSpec, summary: dict, seconds: float) -> None:
         est = self.estimates.get(cell.cell_id)
         if est is not None and est.seconds is not None:
             self.measured_s += seconds
@@ -146,16 +146,13 @@ class SweepProgress(SweepEvents):
             self.left.remove(cell.cell_id)
             self.finished += 1
         self.current = None
-        if summary.get("status") == "ok":
-            m = summary["metrics"]
+        if summary.ok and summary.metrics and summary.verdict:
+            m = summary.metrics
             self.console.print(
-                f"      {m['samples_per_s']:,.0f} samples/s, AU {m['au']:.2f}, "
-                f"{summary['verdict']['bound']}-bound ({seconds:.0f} s)"
+                f"      {m.samples_per_s:,.0f} samples/s, AU {m.au:.2f}, {summary.verdict.bound}-bound ({seconds:.0f} s)"
             )
         else:
-            self.console.print(
-                Text.assemble(("      " + str(summary.get("status")), "red"), f": {summary.get('error')}")
-            )
+            self.console.print(Text.assemble(("      " + summary.status, "red"), f": {summary.error}"))
 
         def update() -> None:
             if self._bar is not None and self._tasks is not None:

@@ -25,6 +25,10 @@ from pathlib import Path
 import yaml
 
 from iobench.host.atomic import atomic_write, atomic_write_json
+from iobench.results.codec import RecordError, from_json, to_json
+from iobench.results.spec import CellSpec
+from iobench.results.store import publish_cell, read_summary
+from iobench.results.summary import CellSummary
 
 SWEEP_FILE = "sweep.yaml"
 CELLS_FILE = "cells.json"
@@ -46,22 +50,10 @@ def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds")
 
 
-def normal(cells: list[dict]) -> list[dict]:
-    """Cells as they come back from JSON on disk, so they compare equal to saved ones."""
-    return json.loads(json.dumps(cells))
-
-
-def read_summary(run_dir: Path, cell_id: str) -> dict | None:
-    try:
-        return json.loads((run_dir / cell_id / "summary.json").read_text())
-    except (OSError, ValueError):
-        return None
-
-
-def is_done(run_dir: Path, cell: dict) -> bool:
+def is_done(run_dir: Path, cell: CellSpec) -> bool:
     """The cell has an ok result measured with exactly this definition."""
-    summary = read_summary(run_dir, cell["cell_id"])
-    return bool(summary) and summary.get("status") == "ok" and summary.get("cell") == normal([cell])[0]
+    summary = read_summary(run_dir, cell.cell_id)
+    return summary is not None and summary.ok and summary.cell == cell
 
 
 class SweepState:
@@ -102,17 +94,15 @@ class SweepState:
         atomic_write_json(self.path, self.data)
 
 
-def record_interrupted(run_dir: Path, state: SweepState, cell: dict, reason: str) -> dict:
+def record_interrupted(run_dir: Path, state: SweepState, cell: CellSpec, reason: str) -> CellSummary:
     """Publish the running cell as interrupted (what it was, when it started) and close its attempt."""
-    from iobench.cell.process import failed_summary
-    from iobench.results.store import publish_cell
-
-    summary = {
-        **failed_summary(cell, f"interrupted: {reason}"),
-        "status": "interrupted",
-        "started_at": state.running["started_at"],  # type: ignore[index]
-    }
-    publish_cell(run_dir, cell["cell_id"], {"summary.json": summary})
+    summary = CellSummary.failed(
+        cell,
+        f"interrupted: {reason}",
+        status="interrupted",
+        started_at=state.running["started_at"],  # type: ignore[index]
+    )
+    publish_cell(run_dir, cell.cell_id, {"summary.json": summary})
     state.finish("interrupted")
     return summary
 
@@ -148,10 +138,10 @@ def hold(run_dir: Path) -> Iterator[None]:
         os.close(fd)
 
 
-def plan_differences(saved: list[dict], cells: list[dict]) -> list[str]:
+def plan_differences(saved: list[CellSpec], cells: list[CellSpec]) -> list[str]:
     """How the new plan differs from the saved one, cell by cell (order does not matter)."""
-    old = {c["cell_id"]: c for c in saved}
-    new = {c["cell_id"]: c for c in normal(cells)}
+    old = {c.cell_id: c for c in saved}
+    new = {c.cell_id: c for c in cells}
     changed = sorted(i for i in old.keys() & new.keys() if old[i] != new[i])
     out = []
     for label, ids in (
@@ -164,10 +154,11 @@ def plan_differences(saved: list[dict], cells: list[dict]) -> list[str]:
     return out
 
 
-def saved_plan(run_dir: Path) -> list[dict] | None:
+def saved_plan(run_dir: Path) -> list[CellSpec] | None:
+    """The cells a sweep planned in ``run_dir`` (None without a readable cells.json)."""
     try:
-        return json.loads((run_dir / CELLS_FILE).read_text())
-    except (OSError, ValueError):
+        return [from_json(CellSpec, c) for c in json.loads((run_dir / CELLS_FILE).read_text())]
+    except (OSError, ValueError, RecordError):
         return None
 
 
@@ -176,11 +167,11 @@ class Resumed:
     """What opening the run directory found: cells already done, and the one a kill interrupted."""
 
     done: set[str] = field(default_factory=set)
-    interrupted: dict | None = None  # the summary just recorded for it
+    interrupted: CellSummary | None = None  # the summary just recorded for it
     replanned: list[str] = field(default_factory=list)  # plan differences accepted with --force
 
 
-def open_run(run_dir: Path, raw: dict, cells: list[dict], *, resume: bool, force: bool) -> Resumed:
+def open_run(run_dir: Path, raw: dict, cells: list[CellSpec], *, resume: bool, force: bool) -> Resumed:
     """Check that the run directory may be used as asked, settle what a killed sweep left, and save
     the plan. Call with the directory held (``hold``)."""
     check_writable(run_dir)
@@ -209,10 +200,10 @@ def open_run(run_dir: Path, raw: dict, cells: list[dict], *, resume: bool, force
                 f"cell(s). Resume with the same sweep file and --set options (or none: {SWEEP_FILE} "
                 "there is used), or add --force to re-plan: changed and new cells run, finished ones stay"
             )
-        out.done = {c["cell_id"] for c in cells if is_done(run_dir, c)}
+        out.done = {c.cell_id for c in cells if is_done(run_dir, c)}
     with atomic_write(run_dir / SWEEP_FILE, "w") as f:
         yaml.safe_dump(raw, f, sort_keys=False)
-    atomic_write_json(run_dir / CELLS_FILE, normal(cells))
+    atomic_write_json(run_dir / CELLS_FILE, to_json(cells))
     return out
 
 
@@ -231,16 +222,20 @@ def check_writable(run_dir: Path) -> None:
         ) from None
 
 
-def _settle_running(run_dir: Path, state: SweepState, cells: list[dict]) -> dict | None:
+def _settle_running(run_dir: Path, state: SweepState, cells: list[CellSpec]) -> CellSummary | None:
     """The sweep died while a cell ran: record it as interrupted, unless its result landed (the
     kill came between publishing and clearing the entry)."""
     running = state.running
     assert running is not None
     summary_path = run_dir / running["cell_id"] / "summary.json"
     if summary_path.exists() and summary_path.stat().st_mtime >= running["t"]:
-        state.finish((read_summary(run_dir, running["cell_id"]) or {}).get("status", "failed"))
+        landed = read_summary(run_dir, running["cell_id"])
+        state.finish(landed.status if landed else "failed")
         return None
-    cell = next((c for c in cells if c["cell_id"] == running["cell_id"]), {"cell_id": running["cell_id"]})
+    cell = next((c for c in cells if c.cell_id == running["cell_id"]), None)
+    if cell is None:  # not in the plan: nothing to record it as
+        state.finish("interrupted")
+        return None
     return record_interrupted(
         run_dir, state, cell, f"the sweep (pid {running['sweep_pid']}) was killed while it ran"
     )

@@ -20,8 +20,11 @@ from iobench.cell.distributed import RANK_ERRORS_ENV, first_rank_error
 from iobench.cell.lifeline import PARENT_ENV
 from iobench.cell.live import LIVE_ENV, read_live
 from iobench.cell.torchrun import NodePlace, torchrun_command
-from iobench.results.store import publish_cell, write_results_table
-from iobench.sweep.config import Cell, SweepConfig
+from iobench.results.codec import to_json
+from iobench.results.spec import CellSpec
+from iobench.results.store import publish_cell, read_summary, write_results_table
+from iobench.results.summary import CellSummary
+from iobench.sweep.config import SweepConfig
 from iobench.sweep.datasetspec import DatasetSpec, bind_tier
 from iobench.sweep.rundir import (
     LIVE_NAME,
@@ -30,7 +33,6 @@ from iobench.sweep.rundir import (
     SweepState,
     hold,
     open_run,
-    read_summary,
     record_interrupted,
     scratch_dir,
 )
@@ -52,13 +54,13 @@ class SweepInterrupted(Exception):
 class SweepEvents:
     """What a sweep reports as it goes; the CLI's progress display overrides these."""
 
-    def cell_start(self, index: int, cell: Cell) -> None:
+    def cell_start(self, index: int, cell: CellSpec) -> None:
         pass
 
-    def live(self, cell: Cell, figures: dict | None, elapsed_s: float) -> None:
+    def live(self, cell: CellSpec, figures: dict | None, elapsed_s: float) -> None:
         pass
 
-    def cell_done(self, index: int, cell: Cell, summary: dict, seconds: float) -> None:
+    def cell_done(self, index: int, cell: CellSpec, summary: CellSummary, seconds: float) -> None:
         pass
 
 
@@ -177,7 +179,7 @@ class Sweep:
             self.resumed = open_run(
                 self.run_dir,
                 self.config.raw,
-                [c.as_dict() for c in self.cells],
+                self.cells,
                 resume=self.resume,
                 force=self.force,
             )
@@ -192,13 +194,13 @@ class Sweep:
     def __exit__(self, *exc: object) -> None:
         self._held.close()
 
-    def todo(self) -> list[Cell]:
+    def todo(self) -> list[CellSpec]:
         return [c for c in self.cells if c.cell_id not in self.resumed.done]
 
     def _write_table(self) -> None:
         write_results_table(self.run_dir, order=[c.cell_id for c in self.cells])
 
-    def run(self, events: SweepEvents | None = None) -> list[dict]:
+    def run(self, events: SweepEvents | None = None) -> list[CellSummary]:
         """Run every cell not done yet; returns the summaries of all cells of the plan, in order."""
         events = events or SweepEvents()
         state = SweepState(self.run_dir)
@@ -219,7 +221,7 @@ class Sweep:
                         raise SweepInterrupted(signum, None) from None
                     with _on_stop_signals(signal.SIG_IGN):  # a second Ctrl-C must not cut the record short
                         name = signal.Signals(signum).name
-                        record_interrupted(self.run_dir, state, cell.as_dict(), f"the sweep got {name}")
+                        record_interrupted(self.run_dir, state, cell, f"the sweep got {name}")
                         self._write_table()
                     raise SweepInterrupted(signum, cell.cell_id) from None
                 self._write_table()
@@ -227,7 +229,7 @@ class Sweep:
                 events.cell_done(i, cell, summary, time.perf_counter() - t0)
         return summaries
 
-    def _run_cell(self, cell: Cell, state: SweepState, events: SweepEvents) -> dict:
+    def _run_cell(self, cell: CellSpec, state: SweepState, events: SweepEvents) -> CellSummary:
         scratch = scratch_dir(self.run_dir, cell.cell_id)
         shutil.rmtree(scratch, ignore_errors=True)
         scratch.mkdir()
@@ -236,8 +238,8 @@ class Sweep:
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
 
-    def _command(self, cell: Cell, spec: Path) -> list[str]:
-        ranks, nodes = cell.run.get("ranks_per_node", 1), cell.run.get("nodes", 1)
+    def _command(self, cell: CellSpec, spec: Path) -> list[str]:
+        ranks, nodes = cell.run.ranks_per_node, cell.run.nodes
         if ranks == 1 and nodes == 1:
             return [sys.executable, "-m", "iobench.cell.process", str(spec), str(self.run_dir)]
         return torchrun_command(
@@ -247,14 +249,14 @@ class Sweep:
             nodes=nodes,
             place=self.place,
             run_id=cell.cell_id,
-            timeout_s=cell.run["timeout_s"],
+            timeout_s=cell.run.timeout_s,
         )
 
-    def _attempt(self, cell: Cell, state: SweepState, events: SweepEvents, scratch: Path) -> dict:
+    def _attempt(self, cell: CellSpec, state: SweepState, events: SweepEvents, scratch: Path) -> CellSummary:
         """One cell in a child interpreter (or torchrun and its ranks); a crash or time-out becomes
         a failed cell, not a lost one."""
         spec, stderr_path, live_path = scratch / "cell.json", scratch / "stderr.log", scratch / LIVE_NAME
-        spec.write_text(json.dumps(cell.as_dict()))
+        spec.write_text(json.dumps(to_json(cell)))
         timeout_s = self.config.run.timeout_s
         state.start(cell.cell_id)
         started = time.time()
@@ -296,11 +298,8 @@ class Sweep:
         # a summary older than this attempt is an earlier attempt's
         summary = read_summary(self.run_dir, cell.cell_id) if summary_path.exists() else None
         fresh = summary is not None and summary_path.stat().st_mtime >= started
-        if not fresh or (error is not None and summary.get("status") != "failed"):  # type: ignore[union-attr]
-            from iobench.cell.process import failed_summary
-
-            summary = failed_summary(cell.as_dict(), error or "cell wrote no summary")
+        if summary is None or not fresh or (error is not None and summary.status != "failed"):
+            summary = CellSummary.failed(cell, error or "cell wrote no summary")
             publish_cell(self.run_dir, cell.cell_id, {"summary.json": summary})
-        assert summary is not None
-        state.finish(summary["status"])
+        state.finish(summary.status)
         return summary

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
+
+from iobench.results.figures import CacheState
+from loaders.options import Option, check_options
 
 __all__ = [
     "CACHE_MODES",
@@ -29,22 +31,6 @@ class TierConfigError(ValueError):
     """A tier's configuration is wrong; the message names the key, the value and what is allowed."""
 
 
-@dataclass
-class CacheState:
-    """What a run measured about caching before it started; stored in the cell manifest."""
-
-    requested: str  # "cold" | "warm" | "as-is"
-    method: str  # e.g. "posix_fadvise(DONTNEED)", "read-through", "none"
-    resident_bytes_before: int | None
-    total_bytes: int
-    resident_fraction_before: float | None
-    achieved: str  # "cold" | "warm" | "partly-cold" | "unknown"
-    note: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
 def classify_fraction(fraction: float | None) -> str:
     """Name the cache state a resident fraction amounts to."""
     if fraction is None:
@@ -54,21 +40,6 @@ def classify_fraction(fraction: float | None) -> str:
     if fraction >= WARM_MIN_FRACTION:
         return "warm"
     return "partly-cold"
-
-
-@dataclass(frozen=True)
-class Option:
-    """One configuration key a tier accepts. Declared so errors can list what is allowed."""
-
-    types: type | tuple[type, ...]
-    required: bool = False
-    default: Any = None
-    help: str = ""
-
-
-def _type_names(types: type | tuple[type, ...]) -> str:
-    seq = types if isinstance(types, tuple) else (types,)
-    return " or ".join(t.__name__ for t in seq)
 
 
 class Tier(abc.ABC):
@@ -88,27 +59,7 @@ class Tier(abc.ABC):
 
         No side effects, so a sweep can check every tier before it starts measuring.
         """
-        allowed = dict(cls.options)
-        for key, value in options.items():
-            if key not in allowed:
-                raise TierConfigError(
-                    f"tier {cls.kind!r}: unknown option {key!r} (value {value!r}); "
-                    f"allowed options: {', '.join(sorted(allowed)) or 'none'}"
-                )
-            spec = allowed[key]
-            # bool is an int subclass; a flag given as 1 is fine, a size given as True is not.
-            bad_bool = isinstance(value, bool) and spec.types is not bool
-            if not isinstance(value, spec.types) or bad_bool:
-                raise TierConfigError(
-                    f"tier {cls.kind!r}: option {key!r} has value {value!r} of type "
-                    f"{type(value).__name__}; expected {_type_names(spec.types)}"
-                    + (f" ({spec.help})" if spec.help else "")
-                )
-        missing = [k for k, s in allowed.items() if s.required and k not in options]
-        if missing:
-            details = "; ".join(f"{k}: {allowed[k].help}" if allowed[k].help else k for k in missing)
-            raise TierConfigError(f"tier {cls.kind!r}: missing required option(s): {details}")
-        return {k: options.get(k, s.default) for k, s in allowed.items()}
+        return check_options(f"tier {cls.kind!r}", cls.options, options, TierConfigError)
 
     def __init__(self, **options: Any) -> None:
         self.config: dict[str, Any] = self.check_options(options)

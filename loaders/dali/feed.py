@@ -1,6 +1,10 @@
-"""The external-source feed of the DALI loader: our own fetcher (shard source, shard cache, tar
-or per-sample objects) hands DALI batches of encoded JPEGs, labels and keys, with the same fetch
+"""The external-source feed of the DALI loader: our own fetcher (shard source, shard cache, tar or
+per-sample objects) hands DALI batches of encoded JPEGs, labels and keys, with the same fetch
 timing, storage counters and error policy as the other backends.
+
+The loader sets the epoch (``start``), DALI iterates the feed, and for every batch DALI returns the
+loader takes the matching :class:`FedBatch` from ``pending``: its stats, keys and how many samples
+of the stream it used up (skipped corrupt ones included), which is what the epoch cursor counts.
 """
 
 from __future__ import annotations
@@ -10,30 +14,29 @@ import random
 import threading
 from collections import deque
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 import numpy as np
 
-from .instrument import StageStats
-from .pipeline import SampleError, _image_of, _label_of, read_shards, shuffled
-from .shards import shards_for
-from .sources import ShardSource
-
-if TYPE_CHECKING:  # the loader drives the feed; the feed reads its settings and stats
-    from .dali_loader import DaliLoader
+from ..config import LoaderConfig, PipelineSpec
+from ..instrument import StageStats
+from ..pipeline import SampleError, image_of, label_of, read_shards, shuffled
+from ..shards import shards_for
+from ..sources import ShardSource, SourceSpec
 
 _END = object()
 
 
 @dataclass
-class _FeedState:
-    epoch: int = 0
-    skip: int = 0  # samples of this epoch already delivered before a resume
-    stats: deque = field(default_factory=deque)  # one StageStats per batch handed to DALI
+class FedBatch:
+    """What the feed handed DALI for one batch, in DALI's order."""
+
+    stats: StageStats
+    keys: list[str]
+    consumed: int  # positions of the reader's shuffled stream this batch used up
 
 
-class _Feed:
+class Feed:
     """An iterable DALI calls ``iter()`` on at every (re)start: one epoch of batches of encoded
     JPEGs, int64 labels and keys, from our own fetcher.
 
@@ -42,23 +45,46 @@ class _Feed:
     skip the delivered samples exactly.
     """
 
-    def __init__(self, items: list, objects: bool, loader: DaliLoader, fetchers: int) -> None:
-        self.items, self.objects, self.loader, self.fetchers = items, objects, loader, fetchers
-        self.state = _FeedState()
-        self.sources: list[ShardSource] = []
+    def __init__(
+        self,
+        items: list,
+        *,
+        objects: bool,
+        config: LoaderConfig,
+        spec: PipelineSpec,
+        source_spec: SourceSpec,
+        fetchers: int,
+    ) -> None:
+        self.items, self.objects, self.fetchers = items, objects, fetchers
+        self.config, self.spec, self.source_spec = config, spec, source_spec
+        self.epoch, self.skip = 0, 0
+        self.pending: deque[FedBatch] = deque()  # handed to DALI, not yet taken by the loader
+        self.leftover = StageStats()  # a dropped tail's and a trailing error's cost: read, not delivered
+        self.sources: list[ShardSource] = []  # one per fetcher, kept across epochs
+
+    def start(self, epoch: int, skip: int) -> None:
+        """The next iteration runs ``epoch``, less its first ``skip`` samples (delivered before a resume)."""
+        self.epoch, self.skip = epoch, skip
+
+    def take_leftover(self) -> StageStats:
+        out, self.leftover = self.leftover, StageStats()
+        return out
+
+    def close(self) -> None:
+        for source in self.sources:
+            source.close()
 
     def __iter__(self) -> Iterator[list]:
-        return self._epoch(self.state.epoch, self.state.skip)
+        return self._epoch(self.epoch, self.skip)
 
     def _reader(self, items: list, source: ShardSource, out: queue.Queue, stop: threading.Event) -> None:
-        spec = self.loader.spec
         try:
             if self.objects:
-                from .objects import read_objects
+                from ..objects import read_objects
 
                 samples = read_objects(items, source, concurrency=source.spec.concurrency)
             else:
-                samples = read_shards(items, source, spec)
+                samples = read_shards(items, source, self.spec)
             for sample in samples:
                 if not _put(out, sample, stop):
                     return
@@ -68,7 +94,7 @@ class _Feed:
             _put(out, _END, stop)
 
     def _samples(self, epoch: int, stop: threading.Event) -> Iterator:
-        cfg = self.loader.config
+        cfg = self.config
         queues = []
         for worker in range(self.fetchers):
             mine = shards_for(
@@ -83,12 +109,14 @@ class _Feed:
             )
             if self.objects:  # objects: a per-epoch shuffled order of this reader's share
                 random.Random(cfg.seed * 1_000_003 + epoch).shuffle(mine)
-            if len(self.sources) <= worker:  # one source per fetcher, kept across epochs
-                self.sources.append(ShardSource(self.loader.source_spec))
-            source = self.sources[worker]
+            if len(self.sources) <= worker:
+                self.sources.append(ShardSource(self.source_spec))
             q: queue.Queue = queue.Queue(maxsize=max(8, cfg.batch_size))
             threading.Thread(
-                target=self._reader, args=(mine, source, q, stop), daemon=True, name=f"dali-fetch-{worker}"
+                target=self._reader,
+                args=(mine, self.sources[worker], q, stop),
+                daemon=True,
+                name=f"dali-fetch-{worker}",
             ).start()
             queues.append(q)
         live = list(queues)
@@ -103,23 +131,26 @@ class _Feed:
                     yield item
 
     def _epoch(self, epoch: int, skip: int) -> Iterator[list]:
-        cfg, spec = self.loader.config, self.loader.spec
+        spec = self.spec
         stop = threading.Event()
-        rng = random.Random(hash((cfg.seed, epoch, cfg.rank)))
-        self.state.stats.clear()
+        rng = random.Random(hash((self.config.seed, epoch, self.config.rank)))
+        self.pending.clear()
         stats = StageStats()
         jpegs: list[np.ndarray] = []
         labels: list[int] = []
         keys: list[str] = []
+        consumed = 0
         try:
             for sample in shuffled(self._samples(epoch, stop), spec.shuffle_buffer, rng):
                 stats.bytes_read += sample.read_bytes
                 stats.add_time("fetch", sample.fetch_wall_s, sample.fetch_cpu_s)
                 if skip > 0:  # resume: these were delivered before the state was saved
                     skip -= 1
+                    stats.counters["resume_skipped_samples"] += 1
                     continue
+                consumed += 1
                 try:
-                    label, data = _label_of(sample), _image_of(sample)
+                    label, data = label_of(sample), image_of(sample)
                     _check_jpeg(data, sample)
                 except SampleError as exc:
                     if spec.on_error == "fail":
@@ -130,13 +161,13 @@ class _Feed:
                 labels.append(label)
                 keys.append(sample.key)
                 if len(jpegs) == spec.batch_size:
-                    yield self._emit(jpegs, labels, keys, stats)
-                    stats, jpegs, labels, keys = StageStats(), [], [], []
+                    yield self._emit(jpegs, labels, keys, stats, consumed)
+                    stats, jpegs, labels, keys, consumed = StageStats(), [], [], [], 0
             if jpegs and not spec.drop_last:
-                yield self._emit(jpegs, labels, keys, stats)
+                yield self._emit(jpegs, labels, keys, stats, consumed)
             else:
                 self._drain(stats)
-                self.loader._leftover.merge(stats)  # errors and bytes of a dropped tail still count
+                self.leftover.merge(stats)  # errors and bytes of a dropped tail still count
         finally:
             stop.set()
 
@@ -144,10 +175,10 @@ class _Feed:
         for source in self.sources:
             source.drain_into(stats)
 
-    def _emit(self, jpegs: list, labels: list, keys: list, stats: StageStats) -> list:
+    def _emit(self, jpegs: list, labels: list, keys: list, stats: StageStats, consumed: int) -> list:
         self._drain(stats)
         stats.samples = len(jpegs)
-        self.state.stats.append((stats, list(keys)))
+        self.pending.append(FedBatch(stats, list(keys), consumed))
         key_arrays = [np.frombuffer(k.encode(), dtype=np.uint8) for k in keys]
         return [jpegs, [np.array(label, dtype=np.int64) for label in labels], key_arrays]
 

@@ -1,0 +1,60 @@
+"""Per-accelerator input demand (configs/accelerators.yaml), the emulated accelerator's rate: no torch,
+so validating a sweep file can read it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from importlib import resources
+from typing import TYPE_CHECKING
+
+import yaml
+
+if TYPE_CHECKING:
+    from iobench.results.spec import AcceleratorSpec
+
+DEMANDS = ("training", "mlperf_storage")
+
+
+class UnknownAccelerator(ValueError):
+    """No demand is recorded for that accelerator, model or demand kind; names the allowed values."""
+
+
+def load_accelerator_table() -> dict:
+    text = resources.files("iobench").joinpath("configs/accelerators.yaml").read_text()
+    return yaml.safe_load(text)["accelerators"]
+
+
+@dataclass(frozen=True)
+class Demand:
+    accelerator: str
+    model: str
+    kind: str
+    samples_per_s: float
+    source: str
+
+
+def lookup_demand(accelerator: str, model: str = "resnet50", kind: str = "training") -> Demand:
+    table = load_accelerator_table()
+    if accelerator not in table:
+        raise UnknownAccelerator(
+            f"accelerator.type={accelerator!r}: allowed values are {', '.join(sorted(table))}"
+        )
+    models = table[accelerator]["models"]
+    if model not in models:
+        raise UnknownAccelerator(
+            f"accelerator.model={model!r} for {accelerator}: allowed values are {', '.join(sorted(models))}"
+        )
+    if kind not in DEMANDS:
+        raise UnknownAccelerator(f"accelerator.demand={kind!r}: allowed values are {', '.join(DEMANDS)}")
+    entry = models[model][kind]
+    return Demand(accelerator, model, kind, float(entry["samples_per_s"]), " ".join(entry["source"].split()))
+
+
+def demand_of(acc: AcceleratorSpec) -> Demand | None:
+    """What one emulated accelerator of a cell consumes (a rate given in the sweep file, else the
+    table's); None for a real torch model, which sets its own pace."""
+    if acc.kind != "emulated":
+        return None
+    if acc.samples_per_s:
+        return Demand("custom", acc.model, "custom", float(acc.samples_per_s), "given in the sweep file")
+    return lookup_demand(acc.type or "", acc.model, acc.demand)

@@ -1,0 +1,198 @@
+"""A measured cell's files: its typed summary and manifest, and its step, telemetry and key tables.
+
+One-process cells (process.py) and multi-rank cells (rank.py, on rank 0) both write through
+``cell_files``; a multi-rank cell then adds its job-level figures to the summary it returns.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import socket
+
+import pyarrow as pa
+import torch
+
+from iobench import __version__
+from iobench.analysis.honesty import cache_warnings, epoch1_vs_steady, epoch_delta
+from iobench.analysis.repeats import summarize
+from iobench.cell.measure import Measurement
+from iobench.cell.steploop import epoch_rows
+from iobench.host.cores import usable_cores
+from iobench.results.codec import from_json
+from iobench.results.figures import Attribution, Ceiling, LoaderStats
+from iobench.results.schema import KEYS_SCHEMA, STEP_SCHEMA, TELEMETRY_SCHEMA
+from iobench.results.spec import CellSpec
+from iobench.results.summary import (
+    CellManifest,
+    CellSummary,
+    DatasetInfo,
+    HostInfo,
+    RepeatFigures,
+    Stability,
+    Warmup,
+    utc_now,
+)
+from loaders.instrument import STAGES
+
+
+def versions() -> dict[str, str]:
+    import cv2
+    import numpy
+    import simplejpeg
+
+    return {
+        "iobench": __version__,
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "numpy": numpy.__version__,
+        "simplejpeg": simplejpeg.__version__,
+        "opencv": cv2.__version__,
+    }
+
+
+def host_info() -> HostInfo:
+    import psutil
+
+    return HostInfo(
+        hostname=socket.gethostname(),
+        platform=platform.platform(),
+        cpu_model=platform.processor() or _cpu_model(),
+        logical_cpus=os.cpu_count(),
+        usable_cpus=usable_cores(),
+        memory_bytes=psutil.virtual_memory().total,
+        cuda=torch.cuda.is_available(),
+    )
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return ""
+
+
+def loader_stats(stats) -> LoaderStats:
+    """The loader's StageStats as the summary records them."""
+    return from_json(LoaderStats, stats.as_dict())
+
+
+def _steps_table(cell_id: str, chosen: Measurement) -> pa.Table:
+    return pa.Table.from_pylist(
+        [{"cell_id": cell_id, **r.__dict__} for r in chosen.log.rows], schema=STEP_SCHEMA
+    )
+
+
+def _telemetry_table(cell_id: str, telemetry) -> pa.Table:
+    return pa.Table.from_pylist(
+        [
+            {
+                "cell_id": cell_id,
+                "t": s.t,
+                "cpu_percent": s.cpu_percent,
+                "mem_used_bytes": s.mem_used_bytes,
+                "mem_available_bytes": s.mem_available_bytes,
+                "disk_read_bytes": json.dumps(s.disk_read_bytes),
+            }
+            for s in telemetry.samples
+        ],
+        schema=TELEMETRY_SCHEMA,
+    )
+
+
+def cell_files(
+    cell: CellSpec,
+    tier,
+    manifest,
+    consumer,
+    runs: list[Measurement],
+    chosen: Measurement,
+    *,
+    warmup: str,
+    started: str,
+    ceilings: dict[str, Ceiling] | None = None,
+    attribution: Attribution | None = None,
+) -> dict[str, object]:
+    """A measured cell's files: summary.json, manifest.json, steps.parquet, telemetry.parquet, and
+    keys.parquet when run.record_keys kept the keys. ``chosen`` is the repeat the figures come from."""
+    log, metrics, telemetry = chosen.log, chosen.metrics, chosen.telemetry
+    assert chosen.cache_state is not None
+    epochs = epoch_rows(log)
+    device_bytes = telemetry.disk_read_bytes(log.measure_start or 0.0, log.measure_end or 0.0)
+    tier_description = tier.describe()
+    tier_device = ((tier_description.get("storage") or {}).get("device") or {}).get("name")
+    tier_bytes = device_bytes.get(tier_device) if tier_device else None
+    states = [m.cache_state for m in runs if m.cache_state is not None]
+    summary = CellSummary(
+        status="ok",
+        cell=cell,
+        metrics=metrics,
+        verdict=chosen.verdict,
+        stage_ms_per_sample=log.measured_stats.per_sample_ms("wall"),
+        stage_cpu_ms_per_sample=log.measured_stats.per_sample_ms("cpu"),
+        loader_stats=loader_stats(log.measured_stats),
+        loader_stats_all_steps=loader_stats(log.all_stats),
+        cache_state=chosen.cache_state,
+        epochs_completed=log.epochs_completed,
+        epochs=tuple(epochs),
+        warmup=Warmup(steps=sum(r.warmup for r in log.rows), method=warmup),
+        repeats=tuple(
+            RepeatFigures(
+                samples_per_s=m.metrics.samples_per_s,
+                au=m.metrics.au,
+                cache=m.cache_state.achieved if m.cache_state else None,
+            )
+            for m in runs
+        ),
+        stability=Stability(
+            samples_per_s=summarize([m.metrics.samples_per_s for m in runs]),
+            au=summarize([m.metrics.au for m in runs]),
+        ),
+        ceilings=ceilings,
+        attribution=attribution,
+        warnings=tuple(cache_warnings(cell.cache, states, epochs, tier, manifest)),
+        epoch_delta=epoch_delta(epochs),
+        epoch1_vs_steady=epoch1_vs_steady(epochs, metrics.samples_per_s),
+        device_read_bytes=device_bytes,
+        tier_device=tier_device,
+        device_read_bytes_per_s=tier_bytes / metrics.wall_s if tier_bytes and metrics.wall_s else None,
+        cpu_percent_per_core=tuple(
+            telemetry.mean_cpu_percent(log.measure_start or 0.0, log.measure_end or 0.0)
+        ),
+        consumer=consumer.describe(),
+        started_at=started,
+        finished_at=utc_now(),
+    )
+    manifest_doc = CellManifest(
+        host=host_info(),
+        versions=versions(),
+        cell=cell,
+        tier=tier_description,
+        cache_state=chosen.cache_state,
+        dataset=DatasetInfo(
+            location=tier.dataset_dir_or_url(),
+            format=manifest.format,
+            num_samples=manifest.num_samples,
+            total_bytes=manifest.total_bytes,
+            shards=len(manifest.shards),
+            mean_sample_bytes=manifest.mean_sample_bytes,
+            source=manifest.source,
+        ),
+        stage_names=tuple(STAGES),
+    )
+    files: dict[str, object] = {
+        "summary.json": summary,
+        "manifest.json": manifest_doc,
+        "steps.parquet": _steps_table(cell.cell_id, chosen),
+        "telemetry.parquet": _telemetry_table(cell.cell_id, telemetry),
+    }
+    if log.keys:
+        files["keys.parquet"] = pa.Table.from_pylist(
+            [dict(zip(KEYS_SCHEMA.names, k, strict=True)) for k in log.keys], schema=KEYS_SCHEMA
+        )
+    return files

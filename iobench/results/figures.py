@@ -1,0 +1,267 @@
+"""What a measured cell's analysis produces, one record per fact: the contract between the step loop,
+the analysis, the summary and every reader of it (report, compare, recommend).
+
+Each figure is defined in docs/method.md. The analysis computes these records (iobench/analysis/);
+nothing here computes anything. Records are frozen: a figure, once measured, is not patched.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class StepRow:
+    """One step of the training loop (a row of steps.parquet). Mutable while the step log is open:
+    the warm-up detected after the run re-marks ``warmup``."""
+
+    step: int
+    epoch: int
+    warmup: bool
+    t_start: float  # seconds since the loader was built
+    wait_s: float
+    h2d_s: float
+    compute_s: float
+    t_end: float
+    samples: int
+    bytes_read: int
+    rank: int = 0  # the torch.distributed rank that ran the step (0 in a one-process cell)
+
+
+@dataclass(frozen=True)
+class PipelineMetrics:
+    steps: int  # measured steps (after warm-up)
+    samples: int
+    wall_s: float  # start of the first measured step -> end of the last
+    samples_per_s: float
+    bytes_read: int  # bytes the loader read from the tier during the measured steps
+    bytes_per_s: float
+    wait_s: float
+    h2d_s: float
+    compute_s: float
+    au: float  # accelerator utilisation: compute / wall
+    au_mlperf: float | None  # MLPerf Storage form over all steps: compute(2..n) / (wall - first step)
+    stall_fraction: float  # wait / wall
+    wait_p50_ms: float
+    wait_p95_ms: float
+    wait_p99_ms: float
+    wait_max_ms: float
+    time_to_first_batch_s: float | None
+
+
+@dataclass(frozen=True)
+class StageEvidence:
+    stage: str
+    wall_ms_per_sample: float
+    cpu_ms_per_sample: float
+    share: float  # of the reader's per-sample wall time
+    capacity_samples_per_s: float  # readers / wall time per sample in this stage alone
+
+
+@dataclass(frozen=True)
+class Verdict:
+    bound: str  # "accelerator" | "prep" | "fetch" | "unknown"
+    binding_stage: str | None
+    headline: str
+    evidence: tuple[str, ...] = ()
+    stages: tuple[StageEvidence, ...] = ()
+    pipeline_capacity_samples_per_s: float | None = None
+    cpu_capacity_samples_per_s: float | None = None
+    demand_samples_per_s: float | None = None
+
+    @property
+    def name(self) -> str:
+        """``prep-bound (decode)``: the bound and, where there is one, the binding stage."""
+        return f"{self.bound}-bound" + (f" ({self.binding_stage})" if self.binding_stage else "")
+
+
+@dataclass(frozen=True)
+class SteadyState:
+    warmup_steps: int  # leading steps to discard
+    method: str  # e.g. "MSER, 5-step grid" or "MSER-5", for reports
+    n_steps: int  # steps in the series
+    steady_steps: int  # n_steps - warmup_steps
+    steady_mean_s: float  # mean duration of the kept steps
+    steady_stdev_s: float | None  # sample stdev of the kept steps; None with fewer than 2
+    warmup_mean_s: float | None  # mean duration of the discarded steps; None when none discarded
+    search_limit_steps: int  # largest truncation MSER was allowed to choose
+    at_limit: bool  # MSER's minimum at or past the search limit: warm-up may outlast the series
+    notice: str | None  # why the answer deserves a second look, or None
+
+
+@dataclass(frozen=True)
+class RepeatSummary:
+    n: int
+    mean: float
+    median: float
+    stdev: float | None  # sample stdev (n - 1); None for one run
+    ci_low: float | None  # Student-t interval of the mean; None for one run
+    ci_high: float | None
+    confidence: float
+    t_quantile: float | None  # t_{(1+confidence)/2, n-1}; None for one run
+    spread: float  # (max - min) / |median|
+    unstable_spread: float  # threshold the spread was judged against
+    unstable: bool  # spread > unstable_spread: the runs disagree
+    notice: str | None  # e.g. ONE_RUN_NOTICE
+
+
+@dataclass(frozen=True)
+class CacheState:
+    """What a measured repeat found about caching before it started (the tier made it)."""
+
+    requested: str  # "cold" | "warm" | "as-is"
+    method: str  # e.g. "posix_fadvise(DONTNEED)", "read-through", "none"
+    resident_bytes_before: int | None
+    total_bytes: int
+    resident_fraction_before: float | None
+    achieved: str  # "cold" | "warm" | "partly-cold" | "unknown"
+    note: str
+
+
+@dataclass(frozen=True)
+class Ceiling:
+    name: str  # "accelerator" | "prep" | "fetch"
+    samples_per_s: float
+    samples: int
+    seconds: float
+    bytes_per_s: float | None = None
+    method: str = ""
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class CapacityCheck:
+    count: int
+    au: float
+    samples_per_s: float
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """How many emulated accelerators the input pipeline keeps at >= 90 % AU, and the runs that checked it."""
+
+    max_accelerators: int
+    input_ceiling_samples_per_s: float
+    demand_per_accelerator: float
+    predicted_au_at_max: float | None
+    predicted_au_at_max_plus_one: float
+    accelerator: str | None = None
+    model: str | None = None
+    demand: str | None = None
+    checks: tuple[CapacityCheck, ...] = ()
+    confirmed: bool | None = None
+
+
+@dataclass(frozen=True)
+class Attribution:
+    binding: str  # the part with the lowest ceiling: accelerator | prep | fetch
+    ceilings: dict[str, float]  # samples/s of each part alone
+    headroom: dict[str, float]  # each part's ceiling over the binding one (1.0 for the binding)
+    predicted_samples_per_s: float  # min of the ceilings
+    measured_samples_per_s: float
+    prediction_error: float  # measured / predicted - 1
+    online_bound: str
+    agree: bool
+    lost_fraction: dict[str, float]  # of wall time: fetch, decode, augment, collate/IPC, h2d
+    au: float
+    statement: str
+    capacity: Capacity | None = None
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Latency:
+    """Percentiles of request latency in ms; empty when there were no requests."""
+
+    p50: float | None = None
+    p95: float | None = None
+    p99: float | None = None
+    n: int = 0
+
+
+@dataclass(frozen=True)
+class LoaderStats:
+    """The loader's own counters over a span of batches (loaders.StageStats, as recorded)."""
+
+    samples: int = 0
+    bytes_read: int = 0
+    wall_s: dict[str, float] = field(default_factory=dict)  # per stage
+    cpu_s: dict[str, float] = field(default_factory=dict)
+    errors: dict[str, int] = field(default_factory=dict)  # skipped samples by kind
+    error_examples: tuple[str, ...] = ()
+    counters: dict[str, int] = field(default_factory=dict)  # requests, retries, cache_hits, ...
+    request_latency_ms: Latency = field(default_factory=Latency)
+
+    def counter(self, name: str) -> int:
+        return self.counters.get(name, 0)
+
+
+@dataclass(frozen=True)
+class EpochFigures:
+    """One epoch of a measured repeat, warm-up steps included (an epoch is what a cache fills over)."""
+
+    epoch: int
+    steps: int
+    samples: int
+    wall_s: float
+    samples_per_s: float
+    bytes_read: int
+    bytes_per_s: float
+    stall_fraction: float
+    cache_hits: int
+    cache_misses: int
+    cache_hit_ratio: float | None
+    cache_evictions: int
+    bytes_transferred: int
+    requests: int
+    retries: int
+    request_latency_ms: Latency = field(default_factory=Latency)
+
+
+@dataclass(frozen=True)
+class RankFigures:
+    """One rank of a multi-rank cell over the interval every rank measured."""
+
+    rank: int
+    local_rank: int
+    node_rank: int
+    host: str
+    steps: int
+    samples: int
+    bytes_read: int
+    samples_per_s: float
+    bytes_per_s: float
+    wait_s: float
+    compute_s: float
+    au: float
+    stall_fraction: float
+    wait_p99_ms: float | None
+    warmup_steps: int
+    verdict: str
+    binding_stage: str | None
+    cache: str | None
+
+
+@dataclass(frozen=True)
+class Interval:
+    start_s: float
+    end_s: float
+    wall_s: float
+
+
+@dataclass(frozen=True)
+class Distributed:
+    """A multi-rank cell's job-level figures."""
+
+    world_size: int
+    nodes: int
+    ranks_per_node: int
+    hosts: tuple[str, ...]
+    interval: Interval
+    alignment_s: float
+    samples_per_s: float
+    bytes_per_s: float
+    skew: float | None
+    slowest_rank: int
+    slowest_host: str
+    slowest_samples_per_s: float

@@ -1,0 +1,104 @@
+"""What a cell is: the tier, the loader setting, the accelerator, the cache state, how it is
+measured and on which dataset. The sweep plans these (iobench/sweep/), a cell process measures one
+(iobench/cell/), and every result carries the spec it was measured with (``summary.cell``), which
+is how ``--resume`` knows a result still answers the planned cell.
+
+Loader defaults are ``loaders.LoaderConfig``'s: the drop-in loaders and the sweep share them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from loaders.config import default
+
+CACHE_MODES = ("cold", "warm", "as-is")  # what a cell asks of the caches before it measures
+LAYOUTS = ("shards", "objects")  # objects: one object per sample (iobench dataset objects)
+
+
+@dataclass(frozen=True)
+class LoaderSettings:
+    kind: str  # a name in the loaders' registry
+    workers: int
+    batch_size: int
+    prefetch: int = default("prefetch")
+    shuffle_buffer: int = default("shuffle_buffer")
+    layout: str = "shards"
+    options: dict[str, Any] = field(default_factory=dict)  # the backend's declared options
+
+    @property
+    def readers(self) -> int:
+        """Processes (or threads) that read and decode: the workers, or the main process."""
+        return max(1, self.workers)
+
+
+@dataclass(frozen=True)
+class AcceleratorSpec:
+    kind: str  # "emulated" | "torch"
+    type: str | None  # emulated: h100, a100, ..., custom
+    model: str
+    demand: str  # "training" | "mlperf_storage"
+    count: int
+    samples_per_s: float | None = None  # type "custom": a demand given in the sweep file
+
+    @property
+    def label(self) -> str:
+        """``h100x8`` for an emulated accelerator and its count, ``torch:resnet50`` for a real model."""
+        return f"{self.type}x{self.count}" if self.kind == "emulated" else f"torch:{self.model}"
+
+    @property
+    def name(self) -> str:
+        """The accelerator as results.parquet names it: its type, or ``torch:<model>``."""
+        return self.type or "" if self.kind == "emulated" else f"torch:{self.model}"
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """The sweep file's ``run:`` section as one cell uses it: how the cell is measured."""
+
+    warmup_steps: int | str = "auto"  # a count, or "auto": detected from the step series (MSER)
+    max_steps: int | None = None
+    epochs: int = 1
+    on_error: str = default("on_error")
+    seed: int = default("seed")
+    timeout_s: int = 900
+    repeats: int = 1
+    diagnose: bool = False  # differential ceilings and, for emulated accelerators, the capacity answer
+    ranks_per_node: int = 1  # torch.distributed ranks on each node (one loader + step loop each)
+    nodes: int = 1
+    record_keys: bool = False  # keep every delivered sample's key (<cell>/keys.parquet): a check
+
+    @property
+    def world_size(self) -> int:
+        return self.nodes * self.ranks_per_node
+
+
+@dataclass(frozen=True)
+class CellSpec:
+    """One measurement: a tier, a loader setting, an accelerator and a cache state, on a dataset."""
+
+    cell_id: str
+    tier: dict[str, Any]  # the tier plugin's options, with its kind and name
+    loader: LoaderSettings
+    accelerator: AcceleratorSpec
+    cache: str  # one of CACHE_MODES
+    run: RunSettings
+    dataset: str  # the local dataset directory (generated or given)
+
+    @property
+    def tier_name(self) -> str:
+        return str(self.tier.get("name", self.tier.get("kind", "")))
+
+    @property
+    def tier_kind(self) -> str:
+        return str(self.tier.get("kind", ""))
+
+    def samples_per_repeat(self, samples_in_dataset: int | None) -> int | None:
+        """Samples one measured repeat of one rank goes through: its share of the dataset x epochs,
+        or max_steps x batch if fewer; None when neither is known."""
+        samples = samples_in_dataset * self.run.epochs if samples_in_dataset is not None else None
+        if self.run.max_steps:
+            cap = self.run.max_steps * self.loader.batch_size
+            samples = min(samples, cap) if samples is not None else cap
+        return samples

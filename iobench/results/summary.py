@@ -1,0 +1,151 @@
+"""What a cell measured (``<cell>/summary.json``) and where (``<cell>/manifest.json``), as typed
+records: written by the cell process, read by the sweep, the report, compare and recommend.
+
+Reading goes through :func:`iobench.results.codec.from_json`, so a summary of an older schema
+(v3) loads with the fields it lacks at their defaults, and one of a newer schema loads with the
+fields this version does not know ignored. Every figure is defined in docs/method.md.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import Any
+
+from .figures import (
+    Attribution,
+    CacheState,
+    Ceiling,
+    Distributed,
+    EpochFigures,
+    LoaderStats,
+    PipelineMetrics,
+    RankFigures,
+    RepeatSummary,
+    Verdict,
+)
+from .spec import CellSpec
+
+# 4: typed records; summary.cell as written by the typed spec (loader.options, no run.cache
+#    list); steps.parquet and telemetry.parquet carry cell_id; the schema version is in the
+#    Parquet metadata of results.parquet
+# 3: multi-rank cells (world_size .. rank_au_max; steps.parquet rank)
+SCHEMA_VERSION = 4
+STATUSES = ("ok", "failed", "interrupted")
+
+
+@dataclass(frozen=True)
+class Warmup:
+    steps: int  # leading steps left out of every metric
+    method: str  # "MSER, 5-step grid", or the fixed count given
+
+
+@dataclass(frozen=True)
+class RepeatFigures:
+    """One measured repeat of the cell (the summary's figures are the median repeat's)."""
+
+    samples_per_s: float
+    au: float
+    cache: str | None  # the cache state it achieved
+
+
+@dataclass(frozen=True)
+class Stability:
+    """The repeats' spread: mean, interval and instability of samples/s and AU."""
+
+    samples_per_s: RepeatSummary
+    au: RepeatSummary
+
+    @property
+    def unstable(self) -> bool:
+        return self.samples_per_s.unstable or self.au.unstable
+
+
+def utc_now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+@dataclass(frozen=True)
+class CellSummary:
+    """A cell's result. ``status`` ok: every measured field is set; failed or interrupted: ``error``
+    says why and the measured fields are empty."""
+
+    status: str  # one of STATUSES
+    cell: CellSpec
+    schema_version: int = SCHEMA_VERSION
+    error: str | None = None
+    metrics: PipelineMetrics | None = None
+    verdict: Verdict | None = None
+    stage_ms_per_sample: dict[str, float] = field(default_factory=dict)  # reader wall time per stage
+    stage_cpu_ms_per_sample: dict[str, float] = field(default_factory=dict)  # reader thread CPU
+    loader_stats: LoaderStats = field(default_factory=LoaderStats)  # measured steps
+    loader_stats_all_steps: LoaderStats = field(default_factory=LoaderStats)  # warm-up included
+    cache_state: CacheState | None = None
+    epochs_completed: int = 0
+    epochs: tuple[EpochFigures, ...] = ()
+    warmup: Warmup | None = None
+    repeats: tuple[RepeatFigures, ...] = ()
+    stability: Stability | None = None
+    ceilings: dict[str, Ceiling] | None = None  # diagnose: accelerator, prep, fetch
+    attribution: Attribution | None = None
+    warnings: tuple[str, ...] = ()
+    epoch_delta: float | None = None
+    epoch1_vs_steady: float | None = None
+    device_read_bytes: dict[str, int] = field(default_factory=dict)  # per block device, host-wide
+    tier_device: str | None = None
+    device_read_bytes_per_s: float | None = None
+    cpu_percent_per_core: tuple[float, ...] = ()
+    consumer: dict[str, Any] = field(default_factory=dict)  # the accelerator's own description
+    distributed: Distributed | None = None  # multi-rank cells
+    ranks: tuple[RankFigures, ...] = ()
+    started_at: str | None = None
+    finished_at: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    @property
+    def cell_id(self) -> str:
+        return self.cell.cell_id
+
+    @classmethod
+    def failed(cls, cell: CellSpec, error: str, *, status: str = "failed", started_at: str | None = None):
+        """The result of a cell that did not finish: what it was, why, and when."""
+        return cls(status=status, cell=cell, error=error, started_at=started_at, finished_at=utc_now())
+
+
+@dataclass(frozen=True)
+class HostInfo:
+    hostname: str
+    platform: str
+    cpu_model: str
+    logical_cpus: int | None
+    usable_cpus: int
+    memory_bytes: int
+    cuda: bool
+
+
+@dataclass(frozen=True)
+class DatasetInfo:
+    location: str  # where the tier reads it
+    format: str
+    num_samples: int
+    total_bytes: int
+    shards: int
+    mean_sample_bytes: float
+    source: dict[str, Any] = field(default_factory=dict)  # generator or pack parameters
+
+
+@dataclass(frozen=True)
+class CellManifest:
+    """Where and with what a cell was measured."""
+
+    host: HostInfo
+    versions: dict[str, str]
+    cell: CellSpec
+    tier: dict[str, Any]  # the tier's own description (file system, device, RAID, cache, endpoint)
+    cache_state: CacheState
+    dataset: DatasetInfo
+    stage_names: tuple[str, ...]
+    schema_version: int = SCHEMA_VERSION

@@ -1,0 +1,134 @@
+"""Every setting a loader backend takes, in one place and without torch: training code, the
+registry and iobench's sweep-file checks read the same defaults from here.
+
+    cfg = LoaderConfig(urls="/data/train-{000000..000127}.tar", batch_size=256, workers=8)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, Any
+
+from .shards import expand_urls
+from .tario import DEFAULT_MAX_MEMBER_BYTES
+from .throttle import ThrottleSpec
+
+if TYPE_CHECKING:
+    from .sources import SourceSpec
+
+ERROR_POLICIES = ("skip", "fail")
+
+
+@dataclass(frozen=True)
+class AugmentSpec:
+    """RandomResizedCrop + horizontal flip, torchvision's defaults."""
+
+    size: int = 224
+    scale: tuple[float, float] = (0.08, 1.0)
+    ratio: tuple[float, float] = (3 / 4, 4 / 3)
+    flip: bool = True
+
+
+@dataclass(frozen=True)
+class PipelineSpec:
+    """What every backend's sample pipeline does per reader: batch, shuffle, augment, errors."""
+
+    batch_size: int = 64
+    shuffle_buffer: int = 1000
+    seed: int = 0
+    augment: AugmentSpec = field(default_factory=AugmentSpec)
+    on_error: str = "skip"
+    drop_last: bool = False
+    max_member_bytes: int = DEFAULT_MAX_MEMBER_BYTES
+
+    def __post_init__(self) -> None:
+        if self.on_error not in ERROR_POLICIES:
+            raise ValueError(f"on_error={self.on_error!r}: allowed values are {', '.join(ERROR_POLICIES)}")
+        if self.batch_size < 1:
+            raise ValueError(f"batch_size={self.batch_size}: must be at least 1")
+
+
+@dataclass
+class LoaderConfig:
+    """Every input a backend needs. Give shard ``urls`` (brace ranges expand), or ``objects`` as
+    (key, url, label) with one object per sample. ``options`` holds the backend's own settings,
+    declared by each backend in the registry (nodes: ``method="process"``; torch: ``pin_memory``;
+    dali: ``mode``)."""
+
+    urls: str | Sequence[str] | None = None
+    objects: Sequence[tuple[str, str, int]] | None = None
+    storage_options: dict = field(default_factory=dict, repr=False)  # may hold credentials
+    cache_dir: str | None = None
+    cache_bytes: int | None = None
+    shard_sizes: dict[str, int] = field(default_factory=dict)
+    part_bytes: int = 8 * 2**20
+    concurrency: int = 4
+    throttle: ThrottleSpec | None = None  # emulate a slower link (bandwidth cap, latency per request)
+    batch_size: int = 64
+    workers: int = 2
+    prefetch: int = 2
+    shuffle_buffer: int = 1000
+    seed: int = 0
+    rank: int = 0
+    world_size: int = 1
+    augment: AugmentSpec = field(default_factory=AugmentSpec)
+    on_error: str = "skip"
+    drop_last: bool = False
+    max_member_bytes: int = DEFAULT_MAX_MEMBER_BYTES
+    # uint8 on the host stays the default output; with a device the batch is moved there, and
+    # normalize=True turns it into normalised float32 on that device (cheap on a GPU, not in workers)
+    normalize: bool = False
+    device: str | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if (self.urls is None) == (self.objects is None):
+            raise ValueError("give shard urls, or objects=[(key, url, label), ...] for one object per sample")
+        if self.workers < 0:
+            raise ValueError(f"workers={self.workers}: must be 0 or more")
+        self.pipeline_spec()  # validates batch_size and on_error now, not in a worker later
+
+    @property
+    def layout(self) -> str:
+        return "objects" if self.objects is not None else "shards"
+
+    def items(self) -> list:
+        """Shard URLs (expanded) or the (key, url, label) list."""
+        items = expand_urls(self.urls) if self.urls is not None else list(self.objects or [])
+        if not items:
+            raise ValueError("no shard URLs or sample objects given")
+        return items
+
+    def pipeline_spec(self) -> PipelineSpec:
+        return PipelineSpec(
+            batch_size=self.batch_size,
+            shuffle_buffer=self.shuffle_buffer,
+            seed=self.seed,
+            augment=self.augment,
+            on_error=self.on_error,
+            drop_last=self.drop_last,
+            max_member_bytes=self.max_member_bytes,
+        )
+
+    def source_spec(self) -> SourceSpec:
+        from .sources import SourceSpec, default_cache_bytes  # fsspec loads with the first reader
+
+        cache_bytes = self.cache_bytes
+        if self.cache_dir and not cache_bytes:
+            cache_bytes = default_cache_bytes(self.cache_dir)
+        return SourceSpec(
+            storage_options=dict(self.storage_options or {}),
+            cache_dir=self.cache_dir,
+            cache_bytes=cache_bytes,
+            sizes=dict(self.shard_sizes or {}),
+            part_bytes=self.part_bytes,
+            concurrency=self.concurrency,
+            throttle=self.throttle,
+        )
+
+
+def default(name: str) -> Any:
+    """The default of one LoaderConfig field: the one place loader defaults are written."""
+    f = next(f for f in fields(LoaderConfig) if f.name == name)
+    return f.default

@@ -1,0 +1,332 @@
+"""The DALI backend: decode and augment inside a DALI graph, on the GPU (nvJPEG) when present.
+
+    from loaders.dali import DaliLoader
+    loader = DaliLoader(config)            # a LoaderConfig; or make_loader("dali", config)
+    for batch in loader: ...               # loaders.Batch: images N x 3 x H x W uint8 channels_last
+
+Three ways to get the encoded bytes into the graph (``config.options["mode"]``):
+
+``reader``   DALI's ``fn.readers.webdataset`` on local/mounted shards, with the ``.idx`` beside
+             each shard. Default for paths without a scheme (or ``file://``).
+``external`` ``fn.external_source`` fed by *our* fetcher (feed.py: concurrent ranged GETs, the
+             shard cache, request counters) and :func:`loaders.tario.iter_samples`. Default for
+             ``s3://`` and ``rados://``; works for any URL, and for ``objects=[(key, url, label)]``.
+``dali-s3``  DALI's own reader on ``s3://`` shards and ``s3://`` index files (the AWS_* environment,
+             ``AWS_ENDPOINT_URL`` included). A deliberately *naive* baseline: per the project's
+             measurements it makes 1 HEAD per shard and 1 ranged GET per sample component, strictly
+             one at a time, whatever ``num_threads`` or prefetch are. We cannot count DALI's internal
+             requests, so only bytes (payload) and times are reported for it.
+
+The graph is graph.py's; its uint8 NHWC output reaches torch as an N x 3 x H x W ``permute`` view
+(channels_last), as every other backend's. Labels are parsed from the ASCII ``.cls`` member *inside
+the graph* to int64 (reader modes); the external mode parses them on the host where the sample is
+read anyway.
+
+Stage times. DALI decodes, augments and batches inside its own threads, so the per-stage split of
+the other backends does not exist here. ``stats`` reports: ``fetch`` = our fetcher's read time
+(external mode only; DALI's reader reads inside the graph and is part of ``decode``); ``decode`` =
+the DALI pipeline's run time: wall = the time the consumer spent in DALI's ``next()`` (a lower bound
+when prefetching hides work), CPU = process CPU time consumed meanwhile minus the consumer thread's
+own and the fetch threads' (i.e. DALI's worker threads: decode + augment + collate). ``augment``
+and ``collate`` stay 0.
+
+Errors. A corrupt image makes DALI's decoder fail the whole pipeline; there is no per-sample
+"skip" inside DALI's reader. The failure is re-raised as :class:`DaliPipelineError` naming the
+shard(s) (found by checking the JPEG headers of the loader's shards). The external mode validates
+each JPEG header with simplejpeg before DALI sees it, so ``on_error="skip"`` skips and counts
+corrupt samples exactly like the other backends.
+
+Resume. Through the epoch cursor every backend shares (one reader: the graph's output stream).
+Reader modes also keep DALI 2.x's checkpoint of its reader (``enable_checkpointing=True``; the
+iterator's ``checkpoints()`` is stored in ``state_dict()`` and passed back as
+``Pipeline(checkpoint=...)``); verified in CPU mode. The external mode resumes by skipping the
+delivered samples of the epoch in the (deterministic) feed, before decoding.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Sequence
+
+import torch
+
+from ..assemble import Batch
+from ..config import LoaderConfig
+from ..contract import EpochCursor, ResumableLoader
+from ..instrument import StageStats
+from ..registry import backend
+from ..shards import expand_urls, shards_for
+from ..sources import OBJECT_PROTOCOLS
+from .feed import Feed
+from .graph import augment, cuda_devices, export_s3_env, import_dali, index_path, parse_ascii_label, protocol
+
+
+class DaliPipelineError(RuntimeError):
+    """DALI's pipeline failed (a corrupt image, a missing index...); names the shard when it can."""
+
+
+def _key_of(source_info: str, shard_paths: Sequence[str]) -> str:
+    """DALI's source_info is ``<shard>:<data offset>:<member name>``; the key is webdataset's."""
+    from ..tario import split_key
+
+    for path in shard_paths:
+        if source_info.startswith(path + ":"):
+            name = source_info[len(path) + 1 :].split(":", 1)[-1]
+            return split_key(name)[0]
+    return split_key(source_info.rsplit(":", 1)[-1])[0]
+
+
+def _find_corrupt(paths: Sequence[str], limit: int = 5) -> list[str]:
+    """Post-mortem for a failed DALI reader: the members whose JPEG header does not parse."""
+    import simplejpeg
+
+    from ..tario import iter_samples
+
+    found: list[str] = []
+    for path in paths:
+        if protocol(path) != "file":
+            continue
+        try:
+            with open(path.removeprefix("file://"), "rb") as f:
+                for sample in iter_samples(f, path):
+                    data = next((sample.parts[e] for e in ("jpg", "jpeg") if e in sample.parts), None)
+                    if data is None:
+                        continue
+                    try:
+                        simplejpeg.decode_jpeg_header(data)
+                    except ValueError:
+                        found.append(f"{path}: sample {sample.key!r} (tar offset {sample.offset})")
+                        if len(found) >= limit:
+                            return found
+        except (OSError, ValueError) as exc:
+            found.append(f"{path}: {exc}")
+    return found
+
+
+def _choose_mode(mode: str, items: list, objects: bool, throttled: bool) -> str:
+    """``auto`` resolved, and a mode that cannot read these items refused with the reason."""
+    urls = [item[1] if objects else item for item in items]
+    if mode == "auto":
+        remote = objects or any(protocol(u) in OBJECT_PROTOCOLS for u in urls)
+        # DALI's own reader opens files itself, past any throttle: throttled reads go through ours
+        mode = "external" if remote or throttled else "reader"
+    if mode in ("reader", "dali-s3") and throttled:
+        raise ValueError(
+            f"DALI mode {mode!r} reads the shards itself and cannot be throttled; use mode='external'"
+        )
+    if objects and mode != "external":
+        raise ValueError(f"objects=[(key, url, label)] needs the external mode, not {mode!r}")
+    if mode == "reader" and any(protocol(u) != "file" for u in urls):
+        raise ValueError("the reader mode reads local or mounted shards; use mode='external' or 'dali-s3'")
+    if mode == "dali-s3" and any(protocol(u) != "s3" for u in urls):
+        raise ValueError("mode='dali-s3' reads s3:// shards only")
+    return mode
+
+
+class DaliLoader(ResumableLoader):
+    """DALI backend meeting the common loader contract (see the module docstring).
+
+    ``config.options`` (declared in the registry): ``mode`` (auto/reader/external/dali-s3),
+    ``fetchers`` (external mode: reader threads, default ``min(workers, shards)``), ``device_id``
+    (GPU index; default from ``config.device`` such as ``"cuda:1"``, else 0). DALI's
+    ``num_threads`` = ``config.workers``.
+    """
+
+    backend = "dali"
+
+    def __init__(self, config: LoaderConfig) -> None:
+        import_dali()
+        options = backend(self.backend).check(config.options)
+        self.config = config
+        self.objects = config.objects is not None
+        self.items = list(config.objects) if self.objects else expand_urls(config.urls)  # type: ignore[arg-type]
+        if not self.items:
+            raise ValueError("no shard URLs or sample objects given")
+        self.mode = _choose_mode(options["mode"], self.items, self.objects, config.throttle is not None)
+        self.spec = config.pipeline_spec()
+        self.source_spec = config.source_spec()
+        self.num_threads = max(1, int(config.workers))
+        device = config.device
+        self.gpu = cuda_devices() > 0 and not (device and str(device).startswith("cpu"))
+        self.device_id: int | None = None
+        if self.gpu:
+            default_id = int(str(device).split(":", 1)[1]) if device and ":" in str(device) else 0
+            self.device_id = options["device_id"] if options["device_id"] is not None else default_id
+        self.decode_device = "mixed" if self.gpu else "cpu"
+        self.stats = StageStats()
+        self._cursor = EpochCursor(readers=1)  # one stream: the graph's output, in order
+        self._checkpoint: bytes | None = None
+        self._iterator = None
+        self._pipe = None
+        n_readers = len(shards_for(self.items, rank=config.rank, world_size=config.world_size, shuffle=False))
+        self.fetchers = max(1, min(options["fetchers"] or self.num_threads, n_readers))
+        self._feed = (
+            Feed(
+                self.items,
+                objects=self.objects,
+                config=config,
+                spec=self.spec,
+                source_spec=self.source_spec,
+                fetchers=self.fetchers,
+            )
+            if self.mode == "external"
+            else None
+        )
+
+    # -- building ---------------------------------------------------------------------------------
+
+    def _pipeline(self):
+        from nvidia.dali import Pipeline, fn, types
+
+        cfg, spec = self.config, self.spec
+        pipe = Pipeline(
+            batch_size=spec.batch_size,
+            num_threads=self.num_threads,
+            device_id=self.device_id,
+            seed=spec.seed + 7919 * cfg.rank,
+            prefetch_queue_depth=max(1, int(cfg.prefetch)),
+            enable_checkpointing=self.mode != "external",
+            checkpoint=self._checkpoint if self.mode != "external" else None,
+            exec_dynamic=True,
+        )
+        with pipe:
+            if self.mode == "external":
+                jpegs, labels, keys = fn.external_source(
+                    source=self._feed,
+                    num_outputs=3,
+                    batch=True,
+                    cycle="raise",
+                    dtype=[types.UINT8, types.INT64, types.UINT8],
+                )
+                nbytes = None
+            else:
+                if self.mode == "dali-s3":
+                    export_s3_env(self.source_spec.storage_options)
+                jpegs, cls = fn.readers.webdataset(
+                    paths=self.items,
+                    index_paths=[index_path(u) for u in self.items],
+                    ext=["jpg", "cls"],
+                    missing_component_behavior="error",
+                    shard_id=cfg.rank,
+                    num_shards=cfg.world_size,
+                    random_shuffle=spec.shuffle_buffer > 1,
+                    initial_fill=max(1, spec.shuffle_buffer),
+                    seed=spec.seed,
+                    name="Reader",
+                )
+                labels = parse_ascii_label(cls)
+                keys = fn.get_property(jpegs, key="source_info")
+                nbytes = fn.cast(jpegs.shape()[0] + cls.shape()[0], dtype=types.INT64)
+            images = augment(jpegs, spec.augment, self.decode_device, bool(cfg.normalize), spec.seed)
+            keys = fn.pad(keys, axes=(0,), fill_value=0)  # dense for the iterator; trimmed on the host
+            outputs = [images, labels, keys] + ([nbytes] if nbytes is not None else [])
+            pipe.set_outputs(*outputs)
+        return pipe
+
+    def _make_iterator(self):
+        from nvidia.dali.plugin.pytorch import DALIGenericIterator, LastBatchPolicy
+
+        names = ["images", "labels", "keys"] + ([] if self.mode == "external" else ["nbytes"])
+        self._pipe = self._pipeline()
+        self._pipe.build()
+        policy = LastBatchPolicy.DROP if self.spec.drop_last else LastBatchPolicy.PARTIAL
+        return DALIGenericIterator(
+            [self._pipe],
+            names,
+            reader_name=None if self.mode == "external" else "Reader",
+            last_batch_policy=policy,
+            auto_reset=False,
+        )
+
+    # -- the contract -----------------------------------------------------------------------------
+
+    def set_epoch(self, epoch: int) -> None:
+        """Choose the next epoch. The external mode reorders shards per epoch like the other
+        backends; DALI's reader draws its own per-epoch order from its seed (the epoch number is
+        recorded for ``state_dict`` but cannot steer it)."""
+        super().set_epoch(epoch)
+
+    def __iter__(self) -> Iterator[Batch]:
+        epoch, skip = self._cursor.begin()
+        if not any(skip):
+            self._checkpoint = None  # a saved reader position belongs to another epoch
+        if self._feed is not None:
+            self._feed.start(epoch, skip[0])
+        if self._iterator is None:
+            self._iterator = self._make_iterator()  # prefetches at once: the feed's epoch is set
+        else:
+            self._iterator.reset()
+        try:
+            yield from self._run()
+        finally:
+            self._cursor.end()
+
+    def _run(self) -> Iterator[Batch]:
+        shard_paths = sorted(self.items, key=len, reverse=True) if not self.objects else []
+        while True:
+            w0, p0, t0 = time.perf_counter(), time.process_time(), time.thread_time()
+            try:
+                out = next(self._iterator)[0]
+            except StopIteration:
+                break
+            except RuntimeError as exc:
+                raise self._explain(exc) from exc
+            wall = time.perf_counter() - w0
+            cpu = (time.process_time() - p0) - (time.thread_time() - t0)
+            if self._feed is not None:
+                fed = self._feed.pending.popleft()
+                stats, keys, consumed = fed.stats, fed.keys, fed.consumed
+                fetch_cpu = stats.cpu_s["fetch"]
+            else:
+                stats = StageStats()
+                raw = [bytes(row).rstrip(b"\0").decode("utf-8", "replace") for row in out["keys"].numpy()]
+                keys = [_key_of(r, shard_paths) for r in raw]
+                stats.bytes_read = int(out["nbytes"].sum())
+                stats.samples = consumed = len(keys)
+                fetch_cpu = 0.0
+            stats.add_time("decode", wall, max(0.0, cpu - fetch_cpu))
+            images = out["images"].permute(0, 3, 1, 2)  # NHWC storage = channels_last NCHW view
+            labels = out["labels"].reshape(-1).to(torch.int64)
+            batch = Batch(images=images, labels=labels, keys=keys, stats=stats, consumed=consumed)
+            self._cursor.count(batch)  # before the yield: a state taken now includes this batch
+            self.stats.merge(stats)
+            yield batch
+        if self._feed is not None:  # a dropped tail's bytes and errors still count
+            self.stats.merge(self._feed.take_leftover())
+
+    def _explain(self, exc: RuntimeError) -> DaliPipelineError:
+        message = str(exc).strip().splitlines()
+        head = " | ".join(line for line in message[:3] if line)
+        if self.mode == "external":
+            where = "a sample from the external source (its JPEG header parsed but the data did not decode)"
+        else:
+            found = _find_corrupt(self.items)
+            where = "; ".join(found) if found else "the shard is not named by DALI; no corrupt header found"
+        return DaliPipelineError(
+            f"DALI pipeline failed (mode {self.mode}, on_error has no per-sample skip inside DALI's "
+            f"reader): {where}. DALI said: {head}"
+        )
+
+    def state_dict(self) -> dict:
+        """The shared cursor's state; reader modes add DALI's own checkpoint of the reader."""
+        state = {**super().state_dict(), "mode": self.mode}
+        if self.mode != "external" and self._cursor.active is not None and self._iterator is not None:
+            state["dali_checkpoint"] = self._iterator.checkpoints()[0]
+        return state
+
+    def load_state_dict(self, state: dict) -> None:
+        if state.get("mode") != self.mode:
+            raise ValueError(f"state was saved in mode {state.get('mode')!r}, this loader is {self.mode!r}")
+        if self._iterator is not None:
+            raise RuntimeError("load_state_dict must come before the first iteration")
+        super().load_state_dict(state)
+        self._checkpoint = state.get("dali_checkpoint")
+
+    def __len__(self) -> int:
+        raise TypeError("the number of batches is known only to DALI's reader (epoch_size)")
+
+    def close(self) -> None:
+        self._iterator = None
+        self._pipe = None
+        if self._feed is not None:
+            self._feed.close()

@@ -1,0 +1,172 @@
+"""Loader backends by name, with the options each declares. Importing this module imports no torch
+and no backend: a sweep file is checked against the declared options before anything heavy loads.
+
+Built-in backends are import strings, imported on first use, so an optional dependency (torchdata,
+DALI) costs nothing until it is asked for and then fails with an install hint. Third-party
+backends register in code (:func:`register_loader`) or through the ``iobench.loaders`` entry-point
+group, naming a factory ``config -> Loader``; the factory may carry its declared options as an
+``options`` attribute (a mapping of name -> :class:`loaders.options.Option`)::
+
+    [project.entry-points."iobench.loaders"]
+    mine = "mypkg.loader:make_my_loader"
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from importlib.metadata import entry_points
+from typing import TYPE_CHECKING, Any
+
+from .options import Option, OptionError, check_options
+
+if TYPE_CHECKING:
+    from .config import LoaderConfig
+    from .contract import Loader
+
+ENTRY_POINT_GROUP = "iobench.loaders"
+LoaderFactory = Callable[["LoaderConfig"], "Loader"]
+
+
+@dataclass(frozen=True)
+class Backend:
+    """One loader backend: how to build it and the options it accepts in ``LoaderConfig.options``."""
+
+    name: str
+    target: str | LoaderFactory  # "module:attribute" (imported on first use) or the factory
+    options: Mapping[str, Option] = field(default_factory=dict)
+    install_hint: str = ""
+
+    def factory(self) -> LoaderFactory:
+        if callable(self.target):
+            return self.target
+        module_name, _, attr = self.target.partition(":")
+        try:
+            obj: Any = importlib.import_module(module_name)
+        except ImportError as exc:
+            raise ImportError(
+                f"the {self.name!r} loader needs an optional dependency: {self.install_hint} ({exc})"
+            ) from exc
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+        return obj
+
+    def check(self, options: Mapping[str, Any]) -> dict[str, Any]:
+        """``options`` checked against the declared ones, defaults filled in (OptionError if wrong)."""
+        return check_options(f"loader {self.name!r}", self.options, options)
+
+
+_PIN = Option(
+    (bool, type(None)), default=None, help="pin batches in page-locked memory; default: when CUDA is present"
+)
+_BUILTIN: dict[str, Backend] = {
+    "torch": Backend(
+        "torch",
+        "loaders.torch_loader:ShardLoader.from_config",
+        {"pin_memory": _PIN},
+        "pip install torch",
+    ),
+    "nodes": Backend(
+        "nodes",
+        "loaders.nodes_loader:NodesLoader",
+        {
+            "method": Option(
+                str,
+                default="thread",
+                choices=("thread", "process"),
+                help="the mapper's pool: threads (decoders release the GIL) or processes",
+            ),
+        },
+        "pip install 'iobench[torchdata]'",
+    ),
+    "dali": Backend(
+        "dali",
+        "loaders.dali:DaliLoader",
+        {
+            "mode": Option(
+                str,
+                default="auto",
+                choices=("auto", "reader", "external", "dali-s3"),
+                help="how encoded bytes reach the graph: DALI's reader, our fetcher, or DALI's own S3 reader",
+            ),
+            "fetchers": Option(
+                (int, type(None)), default=None, help="external mode: reader threads (default: workers)"
+            ),
+            "device_id": Option(
+                (int, type(None)), default=None, help="GPU index (default: from device, else 0)"
+            ),
+        },
+        "pip install 'iobench[dali]'  (or: pip install nvidia-dali-cuda130)",
+    ),
+}
+_REGISTERED: dict[str, Backend] = {}
+
+
+def register_loader(
+    name: str,
+    factory: LoaderFactory,
+    *,
+    options: Mapping[str, Option] | None = None,
+    install_hint: str = "",
+) -> None:
+    """Add (or replace) a backend: ``factory(config)`` returns an object meeting ``loaders.Loader``;
+    ``options`` declares what it accepts in ``config.options`` (default: its ``options`` attribute)."""
+    if not callable(factory):
+        raise TypeError(f"loader factory for {name!r} is not callable")
+    declared = options if options is not None else getattr(factory, "options", {})
+    _REGISTERED[name] = Backend(name, factory, dict(declared), install_hint)
+
+
+def _entry_points() -> dict[str, Any]:
+    # read on every lookup: a plugin installed after import still shows up
+    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def available_loaders() -> list[str]:
+    """Every name make_loader accepts: built-ins (their dependency missing included), registered
+    ones and entry points."""
+    return sorted(set(_BUILTIN) | set(_REGISTERED) | set(_entry_points()))
+
+
+def backend(name: str) -> Backend:
+    """The backend called ``name``; ValueError lists the known names."""
+    if name in _REGISTERED:
+        return _REGISTERED[name]
+    if name in _BUILTIN:
+        return _BUILTIN[name]
+    ep = _entry_points().get(name)
+    if ep is None:
+        raise ValueError(f"loader {name!r}: known loaders are {', '.join(available_loaders())}")
+    try:
+        factory = ep.load()
+    except ImportError as exc:
+        raise ImportError(
+            f"loader {name!r} (entry point {ep.value!r} in group {ENTRY_POINT_GROUP!r}) could not be "
+            f"loaded: {exc}"
+        ) from exc
+    if not callable(factory):
+        raise TypeError(f"loader {name!r}: entry point {ep.value!r} is not a factory (not callable)")
+    found = Backend(name, factory, dict(getattr(factory, "options", {})))
+    _REGISTERED[name] = found
+    return found
+
+
+def make_loader(name: str, config: LoaderConfig) -> Loader:
+    """Build the backend called ``name`` ("torch", "nodes", "dali", or a registered one), its
+    ``config.options`` checked against the ones it declares and completed with their defaults."""
+    chosen = backend(name)
+    checked = chosen.check(config.options)
+    return chosen.factory()(replace(config, options=checked))
+
+
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "Backend",
+    "Option",
+    "OptionError",
+    "available_loaders",
+    "backend",
+    "make_loader",
+    "register_loader",
+]
