@@ -291,11 +291,11 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except ImportError as exc:
         # an optional extra that is not installed: its message carries the pip line
-        err_console.print(Text.assemble(("error: ", "red"), str(exc)))
+        err_console.print(Text.assemble(("error: ", "red"), str(exc)), soft_wrap=True)
         return 2
     except (ValueError, OSError) as exc:
         # configuration, manifest, tier and path errors carry their own explanation
-        err_console.print(Text.assemble(("error: ", "red"), str(exc)))
+        err_console.print(Text.assemble(("error: ", "red"), str(exc)), soft_wrap=True)
         return 2
 
 

@@ -34,4 +34,4 @@ def _isolated_cache(tmp_path_factory, monkeypatch):
     os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
-from tests.lab_fixture import ceph_lab_fixture  # noqa: E402, F401  (the session's Ceph lab: `ceph_lab`)
+from tests.helpers.lab_fixture import ceph_lab_fixture  # noqa: E402, F401  (the session's Ceph lab: `ceph_lab`)

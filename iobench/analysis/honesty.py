@@ -36,7 +36,7 @@ def cache_warnings(
     out = []
     ram = psutil.virtual_memory().total
     for i, state in enumerate(cache_states):
-        label = f"run {i + 1} of {len(cache_states)}" if len(cache_states) > 1 else "the run"
+        label = f"repeat {i + 1} of {len(cache_states)}" if len(cache_states) > 1 else "the cell"
         if requested == "cold" and state.achieved not in ("cold",):
             resident = state.resident_fraction_before
             share = (

@@ -164,7 +164,7 @@ def loader_rate(
 
 def max_accelerators(input_rate: float, per_accelerator: float, target: float = AU_TARGET) -> int:
     """How many accelerators an input pipeline of ``input_rate`` keeps at >= ``target`` AU."""
-    return int(capacity(input_rate, per_accelerator, target=target)["max_accelerators"])
+    return capacity(input_rate, per_accelerator, target=target).max_accelerators
 
 
 @dataclass(frozen=True)

@@ -53,7 +53,7 @@ def compare_runs(a: str | Path, b: str | Path) -> dict:
 def _verdict(s: CellSummary) -> str:
     if not s.ok or s.verdict is None:
         return s.status  # failed, or interrupted by a stopped sweep
-    return s.verdict.name
+    return s.verdict.bound + (f" ({s.verdict.binding_stage})" if s.verdict.binding_stage else "")
 
 
 def _has_repeats(s: CellSummary) -> bool:

@@ -189,7 +189,7 @@ class LoaderStats:
     cpu_s: dict[str, float] = field(default_factory=dict)
     errors: dict[str, int] = field(default_factory=dict)  # skipped samples by kind
     error_examples: tuple[str, ...] = ()
-    counters: dict[str, int] = field(default_factory=dict)  # requests, retries, cache_hits, ...
+    counters: dict[str, int | float] = field(default_factory=dict)  # requests, retries, cache_wait_s, ...
     request_latency_ms: Latency = field(default_factory=Latency)
 
     def counter(self, name: str) -> int:

@@ -22,6 +22,7 @@ import os
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -251,24 +252,24 @@ class CephFSTier(LocalTier):
             asok = self.client_asok() if self.fuse else None
             if asok is not None:
                 after = self._client_buffers(asok)
+        method, achieved, note = state.method, state.achieved, state.note
         if self.fuse:
             if cache == "cold":
-                state.method += " + ceph-fuse object cache trim" if dropped else ""
-                if not dropped and state.achieved == "cold":
-                    state.achieved = "unknown"
+                method += " + ceph-fuse object cache trim" if dropped else ""
+                if not dropped and achieved == "cold":
+                    achieved = "unknown"
                 elif (
                     after is not None and state.total_bytes and after > COLD_MAX_FRACTION * state.total_bytes
                 ):
                     # An upper bound (the buffers may hold other files), so only a downgrade.
-                    state.achieved = "partly-cold" if state.achieved == "cold" else state.achieved
+                    achieved = "partly-cold" if achieved == "cold" else achieved
             else:
                 held = f"{after / _MIB:.1f} MiB" if after is not None else "an unknown amount"
                 client_note = f"its object cache holds {held} (at most client_oc_size)"
-            state.note = f"{state.note}; ceph-fuse: {client_note}; {SERVER_CACHES}"
+            note = f"{note}; ceph-fuse: {client_note}; {SERVER_CACHES}"
         else:
-            state.note = (
-                f"{state.note}; the kernel client caches file data in the page cache only; {SERVER_CACHES}"
-            )
+            note = f"{note}; the kernel client caches file data in the page cache only; {SERVER_CACHES}"
+        state = replace(state, method=method, achieved=achieved, note=note)
         return state
 
     # -- description ------------------------------------------------------------------------

@@ -1,0 +1,95 @@
+"""The Ceph lab as a pytest session fixture: one real cluster per test session.
+
+Import it in tests/conftest.py (``from tests.helpers.lab_fixture import ceph_lab_fixture  # noqa: F401``;
+the fixture's name is ``ceph_lab``). It runs on
+random non-default ports and in a short temporary directory, so a user's own lab is not disturbed.
+When Ceph is not installed it fails under ``CI`` (an integration test never skips silently there)
+and skips elsewhere, both with the apt-get line that installs it.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from iobench.lab import CephMissingError, LabInfo, down, install_hint, up
+from iobench.lab.daemons import port_free
+
+_SESSION: dict[str, object] = {}  # one lab even when the fixture is registered twice
+
+
+def free_ports(n: int, lo: int = 20000, hi: int = 32000) -> list[int]:
+    """``n`` distinct free ports below the ephemeral range (so no client socket takes one meanwhile)."""
+    ports: list[int] = []
+    while len(ports) < n:
+        p = random.randint(lo, hi)
+        if p not in ports and port_free(p):
+            ports.append(p)
+    return ports
+
+
+def cephfs_installed() -> bool:
+    return bool(shutil.which("ceph-mds") and shutil.which("ceph-fuse"))
+
+
+def ceph_missing(message: str) -> None:
+    """Fail under CI, skip elsewhere."""
+    if os.environ.get("CI"):
+        pytest.fail(message, pytrace=False)
+    pytest.skip(message)
+
+
+def lab_dir(tmp_dir: str | os.PathLike[str]) -> Path:
+    """``tmp_dir/lab``, or a fresh dir under /tmp when that is too long for admin socket paths."""
+    d = Path(tmp_dir) / "lab"
+    if len(str(d)) > 60:
+        d = Path(tempfile.mkdtemp(prefix="iobench-lab-", dir="/tmp")) / "lab"
+    return d
+
+
+def start_lab(
+    tmp_dir: str | os.PathLike[str], *, cephfs: bool | None = None, with_mgr: bool = False
+) -> LabInfo:
+    """Bring a lab up in ``tmp_dir`` on free ports; CephFS (mounted when FUSE allows) if installed.
+
+    No mgr by default: S3, librados and CephFS work without it, and it costs 300 MB and ~1 s.
+    """
+    s3, v2, v1 = free_ports(3)
+    try:
+        return up(
+            lab_dir(tmp_dir),
+            port=s3,
+            mon_ports=(v2, v1),
+            with_mgr=with_mgr,
+            memstore_bytes=2 << 30,
+            cephfs=cephfs_installed() if cephfs is None else cephfs,
+        )
+    except CephMissingError as e:
+        ceph_missing(f"{e}")
+        raise  # not reached
+
+
+@pytest.fixture(scope="session", name="ceph_lab")
+def ceph_lab_fixture(tmp_path_factory) -> Iterator[LabInfo]:
+    """The session's Ceph lab: ``.endpoint``, ``.access_key``, ``.secret_key``, ``.conf``, ``.dir``,
+    ``.env`` (the DIR/env variables), ``.mount`` (CephFS mount point or None)."""
+    if not shutil.which("radosgw"):
+        ceph_missing(f"Ceph is not installed; install it with: {install_hint(cephfs=True)}")
+    if "lab" not in _SESSION:
+        _SESSION["lab"] = start_lab(tmp_path_factory.mktemp("ceph"))
+        _SESSION["users"] = 0
+    _SESSION["users"] = int(_SESSION["users"]) + 1  # type: ignore[call-overload]
+    lab: LabInfo = _SESSION["lab"]  # type: ignore[assignment]
+    try:
+        yield lab
+    finally:
+        _SESSION["users"] = int(_SESSION["users"]) - 1  # type: ignore[call-overload]
+        if _SESSION["users"] == 0:
+            del _SESSION["lab"]
+            down(lab.dir, purge=True)

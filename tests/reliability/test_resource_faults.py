@@ -1,0 +1,182 @@
+"""Resources that run out: a cache disk that fills up (a real, small tmpfs: ENOSPC from the kernel),
+a cache limit smaller than the dataset, and a results directory on a read-only mount.
+
+The mounts need root (CAP_SYS_ADMIN), which CI has: there a failed mount fails the test; elsewhere
+it skips, saying why.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import os
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from iobench.datasets.manifest import Manifest
+from iobench.tiers.s3 import S3Tier
+from loaders import ShardLoader
+from loaders.cache import CacheError, ShardCache
+from tests.helpers.faultkit import cache_problems, dataset_pairs, stage_copy
+from tests.helpers.lab_fixture import ceph_missing
+
+
+@contextlib.contextmanager
+def mounted_tmpfs(path: Path, size: str, *, read_only: bool = False) -> Iterator[Path]:
+    path.mkdir(parents=True, exist_ok=True)
+    options = f"size={size}" + (",ro" if read_only else "")
+    r = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)], capture_output=True, text=True
+    )
+    if r.returncode:
+        ceph_missing(f"cannot mount a tmpfs (needs root or CAP_SYS_ADMIN): {r.stderr.strip()}")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=True)
+
+
+def _payload(name: str, size: int) -> bytes:
+    seed = hashlib.sha256(name.encode()).digest()
+    return (seed * (size // len(seed) + 1))[:size]
+
+
+def _writer(size: int, calls: list[str]):
+    def fetch(url: str, f) -> None:
+        calls.append(url)
+        data = _payload(url, size)
+        for i in range(0, size, 64 * 1024):  # chunked like a download, so the disk fills mid-file
+            f.write(data[i : i + 64 * 1024])
+
+    return fetch
+
+
+@pytest.mark.parametrize("size_known", [False, True])
+def test_a_full_cache_disk_evicts_and_never_keeps_a_torn_shard(tmp_path, size_known):
+    """The cache's limit (10 MB) is above what its disk holds (1 MiB). Of unknown size, a download
+    finds the disk full part-way (the kernel's ENOSPC), evicts the least recently used entries and
+    starts again; of known size, the cache evicts before it starts (no bytes fetched in vain). A
+    shard that cannot fit on the disk at all is a CacheError naming ENOSPC, and leaves nothing."""
+    with mounted_tmpfs(tmp_path / "disk", "1m") as disk:
+        cache = ShardCache(disk, max_bytes=10_000_000)
+        names = [f"s3://b/shard-{i}.tar" for i in range(6)]
+        calls: list[str] = []
+        for name in names:  # three fit on the disk; each later one needs an eviction
+            path = cache.get(name, _writer(300_000, calls), size=300_000 if size_known else None)
+            assert Path(path).read_bytes() == _payload(name, 300_000)
+        assert cache.stats.misses == 6 and cache.stats.evictions == 3
+        # unknown sizes: each of the last three downloads hit ENOSPC once and was fetched again
+        assert len(calls) == (6 if size_known else 9)
+        assert [cache.contains(n) for n in names] == [False] * 3 + [True] * 3  # least recently used went
+        refetched = len(calls) - len(names)
+        assert (
+            cache_problems(disk, {n: hashlib.sha256(_payload(n, 300_000)).hexdigest() for n in names}) == []
+        )
+
+        with pytest.raises(CacheError) as info:
+            cache.get("s3://b/huge.tar", _writer(2_000_000, calls), size=2_000_000 if size_known else None)
+        assert info.value.errno == errno.ENOSPC and "disk full (ENOSPC)" in str(info.value)
+        assert "s3://b/huge.tar" in str(info.value) and not cache.contains("s3://b/huge.tar")
+        assert not list(disk.glob(".part-*"))  # the partial download was removed
+        print(
+            f"figures: 1 MiB cache disk, size {'known' if size_known else 'unknown'}: 6 x 300 kB shards, "
+            f"{refetched} downloads cut by ENOSPC and fetched again, 3 evictions, 6 entries verified; "
+            "a 2 MB shard: CacheError ENOSPC, nothing left"
+        )
+
+
+@pytest.fixture
+def lab_env(ceph_lab, monkeypatch):
+    for key, value in ceph_lab.env.items():
+        monkeypatch.setenv(key, value)
+    return ceph_lab
+
+
+def _cached_loader(url: str, manifest: Manifest, cache_dir: Path, cache_bytes: int) -> ShardLoader:
+    tier = S3Tier(url=url)
+    urls = tier.shard_urls(manifest)
+    return ShardLoader(
+        urls,
+        workers=0,
+        return_batches=True,
+        batch_size=16,
+        shuffle_buffer=8,
+        storage_options=tier.storage_options(),
+        cache_dir=str(cache_dir),
+        cache_bytes=cache_bytes,
+        shard_sizes={u: s.bytes for u, s in zip(urls, manifest.shards, strict=True)},
+    )
+
+
+@pytest.mark.integration
+def test_a_dataset_larger_than_the_cache_disk_and_the_cache_limit(lab_env, tiny_dataset, tmp_path):
+    """The 34 MB dataset through (a) a 10 MiB cache disk with a 1 GB limit: the disk fills, and
+    (b) a 12 MB limit on a roomy disk: the limit binds. Both epochs deliver exactly the dataset, and
+    the caches hold only whole shards, (b) never more than its limit."""
+    url = stage_copy(lab_env, tiny_dataset, "cachesize")
+    manifest, want = Manifest.load(tiny_dataset), dataset_pairs(tiny_dataset)
+    sha = {u: s.sha256 for u, s in zip(S3Tier(url=url).shard_urls(manifest), manifest.shards, strict=True)}
+    with mounted_tmpfs(tmp_path / "disk", "10m") as disk:
+        loader = _cached_loader(url, manifest, disk, 10**9)
+        got = Counter()
+        for batch in loader:
+            got.update(zip(batch.keys, batch.labels.tolist(), strict=True))
+        c = loader.stats.counters
+        assert got == want and c["cache_evictions"] > 0 and c["cache_misses"] == len(manifest.shards)
+        assert c["bytes_transferred"] == manifest.total_bytes  # room was made before each download
+        assert cache_problems(disk, sha) == []
+
+    limit = 12_000_000
+    loader = _cached_loader(url, manifest, tmp_path / "limited", limit)
+    cache = ShardCache(tmp_path / "limited", limit)
+    got, most = Counter(), 0
+    for batch in loader:
+        got.update(zip(batch.keys, batch.labels.tolist(), strict=True))
+        most = max(most, cache.used_bytes())
+    assert got == want and 0 < most <= limit and loader.stats.counters["cache_evictions"] > 0
+    assert cache_problems(tmp_path / "limited", sha) == []
+    print(
+        f"figures: 34 MB dataset on a 10 MiB cache disk: {c['cache_evictions']} evictions, "
+        f"{c['bytes_transferred']} bytes fetched for {manifest.total_bytes}, {sum(got.values())} samples "
+        f"verified; under a 12 MB limit: at most {most} bytes cached, "
+        f"{loader.stats.counters['cache_evictions']} evictions; 0 lost, 0 torn entries"
+    )
+
+
+def _sweep_file(tmp_path: Path, dataset_dir: Path) -> Path:
+    cfg = {
+        "dataset": {"synth": {"samples": 64, "seed": 1}, "path": str(dataset_dir)},
+        "tiers": [{"kind": "local", "name": "disk"}],
+        "loaders": [{"kind": "torch", "workers": [0], "batch_size": [16]}],
+        "accelerators": [{"kind": "emulated", "type": "h100"}],
+    }
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+@pytest.mark.parametrize("where", ["the mount itself", "a new directory on it"])
+def test_a_read_only_results_directory_is_refused_before_any_work(tmp_path, where):
+    dataset_dir = tmp_path / "synth"
+    config = _sweep_file(tmp_path, dataset_dir)
+    with mounted_tmpfs(tmp_path / "ro", "1m", read_only=True) as ro:
+        out = ro if where == "the mount itself" else ro / "run"
+        proc = subprocess.run(
+            [sys.executable, "-m", "iobench.cli", "sweep", str(config), "--out", str(out)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert os.listdir(ro) == []
+    message = " ".join(proc.stderr.split())
+    print(f"figures: read-only --out ({where}): exit {proc.returncode}: {message}")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert str(out) in message and "Read-only file system" in message
+    assert not dataset_dir.exists()  # refused before the dataset was generated

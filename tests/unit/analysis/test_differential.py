@@ -1,0 +1,144 @@
+"""The differential attribution's arithmetic on known inputs, and the config keys that drive it."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from iobench.analysis.differential import capacity, combine, lost_time
+from iobench.analysis.verdict import Verdict
+from iobench.sweep.config import ConfigError, parse_config
+
+STAGE_MS = {"fetch": 1.0, "decode": 6.0, "augment": 2.0, "collate": 1.0}
+
+
+def _online(bound: str, readers_rate: float | None = None) -> Verdict:
+    return Verdict(bound=bound, binding_stage=None, headline="", pipeline_capacity_samples_per_s=readers_rate)
+
+
+def _combine(ceilings, bound, measured=500.0, readers_rate=None):
+    return combine(
+        ceilings,
+        _online(bound, readers_rate),
+        measured_samples_per_s=measured,
+        au=0.1,
+        wall_s=10.0,
+        wait_s=8.0,
+        h2d_s=0.5,
+        stage_ms=STAGE_MS,
+    )
+
+
+def test_the_lowest_ceiling_binds_and_the_others_get_their_headroom():
+    a = _combine({"accelerator": 7000.0, "prep": 500.0, "fetch": 2000.0}, "prep")
+    assert a.binding == "prep" and a.agree
+    assert a.predicted_samples_per_s == 500.0
+    assert a.headroom == {"accelerator": 14.0, "prep": 1.0, "fetch": 4.0}
+    assert a.prediction_error == pytest.approx(0.0)
+    assert "agree" in a.statement
+
+
+def test_disagreement_is_said_not_hidden():
+    a = _combine({"accelerator": 7000.0, "prep": 500.0, "fetch": 200.0}, "prep", measured=190.0)
+    assert a.binding == "fetch" and not a.agree
+    assert "disagree" in a.statement and "prep-bound" in a.statement
+    assert a.prediction_error == pytest.approx(190 / 200 - 1)
+
+
+def test_ceilings_within_the_tolerance_accept_either_name():
+    # prep and fetch 10 % apart: neither method can tell them apart, so both verdicts agree
+    assert _combine({"prep": 500.0, "fetch": 550.0}, "fetch").agree
+    assert not _combine({"prep": 500.0, "fetch": 600.0}, "fetch").agree
+
+
+def test_missing_or_zero_ceilings_are_ignored_and_none_is_an_error():
+    assert _combine({"prep": 0.0, "fetch": 300.0, "accelerator": None}, "fetch").binding == "fetch"
+    with pytest.raises(ValueError, match="no ceiling"):
+        _combine({"prep": 0.0}, "prep")
+
+
+def test_lost_time_splits_the_wait_by_stage_share_and_books_the_unexplained_part_as_ipc():
+    lost = lost_time(
+        wall_s=10.0, wait_s=8.0, h2d_s=0.5, stage_ms=STAGE_MS, readers_rate=1000.0, measured_rate=800.0
+    )
+    # 20 % of the wait is not explained by the readers' own rate
+    assert lost["decode"] == pytest.approx(0.8 * 0.8 * 0.6)
+    assert lost["fetch"] == pytest.approx(0.8 * 0.8 * 0.1)
+    assert lost["collate"] == pytest.approx(0.8 * 0.8 * 0.1 + 0.8 * 0.2)
+    assert lost["h2d"] == pytest.approx(0.05)
+    assert sum(v for k, v in lost.items() if k != "h2d") == pytest.approx(0.8)
+
+
+def test_lost_time_with_readers_faster_than_measured_only_and_an_empty_run():
+    lost = lost_time(
+        wall_s=10.0, wait_s=2.0, h2d_s=0.0, stage_ms=STAGE_MS, readers_rate=500.0, measured_rate=600.0
+    )
+    assert lost["collate"] == pytest.approx(0.2 * 0.1)
+    assert set(
+        lost_time(
+            wall_s=0.0, wait_s=0.0, h2d_s=0.0, stage_ms={}, readers_rate=None, measured_rate=0.0
+        ).values()
+    ) == {0.0}
+
+
+@pytest.mark.parametrize(
+    ("ceiling", "demand", "expected"),
+    [
+        (1000.0, 100.0, 11),
+        (900.0, 100.0, 10),
+        (899.0, 100.0, 9),
+        (80.0, 100.0, 0),
+        (1786.0 * 0.9 * 4, 1786.0, 4),
+    ],
+)
+def test_capacity_is_the_largest_count_kept_at_90_percent(ceiling, demand, expected):
+    answer = capacity(ceiling, demand)
+    assert answer.max_accelerators == expected
+    n = expected
+    if n:
+        assert answer.predicted_au_at_max >= 0.9 - 1e-9
+    assert answer.predicted_au_at_max_plus_one < 0.9
+    assert math.isclose(answer.predicted_au_at_max_plus_one, min(1.0, ceiling / ((n + 1) * demand)))
+
+
+def _raw(**run):
+    return {
+        "dataset": {"path": "/tmp/x"},
+        "tiers": [{"kind": "local", "path": "/tmp/x"}],
+        "loaders": [{"kind": "torch"}],
+        "accelerators": [{"kind": "emulated", "type": "h100"}],
+        "run": run,
+    }
+
+
+def test_run_keys_for_warmup_repeats_and_diagnose():
+    cfg = parse_config(_raw())
+    run = cfg.run.settings
+    assert run.warmup_steps == "auto" and run.repeats == 1 and run.diagnose is False
+    cfg = parse_config(_raw(warmup_steps=3, repeats=5, diagnose=True))
+    run = cfg.run.settings
+    assert (run.warmup_steps, run.repeats, run.diagnose) == (3, 5, True)
+    for bad, match in (
+        ({"warmup_steps": "soon"}, "run.warmup_steps='soon': expected auto"),
+        ({"repeats": 0}, "run.repeats=0"),
+        ({"diagnose": "yes"}, "run.diagnose='yes'"),
+    ):
+        with pytest.raises(ConfigError, match=match):
+            parse_config(_raw(**bad))
+
+
+def test_a_custom_accelerator_names_its_own_demand():
+    raw = _raw()
+    raw["accelerators"] = [{"kind": "emulated", "type": "custom", "samples_per_s": 150, "count": 2}]
+    cfg = parse_config(raw)
+    assert cfg.accelerators[0].samples_per_s == 150.0
+    assert "custom150x2" in cfg.cells()[0].cell_id
+    for acc, match in (
+        ({"type": "custom"}, "samples_per_s: a number"),
+        ({"type": "h100", "samples_per_s": 10}, "type: custom"),
+        ({"type": "custom", "samples_per_s": -1}, "expected a number > 0"),
+    ):
+        raw["accelerators"] = [{"kind": "emulated", **acc}]
+        with pytest.raises(ConfigError, match=match):
+            parse_config(raw)

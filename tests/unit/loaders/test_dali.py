@@ -1,0 +1,176 @@
+"""The DALI backend in CPU mode (device_id=None): exact sample sets, rank split, layout, errors, resume."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import torch
+
+from loaders.config import LoaderConfig
+from loaders.tario import iter_samples
+from tests.helpers.paths import ROOT as REPO
+
+try:
+    import nvidia.dali  # noqa: F401
+except ImportError:
+    if os.environ.get("CI"):
+        pytest.fail(
+            "NVIDIA DALI is not installed but CI is set: pip install 'iobench[dali]' (nvidia-dali-cuda130)",
+            pytrace=False,
+        )
+    pytest.skip("NVIDIA DALI not installed (pip install 'iobench[dali]')", allow_module_level=True)
+
+from loaders.dali import DaliLoader, DaliPipelineError
+from loaders.pipeline import SampleError
+from tests.helpers.shardkit import label_of, tiny_jpeg, write_shard
+
+ROOT = REPO
+
+
+def _config(**kw) -> LoaderConfig:
+    return LoaderConfig(**{"batch_size": 32, "workers": 2, "shuffle_buffer": 64, **kw})
+
+
+def _shards(directory: Path) -> list[str]:
+    return sorted(str(p) for p in directory.glob("train-*.tar"))
+
+
+def _truth(urls: list[str]) -> Counter:
+    found: Counter = Counter()
+    for url in urls:
+        with open(url, "rb") as f:
+            for s in iter_samples(f, url):
+                found[(s.key, int(s.parts["cls"]))] += 1
+    return found
+
+
+def _read(loader) -> Counter:
+    got: Counter = Counter()
+    for batch in loader:
+        assert batch.images.dtype == torch.uint8 and batch.labels.dtype == torch.int64
+        assert batch.images.shape[1:] == (3, 224, 224)
+        assert batch.images.is_contiguous(memory_format=torch.channels_last)
+        assert len(batch.keys) == batch.images.shape[0] == batch.labels.shape[0]
+        got.update(zip(batch.keys, batch.labels.tolist(), strict=True))
+    return got
+
+
+@pytest.mark.parametrize("mode", ["reader", "external"])
+def test_every_sample_once_with_its_label(tiny_dataset, mode):
+    urls = _shards(tiny_dataset)
+    loader = DaliLoader(_config(urls=urls, options={"mode": mode}))
+    assert loader.mode == mode and loader.decode_device == "cpu" and loader.num_threads == 2
+    truth = _truth(urls)
+    assert _read(loader) == truth
+    assert loader.stats.samples == 256 and loader.stats.bytes_read > 256 * 50_000
+    assert loader.stats.wall_s["decode"] > 0
+    if mode == "external":
+        assert loader.stats.wall_s["fetch"] > 0
+    assert _read(loader) == truth  # a second epoch
+
+
+@pytest.mark.parametrize("mode", ["reader", "external"])
+def test_ranks_are_disjoint_and_cover(tiny_dataset, mode):
+    urls = _shards(tiny_dataset)
+    parts = [
+        _read(DaliLoader(_config(urls=urls, rank=r, world_size=2, options={"mode": mode}))) for r in (0, 1)
+    ]
+    assert not set(parts[0]) & set(parts[1])
+    assert parts[0] + parts[1] == _truth(urls)
+
+
+def test_normalize_gives_float_channels_last(tiny_dataset):
+    loader = DaliLoader(_config(urls=_shards(tiny_dataset)[:2], normalize=True, options={"mode": "reader"}))
+    batch = next(iter(loader))
+    assert batch.images.dtype == torch.float32 and batch.images.shape[1:] == (3, 224, 224)
+    assert -3 < float(batch.images.mean()) < 3
+
+
+@pytest.mark.parametrize("mode", ["reader", "external"])
+def test_resume_mid_epoch_loses_and_repeats_nothing(tiny_dataset, mode):
+    urls = _shards(tiny_dataset)
+    first = DaliLoader(_config(urls=urls, options={"mode": mode}))
+    got: Counter = Counter()
+    for i, batch in enumerate(first):
+        got.update(zip(batch.keys, batch.labels.tolist(), strict=True))
+        if i == 2:
+            state = first.state_dict()
+            break
+    assert state["consumed"] == [96]
+    second = DaliLoader(_config(urls=urls, options={"mode": mode}))
+    second.load_state_dict(state)
+    assert got + _read(second) == _truth(urls)
+
+
+@pytest.fixture
+def corrupt_shards(tmp_path):
+    from iobench.datasets.wdsindex import write_wds_index
+
+    urls = []
+    for s in range(2):
+        members = []
+        for k in range(s * 8, s * 8 + 8):
+            data = tiny_jpeg(k)
+            if k == 11:
+                data = b"\0not a jpeg" * (len(data) // 11)
+            members += [(f"{k:06d}.jpg", data), (f"{k:06d}.cls", str(label_of(f"{k:06d}")).encode())]
+        path = write_shard(tmp_path / f"train-{s:06d}.tar", members)
+        write_wds_index(path)
+        urls.append(str(path))
+    return urls
+
+
+def test_corrupt_jpeg_in_dali_reader_fails_naming_the_shard(corrupt_shards):
+    loader = DaliLoader(_config(urls=corrupt_shards, batch_size=4, options={"mode": "reader"}))
+    with pytest.raises(DaliPipelineError, match=r"train-000001\.tar: sample '000011'"):
+        _read(loader)
+
+
+def test_external_source_skips_and_counts_corrupt_jpeg(corrupt_shards):
+    loader = DaliLoader(_config(urls=corrupt_shards, batch_size=4, options={"mode": "external"}))
+    got = _read(loader)
+    assert sorted(k for k, _ in got) == [f"{k:06d}" for k in range(16) if k != 11]
+    assert loader.stats.errors["corrupt_sample"] == 1
+    assert "train-000001.tar" in loader.stats.error_examples[0]
+    failing = DaliLoader(
+        _config(urls=corrupt_shards, batch_size=4, on_error="fail", options={"mode": "external"})
+    )
+    with pytest.raises(SampleError, match=r"train-000001\.tar: sample '000011'"):
+        _read(failing)
+
+
+def test_mode_choice_and_refusals(tiny_dataset):
+    urls = _shards(tiny_dataset)
+    assert DaliLoader(_config(urls=urls)).mode == "reader"
+    assert DaliLoader(_config(urls=["s3://b/train-000000.tar"])).mode == "external"
+    with pytest.raises(ValueError, match="s3:// shards only"):
+        DaliLoader(_config(urls=urls, options={"mode": "dali-s3"}))
+    with pytest.raises(ValueError, match="local or mounted"):
+        DaliLoader(_config(urls=["s3://b/train-000000.tar"], options={"mode": "reader"}))
+
+
+def test_gpu_check_cpu_smoke_prints_the_table():
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "gpu_check.py"),
+            "--cpu-smoke",
+            "--samples",
+            "128",
+            "--workers",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "samples/s" in proc.stdout and "wait p99 ms" in proc.stdout
+    assert "torch DataLoader (CPU decode)" in proc.stdout and "DALI cpu" in proc.stdout

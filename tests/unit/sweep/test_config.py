@@ -1,0 +1,257 @@
+"""Planning a sweep: --set overrides, accelerator-count and dataset-size dimensions, --dry-run with
+its estimate, and every example in configs/ validating without any server."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from dataclasses import replace
+
+import pytest
+import yaml
+
+from iobench.sweep.config import ConfigError, load_config, parse_config
+from iobench.sweep.estimate import CAPACITY_RUNS, CEILINGS_S, CELL_START_S, RUN_START_S, estimate_cell
+from iobench.sweep.overrides import apply_overrides, parse_assignment
+from tests.helpers.paths import ROOT
+
+CONFIGS = ROOT / "configs"
+
+
+def _raw(**run) -> dict:
+    return {
+        "dataset": {"path": "/data/in1k-shards"},
+        "tiers": [
+            {"kind": "local", "name": "nvme"},
+            {"kind": "local", "name": "sata", "path": "/mnt/sata/in1k"},
+        ],
+        "loaders": [{"kind": "torch", "workers": [2]}, {"kind": "nodes", "workers": [4], "batch_size": [32]}],
+        "accelerators": [{"kind": "emulated", "type": "h100"}],
+        "run": run,
+    }
+
+
+def _iobench(*args, cwd=None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "iobench.cli", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=cwd,
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "path", "value"),
+    [
+        ("run.epochs=2", ["run", "epochs"], 2),
+        ("loaders[0].workers=[1, 2,4]", ["loaders", 0, "workers"], [1, 2, 4]),
+        ("dataset.synth.size=4GB", ["dataset", "synth", "size"], "4GB"),
+        ("tier.upload=true", ["tier", "upload"], True),
+        ("dataset={synth: {samples: 64}}", ["dataset"], {"synth": {"samples": 64}}),
+        ("tiers[1].name=a=b", ["tiers", 1, "name"], "a=b"),  # only the first = splits
+        ("run.max_steps=", ["run", "max_steps"], None),
+    ],
+)
+def test_an_assignment_is_a_dotted_key_and_a_yaml_value(text, path, value):
+    key, got_path, got = parse_assignment(text)
+    assert (key, got_path, got) == (text.partition("=")[0], path, value)
+
+
+def test_overrides_change_a_copy_and_loader_x_means_every_loader():
+    raw = _raw()
+    out = apply_overrides(raw, ["loader.workers=[1,2]", "loaders[1].batch_size=[8]", "run.epochs=3"])
+    assert raw == _raw()  # the file's mapping is untouched
+    assert [entry["workers"] for entry in out["loaders"]] == [[1, 2], [1, 2]]
+    assert out["loaders"][1]["batch_size"] == [8] and out["loaders"][0].get("batch_size") is None
+    assert out["run"] == {"epochs": 3}
+    out = apply_overrides(
+        raw, ["tier.drop_caches=true", "accelerator[0].count=[1, 8]", "loader[1].kind=torch"]
+    )
+    assert all(t["drop_caches"] is True for t in out["tiers"])
+    assert out["accelerators"][0]["count"] == [1, 8] and out["loaders"][1]["kind"] == "torch"
+    # the result validates like a file
+    cfg = parse_config(out)
+    assert sorted({c.accelerator.count for c in cfg.cells()}) == [1, 8]
+
+
+@pytest.mark.parametrize(
+    ("assignment", "message"),
+    [
+        ("run.bogus=1", "run.bogus: unknown key; allowed keys here are cache"),
+        ("loader.worker=[2]", "loaders[0].worker: unknown key; allowed keys here are batch_size"),
+        ("bogus.x=1", "bogus: unknown key; allowed keys here are accelerators, dataset"),
+        ("tier.pth=/x", "tiers[0]: tier 'local': unknown option 'pth'"),
+        ("loaders[5].workers=1", "--set loaders[5].workers: loaders[5] does not exist (loaders has 2)"),
+        ("run.cache.x=1", "--set run.cache.x: run.cache=['cold'] is not a mapping"),
+        ("loader=[1]", "--set loader: name what to set in every entry of loaders"),
+        ("workers", "--set 'workers': expected KEY=VALUE"),
+        ("run..epochs=1", "--set run..epochs: '' is not a key"),
+        ("run.epochs=[1", "--set run.epochs='[1': not a YAML value"),
+        ("loader.workers=[-1]", "loaders[0].workers[0]=-1: expected an integer >= 0"),
+        ("loader.workers=[2, 2]", "loaders[0].workers=[2, 2]: 2 is listed twice"),
+    ],
+)
+def test_a_bad_override_names_the_key(assignment, message):
+    with pytest.raises(ConfigError) as err:
+        parse_config(apply_overrides(_raw(cache=["cold"]), [assignment]))
+    assert message in str(err.value)
+
+
+def test_an_accelerator_count_list_makes_one_cell_per_count():
+    raw = _raw()
+    raw["accelerators"] = [{"kind": "emulated", "type": "a100", "count": [1, 2, 4, 8]}]
+    raw["loaders"] = raw["loaders"][:1]
+    ids = [c.cell_id for c in parse_config(raw).cells()]
+    assert ids == [f"{tier}-torch-w2-b64-a100x{n}-cold" for tier in ("nvme", "sata") for n in (1, 2, 4, 8)]
+    for count, message in (
+        ([1, 0], "accelerators[0].count[1]=0: expected an integer >= 1"),
+        ([4, 4], "accelerators[0].count=[4, 4]: 4 is listed twice"),
+        ([], "accelerators[0].count=[]: give at least one value"),
+    ):
+        raw["accelerators"][0]["count"] = count
+        with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("]", r"\]")):
+            parse_config(raw)
+    raw["accelerators"] = [{"kind": "torch", "model": "small_cnn", "count": [1, 2]}]
+    with pytest.raises(ConfigError, match="a count list needs kind: emulated"):
+        parse_config(raw)
+
+
+def test_a_dataset_size_list_makes_one_dataset_and_its_cells_per_size(tmp_path, monkeypatch):
+    monkeypatch.setenv("IOBENCH_CACHE", str(tmp_path / "cache"))
+    raw = {
+        "dataset": {"synth": {"size": ["1GB", "4GB"], "shard_size": "64MB"}},
+        "tiers": [
+            {"kind": "local", "name": "nvme"},
+            {"kind": "s3", "name": "minio", "url": "s3://bucket/synth-{dataset}", "cache_size": "2GB"},
+        ],
+        "loaders": [{"workers": [4]}],
+        "accelerators": [{"type": "h100"}],
+    }
+    cfg = parse_config(raw)
+    assert [(d.label, d.synth["size_bytes"]) for d in cfg.datasets] == [("1GB", 10**9), ("4GB", 4 * 10**9)]
+    assert len({d.path for d in cfg.datasets}) == 2
+    cells = cfg.cells()
+    assert [c.cell_id for c in cells] == [
+        "nvme-1GB-torch-w4-b64-h100x1-cold",
+        "minio-1GB-torch-w4-b64-h100x1-cold",
+        "nvme-4GB-torch-w4-b64-h100x1-cold",
+        "minio-4GB-torch-w4-b64-h100x1-cold",
+    ]
+    # each cell names its dataset; each tier reads that dataset: the local one where it was
+    # generated, the remote one where {dataset} puts it
+    assert [c.dataset for c in cells] == [str(cfg.datasets[0].path)] * 2 + [str(cfg.datasets[1].path)] * 2
+    assert [c.tier.get("path") or c.tier["url"] for c in cells] == [
+        str(cfg.datasets[0].path),
+        "s3://bucket/synth-1GB",
+        str(cfg.datasets[1].path),
+        "s3://bucket/synth-4GB",
+    ]
+    # a tier with one fixed location would measure the same data under two labels
+    raw["tiers"][1]["url"] = "s3://bucket/synth"
+    with pytest.raises(
+        ConfigError, match=r"tiers\[1\] \(minio\): would read the same data for every dataset size"
+    ):
+        parse_config(raw)
+    # under a given path, each size gets a directory of its own
+    cfg = parse_config(apply_overrides(raw, ["tiers[1].url=s3://b/{dataset}", f"dataset.path={tmp_path}"]))
+    assert [d.path for d in cfg.datasets] == [tmp_path / "1GB", tmp_path / "4GB"]
+    samples = ["tiers[1].url=s3://b/{dataset}", "dataset.synth.size=null", "dataset.synth.samples=[64, 128]"]
+    cfg = parse_config(apply_overrides(raw, samples))
+    assert [d.label for d in cfg.datasets] == ["64samples", "128samples"]
+    for size, message in (
+        (["1GB", "1GB"], r"dataset.synth.size=\['1GB', '1GB'\]: '1GB' is listed twice"),
+        (["1GB", "1000MB"], r"dataset.synth.size\[1\]='1000MB': the same dataset as '1GB'"),
+        (["1GB", "lots"], r"dataset.synth.size\[1\]='lots': not a size"),
+    ):
+        with pytest.raises(ConfigError, match=message):
+            parse_config(
+                apply_overrides(raw, ["tiers[1].url=s3://b/{dataset}", f"dataset.synth.size={size}"])
+            )
+
+
+def test_the_estimate_follows_the_documented_model():
+    cell = parse_config(_raw(max_steps=10)).cells()[0]  # workers 2, batch 64, h100 (7,000/s)
+    est = estimate_cell(cell, samples_in_dataset=10_000, cores=1)
+    assert (est.samples, est.samples_per_s) == (640, 900.0)  # max_steps x batch; one core decodes
+    assert est.seconds == pytest.approx(CELL_START_S + RUN_START_S + 640 / 900)
+    cell = replace(
+        cell,
+        accelerator=replace(cell.accelerator, type="custom", samples_per_s=100.0, count=2),  # demand caps
+        run=replace(cell.run, repeats=3, diagnose=True, max_steps=None, epochs=2),
+    )
+    est = estimate_cell(cell, samples_in_dataset=1000, cores=8)
+    assert (est.samples, est.samples_per_s) == (2000, 200.0)
+    assert est.seconds == pytest.approx(CELL_START_S + CEILINGS_S + (3 + CAPACITY_RUNS) * (RUN_START_S + 10))
+    assert estimate_cell(cell, samples_in_dataset=None, cores=8).seconds is None
+    # 4 ranks per node on 2 nodes: this node reads half the data, with 4 ranks' workers and demand
+    cell = replace(
+        cell, run=replace(cell.run, ranks_per_node=4, nodes=2, repeats=1, diagnose=False, epochs=1)
+    )
+    est = estimate_cell(cell, samples_in_dataset=1000, cores=8)
+    assert (est.samples, est.samples_per_s) == (500, 800.0)
+
+
+def test_dry_run_lists_cells_and_estimate_and_touches_nothing(tmp_path):
+    cfg = {
+        "dataset": {"synth": {"samples": [300, 600]}},
+        "tiers": [
+            {"kind": "local", "name": "disk"},
+            {"kind": "s3", "url": "s3://nowhere/{dataset}", "upload": True},
+        ],
+        "loaders": [{"workers": [1]}],
+        "accelerators": [{"type": "h100"}],
+    }
+    path = tmp_path / "plan.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    out = tmp_path / "run"
+    proc = _iobench(
+        "diagnose",
+        path,
+        "--dry-run",
+        "--out",
+        out,
+        "--set",
+        "loader.workers=[1,2]",
+        "--set",
+        "accelerator.count=[1,2]",
+    )
+    assert proc.returncode == 0, proc.stderr
+    text = proc.stdout
+    # 2 sizes x 2 tiers x 2 workers x 2 counts
+    assert "16 cell(s) planned" in text and "estimated total:" in text
+    for size in ("300samples", "600samples"):
+        for tier in ("disk", "s3"):
+            for w in (1, 2):
+                for n in (1, 2):
+                    assert f"{tier}-{size}-torch-w{w}-b64-h100x{n}-cold" in "".join(text.split()), (
+                        tier,
+                        size,
+                        w,
+                        n,
+                    )
+    assert "Estimate, not a measurement" in text and "900 samples/s" in text and "diagnose adds" in text
+    assert "nothing was run, generated or contacted" in text
+    datasets = load_config(path).datasets
+    assert not out.exists() and not any(d.path.exists() for d in datasets)
+
+
+def test_the_cli_reports_a_bad_override_without_a_traceback(tmp_path):
+    proc = _iobench("sweep", "--dry-run", "--set", "loader.wrokers=[1]", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert "loaders[0].wrokers: unknown key" in " ".join(proc.stderr.split())
+    assert "Traceback" not in proc.stderr
+    proc = _iobench("sweep", "--resume", cwd=tmp_path)
+    assert proc.returncode == 2 and "--resume needs --out" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    "path", sorted(p.name for p in CONFIGS.glob("*.yaml") if p.name != "accelerators.yaml")
+)
+def test_every_example_config_validates_and_plans_without_servers(path, tmp_path):
+    cfg = load_config(CONFIGS / path)
+    assert cfg.cells()
+    proc = _iobench("sweep", CONFIGS / path, "--dry-run", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert f"{len(cfg.cells())} cell(s) planned" in proc.stdout and "estimated total:" in proc.stdout
+    assert not (tmp_path / "iobench-runs").exists()

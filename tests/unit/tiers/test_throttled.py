@@ -1,0 +1,336 @@
+"""The throttled link: a bandwidth cap shared across processes, latency per request, and the
+throttled tier that puts any tier behind it. Real files and real processes throughout."""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import importlib.util
+import io
+import multiprocessing as mp
+import os
+import time
+import uuid
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+import torch
+
+from iobench.results.spec import LoaderSettings, RunSettings
+from iobench.tiers import TierConfigError, check_tier_spec, make_tier
+from loaders import AugmentSpec, make_loader
+from loaders.instrument import StageStats
+from loaders.objects import read_objects
+from loaders.pipeline import PipelineSpec, read_shards
+from loaders.sources import ShardSource, SourceSpec
+from loaders.throttle import Throttle, ThrottledFile, ThrottleSpec, default_burst
+from loaders.torch_loader import ShardStream
+from tests.helpers.shardkit import key_label_pairs, make_shards
+
+MB = 10**6
+
+
+def _spec(tmp_path: Path, **kw) -> ThrottleSpec:
+    return ThrottleSpec(state_path=str(tmp_path / "bucket"), **{"bytes_per_s": None, **kw})
+
+
+def _drain(spec: ThrottleSpec, nbytes: int, chunk: int, barrier, out) -> None:
+    f = ThrottledFile(io.BytesIO(bytes(nbytes)), Throttle(spec))
+    barrier.wait()
+    t0, got = time.monotonic(), 0
+    while data := f.read(chunk):
+        got += len(data)
+    out.put((t0, time.monotonic(), got))
+
+
+def test_the_cap_is_the_aggregate_rate_of_all_processes(tmp_path):
+    cap, procs, each = 40 * MB, 3, 16 * MB  # 48 MB in all: 1.2 s at the cap
+    spec = _spec(tmp_path, bytes_per_s=cap)
+    ctx = mp.get_context("fork")
+    barrier, out = ctx.Barrier(procs), ctx.Queue()
+    workers = [ctx.Process(target=_drain, args=(spec, each, 64 * 1024, barrier, out)) for _ in range(procs)]
+    for w in workers:
+        w.start()
+    results = [out.get(timeout=60) for _ in workers]
+    for w in workers:
+        w.join(timeout=10)
+    assert sum(r[2] for r in results) == procs * each
+    rate = procs * each / (max(r[1] for r in results) - min(r[0] for r in results))
+    print(f"aggregate {rate / MB:.2f} MB/s for a cap of {cap / MB:.0f} MB/s ({rate / cap:.3f} x)")
+    # above the cap by one burst at most (20 ms of 40 MB/s: 1.7 % of 48 MB); below it only by
+    # scheduling delays
+    assert 0.85 * cap <= rate <= 1.05 * cap
+
+
+def test_latency_is_once_per_request_and_overlaps_across_threads(tmp_path):
+    throttle = Throttle(_spec(tmp_path, latency_s=0.2))
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(lambda _: throttle.request(), range(4)))
+    wall = time.perf_counter() - t0
+    assert 0.2 <= wall < 0.5  # four requests in flight together cost one latency, not four (0.8 s)
+    counters = throttle.take_counters()
+    assert counters["throttle_requests"] == 4
+    assert counters["throttle_latency_ms"] >= 4 * 199
+    assert counters["throttle_wait_ms"] == 0  # no cap: bytes cost nothing
+    throttle.charge(10 * MB)
+    assert throttle.take_counters() == {
+        "throttle_requests": 0,
+        "throttle_wait_ms": 0,
+        "throttle_latency_ms": 0,
+    }
+
+
+def test_spec_validates_and_picks_a_burst(tmp_path):
+    assert _spec(tmp_path, bytes_per_s=1 * MB).burst_bytes == 256 * 1024
+    assert _spec(tmp_path, bytes_per_s=1000 * MB).burst_bytes == default_burst(1000 * MB) == 20 * MB
+    assert _spec(tmp_path, bytes_per_s=MB, burst_bytes=4096).burst_bytes == 4096
+    for bad in ({"bytes_per_s": 0}, {"bytes_per_s": -1.0}, {"latency_s": -0.1}, {"burst_bytes": -1}):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            _spec(tmp_path, **bad)
+
+
+def _samples(source: ShardSource, urls: list[str]) -> list:
+    return list(read_shards(urls, source, PipelineSpec()))
+
+
+def test_throttled_shard_source_returns_the_same_bytes_and_counts_the_wait(tmp_path):
+    urls = make_shards(tmp_path / "shards", n_shards=2, per_shard=10)
+    total = sum(os.path.getsize(u) for u in urls)
+    rate, burst = 500_000, 4096
+    plain = _samples(ShardSource(SourceSpec()), urls)
+    source = ShardSource(SourceSpec(throttle=_spec(tmp_path, bytes_per_s=rate, burst_bytes=burst)))
+    t0 = time.perf_counter()
+    throttled = _samples(source, urls)
+    wall = time.perf_counter() - t0
+    assert [(s.key, s.parts) for s in throttled] == [(s.key, s.parts) for s in plain]
+    floor = (total - burst) / rate  # the tar reader stops at the end marker: it reads a bit less
+    fetched = sum(s.fetch_wall_s for s in throttled)
+    assert fetched >= 0.85 * floor  # the throttle's sleeps are the fetch stage's time
+    assert wall <= 1.5 * total / rate + 0.3
+    stats = StageStats()
+    source.drain_into(stats)
+    assert stats.counters["throttle_requests"] == 2  # one per shard opened
+    assert stats.counters["throttle_wait_ms"] >= 0.8 * floor * 1000
+    unthrottled = StageStats()
+    ShardSource(SourceSpec()).drain_into(unthrottled)
+    assert "throttle_requests" not in unthrottled.counters
+
+
+def test_parquet_shards_seek_and_read_through_the_throttle(tmp_path):
+    from iobench.datasets.manifest import Manifest
+    from iobench.datasets.synth import synthesize
+
+    synthesize(tmp_path / "pq", format="parquet", samples=48, seed=1, shard_bytes=2_000_000, row_group=16)
+    urls = [str(p) for p in Manifest.load(tmp_path / "pq").shard_paths(tmp_path / "pq")]
+    total = sum(os.path.getsize(u) for u in urls)
+    plain = _samples(ShardSource(SourceSpec()), urls)
+    source = ShardSource(SourceSpec(throttle=_spec(tmp_path, bytes_per_s=5 * MB, burst_bytes=4096)))
+    t0 = time.perf_counter()
+    throttled = _samples(source, urls)
+    wall = time.perf_counter() - t0
+    assert [(s.key, s.parts) for s in throttled] == [(s.key, s.parts) for s in plain]
+    # the reader seeks to the footer and row groups: it reads most of each file, not all of it
+    assert 0.5 * total / (5 * MB) <= wall <= 1.5 * total / (5 * MB) + 0.3
+
+
+def test_latency_is_charged_per_opened_shard_not_per_read(tmp_path):
+    urls = make_shards(tmp_path / "shards", n_shards=1, per_shard=10)
+    source = ShardSource(SourceSpec(throttle=_spec(tmp_path, latency_s=0.15)))
+    t0 = time.perf_counter()
+    samples = _samples(source, urls)  # 40 member reads, one request
+    wall = time.perf_counter() - t0
+    assert len(samples) == 10 and 0.15 <= wall < 0.6
+    assert samples[0].fetch_wall_s >= 0.15  # time to first byte lands on the first sample
+    stats = StageStats()
+    source.drain_into(stats)
+    assert stats.counters["throttle_requests"] == 1
+
+
+def test_objects_are_one_request_each_and_their_latencies_overlap(tmp_path):
+    objects = []
+    for i in range(8):
+        path = tmp_path / f"{i:06d}.jpg"
+        path.write_bytes(bytes([i]) * 1000)
+        objects.append((f"{i:06d}", str(path), i))
+    source = ShardSource(SourceSpec(throttle=_spec(tmp_path, latency_s=0.1)))
+    t0 = time.perf_counter()
+    got = list(read_objects(objects, source, concurrency=8))
+    wall = time.perf_counter() - t0
+    assert [s.parts["jpg"] for s in got] == [bytes([i]) * 1000 for i in range(8)]
+    assert wall < 0.45  # 8 requests, 8 in flight: about one latency, not 0.8 s
+    stats = StageStats()
+    source.drain_into(stats)
+    assert stats.counters["throttle_requests"] == 8
+
+
+# -- the tier ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("spec", "words"),
+    [
+        ({"bandwidth": "50MB/s"}, ["missing required", "inner"]),
+        ({"inner": {"kind": "local", "path": "/x"}, "bandwidth": "fast"}, ["bandwidth='fast'", "MB/s"]),
+        ({"inner": {"kind": "local", "path": "/x"}, "bandwidth": "50MB"}, ["'/s'"]),
+        ({"inner": {"kind": "local", "path": "/x"}, "bandwidth": "100Mbit/s"}, ["bits", "125MB/s"]),
+        ({"inner": {"kind": "local", "path": "/x"}, "bandwidth": 0}, ["bandwidth=0", "above 0"]),
+        ({"inner": {"kind": "local", "path": "/x"}, "latency_ms": -1}, ["latency_ms=-1", ">= 0"]),
+        ({"inner": {"kind": "local", "path": "/x"}}, ["bandwidth", "latency_ms"]),
+        ({"inner": {"kind": "local", "path": "/x"}, "latency_ms": 1, "speed": 3}, ["unknown option 'speed'"]),
+        ({"inner": {"kind": "local"}, "latency_ms": 1}, ["inner", "missing required option(s): path"]),
+        ({"inner": {"kind": "nope"}, "latency_ms": 1}, ["inner", "unknown tier 'nope'"]),
+        ({"inner": {"kind": "throttled", "inner": {}}, "latency_ms": 1}, ["throttled tier too"]),
+        ({"inner": {"kind": "local", "path": "/x", "upload": True}, "latency_ms": 1}, ["upload"]),
+        ({"inner": {"kind": "local", "path": "/x"}, "latency_ms": 1, "burst": "lots"}, ["burst='lots'"]),
+    ],
+)
+def test_tier_config_errors_name_the_key_and_what_is_allowed(spec, words):
+    with pytest.raises(TierConfigError) as err:
+        check_tier_spec({"kind": "throttled", **spec})
+    for word in words:
+        assert word in str(err.value)
+
+
+@pytest.fixture
+def tier(tiny_dataset):
+    return make_tier(
+        {"kind": "throttled", "inner": {"kind": "local", "path": str(tiny_dataset)}, "bandwidth": "20 MB/s"}
+    )
+
+
+def test_tier_delegates_to_its_inner_tier(tier, tiny_dataset):
+    inner = make_tier({"kind": "local", "path": str(tiny_dataset)})
+    manifest = tier.load_manifest()
+    assert tier.dataset_dir_or_url() == inner.dataset_dir_or_url()
+    assert tier.shard_urls(manifest) == inner.shard_urls(manifest)
+    assert tier.shard_paths(manifest) == inner.shard_paths(manifest)  # a local-tier extra
+    state = tier.prepare(manifest, "cold")
+    assert state.method == inner.prepare(manifest, "cold").method
+    assert "throttled to 20.0 MB/s" in state.note
+    described = tier.describe()
+    assert described["path"] == str(tiny_dataset) and described["kind"] == "local"
+    assert described["throttle"] == {"bandwidth_bytes_per_s": 20e6, "latency_ms": 0.0, "burst_bytes": 400_000}
+    options = tier.source_options(manifest)
+    spec = options["throttle"]
+    assert (spec.bytes_per_s, spec.latency_s, spec.burst_bytes) == (20e6, 0.0, 400_000)
+    assert os.path.isfile(spec.state_path) and tier.source_options(manifest)["throttle"] == spec
+
+
+def _delivered(batches) -> tuple[Counter, float, StageStats]:
+    """(key, label) multiset, seconds from the first request to the last batch, merged batch stats."""
+    stats = StageStats()
+    t0 = time.perf_counter()
+    kept = []
+    for batch in batches:
+        stats.merge(batch.stats)
+        kept.append(batch)
+    return key_label_pairs(kept), time.perf_counter() - t0, stats
+
+
+def _rate(nbytes: int, seconds: float, cap: float) -> float:
+    rate = nbytes / seconds
+    print(f"read {nbytes / MB:.1f} MB at {rate / MB:.2f} MB/s for a cap of {cap / MB:.0f} MB/s")
+    return rate
+
+
+def _expected(tier, manifest) -> Counter:
+    probe = _samples(ShardSource(SourceSpec()), tier.shard_urls(manifest))
+    return Counter((s.key, int(s.parts["cls"])) for s in probe)
+
+
+def test_two_dataloader_workers_share_the_tiers_cap(tier):
+    manifest = tier.load_manifest()
+    options = tier.source_options(manifest)
+    spec = PipelineSpec(batch_size=16, shuffle_buffer=16, augment=AugmentSpec(size=32))
+    stream = ShardStream(tier.shard_urls(manifest), spec, source=SourceSpec(throttle=options["throttle"]))
+    loader = torch.utils.data.DataLoader(stream, batch_size=None, num_workers=2)
+    delivered, seconds, stats = _delivered(loader)
+    rate = _rate(stats.bytes_read, seconds, tier.bytes_per_s)
+    assert delivered == _expected(tier, manifest)
+    assert 0.6 * tier.bytes_per_s <= rate <= 1.1 * tier.bytes_per_s  # 2 workers: still one cap
+    assert stats.counters["throttle_requests"] == len(manifest.shards)
+    assert stats.counters["throttle_wait_ms"] > 0
+
+
+_NO_DALI = pytest.mark.skipif(importlib.util.find_spec("nvidia.dali") is None, reason="DALI not installed")
+
+
+@pytest.mark.parametrize("backend", ["torch", "nodes", pytest.param("dali", marks=_NO_DALI)])
+def test_make_loader_reads_a_throttled_tier_at_its_cap(tier, backend):
+    from iobench.cell.loaderfactory import loader_config
+
+    manifest = tier.load_manifest()
+    row = LoaderSettings(kind=backend, batch_size=16, workers=2, shuffle_buffer=16)
+    config = loader_config(tier.shard_urls(manifest), tier.source_options(manifest), row, RunSettings(seed=0))
+    config = dataclasses.replace(config, augment=AugmentSpec(size=32))
+    loader = make_loader(backend, config)
+    try:
+        delivered, seconds, _ = _delivered(loader)
+        stats = loader.stats
+    finally:
+        # a DALI pipeline left for the garbage collector can be collected in a DataLoader worker
+        # forked by a later test, where its destructor waits forever on threads that do not exist
+        del loader
+        gc.collect()
+    # the counter first: without the throttle it is absent, however slow the host reads
+    assert stats.counters["throttle_requests"] == len(manifest.shards)
+    assert delivered == _expected(tier, manifest)
+    assert _rate(stats.bytes_read, seconds, tier.bytes_per_s) <= 1.1 * tier.bytes_per_s
+
+
+@_NO_DALI
+@pytest.mark.parametrize("mode", ["reader", "dali-s3"])
+def test_dali_modes_that_read_past_the_throttle_are_refused(tier, mode):
+    from iobench.cell.loaderfactory import loader_config
+
+    manifest = tier.load_manifest()
+    row = LoaderSettings(kind="dali", batch_size=16, workers=2)
+    config = loader_config(tier.shard_urls(manifest), tier.source_options(manifest), row, RunSettings(seed=0))
+    config = dataclasses.replace(config, options={"mode": mode})
+    with pytest.raises(ValueError, match="cannot be throttled"):
+        make_loader("dali", config)
+
+
+@pytest.mark.integration
+def test_with_an_inner_shard_cache_only_misses_cross_the_link(ceph_lab, tiny_dataset, tmp_path, monkeypatch):
+    from iobench.datasets.upload import upload_s3
+
+    for key, value in ceph_lab.env.items():
+        monkeypatch.setenv(key, value)
+    url = f"s3://iobench-{uuid.uuid4().hex[:8]}/tiny"
+    upload_s3(tiny_dataset, url)
+    inner = {"kind": "s3", "url": url, "cache_dir": str(tmp_path / "cache")}
+    tier = make_tier({"kind": "throttled", "inner": inner, "bandwidth": "20MB/s", "latency_ms": 50})
+    manifest = tier.load_manifest()
+    urls = tier.shard_urls(manifest)[:3]
+    opts = tier.source_options(manifest)
+    source = ShardSource(
+        SourceSpec(
+            storage_options=opts["storage_options"],
+            cache_dir=opts["cache_dir"],
+            cache_bytes=opts["cache_bytes"],
+            sizes=opts["shard_sizes"],
+            throttle=opts["throttle"],
+        )
+    )
+    nbytes = sum(opts["shard_sizes"][u] for u in urls)
+
+    def timed_pass() -> tuple[list, float, Counter]:
+        t0 = time.perf_counter()
+        samples = _samples(source, urls)
+        wall = time.perf_counter() - t0
+        stats = StageStats()
+        source.drain_into(stats)
+        return samples, wall, stats.counters
+
+    cold, cold_wall, cold_counters = timed_pass()
+    warm, warm_wall, warm_counters = timed_pass()
+    print(f"{nbytes / MB:.1f} MB: cold (misses) {cold_wall:.2f} s, warm (hits) {warm_wall:.2f} s")
+    assert [(s.key, s.parts) for s in warm] == [(s.key, s.parts) for s in cold]
+    assert cold_counters["cache_misses"] == 3 and cold_counters["throttle_requests"] == 3
+    assert cold_wall >= (nbytes - tier.burst_bytes) / tier.bytes_per_s
+    assert warm_counters["cache_hits"] == 3 and warm_counters["throttle_requests"] == 0
+    assert warm_wall < cold_wall / 3  # hits come from the local cache, in front of the link
