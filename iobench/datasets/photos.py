@@ -1,15 +1,16 @@
-"""ImageNet-like JPEGs rendered from real photographs that ship inside scikit-image's wheel.
+"""ImageNet-like JPEGs rendered from real photographs that ship inside this package.
 
 The synthetic ImageNet stand-in needs natural-image statistics (edges, textures, colour
 correlations) so that JPEG entropy coding behaves as on real photos; these files give that
-without network access. They are opened with PIL from the installed package directory
-because ``import skimage`` is slow and pulls in scipy.
+without network access. They live in ``photo_sources/`` beside this module (package data),
+each public domain or CC0 (provenance and licence per file in ``photo_sources/README.md``),
+stored losslessly and already capped to ``MAX_SIDE``, so a fresh install needs no image
+library beyond Pillow.
 """
 
 from __future__ import annotations
 
 import importlib.resources
-import importlib.util
 import io
 from dataclasses import dataclass
 from functools import lru_cache
@@ -29,37 +30,33 @@ class Photo:
 
 
 # (file, weight, grayscale). Weights favour everyday colour scenes; dark astronomy/medical
-# photos and textures are real but unlike ImageNet, so they appear less often. color.png is a
-# synthetic colour wheel and the chessboards/text/phantom are drawings, so they are left out;
-# motorcycle_right is the stereo twin of motorcycle_left and would add nothing.
+# photos and textures are real but unlike ImageNet, so they appear less often. The files are
+# scikit-image's sample photos whose licence is public domain or CC0 (scikit-image's
+# motorcycle, from the Middlebury stereo set, and its IHC slide carry no such licence and are
+# not shipped).
 SOURCES: tuple[tuple[str, float, bool], ...] = (
     ("astronaut.png", 1.0, False),
     ("chelsea.png", 1.0, False),
     ("coffee.png", 1.0, False),
     ("rocket.jpg", 1.0, False),
-    ("motorcycle_left.png", 1.0, False),
-    ("ihc.png", 0.3, False),
-    ("hubble_deep_field.jpg", 0.2, False),
-    ("retina.jpg", 0.2, False),
+    ("hubble_deep_field.png", 0.2, False),
+    ("retina.png", 0.2, False),
     ("camera.png", 0.3, True),
     ("grass.png", 0.25, True),
     ("gravel.png", 0.25, True),
     ("brick.png", 0.25, True),
 )
 
+SOURCE_DIR = "photo_sources"
+
 
 class PhotoSourceError(RuntimeError):
-    """scikit-image's bundled photos are missing (package not installed or trimmed)."""
+    """The photos shipped with iobench are missing or unreadable (a broken install)."""
 
 
 def data_dir() -> Path:
-    """Directory of scikit-image's bundled data files, found without importing skimage."""
-    if importlib.util.find_spec("skimage") is None:
-        raise PhotoSourceError(
-            "scikit-image is not installed; it ships the photographs used for synthetic "
-            "datasets (pip install scikit-image)"
-        )
-    return Path(str(importlib.resources.files("skimage") / "data"))
+    """Directory of the bundled source photos (package data of ``iobench.datasets``)."""
+    return Path(str(importlib.resources.files(__package__) / SOURCE_DIR))
 
 
 _LUMA = np.array([0.299, 0.587, 0.114])
@@ -79,6 +76,7 @@ def load_photos() -> tuple[Photo, ...]:
     for fname, weight, grey in SOURCES:
         path = root / fname
         try:
+            # Stored pre-capped; the cap stays so a larger replacement file still works.
             with Image.open(path) as im:
                 im = im.convert("RGB")
                 if max(im.size) > MAX_SIDE:
@@ -87,7 +85,10 @@ def load_photos() -> tuple[Photo, ...]:
                     im = im.resize(size, Image.Resampling.LANCZOS)
                 rgb = np.asarray(im)
         except OSError as exc:
-            raise PhotoSourceError(f"cannot read bundled photo {path}: {exc}") from exc
+            raise PhotoSourceError(
+                f"cannot read the source photo {path} that ships with iobench ({exc}); the "
+                "install is incomplete (package data missing?): reinstall iobench"
+            ) from exc
         photos.append(Photo(Path(fname).stem, np.ascontiguousarray(rgb), weight, grey))
     return tuple(photos)
 

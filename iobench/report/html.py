@@ -68,6 +68,7 @@ def _environment():
 
 def write_html(run_dir: Path, out: Path | None = None) -> Path:
     """Write the run's HTML report to ``out`` (default ``RUN_DIR/report.html``) and return its path."""
+    plots.require_matplotlib()  # before anything is read or written
     run_dir = Path(run_dir)
     summaries = load_summaries(run_dir)
     steps = {

@@ -82,11 +82,23 @@ def _ok(summaries: list[CellSummary]) -> list[CellSummary]:
     return [s for s in summaries if s.ok and s.metrics is not None]
 
 
+HTML_HINT = "pip install 'iobench[html]'"
+
+
+def require_matplotlib() -> None:
+    """ImportError with the install hint when matplotlib (the ``html`` extra) is missing."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError as exc:
+        raise ImportError(f"the HTML report's figures need matplotlib: {HTML_HINT} ({exc})") from exc
+
+
 def _in_rc(draw):
     """Run a figure builder under the report's rcParams (fonts, spines) without touching the caller's."""
 
     @functools.wraps(draw)
     def wrapped(*args, **kwargs):
+        require_matplotlib()
         import matplotlib
 
         with matplotlib.rc_context(_RC):

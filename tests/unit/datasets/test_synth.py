@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import io
+import subprocess
+import sys
 import tarfile
 from collections import Counter
 from pathlib import Path
@@ -12,6 +14,7 @@ import numpy as np
 import pytest
 import simplejpeg
 
+from iobench.datasets import photos
 from iobench.datasets.manifest import MANIFEST_NAME, Manifest, verify
 from iobench.datasets.shardwriter import archive_bytes, member_bytes
 from iobench.datasets.synth import ensure_dataset, synthesize
@@ -210,3 +213,33 @@ def test_argument_errors(tmp_path):
         synthesize(tmp_path)
     with pytest.raises(ValueError, match="seed"):
         synthesize(tmp_path, samples=5, seed=-1)
+
+
+def test_source_photos_ship_in_the_package_with_their_licences():
+    root = photos.data_dir()
+    names = [fname for fname, _, _ in photos.SOURCES]
+    assert {p.name for p in root.iterdir()} == {*names, "README.md"}  # nothing unlisted ships
+    rows = (root / "README.md").read_text().splitlines()
+    for fname in names:
+        (row,) = [line for line in rows if line.startswith(f"| `{fname}` |")]
+        licence = row.rstrip(" |").rsplit("|", 1)[1]
+        assert "public domain" in licence or "CC0" in licence, row
+    for photo in photos.load_photos():
+        assert max(photo.pixels.shape[:2]) <= photos.MAX_SIDE  # stored pre-scaled
+        assert photo.pixels.dtype == np.uint8 and photo.pixels.shape[2] == 3
+
+
+def test_synthesis_needs_no_scikit_image_or_scipy():
+    code = (
+        "import sys; from iobench.datasets.synth import render; render(0, 0, 21.0); "
+        "assert not {'skimage', 'scipy', 'matplotlib'} & set(sys.modules), sorted(sys.modules)"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_missing_source_photos_are_a_clear_error(tmp_path, monkeypatch):
+    monkeypatch.setattr(photos, "data_dir", lambda: tmp_path)
+    with pytest.raises(
+        photos.PhotoSourceError, match=r"astronaut\.png.*ships with iobench.*reinstall iobench"
+    ):
+        photos.load_photos.__wrapped__()  # uncached: the real load, from the empty directory
