@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from iobench.results.figures import CacheState
+from iobench.results.spec import CACHE_MODES
 from loaders.options import Option, check_options
 
 __all__ = [
@@ -20,7 +21,7 @@ __all__ = [
     "classify_fraction",
 ]
 
-CACHE_MODES = ("cold", "warm", "as-is")
+
 # A few percent can stay resident after eviction (mapped or in-flight pages); below this a
 # run still measures the storage, above it the page cache noticeably flatters the result.
 COLD_MAX_FRACTION = 0.05

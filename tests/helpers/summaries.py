@@ -3,8 +3,9 @@ summary, with the figures a test cares about given and the rest filled in consis
 
 from __future__ import annotations
 
+from iobench.analysis.metrics import compute_metrics
 from iobench.analysis.repeats import summarize
-from iobench.results.figures import CacheState, PipelineMetrics, Verdict
+from iobench.results.figures import CacheState, PipelineMetrics, StepRow, Verdict
 from iobench.results.spec import AcceleratorSpec, CellSpec, LoaderSettings, RunSettings
 from iobench.results.summary import CellSummary, Stability
 
@@ -23,28 +24,18 @@ def cell_spec(cell_id: str = "disk-torch-w2", *, tier: str = "disk", workers: in
     )
 
 
-def metrics(samples_per_s: float, *, au: float | None = None, wall_s: float = 10.0) -> PipelineMetrics:
+def metrics(samples_per_s: float, *, au: float | None = None, steps: int = 10) -> PipelineMetrics:
+    """Metrics computed (as a cell computes them) from ``steps`` identical 64-sample steps that
+    deliver ``samples_per_s`` at ``au``: every field a new metric adds is filled in by itself."""
     au = samples_per_s / 1000 if au is None else au
-    samples = int(samples_per_s * wall_s)
-    return PipelineMetrics(
-        steps=max(1, samples // 64),
-        samples=samples,
-        wall_s=wall_s,
-        samples_per_s=samples_per_s,
-        bytes_read=samples * 110_000,
-        bytes_per_s=samples_per_s * 110_000,
-        wait_s=(1 - au) * wall_s,
-        h2d_s=0.0,
-        compute_s=au * wall_s,
-        au=au,
-        au_mlperf=au,
-        stall_fraction=1 - au,
-        wait_p50_ms=10.0,
-        wait_p95_ms=20.0,
-        wait_p99_ms=30.0,
-        wait_max_ms=40.0,
-        time_to_first_batch_s=0.5,
-    )
+    step_s = 64 / samples_per_s
+    rows = [
+        StepRow(
+            i, 0, False, i * step_s, (1 - au) * step_s, 0.0, au * step_s, (i + 1) * step_s, 64, 64 * 110_000
+        )
+        for i in range(steps)
+    ]
+    return compute_metrics(rows, time_to_first_batch_s=0.5)
 
 
 def ok_summary(
