@@ -5,6 +5,7 @@ before anything runs, with the same kind of message as a wrong tier option."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +21,9 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def plugin_site(tmp_path_factory) -> Path:
+    # built from a copy: a build writes build/ and *.egg-info beside the sources
+    source = tmp_path_factory.mktemp("plugin-source") / "tinyloader"
+    shutil.copytree(DATA / "tinyloader", source)
     site = tmp_path_factory.mktemp("plugin-site")
     proc = subprocess.run(
         [
@@ -33,7 +37,7 @@ def plugin_site(tmp_path_factory) -> Path:
             "--no-index",
             "--target",
             str(site),
-            str(DATA / "tinyloader"),
+            str(source),
         ],
         capture_output=True,
         text=True,
