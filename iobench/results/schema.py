@@ -178,12 +178,6 @@ def with_version(schema: pa.Schema) -> pa.Schema:
     return schema.with_metadata({VERSION_KEY: str(SCHEMA_VERSION).encode()})
 
 
-def schema_version(table: pa.Table) -> int | None:
-    """The schema version a results, steps or telemetry table was written with (None before v4)."""
-    value = (table.schema.metadata or {}).get(VERSION_KEY)
-    return int(value) if value else None
-
-
 STEP_SCHEMA = with_version(
     pa.schema(
         [
