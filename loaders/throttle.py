@@ -22,7 +22,12 @@ more than an hour ahead of now can only come from an earlier boot and is ignored
 Latency. ``latency_s`` is charged once per *request*: once per opened shard or object stream
 (time to first byte), once per whole-object read, once per shard downloaded into a cache. It is
 a plain sleep outside any lock, so concurrent requests overlap their latencies as network round
-trips do; it adds no bandwidth.
+trips do; it adds no bandwidth. With ``latency_p99_s`` each request's latency is drawn from a
+lognormal distribution whose median is ``latency_s`` and whose 99th percentile is
+``latency_p99_s`` (sigma = ln(p99 / p50) / 2.3263, 2.3263 being the standard normal's 99th
+percentile): the tail that object stores and networks have, and that a synchronous job pays at
+every step on whichever rank drew it. Each process draws from its own generator, seeded afresh
+(also after a fork), so ranks and workers draw independently.
 
 Charging happens after a read returns, on the bytes actually returned, so a caller that times its
 reads (the tar reader's fetch time) sees the throttle as fetch time.
@@ -31,7 +36,9 @@ reads (the tar reader's fetch time) sees the throttle as fetch time.
 from __future__ import annotations
 
 import fcntl
+import math
 import os
+import random
 import struct
 import threading
 import time
@@ -42,6 +49,7 @@ from typing import BinaryIO
 __all__ = ["Throttle", "ThrottleSpec", "ThrottledFile", "default_burst"]
 
 MIN_BURST_BYTES = 256 * 2**10
+Z99 = 2.3263478740408408  # the standard normal's 99th percentile
 BURST_SECONDS = 0.020
 STALE_AHEAD_S = 3600.0
 _STATE = struct.Struct("<d")
@@ -70,12 +78,17 @@ class ThrottleSpec:
     state_path: str
     latency_s: float = 0.0
     burst_bytes: int = 0
+    latency_p99_s: float | None = None  # with it, latencies are lognormal: median latency_s, this p99
 
     def __post_init__(self) -> None:
         if self.bytes_per_s is not None and not self.bytes_per_s > 0:
             raise ValueError(f"bytes_per_s={self.bytes_per_s!r}: must be > 0, or None for no cap")
         if not self.latency_s >= 0:
             raise ValueError(f"latency_s={self.latency_s!r}: must be >= 0 seconds")
+        if self.latency_p99_s is not None and not self.latency_p99_s >= self.latency_s > 0:
+            raise ValueError(
+                f"latency_p99_s={self.latency_p99_s!r}: must be >= the median latency_s={self.latency_s!r} > 0"
+            )
         if self.burst_bytes < 0:
             raise ValueError(f"burst_bytes={self.burst_bytes!r}: must be >= 0 (0 = default)")
         if not self.state_path:
@@ -115,10 +128,19 @@ class Throttle:
         self._lock = threading.Lock()
         self.stats = ThrottleStats()
         self._carried_ms: dict[str, float] = {}
+        self._rng = random.Random(int.from_bytes(os.urandom(8), "little"))  # independent per process
+
+    def latency(self) -> float:
+        """One request's latency: the fixed one, or a lognormal draw with the spec's p50 and p99."""
+        p50, p99 = self.spec.latency_s, self.spec.latency_p99_s
+        if p99 is None or p99 == p50:
+            return p50
+        with self._lock:
+            return self._rng.lognormvariate(math.log(p50), math.log(p99 / p50) / Z99)
 
     def request(self) -> None:
         """Start a request: count it and sleep the latency (overlapping other requests)."""
-        slept = _sleep(self.spec.latency_s)
+        slept = _sleep(self.latency())
         with self._lock:
             self.stats.requests += 1
             self.stats.latency_wait_s += slept

@@ -9,6 +9,8 @@ with the largest share of that sum binds. A pipeline that keeps the accelerator 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from iobench.results.figures import PipelineMetrics, StageEvidence, Verdict
 from loaders.instrument import STAGES, StageStats
 
@@ -114,4 +116,56 @@ def attribute(
         f"prep-bound (CPU {what}): decode+augment+collate take {100 * prep_share:.0f} % of each "
         f"reader's time, {binding.stage} alone {100 * binding.share:.0f} %",
         binding.stage,
+    )
+
+
+def synchronous_verdict(
+    online: Verdict,
+    *,
+    au: float,
+    data_wait: float,
+    peer_wait: float,
+    allreduce: float,
+    straggler_cost: float | None,
+    slowest: str,
+    fabric: str,
+) -> Verdict:
+    """The verdict of a synchronous multi-rank job: ``online`` (the ranks' stage timers together)
+    unless waiting for peers or the modelled all-reduce costs the ranks more of the interval than
+    waiting for their own data. ``data_wait``, ``peer_wait`` and ``allreduce`` are the ranks' mean
+    shares of the interval; ``slowest`` says which rank the others waited for, and why."""
+    ev = [
+        *online.evidence,
+        f"in step, the ranks spent {100 * au:.0f} % of the interval computing, {100 * data_wait:.0f} % waiting "
+        f"for their own batch, {100 * peer_wait:.0f} % waiting for the slowest rank and "
+        f"{100 * allreduce:.0f} % in the all-reduce modelled on {fabric}",
+    ]
+    if straggler_cost is not None:
+        ev.append(
+            f"without waiting for peers the ranks would have run at AU {au + straggler_cost:.2f}: "
+            f"waiting for the slowest cost {straggler_cost:.2f} of AU"
+        )
+    ev.append(f"the slowest: {slowest}")
+    if au >= AU_TARGET or max(peer_wait, allreduce) <= data_wait:
+        return replace(online, evidence=tuple(ev))
+    if peer_wait >= allreduce:
+        return replace(
+            online,
+            bound="straggler",
+            binding_stage=None,
+            headline=(
+                f"straggler-bound: the ranks waited {100 * peer_wait:.0f} % of the time for the slowest rank, "
+                f"more than for their own data ({100 * data_wait:.0f} %)"
+            ),
+            evidence=tuple(ev),
+        )
+    return replace(
+        online,
+        bound="allreduce",
+        binding_stage=None,
+        headline=(
+            f"all-reduce-bound ({fabric}): the modelled gradient all-reduce takes {100 * allreduce:.0f} % of "
+            f"the time, more than the ranks wait for data ({100 * data_wait:.0f} %)"
+        ),
+        evidence=tuple(ev),
     )

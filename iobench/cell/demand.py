@@ -3,6 +3,7 @@ so validating a sweep file can read it."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from importlib import resources
 from typing import TYPE_CHECKING
@@ -19,9 +20,13 @@ class UnknownAccelerator(ValueError):
     """No demand is recorded for that accelerator, model or demand kind; names the allowed values."""
 
 
+@functools.cache
+def _table() -> dict:
+    return yaml.safe_load(resources.files("iobench").joinpath("configs/accelerators.yaml").read_text())
+
+
 def load_accelerator_table() -> dict:
-    text = resources.files("iobench").joinpath("configs/accelerators.yaml").read_text()
-    return yaml.safe_load(text)["accelerators"]
+    return _table()["accelerators"]
 
 
 @dataclass(frozen=True)
@@ -58,3 +63,8 @@ def demand_of(acc: AcceleratorSpec) -> Demand | None:
     if acc.samples_per_s:
         return Demand("custom", acc.model, "custom", float(acc.samples_per_s), "given in the sweep file")
     return lookup_demand(acc.type or "", acc.model, acc.demand)
+
+
+def load_model_table() -> dict:
+    """Each model's parameter count and gradient size (the ``models:`` section of the same file)."""
+    return _table()["models"]

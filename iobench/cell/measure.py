@@ -18,10 +18,12 @@ from dataclasses import dataclass
 from iobench.analysis.metrics import compute_metrics
 from iobench.analysis.steady import steady_state
 from iobench.analysis.verdict import attribute
+from iobench.cell.allreduce import allreduce_model
 from iobench.cell.distributed import SOLO, Ranks
 from iobench.cell.live import live_file
 from iobench.cell.loaderfactory import build_loader
 from iobench.cell.steploop import StepLog, mark_warmup, run_steps, step_durations
+from iobench.cell.sync import StepSync
 from iobench.cell.telemetry import Telemetry, TelemetrySampler
 from iobench.results.figures import CacheState, PipelineMetrics, SteadyState, Verdict
 from iobench.results.spec import CellSpec
@@ -36,6 +38,15 @@ class Measurement:
     telemetry: Telemetry  # empty on a rank that is not the first on its host
     steady: SteadyState | None  # None when the warm-up was a fixed count
     released_at: float = 0.0  # time.time() as the loader was built: where the barrier let this rank go
+
+
+def step_sync(cell: CellSpec, consumer, ranks: Ranks) -> StepSync | None:
+    """How this rank keeps step with the others (sync.py); None in a one-rank or free-running cell."""
+    run = cell.run
+    if not ranks.distributed or run.sync == "none":
+        return None
+    model = allreduce_model(run, cell.accelerator, consumer) if run.sync == "allreduce" else None
+    return StepSync(ranks, run.sync, model, getattr(consumer, "device", None))
 
 
 def measure(
@@ -72,6 +83,7 @@ def measure(
             on_step=live.on_step if live else None,
             rank=ranks.rank,
             record_keys=run.record_keys,
+            sync=step_sync(cell, consumer, ranks),
         )
         ranks.barrier()
     steady = None

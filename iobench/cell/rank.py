@@ -20,8 +20,9 @@ from pathlib import Path
 
 import torch
 
-from iobench.analysis.verdict import attribute
+from iobench.analysis.verdict import attribute, synchronous_verdict
 from iobench.cell.accelerator import make_consumer
+from iobench.cell.allreduce import allreduce_model
 from iobench.cell.distributed import Ranks, end_group, start_group, write_rank_error
 from iobench.cell.lifeline import die_with_launcher
 from iobench.cell.live import LIVE_ENV
@@ -65,7 +66,8 @@ def job_verdict(
     agg: Aggregate, runs: list[RankRun], cell: CellSpec, demand_per_rank: float | None
 ) -> Verdict:
     """The job's verdict: every rank's readers, cores and accelerators together against the job's
-    figures, with the spread over the ranks as evidence."""
+    figures, with the spread over the ranks as evidence; in a synchronous job, also whether the
+    ranks lost more to waiting for the slowest (or to the all-reduce) than to their own data."""
     n = len(runs)
     verdict = attribute(
         agg.metrics,
@@ -82,7 +84,27 @@ def job_verdict(
         f"slowest); slowest rank {slow.rank} on {slow.host} at {slow.samples_per_s:,.0f} samples/s, "
         f"AU {slow.au:.2f}, its own verdict {slow.verdict}"
     )
-    return replace(verdict, evidence=(*verdict.evidence, said))
+    verdict = replace(verdict, evidence=(*verdict.evidence, said))
+    if not agg.synchronous:
+        return verdict
+    wall = agg.end - agg.start
+    own = next(run for run in runs if run.rank == slow.rank)
+    stage = f" ({slow.binding_stage})" if slow.binding_stage else ""
+    why = (
+        f"rank {slow.rank} on {slow.host} waited {100 * slow.wait_s / wall:.0f} % of the interval for its own "
+        f"batches (p99 {slow.wait_p99_ms or 0:.0f} ms) and {100 * slow.peer_wait_s / wall:.0f} % for its peers; "
+        f"its own verdict {slow.verdict}-bound{stage} reading tier {cell.tier_name}: {own.verdict.headline}"
+    )
+    return synchronous_verdict(
+        verdict,
+        au=agg.metrics.au,
+        data_wait=agg.metrics.stall_fraction,
+        peer_wait=agg.peer_wait_fraction,
+        allreduce=agg.allreduce_fraction,
+        straggler_cost=agg.straggler_cost,
+        slowest=why,
+        fabric=cell.run.interconnect.name if cell.run.interconnect else "no fabric",
+    )
 
 
 def _cell_files(
@@ -96,7 +118,7 @@ def _cell_files(
 ) -> dict[str, object]:
     """Rank 0: the cell's files from every repeat's gathered runs."""
     run = cell.run
-    aggs = [aggregate(runs) for runs in gathered]
+    aggs = [aggregate(runs, synchronous=run.sync != "none") for runs in gathered]
     merged = [
         Measurement(
             log=a.log,
@@ -138,6 +160,18 @@ def _cell_files(
             slowest_rank=agg.slowest.rank,
             slowest_host=agg.slowest.host,
             slowest_samples_per_s=agg.slowest.samples_per_s,
+            sync=run.sync,
+            steps=agg.steps,
+            data_wait_fraction=agg.metrics.stall_fraction,
+            peer_wait_fraction=agg.peer_wait_fraction,
+            allreduce_fraction=agg.allreduce_fraction,
+            free_running_au=agg.free_running_au,
+            straggler_cost=agg.straggler_cost,
+            interconnect=run.interconnect.name if run.interconnect else None,
+            allreduce_ms=1000 * model.seconds(len(runs))
+            if (model := allreduce_model(run, cell.accelerator, consumer))
+            else None,
+            dropped_batches=agg.dropped_batches,
         ),
         ranks=tuple(agg.ranks),
         # one host's block devices say nothing of a multi-node job's reads

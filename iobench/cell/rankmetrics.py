@@ -43,6 +43,17 @@ class Aggregate:
     slowest: RankFigures
     alignment_s: float  # spread of the barrier's release over the ranks (wall clocks: exact on one host)
     log: StepLog = field(default_factory=StepLog)  # every rank's rows and merged stats
+    synchronous: bool = False
+    steps: int = 0  # steps every rank completed in the interval
+    peer_wait_fraction: float = 0.0  # the ranks' mean share of the interval waiting for the slowest
+    allreduce_fraction: float = 0.0  # ... in the modelled exposed all-reduce
+    free_running_au: float | None = None  # the ranks' mean AU had they not waited for peers
+    dropped_batches: int = 0
+
+    @property
+    def straggler_cost(self) -> float | None:
+        """AU the job lost to waiting for peers: its ranks' free-running AU less its own."""
+        return None if self.free_running_au is None else self.free_running_au - self.metrics.au
 
 
 def common_interval(runs: list[RankRun]) -> tuple[float, float]:
@@ -77,16 +88,30 @@ def _overlap(a: float, b: float, start: float, end: float) -> float:
     return max(0.0, min(b, end) - max(a, start))
 
 
-def times_inside(rows: list[StepRow], start: float, end: float) -> tuple[float, float, float]:
-    """Seconds of waiting, host-to-device copy and compute that fell inside [start, end]: a step
-    runs wait, then h2d, then compute, so each part is clipped to the interval (fractions of the
-    interval then never exceed 1, however the ranks' steps straddle its edges)."""
-    wait = h2d = compute = 0.0
+@dataclass
+class TimeSplit:
+    """Seconds of one rank's steps that fell inside the interval, by what the rank was doing."""
+
+    wait: float = 0.0  # for its own batch
+    peer_wait: float = 0.0  # for the slowest rank (synchronous cells)
+    h2d: float = 0.0
+    compute: float = 0.0
+    allreduce: float = 0.0  # the modelled exposed all-reduce (synchronous cells)
+
+
+def times_inside(rows: list[StepRow], start: float, end: float) -> TimeSplit:
+    """A step runs data wait, peer wait, host-to-device copy, compute, then the all-reduce, which
+    ends it; each part is clipped to [start, end] (fractions of the interval then never exceed 1,
+    however the ranks' steps straddle its edges)."""
+    split = TimeSplit()
     for r in rows:
-        wait += _overlap(r.t_start, r.t_start + r.wait_s, start, end)
-        h2d += _overlap(r.t_start + r.wait_s, r.t_start + r.wait_s + r.h2d_s, start, end)
-        compute += _overlap(r.t_end - r.compute_s, r.t_end, start, end)
-    return wait, h2d, compute
+        t = r.t_start
+        for name, seconds in (("wait", r.wait_s), ("peer_wait", r.peer_wait_s), ("h2d", r.h2d_s)):
+            setattr(split, name, getattr(split, name) + _overlap(t, t + seconds, start, end))
+            t += seconds
+        split.allreduce += _overlap(r.t_end - r.allreduce_s, r.t_end, start, end)
+        split.compute += _overlap(r.t_end - r.allreduce_s - r.compute_s, r.t_end - r.allreduce_s, start, end)
+    return split
 
 
 def rank_figures(run: RankRun, start: float, end: float) -> RankFigures:
@@ -94,7 +119,7 @@ def rank_figures(run: RankRun, start: float, end: float) -> RankFigures:
     wall = end - start
     samples = sum(r.samples for r in rows)
     bytes_read = sum(r.bytes_read for r in rows)
-    wait, _, compute = times_inside(run.log.rows, start, end)
+    split = times_inside(run.log.rows, start, end)
     return RankFigures(
         rank=run.rank,
         local_rank=run.local_rank,
@@ -105,15 +130,18 @@ def rank_figures(run: RankRun, start: float, end: float) -> RankFigures:
         bytes_read=bytes_read,
         samples_per_s=samples / wall,
         bytes_per_s=bytes_read / wall,
-        wait_s=wait,
-        compute_s=compute,
-        au=compute / wall,
-        stall_fraction=wait / wall,
+        wait_s=split.wait,
+        compute_s=split.compute,
+        au=split.compute / wall,
+        stall_fraction=split.wait / wall,
         wait_p99_ms=float(np.percentile([r.wait_s * 1000.0 for r in rows], 99)) if rows else None,
         warmup_steps=sum(r.warmup for r in run.log.rows),
         verdict=run.verdict.bound,
         binding_stage=run.verdict.binding_stage,
         cache=run.cache_state.achieved if run.cache_state else None,
+        peer_wait_s=split.peer_wait,
+        allreduce_s=split.allreduce,
+        free_running_au=split.compute / (wall - split.peer_wait) if wall > split.peer_wait else None,
     )
 
 
@@ -137,17 +165,26 @@ def merged_log(runs: list[RankRun], start: float, end: float) -> StepLog:
     return log
 
 
-def aggregate(runs: list[RankRun]) -> Aggregate:
-    """The job's figures from its ranks' runs (one run per rank, in rank order)."""
+def aggregate(runs: list[RankRun], synchronous: bool = False) -> Aggregate:
+    """The job's figures from its ranks' runs (one run per rank, in rank order).
+
+    Free-running ranks (``sync: none``): the job's samples are the sum of what every rank
+    delivered in the interval. Synchronous ranks: what every rank completed, step by step: the
+    first ``steps`` counted steps of each rank, ``steps`` being the fewest any rank completed
+    (in lockstep they differ only at the interval's edges)."""
     start, end = common_interval(runs)
     wall = end - start
     ranks = [rank_figures(run, start, end) for run in runs]
-    rows = [r for run in runs for r in counted(run.log.rows, start, end)]
+    per_rank = [counted(run.log.rows, start, end) for run in runs]
+    if synchronous:
+        steps_all = min(len(rows) for rows in per_rank)
+        per_rank = [rows[:steps_all] for rows in per_rank]
+    rows = [r for rank_rows in per_rank for r in rank_rows]
     n = len(runs)
     samples = sum(r.samples for r in rows)
     bytes_read = sum(r.bytes_read for r in rows)
-    inside = [times_inside(run.log.rows, start, end) for run in runs]
-    wait, h2d, compute = (sum(t[i] for t in inside) for i in range(3))
+    splits = [times_inside(run.log.rows, start, end) for run in runs]
+    wait, h2d, compute = (sum(getattr(s, k) for s in splits) for k in ("wait", "h2d", "compute"))
     waits = np.array([r.wait_s for r in rows])
     pct = np.percentile(waits * 1000.0, [50, 95, 99])
     mlperf = [run.au_mlperf for run in runs]
@@ -171,9 +208,13 @@ def aggregate(runs: list[RankRun]) -> Aggregate:
         wait_max_ms=float(waits.max() * 1000.0),
         time_to_first_batch_s=None if None in firsts else max(firsts),  # type: ignore[type-var]
     )
-    slowest = min(ranks, key=lambda f: (f.samples_per_s, f.rank))
+    if synchronous:  # in step, every rank delivers alike: the slowest is the one the others waited for
+        slowest = min(ranks, key=lambda f: (f.peer_wait_s, -f.wait_s, f.rank))
+    else:
+        slowest = min(ranks, key=lambda f: (f.samples_per_s, f.rank))
     fastest = max(f.samples_per_s for f in ranks)
     released = [run.released_at for run in runs]
+    free = [f.free_running_au for f in ranks]
     return Aggregate(
         start=start,
         end=end,
@@ -183,4 +224,10 @@ def aggregate(runs: list[RankRun]) -> Aggregate:
         slowest=slowest,
         alignment_s=max(released) - min(released),
         log=merged_log(runs, start, end),
+        synchronous=synchronous,
+        steps=min(len(rank_rows) for rank_rows in per_rank),
+        peer_wait_fraction=sum(s.peer_wait for s in splits) / (n * wall),
+        allreduce_fraction=sum(s.allreduce for s in splits) / (n * wall),
+        free_running_au=None if None in free else float(np.mean(free)),  # type: ignore[arg-type]
+        dropped_batches=sum(run.log.dropped_batches for run in runs),
     )

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from iobench.cell.accelerator import Consumer
+from iobench.cell.sync import StepSync
 from iobench.results.figures import EpochFigures, Latency, StepRow
 from loaders import Batch, StageStats
 
@@ -28,6 +29,7 @@ class StepLog:
     measure_start: float | None = None  # perf_counter when the first measured step began
     measure_end: float | None = None
     keys: list[tuple[int, int, int, str]] = field(default_factory=list)  # (rank, epoch, step, key)
+    dropped_batches: int = 0  # synchronous cells: batches unused because a peer's epoch ran out
 
 
 def run_steps(
@@ -41,12 +43,16 @@ def run_steps(
     on_step: Callable[[StepRow], None] | None = None,
     rank: int = 0,
     record_keys: bool = False,
+    sync: StepSync | None = None,
 ) -> StepLog:
     """Run ``epochs`` passes (or ``max_steps`` steps) of ``make_epoch(epoch)`` through ``consumer``.
 
     ``created_at`` is the perf_counter reading taken just before the loader was built, so the time
     to the first batch includes worker start-up and the first shard open. ``record_keys`` keeps
     every delivered sample's key (a check that ranks read disjoint samples; costs memory).
+    ``sync`` keeps the ranks in step as synchronous data-parallel training does (sync.py): a rank
+    with its batch waits for its peers to have theirs, computes, then waits the modelled
+    all-reduce; an epoch ends for every rank when one rank's loader runs out.
     """
     log = StepLog(created_at=created_at)
     step = 0
@@ -60,9 +66,20 @@ def run_steps(
             try:
                 batch = next(batches)
             except StopIteration:
+                if sync is not None:
+                    sync.agree(False)
                 log.epochs_completed += 1
                 break
             t1 = time.perf_counter()
+            peer_wait_s = 0.0
+            if sync is not None and batch.images is not None:
+                peer_wait_s, everyone = sync.agree(True)
+                if not everyone:  # a peer ran out: the epoch ends for every rank, this batch unused
+                    log.all_stats.merge(batch.stats)
+                    log.epoch_stats[-1].merge(batch.stats)
+                    log.dropped_batches += 1
+                    log.epochs_completed += 1
+                    break
             log.all_stats.merge(batch.stats)
             log.epoch_stats[-1].merge(batch.stats)
             if batch.images is None:  # a stats-only tail from a worker: no step happens
@@ -71,6 +88,7 @@ def run_steps(
                 log.time_to_first_batch_s = t1 - created_at
             x, y, h2d_s = consumer.h2d(batch.images, batch.labels)
             compute_s = consumer.step(x, y)
+            allreduce_s = sync.allreduce(compute_s) if sync is not None else 0.0
             t2 = time.perf_counter()
             warm = step < warmup_steps
             if not warm:
@@ -90,6 +108,8 @@ def run_steps(
                 samples=len(batch),
                 bytes_read=batch.stats.bytes_read,
                 rank=rank,
+                peer_wait_s=peer_wait_s,
+                allreduce_s=allreduce_s,
             )
             if record_keys:
                 log.keys.extend((rank, epoch, step, key) for key in batch.keys)

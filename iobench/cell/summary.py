@@ -15,8 +15,10 @@ import pyarrow as pa
 import torch
 
 from iobench import __version__
+from iobench.analysis import scale
 from iobench.analysis.honesty import cache_warnings, epoch1_vs_steady, epoch_delta
 from iobench.analysis.repeats import summarize
+from iobench.cell.allreduce import allreduce_model
 from iobench.cell.measure import Measurement
 from iobench.cell.steploop import epoch_rows
 from iobench.host.cores import usable_cores
@@ -77,6 +79,11 @@ def _cpu_model() -> str:
     return ""
 
 
+def _at_scale(cell: CellSpec, consumer, rows) -> list:
+    model = allreduce_model(cell.run, cell.accelerator, consumer)
+    return scale.predict(rows, model.exposed if model else lambda world, compute: 0.0)
+
+
 def loader_stats(stats) -> LoaderStats:
     """The loader's StageStats as the summary records them."""
     return from_json(LoaderStats, stats.as_dict())
@@ -119,7 +126,8 @@ def cell_files(
     attribution: Attribution | None = None,
 ) -> dict[str, object]:
     """A measured cell's files: summary.json, manifest.json, steps.parquet, telemetry.parquet, and
-    keys.parquet when run.record_keys kept the keys. ``chosen`` is the repeat the figures come from."""
+    keys.parquet when run.record_keys kept the keys. ``chosen`` is the repeat the figures come from;
+    its steps also give the synchronous AU predicted at scale."""
     log, metrics, telemetry = chosen.log, chosen.metrics, chosen.telemetry
     assert chosen.cache_state is not None
     epochs = epoch_rows(log)
@@ -165,6 +173,8 @@ def cell_files(
             telemetry.mean_cpu_percent(log.measure_start or 0.0, log.measure_end or 0.0)
         ),
         consumer=consumer.describe(),
+        scale=tuple(_at_scale(cell, consumer, log.rows)),
+        scale_method=scale.METHOD,
         started_at=started,
         finished_at=utc_now(),
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 _UNITS = {
@@ -56,3 +57,28 @@ def format_bytes(n: float) -> str:
     if value >= 10:
         return f"{value:.1f} {unit}"
     return f"{value:.2f} {unit}"
+
+
+# "Mb/s", "Gbit/s" and "bps" usually mean bits; parse_size would read "Mb" as megabytes
+_BITS_RE = re.compile(r"[kKmMgGtT]b\b|bit|bps", re.ASCII)
+
+
+def parse_bandwidth(value: str | int | float) -> float:
+    """Bytes per second in ``value``: "50MB/s", "1.5 GiB/s" (any unit of iobench.host.units), or a
+    positive number of bytes/s. Raises ``ValueError`` saying what is allowed."""
+    if isinstance(value, bool):
+        raise ValueError(f"{value!r} is not a bandwidth")
+    if isinstance(value, int | float):
+        rate = float(value)
+    else:
+        text = str(value).strip()
+        if _BITS_RE.search(text):
+            raise ValueError(
+                f"{value!r} looks like bits per second; write bytes, e.g. '125MB/s' for 1 Gbit/s"
+            )
+        if not text.lower().endswith("/s"):
+            raise ValueError(f"{value!r} has no '/s'; write a rate such as '50MB/s'")
+        rate = float(parse_size(text[:-2].strip()))
+    if not (math.isfinite(rate) and rate > 0):
+        raise ValueError(f"{value!r} is not a bandwidth above 0")
+    return rate

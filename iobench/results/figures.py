@@ -26,6 +26,10 @@ class StepRow:
     samples: int
     bytes_read: int
     rank: int = 0  # the torch.distributed rank that ran the step (0 in a one-process cell)
+    # synchronous multi-rank cells: after compute, blocked in the step's collective (waiting for
+    # the slowest rank), then the modelled exposed all-reduce on the target fabric
+    peer_wait_s: float = 0.0
+    allreduce_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -240,6 +244,9 @@ class RankFigures:
     verdict: str
     binding_stage: str | None
     cache: str | None
+    peer_wait_s: float = 0.0  # synchronous cells: waiting for the slowest rank
+    allreduce_s: float = 0.0  # synchronous cells: the modelled exposed all-reduce
+    free_running_au: float | None = None  # compute / (wall - peer wait): its AU without peers to wait for
 
 
 @dataclass(frozen=True)
@@ -265,3 +272,31 @@ class Distributed:
     slowest_rank: int
     slowest_host: str
     slowest_samples_per_s: float
+    # how the ranks kept step (docs/method.md, Synchronous training); "none": free-running, as v3
+    sync: str = "none"
+    steps: int = 0  # steps every rank completed in the interval
+    data_wait_fraction: float = 0.0  # the ranks' mean share of the interval waiting for their batch
+    peer_wait_fraction: float = 0.0  # ... waiting for the slowest rank
+    allreduce_fraction: float = 0.0  # ... in the modelled exposed all-reduce
+    free_running_au: float | None = None  # the ranks' mean AU without their peer waits
+    straggler_cost: float | None = None  # free_running_au - the job's AU: what waiting for peers cost
+    interconnect: str | None = None
+    allreduce_ms: float | None = None  # the modelled ring all-reduce at this world size, whole
+    dropped_batches: int = 0  # batches unused because a peer's epoch ran out first
+
+
+@dataclass(frozen=True)
+class ScalePoint:
+    """The job predicted at ``world_size`` synchronous ranks from one cell's measured steps."""
+
+    world_size: int
+    au: float
+    samples_per_s: float  # the job's: world_size x batch / step time
+    step_s: float
+    data_wait_s: float  # the slowest of world_size ranks' waits, per step (mean)
+    allreduce_s: float  # the exposed all-reduce modelled at this world size
+    au_low: float  # 2.5th and 97.5th percentiles over the bootstrap replicates
+    au_high: float
+    # more ranks than measured steps: the slowest of W draws cannot exceed the largest wait measured,
+    # so the predicted wait is a lower bound and AU an upper bound (measure more steps)
+    beyond_measured_tail: bool = False

@@ -79,6 +79,17 @@ def _dist(read: Callable) -> Callable[[CellSummary], Any]:
     return lambda s: read(s.distributed) if s.distributed is not None else None
 
 
+SCALE_COLUMNS = (8, 64, 512, 4096)
+
+
+def _at_scale(world: int, field: str) -> Callable[[CellSummary], Any]:
+    def read(s: CellSummary) -> Any:
+        point = next((p for p in s.scale if p.world_size == world), None)
+        return getattr(point, field) if point else None
+
+    return read
+
+
 def _stage(name: str) -> Callable[[CellSummary], Any]:
     return _ok(lambda s: s.stage_ms_per_sample.get(name))
 
@@ -156,6 +167,21 @@ COLUMNS: list[Column] = [
     Column("slowest_rank_samples_per_s", pa.float64(), _dist(lambda d: d.slowest_samples_per_s)),
     Column("rank_au_min", pa.float64(), lambda s: min((r.au for r in s.ranks), default=None)),
     Column("rank_au_max", pa.float64(), lambda s: max((r.au for r in s.ranks), default=None)),
+    # synchronous multi-rank cells (run.sync): how the ranks' time divided, what peers cost
+    Column("sync", pa.string(), _dist(lambda d: d.sync)),
+    Column("interconnect", pa.string(), _dist(lambda d: d.interconnect)),
+    Column("allreduce_ms", pa.float64(), _dist(lambda d: d.allreduce_ms)),
+    Column("peer_wait_fraction", pa.float64(), _dist(lambda d: d.peer_wait_fraction)),
+    Column("allreduce_fraction", pa.float64(), _dist(lambda d: d.allreduce_fraction)),
+    Column("free_running_au", pa.float64(), _dist(lambda d: d.free_running_au)),
+    Column("straggler_cost", pa.float64(), _dist(lambda d: d.straggler_cost)),
+    Column("dropped_batches", pa.int64(), _dist(lambda d: d.dropped_batches)),
+    # the synchronous AU predicted at W ranks from this cell's steps (analysis/scale.py)
+    *(Column(f"predicted_au_{w}", pa.float64(), _at_scale(w, "au")) for w in SCALE_COLUMNS),
+    *(
+        Column(f"predicted_samples_per_s_{w}", pa.float64(), _at_scale(w, "samples_per_s"))
+        for w in SCALE_COLUMNS
+    ),
     Column("notes", pa.string(), lambda s: " | ".join(s.warnings) or None),
     # accelerator | prep | fetch | unknown | failed
     Column("verdict", pa.string(), lambda s: s.verdict.bound if s.ok and s.verdict else "failed"),
@@ -193,6 +219,8 @@ STEP_SCHEMA = with_version(
             ("samples", pa.int32()),
             ("bytes_read", pa.int64()),
             ("rank", pa.int32()),  # times of a multi-rank cell's ranks count from one barrier
+            ("peer_wait_s", pa.float64()),  # synchronous cells: waiting for the slowest rank
+            ("allreduce_s", pa.float64()),  # synchronous cells: the modelled exposed all-reduce
         ]
     )
 )

@@ -14,6 +14,9 @@ from typing import Any
 from loaders.config import default
 
 CACHE_MODES = ("cold", "warm", "as-is")  # what a cell asks of the caches before it measures
+# how the ranks of a multi-rank cell end each step: a gradient all-reduce (a real collective plus
+# the modelled fabric time), only the collective, or not at all (ranks run free of each other)
+SYNC_MODES = ("allreduce", "barrier", "none")
 LAYOUTS = ("shards", "objects")  # objects: one object per sample (iobench dataset objects)
 
 
@@ -54,6 +57,16 @@ class AcceleratorSpec:
 
 
 @dataclass(frozen=True)
+class InterconnectSpec:
+    """The training fabric a multi-rank cell's all-reduce is modelled on (configs/interconnects.yaml)."""
+
+    name: str
+    bandwidth_bytes_per_s: float  # what one rank sends (and receives) per second, one direction
+    latency_s: float  # one ring step
+    source: str = ""
+
+
+@dataclass(frozen=True)
 class RunSettings:
     """The sweep file's ``run:`` section as one cell uses it: how the cell is measured."""
 
@@ -68,6 +81,11 @@ class RunSettings:
     ranks_per_node: int = 1  # torch.distributed ranks on each node (one loader + step loop each)
     nodes: int = 1
     record_keys: bool = False  # keep every delivered sample's key (<cell>/keys.parquet): a check
+    sync: str = "allreduce"  # one of SYNC_MODES; a one-rank cell has nobody to wait for
+    interconnect: InterconnectSpec | None = None  # the fabric of the modelled all-reduce
+    # the share of a step's compute the all-reduce hides behind (DDP overlaps gradient buckets with
+    # the backward pass, about two thirds of a step): only what sticks out of it is waited for
+    allreduce_overlap: float = 0.67
 
     @property
     def world_size(self) -> int:

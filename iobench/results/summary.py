@@ -22,6 +22,7 @@ from .figures import (
     PipelineMetrics,
     RankFigures,
     RepeatSummary,
+    ScalePoint,
     Verdict,
 )
 from .spec import CellSpec
@@ -98,6 +99,9 @@ class CellSummary:
     consumer: dict[str, Any] = field(default_factory=dict)  # the accelerator's own description
     distributed: Distributed | None = None  # multi-rank cells
     ranks: tuple[RankFigures, ...] = ()
+    # synchronous AU predicted at scale from this cell's steps (analysis/scale.py)
+    scale: tuple[ScalePoint, ...] = ()
+    scale_method: str | None = None
     started_at: str | None = None
     finished_at: str | None = None
 

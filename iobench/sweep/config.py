@@ -15,9 +15,11 @@ from typing import Any
 
 import yaml
 
+from iobench.cell.allreduce import DEFAULT_INTERCONNECT, interconnect
 from iobench.results.spec import (
     CACHE_MODES,
     LAYOUTS,
+    SYNC_MODES,
     AcceleratorSpec,
     CellSpec,
     LoaderSettings,
@@ -284,6 +286,9 @@ def _run(raw: Any) -> RunSection:
             "ranks_per_node": base.ranks_per_node,
             "nodes": base.nodes,
             "record_keys": base.record_keys,
+            "sync": base.sync,
+            "interconnect": DEFAULT_INTERCONNECT,
+            "allreduce_overlap": base.allreduce_overlap,
         },
         "run",
     )
@@ -304,6 +309,15 @@ def _run(raw: Any) -> RunSection:
             "rank, then sweep the ranks without run.diagnose"
         )
     caches = as_list(d["cache"], "run.cache")
+    try:
+        fabric = interconnect(d["interconnect"])
+    except ValueError as exc:
+        raise ConfigError(f"run.interconnect: {exc}") from None
+    overlap = d["allreduce_overlap"]
+    if isinstance(overlap, bool) or not isinstance(overlap, int | float) or not 0.0 <= overlap <= 1.0:
+        raise ConfigError(
+            f"run.allreduce_overlap={overlap!r}: expected a share of the step's compute from 0 to 1"
+        )
     settings = RunSettings(
         warmup_steps=warmup,
         max_steps=integer(d["max_steps"], "run.max_steps", 1, optional=True),
@@ -315,6 +329,9 @@ def _run(raw: Any) -> RunSection:
         diagnose=d["diagnose"],
         nodes=nodes,  # type: ignore[arg-type]
         record_keys=d["record_keys"],
+        sync=choice(d["sync"], SYNC_MODES, "run.sync"),
+        interconnect=fabric,
+        allreduce_overlap=float(overlap),
     )
     return RunSection(
         cache=[choice(c, CACHE_MODES, f"run.cache[{i}]") for i, c in enumerate(caches)],

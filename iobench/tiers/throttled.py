@@ -1,5 +1,8 @@
 """Any tier behind an emulated slower link: a bandwidth cap shared by every reader on the host and
-a latency per request (see :mod:`loaders.throttle` for the exact definitions).
+a latency per request, fixed or with a tail (see :mod:`loaders.throttle` for the exact
+definitions). Every process of a cell shares one bucket per host: the loader's workers, and in a
+multi-rank cell every rank on the host. ``only_ranks`` throttles some ranks and not the others:
+one slow node in a synchronous job.
 
 On a host where every real tier is decode-bound, this makes fetch-bound cells on purpose, so the
 stall attribution can be checked against a known bottleneck. Everything but the reads is the
@@ -11,6 +14,8 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import hashlib
+import json
 import math
 import os
 import re
@@ -20,38 +25,14 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any, ClassVar
 
+from iobench.host.units import parse_bandwidth
 from loaders.throttle import ThrottleSpec, default_burst
 
 from .base import CacheState, Option, Tier, TierConfigError
 
-__all__ = ["ThrottledTier", "parse_bandwidth"]
+__all__ = ["ThrottledTier"]
 
 BANDWIDTH_HELP = "bytes per second such as '50MB/s' or '200 MiB/s', or a number of bytes/s"
-# "Mb/s", "Gbit/s" and "bps" usually mean bits; parse_size would read "Mb" as megabytes
-_BITS_RE = re.compile(r"[kKmMgGtT]b\b|bit|bps", re.ASCII)
-
-
-def parse_bandwidth(value: str | int | float) -> float:
-    """Bytes per second in ``value``: "50MB/s", "1.5 GiB/s" (any unit of iobench.host.units), or a
-    positive number of bytes/s. Raises ``ValueError`` saying what is allowed."""
-    from iobench.host.units import parse_size
-
-    if isinstance(value, bool):
-        raise ValueError(f"{value!r} is not a bandwidth")
-    if isinstance(value, int | float):
-        rate = float(value)
-    else:
-        text = str(value).strip()
-        if _BITS_RE.search(text):
-            raise ValueError(
-                f"{value!r} looks like bits per second; write bytes, e.g. '125MB/s' for 1 Gbit/s"
-            )
-        if not text.lower().endswith("/s"):
-            raise ValueError(f"{value!r} has no '/s'; write a rate such as '50MB/s'")
-        rate = float(parse_size(text[:-2].strip()))
-    if not (math.isfinite(rate) and rate > 0):
-        raise ValueError(f"{value!r} is not a bandwidth above 0")
-    return rate
 
 
 def _limits(config: Mapping[str, Any]) -> tuple[float | None, float, int]:
@@ -70,6 +51,18 @@ def _limits(config: Mapping[str, Any]) -> tuple[float | None, float, int]:
     if not (math.isfinite(latency_ms) and latency_ms >= 0):
         raise TierConfigError(
             f"throttled tier: latency_ms={latency_ms!r}: must be a number >= 0 (milliseconds)"
+        )
+    p99 = config["latency_p99_ms"]
+    if p99 is not None and not (math.isfinite(p99) and p99 >= latency_ms > 0):
+        raise TierConfigError(
+            f"throttled tier: latency_p99_ms={p99!r}: must be >= latency_ms (the median, here {latency_ms!r}) > 0"
+        )
+    ranks = config["only_ranks"]
+    if ranks is not None and not (
+        ranks and all(isinstance(r, int) and not isinstance(r, bool) and r >= 0 for r in ranks)
+    ):
+        raise TierConfigError(
+            f"throttled tier: only_ranks={ranks!r}: expected a list of ranks (integers >= 0)"
         )
     if rate is None and latency_ms == 0:
         raise TierConfigError(
@@ -97,7 +90,17 @@ class ThrottledTier(Tier):
             Mapping, required=True, help="the tier read through the throttle, e.g. {kind: local, path: ...}"
         ),
         "bandwidth": Option((str, int, float), help=BANDWIDTH_HELP + "; omit for no cap"),
-        "latency_ms": Option((int, float), default=0, help="added once per request (shard or object opened)"),
+        "latency_ms": Option(
+            (int, float),
+            default=0,
+            help="added once per request (shard or object opened); the median with latency_p99_ms",
+        ),
+        "latency_p99_ms": Option(
+            (int, float), help="with it, each request's latency is lognormal: median latency_ms, this p99"
+        ),
+        "only_ranks": Option(
+            list, help="throttle only these torch.distributed ranks; the others read the inner tier directly"
+        ),
         "burst": Option((str, int), help="bucket depth, a size; default max(256KiB, 20 ms of bandwidth)"),
         "name": Option(str, help="label for reports"),
         "upload": Option(bool, default=False, help="upload the dataset to the inner tier first (idempotent)"),
@@ -145,10 +148,12 @@ class ThrottledTier(Tier):
         """The throttle with its bucket file, created on first use in a private temporary
         directory and removed when this process exits (worker processes only open it)."""
         if self._state_path is None:
-            self._state_path = _new_state_file()
+            self._state_path = _new_state_file(self.config)
+        p99 = self.config["latency_p99_ms"]
         return ThrottleSpec(
             bytes_per_s=self.bytes_per_s,
             latency_s=self.latency_s,
+            latency_p99_s=p99 / 1000.0 if p99 is not None else None,
             burst_bytes=self.burst_bytes,
             state_path=self._state_path,
         )
@@ -174,7 +179,14 @@ class ThrottledTier(Tier):
     def upload_dataset(self, dataset_dir: str) -> str:
         return self.inner.upload_dataset(dataset_dir)
 
+    def throttles_this_rank(self) -> bool:
+        """False on a rank that ``only_ranks`` leaves out (the rank torchrun gave this process)."""
+        ranks = self.config["only_ranks"]
+        return ranks is None or int(os.environ.get("RANK", "0")) in ranks
+
     def source_options(self, manifest: Any) -> dict[str, Any]:
+        if not self.throttles_this_rank():
+            return self.inner.source_options(manifest)
         return {**self.inner.source_options(manifest), "throttle": self.throttle_spec()}
 
     def describe(self) -> dict[str, Any]:
@@ -183,7 +195,9 @@ class ThrottledTier(Tier):
             "throttle": {
                 "bandwidth_bytes_per_s": self.bytes_per_s,
                 "latency_ms": self.latency_s * 1000.0,
+                "latency_p99_ms": self.config["latency_p99_ms"],
                 "burst_bytes": self.burst_bytes,
+                "only_ranks": self.config["only_ranks"],
             },
         }
 
@@ -195,15 +209,30 @@ class ThrottledTier(Tier):
         )
 
 
-def _new_state_file() -> str:
+def _new_state_file(config: Mapping[str, Any]) -> str:
+    """The bucket file. Under torchrun every rank of the job on this host opens the same one (named
+    by the job's run id and this tier's settings): the host's link is shared, as a real one is.
+    Otherwise a private one, which the loader's workers inherit through the spec."""
     # tmpfs when there is one: the bucket is updated on every read, and must never wait on a disk
     base = (
         "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else tempfile.gettempdir()
     )
-    directory = tempfile.mkdtemp(prefix="iobench-throttle-", dir=base)
+    job = os.environ.get("TORCHELASTIC_RUN_ID")
+    if job:
+        digest = hashlib.sha1(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:12]
+        directory = os.path.join(
+            base, f"iobench-throttle-{os.getuid()}-{re.sub(r'[^A-Za-z0-9]', '', job)}-{digest}"
+        )
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        owner = (
+            os.getpid() if os.environ.get("LOCAL_RANK", "0") == "0" else -1
+        )  # the host's first rank cleans up
+    else:
+        directory = tempfile.mkdtemp(prefix="iobench-throttle-", dir=base)
+        owner = os.getpid()
     path = os.path.join(directory, "bucket")
-    os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
-    atexit.register(_remove_state, directory, os.getpid())
+    os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600))
+    atexit.register(_remove_state, directory, owner)
     return path
 
 

@@ -212,7 +212,13 @@ def test_tier_delegates_to_its_inner_tier(tier, tiny_dataset):
     assert "throttled to 20.0 MB/s" in state.note
     described = tier.describe()
     assert described["path"] == str(tiny_dataset) and described["kind"] == "local"
-    assert described["throttle"] == {"bandwidth_bytes_per_s": 20e6, "latency_ms": 0.0, "burst_bytes": 400_000}
+    assert described["throttle"] == {
+        "bandwidth_bytes_per_s": 20e6,
+        "latency_ms": 0.0,
+        "latency_p99_ms": None,
+        "burst_bytes": 400_000,
+        "only_ranks": None,
+    }
     options = tier.source_options(manifest)
     spec = options["throttle"]
     assert (spec.bytes_per_s, spec.latency_s, spec.burst_bytes) == (20e6, 0.0, 400_000)
