@@ -22,12 +22,17 @@ docs/scale-out.md says where it holds and where it breaks.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 
 import numpy as np
 
+from iobench.results.codec import to_json
 from iobench.results.figures import ScalePoint, StepRow
+from iobench.results.spec import CellSpec
+from iobench.results.summary import CellSummary
 
 WORLD_SIZES = (1, 2, 3, 4, 8, 64, 512, 4096)
 # bootstrap draws per world size: replicates x world size x steps, at most this many waits
@@ -101,4 +106,42 @@ def predict(
                 beyond_measured_tail=world > n,
             )
         )
+    return out
+
+
+@dataclass(frozen=True)
+class ScaleCheck:
+    """A measured multi-rank synchronous cell beside the prediction its one-rank twin made for it."""
+
+    cell_id: str
+    world_size: int
+    measured_au: float
+    predicted_au: float
+    predicted_from: str  # the one-rank cell whose steps made the prediction
+
+    @property
+    def error(self) -> float:
+        """predicted / measured - 1."""
+        return self.predicted_au / self.measured_au - 1.0 if self.measured_au else float("inf")
+
+
+def _twin_key(cell: CellSpec) -> str:
+    """What a cell is, but for its cell id and ranks: a multi-rank cell and its one-rank twin agree."""
+    one = replace(cell, cell_id="", run=replace(cell.run, ranks_per_node=1, nodes=1))
+    return json.dumps(to_json(one), sort_keys=True)
+
+
+def checks(summaries: Sequence[CellSummary]) -> list[ScaleCheck]:
+    """Every synchronous multi-rank cell that has a one-rank twin in ``summaries`` (the same cell
+    but for the ranks), measured against the twin's prediction at its world size."""
+    ones = {_twin_key(s.cell): s for s in summaries if s.ok and s.cell.run.world_size == 1}
+    out = []
+    for s in summaries:
+        d = s.distributed
+        if not s.ok or d is None or d.sync == "none" or s.metrics is None:
+            continue
+        twin = ones.get(_twin_key(s.cell))
+        point = next((p for p in twin.scale if p.world_size == d.world_size), None) if twin else None
+        if twin is not None and point is not None:
+            out.append(ScaleCheck(s.cell_id, d.world_size, s.metrics.au, point.au, twin.cell_id))
     return out

@@ -114,8 +114,22 @@ def times_inside(rows: list[StepRow], start: float, end: float) -> TimeSplit:
     return split
 
 
-def rank_figures(run: RankRun, start: float, end: float) -> RankFigures:
-    rows = counted(run.log.rows, start, end)
+def lockstep(runs: list[RankRun]) -> tuple[int, int]:
+    """Synchronous ranks share step numbers: the first step after every rank's warm-up and the last
+    step every rank completed."""
+    common_interval(runs)  # every rank measured something, and they overlapped
+    k0 = max(next(r.step for r in run.log.rows if not r.warmup) for run in runs)
+    k1 = min(run.log.rows[-1].step for run in runs)
+    if k1 < k0:
+        raise ValueError(
+            f"the ranks share no measured step (the last rank's warm-up ends at step {k0}, the first rank "
+            f"stopped at step {k1}); give every rank more steps or fewer warm-up steps"
+        )
+    return k0, k1
+
+
+def rank_figures(run: RankRun, start: float, end: float, rows: list[StepRow]) -> RankFigures:
+    """One rank over [start, end]; ``rows``: the steps whose samples count in it."""
     wall = end - start
     samples = sum(r.samples for r in rows)
     bytes_read = sum(r.bytes_read for r in rows)
@@ -168,17 +182,21 @@ def merged_log(runs: list[RankRun], start: float, end: float) -> StepLog:
 def aggregate(runs: list[RankRun], synchronous: bool = False) -> Aggregate:
     """The job's figures from its ranks' runs (one run per rank, in rank order).
 
-    Free-running ranks (``sync: none``): the job's samples are the sum of what every rank
-    delivered in the interval. Synchronous ranks: what every rank completed, step by step: the
-    first ``steps`` counted steps of each rank, ``steps`` being the fewest any rank completed
-    (in lockstep they differ only at the interval's edges)."""
-    start, end = common_interval(runs)
-    wall = end - start
-    ranks = [rank_figures(run, start, end) for run in runs]
-    per_rank = [counted(run.log.rows, start, end) for run in runs]
+    Free-running ranks (``sync: none``): the interval in which every rank was past its warm-up and
+    still running, and the job's samples the sum of what every rank delivered in it. Synchronous
+    ranks share step numbers: the interval runs from the start of the first step after every
+    rank's warm-up to the end of the last step every rank completed, and the job's samples are
+    those steps' (steps all ranks completed x global batch)."""
     if synchronous:
-        steps_all = min(len(rows) for rows in per_rank)
-        per_rank = [rows[:steps_all] for rows in per_rank]
+        k0, k1 = lockstep(runs)
+        per_rank = [[r for r in run.log.rows if k0 <= r.step <= k1] for run in runs]
+        start = min(rows[0].t_start for rows in per_rank)
+        end = max(rows[-1].t_end for rows in per_rank)
+    else:
+        start, end = common_interval(runs)
+        per_rank = [counted(run.log.rows, start, end) for run in runs]
+    wall = end - start
+    ranks = [rank_figures(run, start, end, rows) for run, rows in zip(runs, per_rank, strict=True)]
     rows = [r for rank_rows in per_rank for r in rank_rows]
     n = len(runs)
     samples = sum(r.samples for r in rows)

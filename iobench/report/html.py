@@ -14,13 +14,14 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..analysis.scale import checks
 from ..host.atomic import atomic_write
 from ..host.units import format_bytes
 from ..results.api import load_steps, load_summaries
 from ..results.store import read_manifest
 from ..results.summary import CellSummary
 from . import plots
-from .terminal import diagnosis_lines
+from .terminal import at_scale_line, diagnosis_lines
 
 REPORT_NAME = "report.html"
 
@@ -62,7 +63,7 @@ def _environment():
         bytes=format_bytes,
         tojson_sorted=lambda value: json.dumps(value, sort_keys=True),
     )
-    env.globals["diagnosis"] = diagnosis_lines
+    env.globals.update(diagnosis=diagnosis_lines, at_scale=at_scale_line)
     return env
 
 
@@ -134,5 +135,6 @@ def render_html(summaries: list[CellSummary], steps: dict[str, pa.Table], title:
             split_sources=sorted({plots.wall_split(s)[1] for s in ok}),
             slowest=slowest,
             no_cache=NO_CACHE,
+            scaling=checks(summaries),
         )
     )

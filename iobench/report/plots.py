@@ -38,7 +38,14 @@ SEGMENTS = (
     ("wait", "wait, not attributed", "#c62828"),
     ("other", "loop overhead", "#cfd8dc"),
 )
-_STEP_COLOURS = {"wait_s": "#c62828", "h2d_s": "#546e7a", "compute_s": "#2e7d32"}
+# a step in the order it runs: its own data wait, waiting for peers, copy, compute, all-reduce
+_STEP_PARTS = (
+    ("wait_s", "wait for data", "#c62828"),
+    ("peer_wait_s", "wait for peers", "#ff8f00"),
+    ("h2d_s", "host-to-device", "#546e7a"),
+    ("compute_s", "compute", "#2e7d32"),
+    ("allreduce_s", "all-reduce (modelled)", "#5e35b1"),
+)
 _RC = {
     "svg.fonttype": "none",  # real <text>: smaller, searchable, and escaped by matplotlib
     "svg.hashsalt": "iobench",  # the same run gives the same SVG
@@ -276,10 +283,12 @@ def wait_cdf_svg(steps: dict[str, pa.Table], prefix: str) -> str | None:
 
 @_in_rc
 def timeline_svg(steps: pa.Table, prefix: str) -> str | None:
-    """Wait, host-to-device and compute of every step of one cell against time, warm-up shaded."""
+    """Every step of one cell against time, warm-up shaded: its wait for data, for its peers (a
+    synchronous cell), host-to-device, compute and the modelled all-reduce."""
     if steps.num_rows == 0:
         return None
-    cols = {k: steps.column(k).to_numpy() for k in ("t_start", "t_end", "wait_s", "h2d_s", "compute_s")}
+    names = ("t_start", "t_end", *(key for key, _, _ in _STEP_PARTS))
+    cols = {k: steps.column(k).to_numpy() for k in names if k in steps.column_names}  # v3: no peer wait
     warmup = steps.column("warmup").to_numpy(zero_copy_only=False)
     epoch = steps.column("epoch").to_numpy()
     t0 = cols["t_start"][0]
@@ -288,9 +297,11 @@ def timeline_svg(steps: pa.Table, prefix: str) -> str | None:
     fig = _figure(3.2)
     ax = fig.add_subplot()
     base = np.zeros(len(x))
-    for key, label in (("wait_s", "wait"), ("h2d_s", "host-to-device"), ("compute_s", "compute")):
+    for key, label, colour in _STEP_PARTS:
+        if key not in cols or (key in ("peer_wait_s", "allreduce_s") and not cols[key].any()):
+            continue
         top = base + np.append(cols[key], cols[key][-1]) * 1e3
-        ax.fill_between(x, base, top, step="post", color=_STEP_COLOURS[key], label=label, lw=0)
+        ax.fill_between(x, base, top, step="post", color=colour, label=label, lw=0)
         base = top
     if warmup.any():
         last = int(np.flatnonzero(warmup)[-1])

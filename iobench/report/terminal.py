@@ -7,6 +7,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from iobench.analysis import scale
 from iobench.host.units import format_bytes
 from iobench.results.figures import RepeatSummary
 from iobench.results.summary import CellSummary
@@ -69,6 +70,17 @@ def print_report(
 ) -> None:
     console = console or Console()
     console.print(results_table(summaries, title))
+    _print_cells(summaries, console)
+    lines = scaling_lines(summaries)
+    if lines:
+        console.print(
+            Text("\nsynchronous scaling: each multi-rank cell against its one-rank twin's prediction", "bold")
+        )
+        for line in lines:
+            _say(console, f"  {line}")
+
+
+def _print_cells(summaries: list[CellSummary], console: Console) -> None:
     for s in summaries:
         console.print(Text("\n" + s.cell_id, "bold"))
         if not s.ok or s.verdict is None:
@@ -93,6 +105,8 @@ def print_report(
                 _say(console, f"   - {line}")
         _print_ranks(s, console)
         _print_diagnosis(s, console)
+        if line := at_scale_line(s):
+            _say(console, f"   - {line}")
         if s.cache_state and s.cache_state.note:
             _say(console, f"   - cache: {s.cache_state.note}")
         errors = s.loader_stats.errors
@@ -110,11 +124,13 @@ def _print_ranks(s: CellSummary, console: Console) -> None:
         f"   - per rank, over the {d.interval.wall_s:.2f} s all {d.world_size} measured "
         f"({d.nodes} node(s) x {d.ranks_per_node}):",
     )
+    wall = d.interval.wall_s
     for r in s.ranks:
+        peers = f", waiting for peers {_pct(r.peer_wait_s / wall)}" if d.sync != "none" else ""
         _say(
             console,
             f"     rank {r.rank} ({r.host}, local {r.local_rank}): {r.samples_per_s:,.0f} samples/s, "
-            f"{format_bytes(r.bytes_per_s)}/s, AU {r.au:.2f}, stall {_pct(r.stall_fraction)}, "
+            f"{format_bytes(r.bytes_per_s)}/s, AU {r.au:.2f}, stall {_pct(r.stall_fraction)}{peers}, "
             f"own verdict {r.verdict}" + (f" ({r.binding_stage})" if r.binding_stage else ""),
         )
 
@@ -126,6 +142,31 @@ def _interval(stats: RepeatSummary, fmt: str) -> str:
         f"{fmt.format(stats.mean)} (95 % CI {fmt.format(stats.ci_low)}-{fmt.format(stats.ci_high)}, "
         f"{stats.n} runs, spread {100 * stats.spread:.1f} %)"
     )
+
+
+def at_scale_line(s: CellSummary) -> str | None:
+    """The synchronous AU this cell's steps predict at scale (analysis/scale.py), in one line."""
+    points = [p for p in s.scale if p.world_size in (8, 64, 512, 4096)]
+    if not points:
+        return None
+    parts = [
+        f"{p.world_size:,}: AU {p.au:.2f}{'*' if p.beyond_measured_tail else ''} ({p.samples_per_s:,.0f}/s)"
+        for p in points
+    ]
+    fabric = s.cell.run.interconnect.name if s.cell.run.interconnect else "no fabric"
+    text = f"synchronous AU predicted at W ranks ({fabric}) — " + ", ".join(parts)
+    if any(p.beyond_measured_tail for p in points):
+        text += "; * more ranks than measured steps: an upper bound (measure more steps)"
+    return text
+
+
+def scaling_lines(summaries: list[CellSummary]) -> list[str]:
+    """Each synchronous multi-rank cell beside what its one-rank twin predicted for it."""
+    return [
+        f"{c.cell_id}: measured AU {c.measured_au:.3f}, predicted {c.predicted_au:.3f} from {c.predicted_from} "
+        f"({100 * c.error:+.1f} %)"
+        for c in scale.checks(summaries)
+    ]
 
 
 def diagnosis_lines(s: CellSummary) -> list[tuple[str, str]]:
