@@ -3,6 +3,7 @@ its estimate, and every example in configs/ validating without any server."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from dataclasses import replace
@@ -258,3 +259,24 @@ def test_every_example_config_validates_and_plans_without_servers(path, tmp_path
     assert proc.returncode == 0, proc.stderr
     assert f"{len(cfg.cells())} cell(s) planned" in proc.stdout and "estimated total:" in proc.stdout
     assert not (tmp_path / "iobench-runs").exists()
+
+
+def test_the_run_section_says_how_ranks_keep_step():
+    run = parse_config(_raw()).cells()[0].run
+    assert (run.sync, run.interconnect.name, run.allreduce_overlap) == ("allreduce", "ib-ndr-400", 0.67)
+    raw = _raw()
+    raw["run"] = {
+        "sync": "barrier",
+        "interconnect": {"name": "lab", "bandwidth": "10GB/s"},
+        "allreduce_overlap": 0,
+    }
+    run = parse_config(raw).cells()[0].run
+    assert (run.sync, run.interconnect.bandwidth_bytes_per_s, run.allreduce_overlap) == ("barrier", 10e9, 0.0)
+    for bad, message in (
+        ({"sync": "maybe"}, "run.sync='maybe': allowed values are allreduce, barrier, none"),
+        ({"interconnect": "token-ring"}, "run.interconnect: interconnect 'token-ring': known ones are"),
+        ({"allreduce_overlap": 1.5}, "run.allreduce_overlap=1.5: expected a share"),
+    ):
+        raw["run"] = bad
+        with pytest.raises(ConfigError, match=re.escape(message)):
+            parse_config(raw)

@@ -340,3 +340,33 @@ def test_with_an_inner_shard_cache_only_misses_cross_the_link(ceph_lab, tiny_dat
     assert cold_wall >= (nbytes - tier.burst_bytes) / tier.bytes_per_s
     assert warm_counters["cache_hits"] == 3 and warm_counters["throttle_requests"] == 0
     assert warm_wall < cold_wall / 3  # hits come from the local cache, in front of the link
+
+
+def test_a_latency_tail_has_the_given_median_and_p99(tmp_path):
+    spec = ThrottleSpec(bytes_per_s=None, state_path=str(tmp_path / "b"), latency_s=0.005, latency_p99_s=0.1)
+    throttle = Throttle(spec)
+    draws = sorted(throttle.latency() for _ in range(40_000))
+    assert draws[20_000] == pytest.approx(0.005, rel=0.05)
+    assert draws[int(0.99 * 40_000)] == pytest.approx(0.1, rel=0.10)
+    with pytest.raises(ValueError, match="latency_p99_s"):
+        ThrottleSpec(bytes_per_s=None, state_path="x", latency_s=0.01, latency_p99_s=0.005)
+
+
+def test_only_the_named_ranks_are_throttled(tiny_dataset, monkeypatch):
+    tier = make_tier(
+        {
+            "kind": "throttled",
+            "inner": {"kind": "local", "path": str(tiny_dataset)},
+            "latency_ms": 5,
+            "only_ranks": [1],
+        }
+    )
+    manifest = tier.load_manifest()
+    monkeypatch.setenv("RANK", "1")
+    assert "throttle" in tier.source_options(manifest)
+    monkeypatch.setenv("RANK", "0")
+    assert "throttle" not in tier.source_options(manifest)
+    with pytest.raises(TierConfigError, match="only_ranks"):
+        make_tier(
+            {"kind": "throttled", "inner": {"kind": "local", "path": "/x"}, "latency_ms": 5, "only_ranks": []}
+        )

@@ -1,0 +1,58 @@
+"""A synchronous job's figures from its ranks' step rows: the steps every rank completed, the time
+each rank spent waiting for its data, for its peers and in the all-reduce, and what peers cost."""
+
+from __future__ import annotations
+
+import pytest
+
+from iobench.cell.rankmetrics import RankRun, aggregate, times_inside
+from iobench.cell.steploop import StepLog
+from iobench.results.figures import StepRow, Verdict
+
+
+def _rank(rank: int, waits: list[float], peers: list[float], compute=0.02, allreduce=0.005) -> RankRun:
+    rows, t = [], 0.0
+    for i, (w, p) in enumerate(zip(waits, peers, strict=True)):
+        end = t + w + p + compute + allreduce
+        rows.append(StepRow(i, 0, i == 0, t, w, 0.0, compute, end, 8, 800, rank, p, allreduce))
+        t = end
+    verdict = Verdict(bound="fetch" if rank else "prep", binding_stage=None, headline="")
+    return RankRun(rank, rank, 0, "h", 1, StepLog(rows=rows), verdict, None, "fixed", 0.0)
+
+
+def test_times_inside_follow_the_order_of_a_step():
+    (row,) = _rank(0, [0.1], [0.05]).log.rows
+    split = times_inside([row], 0.0, 1.0)
+    assert (split.wait, split.peer_wait, split.compute, split.allreduce) == pytest.approx(
+        (0.1, 0.05, 0.02, 0.005)
+    )
+    late = times_inside([row], 0.12, 1.0)  # clipped: 0.03 of the peer wait, all the rest
+    assert (late.wait, late.peer_wait, late.compute) == pytest.approx((0.0, 0.03, 0.02))
+
+
+def test_a_synchronous_job_counts_the_steps_every_rank_completed():
+    # rank 1 waits 100 ms for its data every step; rank 0 waits 10 ms, then 90 ms for rank 1
+    slow = _rank(1, [0.1] * 10, [0.0] * 10)
+    fast = _rank(0, [0.01] * 9, [0.09] * 9)  # one step fewer: the job's window ends at step 8
+    agg = aggregate([fast, slow], synchronous=True)
+    assert agg.steps == 8 and agg.metrics.samples == 2 * 8 * 8  # steps 1..8, both ranks, 8 samples each
+    wall = agg.end - agg.start
+    assert wall == pytest.approx(8 * 0.125)
+    assert agg.metrics.samples_per_s == pytest.approx(128 / wall)
+    assert agg.peer_wait_fraction == pytest.approx((8 * 0.09) / (2 * wall))
+    assert agg.slowest.rank == 1  # the one the other waited for
+    fast_rank = agg.ranks[0]
+    assert fast_rank.free_running_au == pytest.approx(8 * 0.02 / (wall - 8 * 0.09))
+    assert (
+        agg.straggler_cost == pytest.approx(agg.free_running_au - agg.metrics.au)
+        and agg.straggler_cost > 0.05
+    )
+
+
+def test_free_running_ranks_sum_what_each_delivered():
+    fast = _rank(0, [0.01] * 20, [0.0] * 20)
+    slow = _rank(1, [0.1] * 10, [0.0] * 10)
+    agg = aggregate([fast, slow], synchronous=False)
+    assert agg.metrics.samples_per_s == pytest.approx(sum(r.samples_per_s for r in agg.ranks))
+    assert agg.peer_wait_fraction == 0.0 and agg.straggler_cost == pytest.approx(0.0)
+    assert agg.slowest.rank == 1  # by samples/s
