@@ -94,14 +94,17 @@ class CellFacts:
 
 
 def load_cells(run_dirs: Iterable[str | Path]) -> list[CellFacts]:
-    """The ok cells of ``run_dirs``, from their summaries and manifests (host, tier, dataset)."""
+    """The ok one-rank cells of ``run_dirs``, from their summaries and manifests (host, tier, dataset)."""
     cells = []
     for run_dir in run_dirs:
         run_dir = Path(run_dir)
         if not run_dir.is_dir():
             raise FileNotFoundError(f"--results {run_dir}: no such directory (give an iobench run directory)")
         for summary in cell_summaries(run_dir):
-            if summary.ok and summary.metrics and summary.metrics.samples_per_s:
+            # one-rank cells: a multi-rank cell's figures are its ranks' together (and, in step,
+            # their waits for each other); the at-scale prediction (scale.py) covers those
+            one_rank = summary.cell.run.world_size == 1
+            if summary.ok and one_rank and summary.metrics and summary.metrics.samples_per_s:
                 cells.append(_facts(str(run_dir), summary, read_manifest(run_dir, summary.cell_id)))
     return cells
 

@@ -110,6 +110,12 @@ def add_recommend_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--results", nargs="+", metavar="RUN_DIR", help="run directories of sweeps on this hardware"
     )
+    p.add_argument(
+        "--ranks",
+        metavar="N[,N...]",
+        help="with --results: the synchronous data-parallel job at these rank counts "
+        "(default: the accelerators, 64, 512, 4096)",
+    )
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
 
@@ -213,10 +219,13 @@ def recommend(args: argparse.Namespace) -> dict:
     from .crossovers import crossovers
     from .hypotheses import checks
     from .options import options
+    from .scale import at_scale, ranks_of
     from .validate import check_cells
 
     s = scenario(args)
-    cal, validation = None, []
+    cal, validation, scaled = None, [], []
+    if args.ranks and not args.results:
+        raise ValueError("--ranks needs --results: the prediction runs on a sweep's measured steps")
     if args.results:
         cells = load_cells(args.results)
         if not cells:
@@ -225,6 +234,7 @@ def recommend(args: argparse.Namespace) -> dict:
             )
         cal = calibrate(cells, loader="torch")  # the CPU options decode in DataLoader workers
         validation = check_cells(cells)
+        scaled = at_scale(args.results, ranks_of(args.ranks, s.accelerators))
     leaders, changes = crossovers(s, cal)
     return {
         "scenario": s,
@@ -236,6 +246,7 @@ def recommend(args: argparse.Namespace) -> dict:
         "leaders": leaders,
         "hypotheses": checks(s, cal),
         "validation": validation,
+        "at_scale": scaled,
     }
 
 

@@ -220,6 +220,20 @@ def _validation(report: dict, console: Console) -> None:
     console.print(t)
 
 
+def _at_scale(report: dict, console: Console) -> None:
+    scaled = report.get("at_scale") or []
+    if not scaled:
+        return
+    console.print(
+        "\n[bold]At scale[/bold] (synchronous data-parallel training, from the sweep's measured steps)"
+    )
+    for a in scaled:
+        points = ", ".join(
+            f"{p.world_size:,}: AU {p.au:.2f}{'*' if p.beyond_measured_tail else ''}" for p in a.points
+        )
+        console.print(f" - {a.sentence()}; {points} (all-reduce on {a.fabric}; cell {a.cell})", markup=False)
+
+
 def render(report: dict, console: Console) -> None:
     s, req = report["scenario"], report["requirement"]
     console.print(
@@ -240,3 +254,4 @@ def render(report: dict, console: Console) -> None:
     _crossovers(report, console)
     _hypotheses(report, console)
     _validation(report, console)
+    _at_scale(report, console)
