@@ -94,11 +94,25 @@ def _host(run_dir: Path, summaries: list[CellSummary]) -> str:
     return ""
 
 
-def one_rank(steps: pa.Table, summary: CellSummary) -> pa.Table:
-    """A multi-rank cell's steps interleave every rank's: keep its slowest rank's."""
-    if summary.distributed is None or "rank" not in steps.column_names:
+def timeline_of(with_steps: list[CellSummary]) -> tuple[CellSummary, int | None] | None:
+    """The cell (and rank) whose step timeline tells most: a synchronous multi-rank cell's rank
+    that waited longest for its peers, where there is one; else the slowest cell (in a
+    free-running multi-rank cell, its slowest rank)."""
+    in_step = [s for s in with_steps if s.distributed is not None and s.distributed.sync != "none" and s.ranks]
+    if in_step:
+        cell = max(in_step, key=lambda s: s.distributed.peer_wait_fraction)  # type: ignore[union-attr]
+        return cell, max(cell.ranks, key=lambda r: r.peer_wait_s).rank
+    slowest = min(with_steps, key=lambda s: s.metrics.samples_per_s, default=None)  # type: ignore[union-attr]
+    if slowest is None:
+        return None
+    return slowest, slowest.distributed.slowest_rank if slowest.distributed else None
+
+
+def one_rank(steps: pa.Table, rank: int | None) -> pa.Table:
+    """A multi-rank cell's steps interleave every rank's: keep one rank's."""
+    if rank is None or "rank" not in steps.column_names:
         return steps
-    return steps.filter(pc.equal(steps.column("rank"), summary.distributed.slowest_rank))
+    return steps.filter(pc.equal(steps.column("rank"), rank))
 
 
 def render_html(summaries: list[CellSummary], steps: dict[str, pa.Table], title: str, host: str = "") -> str:
@@ -107,7 +121,7 @@ def render_html(summaries: list[CellSummary], steps: dict[str, pa.Table], title:
 
     ok = [s for s in summaries if s.ok and s.metrics is not None]
     with_steps = [s for s in ok if s.cell_id in steps]
-    slowest = min(with_steps, key=lambda s: s.metrics.samples_per_s, default=None)  # type: ignore[union-attr]
+    shown = timeline_of(with_steps)
 
     def svg(text: str | None) -> Markup | None:
         return Markup(text) if text is not None else None
@@ -118,7 +132,7 @@ def render_html(summaries: list[CellSummary], steps: dict[str, pa.Table], title:
         "au_workers": svg(plots.au_workers_svg(summaries, "au-workers")),
         "wait": svg(plots.wait_cdf_svg(steps, "wait")),
         "timeline": svg(
-            plots.timeline_svg(one_rank(steps[slowest.cell_id], slowest), "timeline") if slowest else None
+            plots.timeline_svg(one_rank(steps[shown[0].cell_id], shown[1]), "timeline") if shown else None
         ),
         "cache_hit": svg(plots.cache_hit_svg(summaries, "cache-hit")),
     }
@@ -133,7 +147,7 @@ def render_html(summaries: list[CellSummary], steps: dict[str, pa.Table], title:
             failed=sum(not s.ok for s in summaries),
             figures=figures,
             split_sources=sorted({plots.wall_split(s)[1] for s in ok}),
-            slowest=slowest,
+            timeline=shown,
             no_cache=NO_CACHE,
             scaling=checks(summaries),
         )

@@ -224,18 +224,33 @@ def test_every_string_of_a_run_reaches_the_page_as_text(run_dir):
     assert page.count(_esc(PROBE)) >= 20
 
 
-def test_the_timeline_of_a_multi_rank_cell_shows_its_slowest_rank_only():
+def test_the_timeline_shows_the_rank_that_tells_most():
     import pyarrow as pa
 
-    from iobench.report.html import one_rank
-    from iobench.results.figures import Distributed, Interval
+    from iobench.report.html import one_rank, timeline_of
+    from iobench.results.figures import Distributed, Interval, RankFigures
     from tests.helpers.summaries import ok_summary
 
     steps = pa.table({"rank": [0, 1, 0, 1], "step": [0, 0, 1, 1]})
-    one = ok_summary("c", 100.0)
-    two = replace(
-        one,
+    assert one_rank(steps, 1).column("rank").to_pylist() == [1, 1]
+    assert one_rank(steps, None).num_rows == 4  # a one-rank cell: every step
+
+    def rank(r: int, peer_wait: float) -> RankFigures:
+        return RankFigures(
+            r, r, 0, "h", 10, 80, 1, 80.0, 1.0, 0.1, 0.2, 0.2, 0.1, 5.0, 1, "prep", None, None, peer_wait
+        )
+
+    one = ok_summary("one", 50.0)
+    free = replace(
+        ok_summary("free", 100.0),
         distributed=Distributed(2, 1, 2, ("h",), Interval(0.0, 1.0, 1.0), 0.0, 100.0, 1e6, 1.5, 1, "h", 40.0),
     )
-    assert one_rank(steps, two).column("rank").to_pylist() == [1, 1]
-    assert one_rank(steps, one).num_rows == 4  # a one-rank cell: every step
+    assert timeline_of([one, free]) == (one, None)  # free-running only: the slowest cell
+    assert timeline_of([free]) == (free, 1)  # ... in a multi-rank cell, its slowest rank
+    step = replace(
+        free,
+        distributed=replace(free.distributed, sync="allreduce", peer_wait_fraction=0.3),
+        ranks=(rank(0, 0.4), rank(1, 0.01)),
+    )
+    # in step: the rank that waited most for its peers, whatever the rates
+    assert timeline_of([one, free, step]) == (step, 0)
