@@ -25,7 +25,7 @@ from iobench.cell.process import run_cell
 from iobench.datasets.manifest import Manifest
 from iobench.datasets.synth import ensure_dataset
 from iobench.host import pagecache
-from iobench.sweep.config import default_cache_dir
+from iobench.host.cachedir import cache_dir
 from loaders import LoaderConfig, make_loader
 from loaders.instrument import set_timing
 
@@ -75,7 +75,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--caps", default="10,20,40", help="MB/s, comma-separated")
     args = ap.parse_args()
-    root = default_cache_dir() / "datasets" / f"bench-loaders-{args.samples}"
+    root = cache_dir() / "datasets" / f"bench-loaders-{args.samples}"
     ensure_dataset(root, samples=args.samples, seed=0, shard_bytes=16 * 10**6)
     urls = [str(p) for p in Manifest.load(root).shard_paths(root)]
 

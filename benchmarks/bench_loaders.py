@@ -31,7 +31,7 @@ from peers import decode_augment, litdata_convert, litdata_loader, webdataset_lo
 
 from iobench.datasets.manifest import Manifest
 from iobench.host import pagecache
-from iobench.sweep.config import default_cache_dir
+from iobench.host.cachedir import cache_dir
 from loaders import LoaderConfig, make_loader
 from loaders.tario import iter_samples
 
@@ -128,7 +128,7 @@ def main() -> None:
     args = ap.parse_args()
     from iobench.datasets.synth import ensure_dataset
 
-    root = default_cache_dir() / "datasets" / f"bench-loaders-{args.samples}"
+    root = cache_dir() / "datasets" / f"bench-loaders-{args.samples}"
     ensure_dataset(root, samples=args.samples, seed=0, shard_bytes=16 * 10**6)
     manifest = Manifest.load(root)
     urls = [str(p) for p in manifest.shard_paths(root)]

@@ -22,8 +22,8 @@ from common import host_line, interleaved, median, spread, timed, write_section
 
 from iobench.datasets.manifest import Manifest
 from iobench.host import pagecache
+from iobench.host.cachedir import cache_dir
 from iobench.host.units import format_bytes
-from iobench.sweep.config import default_cache_dir
 from loaders.sources import ShardSource, SourceSpec
 from loaders.tario import iter_samples
 
@@ -69,7 +69,7 @@ def main() -> None:
     else:
         from iobench.datasets.synth import ensure_dataset
 
-        root = default_cache_dir() / "datasets" / "bench-local-600MB"
+        root = cache_dir() / "datasets" / "bench-local-600MB"
         ensure_dataset(root, size_bytes=600 * 10**6, seed=0, shard_bytes=64 * 10**6)
     manifest = Manifest.load(root)
     paths = [str(p) for p in manifest.shard_paths(root)]

@@ -155,16 +155,22 @@ def steady_state(
     max_fraction: float = 0.5,
     min_steps: int = 10,
     statistic: Statistic = "steps",
+    start_up: int = 0,
 ) -> SteadyState:
-    """detect_warmup plus the figures a report needs; raises ValueError on an empty series."""
+    """detect_warmup plus the figures a report needs; raises ValueError on an empty series.
+
+    The first ``start_up`` steps are warm-up whatever the series says (a loader's first step
+    carries its start-up, which a job pays once); MSER reads the rest."""
     x = _validated(durations)
     if x.size == 0:
         raise ValueError("no step durations: nothing to measure")
-    warm, limit, at_limit, notice = _detect(x, batch, max_fraction, min_steps, statistic)
+    head = min(start_up, x.size - 1)
+    warm, limit, at_limit, notice = _detect(x[head:], batch, max_fraction, min_steps, statistic)
+    warm, limit = warm + head, limit + head
     kept = x[warm:]
     return SteadyState(
         warmup_steps=warm,
-        method=_method_name(batch, statistic),
+        method=_method_name(batch, statistic) + (f" after {head} start-up step(s)" if head else ""),
         n_steps=int(x.size),
         steady_steps=int(kept.size),
         steady_mean_s=float(kept.mean()),

@@ -1,7 +1,7 @@
 """torch.distributed inside a multi-rank cell: who this rank is, the process group, its barriers,
 the gather to rank 0 and the broadcast back, and how a failed rank tells the sweep why.
 
-Only control traffic goes through the group (two barriers and one gather of small Python objects
+Only control traffic goes through the group (two barriers, one flag per epoch and one gather of small objects
 per measured run, one broadcast per cell), so gloo carries it on CPU. With CUDA and a real model the
 group also gets NCCL for CUDA tensors ("cpu:gloo,cuda:nccl"); barriers and object collectives stay
 on gloo either way (torch picks the CPU backend for them when the group has one).
@@ -78,6 +78,17 @@ class Ranks:
         out: list | None = [None] * self.world_size if self.rank == 0 else None
         dist.gather_object(obj, out, dst=0)
         return out
+
+    def any(self, flag: bool) -> bool:
+        """Whether ``flag`` holds on any rank (a MAX all-reduce): how the ranks agree on one answer."""
+        if not self.distributed:
+            return flag
+        import torch
+        import torch.distributed as dist
+
+        box = torch.tensor([1 if flag else 0], dtype=torch.int32)
+        dist.all_reduce(box, op=dist.ReduceOp.MAX)
+        return bool(box.item())
 
     def broadcast(self, obj: object) -> object:
         """Rank 0's ``obj`` on every rank."""

@@ -12,11 +12,12 @@ after the last step keeps the host's telemetry running until its slowest rank is
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from dataclasses import dataclass
 
+from iobench.analysis import window
 from iobench.analysis.metrics import compute_metrics
-from iobench.analysis.steady import steady_state
 from iobench.analysis.verdict import attribute
 from iobench.cell.allreduce import allreduce_model
 from iobench.cell.distributed import SOLO, Ranks
@@ -25,8 +26,8 @@ from iobench.cell.loaderfactory import build_loader
 from iobench.cell.steploop import StepLog, mark_warmup, run_steps, step_durations
 from iobench.cell.sync import StepSync
 from iobench.cell.telemetry import Telemetry, TelemetrySampler
-from iobench.results.figures import CacheState, PipelineMetrics, SteadyState, Verdict
-from iobench.results.spec import CellSpec
+from iobench.results.figures import CacheState, PipelineMetrics, SteadyState, Verdict, Window
+from iobench.results.spec import CellSpec, RunSettings
 
 
 @dataclass
@@ -37,6 +38,7 @@ class Measurement:
     cache_state: CacheState | None  # None on a rank that is not the first on its host
     telemetry: Telemetry  # empty on a rank that is not the first on its host
     steady: SteadyState | None  # None when the warm-up was a fixed count
+    window: Window  # what this rank measured after its warm-up, against run.min_measure
     released_at: float = 0.0  # time.time() as the loader was built: where the barrier let this rank go
 
 
@@ -47,6 +49,31 @@ def step_sync(cell: CellSpec, consumer, ranks: Ranks) -> StepSync | None:
         return None
     model = allreduce_model(run, cell.accelerator, consumer) if run.sync == "allreduce" else None
     return StepSync(ranks, run.sync, model, getattr(consumer, "device", None))
+
+
+def cell_processes(ranks: Ranks) -> int:
+    """The root of the processes whose reads are this cell's on this host: this process and its
+    loader workers, or under torchrun the agent that started every rank on the host."""
+    return os.getppid() if ranks.distributed and "TORCHELASTIC_RUN_ID" in os.environ else os.getpid()
+
+
+def window_extension(run: RunSettings, ranks: Ranks):
+    """``run_steps``'s ``more``: after the requested epochs, whether the window is still short of
+    ``run.min_measure`` on any rank (all ranks get the same answer, so they run the same epochs).
+    None when ``run.max_steps`` fixes the length."""
+    if run.max_steps is not None:
+        return None
+    fixed = None if run.warmup_steps == "auto" else int(run.warmup_steps)
+
+    def more(log: StepLog) -> bool:
+        # an epoch that delivered nothing (a rank's share ran dry) would deliver nothing again
+        delivered = bool(log.rows) and log.rows[-1].epoch == len(log.epoch_stats) - 1
+        short = delivered and window.short_of(
+            run.min_measure, *window.provisional(log.rows, step_durations(log), fixed)
+        )
+        return ranks.any(short)
+
+    return more
 
 
 def measure(
@@ -62,10 +89,15 @@ def measure(
     run, loader = cell.run, cell.loader
     cache_state = tier.prepare(manifest, cell.cache) if ranks.host_leader else None
     auto = run.warmup_steps == "auto"
+    limit = max(run.epochs, window.MAX_EPOCHS)
     live = live_file()
     if live:
         live.start_run()
-    sampler = TelemetrySampler() if ranks.host_leader else contextlib.nullcontext(Telemetry())
+    sampler = (
+        TelemetrySampler(root=cell_processes(ranks))
+        if ranks.host_leader
+        else contextlib.nullcontext(Telemetry())
+    )
     with sampler as telemetry:
         ranks.barrier()
         released_at = time.time()
@@ -84,12 +116,25 @@ def measure(
             rank=ranks.rank,
             record_keys=run.record_keys,
             sync=step_sync(cell, consumer, ranks),
+            more=window_extension(run, ranks),
+            max_epochs=limit,
         )
         ranks.barrier()
     steady = None
     if auto and log.rows:
-        steady = steady_state(step_durations(log))
+        steady = window.warmup(step_durations(log))
         mark_warmup(log, steady.warmup_steps)
+    started = len(log.epoch_stats)
+    capped = (
+        "run.max_steps"
+        if run.max_steps is not None
+        else f"the {limit}-epoch limit"
+        if started >= limit
+        else "an epoch that delivered no batch"
+    )
+    measured_window = window.window_of(
+        log.rows, run.min_measure, epochs=started, requested=run.epochs, capped=capped
+    )
     metrics = compute_metrics(log.rows, log.time_to_first_batch_s)
     verdict = attribute(
         metrics,
@@ -98,4 +143,4 @@ def measure(
         cores=cores,
         demand_samples_per_s=consumer.demand_samples_per_s,
     )
-    return Measurement(log, metrics, verdict, cache_state, telemetry, steady, released_at)
+    return Measurement(log, metrics, verdict, cache_state, telemetry, steady, measured_window, released_at)

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import torch
 
+from iobench.analysis import window
 from iobench.analysis.verdict import attribute, synchronous_verdict
 from iobench.cell.accelerator import make_consumer
 from iobench.cell.allreduce import allreduce_model
@@ -29,7 +30,7 @@ from iobench.cell.live import LIVE_ENV
 from iobench.cell.measure import Measurement, measure
 from iobench.cell.process import loader_inputs, median_run, read_cell, warmup_method
 from iobench.cell.rankmetrics import Aggregate, RankRun, aggregate
-from iobench.cell.summary import cell_files
+from iobench.cell.summary import HOST_READS, cell_files
 from iobench.host.cores import usable_cores
 from iobench.results.figures import Distributed, Interval, Verdict
 from iobench.results.spec import AcceleratorSpec, CellSpec, RunSettings
@@ -58,6 +59,7 @@ def _rank_run(m: Measurement, ranks: Ranks, cores: int, run: RunSettings) -> Ran
         au_mlperf=m.metrics.au_mlperf,
         warmup_method=warmup_method(m, run),
         released_at=m.released_at,
+        window=m.window,
         cache_state=m.cache_state,
     )
 
@@ -127,6 +129,7 @@ def _cell_files(
             cache_state=m.cache_state,  # this host's; the other hosts' are in the rank rows
             telemetry=m.telemetry,  # this host's
             steady=None,
+            window=window.weakest([run.window for run in runs if run.window is not None]),
         )
         for a, runs, m in zip(aggs, gathered, mine, strict=True)
     ]
@@ -174,8 +177,8 @@ def _cell_files(
             dropped_batches=agg.dropped_batches,
         ),
         ranks=tuple(agg.ranks),
-        # one host's block devices say nothing of a multi-node job's reads
-        device_read_bytes_per_s=summary.device_read_bytes_per_s if run.nodes == 1 else None,
+        # one host's reads say nothing of a multi-node job's
+        **({} if run.nodes == 1 else dict.fromkeys(HOST_READS)),
     )
     return {**files, "summary.json": summary}
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from iobench.cell.steploop import StepLog
-from iobench.results.figures import CacheState, PipelineMetrics, RankFigures, StepRow, Verdict
+from iobench.results.figures import CacheState, PipelineMetrics, RankFigures, StepRow, Verdict, Window
 from loaders import StageStats
 
 
@@ -30,6 +30,7 @@ class RankRun:
     au_mlperf: float | None
     warmup_method: str
     released_at: float  # time.time() as the barrier released it (measure.py)
+    window: Window | None = None  # what it measured after its warm-up (measure.py)
     cache_state: CacheState | None = None  # its host's, from the first rank on the host
 
 

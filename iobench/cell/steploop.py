@@ -44,6 +44,8 @@ def run_steps(
     rank: int = 0,
     record_keys: bool = False,
     sync: StepSync | None = None,
+    more: Callable[[StepLog], bool] | None = None,
+    max_epochs: int = 1,
 ) -> StepLog:
     """Run ``epochs`` passes (or ``max_steps`` steps) of ``make_epoch(epoch)`` through ``consumer``.
 
@@ -53,10 +55,14 @@ def run_steps(
     ``sync`` keeps the ranks in step as synchronous data-parallel training does (sync.py): a rank
     with its batch waits for its peers to have theirs, computes, then waits the modelled
     all-reduce; an epoch ends for every rank when one rank's loader runs out.
+    ``more``, asked after the requested epochs and after each added one, says whether to run
+    another (up to ``max_epochs`` in all): how a short window is extended (analysis/window.py).
+    In a multi-rank cell it must give every rank the same answer.
     """
     log = StepLog(created_at=created_at)
     step = 0
-    for epoch in range(epochs):
+    epoch = 0
+    while epoch < epochs or (more is not None and epoch < max_epochs and more(log)):
         if max_steps is not None and step >= max_steps:
             break
         batches = iter(make_epoch(epoch))
@@ -119,6 +125,7 @@ def run_steps(
                 on_step(row)
             step += 1
         del batches  # shuts the workers down before the next epoch builds new ones
+        epoch += 1
     return log
 
 

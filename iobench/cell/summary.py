@@ -10,6 +10,7 @@ import json
 import os
 import platform
 import socket
+from dataclasses import replace
 
 import pyarrow as pa
 import torch
@@ -23,9 +24,9 @@ from iobench.cell.measure import Measurement
 from iobench.cell.steploop import epoch_rows
 from iobench.host.cores import usable_cores
 from iobench.results.codec import from_json
-from iobench.results.figures import Attribution, Ceiling, LoaderStats
+from iobench.results.figures import Attribution, Ceiling, LoaderStats, Verdict, Window
 from iobench.results.schema import KEYS_SCHEMA, STEP_SCHEMA, TELEMETRY_SCHEMA
-from iobench.results.spec import CellSpec
+from iobench.results.spec import CellSpec, MinMeasure
 from iobench.results.summary import (
     CellManifest,
     CellSummary,
@@ -37,6 +38,14 @@ from iobench.results.summary import (
     utc_now,
 )
 from loaders.instrument import STAGES
+
+# the summary's figures of what one host read: a multi-node cell has none (rank.py)
+HOST_READS = (
+    "device_read_bytes_per_s",
+    "read_call_bytes_per_s",
+    "cell_device_read_bytes",
+    "host_device_read_bytes_per_s",
+)
 
 
 def versions() -> dict[str, str]:
@@ -84,6 +93,18 @@ def _at_scale(cell: CellSpec, consumer, rows) -> list:
     return scale.predict(rows, model.exposed if model else lambda world, compute: 0.0)
 
 
+def short_window_said(verdict: Verdict, window: Window, minimum: MinMeasure) -> Verdict:
+    """A verdict over a window short of ``run.min_measure`` says so in its headline."""
+    if window.met:
+        return verdict
+    said = (
+        f"measured only {window.steps} steps over {window.seconds:.2f} s after warm-up (run.min_measure: "
+        f"{minimum.steps} steps, {minimum.seconds:g} s), stopped by {window.short_because}: "
+        "treat the figures as indicative"
+    )
+    return replace(verdict, headline=f"{verdict.headline} [{said}]")
+
+
 def loader_stats(stats) -> LoaderStats:
     """The loader's StageStats as the summary records them."""
     return from_json(LoaderStats, stats.as_dict())
@@ -105,6 +126,8 @@ def _telemetry_table(cell_id: str, telemetry) -> pa.Table:
                 "mem_used_bytes": s.mem_used_bytes,
                 "mem_available_bytes": s.mem_available_bytes,
                 "disk_read_bytes": json.dumps(s.disk_read_bytes),
+                "process_read_bytes": s.process_read_bytes,
+                "process_read_chars": s.process_read_chars,
             }
             for s in telemetry.samples
         ],
@@ -131,16 +154,16 @@ def cell_files(
     log, metrics, telemetry = chosen.log, chosen.metrics, chosen.telemetry
     assert chosen.cache_state is not None
     epochs = epoch_rows(log)
-    device_bytes = telemetry.disk_read_bytes(log.measure_start or 0.0, log.measure_end or 0.0)
+    start, end = log.measure_start or 0.0, log.measure_end or 0.0
+    device_bytes = telemetry.disk_read_bytes(start, end)
     tier_description = tier.describe()
     tier_device = ((tier_description.get("storage") or {}).get("device") or {}).get("name")
-    tier_bytes = device_bytes.get(tier_device) if tier_device else None
     states = [m.cache_state for m in runs if m.cache_state is not None]
     summary = CellSummary(
         status="ok",
         cell=cell,
         metrics=metrics,
-        verdict=chosen.verdict,
+        verdict=short_window_said(chosen.verdict, chosen.window, cell.run.min_measure),
         stage_ms_per_sample=log.measured_stats.per_sample_ms("wall"),
         stage_cpu_ms_per_sample=log.measured_stats.per_sample_ms("cpu"),
         loader_stats=loader_stats(log.measured_stats),
@@ -149,6 +172,7 @@ def cell_files(
         epochs_completed=log.epochs_completed,
         epochs=tuple(epochs),
         warmup=Warmup(steps=sum(r.warmup for r in log.rows), method=warmup),
+        window=chosen.window,
         repeats=tuple(
             RepeatFigures(
                 samples_per_s=m.metrics.samples_per_s,
@@ -168,10 +192,15 @@ def cell_files(
         epoch1_vs_steady=epoch1_vs_steady(epochs, metrics.samples_per_s),
         device_read_bytes=device_bytes,
         tier_device=tier_device,
-        device_read_bytes_per_s=tier_bytes / metrics.wall_s if tier_bytes and metrics.wall_s else None,
-        cpu_percent_per_core=tuple(
-            telemetry.mean_cpu_percent(log.measure_start or 0.0, log.measure_end or 0.0)
-        ),
+        device_read_bytes_per_s=telemetry.rate(start, end, lambda t: t.process_read_bytes),
+        read_call_bytes_per_s=telemetry.rate(start, end, lambda t: t.process_read_chars),
+        cell_device_read_bytes=telemetry.growth(lambda t: t.process_read_bytes),
+        host_device_read_bytes_per_s=telemetry.rate(
+            start, end, lambda t: t.disk_read_bytes.get(tier_device, 0)
+        )
+        if tier_device
+        else None,
+        cpu_percent_per_core=tuple(telemetry.mean_cpu_percent(start, end)),
         consumer=consumer.describe(),
         scale=tuple(_at_scale(cell, consumer, log.rows)),
         scale_method=scale.METHOD,

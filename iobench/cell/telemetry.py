@@ -1,12 +1,17 @@
-"""Host telemetry sampled beside the step loop: CPU per core, disk reads per device, memory."""
+"""Telemetry sampled beside the step loop: the host's CPU per core, memory and disk reads per
+device, and the bytes the cell's own processes read (host/proctree.py)."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import psutil
+
+from iobench.host.proctree import ProcessTree
 
 
 @dataclass
@@ -15,7 +20,11 @@ class TelemetrySample:
     cpu_percent: list[float]
     mem_used_bytes: int
     mem_available_bytes: int
-    disk_read_bytes: dict[str, int]  # cumulative, per device
+    disk_read_bytes: dict[str, int]  # cumulative, per device, host-wide
+    # cumulative over the cell's process tree: read from block devices / returned by read calls;
+    # None where the kernel's per-process I/O accounting is not readable
+    process_read_bytes: int | None = None
+    process_read_chars: int | None = None
 
 
 @dataclass
@@ -25,14 +34,37 @@ class Telemetry:
     def between(self, start: float, end: float) -> list[TelemetrySample]:
         return [s for s in self.samples if start <= s.t <= end]
 
-    def disk_read_bytes(self, start: float, end: float) -> dict[str, int]:
-        """Bytes the block devices delivered between two instants (nearest samples outside them)."""
+    def _around(self, start: float, end: float) -> tuple[TelemetrySample, TelemetrySample] | None:
+        """The last sample at or before ``start`` and the first at or after ``end`` (the nearest
+        ones inside when the sampling started late or stopped early)."""
         before = [s for s in self.samples if s.t <= start] or self.samples[:1]
         after = [s for s in self.samples if s.t >= end] or self.samples[-1:]
-        if not before or not after:
+        return (before[-1], after[0]) if before and after else None
+
+    def disk_read_bytes(self, start: float, end: float) -> dict[str, int]:
+        """Bytes the block devices delivered between two instants, host-wide."""
+        pair = self._around(start, end)
+        if pair is None:
             return {}
-        a, b = before[-1].disk_read_bytes, after[0].disk_read_bytes
+        a, b = pair[0].disk_read_bytes, pair[1].disk_read_bytes
         return {dev: b[dev] - a.get(dev, 0) for dev in b if b[dev] - a.get(dev, 0) > 0}
+
+    def rate(self, start: float, end: float, read: Callable[[TelemetrySample], int | None]) -> float | None:
+        """A cumulative counter's growth per second between two instants: over the span of the
+        samples that bracket them, so the bytes and the seconds cover the same time."""
+        pair = self._around(start, end)
+        if pair is None:
+            return None
+        a, b = read(pair[0]), read(pair[1])
+        span = pair[1].t - pair[0].t
+        return (b - a) / span if a is not None and b is not None and span > 0 else None
+
+    def growth(self, read: Callable[[TelemetrySample], int | None]) -> int | None:
+        """A cumulative counter's growth from the first sample to the last (the whole repeat)."""
+        if not self.samples:
+            return None
+        a, b = read(self.samples[0]), read(self.samples[-1])
+        return b - a if a is not None and b is not None else None
 
     def mean_cpu_percent(self, start: float, end: float) -> list[float]:
         window = self.between(start, end)
@@ -43,17 +75,23 @@ class Telemetry:
 
 
 class TelemetrySampler:
-    """A daemon thread sampling psutil every ``interval`` seconds while the cell runs."""
+    """A daemon thread sampling every ``interval`` seconds while the cell runs. ``root`` is the
+    process whose tree is the cell's (this process, or the launcher of a multi-rank cell's ranks)."""
 
-    def __init__(self, interval: float = 0.25) -> None:
+    def __init__(self, interval: float = 0.25, root: int | None = None) -> None:
         self.interval = interval
         self.telemetry = Telemetry()
+        try:
+            self.tree: ProcessTree | None = ProcessTree(root if root is not None else os.getpid())
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            self.tree = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="iobench-telemetry", daemon=True)
 
     def _sample(self) -> None:
         mem = psutil.virtual_memory()
         disks = psutil.disk_io_counters(perdisk=True) or {}
+        tree = self.tree.totals() if self.tree is not None else None
         self.telemetry.samples.append(
             TelemetrySample(
                 t=time.perf_counter(),
@@ -61,6 +99,8 @@ class TelemetrySampler:
                 mem_used_bytes=mem.used,
                 mem_available_bytes=mem.available,
                 disk_read_bytes={dev: c.read_bytes for dev, c in disks.items()},
+                process_read_bytes=int(tree["read_bytes"]) if tree else None,
+                process_read_chars=int(tree["read_chars"]) if tree else None,
             )
         )
 

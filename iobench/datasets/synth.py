@@ -32,6 +32,7 @@ from iobench.datasets.parquet import DEFAULT_ROW_GROUP, check_format, open_shard
 from iobench.datasets.photos import fingerprint, load_photos, noise_bank, render_jpeg
 from iobench.datasets.shardwriter import member_bytes
 from iobench.host.atomic import atomic_write_json
+from iobench.host.cachedir import cache_dir
 
 GENERATOR = "iobench.synth"
 GENERATOR_VERSION = 1
@@ -139,12 +140,6 @@ def calibrate(
         cache_file.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_json(cache_file, {"noise_scale": best[0], "mean_jpeg_bytes": best[1]})
     return best
-
-
-def cache_dir() -> Path:
-    """``$IOBENCH_CACHE`` or ``~/.cache/iobench``."""
-    env = os.environ.get("IOBENCH_CACHE")
-    return Path(env) if env else Path.home() / ".cache" / "iobench"
 
 
 def _calibration_cache_file(target_kb: float, samples: int) -> Path:

@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 
 if TYPE_CHECKING:
+    from iobench.analysis.decoderate import DecodeRate
+
     from .accelerators import AcceleratorDemand
-    from .decoderate import DecodeRate
 
 
 def add_inspect_arguments(parser: argparse.ArgumentParser) -> None:
@@ -31,7 +32,8 @@ def add_inspect_arguments(parser: argparse.ArgumentParser) -> None:
         "--decode-rate",
         type=float,
         metavar="N",
-        help="JPEG decode+augment samples/s per core (default: measure)",
+        help="JPEG decode+augment samples/s per core at 110 KiB per sample (default: measure here, and keep "
+        "the figure as this host's calibration for recommend and the sweep's estimate)",
     )
     rate.add_argument(
         "--results",
@@ -48,22 +50,29 @@ def add_inspect_arguments(parser: argparse.ArgumentParser) -> None:
 def _decode_rate(
     args: argparse.Namespace, demand: AcceleratorDemand | None, notes: list[str]
 ) -> DecodeRate | None:
-    from .decoderate import given_rate, measure_here, rate_from_run
+    """Given, from a run, or measured here and kept as this host's calibration (which recommend
+    and the sweep's estimate then use): analysis/decoderate.py."""
+    from iobench.analysis import decoderate
 
-    if args.decode_rate is not None:
-        return given_rate(args.decode_rate)
-    if args.results:
-        return rate_from_run(args.results)
+    if args.decode_rate is not None or args.results:
+        return decoderate.resolve(rate=args.decode_rate, results=[args.results] if args.results else None)
     if demand is None:
         return None  # nothing to compare a rate with: spare the measurement
     if os.path.realpath(args.root) != "/":
         notes.append("decode rate: not measured for a recorded tree (this CPU is not its CPU)")
         return None
-    return measure_here()
+    rate = decoderate.measure_here()
+    try:
+        notes.append(f"decode rate: kept as this host's calibration in {decoderate.save(rate)}")
+    except OSError as exc:
+        notes.append(f"decode rate: could not keep it as this host's calibration ({exc})")
+    return rate
 
 
 def inspect_command(args: argparse.Namespace, console: Console, nvml_lib: Any = None) -> int:
     """Inventory, demand, decode rate and pitfalls; ``nvml_lib`` replaces pynvml (tests)."""
+    from iobench.analysis.decoderate import REFERENCE_SAMPLE_BYTES
+
     from .accelerators import demand_of_gpus, parse_accelerators
     from .inventory import collect_inventory
     from .pitfalls import find_pitfalls
@@ -85,7 +94,7 @@ def inspect_command(args: argparse.Namespace, console: Console, nvml_lib: Any = 
         doc = {
             "inventory": inv.as_dict(),
             "demand": None if demand is None else {**asdict(demand), "samples_per_s": demand.samples_per_s},
-            "decode_rate": None if rate is None else asdict(rate),
+            "decode_rate": None if rate is None else rate.as_dict(REFERENCE_SAMPLE_BYTES),
             "pitfalls": [p.as_dict() for p in pitfalls],
             "notes": notes,
         }

@@ -10,13 +10,15 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
+from iobench.analysis.decoderate import REFERENCE_SAMPLE_BYTES, DecodeRate
 from iobench.host.units import format_bytes
 
 from .accelerators import AcceleratorDemand
-from .decoderate import DecodeRate
 from .inventory import Inventory
 
-RAM_PER_GPU_MEMORY = 4  # host RAM >= 4x total GPU memory: a rule of thumb (DESIGN.md, vendor write-ups)
+RAM_PER_GPU_MEMORY = (
+    4  # host RAM >= 4x total GPU memory: a rule of thumb (docs/recommend.md 'Published claims')
+)
 SEVERITIES = ("high", "warning", "info")
 
 
@@ -145,7 +147,7 @@ def _cores(inv: Inventory, demand: AcceleratorDemand | None, rate: DecodeRate | 
     if not known:
         return "cores for decode: the CPU count is unknown; not checked"
     cores = min(known)
-    needed = demand.samples_per_s / rate.samples_per_s_per_core
+    needed = demand.samples_per_s / rate.per_core(REFERENCE_SAMPLE_BYTES)
     if needed <= cores:
         return None
     if usable and logical and usable < logical:
@@ -160,7 +162,7 @@ def _cores(inv: Inventory, demand: AcceleratorDemand | None, rate: DecodeRate | 
         "too few CPU cores to decode and augment at the accelerators' demand",
         f"{demand.count}x {demand.type} training {demand.model} demand {demand.samples_per_s:,.0f} samples/s "
         f"({demand.samples_per_s_each:,.0f} each: {demand.source.rstrip('.')}); decode+augment runs at "
-        f"{rate.samples_per_s_per_core:,.0f} samples/s per core ({rate.source}); so at least "
+        f"{rate.describe(REFERENCE_SAMPLE_BYTES)}; so at least "
         f"{math.ceil(needed)} cores are needed and {have}",
         "Decode on the GPU (DALI with device='mixed'), store pre-resized or lower-quality JPEGs, or use a "
         "host with more cores; `iobench diagnose` measures the prep ceiling of the real loader.",

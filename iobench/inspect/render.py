@@ -6,10 +6,10 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from iobench.analysis.decoderate import REFERENCE_SAMPLE_BYTES, DecodeRate
 from iobench.host.units import format_bytes
 
 from .accelerators import AcceleratorDemand
-from .decoderate import DecodeRate
 from .inventory import Inventory
 from .pitfalls import Pitfall
 
@@ -147,9 +147,7 @@ def render(
             f"(from {demand.found_by}): {demand.samples_per_s:,.0f} samples/s"
         )
     if rate:
-        console.print(
-            f"[bold]Decode+augment[/bold] {rate.samples_per_s_per_core:,.0f} samples/s per core ({rate.source})"
-        )
+        console.print(f"[bold]Decode+augment[/bold] {rate.describe(REFERENCE_SAMPLE_BYTES)}", highlight=False)
     console.rule("pitfalls")
     if not pitfalls:
         console.print("[green]none found[/green] (the checks that could not run are listed below)")

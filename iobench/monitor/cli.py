@@ -12,7 +12,6 @@ and psutil load when the command runs.
 from __future__ import annotations
 
 import argparse
-import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -28,22 +27,16 @@ DEFAULT_PORT = 9451
 POLL_S = 0.2
 
 
-class ProcessTree:
-    """Counters of a process and its descendants, as a Prometheus collector.
-
-    Linux adds a reaped child's I/O and CPU to its parent's counters, so the sum over the live tree
-    carries on when DataLoader workers exit at the end of an epoch. Between a worker's exit and its
-    reaping the sum can dip; the counters exported are the highest sums seen, so they never go
-    back (a dip would read as a counter reset to Prometheus).
-    """
+class JobCounters:
+    """A job's process tree (host/proctree.py) as a Prometheus collector."""
 
     def __init__(self, pid: int) -> None:
         import psutil
 
-        self._psutil = psutil
+        from iobench.host.proctree import ProcessTree
+
         try:
-            self.root = psutil.Process(pid)
-            self.root.io_counters()
+            self.tree = ProcessTree(pid)
         except psutil.NoSuchProcess:
             raise ValueError(
                 f"--pid {pid}: no such process (is the job running? `pgrep -f train.py` finds it)"
@@ -53,45 +46,14 @@ class ProcessTree:
                 f"--pid {pid}: /proc/{pid}/io is readable only by the job's owner or root: run iobench "
                 "monitor as the user who started the job"
             ) from None
-        self._high: dict[str, float] = {}
-        self._lock = threading.Lock()  # two scrapes at once must not race on the high-water marks
 
     def alive(self) -> bool:
-        psutil = self._psutil
-        try:
-            return self.root.is_running() and self.root.status() != psutil.STATUS_ZOMBIE
-        except psutil.NoSuchProcess:
-            return False
-
-    def totals(self) -> dict[str, float]:
-        """Sums over the tree now: counters as high-water marks, gauges as they are."""
-        psutil = self._psutil
-        sums = dict.fromkeys(("read_chars", "read_bytes", "user", "system", "rss", "processes"), 0.0)
-        try:
-            procs = [self.root, *self.root.children(recursive=True)]
-        except psutil.NoSuchProcess:
-            procs = []
-        for proc in procs:
-            try:
-                with proc.oneshot():
-                    io, cpu, rss = proc.io_counters(), proc.cpu_times(), proc.memory_info().rss
-            except (psutil.NoSuchProcess, psutil.AccessDenied):
-                continue  # exited meanwhile (its counters moved to its parent), or not ours to read
-            sums["read_chars"] += io.read_chars
-            sums["read_bytes"] += io.read_bytes
-            sums["user"] += cpu.user + cpu.children_user
-            sums["system"] += cpu.system + cpu.children_system
-            sums["rss"] += rss
-            sums["processes"] += 1
-        with self._lock:
-            for key in ("read_chars", "read_bytes", "user", "system"):
-                sums[key] = self._high[key] = max(self._high.get(key, 0.0), sums[key])
-        return sums
+        return self.tree.alive()
 
     def collect(self) -> list:
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-        t = self.totals()
+        t = self.tree.totals()
         cpu = CounterMetricFamily(
             "iobench_job_cpu_seconds", "CPU seconds of the job's processes.", labels=["mode"]
         )
@@ -217,7 +179,7 @@ def monitor_command(args: argparse.Namespace, console: Console) -> int:
         )
     if args.duration is not None and args.duration <= 0:
         raise ValueError(f"--duration {args.duration}: must be a positive number of seconds")
-    tree = ProcessTree(args.pid) if args.pid is not None else None
+    tree = JobCounters(args.pid) if args.pid is not None else None
     cell = SweepCell(args.run_dir) if args.run_dir is not None else None
     nvml = _open_gpus(args.gpu, None if args.once else console)  # --once prints metrics only
     registry = CollectorRegistry()
@@ -237,7 +199,7 @@ def monitor_command(args: argparse.Namespace, console: Console) -> int:
 
 
 def _serve(
-    registry: CollectorRegistry, tree: ProcessTree | None, args: argparse.Namespace, console: Console
+    registry: CollectorRegistry, tree: JobCounters | None, args: argparse.Namespace, console: Console
 ) -> int:
     from loaders.prometheus import serve_registry
 

@@ -28,7 +28,6 @@ from ..results.store import cell_summaries, read_manifest
 from ..results.summary import CellManifest, CellSummary
 from .model import hit_ratio
 
-PREP_STAGES = ("decode", "augment", "collate")
 # a reader that waits on storage for less than this share of its time is taken as CPU-bound
 STORAGE_WAIT_CPU_BOUND = 0.10
 
@@ -180,7 +179,7 @@ class CacheCheck:
 @dataclass
 class Calibration:
     cells: list[CellFacts]
-    prep_cpu_ms: Figure | None  # decode + augment + collate thread CPU per sample
+    collate_ms: Figure | None  # collate thread CPU per sample (decode + augment: analysis/decoderate.py)
     overhead_ms: Figure | None  # the loader's CPU per sample outside the stage timers
     main_ms: Figure | None  # the training process's CPU per sample (receiving batches)
     tiers: dict[str, TierFigures] = field(default_factory=dict)
@@ -188,13 +187,13 @@ class Calibration:
     caches: list[CacheCheck] = field(default_factory=list)
     cores: int | None = None
 
-    def cpu_ms(self, fetch_cpu_ms: float = 0.0) -> float | None:
-        """CPU ms per sample when the workers fill the cores: decode+augment+collate, the fetch's
-        CPU, the loader's overhead and the training process's share."""
-        if self.prep_cpu_ms is None:
+    def other_ms(self, fetch_cpu_ms: float = 0.0) -> float | None:
+        """CPU ms per sample besides decode + augment when the workers fill the cores: collate, the
+        fetch's CPU, the loader's overhead and the training process's share."""
+        if self.collate_ms is None:
             return None
         extra = sum(f.value for f in (self.overhead_ms, self.main_ms) if f is not None)
-        return self.prep_cpu_ms.value + fetch_cpu_ms + extra
+        return self.collate_ms.value + fetch_cpu_ms + extra
 
     def tier_of_kind(self, kinds: tuple[str, ...]) -> TierFigures | None:
         """The measured tier of one of ``kinds`` with the highest bandwidth (exact before lower bounds)."""
@@ -302,13 +301,11 @@ def calibrate(cells: list[CellFacts], *, loader: str | None = None, batch: int |
     loader kind and batch size for the CPU figures (per-batch overheads differ), falling back to
     all cells."""
     if not cells:
-        return Calibration(cells=[], prep_cpu_ms=None, overhead_ms=None, main_ms=None)
+        return Calibration(cells=[], collate_ms=None, overhead_ms=None, main_ms=None)
     match = {k: v for k, v in (("loader", loader), ("batch_size", batch)) if v is not None}
     pool = _prefer(cells, **match)
-    prep = [sum(c.cpu_ms[s] for s in PREP_STAGES) for c in pool]
-    prep_fig = Figure(
-        statistics.median(prep), f"median decode+augment+collate thread CPU of {len(prep)} cell(s)"
-    )
+    collate = [c.cpu_ms["collate"] for c in pool]
+    collate_fig = Figure(statistics.median(collate), f"median collate thread CPU of {len(collate)} cell(s)")
     overhead_fig = _median_figure([(o, c) for c in pool if (o := overhead_of(c)) is not None])
     overhead_s = overhead_fig.value / 1000.0 if overhead_fig else 0.0
     main_fig = _median_figure([(m, c) for c in pool if (m := main_share_of(c, overhead_s)) is not None])
@@ -341,7 +338,7 @@ def calibrate(cells: list[CellFacts], *, loader: str | None = None, batch: int |
     cores = max(c.cores for c in cells)
     return Calibration(
         cells=cells,
-        prep_cpu_ms=prep_fig,
+        collate_ms=collate_fig,
         overhead_ms=overhead_fig,
         main_ms=main_fig,
         tiers=tiers,

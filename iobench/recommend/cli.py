@@ -14,10 +14,13 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from iobench.host.units import format_bytes
+
 if TYPE_CHECKING:
     from rich.console import Console
 
     from .options import Scenario
+    from .servers import Server
 
 _COUNT_X = re.compile(r"^\s*(?:(\d+)\s*[x×*]\s*)?(\S.*?)\s*$", re.IGNORECASE)
 
@@ -71,13 +74,20 @@ def add_recommend_arguments(p: argparse.ArgumentParser) -> None:
     job.add_argument(
         "--batch-size", type=int, default=256, help="per accelerator, for RAM sizing (default 256)"
     )
-    host = p.add_argument_group("the server")
-    host.add_argument(
-        "--nvme", metavar="[N x]SIZE", help="local NVMe, e.g. 2x3.84TB or 7.68TB (default: none)"
+    host = p.add_argument_group(
+        "the target server (what is not given comes from --server, else the reference server of the "
+        "accelerator type; never from this machine unless --server this-host)"
     )
-    host.add_argument("--ram", metavar="SIZE", help="host RAM (default: this machine's)")
     host.add_argument(
-        "--cores", type=int, help="CPU cores for the input pipeline (default: this machine's usable)"
+        "--server",
+        metavar="NAME",
+        help="a reference server of configs/servers.yaml (dgx-h100, dgx-h200, dgx-a100), or this-host",
+    )
+    host.add_argument("--nvme", metavar="[N x]SIZE", help="local NVMe, e.g. 2x3.84TB or 7.68TB, or none")
+    host.add_argument("--ram", metavar="SIZE", help="host RAM, e.g. 1TB")
+    host.add_argument("--cores", type=int, help="CPU cores for the input pipeline")
+    host.add_argument(
+        "--nic", metavar="RATE", help="the storage network's bandwidth, bytes/s, e.g. 50GB/s (400 Gb/s)"
     )
     host.add_argument(
         "--memory-cache", metavar="SIZE", help="RAM for a dataset cache (default: half the RAM)"
@@ -102,13 +112,24 @@ def add_recommend_arguments(p: argparse.ArgumentParser) -> None:
         "--prefetch", type=int, default=2, help="batches in flight per loader worker (default 2)"
     )
     model.add_argument(
+        "--decode-rate",
+        type=float,
+        metavar="SAMPLES_PER_S",
+        help="CPU decode+augment samples/s per core at the sample size (default: from --results, else "
+        "this host's calibration by `iobench inspect`, else the reference figure of docs/recommend.md)",
+    )
+    model.add_argument(
         "--dali-per-gpu",
         type=float,
         metavar="SAMPLES_PER_S",
         help="DALI GPU decode rate per GPU (default: a sweep's DALI cell on a GPU, else 7,000)",
     )
     p.add_argument(
-        "--results", nargs="+", metavar="RUN_DIR", help="run directories of sweeps on this hardware"
+        "--results",
+        nargs="+",
+        metavar="RUN_DIR",
+        help="run directories of sweeps on this hardware (without --sample-size or --manifest, the "
+        "sample size is the runs' datasets')",
     )
     p.add_argument(
         "--ranks",
@@ -131,20 +152,83 @@ def _dataset(args: argparse.Namespace) -> tuple[float, float, str]:
         if not m.num_samples:
             raise ValueError(f"--manifest {args.manifest}: the dataset has no samples")
         return float(m.total_bytes), float(m.mean_sample_bytes), f"manifest {directory / MANIFEST_NAME}"
-    if not (args.dataset_size and args.sample_size):
-        raise ValueError("give the dataset: --dataset-size SIZE and --sample-size SIZE, or --manifest PATH")
-    total, sample = _size(args.dataset_size, "--dataset-size"), _size(args.sample_size, "--sample-size")
+    if not args.dataset_size:
+        raise ValueError("give the dataset: --dataset-size SIZE (and --sample-size SIZE), or --manifest PATH")
+    total = _size(args.dataset_size, "--dataset-size")
+    if args.sample_size:
+        sample, said = _size(args.sample_size, "--sample-size"), "given"
+    elif args.results:
+        sample, said = _runs_sample_bytes(args.results)
+    else:
+        raise ValueError(
+            "give the sample size: --sample-size SIZE (or --results, to take the runs' datasets')"
+        )
     if sample > total:
         raise ValueError(
-            f"--sample-size {args.sample_size} is larger than --dataset-size {args.dataset_size}"
+            f"the sample size ({format_bytes(sample)}) is larger than --dataset-size {args.dataset_size}"
         )
-    return float(total), float(sample), "given"
+    return float(total), float(sample), said
+
+
+def _runs_sample_bytes(run_dirs: list[str]) -> tuple[float, str]:
+    """The median mean sample size of the datasets the runs' cells read (their manifests)."""
+    import statistics
+
+    from iobench.results.store import cell_summaries, read_manifest
+
+    sizes = []
+    for run_dir in run_dirs:
+        for s in cell_summaries(Path(run_dir)):
+            m = read_manifest(Path(run_dir), s.cell_id) if s.ok else None
+            if m is not None and m.dataset.mean_sample_bytes:
+                sizes.append(m.dataset.mean_sample_bytes)
+    if not sizes:
+        raise ValueError(
+            f"--results {' '.join(run_dirs)}: no cell's manifest gives a sample size; give --sample-size SIZE"
+        )
+    size = statistics.median(sizes)
+    return float(
+        size
+    ), f"sample size {format_bytes(size)} from the datasets of --results {' '.join(run_dirs)}"
+
+
+def _target(args: argparse.Namespace, kind: str) -> tuple[Server | None, str]:
+    """The server the flags leave to a profile, and how the target was described, in words."""
+    from .servers import THIS_HOST, for_accelerator, profile, this_host
+
+    given = [
+        f"{flag} {v}"
+        for flag, v in (("--nvme", args.nvme), ("--ram", args.ram), ("--cores", args.cores))
+        if v is not None
+    ]
+    if args.server:
+        server = this_host() if args.server == THIS_HOST else profile(args.server)
+    elif len(given) == 3:
+        return None, "as given: " + ", ".join(given)
+    else:
+        server = for_accelerator(kind)
+        if server is None:
+            missing = [f for f in ("--nvme", "--ram", "--cores") if getattr(args, f[2:]) is None]
+            raise ValueError(
+                f"the target server: {', '.join(missing)} not given, and configs/servers.yaml has no "
+                f"reference server for {kind}; give them, or --server NAME, or --server {THIS_HOST} to model "
+                "this machine"
+            )
+    how = (
+        "chosen with --server"
+        if args.server
+        else f"the reference server for {kind}, as --server was not given"
+    )
+    said = f"{server.name}: {server.summary()} ({how}; {server.source})"
+    if given:
+        said += "; given instead: " + ", ".join(given)
+    return server, said
 
 
 def scenario(args: argparse.Namespace) -> Scenario:
     """The scenario the arguments describe, every value checked."""
+    from iobench.analysis import decoderate
     from iobench.cell.demand import load_accelerator_table, lookup_demand
-    from iobench.host.cores import usable_cores
 
     from .calibrate import Figure
     from .options import Scenario
@@ -168,19 +252,26 @@ def scenario(args: argparse.Namespace) -> Scenario:
             d.samples_per_s, f"configs/accelerators.yaml {kind}/{args.model}/{args.demand}: {d.source}"
         )
     memory_gib = (table.get(kind) or {}).get("memory_gib")
+    server, target = _target(args, kind)
+    nvme_text = args.nvme if args.nvme is not None else (server.nvme if server else None)
     devices, nvme = 0, 0
-    if args.nvme:
-        devices, each = parse_count_of(args.nvme, "--nvme")
+    if nvme_text and nvme_text.strip().lower() != "none":
+        devices, each = parse_count_of(nvme_text, "--nvme")
         nvme = devices * _size(each, "--nvme")
-    if args.ram:
-        ram = _size(args.ram, "--ram")
-    else:
-        import psutil
-
-        ram = psutil.virtual_memory().total
-    cores = args.cores if args.cores is not None else usable_cores()
+    ram = _size(args.ram if args.ram is not None else server.ram, "--ram")  # type: ignore[union-attr]
+    cores = args.cores if args.cores is not None else server.cores  # type: ignore[union-attr]
     if cores < 1:
         raise ValueError(f"--cores {cores}: must be at least 1")
+    nic = None
+    if args.nic is not None:
+        from iobench.host.units import parse_bandwidth
+
+        try:
+            nic = parse_bandwidth(args.nic)
+        except ValueError as exc:
+            raise ValueError(f"--nic: {exc}") from None
+    elif server is not None:
+        nic = server.nic_bytes_per_s
     for flag, value in (("--batch-size", args.batch_size), ("--prefetch", args.prefetch)):
         if value < 1:
             raise ValueError(f"{flag} {value}: must be at least 1")
@@ -210,6 +301,9 @@ def scenario(args: argparse.Namespace) -> Scenario:
         decoded_sample_bytes=float(_size(args.decoded_sample_size, "--decoded-sample-size")),
         memory_cache_bytes=float(memory_cache) if memory_cache is not None else None,
         dali_per_gpu=dali,
+        nic_bytes_per_s=nic,
+        target=target,
+        decode=decoderate.resolve(rate=args.decode_rate, results=args.results, sample_bytes=sample_bytes),
     )
 
 

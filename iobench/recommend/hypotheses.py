@@ -1,7 +1,9 @@
-"""The published rules of thumb, each set against what the model predicts for this scenario.
+"""The published rules of thumb, each set against what the model predicts for the target server.
 
-They come from vendor-style write-ups (shared/DESIGN.md "Published claims", shared/seeds/004):
-hypotheses to test on the user's hardware, never inputs to the ranking.
+They come from a vendor-style write-up (quoted in docs/recommend.md "Published claims"):
+hypotheses to test on the user's hardware, never inputs to the ranking. Each is judged on the
+server the recommendation is for: a rule about hardware the target does not have cannot be
+judged there, and says so.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from .calibrate import Calibration
 from .crossovers import label
 from .options import Scenario, options
 
-SOURCE = "shared/seeds/004 via shared/DESIGN.md 'Published claims'"
+SOURCE = "docs/recommend.md 'Published claims'"
 # the write-up's storage rule, checked at one size inside each of its ranges: (size, tier, rule)
 TIER_RULE = (
     (0.5e12, "local NVMe", "< 1 TB: 4 x NVMe RAID0"),
@@ -36,10 +38,15 @@ class Check:
 def _tier_checks(s: Scenario, cal: Calibration | None) -> list[Check]:
     out = []
     for size, tier, rule in TIER_RULE:
+        at = f"{rule} (checked at {size / 1e12:g} TB)"
+        if tier == "local NVMe" and s.nvme_bytes < size:
+            have = f"{s.nvme_bytes / 1e12:.2f} TB of NVMe" if s.nvme_bytes else "no local NVMe"
+            out.append(Check(at, SOURCE, f"cannot be judged on this server: it has {have}", None))
+            continue
         best = options(replace(s, dataset_bytes=size), cal)[0]
         out.append(
             Check(
-                rule=f"{rule} (checked at {size / 1e12:g} TB)",
+                rule=at,
                 source=SOURCE,
                 model_says=f"{label(best)} leads: AU {best.prediction.au:.2f}, {best.prediction.binding}-bound",
                 agrees=best.name == tier,
@@ -56,10 +63,10 @@ def _ram_check(s: Scenario, cal: Calibration | None) -> Check:
     need = best.ram.needed_bytes
     wanted = 4 * s.accelerator_memory_bytes * s.accelerators
     return Check(
-        rule=f"{rule}: {wanted / 1e9:,.0f} GB here",
+        rule=f"{rule} (4 x {s.accelerators} x {s.accelerator_memory_bytes / 2**30:,.0f} GiB = {wanted / 1e9:,.0f} GB)",
         source=SOURCE,
         model_says=f"the leading option needs {need / 1e9:,.0f} GB (loader buffers and cache); "
-        f"the host has {s.ram_bytes / 1e9:,.0f} GB",
+        f"the target server has {s.ram_bytes / 1e9:,.0f} GB",
         agrees=(s.ram_bytes >= wanted) == (s.ram_bytes >= need),
     )
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field, replace
 
-from iobench.sweep.estimate import DECODE_PER_CORE
+from iobench.analysis.decoderate import ASSUMED, DecodeRate
 
 from .calibrate import Calibration, Figure
 from .model import (
@@ -29,22 +29,20 @@ from .model import (
     required,
 )
 
-DESIGN = "shared/DESIGN.md 'Published claims' (from seeds/004: a vendor-style write-up; a hypothesis)"
-NVME_PER_DEVICE = Figure(3e9, f"~3 GB/s per device, from 4 x NVMe RAID0 ~ 12 GB/s: {DESIGN}")
-OBJECT_STORE = Figure(8e9, f"2 x NVMe cache + object storage ~ 8 GB/s: {DESIGN}")
-CEPH = Figure(5e9, f"Ceph + memory cache ~ 5 GB/s: {DESIGN}")
+CLAIMS = "docs/recommend.md 'Published claims' (a vendor-style write-up: a hypothesis)"
+NVME_PER_DEVICE = Figure(3e9, f"~3 GB/s per device, from 4 x NVMe RAID0 ~ 12 GB/s: {CLAIMS}")
+OBJECT_STORE = Figure(8e9, f"2 x NVMe cache + object storage ~ 8 GB/s: {CLAIMS}")
+CEPH = Figure(5e9, f"Ceph + memory cache ~ 5 GB/s: {CLAIMS}")
 RAM_PER_READER = Figure(
-    2.3e9, "a single-threaded buffered read from the page cache, 2.3 GB/s (shared/notes/cache-control.md)"
+    2.3e9,
+    "a single-threaded buffered read from the page cache, 2.3 GB/s on one core of a 2-core cloud VM "
+    "(docs/recommend.md 'Reference figures')",
 )
 DALI_PER_GPU = Figure(
     7000.0,
     "assumed: DALI with nvJPEG on an A100, hardware decoder taking 75 % of the images: ~7,000 images/s "
     "(NVIDIA, 'Loading Data Fast with DALI and the New Hardware JPEG Decoder in NVIDIA A100 GPUs', "
     "as read in NVIDIA/DALI issue #5362); taken for every GPU type",
-)
-CPU_PER_CORE = Figure(
-    DECODE_PER_CORE,
-    "iobench/sweep/estimate.py: simplejpeg decode + crop of ~110 KiB JPEGs, ~900 samples/s per core",
 )
 # when the setup is otherwise equal: the simpler one first (no extra service, no code change)
 SETUP_ORDER = ("local", "object+nvme", "ceph+ram", "what-if")
@@ -69,6 +67,9 @@ class Scenario:
     decoded_sample_bytes: float = 1e6
     memory_cache_bytes: float | None = None  # default: half the RAM
     dali_per_gpu: Figure | None = None  # default: measured by a sweep, else DALI_PER_GPU
+    nic_bytes_per_s: float | None = None  # the storage network: caps a remote tier; None: not modelled
+    target: str = ""  # how the server was described (given, a reference profile), for the report
+    decode: DecodeRate = ASSUMED  # CPU decode + augment per core (analysis/decoderate.py)
 
     @property
     def requirement(self) -> Requirement:
@@ -184,7 +185,7 @@ def _storages(s: Scenario, cal: Calibration | None) -> list[_Storage]:
             "object store + NVMe cache",
             "object+nvme",
             ("s3",),
-            _bandwidth(cal, ("s3",), OBJECT_STORE),
+            _remote(_bandwidth(cal, ("s3",), OBJECT_STORE), s),
             nvme if s.nvme_bytes else None,
             s.nvme_bytes,
             cache_in_ram=False,
@@ -193,7 +194,7 @@ def _storages(s: Scenario, cal: Calibration | None) -> list[_Storage]:
             "Ceph + RAM cache",
             "ceph+ram",
             ("rados", "cephfs"),
-            _bandwidth(cal, ("rados", "cephfs"), CEPH),
+            _remote(_bandwidth(cal, ("rados", "cephfs"), CEPH), s),
             ram,
             min(s.memory_cache, s.dataset_bytes),
             cache_in_ram=True,
@@ -220,11 +221,19 @@ def _storages(s: Scenario, cal: Calibration | None) -> list[_Storage]:
 
 
 def _cpu_parts(cal: Calibration, fetch_cpu_ms: float) -> str:
-    parts = [f"{cal.prep_cpu_ms.value:.2f} ms decode+augment+collate ({cal.prep_cpu_ms.source})"]
+    parts = [f"{cal.collate_ms.value:.2f} ms collate ({cal.collate_ms.source})"]  # type: ignore[union-attr]
     parts.append(f"{fetch_cpu_ms:.2f} ms fetch")
     for name, f in (("loader overhead", cal.overhead_ms), ("training process", cal.main_ms)):
         parts.append(f"{f.value:.2f} ms {name} ({f.source})" if f else f"{name} not measured: 0")
     return " + ".join(parts)
+
+
+def _remote(backend: Figure, s: Scenario) -> Figure:
+    """A remote tier's bandwidth, capped by the target's storage network."""
+    nic = s.nic_bytes_per_s
+    if nic is None or backend.value <= nic:
+        return backend
+    return Figure(nic, f"{backend.source}; capped by the server's storage network, {nic / 1e9:,.3g} GB/s")
 
 
 def _option(s: Scenario, st: _Storage, decode: str, cal: Calibration | None) -> Option:
@@ -240,18 +249,24 @@ def _option(s: Scenario, st: _Storage, decode: str, cal: Calibration | None) -> 
     ]
     if st.cache is not None:
         inputs.append(("cache read bandwidth (bytes/s)", st.cache))
-    cpu_ms = cal.cpu_ms(fetch_cpu) if cal is not None else None
-    if cpu_ms is not None:
-        per_core = Figure(1000.0 / cpu_ms, f"measured: {_cpu_parts(cal, fetch_cpu)} of CPU per sample")
-        # what the host still does per sample when the GPU decodes: the reads, the loader's
-        # overhead and the training process's share
-        host_ms = cpu_ms - cal.prep_cpu_ms.value
+    # decode + augment: one rate per host, at this scenario's sample size; the rest of the CPU a
+    # sample takes is measured by a sweep or, without one, left out (the cores are then a floor)
+    decode_ms = s.decode.ms_per_sample(s.sample_bytes)
+    other = cal.other_ms(fetch_cpu) if cal is not None else None
+    if other is not None:
+        assert cal is not None and cal.collate_ms is not None
+        other_fig = Figure(other, f"measured: {_cpu_parts(cal, fetch_cpu)}")
+        host_ms = other - cal.collate_ms.value  # with DALI the GPU decodes, augments and batches
     else:
-        per_core = replace(CPU_PER_CORE, source=f"assumed: {CPU_PER_CORE.source}")
-        cpu_ms, host_ms = 1000.0 / per_core.value, 0.0
+        other = host_ms = 0.0
+        other_fig = Figure(
+            0.0, "not measured (no --results): collate, fetch, loader and training process taken as 0"
+        )
+    cpu_ms = decode_ms + other
     if decode == "cpu":
-        inputs.append(("CPU decode+augment per core (samples/s)", per_core))
-        prep = s.cores * per_core.value
+        rate = Figure(s.decode.per_core(s.sample_bytes), s.decode.describe(s.sample_bytes))
+        inputs.append(("CPU decode+augment per core (samples/s)", rate))
+        prep = s.cores * 1000.0 / cpu_ms
         cores = cores_needed(req.samples_per_s, cpu_ms / 1000.0)
         workers = min(s.cores, max(1, math.ceil(cores)))
     else:
@@ -261,6 +276,7 @@ def _option(s: Scenario, st: _Storage, decode: str, cal: Calibration | None) -> 
         prep = min(gpu, s.cores / (host_ms / 1000.0)) if host_ms > 0 else gpu
         cores = cores_needed(req.samples_per_s, host_ms / 1000.0)
         workers = s.accelerators  # one DALI pipeline per GPU
+    inputs.append(("other CPU per sample (ms)", other_fig))
     p = predict({"prep": prep, "fetch": fetch}, req.samples_per_s)
     first_fetch_bytes = st.backend.value
     first = predict({"prep": prep, "fetch": first_fetch_bytes / s.sample_bytes}, req.samples_per_s)

@@ -31,16 +31,18 @@ def _plain(x: Any) -> Any:
 
 def to_json(report: dict) -> dict:
     out = _plain({k: v for k, v in report.items() if k != "calibration"})
+    s = report["scenario"]
+    out["scenario"]["decode"] = s.decode.as_dict(s.sample_bytes)
     cal = report["calibration"]
     out["calibration"] = None
     if cal is not None:
         out["calibration"] = _plain(
             {
                 "cells": [f"{c.cell_id} ({c.run})" for c in cal.cells],
-                "prep_cpu_ms": cal.prep_cpu_ms,
+                "collate_ms": cal.collate_ms,
                 "overhead_ms": cal.overhead_ms,
                 "main_ms": cal.main_ms,
-                "cpu_ms_per_sample": cal.cpu_ms(),
+                "other_cpu_ms_per_sample": cal.other_ms(),
                 "tiers": cal.tiers,
                 "caches": cal.caches,
                 "cores": cal.cores,
@@ -119,7 +121,7 @@ def _assumptions(report: dict, console: Console) -> None:
     )
     console.print(
         f" - RAM: loader buffers = workers x ({s.prefetch} + 2) batches x {s.batch} x "
-        f"{format_bytes(s.decoded_sample_bytes)} per decoded sample (~1 MB per 512x512 sample: seeds/004), plus "
+        f"{format_bytes(s.decoded_sample_bytes)} per decoded sample (~1 MB per 512x512 sample: docs/recommend.md 'Published claims'), plus "
         f"the RAM cache ({format_bytes(s.memory_cache)}, {'given' if s.memory_cache_bytes is not None else 'half the RAM'})"
     )
 
@@ -132,9 +134,11 @@ def _calibration(report: dict, console: Console) -> None:
         )
         return
     console.print(f"\n[bold]Calibration[/bold] from {len(cal.cells)} cell(s)")
-    if cal.prep_cpu_ms:
+    s = report["scenario"]
+    console.print(f" - decode+augment: {s.decode.describe(s.sample_bytes)}", markup=False)
+    if cal.collate_ms:
         console.print(
-            f" - decode+augment+collate: {cal.prep_cpu_ms.value:.2f} ms of CPU per sample ({cal.prep_cpu_ms.source})"
+            f" - collate: {cal.collate_ms.value:.2f} ms of CPU per sample ({cal.collate_ms.source})"
         )
     for name, f in (
         ("loader overhead outside the stage timers", cal.overhead_ms),
@@ -239,9 +243,14 @@ def render(report: dict, console: Console) -> None:
     console.print(
         f"[bold]{s.accelerators} x {s.accelerator}[/bold] need {req.samples_per_s:,.0f} samples/s = "
         f"{_bw(req.bytes_per_s)} of {format_bytes(s.sample_bytes)} samples; dataset {format_bytes(s.dataset_bytes)} "
-        f"({report['dataset_source']}); NVMe {format_bytes(s.nvme_bytes) if s.nvme_bytes else 'none'}, "
-        f"RAM {format_bytes(s.ram_bytes)}, {s.cores} cores"
+        f"({report['dataset_source']})"
     )
+    nic = f", storage network {_bw(s.nic_bytes_per_s)}" if s.nic_bytes_per_s else ""
+    console.print(
+        f"[bold]Target server[/bold]: NVMe {format_bytes(s.nvme_bytes) if s.nvme_bytes else 'none'}, "
+        f"RAM {format_bytes(s.ram_bytes)}, {s.cores} cores{nic}"
+    )
+    console.print(f"  {s.target}", markup=False, highlight=False)
     console.print(_options_table(report))
     best = report["options"][0]
     console.print(

@@ -7,7 +7,9 @@ A change in samples/s is *significant* when
 - otherwise: the ratio B/A differs from 1 by more than 5 % (the spread that flags a repeated cell
   as unstable, docs/method.md), since a single run has no variance to test against.
 
-Every row names the rule it used.
+Every row names the rule it used. Before the figures, the comparison names what differs between
+the two runs' configurations (:func:`config_differences`): a run of 2 epochs against one of 6, or
+of another dataset or library version, is not a before/after of one change.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from rich.text import Text
 
 from ..analysis.repeats import welch_test
 from ..results.api import load_summaries
+from ..results.codec import to_json
+from ..results.store import read_manifest
 from ..results.summary import CellSummary
 
 THRESHOLD = 0.05
@@ -43,11 +47,58 @@ def compare_runs(a: str | Path, b: str | Path) -> dict:
     return {
         "run_a": str(a),
         "run_b": str(b),
+        "differences": config_differences(a, b, [cid for cid in cells_a if cid in cells_b]),
         "rules": {"welch": RULE_WELCH, "threshold": RULE_THRESHOLD},
         "cells": cells,
         "only_a": [cid for cid in cells_a if cid not in cells_b],
         "only_b": [cid for cid in cells_b if cid not in cells_a],
     }
+
+
+# what of a cell's record is its configuration (the summary's ``cell``) and what of its manifest
+# describes the data, the software and the machine; cell_id matches the pair, so it never differs
+_MANIFEST_PARTS = ("dataset", "versions", "host")
+_NOT_CONFIG = {"cell.cell_id", "host.usable_cpus"}
+
+
+def _flat(value: object, prefix: str) -> dict[str, object]:
+    if isinstance(value, dict):
+        out: dict[str, object] = {}
+        for k, v in value.items():
+            out.update(_flat(v, f"{prefix}.{k}"))
+        return out
+    return {prefix: value}
+
+
+def _described(run: str | Path, cell_id: str, summary: CellSummary) -> dict[str, object]:
+    out = _flat(to_json(summary.cell), "cell")
+    manifest = read_manifest(Path(run), cell_id)
+    if manifest is not None:
+        for part in _MANIFEST_PARTS:
+            out.update(_flat(to_json(getattr(manifest, part)), part))
+    return {k.removeprefix("cell."): v for k, v in out.items() if k not in _NOT_CONFIG}
+
+
+def config_differences(a: str | Path, b: str | Path, cell_ids: list[str]) -> list[dict]:
+    """What differs between the runs' configurations, over the cells both ran: each setting (the
+    cell's tier, loader, accelerator, cache and run settings; its dataset, library versions and
+    host from the manifest) with its values in A and B and how many of the cells differ in it."""
+    summaries_a = {s.cell_id: s for s in load_summaries(a)}
+    summaries_b = {s.cell_id: s for s in load_summaries(b)}
+    found: dict[str, dict] = {}
+    for cid in cell_ids:
+        da, db = _described(a, cid, summaries_a[cid]), _described(b, cid, summaries_b[cid])
+        for key in sorted(set(da) | set(db)):
+            va, vb = da.get(key), db.get(key)
+            if va != vb and va is not None and vb is not None:  # a key only one side records: a format change
+                d = found.setdefault(key, {"setting": key, "a": set(), "b": set(), "cells": 0})
+                d["a"].add(repr(va))
+                d["b"].add(repr(vb))
+                d["cells"] += 1
+    return [
+        {**d, "a": sorted(d["a"]), "b": sorted(d["b"]), "of": len(cell_ids)}
+        for d in sorted(found.values(), key=lambda d: d["setting"])
+    ]
 
 
 def _verdict(s: CellSummary) -> str:
@@ -136,8 +187,9 @@ def render_comparison(comparison: dict) -> RenderableType:
             _change(c),
         )
     lines: list[RenderableType] = [
-        table,
         Text(f"A: {comparison['run_a']}\nB: {comparison['run_b']}"),
+        *_differences(comparison["differences"]),
+        table,
     ]
     used = sorted({c["rule"] for c in comparison["cells"] if c["rule"]})
     for rule in used:
@@ -159,3 +211,17 @@ def _change(c: dict) -> Text:
         style = "green" if c["direction"] == "faster" else "red"
         return Text(f"{c['direction']} [{c['rule']}{p}]{note}", style=f"bold {style}")
     return Text(f"within noise [{c['rule']}{p}]{note}")
+
+
+def _differences(differences: list[dict]) -> list[Text]:
+    if not differences:
+        return [Text("the two runs' configurations agree (cells, dataset, library versions, host)")]
+    out = [
+        Text("the configurations differ, so a change below may come from any of these:", style="bold yellow")
+    ]
+    for d in differences:
+        where = "" if d["cells"] == d["of"] else f" (in {d['cells']} of {d['of']} cells)"
+        out.append(
+            Text(f"  {d['setting']}: {' / '.join(d['a'])} → {' / '.join(d['b'])}{where}", style="yellow")
+        )
+    return out

@@ -21,7 +21,7 @@ from ..results.api import load_steps, load_summaries
 from ..results.store import read_manifest
 from ..results.summary import CellSummary
 from . import plots
-from .terminal import at_scale_line, diagnosis_lines
+from .terminal import at_scale_line, diagnosis_lines, window_cell
 
 REPORT_NAME = "report.html"
 
@@ -63,7 +63,7 @@ def _environment():
         bytes=format_bytes,
         tojson_sorted=lambda value: json.dumps(value, sort_keys=True),
     )
-    env.globals.update(diagnosis=diagnosis_lines, at_scale=at_scale_line)
+    env.globals.update(diagnosis=diagnosis_lines, at_scale=at_scale_line, window_cell=window_cell)
     return env
 
 
@@ -98,7 +98,9 @@ def timeline_of(with_steps: list[CellSummary]) -> tuple[CellSummary, int | None]
     """The cell (and rank) whose step timeline tells most: a synchronous multi-rank cell's rank
     that waited longest for its peers, where there is one; else the slowest cell (in a
     free-running multi-rank cell, its slowest rank)."""
-    in_step = [s for s in with_steps if s.distributed is not None and s.distributed.sync != "none" and s.ranks]
+    in_step = [
+        s for s in with_steps if s.distributed is not None and s.distributed.sync != "none" and s.ranks
+    ]
     if in_step:
         cell = max(in_step, key=lambda s: s.distributed.peer_wait_fraction)  # type: ignore[union-attr]
         return cell, max(cell.ranks, key=lambda r: r.peer_wait_s).rank

@@ -9,7 +9,7 @@ from rich.text import Text
 
 from iobench.analysis import scale
 from iobench.host.units import format_bytes
-from iobench.results.figures import RepeatSummary
+from iobench.results.figures import RepeatSummary, Window
 from iobench.results.summary import CellSummary
 
 LOST_ORDER = ("fetch", "decode", "augment", "collate", "h2d")
@@ -35,6 +35,7 @@ def results_table(summaries: list[CellSummary], title: str = "iobench sweep") ->
         ("AU", "right"),
         ("stall", "right"),
         ("wait p99", "right"),
+        ("window", "right"),
         ("verdict", "left"),
     ):
         table.add_column(col, justify=justify)  # type: ignore[arg-type]
@@ -43,6 +44,7 @@ def results_table(summaries: list[CellSummary], title: str = "iobench sweep") ->
             table.add_row(
                 Text(s.cell_id),
                 Text(s.cell.cache),
+                "-",
                 "-",
                 "-",
                 "-",
@@ -60,9 +62,59 @@ def results_table(summaries: list[CellSummary], title: str = "iobench sweep") ->
             f"{m.au:.2f}",
             _pct(m.stall_fraction),
             f"{m.wait_p99_ms:.0f} ms",
+            Text(window_cell(s.window), "" if s.window is None or s.window.met else "red"),
             Text(v.bound + (f" ({v.binding_stage})" if v.binding_stage else "")),
         )
     return table
+
+
+def window_cell(w: Window | None) -> str:
+    """The measured window in a table cell: seconds, steps, and the samples/s interval."""
+    if w is None:
+        return "-"  # a run older than the window record
+    ci = f" ±{100 * w.samples_per_s_rel_ci:.1f} %" if w.samples_per_s_rel_ci is not None else ""
+    return f"{w.seconds:.1f} s/{w.steps}{ci}" + ("" if w.met else " SHORT")
+
+
+def window_lines(s: CellSummary) -> list[tuple[str, str]]:
+    """The measured window in words (diagnosis_lines' pairs), flagged when it fell short of
+    run.min_measure."""
+    w = s.window
+    if w is None:
+        return []
+    least = s.cell.run.min_measure
+    text = f"window: {w.steps} steps over {w.seconds:.2f} s after warm-up, {w.epochs} epoch(s)"
+    if w.added_epochs:
+        text += (
+            f" ({w.added_epochs} added to reach run.min_measure: {least.steps} steps, {least.seconds:g} s)"
+        )
+    if w.samples_per_s_rel_ci is not None:
+        text += f"; samples/s ±{100 * w.samples_per_s_rel_ci:.1f} % (95 %, batch means)"
+    if not w.met:
+        return [(text, ""), (f"SHORT of run.min_measure, stopped by {w.short_because}", "warn")]
+    return [(text, "")]
+
+
+def reads_line(s: CellSummary) -> str | None:
+    """What the cell's processes read from storage, over the whole repeat and per second of the
+    window, with their read calls and the host's reads of the tier's device beside it
+    (docs/method.md, "Bytes read")."""
+    total, rate = s.cell_device_read_bytes, s.device_read_bytes_per_s
+    if total is None or rate is None:
+        return None
+    dataset = s.cache_state.total_bytes if s.cache_state else 0
+    share = f" ({total / dataset:.2f}x the dataset)" if dataset else ""
+    text = (
+        f"reads: the cell's processes read {format_bytes(total)} from block devices in the whole run{share}, "
+        f"{format_bytes(rate)}/s over the window"
+    )
+    if s.read_call_bytes_per_s is not None:
+        text += f"; their read calls returned {format_bytes(s.read_call_bytes_per_s)}/s (caches, sockets included)"
+    if s.host_device_read_bytes_per_s is not None and s.tier_device:
+        text += (
+            f"; {s.tier_device} delivered {format_bytes(s.host_device_read_bytes_per_s)}/s to the whole host"
+        )
+    return text
 
 
 def print_report(
@@ -91,7 +143,13 @@ def _print_cells(summaries: list[CellSummary], console: Console) -> None:
         for line in v.evidence:
             _say(console, f"   - {line}")
         if len(s.epochs) > 1 or any(e.requests for e in s.epochs):
-            for e in s.epochs:
+            shown = s.epochs if len(s.epochs) <= 6 else (*s.epochs[:3], *s.epochs[-2:])
+            for e in shown:
+                if len(shown) < len(s.epochs) and e is s.epochs[-2]:
+                    _say(
+                        console,
+                        f"   - ... {len(s.epochs) - len(shown)} more epochs (every one in the HTML report)",
+                    )
                 line = f"epoch {e.epoch}: {e.samples_per_s:,.0f} samples/s, stall {_pct(e.stall_fraction)}"
                 if e.cache_hit_ratio is not None:
                     line += (
@@ -176,6 +234,9 @@ def diagnosis_lines(s: CellSummary) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     if s.warmup:
         out.append((f"warm-up: {s.warmup.steps} step(s) left out ({s.warmup.method})", ""))
+    out += window_lines(s)
+    if said := reads_line(s):
+        out.append((said, ""))
     if s.stability and s.stability.samples_per_s.n > 1:
         sps, au = s.stability.samples_per_s, s.stability.au
         out.append((f"repeats: samples/s {_interval(sps, '{:,.0f}')}; AU {_interval(au, '{:.2f}')}", ""))

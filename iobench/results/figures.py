@@ -33,6 +33,19 @@ class StepRow:
 
 
 @dataclass(frozen=True)
+class Window:
+    """What a measured repeat measured after its warm-up, against ``run.min_measure``."""
+
+    steps: int
+    seconds: float
+    epochs: int  # epochs the repeat ran, the requested ones and those the window added
+    added_epochs: int  # run beyond run.epochs to reach the window
+    samples_per_s_rel_ci: float | None  # half-width of the 95 % interval of samples/s over mean (batch means)
+    met: bool  # at least run.min_measure's seconds and steps
+    short_because: str | None = None  # why not: "run.max_steps" or "the epoch limit"
+
+
+@dataclass(frozen=True)
 class PipelineMetrics:
     steps: int  # measured steps (after warm-up)
     samples: int

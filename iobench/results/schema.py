@@ -75,6 +75,10 @@ def _stable(metric: str, read: Callable) -> Callable[[CellSummary], Any]:
     return lambda s: read(getattr(s.stability, metric)) if s.stability is not None else None
 
 
+def _window(read: Callable) -> Callable[[CellSummary], Any]:
+    return lambda s: read(s.window) if s.window is not None else None
+
+
 def _dist(read: Callable) -> Callable[[CellSummary], Any]:
     return lambda s: read(s.distributed) if s.distributed is not None else None
 
@@ -109,7 +113,11 @@ COLUMNS: list[Column] = [
     Column("cache_achieved", pa.string(), _ok(lambda s: s.cache_state.achieved)),
     Column("resident_fraction_before", pa.float64(), _ok(lambda s: s.cache_state.resident_fraction_before)),
     *_metric_columns(),
+    # bytes/s the cell's processes caused to be read from block devices (docs/method.md)
     Column("device_read_bytes_per_s", pa.float64(), lambda s: s.device_read_bytes_per_s),
+    Column("read_call_bytes_per_s", pa.float64(), lambda s: s.read_call_bytes_per_s),
+    Column("cell_device_read_bytes", pa.int64(), lambda s: s.cell_device_read_bytes),
+    Column("host_device_read_bytes_per_s", pa.float64(), lambda s: s.host_device_read_bytes_per_s),
     *(
         Column(f"{stage}_ms_per_sample", pa.float64(), _stage(stage))
         for stage in ("fetch", "decode", "augment", "collate")
@@ -135,6 +143,13 @@ COLUMNS: list[Column] = [
     Column("request_p99_ms", pa.float64(), _ok(lambda s: s.loader_stats_all_steps.request_latency_ms.p99)),
     Column("warmup_steps", pa.int32(), lambda s: s.warmup.steps if s.warmup else None),
     Column("warmup_method", pa.string(), lambda s: s.warmup.method if s.warmup else None),
+    # what the chosen repeat measured after its warm-up, against run.min_measure (analysis/window.py)
+    Column("window_steps", pa.int64(), _window(lambda w: w.steps)),
+    Column("window_s", pa.float64(), _window(lambda w: w.seconds)),
+    Column("window_epochs", pa.int32(), _window(lambda w: w.epochs)),
+    Column("window_added_epochs", pa.int32(), _window(lambda w: w.added_epochs)),
+    Column("samples_per_s_rel_ci", pa.float64(), _window(lambda w: w.samples_per_s_rel_ci)),
+    Column("window_met", pa.bool_(), _window(lambda w: w.met)),
     Column("repeats", pa.int32(), _stable("samples_per_s", lambda r: r.n)),
     Column("samples_per_s_ci_low", pa.float64(), _stable("samples_per_s", lambda r: r.ci_low)),
     Column("samples_per_s_ci_high", pa.float64(), _stable("samples_per_s", lambda r: r.ci_high)),
@@ -234,6 +249,8 @@ TELEMETRY_SCHEMA = with_version(
             ("mem_used_bytes", pa.int64()),
             ("mem_available_bytes", pa.int64()),
             ("disk_read_bytes", pa.string()),  # JSON: cumulative bytes read per block device
+            ("process_read_bytes", pa.int64()),  # cumulative, the cell's processes (v5+)
+            ("process_read_chars", pa.int64()),
         ]
     )
 )

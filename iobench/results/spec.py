@@ -67,6 +67,15 @@ class InterconnectSpec:
 
 
 @dataclass(frozen=True)
+class MinMeasure:
+    """The least a cell measures after its warm-up (``run.min_measure``): a cell whose requested
+    epochs give less runs more epochs over the data until it has both (or ``run.max_steps`` stops it)."""
+
+    seconds: float = 5.0
+    steps: int = 50
+
+
+@dataclass(frozen=True)
 class RunSettings:
     """The sweep file's ``run:`` section as one cell uses it: how the cell is measured."""
 
@@ -86,6 +95,7 @@ class RunSettings:
     # the share of a step's compute the all-reduce hides behind (DDP overlaps gradient buckets with
     # the backward pass, about two thirds of a step): only what sticks out of it is waited for
     allreduce_overlap: float = 0.67
+    min_measure: MinMeasure = field(default_factory=MinMeasure)
 
     @property
     def world_size(self) -> int:

@@ -24,14 +24,17 @@ from .figures import (
     RepeatSummary,
     ScalePoint,
     Verdict,
+    Window,
 )
 from .spec import CellSpec
 
+# 5: the measured window (summary.window, window_* columns); device reads are the cell's own
+#    processes' (device_read_bytes_per_s), the host's counters kept as context
 # 4: typed records; summary.cell as written by the typed spec (loader.options, no run.cache
 #    list); steps.parquet and telemetry.parquet carry cell_id; the schema version is in the
 #    Parquet metadata of results.parquet
 # 3: multi-rank cells (world_size .. rank_au_max; steps.parquet rank)
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 STATUSES = ("ok", "failed", "interrupted")
 
 
@@ -85,6 +88,7 @@ class CellSummary:
     epochs_completed: int = 0
     epochs: tuple[EpochFigures, ...] = ()
     warmup: Warmup | None = None
+    window: Window | None = None  # what the chosen repeat measured after its warm-up (v5+)
     repeats: tuple[RepeatFigures, ...] = ()
     stability: Stability | None = None
     ceilings: dict[str, Ceiling] | None = None  # diagnose: accelerator, prep, fetch
@@ -94,7 +98,12 @@ class CellSummary:
     epoch1_vs_steady: float | None = None
     device_read_bytes: dict[str, int] = field(default_factory=dict)  # per block device, host-wide
     tier_device: str | None = None
+    # v5+: what the cell's own processes caused to be read from block devices, per second of the
+    # measured window (before v5: the tier's device, host-wide, now host_device_read_bytes_per_s)
     device_read_bytes_per_s: float | None = None
+    read_call_bytes_per_s: float | None = None  # v5+: what their read calls returned, caches included
+    cell_device_read_bytes: int | None = None  # v5+: the cell's processes from block devices, whole repeat
+    host_device_read_bytes_per_s: float | None = None  # v5+: the tier's device, every process on the host
     cpu_percent_per_core: tuple[float, ...] = ()
     consumer: dict[str, Any] = field(default_factory=dict)  # the accelerator's own description
     distributed: Distributed | None = None  # multi-rank cells

@@ -123,6 +123,7 @@ def node_place(args: argparse.Namespace, nodes: int, required: bool = True) -> N
 
 
 def sweep_command(args: argparse.Namespace, console: Console) -> int:
+    from iobench.analysis import decoderate
     from iobench.sweep.config import load_config
     from iobench.sweep.estimate import estimate_plan
     from iobench.sweep.rundir import SWEEP_FILE
@@ -134,12 +135,13 @@ def sweep_command(args: argparse.Namespace, console: Console) -> int:
     if source is None and args.resume and (run_dir / SWEEP_FILE).exists():
         source = run_dir / SWEEP_FILE
     config = load_config(source, [*args.set, *_flag_overrides(args)])
-    estimates = estimate_plan(config.datasets, config.cells())
+    decode = decoderate.resolve()  # this host's calibration, else the reference assumption
+    estimates = estimate_plan(config.datasets, config.cells(), decode)
     place = node_place(args, config.run.nodes, required=not args.dry_run)
     if args.dry_run:
         from iobench.sweep.dryrun import print_plan
 
-        print_plan(console, config, estimates, run_dir if args.resume else None)
+        print_plan(console, config, estimates, decode, run_dir if args.resume else None)
         return 0
     return _run(args, config, run_dir, estimates, console, place)
 

@@ -23,13 +23,11 @@ from iobench.results.spec import (
     AcceleratorSpec,
     CellSpec,
     LoaderSettings,
+    MinMeasure,
     RunSettings,
 )
 from iobench.sweep.checks import ConfigError, as_list, check_keys, choice, int_list, integer, slug
 from iobench.sweep.datasetspec import DATASET_PLACEHOLDER, DatasetSpec, bind_tier, parse_datasets
-from iobench.sweep.datasetspec import (
-    default_cache_dir as default_cache_dir,  # where benchmarks keep their data
-)
 from iobench.tiers import check_tier_spec
 from loaders.config import ERROR_POLICIES, default
 from loaders.options import OptionError
@@ -269,6 +267,19 @@ def _accelerators(raw: Any) -> list[AcceleratorSpec]:
     return out
 
 
+def _min_measure(raw: Any) -> MinMeasure:
+    base = MinMeasure()
+    d = check_keys(raw or {}, {"seconds": base.seconds, "steps": base.steps}, "run.min_measure")
+    seconds = d["seconds"]
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds < 0:
+        raise ConfigError(
+            f"run.min_measure.seconds={seconds!r}: expected the least seconds a cell measures after its "
+            "warm-up, >= 0 (0 with steps: 0 measures exactly run.epochs)"
+        )
+    steps = integer(d["steps"], "run.min_measure.steps", 0)
+    return MinMeasure(seconds=float(seconds), steps=steps)  # type: ignore[arg-type]
+
+
 def _run(raw: Any) -> RunSection:
     base = RunSettings()
     d = check_keys(
@@ -289,6 +300,7 @@ def _run(raw: Any) -> RunSection:
             "sync": base.sync,
             "interconnect": DEFAULT_INTERCONNECT,
             "allreduce_overlap": base.allreduce_overlap,
+            "min_measure": {},
         },
         "run",
     )
@@ -332,6 +344,7 @@ def _run(raw: Any) -> RunSection:
         sync=choice(d["sync"], SYNC_MODES, "run.sync"),
         interconnect=fabric,
         allreduce_overlap=float(overlap),
+        min_measure=_min_measure(d["min_measure"]),
     )
     return RunSection(
         cache=[choice(c, CACHE_MODES, f"run.cache[{i}]") for i, c in enumerate(caches)],

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from iobench.host.cachedir import cache_dir
 from iobench.sweep.checks import ConfigError, as_list, check_keys, choice, integer, size, slug
 
 FORMATS = ("wds", "parquet")
@@ -41,11 +42,6 @@ def bind_tier(template: dict, dataset: DatasetSpec) -> dict:
     if tier["kind"] == "local":
         tier.setdefault("path", str(dataset.path))
     return tier
-
-
-def default_cache_dir() -> Path:
-    base = os.environ.get("IOBENCH_CACHE") or os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / ("" if os.environ.get("IOBENCH_CACHE") else "iobench")
 
 
 def _abspath(value: Any, key: str) -> Path:
@@ -87,7 +83,7 @@ def parse_datasets(raw: Any) -> list[DatasetSpec]:
             synth, label = {**common, "samples": integer(value, at, 1)}, f"{value}samples"
         if d["path"] is None:
             words = "-".join(f"{k}{v}" for k, v in sorted(synth.items()))
-            path = default_cache_dir() / "datasets" / slug(f"synth-{words}")
+            path = cache_dir() / "datasets" / slug(f"synth-{words}")
         else:
             # several sizes cannot share one directory: each gets its own under the given path
             base = _abspath(d["path"], "dataset.path")

@@ -8,10 +8,11 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from iobench.analysis.decoderate import DecodeRate
 from iobench.results.spec import AcceleratorSpec, CellSpec
 from iobench.results.store import read_summary
 from iobench.sweep.config import SweepConfig
-from iobench.sweep.estimate import METHOD, CellEstimate, format_duration
+from iobench.sweep.estimate import CellEstimate, format_duration, method
 from iobench.sweep.rundir import CELLS_FILE, SweepState, plan_differences, saved_plan
 
 
@@ -44,6 +45,7 @@ def print_plan(
     console: Console,
     config: SweepConfig,
     estimates: dict[str, CellEstimate],
+    decode: DecodeRate,
     resume_dir: Path | None = None,
 ) -> None:
     cells = config.cells()
@@ -113,5 +115,7 @@ def print_plan(
                 f"[yellow]the plan differs from {resume_dir / CELLS_FILE}: {'; '.join(differences)}; "
                 "--resume would refuse without --force[/yellow]"
             )
-    console.print(f"[dim]{METHOD} Not counted: generating or staging datasets.[/dim]")
+    console.print(
+        f"[dim]{method(decode)} Not counted: generating or staging datasets.[/dim]", highlight=False
+    )
     console.print("dry run: nothing was run, generated or contacted")

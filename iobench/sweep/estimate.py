@@ -1,23 +1,22 @@
 """How long a planned cell will take, before anything runs: `iobench sweep --dry-run` and the
 sweep's first ETA (refined by the durations the sweep then measures).
 
-A deliberately simple model, printed with the estimate (METHOD): CPU JPEG decode is what usually
-binds a loader on one host, so a run is expected to process its samples at DECODE_PER_CORE samples/s
-per decoding core, never faster than the emulated accelerators consume.
+A deliberately simple model, printed with the estimate (:func:`method`): CPU JPEG decode is what
+usually binds a loader on one host, so a run is expected to process its samples at the host's
+per-core decode + augment rate (analysis/decoderate.py: this host's calibration, else the reference
+assumption) per decoding core, never faster than the emulated accelerators consume.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from iobench.analysis.decoderate import REFERENCE_SAMPLE_BYTES, DecodeRate
 from iobench.cell.demand import demand_of
 from iobench.host.cores import usable_cores
 from iobench.results.spec import CellSpec
 from iobench.sweep.datasetspec import DatasetSpec
 
-# simplejpeg decode + RandomResizedCrop of ~110 KiB ImageNet-like JPEGs, per core (measured ~940;
-# PIL ~610): the design notes' figure, rounded down for augmentation and collation
-DECODE_PER_CORE = 900.0
 CELL_START_S = 4.0  # a fresh interpreter importing torch, building the tier, reading the manifest
 RUN_START_S = 2.0  # per measured run: making the cache state, starting loader workers, first shard
 CEILINGS_S = 15.0  # diagnose: accelerator (>= 1 s), prep from RAM (>= 3 s + the copy), fetch (<= 20 s)
@@ -25,14 +24,17 @@ CAPACITY_RUNS = 2  # diagnose, emulated accelerators: the predicted count and on
 # a synth dataset given by size and not generated yet: its mean sample (JPEG + tar headers)
 MEAN_SAMPLE_BYTES = 112 * 1024
 
-METHOD = (
-    "Estimate, not a measurement: per measured run, samples (dataset samples x epochs, or "
-    f"max_steps x batch if fewer) / (an expected {DECODE_PER_CORE:.0f} samples/s of CPU JPEG decode per "
-    "core x min(workers, usable cores), workers 0 = 1 core, capped at the emulated accelerators' demand) "
-    f"+ {RUN_START_S:.0f} s start-up; x repeats; + {CELL_START_S:.0f} s per cell process; diagnose adds "
-    f"~{CEILINGS_S:.0f} s of ceilings and {CAPACITY_RUNS} capacity-check runs. Storage slower than decode, "
-    "real torch models and other hosts will differ; the sweep's ETA corrects it by the durations it measures."
-)
+
+def method(rate: DecodeRate) -> str:
+    return (
+        "Estimate, not a measurement: per measured run, samples (dataset samples x epochs, or "
+        f"max_steps x batch if fewer) / (CPU decode + augment of {rate.describe(REFERENCE_SAMPLE_BYTES)}, "
+        "at each dataset's sample size, x min(workers, usable cores), workers 0 = 1 core, capped at the "
+        "emulated accelerators' demand), at least run.min_measure's seconds unless max_steps is set, "
+        f"+ {RUN_START_S:.0f} s start-up; x repeats; + {CELL_START_S:.0f} s per cell process; diagnose adds "
+        f"~{CEILINGS_S:.0f} s of ceilings and {CAPACITY_RUNS} capacity-check runs. Storage slower than decode, "
+        "real torch models and other hosts will differ; the sweep's ETA corrects it by the durations it measures."
+    )
 
 
 @dataclass(frozen=True)
@@ -42,26 +44,35 @@ class CellEstimate:
     seconds: float | None  # the whole cell; None when the dataset's size is not known yet
 
 
-def dataset_samples(dataset: DatasetSpec) -> int | None:
-    """Samples in ``dataset``: from the sweep file, else its manifest; None when neither says."""
+def dataset_size(dataset: DatasetSpec) -> tuple[int | None, float]:
+    """Samples in ``dataset`` and their mean bytes: its manifest, else the sweep file (a synth
+    dataset not generated yet: its samples, or its size over MEAN_SAMPLE_BYTES); (None, the
+    reference size) when neither says."""
     from iobench.datasets.manifest import Manifest, ManifestError
 
-    if dataset.synth and "samples" in dataset.synth:
-        return dataset.synth["samples"]
     try:
-        return Manifest.load(dataset.path).num_samples
+        m = Manifest.load(dataset.path)
+        return m.num_samples, float(m.mean_sample_bytes or MEAN_SAMPLE_BYTES)
     except (ManifestError, OSError):
         pass
+    if dataset.synth and "samples" in dataset.synth:
+        return dataset.synth["samples"], MEAN_SAMPLE_BYTES
     if dataset.synth:
-        return max(1, round(dataset.synth["size_bytes"] / MEAN_SAMPLE_BYTES))
-    return None
+        return max(1, round(dataset.synth["size_bytes"] / MEAN_SAMPLE_BYTES)), MEAN_SAMPLE_BYTES
+    return None, REFERENCE_SAMPLE_BYTES
 
 
-def estimate_cell(cell: CellSpec, samples_in_dataset: int | None, cores: int) -> CellEstimate:
+def estimate_cell(
+    cell: CellSpec,
+    samples_in_dataset: int | None,
+    cores: int,
+    decode: DecodeRate,
+    sample_bytes: float = REFERENCE_SAMPLE_BYTES,
+) -> CellEstimate:
     loader, run = cell.loader, cell.run
     # per node: every rank brings its own workers and accelerators and reads 1/nodes of the data
     ranks, nodes = run.ranks_per_node, run.nodes
-    rate = DECODE_PER_CORE * min(ranks * loader.readers, cores)
+    rate = decode.per_core(sample_bytes) * min(ranks * loader.readers, cores)
     demand = demand_of(cell.accelerator)
     total_demand = demand.samples_per_s * cell.accelerator.count if demand else None
     if total_demand is not None:
@@ -76,7 +87,10 @@ def estimate_cell(cell: CellSpec, samples_in_dataset: int | None, cores: int) ->
     if run.diagnose:
         extra = CEILINGS_S
         runs += CAPACITY_RUNS if total_demand is not None else 0
-    return CellEstimate(samples, rate, CELL_START_S + extra + runs * (RUN_START_S + samples / rate))
+    seconds = samples / rate
+    if run.max_steps is None:  # a short window runs more epochs until run.min_measure is reached
+        seconds = max(seconds, run.min_measure.seconds)
+    return CellEstimate(samples, rate, CELL_START_S + extra + runs * (RUN_START_S + seconds))
 
 
 def format_duration(seconds: float) -> str:
@@ -87,8 +101,14 @@ def format_duration(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-def estimate_plan(datasets: list[DatasetSpec], cells: list[CellSpec]) -> dict[str, CellEstimate]:
+def estimate_plan(
+    datasets: list[DatasetSpec], cells: list[CellSpec], decode: DecodeRate
+) -> dict[str, CellEstimate]:
     """An estimate per cell id; reads at most each dataset's local manifest, nothing else."""
-    samples = {str(d.path): dataset_samples(d) for d in datasets}
+    sizes = {str(d.path): dataset_size(d) for d in datasets}
     cores = usable_cores()
-    return {c.cell_id: estimate_cell(c, samples.get(c.dataset), cores) for c in cells}
+    out = {}
+    for c in cells:
+        samples, sample_bytes = sizes.get(c.dataset, (None, REFERENCE_SAMPLE_BYTES))
+        out[c.cell_id] = estimate_cell(c, samples, cores, decode, sample_bytes)
+    return out

@@ -15,6 +15,7 @@ import pytest
 from iobench.cell import process
 from iobench.results.codec import from_json, to_json
 from iobench.results.spec import CellSpec
+from tests.helpers.runs import exact_epochs
 
 pytestmark = pytest.mark.slow
 
@@ -37,7 +38,7 @@ def _cell(name: str, tier: dict, accelerator: dict, **run) -> dict:
                         "samples_per_s": None, **accelerator},
         "cache": "cold",
         "run": {"cache": ["cold"], "warmup_steps": "auto", "max_steps": None, "epochs": 1, "on_error": "skip",
-                "seed": 0, "timeout_s": 600, "repeats": 1, "diagnose": True, **run},
+                "seed": 0, "timeout_s": 600, "repeats": 1, "diagnose": True, "min_measure": exact_epochs(), **run},
         "dataset": "",
     }  # fmt: skip
 

@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from tests.helpers.paths import DATA
+from tests.helpers.runs import exact_epochs
 
 pytestmark = pytest.mark.slow
 
@@ -56,7 +57,7 @@ def _sweep(
         "tiers": [{"kind": "local", "name": "disk"}],
         "loaders": [{"kind": "tiny", "workers": [0], "batch_size": [32], "shuffle_buffer": 16, **loader}],
         "accelerators": [{"kind": "emulated", "type": "custom", "samples_per_s": 100_000}],
-        "run": {"warmup_steps": 0},
+        "run": {"warmup_steps": 0, "min_measure": exact_epochs()},
     }
     path = tmp_path / "sweep.yaml"
     path.write_text(yaml.safe_dump(config))

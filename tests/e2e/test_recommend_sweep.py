@@ -32,6 +32,7 @@ from iobench.datasets.pack import pack_imagefolder
 from iobench.recommend.calibrate import load_cells
 from iobench.recommend.cli import add_recommend_arguments, recommend_command
 from iobench.recommend.validate import check_cells
+from tests.helpers.runs import exact_epochs
 
 pytestmark = pytest.mark.slow
 
@@ -80,7 +81,7 @@ def _config(dataset: Path, tier: dict, workers: list[int]) -> dict:
         # short fetch-bound run would deliver faster than its link
         "loaders": [{"kind": "torch", "workers": workers, "batch_size": [16], "shuffle_buffer": 0}],
         "accelerators": [{"kind": "emulated", "type": "h100", "model": "resnet50", "demand": "training"}],
-        "run": {"warmup_steps": "auto", "epochs": 1},
+        "run": {"warmup_steps": "auto", "epochs": 1, "min_measure": exact_epochs()},
     }
 
 

@@ -26,6 +26,7 @@ from iobench.results.api import load_steps
 from iobench.results.codec import from_json, to_json
 from iobench.results.store import write_results_table
 from iobench.results.summary import CellSummary
+from tests.helpers.runs import exact_epochs
 
 pytestmark = pytest.mark.slow
 
@@ -40,7 +41,7 @@ def _sweep(base: Path, name: str, dataset: Path, tiers: list[dict], workers: lis
         "tiers": tiers,
         "loaders": [{"kind": "torch", "workers": workers, "batch_size": [16], "shuffle_buffer": 64}],
         "accelerators": [{"kind": "emulated", "type": "h100", "model": "resnet50", "demand": "training"}],
-        "run": {"warmup_steps": 2, **run},
+        "run": {"warmup_steps": 2, "min_measure": exact_epochs(), **run},
     }
     path = base / f"{name}.yaml"
     path.write_text(yaml.safe_dump(cfg))

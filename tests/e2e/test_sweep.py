@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from iobench.results.schema import RESULT_SCHEMA, SCHEMA_VERSION
+from tests.helpers.runs import exact_epochs
 
 pytestmark = pytest.mark.slow
 
@@ -31,7 +32,7 @@ def _config(tmp_path, dataset, **run):
         "tiers": [{"kind": "local", "name": "disk"}],
         "loaders": [{"kind": "torch", "workers": [0, 2], "batch_size": [16], "shuffle_buffer": 64}],
         "accelerators": [{"kind": "emulated", "type": "h100", "model": "resnet50", "demand": "training"}],
-        "run": {"warmup_steps": 2, **run},
+        "run": {"warmup_steps": 2, "min_measure": exact_epochs(), **run},  # run may set its own
     }
     path = tmp_path / "sweep.yaml"
     path.write_text(yaml.safe_dump(cfg))
@@ -117,3 +118,40 @@ def test_bad_config_names_key_value_and_allowed(tmp_path, tiny_dataset, mutate, 
     assert proc.returncode == 2
     assert message in " ".join(proc.stderr.split()), proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_a_short_window_runs_more_epochs_and_a_capped_one_says_so(tmp_path, tiny_dataset):
+    path = _config(tmp_path, tiny_dataset, min_measure={"seconds": 1.0, "steps": 40}, cache=["cold", "warm"])
+    cfg = yaml.safe_load(path.read_text())
+    cfg["loaders"][0]["workers"] = [0]
+    path.write_text(yaml.safe_dump(cfg))
+    out = tmp_path / "run"
+    proc = _iobench("sweep", path, "--out", out)
+    assert proc.returncode == 0, proc.stderr
+    rows = {r["cache_requested"]: r for r in pq.read_table(out / "results.parquet").to_pylist()}
+    total = json.loads((out / rows["cold"]["cell_id"] / "manifest.json").read_text())["dataset"][
+        "total_bytes"
+    ]
+    for row in rows.values():
+        # 16 steps an epoch (256 samples, batch 16): 40 measured steps need at least 3 epochs
+        assert row["window_met"] and row["window_steps"] >= 40 and row["window_s"] >= 1.0
+        assert row["window_epochs"] >= 3 and row["window_added_epochs"] == row["window_epochs"] - 1
+        assert row["epochs"] == row["window_epochs"] and 0 < row["samples_per_s_rel_ci"] < 1
+        assert "measured only" not in row["headline"]
+    assert "window: " in proc.stdout and "added to reach run.min_measure" in proc.stdout
+    # the cell's own processes: the cold cell read its dataset off the disk, the warm one next to none
+    assert rows["cold"]["cache_achieved"] in ("cold", "partly-cold")
+    assert rows["cold"]["cell_device_read_bytes"] >= 0.5 * total
+    assert rows["warm"]["cell_device_read_bytes"] <= 0.05 * total
+    assert rows["warm"]["read_call_bytes_per_s"] > 0
+
+    capped = _config(
+        tmp_path, tiny_dataset, max_steps=6, cache=["warm"], min_measure={"seconds": 1.0, "steps": 40}
+    )
+    out = tmp_path / "capped"
+    proc = _iobench("sweep", capped, "--out", out)
+    assert proc.returncode == 0, proc.stderr
+    for row in pq.read_table(out / "results.parquet").to_pylist():
+        assert row["window_met"] is False and row["window_steps"] == 4 and row["window_added_epochs"] == 0
+        assert "measured only 4 steps" in row["headline"] and "run.max_steps" in row["headline"]
+    assert "SHORT" in proc.stdout

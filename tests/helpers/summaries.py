@@ -7,7 +7,7 @@ from iobench.analysis.metrics import compute_metrics
 from iobench.analysis.repeats import summarize
 from iobench.results.figures import CacheState, PipelineMetrics, StepRow, Verdict
 from iobench.results.spec import AcceleratorSpec, CellSpec, LoaderSettings, RunSettings
-from iobench.results.summary import CellSummary, Stability
+from iobench.results.summary import CellManifest, CellSummary, DatasetInfo, HostInfo, Stability
 
 
 def cell_spec(cell_id: str = "disk-torch-w2", *, tier: str = "disk", workers: int = 2, **run) -> CellSpec:
@@ -65,3 +65,19 @@ def failed_summary(
     cell_id: str, error: str = "TierConfigError: gone", cell: CellSpec | None = None
 ) -> CellSummary:
     return CellSummary.failed(cell or cell_spec(cell_id), error)
+
+
+def cell_manifest(
+    summary: CellSummary, *, mean_sample_bytes: float = 110 * 1024, cpus: int = 2
+) -> CellManifest:
+    """The manifest of ``summary``'s cell: this host, a 1,000-sample dataset of ``mean_sample_bytes``."""
+    assert summary.cache_state is not None
+    return CellManifest(
+        host=HostInfo("testhost", "Linux", "Test CPU", cpus, cpus, 8 * 2**30, False),
+        versions={"iobench": "test"},
+        cell=summary.cell,
+        tier=dict(summary.cell.tier),
+        cache_state=summary.cache_state,
+        dataset=DatasetInfo("/data", "wds", 1000, int(1000 * mean_sample_bytes), 4, mean_sample_bytes),
+        stage_names=("fetch", "decode", "augment", "collate"),
+    )

@@ -25,6 +25,7 @@ from iobench.results.figures import StepRow, Verdict
 from iobench.sweep.cli import node_place
 from iobench.sweep.config import ConfigError, parse_config
 from iobench.sweep.runner import _last_words
+from tests.helpers.runs import exact_epochs
 
 
 def _iobench(*args, cwd=None) -> subprocess.CompletedProcess:
@@ -40,7 +41,7 @@ def _config(tmp_path: Path, dataset: Path, name: str = "sweep.yaml", **run) -> P
         "tiers": [{"kind": "local", "name": "disk"}],
         "loaders": [{"kind": "torch", "workers": [1], "batch_size": [16], "shuffle_buffer": 32}],
         "accelerators": [{"kind": "emulated", "type": "h100", "model": "resnet50", "demand": "training"}],
-        "run": {"warmup_steps": 1, "epochs": 2, "record_keys": True, **run},
+        "run": {"warmup_steps": 1, "epochs": 2, "record_keys": True, "min_measure": exact_epochs(), **run},
     }
     path = tmp_path / name
     path.write_text(yaml.safe_dump(cfg))
@@ -268,7 +269,7 @@ def test_a_rank_list_makes_one_cell_per_rank_count_and_diagnose_needs_one_rank()
         "tiers": [{"kind": "local", "name": "nvme"}],
         "loaders": [{"kind": "torch", "workers": [2]}],
         "accelerators": [{"kind": "emulated", "type": "h100"}],
-        "run": {"ranks_per_node": [1, 2, 4]},
+        "run": {"ranks_per_node": [1, 2, 4], "min_measure": exact_epochs()},
     }
     cells = parse_config(raw).cells()
     assert [c.cell_id for c in cells] == [

@@ -19,6 +19,7 @@ from iobench.tiers import make_tier
 from loaders import ShardLoader
 from loaders.cache import ShardCache
 from loaders.objectstore import ObjectReader, ObjectStoreError
+from tests.helpers.runs import exact_epochs
 
 pytestmark = pytest.mark.integration
 
@@ -234,7 +235,7 @@ def test_sweep_over_tiers_shows_epochs_hit_ratios_and_leaks_no_secret(s3_env, ti
         ],
         "loaders": [{"kind": "torch", "workers": [1], "batch_size": [32], "shuffle_buffer": 32}],
         "accelerators": [{"kind": "emulated", "type": "h100"}],
-        "run": {"warmup_steps": 1, "epochs": 2},
+        "run": {"warmup_steps": 1, "epochs": 2, "min_measure": exact_epochs()},
     }
     path = tmp_path / "tiers.yaml"
     path.write_text(yaml.safe_dump(cfg))

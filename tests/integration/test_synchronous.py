@@ -137,7 +137,14 @@ def test_ranks_in_step_over_unequal_shares_never_hang_and_read_no_sample_twice(t
         "tiers": [local],
         "loaders": [{"kind": "torch", "workers": [1], "batch_size": [16], "shuffle_buffer": 32}],
         "accelerators": [{"kind": "emulated", "type": "h100"}],
-        "run": {"ranks_per_node": 2, "warmup_steps": 1, "epochs": 2, "record_keys": True},
+        "run": {
+            "ranks_per_node": 2,
+            "warmup_steps": 1,
+            "epochs": 2,
+            "record_keys": True,
+            # ~7 steps an epoch per rank: the window adds epochs, and the ranks must agree on each
+            "min_measure": {"seconds": 0, "steps": 30},
+        },
     }
     path = tmp_path / "uneven.yaml"
     path.write_text(yaml.safe_dump(config))
@@ -152,10 +159,13 @@ def test_ranks_in_step_over_unequal_shares_never_hang_and_read_no_sample_twice(t
     (row,) = pq.read_table(out / "results.parquet").to_pylist()
     assert row["sync"] == "allreduce" and row["status"] == "ok"
     steps = pq.read_table(out / row["cell_id"] / "steps.parquet").to_pylist()
-    per_rank = [[s["step"] for s in steps if s["rank"] == r] for r in (0, 1)]
+    per_rank = [[(s["epoch"], s["step"]) for s in steps if s["rank"] == r] for r in (0, 1)]
     assert per_rank[0] == per_rank[1]  # in step: the same steps on both ranks, epoch ends included
+    epochs = row["window_epochs"]
+    assert epochs >= 4 and row["window_added_epochs"] == epochs - 2 and row["window_met"]
+    assert {e for e, _ in per_rank[0]} == set(range(epochs))
     keys = pq.read_table(out / row["cell_id"] / "keys.parquet").to_pylist()
-    for epoch in (0, 1):
+    for epoch in range(epochs):
         read = [k["key"] for k in keys if k["epoch"] == epoch]
         assert len(read) == len(set(read))  # no sample twice in an epoch across the ranks
     assert row["dropped_batches"] >= 1  # the shares were unequal: the longer one lost its tail

@@ -22,6 +22,7 @@ from iobench.sweep.checks import ConfigError
 from iobench.sweep.config import load_config, parse_config
 from iobench.sweep.overrides import apply_overrides
 from tests.helpers.faultkit import FUZZ
+from tests.helpers.runs import exact_epochs
 
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=20),
@@ -116,7 +117,7 @@ def _sweep() -> dict:
         "tiers": [{"kind": "local", "name": "disk"}, {"kind": "s3", "url": "s3://b/p", "cache_dir": "/c"}],
         "loaders": [{"kind": "torch", "workers": [0, 2], "batch_size": [16]}],
         "accelerators": [{"kind": "emulated", "type": "h100", "count": [1, 2]}],
-        "run": {"warmup_steps": 2, "epochs": 1, "cache": ["cold"]},
+        "run": {"warmup_steps": 2, "epochs": 1, "cache": ["cold"], "min_measure": exact_epochs()},
     }
 
 

@@ -26,6 +26,7 @@ from loaders import ShardLoader
 from loaders.cache import CacheError, ShardCache
 from tests.helpers.faultkit import cache_problems, dataset_pairs, stage_copy
 from tests.helpers.lab_fixture import ceph_missing
+from tests.helpers.runs import exact_epochs
 
 
 @contextlib.contextmanager
@@ -156,6 +157,7 @@ def _sweep_file(tmp_path: Path, dataset_dir: Path) -> Path:
         "tiers": [{"kind": "local", "name": "disk"}],
         "loaders": [{"kind": "torch", "workers": [0], "batch_size": [16]}],
         "accelerators": [{"kind": "emulated", "type": "h100"}],
+        "run": {"min_measure": exact_epochs()},
     }
     path = tmp_path / "sweep.yaml"
     path.write_text(yaml.safe_dump(cfg))

@@ -12,17 +12,17 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from iobench.analysis.decoderate import from_runs, given, measure_costs
 from iobench.host.sysfs import parse_cpulist
 from iobench.inspect.accelerators import demand_of_gpus, parse_accelerators
 from iobench.inspect.cli import add_inspect_arguments, inspect_command
-from iobench.inspect.decoderate import given_rate, measure_rate, rate_from_run
 from iobench.inspect.inventory import collect_inventory
 from iobench.inspect.pitfalls import find_pitfalls
 from iobench.results.store import publish_cell, write_results_table
 from tests.helpers.fakenvml import GIB, LIBRARY_NOT_FOUND, FakeGpu, FakeNvmlLib
 from tests.helpers.paths import DATA as TEST_DATA
 from tests.helpers.shardkit import tiny_jpeg
-from tests.helpers.summaries import failed_summary, ok_summary
+from tests.helpers.summaries import cell_manifest, failed_summary, ok_summary
 
 DATA = TEST_DATA / "inspect"
 RAID0 = DATA / "raid0-4nvme"
@@ -46,7 +46,7 @@ def _pitfalls(root: Path, lib: FakeNvmlLib | None, rate: float | None = 900, acc
         if accelerators
         else demand_of_gpus(inv.gpus, "resnet50")[0]
     )
-    pitfalls, notes = find_pitfalls(inv, demand, given_rate(rate) if rate else None)
+    pitfalls, notes = find_pitfalls(inv, demand, given(rate) if rate else None)
     return inv, demand, pitfalls, notes
 
 
@@ -222,7 +222,12 @@ def test_ram_rule_uses_the_table_when_no_gpu_is_present():
 
 
 def _ok_cell(
-    run_dir: Path, cell_id: str, decode_cpu: float | None, augment_cpu: float, wall: tuple[float, float]
+    run_dir: Path,
+    cell_id: str,
+    decode_cpu: float | None,
+    augment_cpu: float,
+    wall: tuple[float, float],
+    sample_bytes: float = 110 * 1024,
 ):
     summary = replace(
         ok_summary(cell_id, 100.0),
@@ -231,7 +236,8 @@ def _ok_cell(
         if decode_cpu is not None
         else {},
     )
-    publish_cell(run_dir, cell_id, {"summary.json": summary})
+    manifest = cell_manifest(summary, mean_sample_bytes=sample_bytes)
+    publish_cell(run_dir, cell_id, {"summary.json": summary, "manifest.json": manifest})
 
 
 def test_decode_rate_from_a_runs_stage_cpu_times(tmp_path):
@@ -240,24 +246,33 @@ def test_decode_rate_from_a_runs_stage_cpu_times(tmp_path):
     _ok_cell(run, "b", 1.5, 0.5, (3.0, 1.0))
     _ok_cell(run, "c", 0.75, 0.25, (1.0, 0.5))
     publish_cell(run, "failed", {"summary.json": failed_summary("failed")})
-    rate = rate_from_run(run)
-    assert rate.samples_per_s_per_core == pytest.approx(800.0)  # median of 1.25, 2.0, 1.0 ms
-    assert "CPU time per sample in 3 cell(s)" in rate.source
+    rate = from_runs([run])
+    # medians: decode 1.0 ms at 110 KiB, augment 0.25 ms
+    assert rate.per_core() == pytest.approx(800.0) and rate.kind == "run"
+    assert "thread CPU time of 3 cell(s)" in rate.source
+    # at twice the bytes decode doubles and augment does not: 1000 / (2.0 + 0.25)
+    assert rate.per_core(220 * 1024) == pytest.approx(1000 / 2.25)
+    assert "decode in proportion to the bytes (x2.00), augment unchanged" in rate.scaling(220 * 1024)
 
     old = tmp_path / "old"  # summaries without CPU times: their wall times
     _ok_cell(old, "a", None, 0, (2.0, 0.5))
     write_results_table(old)
-    assert rate_from_run(old).samples_per_s_per_core == pytest.approx(400.0)
+    assert from_runs([old]).per_core() == pytest.approx(400.0)
+
+    small = tmp_path / "small"  # cells measured on 55 KiB samples: each cost at its own size
+    _ok_cell(small, "a", 0.5, 0.25, (1.0, 0.5), sample_bytes=55 * 1024)
+    assert from_runs([small]).per_core(110 * 1024) == pytest.approx(800.0)
 
     empty = tmp_path / "empty"
     publish_cell(empty, "failed", {"summary.json": failed_summary("failed")})
     with pytest.raises(ValueError, match="no successful cell with decode and augment times"):
-        rate_from_run(empty)
+        from_runs([empty])
 
 
-def test_measured_rate_decodes_every_image_at_least_once():
+def test_measured_costs_decode_every_image_at_least_once():
     jpegs = [tiny_jpeg(i, 240, 320) for i in range(3)]
-    assert measure_rate(jpegs, seconds=0.0) > 0
+    decode_ms, augment_ms = measure_costs(jpegs, seconds=0.0)
+    assert decode_ms > 0 and augment_ms > 0
 
 
 def test_cli_json_on_a_recorded_tree(capsys):
@@ -272,7 +287,11 @@ def test_cli_json_on_a_recorded_tree(capsys):
         "no_rdma",
     ]
     assert doc["demand"]["samples_per_s"] == 28000 and doc["demand"]["found_by"] == "--accelerators"
-    assert doc["decode_rate"] == {"samples_per_s_per_core": 600.0, "source": "given with --decode-rate"}
+    rate = doc["decode_rate"]
+    assert (
+        rate["samples_per_s_per_core"] == pytest.approx(600.0)
+        and rate["source"] == "given with --decode-rate"
+    )
     assert len(doc["inventory"]["gpus"]) == 4 and doc["inventory"]["root"] == str(TWO_SOCKET)
 
 
@@ -322,11 +341,25 @@ def test_nvml_absent_is_a_note(capsys):
     )
 
 
-def test_live_decode_rate_is_measured_when_demand_is_known(capsys):
+def test_live_decode_rate_is_measured_when_demand_is_known_and_kept_for_this_host(
+    capsys, tmp_path, monkeypatch
+):
+    from iobench.analysis import decoderate
+
+    monkeypatch.setenv("IOBENCH_CACHE", str(tmp_path))
+    assert decoderate.resolve() == decoderate.ASSUMED  # nothing measured here yet: the assumption
     code, out = _run(["--json", "--accelerators", "1xH100"], None, capsys)
-    rate = json.loads(out)["decode_rate"]
-    assert (
-        code == 0
-        and rate["source"].startswith("measured here: one core")
-        and rate["samples_per_s_per_core"] > 0
+    doc = json.loads(out)
+    rate = doc["decode_rate"]
+    assert code == 0 and rate["kind"] == "calibration" and rate["samples_per_s_per_core"] > 0
+    assert rate["source"].startswith("measured on ")
+    assert any(n.startswith("decode rate: kept as this host's calibration") for n in doc["notes"])
+    # recommend and the estimate now take the same figure
+    kept = decoderate.resolve()
+    assert kept.kind == "calibration" and kept.per_core(110 * 1024) == pytest.approx(
+        rate["samples_per_s_per_core"]
     )
+    # a calibration from another host is not this one's
+    path = tmp_path / decoderate.CALIBRATION_FILE
+    path.write_text(path.read_text().replace(decoderate.host_key(), "elsewhere (Other CPU)"))
+    assert decoderate.resolve() == decoderate.ASSUMED

@@ -7,6 +7,7 @@ import argparse
 import json
 import math
 import random
+import re
 from collections import OrderedDict
 from dataclasses import replace
 from io import StringIO
@@ -14,6 +15,7 @@ from io import StringIO
 import pytest
 from rich.console import Console
 
+from iobench.analysis.decoderate import given
 from iobench.datasets.manifest import ShardEntry, build_manifest
 from iobench.recommend.calibrate import (
     Calibration,
@@ -183,6 +185,7 @@ def _scenario(**kw) -> Scenario:
         nvme_bytes=7.68 * TB,
         ram_bytes=1 * TB,
         cores=96,
+        decode=given(900.0, 100e3),  # 900 samples/s per core at this scenario's 100 KB samples
     )
     return Scenario(**{**base, **kw})
 
@@ -239,7 +242,7 @@ def test_a_dataset_larger_than_the_nvme_moves_to_the_object_store():
 def test_a_measured_lower_bound_does_not_cap_a_tier():
     def measured(bandwidth: Figure) -> Calibration:
         tier = TierFigures("disk", "local", bandwidth, None, None, 0.1)
-        return Calibration(cells=[], prep_cpu_ms=None, overhead_ms=None, main_ms=None, tiers={"disk": tier})
+        return Calibration(cells=[], collate_ms=None, overhead_ms=None, main_ms=None, tiers={"disk": tier})
 
     def nvme(cal: Calibration) -> Figure:
         local = next(o for o in options(_scenario(), cal) if o.name == "local NVMe")
@@ -389,7 +392,7 @@ def test_leave_one_out_prediction():
     alone = replace(link1, throttle_bytes_per_s=20e6)
     c = check_cell(alone, [w1, w2, w3, alone])
     assert c.predicted_samples_per_s == pytest.approx(200.0) and "configured" in c.inputs["fetch"]
-    assert calibrate([]).prep_cpu_ms is None
+    assert calibrate([]).collate_ms is None
 
 
 # -- the command line ----------------------------------------------------------------------------
@@ -411,18 +414,23 @@ def test_count_of(text, expected):
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--accelerators", "8xH100"], "give the dataset: --dataset-size SIZE and --sample-size SIZE"),
+        (["--accelerators", "8xH100"], "give the dataset: --dataset-size SIZE (and --sample-size SIZE)"),
+        (["--accelerators", "8xH100", "--dataset-size", "1TB"], "give the sample size: --sample-size SIZE"),
+        (["--accelerators", "8xMI300X", "--per-accelerator", "3000", "--dataset-size", "1TB", "--sample-size", "100KB",
+          "--ram", "1TB"], "the target server: --nvme, --cores not given, and configs/servers.yaml has no reference"),
+        (["--accelerators", "8xH100", "--dataset-size", "1TB", "--sample-size", "100KB", "--server", "dgx-z9"],
+         "--server dgx-z9: unknown; known: dgx-a100, dgx-h100, dgx-h200"),
         (["--accelerators", "8xTPU9", "--dataset-size", "1TB", "--sample-size", "100KB"], "unknown type 'TPU9'"),
         (["--accelerators", "0xH100", "--dataset-size", "1TB", "--sample-size", "100KB"], "the count must be at least 1"),
         (["--accelerators", "8xH100", "--dataset-size", "1XB", "--sample-size", "100KB"], "--dataset-size: unknown size unit"),
-        (["--accelerators", "8xH100", "--dataset-size", "1TB", "--sample-size", "2TB"], "is larger than --dataset-size"),
+        (["--accelerators", "8xH100", "--dataset-size", "1TB", "--sample-size", "2TB"], "larger than --dataset-size 1TB"),
         (["--accelerators", "8xH100", "--dataset-size", "1TB", "--sample-size", "1KB", "--ram", "1GB",
           "--memory-cache", "2GB"], "--memory-cache 2GB is more than the RAM"),
         (["--accelerators", "8xH100", "--manifest", "/x", "--dataset-size", "1TB"], "not both"),
     ],
 )  # fmt: skip
 def test_bad_input_says_what_is_wrong(argv, message):
-    with pytest.raises(ValueError, match=message.replace("(", r"\(")):
+    with pytest.raises(ValueError, match=re.escape(message)):
         scenario(_args(*argv))
 
 
@@ -432,7 +440,7 @@ def test_json_from_a_manifest_without_results(tmp_path):
     manifest.save(tmp_path)
     out = StringIO()
     args = _args("--manifest", str(tmp_path / "manifest.json"), "--accelerators", "2xA100", "--nvme", "1TB",
-                 "--ram", "256GB", "--cores", "16", "--json")  # fmt: skip
+                 "--ram", "256GB", "--cores", "16", "--decode-rate", "900", "--json")  # fmt: skip
     assert recommend_command(args, Console(file=out)) == 0
     doc = json.loads(out.getvalue())
     # 300 samples in 30 MB: 100 KB each; 2 x 2,600/s = 5,200/s = 520 MB/s
@@ -442,3 +450,50 @@ def test_json_from_a_manifest_without_results(tmp_path):
     assert all(i["source"] for o in doc["options"] for i in o["inputs"])
     # 16 cores x 900/s = 14,400/s of CPU decode: the two A100s are fed
     assert doc["options"][0]["prediction"]["au"] == 1.0
+
+
+def test_the_target_server_comes_from_the_flags_or_a_named_profile_never_silently_this_host():
+    common = ("--accelerators", "8xH100", "--dataset-size", "5TB", "--sample-size", "110KB")
+    s = scenario(_args(*common))  # nothing about the server: the reference server for H100
+    assert (s.cores, s.ram_bytes, s.nvme_devices, s.nvme_bytes) == (112, 2e12, 8, 8 * 3.84e12)
+    assert s.nic_bytes_per_s == 100e9 and s.target.startswith("dgx-h100: NVIDIA DGX H100")
+    assert "the reference server for h100, as --server was not given" in s.target
+    assert "docs.nvidia.com/dgx/dgxh100-user-guide" in s.target
+    s = scenario(_args(*common, "--cores", "64", "--nvme", "none"))  # a flag overrides that figure
+    assert (s.cores, s.nvme_bytes, s.ram_bytes) == (64, 0.0, 2e12)
+    assert s.target.endswith("given instead: --nvme none, --cores 64")
+    s = scenario(_args(*common, "--nvme", "2x3.84TB", "--ram", "1TB", "--cores", "96"))
+    assert s.target == "as given: --nvme 2x3.84TB, --ram 1TB, --cores 96" and s.nic_bytes_per_s is None
+    s = scenario(_args(*common, "--server", "this-host"))
+    assert s.target.startswith("this-host: this machine") and s.nvme_bytes == 0.0 and s.cores >= 1
+    s = scenario(_args(*common, "--server", "dgx-a100", "--nic", "25GB/s"))
+    assert (s.cores, s.nic_bytes_per_s) == (128, 25e9)
+
+
+def test_a_remote_tier_is_capped_by_the_storage_network():
+    by = {(o.name, o.decode): o for o in options(_scenario(nic_bytes_per_s=2e9), None)}
+    backend = dict(by["object store + NVMe cache", "cpu"].inputs)["backend bandwidth (bytes/s)"]
+    assert backend.value == 2e9 and "capped by the server's storage network" in backend.source
+    local = dict(by["local NVMe", "cpu"].inputs)["backend bandwidth (bytes/s)"]
+    assert local.value == 6e9  # local NVMe does not cross the network
+
+
+def test_rules_about_hardware_the_target_lacks_are_not_judged():
+    no_nvme = {c.rule.split(" (")[0]: c for c in checks(_scenario(nvme_devices=0, nvme_bytes=0.0), None)}
+    raid = no_nvme["< 1 TB: 4 x NVMe RAID0"]
+    assert raid.agrees is None and "cannot be judged on this server: it has no local NVMe" in raid.model_says
+    ram = next(c for c in checks(_scenario(), None) if c.rule.startswith("host RAM"))
+    assert "(4 x 8 x 80 GiB = 2,749 GB)" in ram.rule and "the target server has 1,000 GB" in ram.model_says
+
+
+def test_the_cpu_rate_is_the_hosts_one_scaled_to_the_sample_size():
+    # measured at 110 KB: 1.0 ms decode + 0.1 ms augment; at 55 KB decode halves: 1000 / 0.6 per core
+    rate = replace(given(900.0, 110e3), decode_us_per_kib=1.0e3 / (110e3 / 1024), augment_ms=0.1)
+    o = next(
+        o for o in options(_scenario(sample_bytes=55e3, decode=rate, cores=10), None) if o.decode == "cpu"
+    )
+    assert o.prep_samples_per_s == pytest.approx(10 * 1000 / 0.6)
+    said = dict(o.inputs)["CPU decode+augment per core (samples/s)"].source
+    assert (
+        "scaled from 909/s at 107 KiB: decode in proportion to the bytes (x0.50), augment unchanged" in said
+    )

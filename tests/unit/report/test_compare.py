@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 from rich.console import Console
@@ -10,7 +11,7 @@ from rich.console import Console
 from iobench.report.compare import compare_runs, render_comparison
 from iobench.results.store import RESULTS_NAME, publish_cell, write_results_table
 from iobench.results.summary import CellSummary
-from tests.helpers.summaries import failed_summary, ok_summary
+from tests.helpers.summaries import cell_manifest, cell_spec, failed_summary, ok_summary
 
 
 def _summary(cell_id: str, sps: float | None, *, runs: list[float] | None = None, **verdict) -> CellSummary:
@@ -112,3 +113,55 @@ def test_the_terminal_table_names_the_rules_and_shows_paths_as_text(tmp_path):
     assert "faster [welch, p=" in text and "within noise [threshold]" in text
     assert "1.30x" in text and "100 → 130" in text
     assert "only in A: x" in text and "only in B: y" in text
+
+
+def test_what_differs_between_the_configurations_comes_before_the_figures(tmp_path):
+    def cell(cell_id: str, sps: float, sample_bytes: float, torch: str, **run) -> tuple:
+        s = replace(ok_summary(cell_id, sps), cell=cell_spec(cell_id, **run))
+        m = cell_manifest(s, mean_sample_bytes=sample_bytes)
+        return s, replace(m, versions={**m.versions, "torch": torch})
+
+    def run(path, *cells):
+        for s, m in cells:
+            publish_cell(path, s.cell_id, {"summary.json": s, "manifest.json": m})
+        write_results_table(path, order=[s.cell_id for s, _ in cells])
+        return path
+
+    a = run(
+        tmp_path / "a", cell("c", 100, 110e3, "2.13.0", epochs=2), cell("d", 100, 110e3, "2.13.0", epochs=2)
+    )
+    b = run(
+        tmp_path / "b", cell("c", 188, 110e3, "2.14.1", epochs=6), cell("d", 190, 55e3, "2.14.1", epochs=6)
+    )
+    comparison = compare_runs(a, b)
+    diffs = {d["setting"]: d for d in comparison["differences"]}
+    assert set(diffs) == {"run.epochs", "versions.torch", "dataset.mean_sample_bytes", "dataset.total_bytes"}
+    assert (diffs["run.epochs"]["a"], diffs["run.epochs"]["b"], diffs["run.epochs"]["cells"]) == (
+        ["2"],
+        ["6"],
+        2,
+    )
+    assert diffs["dataset.mean_sample_bytes"]["cells"] == 1 and diffs["dataset.mean_sample_bytes"]["of"] == 2
+    console = Console(record=True, width=200)
+    console.print(render_comparison(comparison))
+    text = console.export_text()
+    assert text.index("the configurations differ") < text.index("iobench compare")  # before the table
+    assert "run.epochs: 2 → 6" in text and "versions.torch: '2.13.0' → '2.14.1'" in text
+    assert "dataset.mean_sample_bytes: 110000.0 → 55000.0 (in 1 of 2 cells)" in text
+    same = compare_runs(a, a)
+    assert same["differences"] == []
+    console = Console(record=True, width=200)
+    console.print(render_comparison(same))
+    assert "the two runs' configurations agree" in console.export_text()
+
+
+def test_a_reader_that_closes_the_pipe_ends_compare_quietly(tmp_path):
+    import subprocess
+    import sys
+
+    a = _run(tmp_path / "a", *(_summary(f"c{i}", 100) for i in range(400)))
+    proc = subprocess.run(
+        f"{sys.executable} -m iobench.cli compare {a} {a} --json | head -c 100 > /dev/null; echo ${{PIPESTATUS[0]}}",
+        shell=True, executable="/bin/bash", capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.stdout.strip() == "0" and "Broken pipe" not in proc.stderr and "Error" not in proc.stderr

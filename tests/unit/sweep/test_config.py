@@ -11,6 +11,7 @@ from dataclasses import replace
 import pytest
 import yaml
 
+from iobench.analysis.decoderate import ASSUMED, REFERENCE_SAMPLE_BYTES, given
 from iobench.sweep.config import ConfigError, load_config, parse_config
 from iobench.sweep.estimate import CAPACITY_RUNS, CEILINGS_S, CELL_START_S, RUN_START_S, estimate_cell
 from iobench.sweep.overrides import apply_overrides, parse_assignment
@@ -171,29 +172,38 @@ def test_a_dataset_size_list_makes_one_dataset_and_its_cells_per_size(tmp_path, 
             )
 
 
+RATE = given(900.0)  # samples/s per core at the reference sample size
+
+
 def test_the_estimate_follows_the_documented_model():
     cell = parse_config(_raw(max_steps=10)).cells()[0]  # workers 2, batch 64, h100 (7,000/s)
-    est = estimate_cell(cell, samples_in_dataset=10_000, cores=1)
+    est = estimate_cell(cell, samples_in_dataset=10_000, cores=1, decode=RATE)
     assert (est.samples, est.samples_per_s) == (640, 900.0)  # max_steps x batch; one core decodes
+    # samples twice the size the rate was given at: decode takes twice as long
+    twice = estimate_cell(cell, 10_000, 1, RATE, sample_bytes=2 * REFERENCE_SAMPLE_BYTES)
+    assert twice.samples_per_s == pytest.approx(450.0)
     assert est.seconds == pytest.approx(CELL_START_S + RUN_START_S + 640 / 900)
     cell = replace(
         cell,
         accelerator=replace(cell.accelerator, type="custom", samples_per_s=100.0, count=2),  # demand caps
         run=replace(cell.run, repeats=3, diagnose=True, max_steps=None, epochs=2),
     )
-    est = estimate_cell(cell, samples_in_dataset=1000, cores=8)
+    est = estimate_cell(cell, samples_in_dataset=1000, cores=8, decode=RATE)
     assert (est.samples, est.samples_per_s) == (2000, 200.0)
     assert est.seconds == pytest.approx(CELL_START_S + CEILINGS_S + (3 + CAPACITY_RUNS) * (RUN_START_S + 10))
-    assert estimate_cell(cell, samples_in_dataset=None, cores=8).seconds is None
+    assert estimate_cell(cell, samples_in_dataset=None, cores=8, decode=RATE).seconds is None
     # 4 ranks per node on 2 nodes: this node reads half the data, with 4 ranks' workers and demand
     cell = replace(
         cell, run=replace(cell.run, ranks_per_node=4, nodes=2, repeats=1, diagnose=False, epochs=1)
     )
-    est = estimate_cell(cell, samples_in_dataset=1000, cores=8)
+    est = estimate_cell(cell, samples_in_dataset=1000, cores=8, decode=RATE)
     assert (est.samples, est.samples_per_s) == (500, 800.0)
+    # 500 samples at 800/s are 0.6 s: the window runs more epochs up to run.min_measure's 5 s
+    assert est.seconds == pytest.approx(CELL_START_S + RUN_START_S + 5.0)
 
 
-def test_dry_run_lists_cells_and_estimate_and_touches_nothing(tmp_path):
+def test_dry_run_lists_cells_and_estimate_and_touches_nothing(tmp_path, monkeypatch):
+    monkeypatch.setenv("IOBENCH_CACHE", str(tmp_path / "cache"))  # no calibration of this host there
     cfg = {
         "dataset": {"synth": {"samples": [300, 600]}},
         "tiers": [
@@ -231,7 +241,10 @@ def test_dry_run_lists_cells_and_estimate_and_touches_nothing(tmp_path):
                         w,
                         n,
                     )
-    assert "Estimate, not a measurement" in text and "900 samples/s" in text and "diagnose adds" in text
+    flat = "".join(text.split())  # the console wraps long lines anywhere
+    assert "Estimate,notameasurement" in flat and "diagnoseadds" in flat
+    # the per-core rate is the one every command uses, named as the assumption it is here
+    assert "".join(f"{ASSUMED.describe(REFERENCE_SAMPLE_BYTES)}".split()) in flat
     assert "nothing was run, generated or contacted" in text
     datasets = load_config(path).datasets
     assert not out.exists() and not any(d.path.exists() for d in datasets)
@@ -249,7 +262,9 @@ def test_the_cli_reports_a_bad_override_without_a_traceback(tmp_path):
 @pytest.mark.parametrize(
     "path",
     sorted(
-        p.name for p in CONFIGS.glob("*.yaml") if p.name not in ("accelerators.yaml", "interconnects.yaml")
+        p.name
+        for p in CONFIGS.glob("*.yaml")
+        if p.name not in ("accelerators.yaml", "interconnects.yaml", "servers.yaml")
     ),
 )
 def test_every_example_config_validates_and_plans_without_servers(path, tmp_path):
@@ -276,6 +291,22 @@ def test_the_run_section_says_how_ranks_keep_step():
         ({"sync": "maybe"}, "run.sync='maybe': allowed values are allreduce, barrier, none"),
         ({"interconnect": "token-ring"}, "run.interconnect: interconnect 'token-ring': known ones are"),
         ({"allreduce_overlap": 1.5}, "run.allreduce_overlap=1.5: expected a share"),
+    ):
+        raw["run"] = bad
+        with pytest.raises(ConfigError, match=re.escape(message)):
+            parse_config(raw)
+
+
+def test_the_run_section_says_how_long_a_cell_measures_at_least():
+    run = parse_config(_raw()).cells()[0].run
+    assert (run.min_measure.seconds, run.min_measure.steps) == (5.0, 50)
+    raw = _raw()
+    raw["run"] = {"min_measure": {"seconds": 0, "steps": 0}}
+    assert parse_config(raw).cells()[0].run.min_measure.steps == 0
+    for bad, message in (
+        ({"min_measure": {"seconds": -1}}, "run.min_measure.seconds=-1: expected the least seconds"),
+        ({"min_measure": {"steps": 2.5}}, "run.min_measure.steps=2.5: expected an integer >= 0"),
+        ({"min_measure": {"minutes": 1}}, "run.min_measure.minutes: unknown key"),
     ):
         raw["run"] = bad
         with pytest.raises(ConfigError, match=re.escape(message)):
