@@ -7,7 +7,8 @@ order (:func:`resolve`):
 
 1. given (``--decode-rate``);
 2. a run's cells (``--results``): the median thread CPU time of decode and of augment per sample;
-3. this host's calibration, which ``iobench inspect`` measures and keeps (:func:`save`);
+3. this host's calibration: the latest of what ``iobench inspect`` measured and what a sweep's
+   cells measured (:func:`save`, :func:`keep_from_run`);
 4. the reference figures of docs/recommend.md, named as an assumption.
 
 The rate depends on the sample's size, so it is kept as two costs: decode, taken proportional to
@@ -26,7 +27,7 @@ import socket
 import statistics
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from iobench.host.atomic import atomic_write_json
@@ -195,6 +196,21 @@ def save(rate: DecodeRate) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_json(path, {"host": host_key(), **asdict(rate)})
     return path
+
+
+def keep_from_run(run_dir: str | Path) -> DecodeRate | None:
+    """After a sweep on this host: its cells' rate becomes this host's calibration (the latest
+    measurement wins, a sweep's or inspect's). None when no cell measured decode and augment."""
+    try:
+        rate = from_runs([run_dir])
+    except ValueError:
+        return None
+    rate = replace(rate, kind="calibration", source=f"{rate.source}, on {host_key()}")
+    try:
+        save(rate)
+    except OSError:
+        return None  # a read-only home: the figure is in the run anyway
+    return rate
 
 
 def load_calibration() -> DecodeRate | None:

@@ -214,4 +214,7 @@ def _run(
     console.print()
     print_report(summaries, console, title=f"iobench {args.command}")
     console.print(f"\nresults: {run_dir / 'results.parquet'}")
+    from iobench.analysis.decoderate import keep_from_run
+
+    keep_from_run(run_dir)  # the estimate and recommend then use what this host measured
     return 0 if all(s.ok for s in summaries) else 1

@@ -154,6 +154,12 @@ def test_report_is_self_contained_and_says_everything_in_words(run_dir):
         assert all(_esc(line) in text for line in v["evidence"])
     assert _esc(diag["attribution"]["statement"]) in text
     assert "capacity: this tier + loader" in text
+    # the measured window, in the table and in the lines of each of the two measured cells
+    assert (
+        "<th>window</th>" in text
+        and text.count("window: ") == 2
+        and "reads: the cell&#39;s processes read" in text
+    )
     assert diag["epoch1_vs_steady"] is not None and "steady state vs the whole of epoch 1" in text
     assert all(_esc(w) in text for w in plain["warnings"])
     # the attribution figure says which cells used which source

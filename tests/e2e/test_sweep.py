@@ -120,7 +120,8 @@ def test_bad_config_names_key_value_and_allowed(tmp_path, tiny_dataset, mutate, 
     assert "Traceback" not in proc.stderr
 
 
-def test_a_short_window_runs_more_epochs_and_a_capped_one_says_so(tmp_path, tiny_dataset):
+def test_a_short_window_runs_more_epochs_and_a_capped_one_says_so(tmp_path, tiny_dataset, monkeypatch):
+    monkeypatch.setenv("IOBENCH_CACHE", str(tmp_path / "cache"))  # where the host's decode rate is kept
     path = _config(tmp_path, tiny_dataset, min_measure={"seconds": 1.0, "steps": 40}, cache=["cold", "warm"])
     cfg = yaml.safe_load(path.read_text())
     cfg["loaders"][0]["workers"] = [0]
@@ -144,6 +145,11 @@ def test_a_short_window_runs_more_epochs_and_a_capped_one_says_so(tmp_path, tiny
     assert rows["cold"]["cell_device_read_bytes"] >= 0.5 * total
     assert rows["warm"]["cell_device_read_bytes"] <= 0.05 * total
     assert rows["warm"]["read_call_bytes_per_s"] > 0
+    # what the cells measured of decode + augment is now this host's rate for recommend and the estimate
+    from iobench.analysis import decoderate
+
+    kept = decoderate.resolve()
+    assert kept.kind == "calibration" and str(out) in kept.source and kept.per_core() > 0
 
     capped = _config(
         tmp_path, tiny_dataset, max_steps=6, cache=["warm"], min_measure={"seconds": 1.0, "steps": 40}
