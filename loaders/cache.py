@@ -29,6 +29,17 @@ The directory must be on a local filesystem (flock on NFS is not the same lock a
 
 Recency is the file's mtime, set to time.time_ns() on every hit (the kernel's own timestamps are
 tick-coarse, which would make consecutive hits tie).
+
+Admission. ``policy="lru"`` admits every miss and evicts the least recently used entries to make
+room. That is right when the cache holds the dataset, and wrong when it does not: under shuffled
+full epochs LRU keeps r + (1 - r) ln(1 - r) of the reads for a cache of r of the data (6 % at
+r = 1/3), and every miss pays a write and an eviction on top of the download, so the cached path
+runs slower than no cache at all. ``policy="static"`` keeps what it has cached and never evicts:
+a miss is admitted while it fits, and once the cache is full a miss is read through (``get``
+returns None; the caller streams it, as without a cache) at no extra cost. It serves r of the
+reads of every epoch after the first. A static cache admits only misses of known size (it cannot
+reserve for others). The choice per dataset is ``choose_policy``: static when the cache cannot
+hold it.
 """
 
 from __future__ import annotations
@@ -48,6 +59,20 @@ from .cache_index import CacheDir, Entry, InFlight, fsync_dir, key_of, md5_of, r
 _MD5_RE = re.compile(r"^[0-9a-f]{32}$")
 
 Fetch = Callable[[str, BinaryIO], None]
+POLICIES = ("lru", "static")
+# a static cache found full is not asked again for this long: misses then read through at the
+# price of one failed utime() each, not a lock and a directory scan
+_FULL_RECHECK_S = 1.0
+
+
+def choose_policy(policy: str, cache_bytes: int, dataset_bytes: int | None) -> str:
+    """``"auto"``: static when the dataset is known to be larger than the cache, else lru; any
+    other value as given (checked)."""
+    if policy == "auto":
+        return "static" if dataset_bytes is not None and dataset_bytes > cache_bytes else "lru"
+    if policy not in POLICIES:
+        raise ValueError(f"cache policy {policy!r}: expected auto, {' or '.join(POLICIES)}")
+    return policy
 
 
 @dataclass
@@ -60,10 +85,12 @@ class CacheStats:
     bytes_fetched: int = 0  # bytes of downloads that were verified and committed
     bytes_evicted: int = 0
     wait_s: float = 0.0  # blocked on a key lock while another process/thread downloaded that shard
+    bypassed: int = 0  # misses a static cache read through without keeping (counted in misses too)
 
     def merge(self, other: CacheStats) -> None:
         self.hits += other.hits
         self.misses += other.misses
+        self.bypassed += other.bypassed
         self.evictions += other.evictions
         self.bytes_fetched += other.bytes_fetched
         self.bytes_evicted += other.bytes_evicted
@@ -77,18 +104,29 @@ class CacheError(OSError):
     """The cache cannot hold or produce a shard; the message says which limit or check failed."""
 
 
+class _Declined(Exception):
+    """A static cache has no room for this miss: it is read through."""
+
+
 class ShardCache:
     """Local copies of remote shards, at most ``max_bytes`` of them, shared safely by processes."""
 
-    def __init__(self, directory: str | os.PathLike, max_bytes: int, *, durable: bool = False) -> None:
+    def __init__(
+        self, directory: str | os.PathLike, max_bytes: int, *, durable: bool = False, policy: str = "lru"
+    ) -> None:
         """``durable=True`` fsyncs every entry and its rename, so entries survive a power cut; it
         halves miss throughput on this kind of VM. Without it a process crash still never exposes a
-        partial file (the rename is atomic), and a hit whose size is wrong is downloaded again."""
+        partial file (the rename is atomic), and a hit whose size is wrong is downloaded again.
+        ``policy``: "lru" or "static" (see Admission in the module docstring)."""
         if max_bytes <= 0:
             raise ValueError(f"max_bytes={max_bytes}: must be positive")
+        if policy not in POLICIES:
+            raise ValueError(f"policy={policy!r}: expected {' or '.join(POLICIES)}")
         self.directory = os.fspath(directory)
         self.max_bytes = int(max_bytes)
         self.durable = durable
+        self.policy = policy
+        self._full_until = 0.0
         self._dir = CacheDir(self.directory)
         self.stats = CacheStats()
         try:
@@ -109,8 +147,9 @@ class ShardCache:
         """Where the complete copy of ``url`` lives (whether or not it is cached now)."""
         return os.path.join(self.directory, f"{key_of(url)}-{readable_name(url)}")
 
-    def get(self, url: str, fetch: Fetch, *, size: int | None = None, etag: str | None = None) -> str:
-        """Return the path of a complete, verified local copy of ``url``, downloading it if needed.
+    def get(self, url: str, fetch: Fetch, *, size: int | None = None, etag: str | None = None) -> str | None:
+        """Return the path of a complete, verified local copy of ``url``, downloading it if needed;
+        None when a static cache does not admit it (full, or its size unknown): read it through.
 
         ``fetch(url, f)`` writes the object's bytes into the binary file ``f``. With ``size`` the
         download is checked for length and room is reserved before it starts; with ``etag`` of a
@@ -126,6 +165,8 @@ class ShardCache:
         if self._touch(path, size):  # lock-free hit: the common case in steady state
             self.stats.hits += 1
             return path
+        if self.policy == "static" and (size is None or time.monotonic() < self._full_until):
+            return self._bypass()
         sha = os.path.basename(path)[:64]
         fd, waited = self._dir.lock_key(sha, fcntl.LOCK_EX, block=True)
         assert fd is not None
@@ -134,7 +175,11 @@ class ShardCache:
             if self._touch(path, size):  # another process downloaded it while we waited
                 self.stats.hits += 1
                 return path
-            self._download(url, fetch, path, sha, size, etag)
+            try:
+                self._download(url, fetch, path, sha, size, etag)
+            except _Declined:
+                self._full_until = time.monotonic() + _FULL_RECHECK_S
+                return self._bypass()
             self.stats.misses += 1
             return path
         finally:
@@ -142,8 +187,9 @@ class ShardCache:
 
     def open_shard(
         self, url: str, fetch: Fetch, *, size: int | None = None, etag: str | None = None
-    ) -> BinaryIO:
-        """Like get(), but return the cached copy opened for reading, with no eviction race.
+    ) -> BinaryIO | None:
+        """Like get(), but return the cached copy opened for reading, with no eviction race (None
+        where get() gives None: read the shard through).
 
         A shared key lock is held while opening, so eviction (which only tries key locks) cannot
         remove the entry in between; once open, the file stays readable even if evicted.
@@ -151,6 +197,8 @@ class ShardCache:
         sha = key_of(url)
         for _ in range(3):
             path = self.get(url, fetch, size=size, etag=etag)
+            if path is None:
+                return None
             fd, _waited = self._dir.lock_key(sha, fcntl.LOCK_SH, block=True)
             assert fd is not None
             try:
@@ -187,6 +235,11 @@ class ShardCache:
         done, self.stats = self.stats, CacheStats()
         return done
 
+    def _bypass(self) -> None:
+        self.stats.misses += 1
+        self.stats.bypassed += 1
+        return None
+
     # ---- room (callers hold the global lock) ------------------------------------------------
 
     def _evict(self, entries: list[Entry], need: int, keep: str) -> tuple[int, list[str]]:
@@ -217,6 +270,8 @@ class ShardCache:
         used = sum(e.size for e in entries) + sum(t.charged for t in inflight)
         busy: list[str] = []
         need = max(used + size - self.max_bytes, self._disk_shortfall(size, inflight))
+        if need > 0 and self.policy == "static":
+            raise _Declined  # a static cache keeps what it has: this miss is read through
         if need > 0:
             freed, busy = self._evict(entries, need, keep)
             used -= freed
@@ -327,6 +382,8 @@ class ShardCache:
                 if exc.errno != errno.ENOSPC:
                     raise
                 os.truncate(tmp, 0)  # give the space back before asking for more
+                if self.policy == "static":
+                    raise _Declined from exc  # the disk filled meanwhile: read this one through
                 if attempt == 2:
                     raise CacheError(
                         errno.ENOSPC, f"{url}: disk full (ENOSPC) writing the cache even after eviction"

@@ -61,6 +61,9 @@ class LoaderConfig:
     storage_options: dict = field(default_factory=dict, repr=False)  # may hold credentials
     cache_dir: str | None = None
     cache_bytes: int | None = None
+    # a cache smaller than the data: "static" keeps what it cached and reads the rest through,
+    # "lru" evicts; "auto" (default) is static when shard_sizes add up to more than the cache
+    cache_policy: str = "auto"
     shard_sizes: dict[str, int] = field(default_factory=dict)
     part_bytes: int = 8 * 2**20
     concurrency: int = 4
@@ -87,6 +90,8 @@ class LoaderConfig:
             raise ValueError("give shard urls, or objects=[(key, url, label), ...] for one object per sample")
         if self.workers < 0:
             raise ValueError(f"workers={self.workers}: must be 0 or more")
+        if self.cache_policy not in ("auto", "lru", "static"):
+            raise ValueError(f"cache_policy={self.cache_policy!r}: allowed values are auto, lru, static")
         self.pipeline_spec()  # validates batch_size and on_error now, not in a worker later
 
     @property
@@ -121,6 +126,7 @@ class LoaderConfig:
             storage_options=dict(self.storage_options or {}),
             cache_dir=self.cache_dir,
             cache_bytes=cache_bytes,
+            cache_policy=self.cache_policy,
             sizes=dict(self.shard_sizes or {}),
             part_bytes=self.part_bytes,
             concurrency=self.concurrency,

@@ -31,6 +31,9 @@ class SourceSpec:
     storage_options: dict = field(default_factory=dict)
     cache_dir: str | None = None
     cache_bytes: int | None = None
+    # what a cache smaller than the data keeps (loaders/cache.py, Admission): "auto" is static when
+    # ``sizes`` say the shards are more than the cache, else lru
+    cache_policy: str = "auto"
     part_bytes: int = 8 * 2**20
     concurrency: int = 4
     sizes: dict[str, int] = field(default_factory=dict)  # url -> bytes, saves a HEAD per shard
@@ -68,10 +71,12 @@ class ShardSource:
 
     def _shard_cache(self):
         if self._cache is None:
-            from .cache import ShardCache
+            from .cache import ShardCache, choose_policy
 
             limit = self.spec.cache_bytes or default_cache_bytes(self.spec.cache_dir)
-            self._cache = ShardCache(self.spec.cache_dir, limit)
+            dataset = sum(self.spec.sizes.values()) if self.spec.sizes else None
+            policy = choose_policy(self.spec.cache_policy, limit, dataset)
+            self._cache = ShardCache(self.spec.cache_dir, limit, policy=policy)
         return self._cache
 
     @contextlib.contextmanager
@@ -109,14 +114,29 @@ class ShardSource:
             f = self._shard_cache().open_shard(
                 url, self._fetcher(reader, size), size=size, etag=self.spec.etags.get(url)
             )
-            with f:
-                yield f
-        else:
-            stream = reader.open_stream(url, size)
-            try:
+            if f is not None:
+                with f:
+                    yield f
+                return
+            # a static cache that is full: read through as without a cache, over the throttled
+            # link that open() left to the cache's downloads
+            with self._stream(reader, url, size, self._throttle) as stream:
                 yield stream
-            finally:
-                stream.close()
+            return
+        with self._stream(reader, url, size, None) as stream:
+            yield stream
+
+    @contextlib.contextmanager
+    def _stream(self, reader, url: str, size: int | None, throttle: Throttle | None) -> Iterator[BinaryIO]:
+        stream = reader.open_stream(url, size)
+        try:
+            if throttle is None:
+                yield stream
+            else:
+                throttle.request()
+                yield ThrottledFile(stream, throttle)  # type: ignore[misc]
+        finally:
+            stream.close()
 
     def _fetcher(self, reader, size: int | None) -> Callable[[str, BinaryIO], None]:
         """The cache's download of one shard; with a throttle it is one request over the link."""

@@ -66,6 +66,7 @@ class CellFacts:
     fetch_ceiling_bytes_per_s: float | None
     epochs: int
     cache_limit_bytes: float | None
+    cache_policy: str  # what the shard cache kept (the tier's description; runs before it: lru)
     last_epoch_hit_ratio: float | None
     request_p50_ms: float | None
     request_p99_ms: float | None
@@ -144,6 +145,7 @@ def _facts(run: str, s: CellSummary, manifest: CellManifest | None) -> CellFacts
         else None,
         epochs=len(s.epochs) or 1,
         cache_limit_bytes=(tier.get("cache") or {}).get("limit_bytes"),
+        cache_policy=(tier.get("cache") or {}).get("policy") or "lru",
         last_epoch_hit_ratio=last.cache_hit_ratio if last else None,
         request_p50_ms=stats.request_latency_ms.p50,
         request_p99_ms=stats.request_latency_ms.p99,
@@ -173,7 +175,8 @@ class CacheCheck:
     cache_bytes: float
     dataset_bytes: float
     measured_last_epoch: float
-    predicted_lru_shuffled: float
+    policy: str
+    predicted: float  # the model's hit ratio for that policy, shuffled epochs
 
 
 @dataclass
@@ -328,8 +331,9 @@ def calibrate(cells: list[CellFacts], *, loader: str | None = None, batch: int |
             cache_bytes=c.cache_limit_bytes,
             dataset_bytes=c.dataset_bytes,
             measured_last_epoch=c.last_epoch_hit_ratio,
-            predicted_lru_shuffled=hit_ratio(
-                c.cache_limit_bytes, c.dataset_bytes, "lru", "shuffled", epoch=c.epochs - 1
+            policy=c.cache_policy,
+            predicted=hit_ratio(
+                c.cache_limit_bytes, c.dataset_bytes, c.cache_policy, "shuffled", epoch=c.epochs - 1
             ),
         )
         for c in cells

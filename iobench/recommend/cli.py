@@ -95,9 +95,10 @@ def add_recommend_arguments(p: argparse.ArgumentParser) -> None:
     model = p.add_argument_group("model assumptions")
     model.add_argument(
         "--cache-policy",
-        choices=("lru", "static"),
-        default="lru",
-        help="shard cache: LRU (iobench's) or a pinned subset",
+        choices=("auto", "lru", "static"),
+        default="auto",
+        help="iobench's shard caches: auto (static when the cache cannot hold the dataset, as the tiers "
+        "choose; default), lru, or static (keep what is cached, read the rest through)",
     )
     model.add_argument(
         "--access",

@@ -13,6 +13,7 @@ import math
 from dataclasses import asdict, dataclass, field, replace
 
 from iobench.analysis.decoderate import ASSUMED, DecodeRate
+from loaders.cache import choose_policy
 
 from .calibrate import Calibration, Figure
 from .model import (
@@ -60,7 +61,7 @@ class Scenario:
     nvme_bytes: float  # all devices together
     ram_bytes: float
     cores: int
-    cache_policy: str = "lru"
+    cache_policy: str = "auto"  # iobench's shard caches: auto (as the tiers choose), lru or static
     access: str = "shuffled"
     batch: int = 256
     prefetch: int = 2
@@ -153,6 +154,7 @@ class _Storage:
     cache_in_ram: bool
     feasible: bool = True
     why_not: str = ""
+    cache_policy: str = "lru"  # what the cache keeps: the kernel's page cache is an LRU
 
 
 def _storages(s: Scenario, cal: Calibration | None) -> list[_Storage]:
@@ -189,6 +191,7 @@ def _storages(s: Scenario, cal: Calibration | None) -> list[_Storage]:
             nvme if s.nvme_bytes else None,
             s.nvme_bytes,
             cache_in_ram=False,
+            cache_policy=choose_policy(s.cache_policy, int(s.nvme_bytes), int(s.dataset_bytes)),
         ),
         _Storage(
             "Ceph + RAM cache",
@@ -198,6 +201,7 @@ def _storages(s: Scenario, cal: Calibration | None) -> list[_Storage]:
             ram,
             min(s.memory_cache, s.dataset_bytes),
             cache_in_ram=True,
+            cache_policy=choose_policy(s.cache_policy, int(s.memory_cache), int(s.dataset_bytes)),
         ),
     ]
     for tier in cal.tiers.values() if cal else []:
@@ -239,7 +243,7 @@ def _remote(backend: Figure, s: Scenario) -> Figure:
 def _option(s: Scenario, st: _Storage, decode: str, cal: Calibration | None) -> Option:
     req = s.requirement
     cache_bytes = st.cache_bytes if st.cache is not None else 0.0
-    hit = hit_ratio(cache_bytes, s.dataset_bytes, s.cache_policy, s.access, epoch=1)
+    hit = hit_ratio(cache_bytes, s.dataset_bytes, st.cache_policy, s.access, epoch=1)
     fetch_bytes = st.backend.value if st.cache is None else mixed_rate(hit, st.cache.value, st.backend.value)
     fetch = fetch_bytes / s.sample_bytes
     fetch_cpu = _fetch_cpu_ms(cal, st.kinds)

@@ -114,9 +114,10 @@ def _assumptions(report: dict, console: Console) -> None:
         console.print(f" - {name} = {value:,.4g}{where}: {source}")
     s = report["scenario"]
     console.print(
-        f" - cache hit ratio: policy {s.cache_policy}, {s.access} full epochs; the first epoch starts cold "
-        "(0); with r = cache/dataset < 1 an LRU cache under shuffled epochs serves r + (1-r) ln(1-r) of the "
-        "reads (0 when every epoch has the same order), a static (pinned) one r; a cache that holds the "
+        f" - cache hit ratio: iobench's shard caches {s.cache_policy} (auto: static when the cache cannot hold "
+        f"the dataset, as the tiers choose), the page cache an LRU; {s.access} full epochs; the first epoch "
+        "starts cold (0); with r = cache/dataset < 1 a static cache serves r of the reads, an LRU under "
+        "shuffled epochs r + (1-r) ln(1-r) (0 when every epoch has the same order); a cache that holds the "
         "dataset serves all (docs/recommend.md)"
     )
     console.print(
@@ -168,7 +169,7 @@ def _calibration(report: dict, console: Console) -> None:
     for c in cal.caches:
         console.print(
             f" - cache of {c.cell}: {format_bytes(c.cache_bytes)} for {format_bytes(c.dataset_bytes)}: last epoch hit "
-            f"{c.measured_last_epoch:.2f}, the model (LRU, shuffled) {c.predicted_lru_shuffled:.2f}"
+            f"{c.measured_last_epoch:.2f}, the model ({c.policy}, shuffled) {c.predicted:.2f}"
         )
 
 

@@ -107,24 +107,30 @@ def _loader_kwargs(opts):
     }
 
 
-def test_a_cache_smaller_than_the_dataset_stays_within_its_limit(s3_env, staged, tmp_path):
+@pytest.mark.parametrize("policy", ["auto", "lru"])
+def test_a_cache_smaller_than_the_dataset_stays_within_its_limit(s3_env, staged, tmp_path, policy):
     url, _ = staged
     limit = 12_000_000  # about 3.5 of the 10 shards
     tier = make_tier({"kind": "s3", "url": url, "cache_dir": str(tmp_path / "small"), "cache_size": limit})
     manifest = tier.load_manifest()
-    loader = ShardLoader(
-        tier.shard_urls(manifest),
-        workers=2,
-        return_batches=True,
-        **_loader_kwargs(tier.source_options(manifest)),
-    )
+    kwargs = {**_loader_kwargs(tier.source_options(manifest)), "cache_policy": policy}
+    loader = ShardLoader(tier.shard_urls(manifest), workers=2, return_batches=True, **kwargs)
+    hits = []
     for _ in range(2):
+        before = loader.stats.counters.get("cache_hits", 0)
         assert len(_keys_labels(loader)) == manifest.num_samples
+        hits.append(loader.stats.counters["cache_hits"] - before)
     cache = ShardCache(tmp_path / "small", limit)
     assert 0 < cache.used_bytes() <= limit
-    assert loader.stats.counters["cache_evictions"] > 0
-    # LRU under full shuffled epochs thrashes: far fewer hits than the cache could hold
-    assert loader.stats.counters["cache_hits"] < len(manifest.shards)
+    c = loader.stats.counters
+    if policy == "lru":
+        # LRU under full shuffled epochs thrashes: far fewer hits than the cache could hold
+        assert c["cache_evictions"] > 0 and c["cache_hits"] < len(manifest.shards)
+    else:
+        # auto: the shards add up to more than the cache, so it is static: the first epoch keeps
+        # the 3 shards that fit and reads the rest through; the second hits exactly those 3
+        assert c.get("cache_evictions", 0) == 0 and hits == [0, 3]
+        assert c["cache_bypassed"] == 2 * len(manifest.shards) - 3 - 3
 
 
 def _read_all(url, cache_dir, env, out):

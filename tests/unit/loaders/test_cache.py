@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from loaders.cache import CacheError, CacheStats, ShardCache
+from loaders.cache import CacheError, CacheStats, ShardCache, choose_policy
 from tests.helpers.paths import ROOT as REPO
 
 LOADERS_DIR = str(REPO / "loaders")
@@ -65,6 +65,48 @@ def test_hit_miss_eviction_counts_and_lru_order(tmp_path):
     assert Path(path_d).read_bytes() == payload("s3://b/d.tar", 100)
     assert cache.stats == CacheStats(hits=1, misses=4, evictions=1, bytes_fetched=400, bytes_evicted=100)
     assert cache.used_bytes() == complete_bytes(tmp_path / "c") == 300
+
+
+def test_a_static_cache_keeps_what_it_has_and_reads_the_rest_through(tmp_path):
+    cache = ShardCache(tmp_path / "c", max_bytes=300, policy="static")
+    calls: list[str] = []
+    urls = [f"s3://b/{k}.tar" for k in "abcdef"]
+    got = [cache.get(u, writer(100, calls), size=100) for u in urls]
+    # the first three fit and are kept; the rest are not downloaded into the cache at all
+    assert [g is not None for g in got] == [True, True, True, False, False, False]
+    assert calls == urls[:3] and parts(tmp_path / "c") == []
+    assert cache.stats == CacheStats(hits=0, misses=6, bytes_fetched=300, bypassed=3)
+    # every later epoch: the same three hit, nothing is evicted, the others read through
+    cache.reset_stats()
+    for u in reversed(urls):
+        cache.get(u, writer(100, calls), size=100)
+    assert cache.stats == CacheStats(hits=3, misses=3, bypassed=3) and len(calls) == 3
+    assert complete_bytes(tmp_path / "c") == 300
+    assert cache.open_shard(urls[5], writer(100, calls), size=100) is None
+    with cache.open_shard(urls[0], writer(100, calls), size=100) as f:
+        assert f.read() == payload(urls[0], 100)
+    # a size it cannot reserve for is read through too
+    assert ShardCache(tmp_path / "d", max_bytes=300, policy="static").get("s3://b/x", writer(10)) is None
+
+
+def test_a_static_cache_rechecks_for_room_once_it_was_full(tmp_path, monkeypatch):
+    import loaders.cache as cache_module
+
+    cache = ShardCache(tmp_path, max_bytes=100, policy="static")
+    assert cache.get("a", writer(100), size=100) and cache.get("b", writer(100), size=100) is None
+    cache.clear()  # room again: after the recheck interval the next miss is admitted
+    assert cache.get("c", writer(100), size=100) is None  # still within the interval
+    monkeypatch.setattr(cache_module, "_FULL_RECHECK_S", 0.0)
+    cache._full_until = 0.0
+    assert cache.get("c", writer(100), size=100) is not None
+
+
+def test_auto_policy_is_static_only_for_a_dataset_larger_than_the_cache():
+    assert choose_policy("auto", 100, 300) == "static"
+    assert choose_policy("auto", 300, 300) == "lru" and choose_policy("auto", 100, None) == "lru"
+    assert choose_policy("lru", 100, 300) == "lru"
+    with pytest.raises(ValueError, match="cache policy 'fifo': expected auto, lru or static"):
+        choose_policy("fifo", 1, 1)
 
 
 def test_unknown_size_evicts_after_download(tmp_path):
@@ -266,7 +308,7 @@ def test_stats_reset_merge_and_clear(tmp_path):
     cache.get("a", writer(10))
     epoch1 = cache.reset_stats()
     assert epoch1.as_dict() == dict(
-        hits=1, misses=1, evictions=0, bytes_fetched=10, bytes_evicted=0, wait_s=0.0
+        hits=1, misses=1, evictions=0, bytes_fetched=10, bytes_evicted=0, wait_s=0.0, bypassed=0
     )
     assert cache.stats == CacheStats()
     total = CacheStats()

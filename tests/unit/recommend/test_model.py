@@ -186,6 +186,7 @@ def _scenario(**kw) -> Scenario:
         ram_bytes=1 * TB,
         cores=96,
         decode=given(900.0, 100e3),  # 900 samples/s per core at this scenario's 100 KB samples
+        cache_policy="lru",  # the hand-computed figures below are LRU's; auto has its own test
     )
     return Scenario(**{**base, **kw})
 
@@ -318,6 +319,7 @@ def _cell(cell_id: str, **kw) -> CellFacts:
         fetch_ceiling_bytes_per_s=None,
         epochs=1,
         cache_limit_bytes=None,
+        cache_policy="lru",
         last_epoch_hit_ratio=None,
         request_p50_ms=None,
         request_p99_ms=None,
@@ -497,3 +499,18 @@ def test_the_cpu_rate_is_the_hosts_one_scaled_to_the_sample_size():
     assert (
         "scaled from 909/s at 107 KiB: decode in proportion to the bytes (x0.50), augment unchanged" in said
     )
+
+
+def test_auto_caches_are_static_when_smaller_than_the_dataset_as_the_tiers_choose():
+    by = {(o.name, o.decode): o for o in options(_scenario(dataset_bytes=10 * TB, cache_policy="auto"), None)}
+    ceph = by["Ceph + RAM cache", "cpu"]
+    # 500 GB of 10 TB kept: r = 0.05 of the reads from RAM (220.8 GB/s), the rest from Ceph (5 GB/s):
+    # 1 / (0.05/220.8 + 0.95/5) = 5.25690 GB/s, where LRU under shuffled epochs keeps 0.00127 (5.00622)
+    assert ceph.hit_ratio == pytest.approx(0.05) and ceph.fetch_bytes_per_s == pytest.approx(
+        5.25690e9, rel=1e-5
+    )
+    # the page cache is the kernel's LRU whatever iobench's caches do: 0.5 of 1 TB, shuffled
+    local = {(o.name, o.decode): o for o in options(_scenario(cache_policy="auto"), None)}[
+        "local NVMe", "cpu"
+    ]
+    assert local.hit_ratio == pytest.approx(0.153426, rel=1e-5)
