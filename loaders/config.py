@@ -6,11 +6,13 @@ registry and iobench's sweep-file checks read the same defaults from here.
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
-from .shards import expand_urls
+from .shards import REMAINDER_POLICIES, expand_urls, sample_counts
 from .tario import DEFAULT_MAX_MEMBER_BYTES
 from .throttle import ThrottleSpec
 
@@ -62,6 +64,9 @@ class LoaderConfig:
     cache_dir: str | None = None
     cache_bytes: int | None = None
     shard_sizes: dict[str, int] = field(default_factory=dict)
+    # samples per shard URL (the dataset manifest's counts): the even split over ranks and an exact
+    # len() need them; local shards missing here are counted from their tar headers
+    shard_samples: dict[str, int] = field(default_factory=dict)
     part_bytes: int = 8 * 2**20
     concurrency: int = 4
     throttle: ThrottleSpec | None = None  # emulate a slower link (bandwidth cap, latency per request)
@@ -70,8 +75,12 @@ class LoaderConfig:
     prefetch: int = 2
     shuffle_buffer: int = 1000
     seed: int = 0
-    rank: int = 0
-    world_size: int = 1
+    # None: from an initialised torch.distributed, else torchrun's RANK / WORLD_SIZE, else 0 / 1;
+    # a number given here is used as given
+    rank: int | None = None
+    world_size: int | None = None
+    # several ranks: what happens to the samples that do not divide evenly over them (loaders.shards)
+    remainder: str = "drop"
     augment: AugmentSpec = field(default_factory=AugmentSpec)
     on_error: str = "skip"
     drop_last: bool = False
@@ -87,6 +96,10 @@ class LoaderConfig:
             raise ValueError("give shard urls, or objects=[(key, url, label), ...] for one object per sample")
         if self.workers < 0:
             raise ValueError(f"workers={self.workers}: must be 0 or more")
+        if self.remainder not in REMAINDER_POLICIES:
+            raise ValueError(
+                f"remainder={self.remainder!r}: allowed values are {', '.join(REMAINDER_POLICIES)}"
+            )
         self.pipeline_spec()  # validates batch_size and on_error now, not in a worker later
 
     @property
@@ -99,6 +112,18 @@ class LoaderConfig:
         if not items:
             raise ValueError("no shard URLs or sample objects given")
         return items
+
+    def with_ranks(self) -> LoaderConfig:
+        """This config with ``rank`` and ``world_size`` resolved (see :func:`distributed_ranks`)."""
+        rank, world_size = distributed_ranks(self.rank, self.world_size)
+        return replace(self, rank=rank, world_size=world_size)
+
+    def counts(self) -> list[int] | None:
+        """Samples per item (1 per object), from ``shard_samples`` or counted for local shards; None
+        when some shard's count is not known (a remote shard the manifest does not cover)."""
+        if self.objects is not None:
+            return [1] * len(self.items())
+        return sample_counts(self.items(), self.shard_samples)
 
     def pipeline_spec(self) -> PipelineSpec:
         return PipelineSpec(
@@ -126,6 +151,37 @@ class LoaderConfig:
             concurrency=self.concurrency,
             throttle=self.throttle,
         )
+
+
+def distributed_ranks(rank: int | None = None, world_size: int | None = None) -> tuple[int, int]:
+    """(rank, world size): those given; the missing ones from an initialised ``torch.distributed``,
+    else from torchrun's environment (``RANK``, ``WORLD_SIZE``), else 0 and 1. torch is not
+    imported for this: a process group can only exist if the training code imported it."""
+    if rank is None or world_size is None:
+        found_rank, found_world = 0, 1
+        dist = sys.modules.get("torch.distributed")
+        if dist is not None and dist.is_available() and dist.is_initialized():
+            found_rank, found_world = dist.get_rank(), dist.get_world_size()
+        elif "WORLD_SIZE" in os.environ:
+            found_rank, found_world = int(os.environ.get("RANK", "0")), int(os.environ["WORLD_SIZE"])
+        rank = found_rank if rank is None else rank
+        world_size = found_world if world_size is None else world_size
+    if world_size < 1 or not 0 <= rank < world_size:
+        raise ValueError(f"rank {rank} is outside world_size {world_size}")
+    return rank, world_size
+
+
+def local_rank() -> int | None:
+    """This process's GPU index on its node under torchrun (``LOCAL_RANK``); None elsewhere."""
+    value = os.environ.get("LOCAL_RANK")
+    return int(value) if value is not None and value.isdigit() else None
+
+
+def device_for(device: str | None) -> str | None:
+    """``"cuda"`` without an index means this rank's GPU under torchrun (``cuda:LOCAL_RANK``)."""
+    if device == "cuda" and local_rank() is not None:
+        return f"cuda:{local_rank()}"
+    return device
 
 
 def default(name: str) -> Any:
