@@ -118,12 +118,23 @@ class LoaderConfig:
         rank, world_size = distributed_ranks(self.rank, self.world_size)
         return replace(self, rank=rank, world_size=world_size)
 
-    def counts(self) -> list[int] | None:
-        """Samples per item (1 per object), from ``shard_samples`` or counted for local shards; None
-        when some shard's count is not known (a remote shard the manifest does not cover)."""
+    def counts(self, *, count: bool = True) -> list[int] | None:
+        """Samples per item (1 per object), from ``shard_samples`` or, with ``count``, counted for
+        local shards from their tar headers; None when some shard's count is not known."""
+        items = self.items()
         if self.objects is not None:
-            return [1] * len(self.items())
-        return sample_counts(self.items(), self.shard_samples)
+            return [1] * len(items)
+        known = self.shard_samples or {}
+        if not count and not all(url in known for url in items):
+            return None
+        return sample_counts(items, known)
+
+    def split_counts(self) -> list[int] | None:
+        """The counts the epoch's split needs now: several ranks split by sample and need every
+        count (local shards are counted at once); one rank reads whole shards and needs them only
+        for ``len()``, so it counts nothing until asked."""
+        world_size = self.world_size if self.world_size is not None else distributed_ranks()[1]
+        return self.counts(count=world_size > 1)
 
     def pipeline_spec(self) -> PipelineSpec:
         return PipelineSpec(

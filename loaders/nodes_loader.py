@@ -142,7 +142,7 @@ class NodesLoader(ResumableLoader):
         self.items = config.items()
         check_splittable(len(self.items), config.world_size, 1)  # type: ignore[arg-type]
         self.spec = config.pipeline_spec()
-        self.counts = config.counts()
+        self.counts = config.split_counts()
         self.plan(0)  # an epoch that cannot give every rank a batch fails here
         self.source_spec = config.source_spec()
         self.method = backend(self.backend).check(config.options)["method"]
@@ -170,6 +170,8 @@ class NodesLoader(ResumableLoader):
 
     def __len__(self) -> int:
         """The batches this rank yields in the current (or next) epoch: the same on every rank."""
+        if self.counts is None:  # one rank: shards are counted when first asked
+            self.counts = self.config.counts()
         batches = self.plan().batches
         if batches is None:
             raise TypeError(

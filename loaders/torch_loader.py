@@ -411,7 +411,7 @@ class ShardLoader(ResumableLoader):
             source=config.source_spec(),
             rank=config.rank,  # type: ignore[arg-type]
             world_size=config.world_size,  # type: ignore[arg-type]
-            counts=config.counts(),
+            counts=config.split_counts(),
             readers=self.readers,
             remainder=config.remainder,
             objects=config.objects is not None,
@@ -426,6 +426,8 @@ class ShardLoader(ResumableLoader):
         if context is None and method is not None:
             context = multiprocessing.get_context(method)
         pin = options["pin_memory"]
+        # in_order is DataLoader's from torch 2.6: passed only when asked for, so torch 2.4 works
+        extra = {} if options["in_order"] else {"in_order": False}
         self._loader = DataLoader(
             self.dataset,
             batch_size=None,
@@ -438,7 +440,7 @@ class ShardLoader(ResumableLoader):
             timeout=options["timeout"] if workers > 0 else 0,
             generator=generator,
             persistent_workers=self.persistent,
-            in_order=options["in_order"],
+            **extra,
         )
         self._feed: _Feed | None = None
         self._generation = 0
@@ -455,6 +457,9 @@ class ShardLoader(ResumableLoader):
         return self.dataset.plan(epoch)
 
     def __len__(self) -> int:
+        if self.dataset.counts is None:  # one rank: shards are counted when first asked
+            self.dataset.counts = self.config.counts()
+            self.dataset._plan = None
         batches = self.plan().batches
         if batches is None:
             raise TypeError(

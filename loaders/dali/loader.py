@@ -181,7 +181,7 @@ class DaliLoader(ResumableLoader):
         self._checkpoint: bytes | None = None
         self._iterator = None
         self._pipe = None
-        self.counts = config.counts() if self.mode == "external" else None
+        self.counts = config.split_counts() if self.mode == "external" else None
         n_readers = len(self._plan(0, readers=1).readers[0].items) if self.mode == "external" else 1
         self.fetchers = max(1, min(options["fetchers"] or self.num_threads, n_readers))
         self._feed = (
@@ -371,6 +371,8 @@ class DaliLoader(ResumableLoader):
         N read from the shards' .idx files."""
         cfg = self.config
         if self.mode == "external":
+            if self.counts is None:  # one rank: shards are counted when first asked
+                self.counts = cfg.counts()
             epoch = self._cursor.active if self._cursor.active is not None else self._cursor.next_epoch
             samples = self._plan(epoch).samples
             if samples is None:
