@@ -76,21 +76,30 @@ def _quiet_worker(_: int) -> None:
 class _WorkerInit:
     """One thread per worker, then the user's ``worker_init_fn`` (picklable when that is)."""
 
-    def __init__(self, user: Callable[[int], None] | None) -> None:
-        self.user = user
+    def __init__(self, user: Callable[[int], None] | None, start_method: str) -> None:
+        self.user, self.start_method = user, start_method
 
     def __call__(self, worker_id: int) -> None:
         _quiet_worker(worker_id)
+        if self.start_method != "fork":
+            # a spawned (or forkserver) worker ends like a forked one: os._exit once multiprocessing
+            # has run its own exit work (its semaphores unlinked, queues closed), skipping the
+            # interpreter's teardown, where a native static thread object aborted a worker now and
+            # then ("terminate called without an active exception", no Python frame left: 2 of
+            # ~50 test runs here)
+            from multiprocessing import util
+
+            util.Finalize(None, os._exit, args=(0,), exitpriority=-100)
         if self.user is not None:
             self.user(worker_id)
 
 
 class _Control:
-    """What the loader tells its workers when a stream starts: ``[generation, epoch, samples to
-    skip per reader..., batches already delivered per reader...]``, in shared memory that a
-    forked, forkserver or spawned worker reaches alike (a torch shared tensor pickles as a file
-    descriptor). Workers read it at the start of a stream, and check between samples that the
-    generation is still theirs."""
+    """What the loader tells its persistent workers when a stream starts: ``[generation, epoch,
+    samples to skip per reader..., batches already delivered per reader...]``, in shared memory
+    that a forked, forkserver or spawned worker reaches alike (a torch shared tensor pickles as a
+    file descriptor). Workers read it when DataLoader resets them (after the loader wrote it), and
+    check between samples that the generation is still theirs."""
 
     def __init__(self, readers: int) -> None:
         self.readers = readers
@@ -161,6 +170,9 @@ class ShardStream(IterableDataset):
         self.counts = None if counts is None else list(counts)
         self.readers, self.remainder = readers, remainder
         self.control = _Control(readers or 1)
+        # where streams of one epoch start: (generation, epoch, skip and done per reader), taken
+        # along by each worker as it starts (a later change reaches only later workers)
+        self.start: tuple[int, int, list[int], list[int]] = (0, 0, [], [])
         self.ring: ShmRing | None = None  # batch buffers shared with the workers
         self._plan: EpochPlan | None = None
 
@@ -189,7 +201,11 @@ class ShardStream(IterableDataset):
         worker, readers = (info.id, info.num_workers) if info else (0, 1)
         if info is None:
             torch.set_num_threads(1)
-        generation, epoch, skip, done = self.control.read(worker)
+        if self.continuous:  # persistent workers: what the loader says now
+            generation, epoch, skip, done = self.control.read(worker)
+        else:
+            generation, epoch, skips, dones = self.start
+            skip, done = (skips[worker], dones[worker]) if worker < len(skips) else (0, 0)
         return self._stream(worker, readers, generation, epoch, skip, done, shared=info is not None)
 
     def _stream(
@@ -425,6 +441,7 @@ class ShardLoader(ResumableLoader):
         method = options["multiprocessing_context"]
         if context is None and method is not None:
             context = multiprocessing.get_context(method)
+        start_method = (context or multiprocessing).get_start_method()
         pin = options["pin_memory"]
         # in_order is DataLoader's from torch 2.6: passed only when asked for, so torch 2.4 works
         extra = {} if options["in_order"] else {"in_order": False}
@@ -435,7 +452,7 @@ class ShardLoader(ResumableLoader):
             prefetch_factor=config.prefetch if workers > 0 else None,
             pin_memory=torch.cuda.is_available() if pin is None else pin,
             pin_memory_device=options["pin_memory_device"],
-            worker_init_fn=_WorkerInit(worker_init_fn) if workers > 0 else None,
+            worker_init_fn=_WorkerInit(worker_init_fn, start_method) if workers > 0 else None,
             multiprocessing_context=context if workers > 0 else None,
             timeout=options["timeout"] if workers > 0 else 0,
             generator=generator,
@@ -485,6 +502,7 @@ class ShardLoader(ResumableLoader):
             self._stop()
         self._generation += 1
         self.dataset.control.write(self._generation, epoch, skip, done)
+        self.dataset.start = (self._generation, epoch, list(skip), list(done))
         if self.dataset.ring is None or not self.persistent:
             self.dataset.ring = self._make_ring()  # before the workers start: they take it along
         feed = _Feed(iter(self._loader), self._generation, self.readers, self.persistent)  # type: ignore[arg-type]
