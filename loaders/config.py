@@ -164,6 +164,16 @@ class LoaderConfig:
         )
 
 
+def counted(config: LoaderConfig) -> list[int] | None:
+    """``config.counts()`` for ``len()``: a shard that cannot be counted (truncated, unreadable)
+    makes len() a TypeError naming it (``list(loader)`` asks len() for a hint and goes on; reading
+    the shard then fails under the loader's own error policy, in the worker that reads it)."""
+    try:
+        return config.counts()
+    except (OSError, ValueError) as exc:
+        raise TypeError(f"len() could not count the shards' samples: {exc}") from exc
+
+
 def distributed_ranks(rank: int | None = None, world_size: int | None = None) -> tuple[int, int]:
     """(rank, world size): those given; the missing ones from an initialised ``torch.distributed``,
     else from torchrun's environment (``RANK``, ``WORLD_SIZE``), else 0 and 1. torch is not

@@ -27,7 +27,7 @@ from torchdata.nodes import BaseNode, IterableWrapper, ParallelMapper, PinMemory
 from torchdata.nodes import Loader as NodesRunner
 
 from .assemble import Batch, BatchAssembler
-from .config import LoaderConfig
+from .config import LoaderConfig, counted
 from .contract import EpochCursor, ResumableLoader, deliver
 from .instrument import StageStats
 from .pipeline import PipelineSpec, process_sample, raw_samples, sample_rng
@@ -171,7 +171,7 @@ class NodesLoader(ResumableLoader):
     def __len__(self) -> int:
         """The batches this rank yields in the current (or next) epoch: the same on every rank."""
         if self.counts is None:  # one rank: shards are counted when first asked
-            self.counts = self.config.counts()
+            self.counts = counted(self.config)
         batches = self.plan().batches
         if batches is None:
             raise TypeError(

@@ -65,9 +65,13 @@ _PIN = Option(
 _TORCH = {
     "pin_memory": _PIN,
     "persistent_workers": Option(
+        bool, default=True, help="keep the workers across epochs: a new epoch costs no fork"
+    ),
+    "prefetch_next_epoch": Option(
         bool,
-        default=True,
-        help="keep the workers across epochs, streaming the next epoch as soon as one is done",
+        default=False,
+        help="persistent workers start on the next epoch as soon as they finish one (work and requests "
+        "no one may ask for; loader.stats counts them only when that epoch is read)",
     ),
     "multiprocessing_context": Option(
         (str, type(None)),

@@ -6,6 +6,7 @@ byte offset, and so that every byte taken from the storage is counted and timed.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import BinaryIO
@@ -218,6 +219,7 @@ def count_tar_samples(path: str) -> int:
     128 MB shard costs a few hundred 512-byte reads. Raises ShardFormatError like the reader."""
     count, last_key = 0, None
     with open(path, "rb") as f:
+        end = os.fstat(f.fileno()).st_size
         at = 0
         long_name: str | None = None
         while True:
@@ -239,6 +241,12 @@ def count_tar_samples(path: str) -> int:
             if header[257:262] == b"ustar" and header[345:500].strip(b"\0"):
                 name = header[345:500].split(b"\0", 1)[0].decode("utf-8", "replace") + "/" + name
             data_at = at + BLOCK
+            if data_at + size > end:
+                raise ShardFormatError(
+                    path,
+                    data_at,
+                    f"member {name!r} declares {size} bytes but only {end - data_at} follow (truncated)",
+                )
             at = data_at + size + (-size % BLOCK)
             if kind in (b"x", b"L"):
                 if size > META_MAX_BYTES:

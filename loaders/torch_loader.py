@@ -13,16 +13,20 @@ Under DDP (torchrun) the rank and world size come from ``torch.distributed`` or 
 every rank yields exactly ``len(loader)`` batches per epoch (loaders.shards: the even split), and
 ``set_epoch`` reorders the shards as a DistributedSampler's does.
 
-Persistent workers (the default). Each worker streams its share of one epoch after another: when
-its share of epoch e is done it tells the loader (an END marker) and starts on epoch e + 1 at once,
-so the first batches of the next epoch are ready when the training loop asks for them, and the
-epoch boundary costs no fork and no new storage client. The loader sorts what arrives by the
-epoch each batch is tagged with. When the next epoch is not the one the workers guessed (a
-``set_epoch`` that jumps, a ``load_state_dict``, an epoch left half-read), the loader writes the
-epoch, and what each worker must skip, into a small shared control block and restarts the
-workers' streams through DataLoader's own reset of persistent workers (no fork either): workers
-read the control block whenever a stream starts, and stop decoding for a stream the control
-block no longer names. ``persistent_workers=False`` forks new workers for every epoch instead.
+Persistent workers (the default): the workers live across epochs, so an epoch boundary costs no
+fork and no new storage client (each worker keeps its clients). A new epoch reaches them through
+a small shared control block: the loader writes the epoch, and what each worker must skip, then
+resets the workers through DataLoader's own reset of persistent workers; a worker reads the block
+whenever a stream starts, and stops decoding for a stream the block no longer names.
+
+``prefetch_next_epoch=True`` goes further: each worker streams its share of one epoch after
+another, telling the loader when its share of epoch e is done (an END marker) and starting on e + 1
+at once, so the next epoch's first batches are ready when the training loop asks. The loader sorts
+what arrives by the epoch each batch is tagged with; when the next epoch is not the one the
+workers guessed (a ``set_epoch`` that jumps, a ``load_state_dict``, an epoch left half-read) it
+restarts their streams as above. Off by default: the workers then read (and request from the
+storage) data that nobody may ask for, and ``loader.stats`` counts it only when that epoch is
+read. ``persistent_workers=False`` forks new workers for every epoch instead.
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from .assemble import END, STALE, Batch
-from .config import LoaderConfig
+from .config import LoaderConfig, counted
 from .contract import EpochCursor, ResumableLoader, deliver
 from .instrument import StageStats
 from .pipeline import PipelineSpec, stream
@@ -143,9 +147,11 @@ class ShardStream(IterableDataset):
     Each batch is tagged with its reader, epoch and stream generation; ``skip`` samples of a
     reader's shuffled stream are read but not decoded (resume). A reader's stream depends only on
     (seed, epoch, rank, reader, the plan), never on timing, so skipping by count resumes exactly.
-    ``continuous``: a reader goes on to the next epoch when its share of one is done (persistent
-    workers); else its stream ends with the epoch. ``readers``: the DataLoader's workers (default:
-    however many the DataLoader that iterates it has).
+    ``persistent``: the workers live across epochs and learn where a stream starts from the
+    control block when DataLoader resets them; else each worker takes ``start`` along when it
+    starts. ``continuous`` (persistent workers only): a reader goes on to the next epoch when its
+    share of one is done; else its stream ends with the epoch. ``readers``: the DataLoader's
+    workers (default: however many the DataLoader that iterates it has).
     """
 
     def __init__(
@@ -161,10 +167,11 @@ class ShardStream(IterableDataset):
         remainder: str = "drop",
         shuffle_shards: bool = True,
         objects: bool = False,
+        persistent: bool = False,
         continuous: bool = False,
     ) -> None:
         super().__init__()
-        self.objects, self.continuous = objects, continuous
+        self.objects, self.persistent, self.continuous = objects, persistent, persistent and continuous
         self.urls, self.spec, self.source = list(urls), spec, source or SourceSpec()
         self.rank, self.world_size, self.shuffle_shards = rank, world_size, shuffle_shards
         self.counts = None if counts is None else list(counts)
@@ -175,6 +182,17 @@ class ShardStream(IterableDataset):
         self.start: tuple[int, int, list[int], list[int]] = (0, 0, [], [])
         self.ring: ShmRing | None = None  # batch buffers shared with the workers
         self._plan: EpochPlan | None = None
+        self._source: ShardSource | None = None  # this process's: its clients serve every epoch
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state["_source"] = None  # network clients do not cross processes; each worker makes its own
+        return state
+
+    def source_here(self) -> ShardSource:
+        if self._source is None:
+            self._source = ShardSource(self.source)
+        return self._source
 
     def plan(self, epoch: int, readers: int | None = None) -> EpochPlan:
         """This rank's share of ``epoch``, reader by reader (the last one asked for is kept)."""
@@ -201,7 +219,7 @@ class ShardStream(IterableDataset):
         worker, readers = (info.id, info.num_workers) if info else (0, 1)
         if info is None:
             torch.set_num_threads(1)
-        if self.continuous:  # persistent workers: what the loader says now
+        if self.persistent:  # what the loader wrote before it reset the workers
             generation, epoch, skip, done = self.control.read(worker)
         else:
             generation, epoch, skips, dones = self.start
@@ -211,7 +229,7 @@ class ShardStream(IterableDataset):
     def _stream(
         self, worker: int, readers: int, generation: int, epoch: int, skip: int, done: int, shared: bool
     ) -> Iterator[Batch]:
-        source = ShardSource(self.source)  # its clients serve every epoch of this stream
+        source = self.source_here()
         control = self.control
 
         def alive() -> bool:
@@ -237,12 +255,12 @@ class ShardStream(IterableDataset):
                     shared=shared,
                     ring=self.ring if shared else None,
                     reader=worker,
-                    alive=alive if self.continuous else None,
+                    alive=alive if self.persistent else None,
                 )
                 for batch in batches:
                     made += batch.delivers
                     yield _tagged(batch, tags)
-                if self.continuous and not alive():
+                if self.persistent and not alive():
                     break
                 while plan.split == "samples" and made < mine.batches:  # type: ignore[operator]
                     made += 1  # skipped samples left this reader short: every rank steps alike
@@ -254,7 +272,7 @@ class ShardStream(IterableDataset):
             while True:  # abandoned: answer what DataLoader still asks of this stream at once
                 yield Batch(None, None, reader=worker, generation=generation, marker=STALE)
         finally:
-            source.close()
+            source.drain_into(StageStats())  # counters of a stream left half-read are not the next one's
 
 
 def _tagged(batch: Batch, tags: dict) -> Batch:
@@ -351,6 +369,7 @@ class ShardLoader(ResumableLoader):
         pin_memory: bool | None = None,
         return_batches: bool = False,
         persistent_workers: bool | None = None,
+        prefetch_next_epoch: bool | None = None,
         multiprocessing_context: str | Any | None = None,
         worker_init_fn: Callable[[int], None] | None = None,
         timeout: float = 0,
@@ -381,6 +400,8 @@ class ShardLoader(ResumableLoader):
         }
         if persistent_workers is not None:
             options["persistent_workers"] = persistent_workers
+        if prefetch_next_epoch is not None:
+            options["prefetch_next_epoch"] = prefetch_next_epoch
         context = multiprocessing_context
         if isinstance(context, str) or context is None:
             options["multiprocessing_context"] = context
@@ -421,6 +442,7 @@ class ShardLoader(ResumableLoader):
         check_splittable(len(self.urls), config.world_size, config.workers)  # type: ignore[arg-type]
         self.return_batches = return_batches
         self.persistent = bool(options["persistent_workers"]) and config.workers > 0
+        self.continuous = self.persistent and bool(options["prefetch_next_epoch"])
         self.dataset = ShardStream(
             self.urls,
             self.spec,
@@ -431,7 +453,8 @@ class ShardLoader(ResumableLoader):
             readers=self.readers,
             remainder=config.remainder,
             objects=config.objects is not None,
-            continuous=self.persistent,
+            persistent=self.persistent,
+            continuous=self.continuous,
         )
         self.dataset.plan(0)  # an epoch that cannot give every rank a batch fails here, not in a worker
         self.stats = StageStats()
@@ -475,7 +498,7 @@ class ShardLoader(ResumableLoader):
 
     def __len__(self) -> int:
         if self.dataset.counts is None:  # one rank: shards are counted when first asked
-            self.dataset.counts = self.config.counts()
+            self.dataset.counts = counted(self.config)
             self.dataset._plan = None
         batches = self.plan().batches
         if batches is None:
@@ -505,7 +528,7 @@ class ShardLoader(ResumableLoader):
         self.dataset.start = (self._generation, epoch, list(skip), list(done))
         if self.dataset.ring is None or not self.persistent:
             self.dataset.ring = self._make_ring()  # before the workers start: they take it along
-        feed = _Feed(iter(self._loader), self._generation, self.readers, self.persistent)  # type: ignore[arg-type]
+        feed = _Feed(iter(self._loader), self._generation, self.readers, self.continuous)  # type: ignore[arg-type]
         feed.ring = self.dataset.ring  # batches in transit find their ring by id while it lives
         if self.persistent:
             self._feed = feed
@@ -531,6 +554,9 @@ class ShardLoader(ResumableLoader):
         self._stop()
         self._shutdown(self._loader._iterator)
         self._loader._iterator = None
+        if self.dataset._source is not None:  # workers=0: the main process's own clients
+            self.dataset._source.close()
+            self.dataset._source = None
 
     def __enter__(self) -> ShardLoader:
         return self
@@ -542,11 +568,12 @@ class ShardLoader(ResumableLoader):
         epoch, skip = self._cursor.begin()
         done = list(self._cursor.batches)
         feed = self._feed
-        if not (self.persistent and feed is not None and feed.complete == epoch - 1 and not any(skip)):
+        if not (self.continuous and feed is not None and feed.complete == epoch - 1 and not any(skip)):
             feed = self._start(epoch, skip, done)
         planned = self.dataset.plan(epoch).batches
         token = object()
         feed.owner = token
+        failed = False
         try:
             for batch in feed.epoch(epoch):
                 if batch.epoch != epoch:  # what a reader sent after the last epoch's last batch
@@ -562,13 +589,23 @@ class ShardLoader(ResumableLoader):
                 batch = deliver(batch, self.config)
                 yield batch if self.return_batches else (batch.images, batch.labels)
             feed.complete = epoch
+        except GeneratorExit:
+            raise
+        except BaseException:
+            failed = True
+            raise
         finally:
             if feed.owner is token:
                 feed.owner = None
-                if not self.persistent:
+                if not self.persistent or failed:
                     # the workers stop now, not at the next garbage collection (torch's re-raise of
-                    # a worker error leaves a reference cycle)
+                    # a worker error leaves a reference cycle); after an error (a worker that died,
+                    # a shard that failed) the next epoch starts new workers with a new ring
+                    if self.persistent:
+                        self._stop()
+                        self._loader._iterator = None
+                        self.dataset.ring = None
                     self._shutdown(feed.batches)
                 elif feed.complete != epoch:
-                    self._stop()  # a worker's error, or a consumer that stopped early
+                    self._stop()  # a consumer that stopped early: the streams stop at the next sample
         self._cursor.end()

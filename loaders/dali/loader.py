@@ -51,7 +51,7 @@ from collections.abc import Iterator, Sequence
 import torch
 
 from ..assemble import Batch
-from ..config import LoaderConfig
+from ..config import LoaderConfig, counted
 from ..contract import EpochCursor, ResumableLoader
 from ..instrument import StageStats
 from ..registry import backend
@@ -372,7 +372,7 @@ class DaliLoader(ResumableLoader):
         cfg = self.config
         if self.mode == "external":
             if self.counts is None:  # one rank: shards are counted when first asked
-                self.counts = cfg.counts()
+                self.counts = counted(cfg)
             epoch = self._cursor.active if self._cursor.active is not None else self._cursor.next_epoch
             samples = self._plan(epoch).samples
             if samples is None:

@@ -1,6 +1,7 @@
 """DataLoader workers of the torch backend: persistent across epochs (the next epoch reaches the
-living workers), every start method (fork, forkserver, spawn) with the batch-buffer ring, and the
-DataLoader keywords a user passes."""
+living workers; with prefetch_next_epoch they start on it before they are asked), every start
+method (fork, forkserver, spawn) with the batch-buffer ring, and the DataLoader keywords a user
+passes."""
 
 from __future__ import annotations
 
@@ -48,8 +49,15 @@ def _keys(batches) -> list[str]:
     return [k for b in batches for k in b.keys]
 
 
-@pytest.mark.parametrize("persistent", [True, False])
-def test_persistent_workers_start_once_and_serve_every_epoch(urls, tmp_path, persistent):
+MODES = {  # DataLoader workers: kept, kept and running ahead, forked every epoch
+    "persistent": {},
+    "ahead": {"prefetch_next_epoch": True},
+    "per-epoch": {"persistent_workers": False},
+}
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+def test_persistent_workers_start_once_and_serve_every_epoch(urls, tmp_path, mode):
     starts = tmp_path / "starts"
     starts.mkdir()
     loader = ShardLoader(
@@ -59,8 +67,8 @@ def test_persistent_workers_start_once_and_serve_every_epoch(urls, tmp_path, per
         shuffle_buffer=16,
         return_batches=True,
         augment=AugmentSpec(size=32),
-        persistent_workers=persistent,
         worker_init_fn=functools.partial(_note_start, str(starts)),
+        **MODES[mode],
     )
     orders = []
     for epoch in range(3):
@@ -69,12 +77,13 @@ def test_persistent_workers_start_once_and_serve_every_epoch(urls, tmp_path, per
         assert sorted(keys) == ALL_KEYS
         orders.append(keys)
     assert len(set(map(tuple, orders))) == 3  # a new order every epoch
-    assert len(list(starts.iterdir())) == (2 if persistent else 6)
+    assert len(list(starts.iterdir())) == (6 if mode == "per-epoch" else 2)
     loader.close()
 
 
-def test_the_next_epoch_is_the_epoch_a_fresh_loader_reads(urls):
-    cfg = small_config(urls, workers=2, seed=4)
+@pytest.mark.parametrize("mode", list(MODES))
+def test_the_next_epoch_is_the_epoch_a_fresh_loader_reads(urls, mode):
+    cfg = small_config(urls, workers=2, seed=4, options=MODES[mode])
     loader = make_loader("torch", cfg)
     for epoch in (0, 1, 5, 2):  # in sequence, a jump ahead, a step back
         loader.set_epoch(epoch)
@@ -85,8 +94,9 @@ def test_the_next_epoch_is_the_epoch_a_fresh_loader_reads(urls):
     loader.close()
 
 
-def test_an_epoch_left_early_does_not_leak_into_the_next(urls):
-    loader = make_loader("torch", small_config(urls, workers=2))
+@pytest.mark.parametrize("mode", list(MODES))
+def test_an_epoch_left_early_does_not_leak_into_the_next(urls, mode):
+    loader = make_loader("torch", small_config(urls, workers=2, options=MODES[mode]))
     partial = _keys(itertools.islice(iter(loader), 3))
     assert len(partial) == 12
     loader.set_epoch(1)
@@ -98,7 +108,7 @@ def test_an_epoch_left_early_does_not_leak_into_the_next(urls):
         if len(batches) == len(loader):
             break
     assert sorted(_keys(batches)) == ALL_KEYS
-    assert sorted(_keys(loader)) == ALL_KEYS  # epoch 3 goes on from the workers' streams
+    assert sorted(_keys(loader)) == ALL_KEYS  # epoch 3 (ahead: goes on from the workers' streams)
     loader.close()
 
 
@@ -131,6 +141,7 @@ def test_dataloader_keywords_are_honoured_or_refused_with_a_reason(urls):
     dl = loader._loader
     assert loader.workers == 1 and dl.prefetch_factor == 3 and dl.timeout == 30 and dl.generator is g
     assert dl.persistent_workers is True and dl.multiprocessing_context.get_start_method() == "spawn"
+    assert loader.continuous is False  # persistent, not running ahead, unless asked
     for name, why in [("sampler", "even split"), ("shuffle", "shuffle_buffer"), ("collate_fn", "in place")]:
         with pytest.raises(TypeError, match=f"{name} .*{why}"):
             ShardLoader(urls, **{name: None})
@@ -144,3 +155,19 @@ def test_dataloader_keywords_are_honoured_or_refused_with_a_reason(urls):
         )._loader.persistent_workers
         is False
     )
+
+
+def test_a_worker_error_ends_the_epoch_and_the_next_starts_new_workers(tmp_path):
+    from loaders import SampleError
+    from tests.helpers.shardkit import tiny_jpeg, write_shard
+
+    good = make_shards(tmp_path / "good", n_shards=2, per_shard=8)
+    members = [("000100.jpg", b"not a jpeg"), ("000100.cls", b"1")]
+    bad = str(
+        write_shard(tmp_path / "bad.tar", [*members, ("000101.jpg", tiny_jpeg(1)), ("000101.cls", b"1")])
+    )
+    loader = make_loader("torch", small_config([*good, bad], workers=1, on_error="fail"))
+    with pytest.raises(SampleError, match="000100"):
+        list(loader)
+    assert loader._loader._iterator is None  # the failed workers are gone
+    loader.close()
