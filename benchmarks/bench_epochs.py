@@ -1,5 +1,5 @@
-"""Workers across epochs: each start method with persistent workers, against workers forked anew
-every epoch (what the torch loader did before issue 18).
+"""Workers across epochs: each start method with persistent workers (and with the next epoch
+prefetched), against workers forked anew every epoch (what the torch loader did before issue 18).
 
     python benchmarks/bench_epochs.py [--samples 3072] [--workers 2] [--epochs 3] [--rounds 3]
 
@@ -25,7 +25,7 @@ from iobench.sweep.config import default_cache_dir
 from loaders import ShardLoader
 
 
-def run(urls: list[str], counts: dict[str, int], method: str, persistent: bool, args) -> dict:
+def run(urls: list[str], counts: dict[str, int], method: str, mode: str, args) -> dict:
     created = time.perf_counter()
     loader = ShardLoader(
         urls,
@@ -37,7 +37,8 @@ def run(urls: list[str], counts: dict[str, int], method: str, persistent: bool, 
         rank=0,
         world_size=1,
         multiprocessing_context=method,
-        persistent_workers=persistent,
+        persistent_workers=mode != "per-epoch",
+        prefetch_next_epoch=mode == "ahead",
     )
     waits: list[tuple[int, float]] = []
     first = None
@@ -91,10 +92,11 @@ def main() -> None:
     counts = {u: s.samples for u, s in zip(urls, manifest.shards, strict=True)}
     pagecache.warm(urls)
     contenders = {
-        ("fork", False): "fork, workers forked every epoch (before)",
-        ("fork", True): "fork, persistent",
-        ("forkserver", True): "forkserver, persistent",
-        ("spawn", True): "spawn, persistent",
+        ("fork", "per-epoch"): "fork, workers forked every epoch (before)",
+        ("fork", "persistent"): "fork, persistent (default)",
+        ("fork", "ahead"): "fork, persistent, prefetch_next_epoch",
+        ("forkserver", "persistent"): "forkserver, persistent",
+        ("spawn", "persistent"): "spawn, persistent",
     }
     results: dict = {key: [] for key in contenders}
     keys = list(contenders)
