@@ -9,13 +9,16 @@ one slot at a time, so a full batch is already collated and already shareable.
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 import torch
 
 from .instrument import StageStats, Stopwatch
-from .shmring import ShmRing, ring_by_id
+from .shmring import ShmRing, release_slot, ring_by_id
+
+END, STALE = "end", "stale"
 
 
 @dataclass
@@ -33,14 +36,48 @@ class Batch:
     # in transit from a DataLoader worker: the images wait in slot ``slot`` of ring ``ring_id``
     # (N x H x W x 3) and the labels travel as a list, so no tensor crosses the process boundary
     in_ring: tuple[int, int, tuple[int, ...], list[int]] | None = None
+    # which epoch of which stream (generation) of its reader this batch belongs to: a DataLoader
+    # worker streams epoch after epoch, and the loader sorts what arrives by these tags
+    epoch: int = 0
+    generation: int = 0
+    # not a batch but a signal from a reader: END (its share of ``epoch`` is complete) or STALE
+    # (its stream was abandoned, the loader is starting another)
+    marker: str | None = None
 
     def __len__(self) -> int:
         return len(self.keys)
+
+    @property
+    def delivers(self) -> bool:
+        """A batch the consumer receives (a training step), as opposed to counters or a marker."""
+        return self.images is not None or self.in_ring is not None
+
+    @classmethod
+    def empty(cls, image_size: int, **tags) -> Batch:
+        """A batch of no samples: what a reader yields when skipped samples left it short of the
+        batches its plan promised, so that every rank still takes the same number of steps."""
+        images = torch.empty((0, image_size, image_size, 3), dtype=torch.uint8).permute(0, 3, 1, 2)
+        return cls(images, torch.empty(0, dtype=torch.int64), **tags)
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state.pop("_guard", None)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        if self.in_ring is not None:
+            # arrived from a worker: until it becomes a tensor, this object holds the ring slot, so
+            # a batch dropped in transit (torch discards prefetched batches on a reset) frees it
+            self.__dict__["_guard"] = weakref.finalize(self, release_slot, self.in_ring[0], self.in_ring[1])
 
     def received(self) -> Batch:
         """In the main process: the batch with its images and labels as tensors again."""
         if self.in_ring is None:
             return self
+        guard = self.__dict__.pop("_guard", None)
+        if guard is not None:
+            guard.detach()  # the tensor's own finalizer frees the slot from here on
         ring_id, slot, shape, labels = self.in_ring
         images = ring_by_id(ring_id).tensor(slot, shape).permute(0, 3, 1, 2)
         return replace(self, images=images, labels=torch.tensor(labels, dtype=torch.int64), in_ring=None)

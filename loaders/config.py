@@ -6,11 +6,13 @@ registry and iobench's sweep-file checks read the same defaults from here.
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
-from .shards import expand_urls
+from .shards import REMAINDER_POLICIES, expand_urls, sample_counts
 from .tario import DEFAULT_MAX_MEMBER_BYTES
 from .throttle import ThrottleSpec
 
@@ -65,6 +67,9 @@ class LoaderConfig:
     # "lru" evicts; "auto" (default) is static when shard_sizes add up to more than the cache
     cache_policy: str = "auto"
     shard_sizes: dict[str, int] = field(default_factory=dict)
+    # samples per shard URL (the dataset manifest's counts): the even split over ranks and an exact
+    # len() need them; local shards missing here are counted from their tar headers
+    shard_samples: dict[str, int] = field(default_factory=dict)
     part_bytes: int = 8 * 2**20
     concurrency: int = 4
     throttle: ThrottleSpec | None = None  # emulate a slower link (bandwidth cap, latency per request)
@@ -73,8 +78,12 @@ class LoaderConfig:
     prefetch: int = 2
     shuffle_buffer: int = 1000
     seed: int = 0
-    rank: int = 0
-    world_size: int = 1
+    # None: from an initialised torch.distributed, else torchrun's RANK / WORLD_SIZE, else 0 / 1;
+    # a number given here is used as given
+    rank: int | None = None
+    world_size: int | None = None
+    # several ranks: what happens to the samples that do not divide evenly over them (loaders.shards)
+    remainder: str = "drop"
     augment: AugmentSpec = field(default_factory=AugmentSpec)
     on_error: str = "skip"
     drop_last: bool = False
@@ -92,6 +101,10 @@ class LoaderConfig:
             raise ValueError(f"workers={self.workers}: must be 0 or more")
         if self.cache_policy not in ("auto", "lru", "static"):
             raise ValueError(f"cache_policy={self.cache_policy!r}: allowed values are auto, lru, static")
+        if self.remainder not in REMAINDER_POLICIES:
+            raise ValueError(
+                f"remainder={self.remainder!r}: allowed values are {', '.join(REMAINDER_POLICIES)}"
+            )
         self.pipeline_spec()  # validates batch_size and on_error now, not in a worker later
 
     @property
@@ -104,6 +117,29 @@ class LoaderConfig:
         if not items:
             raise ValueError("no shard URLs or sample objects given")
         return items
+
+    def with_ranks(self) -> LoaderConfig:
+        """This config with ``rank`` and ``world_size`` resolved (see :func:`distributed_ranks`)."""
+        rank, world_size = distributed_ranks(self.rank, self.world_size)
+        return replace(self, rank=rank, world_size=world_size)
+
+    def counts(self, *, count: bool = True) -> list[int] | None:
+        """Samples per item (1 per object), from ``shard_samples`` or, with ``count``, counted for
+        local shards from their tar headers; None when some shard's count is not known."""
+        items = self.items()
+        if self.objects is not None:
+            return [1] * len(items)
+        known = self.shard_samples or {}
+        if not count and not all(url in known for url in items):
+            return None
+        return sample_counts(items, known)
+
+    def split_counts(self) -> list[int] | None:
+        """The counts the epoch's split needs now: several ranks split by sample and need every
+        count (local shards are counted at once); one rank reads whole shards and needs them only
+        for ``len()``, so it counts nothing until asked."""
+        world_size = self.world_size if self.world_size is not None else distributed_ranks()[1]
+        return self.counts(count=world_size > 1)
 
     def pipeline_spec(self) -> PipelineSpec:
         return PipelineSpec(
@@ -132,6 +168,47 @@ class LoaderConfig:
             concurrency=self.concurrency,
             throttle=self.throttle,
         )
+
+
+def counted(config: LoaderConfig) -> list[int] | None:
+    """``config.counts()`` for ``len()``: a shard that cannot be counted (truncated, unreadable)
+    makes len() a TypeError naming it (``list(loader)`` asks len() for a hint and goes on; reading
+    the shard then fails under the loader's own error policy, in the worker that reads it)."""
+    try:
+        return config.counts()
+    except (OSError, ValueError) as exc:
+        raise TypeError(f"len() could not count the shards' samples: {exc}") from exc
+
+
+def distributed_ranks(rank: int | None = None, world_size: int | None = None) -> tuple[int, int]:
+    """(rank, world size): those given; the missing ones from an initialised ``torch.distributed``,
+    else from torchrun's environment (``RANK``, ``WORLD_SIZE``), else 0 and 1. torch is not
+    imported for this: a process group can only exist if the training code imported it."""
+    if rank is None or world_size is None:
+        found_rank, found_world = 0, 1
+        dist = sys.modules.get("torch.distributed")
+        if dist is not None and dist.is_available() and dist.is_initialized():
+            found_rank, found_world = dist.get_rank(), dist.get_world_size()
+        elif "WORLD_SIZE" in os.environ:
+            found_rank, found_world = int(os.environ.get("RANK", "0")), int(os.environ["WORLD_SIZE"])
+        rank = found_rank if rank is None else rank
+        world_size = found_world if world_size is None else world_size
+    if world_size < 1 or not 0 <= rank < world_size:
+        raise ValueError(f"rank {rank} is outside world_size {world_size}")
+    return rank, world_size
+
+
+def local_rank() -> int | None:
+    """This process's GPU index on its node under torchrun (``LOCAL_RANK``); None elsewhere."""
+    value = os.environ.get("LOCAL_RANK")
+    return int(value) if value is not None and value.isdigit() else None
+
+
+def device_for(device: str | None) -> str | None:
+    """``"cuda"`` without an index means this rank's GPU under torchrun (``cuda:LOCAL_RANK``)."""
+    if device == "cuda" and local_rank() is not None:
+        return f"cuda:{local_rank()}"
+    return device
 
 
 def default(name: str) -> Any:

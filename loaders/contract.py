@@ -23,11 +23,11 @@ from typing import Protocol, runtime_checkable
 import torch
 
 from .assemble import Batch
-from .config import LoaderConfig
+from .config import LoaderConfig, device_for
 from .decode import normalize_batch
 from .instrument import StageStats
 
-STATE_VERSION = 1
+STATE_VERSION = 2  # 2: the even split over ranks, and batches delivered per reader
 
 
 @runtime_checkable
@@ -56,7 +56,7 @@ def deliver(batch: Batch, config: LoaderConfig) -> Batch:
         return batch
     images, labels = batch.images, batch.labels
     if config.device is not None:
-        device = torch.device(config.device)
+        device = torch.device(device_for(config.device))
         images = images.to(device, non_blocking=True)
         labels = labels.to(device, non_blocking=True)  # type: ignore[union-attr]
     if config.normalize:
@@ -65,12 +65,16 @@ def deliver(batch: Batch, config: LoaderConfig) -> Batch:
 
 
 def fingerprint(config: LoaderConfig, readers: int, backend: str) -> dict:
-    """What must not change between saving and loading a state: the per-reader sample order."""
+    """What must not change between saving and loading a state: the per-reader sample order (which
+    depends, with several ranks, on the batch size, drop_last and the remainder policy too)."""
     digest = hashlib.sha1()
     for item in config.items():
         digest.update(repr(item).encode())
         digest.update(b"\0")
     return {
+        "batch_size": config.batch_size,
+        "drop_last": config.drop_last,
+        "remainder": config.remainder,
         "backend": backend,
         "items": digest.hexdigest(),
         "seed": config.seed,
@@ -84,14 +88,16 @@ def fingerprint(config: LoaderConfig, readers: int, backend: str) -> dict:
 class EpochCursor:
     """Where a loader stands: the epoch it is in and how many samples of each reader's shuffled
     stream the consumer has received (counted from delivered batches, so batches a worker had
-    prefetched but not handed over are produced again after a resume)."""
+    prefetched but not handed over are produced again after a resume), and how many batches each
+    reader delivered (a resumed reader still yields the batches its plan promised, no more)."""
 
     def __init__(self, readers: int) -> None:
         self.readers = readers
         self.next_epoch = 0
         self.active: int | None = None
         self.consumed = [0] * readers
-        self._resume: tuple[int, list[int]] | None = None
+        self.batches = [0] * readers
+        self._resume: tuple[int, list[int], list[int]] | None = None
 
     def set_epoch(self, epoch: int) -> None:
         if self._resume is not None and self._resume[0] != epoch:
@@ -99,29 +105,38 @@ class EpochCursor:
         self.next_epoch = epoch
 
     def begin(self) -> tuple[int, list[int]]:
-        """Start an epoch: its number and the samples each reader must skip."""
+        """Start an epoch: its number and the samples each reader must skip (the batches each
+        reader already delivered are in ``batches``)."""
         epoch = self.next_epoch
-        skip = [0] * self.readers
+        skip, done = [0] * self.readers, [0] * self.readers
         if self._resume is not None and self._resume[0] == epoch:
-            skip = list(self._resume[1])
+            skip, done = list(self._resume[1]), list(self._resume[2])
         self._resume = None
-        self.active, self.consumed, self.next_epoch = epoch, list(skip), epoch + 1
+        self.active, self.consumed, self.batches, self.next_epoch = epoch, list(skip), list(done), epoch + 1
         return epoch, skip
 
     def count(self, batch: Batch) -> None:
         self.consumed[batch.reader] += batch.consumed
+        if batch.delivers:
+            self.batches[batch.reader] += 1
 
     def end(self) -> None:
         self.active = None
 
     def state(self, fp: dict) -> dict:
         if self.active is not None:
-            epoch, consumed = self.active, list(self.consumed)
+            epoch, consumed, batches = self.active, list(self.consumed), list(self.batches)
         elif self._resume is not None:
-            epoch, consumed = self._resume[0], list(self._resume[1])
+            epoch, consumed, batches = self._resume[0], list(self._resume[1]), list(self._resume[2])
         else:
-            epoch, consumed = self.next_epoch, [0] * self.readers
-        return {"version": STATE_VERSION, "epoch": epoch, "consumed": consumed, "fingerprint": fp}
+            epoch, consumed, batches = self.next_epoch, [0] * self.readers, [0] * self.readers
+        return {
+            "version": STATE_VERSION,
+            "epoch": epoch,
+            "consumed": consumed,
+            "batches": batches,
+            "fingerprint": fp,
+        }
 
     def load(self, state: dict, fp: dict) -> None:
         if state.get("version") != STATE_VERSION:
@@ -135,9 +150,10 @@ class EpochCursor:
                 f"{ {k: fp[k] for k in changed} })"
             )
         consumed = [int(n) for n in state["consumed"]]
+        batches = [int(n) for n in state.get("batches", [0] * len(consumed))]
         self.next_epoch = int(state["epoch"])
         self.active = None
-        self._resume = (self.next_epoch, consumed)
+        self._resume = (self.next_epoch, consumed, batches)
 
 
 class ResumableLoader:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import itertools
 import random
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import replace
 
 import numpy as np
 import torch
@@ -26,12 +27,12 @@ from torchdata.nodes import BaseNode, IterableWrapper, ParallelMapper, PinMemory
 from torchdata.nodes import Loader as NodesRunner
 
 from .assemble import Batch, BatchAssembler
-from .config import LoaderConfig
+from .config import LoaderConfig, counted
 from .contract import EpochCursor, ResumableLoader, deliver
 from .instrument import StageStats
 from .pipeline import PipelineSpec, process_sample, raw_samples, sample_rng
 from .registry import backend
-from .shards import check_splittable, shards_for
+from .shards import EpochPlan, check_splittable, plan_epoch
 from .sources import ShardSource
 from .tario import Sample
 
@@ -68,14 +69,21 @@ def _one_torch_thread() -> None:
 
 class _FullBatches(BaseNode[Batch]):
     """Batcher + collate in one node, with the DataLoader backend's rule: a skipped sample does not
-    shorten a batch (the next good one fills its place), and its counters ride with the batch."""
+    shorten a batch (the next good one fills its place), and its counters ride with the batch.
+    ``planned``: the batches this epoch must yield (even split); skipped samples that leave the
+    stream short are made up with empty batches, so every rank takes the same number of steps."""
 
     def __init__(
-        self, source: BaseNode[list[Processed]], spec: PipelineSpec, drain: Callable[[StageStats], None]
+        self,
+        source: BaseNode[list[Processed]],
+        spec: PipelineSpec,
+        drain: Callable[[StageStats], None],
+        planned: int | None = None,
     ) -> None:
         super().__init__()
-        self.source, self.spec, self.drain = source, spec, drain
+        self.source, self.spec, self.drain, self.planned = source, spec, drain, planned
         self.first: StageStats | None = None
+        self.made = 0
         self._done = False
         # one sample at a time; a chunk that fills a batch leaves its rest for the next one
         self._samples: Iterator[Processed] = itertools.chain.from_iterable(source)
@@ -84,6 +92,7 @@ class _FullBatches(BaseNode[Batch]):
         super().reset(initial_state)
         self.source.reset(initial_state["source"] if initial_state else None)
         self._done = False
+        self.made = 0
         self._samples = itertools.chain.from_iterable(self.source)
 
     def get_state(self) -> dict:
@@ -92,6 +101,9 @@ class _FullBatches(BaseNode[Batch]):
 
     def next(self) -> Batch:
         if self._done:
+            if self.planned is not None and self.made < self.planned:
+                self.made += 1
+                return Batch.empty(self.spec.augment.size)
             raise StopIteration
         batch = BatchAssembler(self.spec.batch_size, self.spec.augment.size, stats=self.first)
         self.first = None
@@ -108,7 +120,8 @@ class _FullBatches(BaseNode[Batch]):
         self.drain(batch.stats)
         finished = batch.take(drop_partial=self.spec.drop_last)
         if finished is None:
-            raise StopIteration
+            return self.next()  # nothing left: made up to the plan, or the end
+        self.made += finished.delivers
         return finished
 
 
@@ -124,20 +137,57 @@ class NodesLoader(ResumableLoader):
     backend = "nodes"
 
     def __init__(self, config: LoaderConfig) -> None:
+        config = config.with_ranks()
         self.config = config
         self.items = config.items()
-        check_splittable(len(self.items), config.world_size, 1)
+        check_splittable(len(self.items), config.world_size, 1)  # type: ignore[arg-type]
         self.spec = config.pipeline_spec()
+        self.counts = config.split_counts()
+        self.plan(0)  # an epoch that cannot give every rank a batch fails here
         self.source_spec = config.source_spec()
         self.method = backend(self.backend).check(config.options)["method"]
         self.stats = StageStats()
         self._cursor = EpochCursor(readers=1)
         self._fingerprint: dict | None = None
 
-    def _graph(self, epoch: int, skip: int) -> tuple[NodesRunner, ShardSource]:
+    def plan(self, epoch: int | None = None) -> EpochPlan:
+        """This rank's share of ``epoch`` (default: the current or next one); one reader."""
+        if epoch is None:
+            epoch = self._cursor.active if self._cursor.active is not None else self._cursor.next_epoch
+        cfg = self.config
+        return plan_epoch(
+            self.items,
+            self.counts,
+            rank=cfg.rank,  # type: ignore[arg-type]
+            world_size=cfg.world_size,  # type: ignore[arg-type]
+            batch_size=cfg.batch_size,
+            drop_last=cfg.drop_last,
+            remainder=cfg.remainder,
+            seed=cfg.seed,
+            epoch=epoch,
+            objects=cfg.objects is not None,
+        )
+
+    def __len__(self) -> int:
+        """The batches this rank yields in the current (or next) epoch: the same on every rank."""
+        if self.counts is None:  # one rank: shards are counted when first asked
+            self.counts = counted(self.config)
+        batches = self.plan().batches
+        if batches is None:
+            raise TypeError(
+                "len() needs every shard's sample count: pass shard_samples={url: n} (a dataset "
+                "manifest has them) or use local shards, which are counted from their tar headers"
+            )
+        return batches
+
+    def _graph(self, epoch: int, skip: int, done: int) -> tuple[NodesRunner, ShardSource]:
         cfg = self.config
         objects = cfg.objects is not None
-        mine = shards_for(self.items, rank=cfg.rank, world_size=cfg.world_size, seed=cfg.seed, epoch=epoch)
+        plan = self.plan(epoch)
+        mine = list(plan.readers[0].items)
+        # several ranks must step alike: skipped samples are made up with empty batches
+        planned = plan.batches - done if plan.split == "samples" else None
+        spec = self.spec if plan.split == "shards" else replace(self.spec, drop_last=False)
         # the same reader seed as DataLoader worker 0 of 1, so the two backends agree sample for sample
         rng = random.Random(hash((cfg.seed, epoch, cfg.rank, 0)))
         source = ShardSource(self.source_spec)
@@ -147,12 +197,12 @@ class NodesLoader(ResumableLoader):
         node: BaseNode = IterableWrapper(_Chunks(samples, CHUNK))
         node = ParallelMapper(
             node,
-            _ChunkWorker(self.spec, base),
+            _ChunkWorker(spec, base),
             num_workers=max(1, cfg.workers),
             in_order=True,  # shuffling is the shuffle buffer's job; order keeps resume exact
             method=self.method,  # type: ignore[arg-type]
         )
-        batcher = _FullBatches(node, self.spec, source.drain_into)
+        batcher = _FullBatches(node, spec, source.drain_into, planned)
         batcher.first = first
         node = Prefetcher(batcher, prefetch_factor=max(1, cfg.prefetch))
         if torch.cuda.is_available():
@@ -163,7 +213,7 @@ class NodesLoader(ResumableLoader):
         # the mapping threads belong to this process: one intra-op thread, as in DataLoader workers
         torch.set_num_threads(1)
         epoch, skip = self._cursor.begin()
-        runner, source = self._graph(epoch, skip[0])
+        runner, source = self._graph(epoch, skip[0], self._cursor.batches[0])
         try:
             for batch in runner:
                 self.stats.merge(batch.stats)

@@ -17,6 +17,7 @@ from .assemble import Batch, BatchAssembler
 from .config import PipelineSpec
 from .decode import CorruptImage, augment, decode_jpeg
 from .instrument import StageStats, Stopwatch, clocks, since
+from .shards import Part
 from .shmring import ShmRing
 from .sources import ShardSource
 from .tario import Sample, iter_samples
@@ -40,34 +41,72 @@ def _samples_of(raw, url: str, spec: PipelineSpec) -> Iterator[Sample]:
     return iter_samples(raw, url, spec.max_member_bytes)
 
 
-def read_shards(urls: Iterable[str], source: ShardSource, spec: PipelineSpec) -> Iterator[Sample]:
-    """Stream the samples of each shard in turn; opening the shard counts as fetch time."""
-    for url in urls:
+def read_shards(urls: Iterable[str | Part], source: ShardSource, spec: PipelineSpec) -> Iterator[Sample]:
+    """Stream the samples of each shard in turn; opening the shard counts as fetch time. A
+    :class:`Part` reads only its samples: those before it are read but not yielded (their bytes
+    and time are charged to its first sample), and reading stops after its last."""
+    for item in urls:
+        url = item.url if isinstance(item, Part) else item
         start = clocks()
         with source.open(url) as raw:
             opened_wall, opened_cpu = since(start)
-            for sample in _samples_of(raw, url, spec):
+            samples = _samples_of(raw, url, spec)
+            if isinstance(item, Part):
+                samples = _part_of(samples, item)
+            for sample in samples:
                 sample.fetch_wall_s += opened_wall
                 sample.fetch_cpu_s += opened_cpu
                 opened_wall = opened_cpu = 0.0
                 yield sample
 
 
-def shuffled(samples: Iterable[T], size: int, rng: random.Random) -> Iterator[T]:
-    """A bounded shuffle buffer: memory stays at ``size`` samples whatever the dataset size."""
+def _part_of(samples: Iterator[Sample], part: Part) -> Iterator[Sample]:
+    if part.stop <= part.start:
+        return
+    carried = [0, 0.0, 0.0]
+    for i, sample in enumerate(samples):
+        if i < part.start:  # another reader's: the bytes came off the storage all the same
+            carried[0] += sample.read_bytes
+            carried[1] += sample.fetch_wall_s
+            carried[2] += sample.fetch_cpu_s
+            continue
+        sample.read_bytes += int(carried[0])
+        sample.fetch_wall_s += carried[1]
+        sample.fetch_cpu_s += carried[2]
+        carried = [0, 0.0, 0.0]
+        yield sample
+        if i + 1 >= part.stop:
+            return  # the rest of the shard is another reader's: not even read
+
+
+def shuffled(samples: Iterable[T], size: int, rng: random.Random, initial: int | None = None) -> Iterator[T]:
+    """A bounded shuffle buffer: memory stays at ``size`` samples whatever the dataset size.
+
+    It starts yielding once it holds ``initial`` samples (default an eighth of ``size``) and reads
+    two samples per sample yielded until it is full, as webdataset's does: a reader's first batch
+    (at start-up and at every epoch) waits for a fraction of the buffer, not all of it.
+    """
     if size <= 1:
         yield from samples
         return
+    initial = max(1, size // 8) if initial is None else max(1, min(initial, size))
     buffer: list[T] = []
-    for sample in samples:
-        if len(buffer) < size:
-            buffer.append(sample)
-            continue
-        i = rng.randrange(size)
-        buffer[i], sample = sample, buffer[i]
-        yield sample
+    source = iter(samples)
+    for sample in source:
+        buffer.append(sample)
+        if len(buffer) < size:  # still filling: one more read for this yield
+            more = next(source, _NOTHING)
+            if more is not _NOTHING:
+                buffer.append(more)  # type: ignore[arg-type]
+        if len(buffer) >= initial:
+            i = rng.randrange(len(buffer))
+            buffer[i], buffer[-1] = buffer[-1], buffer[i]
+            yield buffer.pop()
     rng.shuffle(buffer)
     yield from buffer
+
+
+_NOTHING = object()
 
 
 def label_of(sample: Sample) -> int:
@@ -209,6 +248,13 @@ def _skipping(samples: Iterator[Sample], n: int, skipped: StageStats) -> Iterato
     yield from samples
 
 
+def _while(samples: Iterator[Sample], alive: Callable[[], bool]) -> Iterator[Sample]:
+    for sample in samples:
+        if not alive():
+            return
+        yield sample
+
+
 def stream(
     items: Sequence,
     source: ShardSource,
@@ -220,16 +266,20 @@ def stream(
     shared: bool = False,
     ring: ShmRing | None = None,
     reader: int = 0,
+    alive: Callable[[], bool] | None = None,
 ) -> Iterator[Batch]:
     """The whole pipeline for one reader (a worker, a thread, or the main process).
 
-    ``items`` are shard URLs, or with ``objects=True`` (key, url, label) of one object per sample.
-    ``skip`` drops the first samples of the reader's shuffled stream without decoding them (resume);
-    ``shared`` allocates batches in shared memory (for a DataLoader worker), in reader ``reader``'s
-    slots of ``ring`` while it has free ones.
+    ``items`` are shard URLs (or :class:`Part` s of shards), or with ``objects=True`` (key, url,
+    label) of one object per sample. ``skip`` drops the first samples of the reader's shuffled
+    stream without decoding them (resume); ``shared`` allocates batches in shared memory (for a
+    DataLoader worker), in reader ``reader``'s slots of ``ring`` while it has free ones. The
+    stream ends early, at the next sample, once ``alive()`` turns false.
     """
     first = StageStats()
     raw = raw_samples(items, source, spec, rng, objects=objects, skip=skip, skipped=first)
+    if alive is not None:
+        raw = _while(raw, alive)
     return batches(
         raw, spec, rng, drain=source.drain_into, start=first, shared=shared, ring=ring, reader=reader
     )

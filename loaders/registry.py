@@ -60,11 +60,34 @@ class Backend:
 _PIN = Option(
     (bool, type(None)), default=None, help="pin batches in page-locked memory; default: when CUDA is present"
 )
+# DataLoader's own keywords that make sense in a sweep file; worker_init_fn and generator are code,
+# so they are ShardLoader keyword arguments only (loaders.torch_loader)
+_TORCH = {
+    "pin_memory": _PIN,
+    "persistent_workers": Option(
+        bool, default=True, help="keep the workers across epochs: a new epoch costs no fork"
+    ),
+    "prefetch_next_epoch": Option(
+        bool,
+        default=False,
+        help="persistent workers start on the next epoch as soon as they finish one (work and requests "
+        "no one may ask for; loader.stats counts them only when that epoch is read)",
+    ),
+    "multiprocessing_context": Option(
+        (str, type(None)),
+        default=None,
+        choices=("fork", "forkserver", "spawn", None),
+        help="how workers start (default: Python's default for the platform)",
+    ),
+    "timeout": Option((int, float), default=0, help="seconds to wait for a worker's batch (0: no limit)"),
+    "pin_memory_device": Option(str, default="", help="the device to pin for (default: the current one)"),
+    "in_order": Option(bool, default=True, help="deliver batches in the order the workers were asked"),
+}
 _BUILTIN: dict[str, Backend] = {
     "torch": Backend(
         "torch",
         "loaders.torch_loader:ShardLoader.from_config",
-        {"pin_memory": _PIN},
+        _TORCH,
         "pip install torch",
     ),
     "nodes": Backend(

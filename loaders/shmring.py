@@ -4,8 +4,8 @@ torch sends a worker's batch to the main process as a fresh shared-memory segmen
 worker takes a page fault (and the kernel zeroes a page) for every 4 KiB it writes, and passes a
 file descriptor over a socket per tensor. For 64 crops of 224 x 224 that is ~2,400 faults per
 batch, about 4 % of a worker's CPU here (docs/benchmarks.md). A ring holds a few slots per worker
-in one anonymous shared mapping, made by the main process before the workers fork; a worker writes
-a batch into a free slot of its own and sends only the slot's number.
+in one shared mapping, made by the main process before the workers start; a worker writes a batch
+into a free slot of its own and sends only the slot's number.
 
 The slot comes back when the consumer is done with it, which is the moment the last tensor viewing
 it dies: the main process wraps a slot with ``torch.from_numpy`` of an array the tensor's storage
@@ -15,14 +15,21 @@ that keeps batches (or hands them to another process, which moves them to new sh
 never sees a slot overwritten. A worker that finds none of its slots free falls back to torch's
 own shared memory; the ``ring_fallback_batches`` counter says how often.
 
-One ring per epoch (per DataLoader iterator): the workers of that epoch inherit it by fork, and a
-consumer still holding a batch of the last epoch keeps that ring alive on its own.
+Any start method. The slots and their flags live in torch shared-memory storages (``shm_open``
+then unlinked at once, held by file descriptor): a forked worker inherits the mapping, and a
+worker started by spawn or forkserver receives the ring pickled with the dataset, its storages
+passed as file descriptors by torch's own reductions (the way torch sends tensors to spawned
+processes). Nothing is ever named in /dev/shm, so nothing is left there after a crash. The ring
+lives as long as the loader's workers: one per loader with persistent workers, one per epoch
+otherwise; a consumer still holding a batch keeps that mapping alive on its own.
+
+A batch in transit that is never turned into a tensor (torch drops what workers had prefetched
+when an iteration is reset) frees its slot when it is garbage collected (``Batch`` guards it).
 """
 
 from __future__ import annotations
 
 import itertools
-import mmap
 import weakref
 
 import numpy as np
@@ -35,7 +42,7 @@ _ids = itertools.count(1)
 _rings: weakref.WeakValueDictionary[int, ShmRing] = weakref.WeakValueDictionary()
 
 
-def _release(ring_id: int, slot: int) -> None:
+def release_slot(ring_id: int, slot: int) -> None:
     ring = _rings.get(ring_id)
     if ring is not None:  # a ring already gone has no worker left to hand the slot to
         ring.release(slot)
@@ -49,17 +56,35 @@ def ring_by_id(ring_id: int) -> ShmRing:
 
 
 class ShmRing:
-    """``workers`` x ``slots_per_worker`` slots of ``slot_bytes`` each, shared across a fork."""
+    """``workers`` x ``slots_per_worker`` slots of ``slot_bytes`` each, shared with the workers
+    whatever their start method (fork, forkserver, spawn)."""
 
     def __init__(self, workers: int, slots_per_worker: int, slot_bytes: int) -> None:
         self.workers, self.slots_per_worker, self.slot_bytes = workers, slots_per_worker, slot_bytes
         n = workers * slots_per_worker
-        # MAP_SHARED | MAP_ANONYMOUS: pages written by a forked worker are the parent's pages too
-        self._data = mmap.mmap(-1, n * slot_bytes)
-        self._flags = mmap.mmap(-1, max(1, n))
-        self.state = np.frombuffer(self._flags, dtype=np.uint8, count=n)
+        self._data = _shared_bytes(n * slot_bytes)
+        self._flags = _shared_bytes(max(1, n))
         self.id = next(_ids)
+        self._views()
         _rings[self.id] = self
+
+    def _views(self) -> None:
+        n = self.workers * self.slots_per_worker
+        self._bytes = self._data.numpy()
+        self.state = self._flags.numpy()[:n]
+
+    def __getstate__(self) -> dict:
+        # pickled for a worker that is spawned (or forked by a forkserver): the storages travel as
+        # file descriptors through torch's reductions; numpy views are rebuilt on arrival
+        return {
+            k: getattr(self, k)
+            for k in ("workers", "slots_per_worker", "slot_bytes", "id", "_data", "_flags")
+        }
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._views()
+        _rings.setdefault(self.id, self)
 
     def acquire(self, worker: int) -> int | None:
         """A free slot of ``worker``'s own (only that worker takes them: no race), or None."""
@@ -76,15 +101,25 @@ class ShmRing:
     def array(self, slot: int, nbytes: int | None = None) -> np.ndarray:
         """The slot's bytes (the first ``nbytes`` of them) as a flat uint8 array."""
         count = self.slot_bytes if nbytes is None else nbytes
-        return np.frombuffer(self._data, dtype=np.uint8, count=count, offset=slot * self.slot_bytes)
+        start = slot * self.slot_bytes
+        return self._bytes[start : start + count]
 
     def tensor(self, slot: int, shape: tuple[int, ...]) -> torch.Tensor:
         """Main process: the slot as a uint8 tensor; the slot is freed when its storage dies."""
         arr = self.array(slot, int(np.prod(shape))).reshape(shape)
-        # by id, not a bound method: a batch kept for good must not keep the whole ring (every page
-        # its slots ever touched) alive; it keeps only the mapping its array views
-        weakref.finalize(arr, _release, self.id, slot)
+        # by id, not a bound method: a batch kept for good must not keep the ring object (and its
+        # registry entry) alive; it keeps only the mapping its array views
+        weakref.finalize(arr, release_slot, self.id, slot)
         return torch.from_numpy(arr)
 
     def free_slots(self) -> int:
         return int(np.count_nonzero(self.state == FREE))
+
+
+def _shared_bytes(n: int) -> torch.Tensor:
+    """``n`` zeroed bytes of shared memory as a uint8 tensor (torch's current sharing strategy:
+    a file descriptor by default on Linux)."""
+    storage = torch.UntypedStorage._new_shared(max(1, n))
+    tensor = torch.empty(0, dtype=torch.uint8).set_(storage)
+    tensor.zero_()
+    return tensor

@@ -2,10 +2,31 @@
 
     from loaders import ShardLoader
     loader = ShardLoader("/data/train-{000000..000127}.tar", batch_size=256, workers=8)
-    for images, labels in loader: ...
+    for epoch in range(epochs):
+        loader.set_epoch(epoch)
+        for images, labels in loader: ...
 
 Workers decode and collate whole batches (DataLoader ``batch_size=None``) so that the collate
 stage is measured where it runs and only finished uint8 batches cross the process boundary.
+
+Under DDP (torchrun) the rank and world size come from ``torch.distributed`` or the environment,
+every rank yields exactly ``len(loader)`` batches per epoch (loaders.shards: the even split), and
+``set_epoch`` reorders the shards as a DistributedSampler's does.
+
+Persistent workers (the default): the workers live across epochs, so an epoch boundary costs no
+fork and no new storage client (each worker keeps its clients). A new epoch reaches them through
+a small shared control block: the loader writes the epoch, and what each worker must skip, then
+resets the workers through DataLoader's own reset of persistent workers; a worker reads the block
+whenever a stream starts, and stops decoding for a stream the block no longer names.
+
+``prefetch_next_epoch=True`` goes further: each worker streams its share of one epoch after
+another, telling the loader when its share of epoch e is done (an END marker) and starting on e + 1
+at once, so the next epoch's first batches are ready when the training loop asks. The loader sorts
+what arrives by the epoch each batch is tagged with; when the next epoch is not the one the
+workers guessed (a ``set_epoch`` that jumps, a ``load_state_dict``, an epoch left half-read) it
+restarts their streams as above. Off by default: the workers then read (and request from the
+storage) data that nobody may ask for, and ``loader.stats`` counts it only when that epoch is
+read. ``persistent_workers=False`` forks new workers for every epoch instead.
 """
 
 from __future__ import annotations
@@ -13,23 +34,40 @@ from __future__ import annotations
 import multiprocessing
 import os
 import random
-from collections.abc import Iterator, Sequence
-from dataclasses import fields
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import fields, replace
+from typing import Any
 
+import numpy as np
 import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
-from .assemble import Batch
-from .config import LoaderConfig
+from .assemble import END, STALE, Batch
+from .config import LoaderConfig, counted
 from .contract import EpochCursor, ResumableLoader, deliver
 from .instrument import StageStats
 from .pipeline import PipelineSpec, stream
 from .registry import backend
-from .shards import check_splittable, shards_for
+from .shards import EpochPlan, check_splittable, plan_epoch
 from .shmring import ShmRing
 from .sources import ShardSource, SourceSpec
 
 _CONFIG_FIELDS = frozenset(f.name for f in fields(LoaderConfig))
+START_METHODS = ("fork", "forkserver", "spawn")
+# DataLoader's names for settings LoaderConfig already has
+ALIASES = {"num_workers": "workers", "prefetch_factor": "prefetch"}
+# DataLoader keywords that cannot apply to a stream of shards, and what to do instead
+REFUSED = {
+    "dataset": "the dataset is the shards (urls) or the objects",
+    "sampler": "the even split is the sampler: shards are divided over ranks and workers by "
+    "loaders.shards (rank, world_size, remainder), reordered by set_epoch",
+    "batch_sampler": "workers assemble whole batches in shared memory; set batch_size and drop_last",
+    "shuffle": "shards are reordered every epoch (seed, set_epoch) and samples shuffled within a "
+    "reader by shuffle_buffer (1 turns that off)",
+    "collate_fn": "workers collate in place (each crop is written straight into its slot of the "
+    "batch in shared memory); transform the batch after it arrives instead",
+}
 
 
 def _quiet_worker(_: int) -> None:
@@ -39,77 +77,273 @@ def _quiet_worker(_: int) -> None:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
-class ShardStream(IterableDataset):
-    """An IterableDataset of collated batches from WebDataset shards, split by rank and worker.
+class _WorkerInit:
+    """One thread per worker, then the user's ``worker_init_fn`` (picklable when that is)."""
 
-    Each batch is tagged with the worker that made it; ``skip[w]`` samples of worker w's shuffled
-    stream are read but not decoded (resume). A worker's stream depends only on (seed, epoch, rank,
-    worker, number of workers), never on timing, so skipping by count resumes exactly.
+    def __init__(self, user: Callable[[int], None] | None, start_method: str) -> None:
+        self.user, self.start_method = user, start_method
+
+    def __call__(self, worker_id: int) -> None:
+        _quiet_worker(worker_id)
+        if self.start_method != "fork":
+            # a spawned (or forkserver) worker ends like a forked one: os._exit once multiprocessing
+            # has run its own exit work (its semaphores unlinked, queues closed), skipping the
+            # interpreter's teardown, where a native static thread object aborted a worker now and
+            # then ("terminate called without an active exception", no Python frame left: 2 of
+            # ~50 test runs here)
+            from multiprocessing import util
+
+            util.Finalize(None, os._exit, args=(0,), exitpriority=-100)
+        if self.user is not None:
+            self.user(worker_id)
+
+
+class _Control:
+    """What the loader tells its persistent workers when a stream starts: ``[generation, epoch,
+    samples to skip per reader..., batches already delivered per reader...]``, in shared memory
+    that a forked, forkserver or spawned worker reaches alike (a torch shared tensor pickles as a
+    file descriptor). Workers read it when DataLoader resets them (after the loader wrote it), and
+    check between samples that the generation is still theirs."""
+
+    def __init__(self, readers: int) -> None:
+        self.readers = readers
+        self.tensor = torch.zeros(2 + 2 * readers, dtype=torch.int64).share_memory_()
+        self._values: np.ndarray | None = None
+
+    def __getstate__(self) -> dict:
+        return {"readers": self.readers, "tensor": self.tensor}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._values = None
+
+    @property
+    def values(self) -> np.ndarray:
+        if self._values is None:
+            self._values = self.tensor.numpy()
+        return self._values
+
+    def generation(self) -> int:
+        return int(self.values[0])
+
+    def write(self, generation: int, epoch: int, skip: Sequence[int], done: Sequence[int]) -> None:
+        v, r = self.values, self.readers
+        v[1] = epoch
+        v[2 : 2 + r] = skip
+        v[2 + r :] = done
+        v[0] = generation  # last: a worker checking between samples sees the new stream whole
+
+    def read(self, reader: int) -> tuple[int, int, int, int]:
+        v, r = self.values, self.readers
+        if reader >= r:  # a stream used in a DataLoader of its own, with more workers than it knew
+            return int(v[0]), int(v[1]), 0, 0
+        return int(v[0]), int(v[1]), int(v[2 + reader]), int(v[2 + r + reader])
+
+
+class ShardStream(IterableDataset):
+    """An IterableDataset of collated batches from WebDataset shards (or per-sample objects), each
+    reader (worker) reading its share of the epoch's plan (loaders.shards.plan_epoch).
+
+    Each batch is tagged with its reader, epoch and stream generation; ``skip`` samples of a
+    reader's shuffled stream are read but not decoded (resume). A reader's stream depends only on
+    (seed, epoch, rank, reader, the plan), never on timing, so skipping by count resumes exactly.
+    ``persistent``: the workers live across epochs and learn where a stream starts from the
+    control block when DataLoader resets them; else each worker takes ``start`` along when it
+    starts. ``continuous`` (persistent workers only): a reader goes on to the next epoch when its
+    share of one is done; else its stream ends with the epoch. ``readers``: the DataLoader's
+    workers (default: however many the DataLoader that iterates it has).
     """
 
     def __init__(
         self,
-        urls: Sequence[str],
+        urls: Sequence,
         spec: PipelineSpec,
         *,
         source: SourceSpec | None = None,
         rank: int = 0,
         world_size: int = 1,
+        counts: Sequence[int] | None = None,
+        readers: int | None = None,
+        remainder: str = "drop",
         shuffle_shards: bool = True,
         objects: bool = False,
+        persistent: bool = False,
+        continuous: bool = False,
     ) -> None:
         super().__init__()
-        self.objects = objects
+        self.objects, self.persistent, self.continuous = objects, persistent, persistent and continuous
         self.urls, self.spec, self.source = list(urls), spec, source or SourceSpec()
         self.rank, self.world_size, self.shuffle_shards = rank, world_size, shuffle_shards
-        self.epoch = 0
-        self.skip: list[int] = []
-        self.ring: ShmRing | None = None  # this epoch's batch buffers, inherited by the forked workers
+        self.counts = None if counts is None else list(counts)
+        self.readers, self.remainder = readers, remainder
+        self.control = _Control(readers or 1)
+        # where streams of one epoch start: (generation, epoch, skip and done per reader), taken
+        # along by each worker as it starts (a later change reaches only later workers)
+        self.start: tuple[int, int, list[int], list[int]] = (0, 0, [], [])
+        self.ring: ShmRing | None = None  # batch buffers shared with the workers
+        self._plan: EpochPlan | None = None
+        self._source: ShardSource | None = None  # this process's: its clients serve every epoch
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state["_source"] = None  # network clients do not cross processes; each worker makes its own
+        return state
+
+    def source_here(self) -> ShardSource:
+        if self._source is None:
+            self._source = ShardSource(self.source)
+        return self._source
+
+    def plan(self, epoch: int, readers: int | None = None) -> EpochPlan:
+        """This rank's share of ``epoch``, reader by reader (the last one asked for is kept)."""
+        readers = self.readers or readers or 1
+        if self._plan is None or self._plan.epoch != epoch or len(self._plan.readers) != readers:
+            self._plan = plan_epoch(
+                self.urls,
+                self.counts,
+                rank=self.rank,
+                world_size=self.world_size,
+                num_workers=readers,
+                batch_size=self.spec.batch_size,
+                drop_last=self.spec.drop_last,
+                remainder=self.remainder,
+                seed=self.spec.seed,
+                epoch=epoch,
+                shuffle=self.shuffle_shards,
+                objects=self.objects,
+            )
+        return self._plan
 
     def __iter__(self) -> Iterator[Batch]:
         info = get_worker_info()
-        worker, num_workers = (info.id, info.num_workers) if info else (0, 1)
+        worker, readers = (info.id, info.num_workers) if info else (0, 1)
         if info is None:
             torch.set_num_threads(1)
-        mine = shards_for(
-            self.urls,
-            rank=self.rank,
-            world_size=self.world_size,
-            worker=worker,
-            num_workers=num_workers,
-            seed=self.spec.seed,
-            epoch=self.epoch,
-            shuffle=self.shuffle_shards,
-        )
-        rng = random.Random(hash((self.spec.seed, self.epoch, self.rank, worker)))
-        skip = self.skip[worker] if worker < len(self.skip) else 0
-        source = ShardSource(self.source)
-        shared = info is not None
-        batches = stream(
-            mine,
-            source,
-            self.spec,
-            rng,
-            objects=self.objects,
-            skip=skip,
-            shared=shared,
-            ring=self.ring if shared else None,
-            reader=worker,
-        )
-        return _tagged(batches, worker)
+        if self.persistent:  # what the loader wrote before it reset the workers
+            generation, epoch, skip, done = self.control.read(worker)
+        else:
+            generation, epoch, skips, dones = self.start
+            skip, done = (skips[worker], dones[worker]) if worker < len(skips) else (0, 0)
+        return self._stream(worker, readers, generation, epoch, skip, done, shared=info is not None)
+
+    def _stream(
+        self, worker: int, readers: int, generation: int, epoch: int, skip: int, done: int, shared: bool
+    ) -> Iterator[Batch]:
+        source = self.source_here()
+        control = self.control
+
+        def alive() -> bool:
+            return control.generation() == generation
+
+        try:
+            while True:
+                plan = self.plan(epoch, readers)
+                mine = plan.readers[worker]
+                tags = {"reader": worker, "epoch": epoch, "generation": generation}
+                # an even split reads exactly its samples: a batch short of skipped (corrupt)
+                # samples is delivered short rather than dropped, so the count stays exact
+                spec = self.spec if plan.split == "shards" else replace(self.spec, drop_last=False)
+                rng = random.Random(hash((self.spec.seed, epoch, self.rank, worker)))
+                made = done
+                batches = stream(
+                    mine.items,
+                    source,
+                    spec,
+                    rng,
+                    objects=self.objects,
+                    skip=skip,
+                    shared=shared,
+                    ring=self.ring if shared else None,
+                    reader=worker,
+                    alive=alive if self.persistent else None,
+                )
+                for batch in batches:
+                    made += batch.delivers
+                    yield _tagged(batch, tags)
+                if self.persistent and not alive():
+                    break
+                while plan.split == "samples" and made < mine.batches:  # type: ignore[operator]
+                    made += 1  # skipped samples left this reader short: every rank steps alike
+                    yield _tagged(Batch.empty(self.spec.augment.size), tags)
+                if not self.continuous:
+                    return  # the end of the stream ends the epoch
+                yield _tagged(Batch(None, None, marker=END), tags)
+                epoch, skip, done = epoch + 1, 0, 0
+            while True:  # abandoned: answer what DataLoader still asks of this stream at once
+                yield Batch(None, None, reader=worker, generation=generation, marker=STALE)
+        finally:
+            source.drain_into(StageStats())  # counters of a stream left half-read are not the next one's
 
 
-def _tagged(batches: Iterator[Batch], worker: int) -> Iterator[Batch]:
-    for batch in batches:
-        batch.reader = worker
-        yield batch
+def _tagged(batch: Batch, tags: dict) -> Batch:
+    batch.reader, batch.epoch, batch.generation = tags["reader"], tags["epoch"], tags["generation"]
+    return batch
+
+
+class _Feed:
+    """The loader's side of its readers' streams: what arrives, sorted by the epoch it belongs to.
+    Batches of a later epoch (a reader that finished its share early went on) wait in ``ahead``."""
+
+    def __init__(self, batches: Iterator[Batch], generation: int, readers: int, continuous: bool) -> None:
+        self.batches, self.generation, self.readers = batches, generation, readers
+        self.continuous = continuous
+        self.ahead: deque[Batch] = deque()
+        self.ended: dict[int, set[int]] = {}
+        self.complete: int | None = None  # the last epoch delivered whole: the next may go on
+        self.owner: object | None = None  # the loader iteration reading from it now
+        self.stopped = False  # the loader started other streams: this one's batches never come
+        self.ring: ShmRing | None = None
+
+    def epoch(self, epoch: int) -> Iterator[Batch]:
+        """Every batch of ``epoch`` (and leftovers of earlier ones: counters), until every reader
+        has ended its share."""
+        for old in [e for e in self.ended if e < epoch]:
+            del self.ended[old]
+        held, later = self.ahead, deque()
+        self.ahead = later
+        while len(self.ended.get(epoch, ())) < self.readers:
+            if self.stopped:
+                raise RuntimeError(
+                    "another iteration of this loader started before this one ended: with "
+                    "persistent workers a loader serves one iteration at a time (the workers' "
+                    "streams now serve the newer one); use persistent_workers=False to interleave"
+                )
+            if held:
+                batch = held.popleft()
+            else:
+                try:
+                    batch = next(self.batches)
+                except StopIteration:
+                    if not self.continuous:
+                        return  # streams of one epoch: their end is the epoch's
+                    raise RuntimeError(
+                        f"the loader's workers stopped before ending epoch {epoch} (a worker died?)"
+                    ) from None
+            if batch.generation != self.generation or batch.marker == STALE:
+                continue  # a stream abandoned earlier; a ring slot it holds is freed with it
+            if batch.epoch > epoch:
+                later.append(batch)
+            elif batch.marker == END:
+                self.ended.setdefault(batch.epoch, set()).add(batch.reader)
+            else:
+                yield batch
+        later.extend(held)
 
 
 class ShardLoader(ResumableLoader):
     """Batches of (uint8 images N x 3 x H x W, int64 labels) from shards, with per-stage stats.
 
     The "torch" backend of :func:`loaders.make_loader`; its keyword arguments are the fields of
-    :class:`loaders.LoaderConfig` (``ShardLoader.from_config(cfg)`` takes one whole).
+    :class:`loaders.LoaderConfig` (``ShardLoader.from_config(cfg)`` takes one whole) and these
+    DataLoader keywords: ``persistent_workers`` (default True: see the module docstring),
+    ``multiprocessing_context`` ("fork", "forkserver", "spawn" or a context; the batch-buffer ring
+    works under each), ``worker_init_fn`` (runs in each worker after it is set to one intra-op
+    thread), ``timeout``, ``generator``, ``pin_memory``, ``pin_memory_device``, ``in_order``, and
+    ``num_workers`` / ``prefetch_factor`` for ``workers`` / ``prefetch``. ``sampler``,
+    ``batch_sampler``, ``shuffle`` and ``collate_fn`` are refused, each with the reason.
+
+    ``len(loader)`` is the number of batches this rank yields in the epoch the next (or current)
+    iteration runs: the same on every rank (loaders.shards).
 
     ``objects=[(key, url, label), ...]`` reads one object per sample instead of shards, with
     ``concurrency`` reads in flight per reader.
@@ -134,88 +368,244 @@ class ShardLoader(ResumableLoader):
         *,
         pin_memory: bool | None = None,
         return_batches: bool = False,
+        persistent_workers: bool | None = None,
+        prefetch_next_epoch: bool | None = None,
+        multiprocessing_context: str | Any | None = None,
+        worker_init_fn: Callable[[int], None] | None = None,
+        timeout: float = 0,
+        generator: torch.Generator | None = None,
+        pin_memory_device: str = "",
+        in_order: bool = True,
         **config: object,
     ) -> None:
+        refused = sorted(set(config) & set(REFUSED))
+        if refused:
+            raise TypeError(
+                "ShardLoader does not take " + "; ".join(f"{name} ({REFUSED[name]})" for name in refused)
+            )
+        for alias, name in ALIASES.items():
+            if alias in config:
+                if name in config:
+                    raise TypeError(f"ShardLoader got both {alias} and {name}: they are the same setting")
+                config[name] = config.pop(alias)
         unknown = sorted(set(config) - _CONFIG_FIELDS)
         if unknown:
             raise TypeError(f"ShardLoader got unexpected keyword argument(s): {', '.join(unknown)}")
-        self._setup(LoaderConfig(urls=urls, **config), pin_memory, return_batches)  # type: ignore[arg-type]
+        cfg = LoaderConfig(urls=urls, **config)  # type: ignore[arg-type]
+        options = {
+            "pin_memory": pin_memory,
+            "timeout": timeout,
+            "pin_memory_device": pin_memory_device,
+            "in_order": in_order,
+        }
+        if persistent_workers is not None:
+            options["persistent_workers"] = persistent_workers
+        if prefetch_next_epoch is not None:
+            options["prefetch_next_epoch"] = prefetch_next_epoch
+        context = multiprocessing_context
+        if isinstance(context, str) or context is None:
+            options["multiprocessing_context"] = context
+            context = None
+        checked = backend(self.backend).check({**cfg.options, **options})
+        self._setup(
+            replace(cfg, options=checked),
+            return_batches,
+            worker_init_fn=worker_init_fn,
+            generator=generator,
+            context=context,
+        )
 
     @classmethod
     def from_config(cls, config: LoaderConfig) -> ShardLoader:
         """The contract's constructor: yields :class:`Batch` objects."""
         loader = cls.__new__(cls)
-        pin = backend(cls.backend).check(config.options)["pin_memory"]
-        loader._setup(config, pin, return_batches=True)
+        checked = backend(cls.backend).check(config.options)
+        loader._setup(replace(config, options=checked), return_batches=True)
         return loader
 
-    def _setup(self, config: LoaderConfig, pin_memory: bool | None, return_batches: bool) -> None:
+    def _setup(
+        self,
+        config: LoaderConfig,
+        return_batches: bool,
+        *,
+        worker_init_fn: Callable[[int], None] | None = None,
+        generator: torch.Generator | None = None,
+        context: Any = None,
+    ) -> None:
+        config = config.with_ranks()
         self.config = config
+        options = config.options
         self.urls = config.items()
-        check_splittable(len(self.urls), config.world_size, config.workers)
         self.spec = config.pipeline_spec()
         self.workers = config.workers
+        self.readers = max(1, config.workers)
+        check_splittable(len(self.urls), config.world_size, config.workers)  # type: ignore[arg-type]
         self.return_batches = return_batches
+        self.persistent = bool(options["persistent_workers"]) and config.workers > 0
+        self.continuous = self.persistent and bool(options["prefetch_next_epoch"])
         self.dataset = ShardStream(
             self.urls,
             self.spec,
             source=config.source_spec(),
-            rank=config.rank,
-            world_size=config.world_size,
+            rank=config.rank,  # type: ignore[arg-type]
+            world_size=config.world_size,  # type: ignore[arg-type]
+            counts=config.split_counts(),
+            readers=self.readers,
+            remainder=config.remainder,
             objects=config.objects is not None,
+            persistent=self.persistent,
+            continuous=self.continuous,
         )
+        self.dataset.plan(0)  # an epoch that cannot give every rank a batch fails here, not in a worker
         self.stats = StageStats()
-        self._cursor = EpochCursor(readers=max(1, config.workers))
+        self._cursor = EpochCursor(readers=self.readers)
         self._fingerprint: dict | None = None
         workers = config.workers
+        method = options["multiprocessing_context"]
+        if context is None and method is not None:
+            context = multiprocessing.get_context(method)
+        start_method = (context or multiprocessing).get_start_method()
+        pin = options["pin_memory"]
+        # in_order is DataLoader's from torch 2.6: passed only when asked for, so torch 2.4 works
+        extra = {} if options["in_order"] else {"in_order": False}
         self._loader = DataLoader(
             self.dataset,
             batch_size=None,
             num_workers=workers,
             prefetch_factor=config.prefetch if workers > 0 else None,
-            pin_memory=torch.cuda.is_available() if pin_memory is None else pin_memory,
-            worker_init_fn=_quiet_worker if workers > 0 else None,
-            persistent_workers=False,
+            pin_memory=torch.cuda.is_available() if pin is None else pin,
+            pin_memory_device=options["pin_memory_device"],
+            worker_init_fn=_WorkerInit(worker_init_fn, start_method) if workers > 0 else None,
+            multiprocessing_context=context if workers > 0 else None,
+            timeout=options["timeout"] if workers > 0 else 0,
+            generator=generator,
+            persistent_workers=self.persistent,
+            **extra,
         )
-
-    def _ring(self) -> ShmRing | None:
-        """Batch buffers for this epoch's workers, who inherit them by fork (other start methods
-        would need them pickled: those workers use torch's per-batch shared memory instead)."""
-        if self.workers == 0 or multiprocessing.get_context().get_start_method() != "fork":
-            return None
-        size = self.spec.augment.size
-        # per worker: the batches DataLoader keeps in flight, the one being written, the one the
-        # consumer holds and one in the pin-memory thread; a worker finding none free falls back
-        return ShmRing(self.workers, self.config.prefetch + 3, self.spec.batch_size * size * size * 3)
+        self._feed: _Feed | None = None
+        self._generation = 0
 
     @property
     def epoch(self) -> int:
         """The epoch the next iteration runs."""
         return self._cursor.next_epoch
 
+    def plan(self, epoch: int | None = None) -> EpochPlan:
+        """Which samples each worker of this rank reads in ``epoch`` (default: the current or next)."""
+        if epoch is None:
+            epoch = self._cursor.active if self._cursor.active is not None else self._cursor.next_epoch
+        return self.dataset.plan(epoch)
+
+    def __len__(self) -> int:
+        if self.dataset.counts is None:  # one rank: shards are counted when first asked
+            self.dataset.counts = counted(self.config)
+            self.dataset._plan = None
+        batches = self.plan().batches
+        if batches is None:
+            raise TypeError(
+                "len() needs every shard's sample count: pass shard_samples={url: n} (a dataset "
+                "manifest has them) or use local shards, which are counted from their tar headers"
+            )
+        return batches
+
+    def _make_ring(self) -> ShmRing | None:
+        if self.workers == 0:
+            return None
+        size = self.spec.augment.size
+        # per worker: the batches DataLoader keeps in flight, the one being written, the one the
+        # consumer holds, one in the pin-memory thread and one waiting for the next epoch; a
+        # worker finding none free falls back to torch's own shared memory
+        return ShmRing(self.workers, self.config.prefetch + 4, self.spec.batch_size * size * size * 3)
+
+    def _start(self, epoch: int, skip: list[int], done: list[int]) -> _Feed:
+        """(Re)start the readers' streams at ``epoch``: through DataLoader's reset of persistent
+        workers, or with new workers (and a ring of their own: two iterations of a loader without
+        persistent workers may run side by side)."""
+        if self.persistent:
+            self._stop()
+        self._generation += 1
+        self.dataset.control.write(self._generation, epoch, skip, done)
+        self.dataset.start = (self._generation, epoch, list(skip), list(done))
+        if self.dataset.ring is None or not self.persistent:
+            self.dataset.ring = self._make_ring()  # before the workers start: they take it along
+        feed = _Feed(iter(self._loader), self._generation, self.readers, self.continuous)  # type: ignore[arg-type]
+        feed.ring = self.dataset.ring  # batches in transit find their ring by id while it lives
+        if self.persistent:
+            self._feed = feed
+        return feed
+
+    def _stop(self) -> None:
+        """The persistent workers' current streams are abandoned: they stop decoding for them at
+        the next sample, and the iteration reading them fails if it goes on."""
+        if self._feed is not None:
+            self._feed.stopped = True
+            self._generation += 1
+            self.dataset.control.values[0] = self._generation
+            self._feed = None
+
+    @staticmethod
+    def _shutdown(batches: Iterator | None) -> None:
+        shutdown = getattr(batches, "_shutdown_workers", None)
+        if shutdown is not None:
+            shutdown()
+
+    def close(self) -> None:
+        """Stop the persistent workers now (they also stop when the loader is garbage collected)."""
+        self._stop()
+        self._shutdown(self._loader._iterator)
+        self._loader._iterator = None
+        if self.dataset._source is not None:  # workers=0: the main process's own clients
+            self.dataset._source.close()
+            self.dataset._source = None
+
+    def __enter__(self) -> ShardLoader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def __iter__(self) -> Iterator:
-        # each pass is a new epoch with a new shard order; workers receive epoch and skips when forked
         epoch, skip = self._cursor.begin()
-        self.dataset.epoch, self.dataset.skip = epoch, skip
-        ring = self._ring()
-        self.dataset.ring = ring  # the workers forked below inherit it
-        batches = iter(self._loader)
+        done = list(self._cursor.batches)
+        feed = self._feed
+        if not (self.continuous and feed is not None and feed.complete == epoch - 1 and not any(skip)):
+            feed = self._start(epoch, skip, done)
+        planned = self.dataset.plan(epoch).batches
+        token = object()
+        feed.owner = token
+        failed = False
         try:
-            for batch in batches:
+            for batch in feed.epoch(epoch):
+                if batch.epoch != epoch:  # what a reader sent after the last epoch's last batch
+                    self.stats.merge(batch.stats)
+                    continue
                 batch = batch.received()
                 self.stats.merge(batch.stats)
                 self._cursor.count(batch)  # before the yield: a state taken now includes this batch
-                if batch.images is None:
+                if not batch.delivers:
                     continue
+                if planned is not None and sum(self._cursor.batches) >= planned:
+                    feed.complete = epoch  # a consumer may stop here (zip with range(len(loader)))
                 batch = deliver(batch, self.config)
                 yield batch if self.return_batches else (batch.images, batch.labels)
+            feed.complete = epoch
+        except GeneratorExit:
+            raise
+        except BaseException:
+            failed = True
+            raise
         finally:
-            # a worker's error or a consumer that stops early: the workers stop now, not at the next
-            # garbage collection (torch's re-raise of a worker error leaves a reference cycle)
-            shutdown = getattr(batches, "_shutdown_workers", None)
-            if shutdown is not None:
-                shutdown()
-            # held to here: batches in transit find their ring by id, even if another iterator of
-            # this loader started meanwhile and replaced dataset.ring
-            del ring
+            if feed.owner is token:
+                feed.owner = None
+                if not self.persistent or failed:
+                    # the workers stop now, not at the next garbage collection (torch's re-raise of
+                    # a worker error leaves a reference cycle); after an error (a worker that died,
+                    # a shard that failed) the next epoch starts new workers with a new ring
+                    if self.persistent:
+                        self._stop()
+                        self._loader._iterator = None
+                        self.dataset.ring = None
+                    self._shutdown(feed.batches)
+                elif feed.complete != epoch:
+                    self._stop()  # a consumer that stopped early: the streams stop at the next sample
         self._cursor.end()

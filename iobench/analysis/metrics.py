@@ -43,4 +43,20 @@ def compute_metrics(rows: Sequence[StepRow], time_to_first_batch_s: float | None
         wait_p99_ms=float(pct[2]),
         wait_max_ms=float(waits.max() * 1000.0),
         time_to_first_batch_s=time_to_first_batch_s,
+        epoch_boundary_wait_ms=epoch_boundary_wait_ms(rows),
     )
+
+
+def epoch_boundary_wait_ms(rows: Sequence[StepRow]) -> float | None:
+    """The mean wait of the first step of each epoch after the first (per rank, warm-up or not):
+    what the loader's epoch boundary costs the training loop. None with one epoch."""
+    firsts: dict[tuple[int, int], StepRow] = {}
+    for r in rows:
+        key = (r.rank, r.epoch)
+        if key not in firsts or r.step < firsts[key].step:
+            firsts[key] = r
+    if not firsts:
+        return None
+    first_epoch = min(epoch for _, epoch in firsts)
+    later = [r.wait_s for (_, epoch), r in firsts.items() if epoch > first_epoch]
+    return float(np.mean(later) * 1000.0) if later else None

@@ -25,8 +25,9 @@ def loader_config(
     rank: int = 0,
     world_size: int = 1,
 ) -> LoaderConfig:
-    """The contract's config from a cell: the loader setting, the tier's source options, the run
-    settings, and which rank of how many reads (each rank gets a disjoint share of the shards)."""
+    """The contract's config from a cell: the loader setting, the tier's source options (sizes and
+    sample counts per shard included), the run settings, and which rank of how many reads (each
+    rank gets a disjoint, equal share of the epoch: loaders.shards)."""
     objects = loader.layout == "objects"
     return LoaderConfig(
         urls=None if objects else items,
@@ -43,6 +44,7 @@ def loader_config(
         cache_dir=source_options.get("cache_dir"),
         cache_bytes=source_options.get("cache_bytes"),
         shard_sizes=dict(source_options.get("shard_sizes") or {}),
+        shard_samples=dict(source_options.get("shard_samples") or {}),
         part_bytes=source_options.get("part_bytes", 8 * 2**20),
         concurrency=source_options.get("concurrency", 4),
         throttle=source_options.get("throttle"),

@@ -29,10 +29,14 @@ from iobench.tiers import make_tier
 
 
 def loader_inputs(tier, manifest, loader: LoaderSettings) -> tuple[list, dict]:
-    """What the loader reads: shard URLs, or (key, url, label) per sample for the objects layout."""
+    """What the loader reads: shard URLs, or (key, url, label) per sample for the objects layout.
+    With shards, the manifest's sample count of each: the loaders split an epoch evenly over ranks
+    by them (and know their len() without reading a shard)."""
     source = tier.source_options(manifest)
     if loader.layout == "shards":
-        return tier.shard_urls(manifest), source
+        urls = tier.shard_urls(manifest)
+        source["shard_samples"] = {url: s.samples for url, s in zip(urls, manifest.shards, strict=True)}
+        return urls, source
     from iobench.datasets.objects import INDEX_NAME, OBJECTS_DIR, load_index
 
     samples = load_index(tier.read_json(INDEX_NAME), tier.object_url(INDEX_NAME))

@@ -270,6 +270,16 @@ def diagnosis_lines(s: CellSummary) -> list[tuple[str, str]]:
             checks = "; ".join(f"x{c.count}: AU {c.au:.2f}" for c in cap.checks)
             out.append((f"capacity: this tier + loader {answer}; checked by running it ({checks}):", ""))
             out.append(("confirmed", "ok") if cap.confirmed else ("NOT confirmed", "warn"))
+    m = s.metrics
+    if m is not None and m.epoch_boundary_wait_ms is not None:
+        times = f" ({m.epoch_boundary_wait_ms / m.wait_p50_ms:.1f} x)" if m.wait_p50_ms > 0 else ""
+        out.append(
+            (
+                f"epoch boundary: the first step of a later epoch waited {m.epoch_boundary_wait_ms:.1f} ms, "
+                f"against a median step wait of {m.wait_p50_ms:.1f} ms{times}",
+                "",
+            )
+        )
     if s.epoch1_vs_steady is not None:
         out.append(
             (

@@ -64,6 +64,9 @@ class PipelineMetrics:
     wait_p99_ms: float
     wait_max_ms: float
     time_to_first_batch_s: float | None
+    # mean wait of the first step of each epoch after the first: the epoch boundary's cost, to set
+    # against wait_p50_ms; None with one epoch
+    epoch_boundary_wait_ms: float | None = None
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ import queue
 import random
 import threading
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -21,7 +21,7 @@ import numpy as np
 from ..config import LoaderConfig, PipelineSpec
 from ..instrument import StageStats
 from ..pipeline import SampleError, image_of, label_of, read_shards, shuffled
-from ..shards import shards_for
+from ..shards import EpochPlan
 from ..sources import ShardSource, SourceSpec
 
 _END = object()
@@ -40,9 +40,9 @@ class Feed:
     """An iterable DALI calls ``iter()`` on at every (re)start: one epoch of batches of encoded
     JPEGs, int64 labels and keys, from our own fetcher.
 
-    ``fetchers`` threads each stream their :func:`shards_for` share; samples are taken from them in
-    round-robin order, so the sample order depends only on (seed, epoch, rank), and a resume can
-    skip the delivered samples exactly.
+    ``fetchers`` threads each stream their share of the rank's epoch (``plan(epoch)``, the even
+    split of loaders.shards); samples are taken from them in round-robin order, so the sample order
+    depends only on (seed, epoch, rank), and a resume can skip the delivered samples exactly.
     """
 
     def __init__(
@@ -54,13 +54,15 @@ class Feed:
         spec: PipelineSpec,
         source_spec: SourceSpec,
         fetchers: int,
+        plan: Callable[[int], EpochPlan],
     ) -> None:
-        self.items, self.objects, self.fetchers = items, objects, fetchers
+        self.items, self.objects, self.fetchers, self.plan = items, objects, fetchers, plan
         self.config, self.spec, self.source_spec = config, spec, source_spec
         self.epoch, self.skip = 0, 0
         self.pending: deque[FedBatch] = deque()  # handed to DALI, not yet taken by the loader
         self.leftover = StageStats()  # a dropped tail's and a trailing error's cost: read, not delivered
         self.sources: list[ShardSource] = []  # one per fetcher, kept across epochs
+        self.split = "shards"
 
     def start(self, epoch: int, skip: int) -> None:
         """The next iteration runs ``epoch``, less its first ``skip`` samples (delivered before a resume)."""
@@ -96,19 +98,10 @@ class Feed:
     def _samples(self, epoch: int, stop: threading.Event) -> Iterator:
         cfg = self.config
         queues = []
+        plan = self.plan(epoch)
+        self.split = plan.split
         for worker in range(self.fetchers):
-            mine = shards_for(
-                self.items,
-                rank=cfg.rank,
-                world_size=cfg.world_size,
-                worker=worker,
-                num_workers=self.fetchers,
-                seed=cfg.seed,
-                epoch=epoch,
-                shuffle=not self.objects,
-            )
-            if self.objects:  # objects: a per-epoch shuffled order of this reader's share
-                random.Random(cfg.seed * 1_000_003 + epoch).shuffle(mine)
+            mine = list(plan.readers[worker].items)
             if len(self.sources) <= worker:
                 self.sources.append(ShardSource(self.source_spec))
             q: queue.Queue = queue.Queue(maxsize=max(8, cfg.batch_size))
@@ -163,7 +156,8 @@ class Feed:
                 if len(jpegs) == spec.batch_size:
                     yield self._emit(jpegs, labels, keys, stats, consumed)
                     stats, jpegs, labels, keys, consumed = StageStats(), [], [], [], 0
-            if jpegs and not spec.drop_last:
+            # an even split reads whole batches already: a batch short of skipped samples still goes
+            if jpegs and (not spec.drop_last or self.split == "samples"):
                 yield self._emit(jpegs, labels, keys, stats, consumed)
             else:
                 self._drain(stats)

@@ -51,11 +51,11 @@ from collections.abc import Iterator, Sequence
 import torch
 
 from ..assemble import Batch
-from ..config import LoaderConfig
+from ..config import LoaderConfig, counted
 from ..contract import EpochCursor, ResumableLoader
 from ..instrument import StageStats
 from ..registry import backend
-from ..shards import expand_urls, shards_for
+from ..shards import EpochPlan, _batches_of, expand_urls, local_path, plan_epoch
 from ..sources import OBJECT_PROTOCOLS
 from .feed import Feed
 from .graph import augment, cuda_devices, export_s3_env, import_dali, index_path, parse_ascii_label, protocol
@@ -123,6 +123,22 @@ def _choose_mode(mode: str, items: list, objects: bool, throttled: bool) -> str:
     return mode
 
 
+def _index_samples(urls: Sequence[str]) -> int | None:
+    """The samples of the shards from their DALI index files (first line ``v1.2 <samples>``)."""
+    total = 0
+    for url in urls:
+        path = local_path(index_path(url))
+        if path is None:
+            return None
+        try:
+            with open(path, encoding="ascii") as f:
+                _version, count = f.readline().split()
+        except (OSError, ValueError):
+            return None
+        total += int(count)
+    return total
+
+
 class DaliLoader(ResumableLoader):
     """DALI backend meeting the common loader contract (see the module docstring).
 
@@ -137,12 +153,19 @@ class DaliLoader(ResumableLoader):
     def __init__(self, config: LoaderConfig) -> None:
         import_dali()
         options = backend(self.backend).check(config.options)
+        config = config.with_ranks()
         self.config = config
         self.objects = config.objects is not None
         self.items = list(config.objects) if self.objects else expand_urls(config.urls)  # type: ignore[arg-type]
         if not self.items:
             raise ValueError("no shard URLs or sample objects given")
         self.mode = _choose_mode(options["mode"], self.items, self.objects, config.throttle is not None)
+        if self.mode != "external" and config.remainder == "pad" and config.world_size > 1:  # type: ignore[operator]
+            raise ValueError(
+                f"DALI mode {self.mode!r} splits the samples over ranks itself (ranks differ by at most "
+                "one sample and its iterator gives every rank the same number of batches); "
+                "remainder='pad' needs mode='external'"
+            )
         self.spec = config.pipeline_spec()
         self.source_spec = config.source_spec()
         self.num_threads = max(1, int(config.workers))
@@ -158,7 +181,8 @@ class DaliLoader(ResumableLoader):
         self._checkpoint: bytes | None = None
         self._iterator = None
         self._pipe = None
-        n_readers = len(shards_for(self.items, rank=config.rank, world_size=config.world_size, shuffle=False))
+        self.counts = config.split_counts() if self.mode == "external" else None
+        n_readers = len(self._plan(0, readers=1).readers[0].items) if self.mode == "external" else 1
         self.fetchers = max(1, min(options["fetchers"] or self.num_threads, n_readers))
         self._feed = (
             Feed(
@@ -168,9 +192,27 @@ class DaliLoader(ResumableLoader):
                 spec=self.spec,
                 source_spec=self.source_spec,
                 fetchers=self.fetchers,
+                plan=self._plan,
             )
             if self.mode == "external"
             else None
+        )
+
+    def _plan(self, epoch: int, readers: int | None = None) -> EpochPlan:
+        """External mode: this rank's share of ``epoch`` over the feed's fetchers (loaders.shards)."""
+        cfg = self.config
+        return plan_epoch(
+            self.items,
+            self.counts,
+            rank=cfg.rank,  # type: ignore[arg-type]
+            world_size=cfg.world_size,  # type: ignore[arg-type]
+            num_workers=readers or self.fetchers,
+            batch_size=cfg.batch_size,
+            drop_last=cfg.drop_last,
+            remainder=cfg.remainder,
+            seed=cfg.seed,
+            epoch=epoch,
+            objects=self.objects,
         )
 
     # -- building ---------------------------------------------------------------------------------
@@ -323,7 +365,33 @@ class DaliLoader(ResumableLoader):
         self._checkpoint = state.get("dali_checkpoint")
 
     def __len__(self) -> int:
-        raise TypeError("the number of batches is known only to DALI's reader (epoch_size)")
+        """The batches this rank yields per epoch, the same on every rank. External mode: from the
+        even split (loaders.shards); reader modes: DALI's own rule (its iterator gives every shard
+        ``ceil(ceil(N / ranks) / batch)`` batches, or ``(N // ranks) // batch`` with drop_last),
+        N read from the shards' .idx files."""
+        cfg = self.config
+        if self.mode == "external":
+            if self.counts is None:  # one rank: shards are counted when first asked
+                self.counts = counted(cfg)
+            epoch = self._cursor.active if self._cursor.active is not None else self._cursor.next_epoch
+            samples = self._plan(epoch).samples
+            if samples is None:
+                raise TypeError(
+                    "len() needs every shard's sample count: pass shard_samples={url: n} (a dataset "
+                    "manifest has them) or use local shards"
+                )
+            return _batches_of(samples, cfg.batch_size, cfg.drop_last)
+        total = _index_samples(self.items)
+        if total is None:
+            raise TypeError(
+                "len() in DALI's reader modes needs the shards' .idx files on a local path (DALI reads "
+                "the epoch size from them); use mode='external' with shard_samples for s3:// shards"
+            )
+        ranks = cfg.world_size  # type: ignore[assignment]
+        if cfg.drop_last:
+            return (total // ranks) // cfg.batch_size  # type: ignore[operator]
+        per_rank = -(-total // ranks)  # type: ignore[operator]
+        return -(-per_rank // cfg.batch_size)
 
     def close(self) -> None:
         self._iterator = None

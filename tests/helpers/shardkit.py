@@ -44,6 +44,20 @@ def make_shards(directory: Path, n_shards: int = 4, per_shard: int = 10, start: 
     return urls
 
 
+def make_uneven_shards(directory: Path, sizes: list[int]) -> list[str]:
+    """Shards of ``sizes[i]`` samples each, keys numbered on from 0 across them."""
+    directory.mkdir(parents=True, exist_ok=True)
+    urls, key = [], 0
+    for s, n in enumerate(sizes):
+        members = []
+        for _ in range(n):
+            members.append((f"{key:06d}.jpg", tiny_jpeg(key)))
+            members.append((f"{key:06d}.cls", str(label_of(f"{key:06d}")).encode()))
+            key += 1
+        urls.append(str(write_shard(directory / f"train-{s:06d}.tar", members)))
+    return urls
+
+
 ALL_KEYS = [f"{i:06d}" for i in range(40)]  # the keys of make_shards(..., n_shards=4, per_shard=10)
 
 

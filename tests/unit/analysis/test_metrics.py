@@ -148,3 +148,17 @@ def test_verdict_accelerator_bound_at_ninety_percent():
         _metrics(0.95, 0.05), _stats(0.05, 1.0, 0.3, 0.05), workers=2, cores=2, demand_samples_per_s=500
     )
     assert v.bound == "accelerator" and v.binding_stage is None
+
+
+def test_epoch_boundary_wait_is_the_first_wait_of_each_later_epoch():
+    rows, t, step = [], 0.0, 0
+    for epoch, waits in enumerate([[0.5, 0.01, 0.02], [0.09, 0.01, 0.01], [0.03, 0.02, 0.01]]):
+        for wait in waits:
+            rows.append(replace(_row(step, t, wait, 0.1, warmup=step == 0), epoch=epoch))
+            t, step = rows[-1].t_end, step + 1
+    m = compute_metrics(rows)
+    assert m.epoch_boundary_wait_ms == pytest.approx((90 + 30) / 2)  # epoch 0's start-up is not one
+    assert compute_metrics(rows[:3]).epoch_boundary_wait_ms is None  # one epoch: no boundary
+    # several ranks: each rank's first step of each later epoch
+    two = rows + [replace(r, rank=1, wait_s=r.wait_s * 2) for r in rows]
+    assert compute_metrics(two).epoch_boundary_wait_ms == pytest.approx((90 + 30 + 180 + 60) / 4)

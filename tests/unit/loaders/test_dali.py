@@ -84,6 +84,23 @@ def test_ranks_are_disjoint_and_cover(tiny_dataset, mode):
     assert parts[0] + parts[1] == _truth(urls)
 
 
+@pytest.mark.parametrize("mode", ["reader", "external"])
+def test_len_is_the_batches_every_rank_yields(tiny_dataset, mode):
+    # 256 samples over 3 ranks: 85 or 86 each; every rank yields len() batches, the same number
+    urls = _shards(tiny_dataset)
+    counts = []
+    for rank in range(3):
+        loader = DaliLoader(_config(urls=urls, rank=rank, world_size=3, options={"mode": mode}))
+        batches = list(loader)
+        assert len(batches) == len(loader) == 3
+        counts.append(sum(len(b.keys) for b in batches))
+        loader.close()
+    if mode == "external":
+        assert counts == [85, 85, 85]  # the even split drops 256 % 3 = 1 sample this epoch
+    else:
+        assert sum(counts) == 256  # DALI's own split: shards of 86, 85, 85
+
+
 def test_normalize_gives_float_channels_last(tiny_dataset):
     loader = DaliLoader(_config(urls=_shards(tiny_dataset)[:2], normalize=True, options={"mode": "reader"}))
     batch = next(iter(loader))

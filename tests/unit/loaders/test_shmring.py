@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 
+import pytest
 import torch
 
 from loaders import make_loader
@@ -46,10 +47,10 @@ def _batches(urls, keep: bool):
 
 
 def test_kept_batches_are_never_overwritten_by_later_ones(tmp_path):
-    urls = make_shards(tmp_path, n_shards=4, per_shard=10)
+    urls = make_shards(tmp_path, n_shards=4, per_shard=20)
     kept, counters = _batches(urls, keep=True)
     copied, _ = _batches(urls, keep=False)
-    # a consumer holding all 10 batches outgrows the 4 slots per worker: the rest went through
+    # a consumer holding all 20 batches outgrows the 5 slots per worker: the rest went through
     # torch's own shared memory, and every image is the one first delivered
     assert counters["ring_fallback_batches"] > 0
     assert kept.keys() == copied.keys()
@@ -58,8 +59,10 @@ def test_kept_batches_are_never_overwritten_by_later_ones(tmp_path):
 
 
 def test_two_iterators_of_one_loader_each_keep_their_own_ring(tmp_path):
+    # without persistent workers each iteration has workers and a ring of its own
     urls = make_shards(tmp_path, n_shards=4, per_shard=10)
-    loader = make_loader("torch", small_config(urls, workers=2, batch_size=4, prefetch=1))
+    cfg = small_config(urls, workers=2, batch_size=4, prefetch=1, options={"persistent_workers": False})
+    loader = make_loader("torch", cfg)
     first = iter(loader)
     a = list(next(first).keys)  # keys only: no batch keeps the first ring alive
     second = iter(loader)  # replaces the loader's ring while the first epoch's batches are in transit
@@ -68,3 +71,14 @@ def test_two_iterators_of_one_loader_each_keep_their_own_ring(tmp_path):
     a += [k for batch in first for k in batch.keys]
     b += [k for batch in second for k in batch.keys]
     assert sorted(a) == sorted(b) and len(set(a)) == 40
+
+
+def test_a_second_iteration_of_a_persistent_loader_ends_the_first_with_a_reason(tmp_path):
+    urls = make_shards(tmp_path, n_shards=4, per_shard=10)
+    loader = make_loader("torch", small_config(urls, workers=2, batch_size=4, prefetch=1))
+    first = iter(loader)
+    next(first)
+    second = iter(loader)
+    assert len([k for b in second for k in b.keys]) == 40  # the newer iteration reads a whole epoch
+    with pytest.raises(RuntimeError, match="one iteration at a time"):
+        next(first)

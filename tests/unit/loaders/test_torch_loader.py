@@ -79,10 +79,13 @@ def test_ranks_read_disjoint_samples_covering_the_dataset(tmp_path):
     assert set(seen.values()) == {1}
 
 
-def test_too_few_shards_for_the_readers_is_refused(tmp_path):
+def test_too_few_shards_for_one_ranks_readers_is_refused(tmp_path):
+    # one rank reads whole shards: a worker without a shard would silently cap the throughput
     urls = make_shards(tmp_path, n_shards=2, per_shard=2)
     with pytest.raises(ValueError, match="2 shard"):
-        ShardLoader(urls, workers=2, world_size=2)
+        ShardLoader(urls, workers=3, rank=0, world_size=1)
+    # several ranks split by sample: two shards feed 2 ranks x 2 workers
+    assert len(ShardLoader(urls, workers=2, rank=1, world_size=2, batch_size=1)) == 2
 
 
 def test_plain_iteration_gives_images_and_labels(tmp_path):

@@ -1,0 +1,94 @@
+"""examples/ddp_train.py under torchrun: 2 ranks (gloo on the CPU), 2 epochs, over shards of
+deliberately unequal sizes. Before the even split, ranks reading shards in a stride yielded
+different numbers of batches and DDP's all-reduce waited for ever on the rank that ran out."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections import Counter
+
+import pytest
+
+from tests.helpers.paths import ROOT
+from tests.helpers.shardkit import label_of, make_uneven_shards
+
+pytestmark = pytest.mark.slow
+
+SIZES = [3, 29, 8, 1, 17, 5, 11]  # 74 samples: 37 per rank, 10 batches of 4 (the last of 1)
+OURS = ("torch_", "psm_", "sem.mp", "loaders")  # what torch, multiprocessing or the loaders could leave
+
+
+def _shm() -> set[str]:
+    return {name for name in os.listdir("/dev/shm") if name.startswith(OURS)}
+
+
+def _shm_back_to(before: set[str], seconds: float = 5.0) -> set[str]:
+    """What is left in /dev/shm beyond ``before``, once the workers' own exit work is done (a
+    spawned worker unlinks its semaphores as it exits, a little after the loader let it go)."""
+    deadline = time.monotonic() + seconds
+    while (extra := _shm() - before) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return extra
+
+
+def _records(log_dir, rank: int) -> list[dict]:
+    return [json.loads(line) for line in (log_dir / f"rank{rank}.jsonl").read_text().splitlines()]
+
+
+def test_ddp_training_over_uneven_shards_takes_equal_steps_on_every_rank(tmp_path):
+    urls = make_uneven_shards(tmp_path / "shards", SIZES)
+    pattern = str(tmp_path / "shards" / "train-{000000..000006}.tar")
+    assert len(urls) == len(SIZES)
+    log_dir = tmp_path / "log"
+    log_dir.mkdir()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    env["OMP_NUM_THREADS"] = "1"
+    before = _shm()
+    # the timeout is the "no hang" assertion: a rank left waiting in an all-reduce never exits
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc-per-node=2",
+            "--max-restarts=0",
+            str(ROOT / "examples" / "ddp_train.py"),
+            f"--shards={pattern}",
+            "--epochs=2",
+            "--batch-size=4",
+            "--workers=1",
+            "--image-size=32",
+            "--classes=10",
+            f"--record={log_dir}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    total = sum(SIZES)
+    steps: dict[tuple[int, int], int] = {}
+    for epoch in range(2):
+        seen: Counter = Counter()
+        for rank in range(2):
+            records = [r for r in _records(log_dir, rank) if r["epoch"] == epoch]
+            taken = [r for r in records if "keys" in r]
+            (summary,) = [r for r in records if "steps" in r]
+            assert summary["steps"] == len(taken) == summary["len"]  # len() is the steps taken
+            assert summary["all"] == [[len(taken), len(taken)]] * 2  # every rank saw the same
+            steps[(epoch, rank)] = len(taken)
+            for r in taken:
+                assert r["labels"] == [label_of(k) for k in r["keys"]]  # each sample's own label
+                seen.update(r["keys"])
+        assert set(seen.values()) == {1}, "a sample twice in one epoch"
+        assert len(seen) == total - total % 2  # the even split drops at most ranks - 1 samples
+    assert len(set(steps.values())) == 1 and steps[(0, 0)] == 10
+    assert "epoch 1: 10 steps per rank on 2 rank(s)" in proc.stdout
+    assert not _shm_back_to(before), "the run left shared memory behind"
