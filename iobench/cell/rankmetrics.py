@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from iobench.analysis.metrics import epoch_boundary_wait_ms
 from iobench.cell.steploop import StepLog
 from iobench.results.figures import CacheState, PipelineMetrics, RankFigures, StepRow, Verdict, Window
 from loaders import StageStats
@@ -226,6 +227,7 @@ def aggregate(runs: list[RankRun], synchronous: bool = False) -> Aggregate:
         wait_p99_ms=float(pct[2]),
         wait_max_ms=float(waits.max() * 1000.0),
         time_to_first_batch_s=None if None in firsts else max(firsts),  # type: ignore[type-var]
+        epoch_boundary_wait_ms=epoch_boundary_wait_ms([r for run in runs for r in run.log.rows]),
     )
     if synchronous:  # in step, every rank delivers alike: the slowest is the one the others waited for
         slowest = min(ranks, key=lambda f: (f.peer_wait_s, -f.wait_s, f.rank))

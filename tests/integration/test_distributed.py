@@ -202,8 +202,12 @@ def test_ranks_on_one_host_share_its_shard_cache(ceph_lab, monkeypatch, tiny_dat
     summary = json.loads((out / row["cell_id"] / "summary.json").read_text())
     shards = len(list(tiny_dataset.glob("*.tar")))
     first, second = summary["epochs"]
-    assert (first["cache_misses"], first["cache_hits"]) == (shards, 0)  # each shard fetched once
-    assert (second["cache_misses"], second["cache_hits"]) == (0, shards)  # and never again
+    # each shard is fetched once by the host, and never again
+    assert first["cache_misses"] == shards and second["cache_misses"] == 0
+    # the even split cuts a shard where one rank's share ends and the next begins: both ranks open
+    # it, so an epoch opens each shard once and each cut shard once more; in epoch 2 every open hits
+    opens = first["cache_misses"] + first["cache_hits"]
+    assert second["cache_hits"] == opens and shards <= opens <= shards + 1
     shard_of = _shard_of(tiny_dataset)
     keys = pq.read_table(out / row["cell_id"] / "keys.parquet").to_pylist()
     read: dict[tuple[int, int], set[str]] = {}
