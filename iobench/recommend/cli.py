@@ -53,7 +53,12 @@ def add_recommend_arguments(p: argparse.ArgumentParser) -> None:
 
     data = p.add_argument_group("the dataset (sizes or a manifest)")
     data.add_argument("--dataset-size", metavar="SIZE", help="total size, e.g. 5TB")
-    data.add_argument("--sample-size", metavar="SIZE", help="mean bytes per sample, e.g. 110KB")
+    data.add_argument(
+        "--sample-size",
+        metavar="SIZE",
+        help="mean bytes per sample, e.g. 110KB (default: the runs' datasets with --results, else the dataset "
+        "--model trains on: ImageNet's ~110 KB for resnet50)",
+    )
     data.add_argument("--manifest", metavar="PATH", help="a dataset's manifest.json (or its directory)")
     job = p.add_argument_group("the job")
     job.add_argument(
@@ -161,14 +166,12 @@ def _dataset(args: argparse.Namespace) -> tuple[float, float, str]:
     elif args.results:
         sample, said = _runs_sample_bytes(args.results)
     else:
-        raise ValueError(
-            "give the sample size: --sample-size SIZE (or --results, to take the runs' datasets')"
-        )
+        sample, said = _model_sample_bytes(args.model)
     if sample > total:
         raise ValueError(
             f"the sample size ({format_bytes(sample)}) is larger than --dataset-size {args.dataset_size}"
         )
-    return float(total), float(sample), said
+    return float(total), float(sample), "given" if said == "given" else f"size given; {said}"
 
 
 def _runs_sample_bytes(run_dirs: list[str]) -> tuple[float, str]:
@@ -191,6 +194,23 @@ def _runs_sample_bytes(run_dirs: list[str]) -> tuple[float, str]:
     return float(
         size
     ), f"sample size {format_bytes(size)} from the datasets of --results {' '.join(run_dirs)}"
+
+
+def _model_sample_bytes(model: str) -> tuple[float, str]:
+    """The mean sample of the dataset ``model`` trains on (configs/accelerators.yaml's models)."""
+    from iobench.cell.demand import load_model_table
+
+    dataset = (load_model_table().get(model) or {}).get("dataset")
+    if not dataset:
+        raise ValueError(
+            f"give the sample size: --sample-size SIZE (configs/accelerators.yaml names no dataset for "
+            f"--model {model}), or --results to take the runs' datasets'"
+        )
+    size = float(dataset["sample_bytes"])
+    return size, (
+        f"sample size {format_bytes(size)}: the mean of {dataset['name']}, which --model {model} trains on "
+        f"({' '.join(dataset['source'].split())}); --sample-size overrides it"
+    )
 
 
 def _target(args: argparse.Namespace, kind: str) -> tuple[Server | None, str]:

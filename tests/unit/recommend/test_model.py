@@ -28,7 +28,13 @@ from iobench.recommend.calibrate import (
     overhead_of,
     tier_bandwidth,
 )
-from iobench.recommend.cli import add_recommend_arguments, parse_count_of, recommend_command, scenario
+from iobench.recommend.cli import (
+    add_recommend_arguments,
+    parse_count_of,
+    recommend,
+    recommend_command,
+    scenario,
+)
 from iobench.recommend.crossovers import crossovers, grid
 from iobench.recommend.hypotheses import checks
 from iobench.recommend.model import (
@@ -417,7 +423,8 @@ def test_count_of(text, expected):
     ("argv", "message"),
     [
         (["--accelerators", "8xH100"], "give the dataset: --dataset-size SIZE (and --sample-size SIZE)"),
-        (["--accelerators", "8xH100", "--dataset-size", "1TB"], "give the sample size: --sample-size SIZE"),
+        (["--accelerators", "8xH100", "--dataset-size", "1TB", "--model", "small_cnn"],
+         "give the sample size: --sample-size SIZE (configs/accelerators.yaml names no dataset for --model small_cnn)"),
         (["--accelerators", "8xMI300X", "--per-accelerator", "3000", "--dataset-size", "1TB", "--sample-size", "100KB",
           "--ram", "1TB"], "the target server: --nvme, --cores not given, and configs/servers.yaml has no reference"),
         (["--accelerators", "8xH100", "--dataset-size", "1TB", "--sample-size", "100KB", "--server", "dgx-z9"],
@@ -514,3 +521,19 @@ def test_auto_caches_are_static_when_smaller_than_the_dataset_as_the_tiers_choos
         "local NVMe", "cpu"
     ]
     assert local.hit_ratio == pytest.approx(0.153426, rel=1e-5)
+
+
+def test_a_model_implies_its_datasets_sample_size():
+    s = scenario(_args("--accelerators", "8xH100", "--dataset-size", "5TB", "--model", "resnet50"))
+    assert s.sample_bytes == 110_000
+    report = recommend(_args("--accelerators", "8xH100", "--dataset-size", "5TB", "--decode-rate", "900"))
+    assert (
+        "the mean of ImageNet-1k (ILSVRC2012 training set), which --model resnet50 trains on"
+        in report["dataset_source"]
+    )
+    assert (
+        scenario(
+            _args("--accelerators", "8xH100", "--dataset-size", "5TB", "--sample-size", "55KB")
+        ).sample_bytes
+        == 55_000
+    )
