@@ -136,15 +136,28 @@ def _cmd_objects(args: argparse.Namespace) -> int:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from .report.terminal import print_report
     from .results.api import load_summaries
 
-    print_report(load_summaries(args.run_dir), console, title=f"iobench report {args.run_dir}")
+    summaries = load_summaries(args.run_dir)
+    if args.json:
+        import json
+
+        from .results.codec import to_json
+
+        print(json.dumps({"run_dir": str(args.run_dir), "cells": [to_json(s) for s in summaries]}, indent=2))
+    elif args.mlperf:
+        from .report.mlperf import mlperf_view
+
+        console.print(mlperf_view(summaries))
+    else:
+        from .report.terminal import print_report
+
+        print_report(summaries, console, title=f"iobench report {args.run_dir}")
     if args.html is not None:
         from .report.html import write_html
 
         page = write_html(Path(args.run_dir), Path(args.html) if args.html else None)
-        console.print(f"\nHTML report: {page}")
+        (err_console if args.json else console).print(f"\nHTML report: {page}")  # stdout stays JSON
     return 0
 
 
@@ -247,6 +260,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="OUT",
         help="also write a self-contained HTML page with plots (default RUN_DIR/report.html)",
     )
+    view = r.add_mutually_exclusive_group()
+    view.add_argument(
+        "--mlperf",
+        action="store_true",
+        help="the cells as MLPerf Storage reports them (AU per epoch, pass/fail)",
+    )
+    view.add_argument("--json", action="store_true", help="every cell's summary as one JSON document")
     r.set_defaults(func=_cmd_report)
 
     c = sub.add_parser("compare", help="what changed between two run directories, cell by cell")

@@ -21,10 +21,7 @@ def compute_metrics(rows: Sequence[StepRow], time_to_first_batch_s: float | None
     samples = int(sum(r.samples for r in measured))
     bytes_read = int(sum(r.bytes_read for r in measured))
     pct = np.percentile(waits * 1000.0, [50, 95, 99])
-    au_mlperf = None
-    if len(rows) >= 2:
-        mlperf_wall = rows[-1].t_end - rows[0].t_end
-        au_mlperf = float(sum(r.compute_s for r in rows[1:]) / mlperf_wall) if mlperf_wall > 0 else None
+    au_mlperf = dlio_au(rows)
     return PipelineMetrics(
         steps=len(measured),
         samples=samples,
@@ -45,6 +42,26 @@ def compute_metrics(rows: Sequence[StepRow], time_to_first_batch_s: float | None
         time_to_first_batch_s=time_to_first_batch_s,
         epoch_boundary_wait_ms=epoch_boundary_wait_ms(rows),
     )
+
+
+def dlio_au(rows: Sequence[StepRow]) -> float | None:
+    """AU as DLIO (MLPerf Storage's engine) computes it over one rank's steps: the compute of steps
+    2..n over the time from the end of the first step to the end of the last, warm-up included.
+    None with fewer than two steps."""
+    if len(rows) < 2:
+        return None
+    wall = rows[-1].t_end - rows[0].t_end
+    return float(sum(r.compute_s for r in rows[1:]) / wall) if wall > 0 else None
+
+
+def epoch_dlio_au(rows: Sequence[StepRow]) -> float | None:
+    """One epoch's DLIO AU over ranks: each rank's, weighted by its steps (as DLIO weights blocks)."""
+    by_rank: dict[int, list[StepRow]] = {}
+    for r in rows:
+        by_rank.setdefault(r.rank, []).append(r)
+    pairs = [(au, len(rs)) for rs in by_rank.values() if (au := dlio_au(rs)) is not None]
+    steps = sum(n for _, n in pairs)
+    return sum(au * n for au, n in pairs) / steps if steps else None
 
 
 def epoch_boundary_wait_ms(rows: Sequence[StepRow]) -> float | None:

@@ -68,3 +68,9 @@ def demand_of(acc: AcceleratorSpec) -> Demand | None:
 def load_model_table() -> dict:
     """Each model's parameter count and gradient size (the ``models:`` section of the same file)."""
     return _table()["models"]
+
+
+def mlperf_au_threshold(model: str) -> float | None:
+    """MLPerf Storage's pass mark for ``model``'s workload, where the table names one."""
+    value = (load_model_table().get(model) or {}).get("mlperf_au_threshold")
+    return float(value) if value is not None else None

@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from iobench.analysis.metrics import epoch_dlio_au
 from iobench.cell.accelerator import Consumer
 from iobench.cell.sync import StepSync
 from iobench.results.figures import EpochFigures, Latency, StepRow
@@ -184,6 +185,8 @@ def epoch_rows(log: StepLog) -> list[EpochFigures]:
                 requests=c.get("requests", 0),
                 retries=c.get("retries", 0),
                 request_latency_ms=Latency(**stats.as_dict()["request_latency_ms"]),
+                au=sum(r.compute_s for r in rows) / (ranks * wall) if wall > 0 else None,
+                au_mlperf=epoch_dlio_au(sorted(rows, key=lambda r: r.t_end)),
             )
         )
     return out

@@ -18,8 +18,10 @@ import torch
 from iobench import __version__
 from iobench.analysis import scale
 from iobench.analysis.honesty import cache_warnings, epoch1_vs_steady, epoch_delta
+from iobench.analysis.mlperf import mlperf_figures
 from iobench.analysis.repeats import summarize
 from iobench.cell.allreduce import allreduce_model
+from iobench.cell.demand import mlperf_au_threshold
 from iobench.cell.measure import Measurement
 from iobench.cell.steploop import epoch_rows
 from iobench.host.cores import usable_cores
@@ -173,6 +175,12 @@ def cell_files(
         epochs=tuple(epochs),
         warmup=Warmup(steps=sum(r.warmup for r in log.rows), method=warmup),
         window=chosen.window,
+        mlperf=mlperf_figures(
+            epochs,
+            metrics,
+            cell.accelerator.count * cell.run.world_size,
+            mlperf_au_threshold(cell.accelerator.model),
+        ),
         repeats=tuple(
             RepeatFigures(
                 samples_per_s=m.metrics.samples_per_s,

@@ -46,6 +46,20 @@ class Window:
 
 
 @dataclass(frozen=True)
+class MlperfFigures:
+    """A cell's figures laid out as MLPerf Storage reports them (DLIO's summary), beside its own."""
+
+    accelerators: int  # per rank x ranks
+    epoch_au: tuple[float, ...]  # DLIO's AU of each epoch
+    au_mean: float  # their mean: what DLIO compares with the threshold
+    au_stdev: float
+    threshold: float | None  # the model's pass mark (configs/accelerators.yaml), None: none known
+    passed: bool | None
+    samples_per_s: float  # the measured window's, as the cell's own figure
+    mib_per_s: float  # bytes really read over the window, MiB/s (DLIO: samples/s x a nominal record)
+
+
+@dataclass(frozen=True)
 class PipelineMetrics:
     steps: int  # measured steps (after warm-up)
     samples: int
@@ -236,6 +250,8 @@ class EpochFigures:
     requests: int
     retries: int
     request_latency_ms: Latency = field(default_factory=Latency)
+    au: float | None = None  # Σ compute ÷ (ranks × wall) over the epoch (v5+)
+    au_mlperf: float | None = None  # DLIO's AU of the epoch, ranks weighted by steps (v5+)
 
 
 @dataclass(frozen=True)

@@ -79,6 +79,10 @@ def _window(read: Callable) -> Callable[[CellSummary], Any]:
     return lambda s: read(s.window) if s.window is not None else None
 
 
+def _mlperf(read: Callable) -> Callable[[CellSummary], Any]:
+    return lambda s: read(s.mlperf) if s.mlperf is not None else None
+
+
 def _dist(read: Callable) -> Callable[[CellSummary], Any]:
     return lambda s: read(s.distributed) if s.distributed is not None else None
 
@@ -150,6 +154,13 @@ COLUMNS: list[Column] = [
     Column("window_added_epochs", pa.int32(), _window(lambda w: w.added_epochs)),
     Column("samples_per_s_rel_ci", pa.float64(), _window(lambda w: w.samples_per_s_rel_ci)),
     Column("window_met", pa.bool_(), _window(lambda w: w.met)),
+    # as MLPerf Storage reports it (analysis/mlperf.py): DLIO's AU per epoch, their mean against the
+    # model's pass mark; MiB/s of the bytes really read
+    Column("mlperf_au_mean", pa.float64(), _mlperf(lambda m: m.au_mean)),
+    Column("mlperf_au_stdev", pa.float64(), _mlperf(lambda m: m.au_stdev)),
+    Column("mlperf_au_threshold", pa.float64(), _mlperf(lambda m: m.threshold)),
+    Column("mlperf_pass", pa.bool_(), _mlperf(lambda m: m.passed)),
+    Column("mib_per_s", pa.float64(), _mlperf(lambda m: m.mib_per_s)),
     Column("repeats", pa.int32(), _stable("samples_per_s", lambda r: r.n)),
     Column("samples_per_s_ci_low", pa.float64(), _stable("samples_per_s", lambda r: r.ci_low)),
     Column("samples_per_s_ci_high", pa.float64(), _stable("samples_per_s", lambda r: r.ci_high)),

@@ -19,6 +19,7 @@ from .figures import (
     Distributed,
     EpochFigures,
     LoaderStats,
+    MlperfFigures,
     PipelineMetrics,
     RankFigures,
     RepeatSummary,
@@ -28,7 +29,8 @@ from .figures import (
 )
 from .spec import CellSpec
 
-# 5: the measured window (summary.window, window_* columns); device reads are the cell's own
+# 5: the measured window (summary.window, window_* columns); the MLPerf Storage view (summary.mlperf,
+#    mlperf_* and mib_per_s columns, each epoch's au and au_mlperf); device reads are the cell's own
 #    processes' (device_read_bytes_per_s), the host's counters kept as context
 # 4: typed records; summary.cell as written by the typed spec (loader.options, no run.cache
 #    list); steps.parquet and telemetry.parquet carry cell_id; the schema version is in the
@@ -89,6 +91,7 @@ class CellSummary:
     epochs: tuple[EpochFigures, ...] = ()
     warmup: Warmup | None = None
     window: Window | None = None  # what the chosen repeat measured after its warm-up (v5+)
+    mlperf: MlperfFigures | None = None  # the figures as MLPerf Storage reports them (v5+)
     repeats: tuple[RepeatFigures, ...] = ()
     stability: Stability | None = None
     ceilings: dict[str, Ceiling] | None = None  # diagnose: accelerator, prep, fetch
