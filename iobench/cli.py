@@ -303,6 +303,13 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+# exit codes (README, "Exit codes"): 0 done; 1 the run failed (a cell failed, storage or network
+# gave up, a disk full or read-only); 2 usage (a bad flag, config value or path, a missing extra);
+# 130 interrupted; a sweep stopped by signal N: 128 + N
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
@@ -320,11 +327,15 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError as exc:
         # an optional extra that is not installed: its message carries the pip line
         err_console.print(Text.assemble(("error: ", "red"), str(exc)), soft_wrap=True)
-        return 2
-    except (ValueError, OSError) as exc:
-        # configuration, manifest, tier and path errors carry their own explanation
+        return EXIT_USAGE
+    except (ValueError, FileNotFoundError, NotADirectoryError, IsADirectoryError) as exc:
+        # usage: a flag, a config value or a path to change (each error carries its explanation)
         err_console.print(Text.assemble(("error: ", "red"), str(exc)), soft_wrap=True)
-        return 2
+        return EXIT_USAGE
+    except OSError as exc:
+        # the run failed: storage or network unreachable, a disk full or read-only, a timeout
+        err_console.print(Text.assemble(("error: ", "red"), str(exc)), soft_wrap=True)
+        return EXIT_FAILED
 
 
 if __name__ == "__main__":

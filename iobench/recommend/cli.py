@@ -182,6 +182,8 @@ def _runs_sample_bytes(run_dirs: list[str]) -> tuple[float, str]:
 
     sizes = []
     for run_dir in run_dirs:
+        if not Path(run_dir).is_dir():
+            raise FileNotFoundError(f"--results {run_dir}: no such directory (give an iobench run directory)")
         for s in cell_summaries(Path(run_dir)):
             m = read_manifest(Path(run_dir), s.cell_id) if s.ok else None
             if m is not None and m.dataset.mean_sample_bytes:

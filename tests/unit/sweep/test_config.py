@@ -311,3 +311,18 @@ def test_the_run_section_says_how_long_a_cell_measures_at_least():
         raw["run"] = bad
         with pytest.raises(ConfigError, match=re.escape(message)):
             parse_config(raw)
+
+
+def test_exit_codes_tell_usage_from_a_failed_run(tmp_path):
+    """2: something in the command to change (a failed run exits 1: tests/e2e/test_sweep.py and
+    tests/reliability/test_resource_faults.py)."""
+    proc = _iobench("report", tmp_path / "nowhere")
+    assert proc.returncode == 2 and "no cell results found" in proc.stderr
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump({**_raw(), "run": {"epochs": 0}}))
+    proc = _iobench("sweep", bad, "--dry-run")
+    assert proc.returncode == 2 and "run.epochs=0" in proc.stderr
+    proc = _iobench(
+        "recommend", "--accelerators", "1xH100", "--dataset-size", "1GB", "--results", tmp_path / "nowhere"
+    )
+    assert proc.returncode == 2 and "no such directory" in proc.stderr
