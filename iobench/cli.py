@@ -222,6 +222,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     pk.add_argument("--row-group", type=int, default=1000, help="Parquet only: samples per row group")
     pk.set_defaults(func=_cmd_pack)
+    ob = d.add_parser(
+        "objects",
+        help="add one object per sample (objects/NNNNNN.jpg + objects/index.json) to a shard dataset, "
+        "for the objects layout (layout: objects)",
+    )
+    ob.add_argument("dataset", help="local dataset directory (with manifest.json)")
+    ob.set_defaults(func=_cmd_objects)
 
     st = d.add_parser(
         "upload",

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 
@@ -23,7 +25,15 @@ def objects_dataset(tiny_dataset, tmp_path_factory) -> Path:
     # a copy: the shared tiny dataset must keep the shards-only layout for the other tests
     root = tmp_path_factory.mktemp("objects") / "ds"
     shutil.copytree(tiny_dataset, root)
-    explode(root)
+    # made the way the README says: `iobench dataset objects DATASET`
+    proc = subprocess.run(
+        [sys.executable, "-m", "iobench.cli", "dataset", "objects", str(root)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "256 objects" in proc.stdout and "objects; `iobench dataset upload` uploads them" in proc.stdout
     return root
 
 
