@@ -57,10 +57,13 @@ def _cmd_synth(args: argparse.Namespace) -> int:
     return 0
 
 
+FEW_SHARDS = 8  # fewer shards than this starve a loader with more readers: pack warns
+
+
 def _cmd_pack(args: argparse.Namespace) -> int:
     from iobench.host.units import format_bytes, parse_size
 
-    from .datasets.pack import pack_imagefolder
+    from .datasets.pack import KEYMAP_NAME, pack_imagefolder
 
     manifest = pack_imagefolder(
         args.imagefolder,
@@ -72,8 +75,27 @@ def _cmd_pack(args: argparse.Namespace) -> int:
     )
     console.print(
         f"{manifest.num_samples} samples, {len(manifest.class_names or [])} classes, "
-        f"{len(manifest.shards)} shards, {format_bytes(manifest.total_bytes)} -> {args.out}"
+        f"{len(manifest.shards)} shards, {format_bytes(manifest.total_bytes)} -> {args.out} "
+        f"(keys to original files: {KEYMAP_NAME})",
+        highlight=False,
     )
+    skipped = manifest.source["skipped_files"]
+    if skipped:
+        console.print(f"[yellow]skipped {manifest.source['skipped']} file(s):[/yellow]")
+        for f in skipped[:10]:
+            console.print(Text(f"  {f['path']}: {f['why']}"))
+        if manifest.source["skipped"] > 10:
+            console.print(f"  ... all of them in {args.out}/manifest.json (source.skipped_files)")
+    if len(manifest.shards) < FEW_SHARDS:
+        size = format_bytes(manifest.total_bytes / (2 * FEW_SHARDS))
+        console.print(
+            Text(
+                f"note: {len(manifest.shards)} shard(s): a loader reading whole shards needs one per reader "
+                f"(workers x ranks), and one rank refuses fewer; for up to {FEW_SHARDS} readers pack again "
+                f"with --shard-size {size}",
+                "yellow",
+            )
+        )
     return 0
 
 

@@ -99,8 +99,8 @@ def check_splittable(n_shards: int, world_size: int, num_workers: int) -> None:
     if world_size == 1 and n_shards < readers:
         raise ValueError(
             f"{n_shards} shard(s) cannot feed {readers} readers ({world_size} rank(s) x "
-            f"{max(1, num_workers)} worker(s)); write smaller shards (iobench dataset synth "
-            f"--shard-size) or use fewer workers"
+            f"{max(1, num_workers)} worker(s)); write smaller shards (`iobench dataset synth` or "
+            f"`iobench dataset pack` with --shard-size) or use fewer workers"
         )
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from iobench.datasets.manifest import MANIFEST_NAME, Manifest, build_manifest
 from iobench.datasets.parquet import DEFAULT_ROW_GROUP, check_format, open_shard_writer, remove_stale_shards
+from iobench.host.atomic import atomic_write
 
 JPEG_SUFFIXES = frozenset({".jpg", ".jpeg"})
 _JPEG_MAGIC = b"\xff\xd8\xff"
@@ -27,9 +28,9 @@ def find_train_dir(root: str | Path) -> Path:
     return train if train.is_dir() else root
 
 
-def list_samples(train: Path) -> tuple[list[str], list[tuple[Path, int]], int]:
-    """Class names (sorted), ``(file, class index)`` pairs in sorted order, and the number of
-    files skipped for not having a JPEG suffix."""
+def list_samples(train: Path) -> tuple[list[str], list[tuple[Path, int]], list[tuple[str, str]]]:
+    """Class names (sorted), ``(file, class index)`` pairs in sorted order, and the files skipped
+    for their name, each as (path under ``train``, why)."""
     try:
         classes = sorted(p.name for p in train.iterdir() if p.is_dir() and not p.name.startswith("."))
     except OSError as exc:
@@ -37,7 +38,7 @@ def list_samples(train: Path) -> tuple[list[str], list[tuple[Path, int]], int]:
     if not classes:
         raise PackError(f"{train}: no class subdirectories (expected train/<class>/*.JPEG)")
     samples: list[tuple[Path, int]] = []
-    skipped = 0
+    skipped: list[tuple[str, str]] = []
     for idx, name in enumerate(classes):
         try:
             files = sorted(p for p in (train / name).iterdir() if p.is_file())
@@ -47,10 +48,27 @@ def list_samples(train: Path) -> tuple[list[str], list[tuple[Path, int]], int]:
             if path.suffix.lower() in JPEG_SUFFIXES:
                 samples.append((path, idx))
             else:
-                skipped += 1
+                skipped.append(
+                    (str(path.relative_to(train)), f"not a .jpg/.jpeg name ({path.suffix or 'no suffix'})")
+                )
     if not samples:
         raise PackError(f"{train}: no .jpg/.jpeg files under its {len(classes)} class folders")
     return classes, samples, skipped
+
+
+def _not_jpeg(data: bytes) -> str:
+    """Why bytes under a JPEG name are not a JPEG, in words."""
+    if not data:
+        return "empty file"
+    for magic, what in ((b"\x89PNG", "PNG"), (b"GIF8", "GIF"), (b"BM", "BMP"), (b"RIFF", "WebP/RIFF")):
+        if data.startswith(magic):
+            return f"{what} data under a JPEG name"
+    if all(32 <= b < 127 or b in b"\t\r\n" for b in data[:256]):
+        return "text, not image data"
+    return "not JPEG data (no FF D8 FF start of image)"
+
+
+KEYMAP_NAME = "keymap.tsv"  # sample key -> the file it was packed from
 
 
 def pack_imagefolder(
@@ -71,21 +89,22 @@ def pack_imagefolder(
     keeps the sorted (class, file name) order. Keys are ``NNNNNN`` in output order; the class
     index is the position of the folder name in the sorted list recorded in the manifest.
     Files with a JPEG suffix whose bytes are not JPEG (ImageNet has a few PNG/CMYK oddities
-    under .JPEG names) are skipped too and counted separately. ``format="parquet"`` writes
+    under .JPEG names) are skipped too; every skipped file is in the manifest's source with why.
+    ``keymap.tsv`` maps each sample key to the file it came from (``key<TAB>class/file``), so a
+    sample can be traced back to the original. ``format="parquet"`` writes
     ``train-NNNNNN.parquet`` (key/jpg/cls rows, ``row_group`` per row group) instead of tar.
     """
     check_format(format)
     train = find_train_dir(root)
-    classes, samples, skipped_suffix = list_samples(train)
+    classes, samples, skipped = list_samples(train)
     if seed is not None:
         random.Random(seed).shuffle(samples)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     (out / MANIFEST_NAME).unlink(missing_ok=True)
 
-    skipped_content: list[str] = []
     jpeg_bytes = 0
-    written = 0
+    keys: list[str] = []
     with open_shard_writer(format, out, shard_bytes, row_group=row_group) as writer:
         for i, (path, label) in enumerate(samples):
             try:
@@ -93,18 +112,21 @@ def pack_imagefolder(
             except OSError as exc:
                 raise PackError(f"{path}: cannot read: {exc}") from exc
             if not data.startswith(_JPEG_MAGIC):
-                skipped_content.append(str(path.relative_to(train)))
+                skipped.append((str(path.relative_to(train)), _not_jpeg(data)))
             else:
-                writer.add(f"{written:06d}", [("jpg", data), ("cls", str(label).encode("ascii"))])
-                written += 1
+                key = f"{len(keys):06d}"
+                writer.add(key, [("jpg", data), ("cls", str(label).encode("ascii"))])
+                keys.append(f"{key}\t{path.relative_to(train)}")
                 jpeg_bytes += len(data)
             if progress is not None:
                 progress(i + 1, len(samples))
-        if written == 0:
+        if not keys:
             writer.abort()
             raise PackError(f"{train}: none of the {len(samples)} .jpg/.jpeg files is a JPEG")
 
     remove_stale_shards(out, {e.name for e in writer.entries})
+    with atomic_write(out / KEYMAP_NAME, "w") as f:
+        f.write("\n".join(keys) + "\n")
     # Parquet-only keys only for Parquet: tar manifests stay as they were
     extra = {"format": format, "row_group": row_group} if format == "parquet" else {}
     source = {
@@ -114,9 +136,9 @@ def pack_imagefolder(
         "seed": seed,
         "order": "sorted" if seed is None else "shuffled",
         "shard_bytes": shard_bytes,
-        "skipped_non_jpeg_suffix": skipped_suffix,
-        "skipped_not_jpeg_content": len(skipped_content),
-        "skipped_examples": skipped_content[:20],
+        "skipped": len(skipped),
+        "skipped_files": [{"path": p, "why": why} for p, why in skipped[:1000]],
+        "keymap": KEYMAP_NAME,
     }
     manifest = build_manifest(
         writer.entries,

@@ -151,7 +151,9 @@ def _print_cells(summaries: list[CellSummary], console: Console) -> None:
                         f"   - ... {len(s.epochs) - len(shown)} more epochs (every one in the HTML report)",
                     )
                 # epochs are counted from 1 in every report (the HTML, the notes, the MLPerf view)
-                line = f"epoch {e.epoch + 1}: {e.samples_per_s:,.0f} samples/s, stall {_pct(e.stall_fraction)}"
+                line = (
+                    f"epoch {e.epoch + 1}: {e.samples_per_s:,.0f} samples/s, stall {_pct(e.stall_fraction)}"
+                )
                 line += f", AU {e.au:.2f}" if e.au is not None else ""
                 if e.cache_hit_ratio is not None:
                     line += (

@@ -38,6 +38,8 @@ def tree(tmp_path: Path) -> tuple[Path, dict[bytes, str]]:
     png = io.BytesIO()
     Image.new("RGB", (8, 8)).save(png, "PNG")
     (tmp_path / "train" / CLASSES[1] / "fake.JPEG").write_bytes(png.getvalue())
+    (tmp_path / "train" / CLASSES[2] / "empty.jpg").write_bytes(b"")
+    (tmp_path / "train" / CLASSES[2] / "notes.jpg").write_text("a text file with a .jpg name")
     return tmp_path, expected
 
 
@@ -64,8 +66,17 @@ def test_labels_follow_sorted_class_names(tree, tmp_path):
     for _, data, label in rows:
         assert CLASSES[label] == expected[data]
     assert m.num_samples == len(expected) and len(m.shards) >= 2
-    assert m.source["skipped_non_jpeg_suffix"] == 1
-    assert m.source["skipped_not_jpeg_content"] == 1
+    skipped = {f["path"]: f["why"] for f in m.source["skipped_files"]}
+    assert m.source["skipped"] == 4 and skipped == {
+        f"{CLASSES[0]}/README.txt": "not a .jpg/.jpeg name (.txt)",
+        f"{CLASSES[1]}/fake.JPEG": "PNG data under a JPEG name",
+        f"{CLASSES[2]}/empty.jpg": "empty file",
+        f"{CLASSES[2]}/notes.jpg": "text, not image data",
+    }
+    # every key leads back to the file it was packed from, and that file holds the same bytes
+    keymap = dict(line.split("\t") for line in (tmp_path / "out" / "keymap.tsv").read_text().splitlines())
+    for key, data, _ in rows:
+        assert (root / "train" / keymap[key]).read_bytes() == data
     assert verify(tmp_path / "out", m) == []
     assert (tmp_path / "out" / "train-000000.idx").read_text().startswith("v1.2 ")
 
@@ -93,3 +104,22 @@ def test_empty_or_missing_tree_names_the_path(tmp_path):
     with pytest.raises(PackError, match="nowhere"):
         pack_imagefolder(tmp_path / "nowhere", tmp_path / "out")
     assert not (tmp_path / "out" / "manifest.json").exists()
+
+
+def test_the_cli_says_what_it_skipped_and_when_the_shards_are_too_few(tree, tmp_path):
+    import subprocess
+    import sys
+
+    root, _ = tree
+    proc = subprocess.run(
+        [sys.executable, "-m", "iobench.cli", "dataset", "pack", str(root), "--out", str(tmp_path / "o")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    out = " ".join(proc.stdout.split())
+    assert proc.returncode == 0, proc.stderr
+    assert "skipped 4 file(s):" in out and "fake.JPEG: PNG data under a JPEG name" in out
+    assert "empty.jpg: empty file" in out and "README.txt: not a .jpg/.jpeg name (.txt)" in out
+    # 12 small images in the default 128 MB shards: one shard, and the note says what to do
+    assert "note: 1 shard(s)" in out and "pack again with --shard-size" in out

@@ -194,7 +194,7 @@ def test_pack_imagefolder_as_parquet(tmp_path):
     out = tmp_path / "packed"
     manifest = pack_imagefolder(tmp_path, out, shard_bytes=2**20, format="parquet", row_group=4)
     assert manifest.format == "parquet" and manifest.class_names == sorted(classes)
-    assert manifest.source["skipped_non_jpeg_suffix"] == 1 and manifest.num_samples == 6
+    assert manifest.source["skipped"] == 1 and manifest.num_samples == 6
     assert verify(out, manifest) == []
     rows = parquet_rows(out)
     assert [k for k, _, _ in rows] == [f"{i:06d}" for i in range(6)]
