@@ -131,9 +131,11 @@ def _cmd_upload(args: argparse.Namespace) -> int:
                 progress=progress,
             )
     console.print(
-        f"{report.url}: {len(report.uploaded)} object(s) uploaded ({format_bytes(report.bytes_uploaded)}), "
-        f"{len(report.skipped)} already there and intact; verified by {report.verified}"
-        + ("; created the bucket" if report.created_bucket else "")
+        f"{report.url}: {report.objects} object(s): {len(report.uploaded)} data object(s) uploaded "
+        f"({format_bytes(report.bytes_uploaded)}), {len(report.skipped)} already there and intact, and the "
+        f"manifest, last; verified by {report.verified}"
+        + (f"; created {report.created}" if report.created else ""),
+        highlight=False,
     )
     return 0
 

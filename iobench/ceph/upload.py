@@ -54,7 +54,8 @@ def upload_rados(
         verified="size+sha256 xattr" if verify == "metadata" else "full read-back sha256",
     )
     try:
-        report.created_bucket = ensure_pool(conffile, pool, name=name)
+        if ensure_pool(conffile, pool, name=name):
+            report.created = f"the pool {pool}"
     except OSError as exc:
         raise UploadError(f"preparing pool {pool!r} on {fs.conffile}: {exc}") from None
 
@@ -81,6 +82,7 @@ def upload_rados(
         fs.write_object(key_of(MANIFEST_NAME), (root / MANIFEST_NAME).read_bytes())
     except OSError as exc:
         raise UploadError(f"uploading the manifest to rados://{key_of(MANIFEST_NAME)}: {exc}") from None
+    report.objects += 1  # the manifest
     return report
 
 

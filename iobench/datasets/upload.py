@@ -1,16 +1,19 @@
 """`iobench dataset upload DATASET s3://bucket/prefix`: upload shards, indexes and manifest.
 
-The MinIO SDK does the uploads (parallel multipart for big shards, one client for MinIO, Ceph RGW
-and AWS). Each object carries its sha256 as user metadata, so a re-run skips what is already
-there and intact (idempotent), and verification compares the store against the manifest. The
-manifest goes up last: a reader that finds it can trust the shards are complete.
+boto3 does the uploads (parallel multipart for big shards), with botocore's own resolution of the
+endpoint, region and credentials: ``--endpoint-url``, else ``AWS_ENDPOINT_URL_S3`` or
+``AWS_ENDPOINT_URL``, else the profile's ``endpoint_url`` in ``~/.aws/config``; the region from the
+profile or ``AWS_REGION``/``AWS_DEFAULT_REGION``; the credentials from the environment, the
+profile, SSO or an instance role, as every AWS tool resolves them. Each object carries its sha256
+as user metadata, so a re-run skips what is already there and intact (idempotent), and
+verification compares the store against the manifest. The manifest goes up last: a reader that
+finds it can trust the shards are complete.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -22,6 +25,7 @@ from iobench.datasets.manifest import MANIFEST_NAME, Manifest, sha256_file
 from iobench.datasets.objects import INDEX_NAME, OBJECTS_DIR, load_index
 
 SHA_META = "sha256"
+_MISSING = ("404", "NoSuchKey", "NotFound", "NoSuchBucket")
 
 
 class UploadError(OSError):
@@ -35,7 +39,8 @@ class UploadReport:
     skipped: list[str] = field(default_factory=list)
     bytes_uploaded: int = 0
     verified: str = "size+sha256 metadata"
-    created_bucket: bool = False
+    created: str | None = None  # what the upload had to create first, in words ("the bucket b")
+    objects: int = 0  # every object written or found intact, the manifest included
 
 
 def split_s3_url(url: str) -> tuple[str, str]:
@@ -45,49 +50,44 @@ def split_s3_url(url: str) -> tuple[str, str]:
     return parsed.netloc, parsed.path.strip("/")
 
 
-def minio_client(endpoint_url: str | None = None, region: str | None = None, profile: str | None = None):
-    """A MinIO client for any S3 endpoint, with credentials resolved the way boto3 resolves them."""
+def s3_client(endpoint_url: str | None = None, region: str | None = None, profile: str | None = None):
+    """A boto3 S3 client as the AWS tools resolve it (see the module docstring), and the endpoint
+    it talks to (for messages)."""
     import boto3
-    import urllib3
-    from minio import Minio
+    import botocore.config
+    import botocore.exceptions
 
-    endpoint_url = endpoint_url or os.environ.get("AWS_ENDPOINT_URL") or os.environ.get("S3_ENDPOINT_URL")
-    if not endpoint_url:
-        endpoint_url = "https://s3.amazonaws.com"
-    parsed = urlparse(endpoint_url)
-    if parsed.scheme not in ("http", "https") or not parsed.netloc:
-        raise ValueError(f"endpoint_url={endpoint_url!r}: expected http(s)://host[:port]")
-    creds = boto3.Session(profile_name=profile).get_credentials()
-    if creds is None:
-        raise UploadError(
+    if endpoint_url is not None:
+        parsed = urlparse(endpoint_url)
+        if parsed.scheme not in ("http", "https") or not parsed.netloc:
+            raise ValueError(f"--endpoint-url {endpoint_url!r}: expected http(s)://host[:port]")
+    try:
+        session = boto3.Session(profile_name=profile)
+    except botocore.exceptions.ProfileNotFound as exc:
+        raise ValueError(f"--profile {profile}: {exc}") from None
+    if session.get_credentials() is None:
+        raise ValueError(
             "no S3 credentials found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY "
-            "(`source DIR/env` after `iobench lab up`) or use an AWS profile"
+            "(`source DIR/env` after `iobench lab up`), or give an AWS profile (--profile, AWS_PROFILE)"
         )
-    frozen = creds.get_frozen_credentials()
-    http = urllib3.PoolManager(
-        timeout=urllib3.Timeout(connect=5, read=120),
-        retries=urllib3.Retry(total=3, backoff_factor=0.2, status_forcelist=[500, 502, 503, 504]),
-        maxsize=16,
+    config = botocore.config.Config(
+        connect_timeout=5, read_timeout=120, retries={"total_max_attempts": 4, "mode": "standard"}
     )
-    client = Minio(
-        parsed.netloc,
-        access_key=frozen.access_key,
-        secret_key=frozen.secret_key,
-        session_token=frozen.token,
-        secure=parsed.scheme == "https",
-        region=region or os.environ.get("AWS_DEFAULT_REGION"),
-        http_client=http,
-    )
-    return client, endpoint_url
+    client = session.client("s3", endpoint_url=endpoint_url, region_name=region, config=config)
+    return client, client.meta.endpoint_url
+
+
+def _code(exc: Exception) -> str | None:
+    return (getattr(exc, "response", None) or {}).get("Error", {}).get("Code")
 
 
 def _explain(exc: Exception, what: str, endpoint: str) -> UploadError:
-    code = getattr(exc, "code", None)
-    if code in ("InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied"):
-        hint = "the credentials were refused: check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY"
+    code = _code(exc)
+    if code in ("InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "403"):
+        hint = "the credentials were refused: check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY or the profile"
     elif code == "NoSuchBucket":
         hint = "the bucket does not exist"
-    elif "MaxRetryError" in type(exc).__name__ or "Connection" in str(exc):
+    elif "EndpointConnectionError" in type(exc).__name__ or "Connect" in type(exc).__name__:
         hint = f"cannot reach {endpoint}: is the server up (iobench lab status)?"
     else:
         hint = str(exc)
@@ -107,23 +107,29 @@ def upload_s3(
     progress: Callable[[int, int], None] | None = None,
 ) -> UploadReport:
     """Upload a complete local dataset to ``url``; ``verify="full"`` also reads every object back."""
+    from boto3.s3.transfer import TransferConfig
+
     if verify not in ("metadata", "full"):
         raise ValueError(f"verify={verify!r}: allowed values are metadata, full")
     root = Path(dataset_dir)
     manifest = Manifest.load(root)
     bucket, prefix = split_s3_url(url)
-    client, endpoint = minio_client(endpoint_url, region, profile)
+    client, endpoint = s3_client(endpoint_url, region, profile)
     report = UploadReport(
         url=url.rstrip("/"),
         verified="size+sha256 metadata" if verify == "metadata" else "full read-back sha256",
     )
     try:
-        if not client.bucket_exists(bucket):
-            client.make_bucket(bucket)
-            report.created_bucket = True
+        if not _bucket_exists(client, bucket):
+            region_now = client.meta.region_name
+            where = {} if region_now in (None, "us-east-1") else {"LocationConstraint": region_now}
+            client.create_bucket(Bucket=bucket, **({"CreateBucketConfiguration": where} if where else {}))
+            report.created = f"the bucket {bucket}"
     except Exception as exc:
         raise _explain(exc, f"checking bucket {bucket!r}", endpoint) from None
-
+    transfer = TransferConfig(
+        multipart_threshold=max(part_bytes, 5 * 2**20), multipart_chunksize=max(part_bytes, 5 * 2**20)
+    )
     key_of = lambda name: f"{prefix}/{name}" if prefix else name  # noqa: E731
 
     def put(path: Path, name: str, sha: str) -> tuple[str, bool]:
@@ -132,8 +138,8 @@ def upload_s3(
         try:
             uploaded = not _already_there(client, bucket, key, size, sha)
             if uploaded:
-                client.fput_object(
-                    bucket, key, str(path), metadata={SHA_META: sha}, part_size=max(part_bytes, 5 * 2**20)
+                client.upload_file(
+                    str(path), bucket, key, ExtraArgs={"Metadata": {SHA_META: sha}}, Config=transfer
                 )
             _verify(client, bucket, key, size, sha, full=verify == "full")
         except UploadError:
@@ -145,10 +151,23 @@ def upload_s3(
     upload_all(upload_files(root, manifest), put, report, workers=workers, progress=progress)
     manifest_key = key_of(MANIFEST_NAME)
     try:
-        client.fput_object(bucket, manifest_key, str(root / MANIFEST_NAME), content_type="application/json")
+        client.upload_file(
+            str(root / MANIFEST_NAME), bucket, manifest_key, ExtraArgs={"ContentType": "application/json"}
+        )
     except Exception as exc:
         raise _explain(exc, f"uploading the manifest to s3://{bucket}/{manifest_key}", endpoint) from None
+    report.objects += 1  # the manifest
     return report
+
+
+def _bucket_exists(client, bucket: str) -> bool:
+    try:
+        client.head_bucket(Bucket=bucket)
+    except Exception as exc:
+        if _code(exc) in _MISSING:
+            return False
+        raise
+    return True
 
 
 def upload_files(root: Path, manifest: Manifest) -> list[tuple[Path, str, str | None]]:
@@ -192,6 +211,7 @@ def upload_all(
                 report.bytes_uploaded += path.stat().st_size
             else:
                 report.skipped.append(key)
+            report.objects += 1
             done += 1
             if progress:
                 progress(done, len(files))
@@ -209,16 +229,13 @@ def split_indexes(files: list[tuple[Path, str, str | None]]) -> tuple[list, list
 
 
 def _already_there(client, bucket: str, key: str, size: int, sha: str) -> bool:
-    from minio.error import S3Error
-
     try:
-        st = client.stat_object(bucket, key)
-    except S3Error as exc:
-        if exc.code in ("NoSuchKey", "NoSuchObject", "ResourceNotFound"):
+        head = client.head_object(Bucket=bucket, Key=key)
+    except Exception as exc:
+        if _code(exc) in _MISSING:
             return False
         raise
-    meta = {k.lower(): v for k, v in (st.metadata or {}).items()}
-    return st.size == size and meta.get(f"x-amz-meta-{SHA_META}") == sha
+    return head["ContentLength"] == size and (head.get("Metadata") or {}).get(SHA_META) == sha
 
 
 def _verify(client, bucket: str, key: str, size: int, sha: str, *, full: bool) -> None:
@@ -226,12 +243,11 @@ def _verify(client, bucket: str, key: str, size: int, sha: str, *, full: bool) -
         raise UploadError(f"s3://{bucket}/{key}: after upload the store reports a different size or sha256")
     if full:
         digest = hashlib.sha256()
-        response = client.get_object(bucket, key)
+        body = client.get_object(Bucket=bucket, Key=key)["Body"]
         try:
-            for chunk in response.stream(2**20):
+            for chunk in body.iter_chunks(2**20):
                 digest.update(chunk)
         finally:
-            response.close()
-            response.release_conn()
+            body.close()
         if digest.hexdigest() != sha:
             raise UploadError(f"s3://{bucket}/{key}: read-back sha256 {digest.hexdigest()} != {sha}")

@@ -45,7 +45,9 @@ def test_the_view_averages_the_epochs_and_judges_the_mean_against_the_pass_mark(
     )
     assert m is not None and m.threshold == 0.9 and m.accelerators == 8
     mean = (1.6 / 1.8 + 1.0) / 2
-    assert m.au_mean == pytest.approx(mean) and m.au_stdev == pytest.approx(1.0 - mean)  # population sd, as np.std
+    assert m.au_mean == pytest.approx(mean) and m.au_stdev == pytest.approx(
+        1.0 - mean
+    )  # population sd, as np.std
     assert m.passed is True  # DLIO: mean >= threshold is a success
     failing = mlperf_figures(epochs[:1], compute_metrics(e0), accelerators=8, threshold=0.9)
     assert failing is not None and failing.passed is False
