@@ -26,6 +26,7 @@ from iobench.results.spec import CellSpec, LoaderSettings, RunSettings
 from iobench.results.store import publish_cell
 from iobench.results.summary import CellSummary, utc_now
 from iobench.tiers import make_tier
+from iobench.tiers.faults import explain
 
 
 def loader_inputs(tier, manifest, loader: LoaderSettings) -> tuple[list, dict]:
@@ -120,8 +121,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         run_cell(cell, run_dir)
     except Exception as exc:
-        traceback.print_exc(file=sys.stderr)
-        message = f"{type(exc).__name__}: {exc}"
+        traceback.print_exc(file=sys.stderr)  # the sweep keeps it in the cell's log (cell.log)
+        message = explain(exc, cell.tier)  # the cause and the likely reason, two lines
         publish_cell(run_dir, cell.cell_id, {"summary.json": CellSummary.failed(cell, message)})
         return 1
     return 0

@@ -244,6 +244,20 @@ def launch(layout: Layout, name: str, argv: list[str], *, timeout: float = 60.0)
     return found[-1]
 
 
+def http_ready(url: str) -> bool:
+    """Something answers HTTP at ``url`` within 2 s."""
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url, timeout=2):
+            return True
+    except urllib.error.HTTPError:
+        return True  # any S3 answer (even 403) means radosgw serves
+    except (urllib.error.URLError, OSError):
+        return False
+
+
 def port_free(port: int, host: str = "127.0.0.1") -> bool:
     """Nothing listens on host:port (SO_REUSEADDR as the daemons use it: TIME_WAIT does not count)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
@@ -280,6 +294,12 @@ def unmount(path: Path, *, timeout: float = 15.0) -> str | None:
             return None
         errors.append(f"{argv[0]}: {(r.stderr or r.stdout).strip()}")
     return "; ".join(errors) or "no fusermount or umount found"
+
+
+def detach(path: Path) -> None:
+    """Unmount ``path`` if mounted; a mount whose FUSE daemon died or hangs is detached lazily."""
+    if mounted(path) and unmount(path) is not None:
+        subprocess.run(["umount", "-l", str(path)], capture_output=True)
 
 
 # ------------------------------------------------------------------ the ceph CLI, bound to a lab

@@ -177,6 +177,13 @@ class ThrottledTier(Tier):
     def source_options(self, manifest: Any) -> dict[str, Any]:
         return {**self.inner.source_options(manifest), "throttle": self.throttle_spec()}
 
+    @property
+    def deadline_s(self) -> float | None:
+        return self.inner.deadline_s
+
+    def client_cache(self) -> tuple[str, str] | None:
+        return self.inner.client_cache()
+
     def describe(self) -> dict[str, Any]:
         return {
             **self.inner.describe(),
