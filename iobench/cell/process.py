@@ -18,6 +18,7 @@ from iobench.analysis.differential import combine
 from iobench.cell.accelerator import EmulatedAccelerator, make_consumer
 from iobench.cell.diagnose import check_capacity, measure_ceilings
 from iobench.cell.lifeline import die_with_parent
+from iobench.cell.live import live_file
 from iobench.cell.measure import Measurement, measure
 from iobench.cell.summary import cell_files
 from iobench.host.cores import usable_cores
@@ -69,7 +70,14 @@ def run_cell(cell: CellSpec, run_dir: Path) -> CellSummary:
     ceilings = (
         measure_ceilings(tier, manifest, cell, items, source_options, consumer) if run.diagnose else None
     )
-    runs = [measure(tier, manifest, cell, items, source_options, consumer, cores) for _ in range(run.repeats)]
+    live = live_file()
+    runs = []
+    for i in range(run.repeats):
+        if live:  # measure() prepares the tier (a warm fill may take long) before its step loop
+            live.pause(f"preparing the tier for measured run {i + 1}")
+        runs.append(measure(tier, manifest, cell, items, source_options, consumer, cores))
+    if live:
+        live.pause("computing and writing the results")
     chosen = median_run(runs)
     log, metrics = chosen.log, chosen.metrics
     attribution = None

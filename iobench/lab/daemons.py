@@ -218,6 +218,12 @@ def wait_for(
 
 def launch(layout: Layout, name: str, argv: list[str], *, timeout: float = 60.0) -> int:
     """Run a self-daemonizing Ceph daemon; return the pid from its pid file."""
+    pidfile = layout.pidfile(name)
+    stale = read_pid(pidfile)
+    if stale is not None and not owned(stale, layout.conf):
+        # a killed daemon leaves its pid file: read before the new one writes its own, it would
+        # name the dead process (and the wait below would report the new daemon as exited)
+        pidfile.unlink(missing_ok=True)
     errlog = layout.log / f"{name}.stderr.log"
     # files, not pipes: the daemonized child may keep its inherited stdio open
     with open(errlog, "ab") as err:
@@ -231,7 +237,6 @@ def launch(layout: Layout, name: str, argv: list[str], *, timeout: float = 60.0)
             ) from None
     if rc != 0:
         raise failure(layout, name, f"`{' '.join(argv)}` exited with status {rc}", [errlog])
-    pidfile = layout.pidfile(name)
     found: list[int] = []
 
     def has_pid() -> bool:

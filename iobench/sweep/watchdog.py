@@ -2,9 +2,9 @@
 
 It reads what the cell already publishes, its live figures file (iobench/cell/live.py: the
 measured run and the steps so far, rewritten about twice a second while batches arrive), and adds
-nothing to the step loop. It arms when the first measured run starts (before that the cell prepares
-the tier, whose own deadline bounds every request) and fires when (run, steps) has not changed for
-``stall_timeout`` seconds. Its message names the tier, where its data lives, the last batch and
+nothing to the step loop. It arms when a measured run starts (before that the cell prepares the
+tier, whose own deadline bounds every request; the cell marks those stretches "paused") and fires
+when (run, steps) has not changed for ``stall_timeout`` seconds. Its message names the tier, where its data lives, the last batch and
 when it came, and what the cell's processes are doing (one blocked in the kernel points at the
 storage: a FUSE mount, a disk).
 """
@@ -33,6 +33,9 @@ class StallWatch:
 
     def see(self, figures: dict | None, mtime: float | None, now: float | None = None) -> None:
         if not figures:
+            return
+        if figures.get("paused"):  # between measured runs: no batch is due until the next starts
+            self.key = None
             return
         key = (figures.get("run"), figures.get("steps"))
         if key != self.key:

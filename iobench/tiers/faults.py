@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-MAX_CAUSE = 400  # characters of the first line; the full text is in the cell's log
+MAX_CAUSE = 600  # characters of the first line; the full text is in the cell's log
 
 _WORKER = re.compile(r"^Caught (\w+) in DataLoader worker process (\d+)\.\s*Original Traceback", re.S)
 
