@@ -51,12 +51,20 @@ def clean_env() -> dict[str, str]:
 
 
 def alive(pid: int) -> bool:
-    """True while ``pid`` runs; a zombie counts as gone (our init may not reap orphans)."""
+    """True while ``pid`` runs; a zombie counts as gone (our init may not reap orphans), but only
+    once its last thread has exited: a killed daemon's leader turns zombie while its other threads
+    still exit, holding its files and locks (measured: a restarted OSD found bluestore's fsid lock
+    still held, "(16) Device or resource busy")."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except (FileNotFoundError, ProcessLookupError, PermissionError):
         return False
-    return stat.rsplit(")", 1)[-1].split()[0] not in ("Z", "X")
+    if stat.rsplit(")", 1)[-1].split()[0] not in ("Z", "X"):
+        return True
+    try:
+        return any(t != str(pid) for t in os.listdir(f"/proc/{pid}/task"))
+    except OSError:
+        return False
 
 
 def argv_of(pid: int) -> list[str]:

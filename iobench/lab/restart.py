@@ -186,7 +186,15 @@ def start_daemon(layout: Layout, name: str, *, timeout: float = 120.0, wait: boo
         # the old OSD may have left its admin socket: remove it so "active" is the new one's answer
         with contextlib.suppress(FileNotFoundError):
             layout.asok(OSD).unlink()
-    pid = launch(layout, name, daemon_argv(layout, name))
+    for attempt in range(5):
+        try:
+            pid = launch(layout, name, daemon_argv(layout, name))
+            break
+        except LabError as exc:
+            # the killed predecessor's last threads may still hold its store's lock for a moment
+            if attempt == 4 or not any(w in str(exc) for w in ("currently in use", "lock", "busy")):
+                raise
+            time.sleep(1.0)
     if name == MDS:
         # `lab down` fails the file system so that the MDS stops at once: let it join again
         ceph(layout, "fs", "set", "cephfs", "joinable", "true", timeout=10)

@@ -62,7 +62,7 @@ def stepping(out: Path, proc: subprocess.Popen, *, cell_id: str | None = None, s
                 live = json.loads((out / f".attempt-{now}" / "live.json").read_text())
             except (OSError, ValueError):
                 live = {}
-            if live.get("steps", 0) >= steps:
+            if (live.get("steps") or 0) >= steps:
                 return now
         time.sleep(0.05)
     raise AssertionError("the cell never reached its step loop")

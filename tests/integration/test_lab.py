@@ -267,6 +267,10 @@ def _stage(info) -> dict:
         with open(info.mount / f"keep-{tag}", "wb") as f:
             f.write(body)
             os.fsync(f.fileno())
+        # fsync on CephFS flushes the data, not the size: ceph-fuse keeps that in its caps until it
+        # releases them (measured: the MDS said size 0 until a later event made the client flush;
+        # a ceph-fuse killed first, under load, left the file empty). A clean remount releases them.
+        lab.restart(info.dir, "fuse")
     return {"tag": tag, "body": body, "keys": (env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"])}
 
 
