@@ -13,6 +13,7 @@ import contextlib
 import errno
 import io
 import os
+import queue
 import stat
 import threading
 from collections.abc import Callable, Iterator
@@ -336,11 +337,48 @@ def _open_sequential(path: str) -> tuple[int, bool]:
     return fd, regular
 
 
-_HELPERS: dict[int, concurrent.futures.ThreadPoolExecutor] = {}
+class _Helpers:
+    """Daemon threads that run DeadlineFile's system calls. Not a ThreadPoolExecutor: its threads
+    are joined when the interpreter exits, so a thread blocked in the kernel would keep a DataLoader
+    worker from exiting (measured: the cell's failure came 5 s late, torch's join time-out, before
+    it killed the worker). A daemon thread is not waited for; killable waits end with the process."""
+
+    MAX_THREADS = 16
+
+    def __init__(self) -> None:
+        self.tasks: queue.SimpleQueue = queue.SimpleQueue()
+        self.lock = threading.Lock()
+        self.threads = 0
+        self.idle = 0
+
+    def submit(self, fn: Callable, *args) -> concurrent.futures.Future:
+        future: concurrent.futures.Future = concurrent.futures.Future()
+        with self.lock:
+            if self.idle:  # a thread waits for work: it takes this task
+                self.idle -= 1
+            elif self.threads < self.MAX_THREADS:  # else one more, unless all are busy (or blocked)
+                self.threads += 1
+                threading.Thread(target=self._work, name="iobench-read", daemon=True).start()
+        self.tasks.put((future, fn, args))
+        return future
+
+    def _work(self) -> None:
+        while True:
+            future, fn, args = self.tasks.get()
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(fn(*args))
+                except BaseException as exc:
+                    future.set_exception(exc)
+            with self.lock:
+                self.idle += 1
+
+
+_HELPERS: dict[int, _Helpers] = {}
 _HELPERS_LOCK = threading.Lock()
 
 
-def _helpers() -> concurrent.futures.ThreadPoolExecutor:
+def _helpers() -> _Helpers:
     """This process's helper threads for DeadlineFile (a forked DataLoader worker makes its own: the
     parent's threads do not exist in the child)."""
     pid = os.getpid()
@@ -348,9 +386,7 @@ def _helpers() -> concurrent.futures.ThreadPoolExecutor:
         pool = _HELPERS.get(pid)
         if pool is None:
             _HELPERS.clear()
-            pool = _HELPERS[pid] = concurrent.futures.ThreadPoolExecutor(
-                16, thread_name_prefix="iobench-read"
-            )
+            pool = _HELPERS[pid] = _Helpers()
         return pool
 
 
