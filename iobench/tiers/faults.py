@@ -184,7 +184,7 @@ def first_line(exc: BaseException | str) -> str:
     return (f"{name}: {text}" if name else text) + suffix
 
 
-_ERRNO = re.compile(r"^\[Errno \d+\] ")
+_ERRNO = re.compile(r"\[Errno \d+\] ")
 
 
 def explain(exc: BaseException | str, tier: Mapping[str, Any] | None = None) -> str:

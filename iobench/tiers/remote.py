@@ -133,13 +133,14 @@ class RemoteTier(Tier):
         except json.JSONDecodeError as exc:
             raise ValueError(f"{where}: not valid JSON: {exc}") from None
         except OSError as exc:
-            # the hint follows the error: a timeout is not a credentials or staging problem
+            # the access hint (credentials, staging) only where the error points there: a timeout or
+            # a refused connection is not a credentials problem (the cell's error hint names those)
             cause = likely_cause(exc)
-            hint = self.access_hint() if cause.kind in ("missing", "credentials", "other") else cause.text
+            hint = f". {self.access_hint()}" if cause.kind in ("missing", "credentials", "other") else ""
             kind = DeadlineExceeded if isinstance(exc, DeadlineExceeded) else ObjectStoreError
             raise kind(
                 getattr(exc, "errno", None) or errno.EIO,
-                f"{self.kind} tier {self.name!r}: cannot read {where}: {exc}. {hint}",
+                f"{self.kind} tier {self.name!r}: cannot read {where}: {exc}{hint}",
             ) from None
         finally:
             reader.close()
