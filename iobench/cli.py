@@ -271,15 +271,36 @@ def build_parser() -> argparse.ArgumentParser:
     )
     st.set_defaults(func=_cmd_upload)
 
-    lab = sub.add_parser("lab", help="a real single-node Ceph (S3 via radosgw, RADOS, CephFS) on 127.0.0.1")
-    lab.add_argument("lab_cmd", choices=["up", "down", "status", "purge"])
+    lab = sub.add_parser(
+        "lab",
+        help="a real single-node Ceph (S3 via radosgw, RADOS, CephFS) on 127.0.0.1",
+        description="up: start a lab, or bring an existing one back (the same cluster: pools, buckets, "
+        "keys, files); down: stop it, keeping its data (--purge: remove it); restart [DAEMON]: one daemon "
+        "or all, keeping the cluster; status: each daemon up/down with pid and log, and the health "
+        "(exit 0 all up, 1 degraded, 3 not running).",
+    )
+    lab.add_argument("lab_cmd", choices=["up", "down", "status", "purge", "restart"])
+    lab.add_argument(
+        "daemon",
+        nargs="?",
+        choices=["mon", "mgr", "osd", "rgw", "mds", "fuse", "all"],
+        help="with restart: the daemon to restart (default all)",
+    )
     lab.add_argument("--dir", help="lab directory (default ~/.cache/iobench/lab)")
-    lab.add_argument("--port", type=int, default=7480, help="S3 port of radosgw")
+    lab.add_argument("--port", type=int, default=None, help="S3 port of radosgw (new lab: 7480)")
     lab.add_argument("--cephfs", action="store_true", help="also run an MDS and mount CephFS at DIR/mnt")
     lab.add_argument("--no-mgr", action="store_true", help="skip ceph-mgr (saves ~300 MB)")
-    lab.add_argument("--objectstore", choices=["memstore", "bluestore"], default="memstore")
+    lab.add_argument(
+        "--objectstore",
+        choices=["memstore", "bluestore"],
+        default=None,
+        help="new lab: memstore (default; RAM, fastest; keeps data across a clean stop only) or bluestore "
+        "(a sparse file; keeps data even when the OSD is killed)",
+    )
     lab.add_argument("--purge", action="store_true", help="with down: also remove the lab directory")
-    lab.add_argument("--json", action="store_true", help="with status: machine-readable output")
+    lab.add_argument(
+        "--json", action="store_true", help="with status, down, restart: machine-readable output"
+    )
     lab.set_defaults(func=_cmd_lab)
 
     r = sub.add_parser("report", help="print the report of a run directory")

@@ -37,8 +37,19 @@ FATAL_ERRNOS = {errno.ENOENT, errno.EACCES, errno.EPERM, errno.EINVAL}
 LATENCY_SAMPLE = 4096
 
 
+# A storage option (not an fsspec one: the reader takes it out) bounding how long one request may
+# go without an answer, retries included; the tiers set it from their ``deadline_s`` option.
+DEADLINE_KEY = "deadline_s"
+
+
 class ObjectStoreError(OSError):
     """A request failed for good: names the URL, what happened, and the attempts made."""
+
+
+class DeadlineExceeded(ObjectStoreError):
+    """The storage gave no answer (or no progress) within the deadline: a timeout, not a refusal.
+
+    Its message says which request, how many attempts in how long, and each attempt's own limits."""
 
 
 @dataclass
@@ -185,15 +196,37 @@ class ObjectReader:
         policy: RetryPolicy | None = None,
         protocol: str = "s3",
         filesystem: Any = None,
+        deadline_s: float | None = None,
     ) -> None:
-        """``filesystem``: an fsspec filesystem to use instead of building one from the options."""
+        """``filesystem``: an fsspec filesystem to use instead of building one from the options.
+
+        ``deadline_s`` (or the storage option ``deadline_s``): a request that has had no answer for
+        that long, its retries included, fails with DeadlineExceeded; no retry starts past it. Each
+        attempt's own wait is bounded by the client's timeouts (for S3 botocore's connect and read
+        timeouts, set from the deadline unless given; for RADOS librados' op timeouts)."""
         options = dict(storage_options or {})
+        given = options.pop(DEADLINE_KEY, None)
+        self.deadline_s: float | None = float(deadline_s if deadline_s is not None else given or 0) or None
         if protocol == "s3":
             # our retries only: counted, jittered, bounded
             config = dict(options.get("config_kwargs") or {})
             # botocore's "max_attempts" counts retries (1 would mean two tries); the total is what we want
             config.setdefault("retries", {"total_max_attempts": 1, "mode": "standard"})
+            if self.deadline_s:
+                config.setdefault("connect_timeout", min(5.0, self.deadline_s))
+                config.setdefault("read_timeout", self.deadline_s)
             options["config_kwargs"] = config
+            self.attempt_limits = (
+                f"connect timeout {config.get('connect_timeout', 60):g} s, "
+                f"read timeout {config.get('read_timeout', 60):g} s"
+            )
+        else:  # rados: librados' own limits (iobench.ceph.connection)
+            limits = [
+                f"{what} {options[key]:g} s"
+                for key, what in (("connect_timeout", "connect timeout"), ("op_timeout", "op timeout"))
+                if isinstance(options.get(key), int | float)
+            ]
+            self.attempt_limits = ", ".join(limits)
         # a fresh instance: fsspec caches filesystems by arguments, which would pin old credentials
         self.fs = filesystem or fsspec.filesystem(protocol, skip_instance_cache=True, **options)
         if protocol == "s3" and filesystem is None:
@@ -219,8 +252,10 @@ class ObjectReader:
     def _call(self, what: str, url: str, fn: Callable[[], Any], nbytes: Callable[[Any], int]) -> Any:
         last: BaseException | None = None
         t_first = time.monotonic()
+        made = 0
         for attempt in range(self.policy.attempts):
             t0 = time.perf_counter()
+            made += 1
             try:
                 result = fn()
             except Exception as exc:
@@ -239,23 +274,46 @@ class ObjectReader:
                     ) from None
                 last = exc
                 if attempt + 1 < self.policy.attempts:
+                    delay = self.policy.delay(attempt)
+                    if self._past_deadline(t_first, delay):
+                        break
                     with self._lock:
                         self.stats.retries += 1
-                    time.sleep(self.policy.delay(attempt))
+                    time.sleep(delay)
                 continue
             with self._lock:
                 self.stats.record(time.perf_counter() - t0, nbytes(result))
             return result
         with self._lock:
             self.stats.failures += 1
-        raise ObjectStoreError(errno.EIO, self._gave_up(what, url, t_first, f"last error: {_describe(last)}"))
+        detail = f"last error: {_describe(last)}"
+        if made < self.policy.attempts or (last is not None and classify(last) == "timeout"):
+            raise DeadlineExceeded(errno.ETIMEDOUT, self._timed_out(what, url, t_first, made, detail))
+        raise ObjectStoreError(errno.EIO, self._gave_up(what, url, t_first, detail))
+
+    def _past_deadline(self, since: float, delay: float = 0.0) -> bool:
+        """True when a retry after ``delay`` would start past the deadline."""
+        return self.deadline_s is not None and time.monotonic() - since + delay >= self.deadline_s
 
     def _gave_up(self, what: str, url: str, since: float, detail: str) -> str:
         p = self.policy
+        limits = f"; each attempt: {self.attempt_limits}" if self.attempt_limits else ""
         return (
             f"{self._where(what, url)}: gave up after {p.attempts} attempts in "
             f"{time.monotonic() - since:.1f} s (retry budget: {p.attempts} attempts, backoff up to "
-            f"{p.max_delay_s:g} s), {detail}"
+            f"{p.max_delay_s:g} s{limits}), {detail}"
+        )
+
+    def _timed_out(self, what: str, url: str, since: float, made: int, detail: str) -> str:
+        """The message of a request that had no answer: the deadline, the attempts and their limits."""
+        p = self.policy
+        deadline = f"the {self.deadline_s:g} s deadline" if self.deadline_s else "the client's timeouts"
+        limits = f"each attempt: {self.attempt_limits}; " if self.attempt_limits else ""
+        return (
+            f"{self._where(what, url)}: no answer within {deadline}: {made} attempt"
+            f"{'s' if made != 1 else ''} in {time.monotonic() - since:.1f} s ({limits}retry budget: "
+            f"{p.attempts} attempts, backoff up to {p.max_delay_s:g} s, none started past the deadline), "
+            f"{detail}"
         )
 
     def take_stats(self) -> RequestStats:
@@ -279,6 +337,17 @@ class ObjectReader:
         attempts² requests)."""
         parts, pos, t_first = [], start, time.monotonic()
         for attempt in range(self.policy.attempts):
+            if attempt and self._past_deadline(t_first):
+                raise DeadlineExceeded(
+                    errno.ETIMEDOUT,
+                    self._timed_out(
+                        "GET",
+                        url,
+                        t_first,
+                        attempt,
+                        f"the bodies stopped short: {pos - start} of {end - start} bytes",
+                    ),
+                )
             data = self._call("GET", url, lambda at=pos: self.fs.cat_file(url, start=at, end=end), len)
             parts.append(data)
             pos += len(data)

@@ -9,6 +9,7 @@ from dataclasses import replace
 from iobench.analysis.differential import capacity
 from iobench.cell.accelerator import EmulatedAccelerator
 from iobench.cell.ceilings import accelerator_ceiling, fetch_ceiling, prep_ceiling
+from iobench.cell.live import live_file
 from iobench.cell.measure import measure
 from iobench.results.figures import Capacity, CapacityCheck, Ceiling
 from iobench.results.spec import CellSpec
@@ -62,7 +63,10 @@ def check_capacity(
     answer = capacity(input_ceiling, consumer.demand.samples_per_s)
     n = answer.max_accelerators
     checks = []
+    live = live_file()
     for count in [n, n + 1] if n >= 1 else [1]:
+        if live:  # the tier is prepared again before each check's step loop
+            live.pause(f"preparing the tier for the capacity check at {count} accelerators")
         m = measure(
             tier, manifest, cell, items, source_options, EmulatedAccelerator(consumer.demand, count), cores
         )

@@ -35,6 +35,11 @@ class LiveFile:
         self.first, self.samples, self.wait_s = None, 0, 0.0
         self._write({"run": self.run, "steps": 0, "samples": 0})
 
+    def pause(self, what: str) -> None:
+        """No batch is due until the next measured run starts (the tier is being prepared, results
+        written): the sweep's watchdog (iobench/sweep/watchdog.py) does not count this time."""
+        self._write({"run": self.run, "steps": None, "paused": what})
+
     def on_step(self, row: StepRow) -> None:
         if self.first is None:
             # the first step carries worker start-up: rates are taken from its end on

@@ -18,6 +18,7 @@ from iobench.analysis.differential import combine
 from iobench.cell.accelerator import EmulatedAccelerator, make_consumer
 from iobench.cell.diagnose import check_capacity, measure_ceilings
 from iobench.cell.lifeline import die_with_parent
+from iobench.cell.live import live_file
 from iobench.cell.measure import Measurement, measure
 from iobench.cell.summary import cell_files
 from iobench.host.cores import usable_cores
@@ -26,6 +27,7 @@ from iobench.results.spec import CellSpec, LoaderSettings, RunSettings
 from iobench.results.store import publish_cell
 from iobench.results.summary import CellSummary, utc_now
 from iobench.tiers import make_tier
+from iobench.tiers.faults import explain
 
 
 def loader_inputs(tier, manifest, loader: LoaderSettings) -> tuple[list, dict]:
@@ -72,7 +74,14 @@ def run_cell(cell: CellSpec, run_dir: Path) -> CellSummary:
     ceilings = (
         measure_ceilings(tier, manifest, cell, items, source_options, consumer) if run.diagnose else None
     )
-    runs = [measure(tier, manifest, cell, items, source_options, consumer, cores) for _ in range(run.repeats)]
+    live = live_file()
+    runs = []
+    for i in range(run.repeats):
+        if live:  # measure() prepares the tier (a warm fill may take long) before its step loop
+            live.pause(f"preparing the tier for measured run {i + 1}")
+        runs.append(measure(tier, manifest, cell, items, source_options, consumer, cores))
+    if live:
+        live.pause("computing and writing the results")
     chosen = median_run(runs)
     log, metrics = chosen.log, chosen.metrics
     attribution = None
@@ -124,8 +133,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         run_cell(cell, run_dir)
     except Exception as exc:
-        traceback.print_exc(file=sys.stderr)
-        message = f"{type(exc).__name__}: {exc}"
+        traceback.print_exc(file=sys.stderr)  # the sweep keeps it in the cell's log (cell.log)
+        message = explain(exc, cell.tier)  # the cause and the likely reason, two lines
         publish_cell(run_dir, cell.cell_id, {"summary.json": CellSummary.failed(cell, message)})
         return 1
     return 0

@@ -8,6 +8,8 @@ that field is simply absent or None.
 
 from __future__ import annotations
 
+import errno
+import functools
 import json
 from typing import Any
 
@@ -17,13 +19,22 @@ from iobench.ceph.radosfs import DEFAULT_APP, enable_application
 __all__ = ["describe_cluster", "ensure_pool", "mon_json"]
 
 
-def mon_json(cluster: Any, prefix: str, **args: Any) -> Any:
-    """One mon command's JSON answer, or None when it fails or is not JSON."""
+class _MonGone(Exception):
+    """A mon command timed out: the mons stopped answering, so no further field is asked for."""
+
+
+def mon_json(cluster: Any, prefix: str, *, strict: bool = False, **args: Any) -> Any:
+    """One mon command's JSON answer, or None when it fails or is not JSON (``strict``: a time-out
+    raises _MonGone instead, so a description asks a dead mon once, not once per field)."""
     cmd = {"prefix": prefix, "format": "json", **args}
     try:
         ret, out, _ = cluster.mon_command(json.dumps(cmd), b"")
-    except Exception:  # a report field must never break the report
+    except Exception as exc:  # a report field must never break the report
+        if strict and (getattr(exc, "errno", None) == errno.ETIMEDOUT or "timed out" in str(exc).lower()):
+            raise _MonGone(str(exc)) from None
         return None
+    if ret == -errno.ETIMEDOUT and strict:
+        raise _MonGone(f"`{prefix}` timed out")
     if ret != 0:
         return None
     try:
@@ -37,32 +48,43 @@ def describe_cluster(
 ) -> dict[str, Any]:
     """Version, fsid, health, OSDs (count, objectstore), mgr/mds, and ``pool``'s settings.
 
-    An unreachable cluster gives ``{"reachable": False, "error": ...}`` instead of raising.
+    An unreachable cluster gives ``{"reachable": False, "error": ...}`` instead of raising; one
+    whose mons stop answering midway gives what was read and ``error`` (each mon command waits at
+    most ``timeout`` s, and none is sent after one timed out).
     """
     try:
-        cluster = connect(conffile, name, connect_timeout=timeout)
+        cluster = connect(conffile, name, connect_timeout=timeout, op_timeout=timeout)
     except Exception as exc:  # for reports: say why instead of failing
         return {"reachable": False, "error": f"{type(exc).__name__}: {exc}"}
     out: dict[str, Any] = {"reachable": True}
+    try:
+        _describe(cluster, out, pool)
+    except _MonGone as exc:
+        out["error"] = f"the mons stopped answering (a command waited {timeout:g} s: {exc})"
+    return out
+
+
+def _describe(cluster: Any, out: dict[str, Any], pool: str | None) -> None:
+    ask = functools.partial(_mon_strict, cluster)
     try:
         out["fsid"] = cluster.get_fsid()
     except Exception:
         out["fsid"] = None
 
-    version = mon_json(cluster, "version") or {}
+    version = ask("version") or {}
     out["version"] = version.get("version")
     out["version_short"] = _short_version(out["version"])
-    versions = mon_json(cluster, "versions")
+    versions = ask("versions")
     # per daemon type: a mixed-version cluster (mid-upgrade) shows up here
     out["versions"] = versions if isinstance(versions, dict) else None
-    health = mon_json(cluster, "health") or {}
+    health = ask("health") or {}
     out["health"] = health.get("status")
     out["health_checks"] = sorted((health.get("checks") or {}).keys())
 
-    osd = mon_json(cluster, "osd stat") or {}
+    osd = ask("osd stat") or {}
     osd = osd.get("osdmap", osd)  # older releases nest the counts under "osdmap"
     out["osds"] = {"total": osd.get("num_osds"), "up": osd.get("num_up_osds"), "in": osd.get("num_in_osds")}
-    meta = mon_json(cluster, "osd metadata")
+    meta = ask("osd metadata")
     if isinstance(meta, list):
         stores = sorted({m.get("osd_objectstore") for m in meta if isinstance(m, dict)} - {None})
         out["osds"]["objectstore"] = stores
@@ -73,13 +95,13 @@ def describe_cluster(
     except Exception:
         out["osd_max_object_size"] = None
 
-    mgr = mon_json(cluster, "mgr stat")
+    mgr = ask("mgr stat")
     out["mgr"] = (
         {"available": mgr.get("available"), "active": mgr.get("active_name") or None}
         if isinstance(mgr, dict)
         else None
     )
-    fsmap = mon_json(cluster, "fs dump")
+    fsmap = ask("fs dump")
     if isinstance(fsmap, dict):
         filesystems = fsmap.get("filesystems") or []
         mds_up = sum(len((f.get("mdsmap") or {}).get("up") or {}) for f in filesystems)
@@ -92,7 +114,10 @@ def describe_cluster(
         out["mds"] = None
     if pool:
         out["pool"] = _describe_pool(cluster, pool)
-    return out
+
+
+def _mon_strict(cluster: Any, prefix: str, **args: Any) -> Any:
+    return mon_json(cluster, prefix, strict=True, **args)
 
 
 def _short_version(text: str | None) -> str | None:
@@ -104,12 +129,12 @@ def _short_version(text: str | None) -> str | None:
 
 
 def _describe_pool(cluster: Any, pool: str) -> dict[str, Any]:
-    pools = mon_json(cluster, "osd pool ls", detail="detail")
+    pools = _mon_strict(cluster, "osd pool ls", detail="detail")
     entry = next((p for p in pools or [] if isinstance(p, dict) and p.get("pool_name") == pool), None)
     if entry is None:
         return {"name": pool, "exists": False if isinstance(pools, list) else None}
     rule_id = entry.get("crush_rule")
-    rules = mon_json(cluster, "osd crush rule dump")
+    rules = _mon_strict(cluster, "osd crush rule dump")
     rule = next((r for r in rules or [] if isinstance(r, dict) and r.get("rule_id") == rule_id), None)
     return {
         "name": pool,

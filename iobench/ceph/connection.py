@@ -9,6 +9,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import errno
+import math
 import os
 import threading
 from collections.abc import Iterator
@@ -51,8 +52,11 @@ def connect(
 ) -> Any:
     """The process's ``rados.Rados`` for these settings, connected (made on first use).
 
-    ``op_timeout`` bounds every mon and OSD operation so a dead cluster gives TimeoutError
-    instead of a loader that hangs forever (librados' default is to wait indefinitely).
+    ``op_timeout`` bounds every mon and OSD operation (rados_osd_op_timeout, rados_mon_op_timeout)
+    so a dead cluster gives TimeoutError instead of a loader that hangs forever (librados' default
+    is to wait indefinitely). ``connect_timeout`` bounds the connection to the mons
+    (client_mount_timeout, default 300 s: the Python binding ignores ``connect(timeout=)``,
+    measured: with the mon killed, connect(timeout=5) still waited past 100 s).
     """
     return _conn(conffile, name, keyring, connect_timeout, op_timeout).cluster
 
@@ -69,14 +73,19 @@ def _conn(
         # After fork the parent's handle is unusable here (its threads are gone) and shutting it
         # down could hang on locks held at fork time: drop it and connect afresh.
         rados = import_rados()
-        conf = {"rados_osd_op_timeout": str(op_timeout), "rados_mon_op_timeout": str(op_timeout)}
+        # whole seconds: these are "secs" options, and conf_set refuses "30.0" (EINVAL)
+        conf = {
+            "rados_osd_op_timeout": str(max(1, math.ceil(op_timeout))),
+            "rados_mon_op_timeout": str(max(1, math.ceil(op_timeout))),
+            "client_mount_timeout": str(max(1, math.ceil(connect_timeout))),
+        }
         if keyring:
             conf["keyring"] = keyring
         if not os.path.exists(conffile):
             raise FileNotFoundError(
                 errno.ENOENT, f"ceph config {conffile!r} not found (set CEPH_CONF or pass conffile)"
             )
-        with _errors(f"connecting to the cluster of {conffile} as {key[1]}"):
+        with _errors(f"connecting to the mons of {conffile} as {key[1]} (within {connect_timeout:g} s)"):
             cluster = rados.Rados(conffile=conffile, name=key[1], conf=conf)
             cluster.connect(timeout=int(max(1, connect_timeout)))
         conn = _CONNS[key] = _Conn(cluster)

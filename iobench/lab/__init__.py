@@ -1,8 +1,11 @@
 """`iobench lab`: a real single-node Ceph (mon, OSD, radosgw, optional mgr and CephFS) on 127.0.0.1.
 
     info = up("~/.cache/iobench/lab")      # ~3 s on memstore; writes DIR/env (0600) and DIR/lab.json
-    status(info.dir)                        # daemons alive, `ceph health`, endpoint
-    down(info.dir, purge=True)              # stops only the processes this lab started, in order
+    status(info.dir)                        # each daemon up/down (its process), health, endpoint
+    restart(info.dir, "osd")                # one daemon (or all), keeping the cluster
+    down(info.dir)                          # stops only the processes this lab started, in order;
+    up(info.dir)                            #   the same cluster back (pools, buckets, keys, files)
+    down(info.dir, purge=True)              # and gone
 
 After ``up``, ``. DIR/env`` gives boto3, s3fs, the ceph CLI and iobench the endpoint and keys.
 Facts behind every choice: notes/ceph.md (feasibility run on the CI machine type).
@@ -18,7 +21,22 @@ import time
 from typing import Any
 
 from .bringup import DEFAULT_MON_PORTS, DEFAULT_PORT, OBJECTSTORES, remove_entries, up
-from .conf import FUSE, MON, LabInfo, Layout, default_lab_dir, lab_meta, read_env, resolve
+from .conf import (
+    FUSE,
+    MDS,
+    MGR,
+    MON,
+    OSD,
+    RGW,
+    SHORT,
+    STORE_KEEPS,
+    LabInfo,
+    Layout,
+    default_lab_dir,
+    lab_meta,
+    read_env,
+    resolve,
+)
 from .daemons import (
     CephMissingError,
     LabError,
@@ -33,7 +51,8 @@ from .daemons import (
     stop_all,
     unmount,
 )
-from .restart import restart
+from .restart import RESTARTABLE
+from .restart import restart as restart_one
 
 __all__ = [
     "DEFAULT_MON_PORTS",
@@ -71,7 +90,7 @@ def down(
     live = live_daemons(layout, pids)
     if MON in live and any(n.startswith("mds.") for n in live):
         # A SIGTERMed active MDS takes 4-8 s to hand its rank back; failing the fs first makes it
-        # exit in 0.1 s. Nothing is lost that survives `down` anyway: `up` always starts afresh.
+        # exit in 0.1 s. It loses nothing: `up` (restart.start_daemon) makes the fs joinable again.
         ceph(layout, "fs", "fail", "cephfs", timeout=10)
     stopped.update(stop_all(layout, {n: p for n, p in pids.items() if n != FUSE}, timeout=timeout))
     for _ in range(3):  # an MDS may re-execute itself (same pid) as a standby: stop that one too
@@ -90,6 +109,32 @@ def down(
     return result
 
 
+def restart(
+    lab_dir: str | os.PathLike[str] | None = None,
+    daemon: str | None = None,
+    *,
+    timeout: float = 120.0,
+    progress: Any = None,
+) -> dict:
+    """Restart one daemon ("mon", "mgr", "osd", "rgw", "mds", "fuse") or, with None or "all", every
+    daemon (`down`, then `up` on the same directory), keeping the cluster: its pools, buckets, keys
+    and files, as far as its object store keeps them (conf.STORE_KEEPS). A daemon that died is
+    simply started. Returns {"restarted": {name: how the old one ended}, "seconds", "notes"}."""
+    if daemon not in (None, "all"):
+        if daemon not in RESTARTABLE:
+            raise ValueError(f"daemon {daemon!r}: restartable daemons are {', '.join(RESTARTABLE)} or all")
+        return restart_one(lab_dir, daemon, timeout=timeout)
+    layout = Layout(resolve(lab_dir))
+    if not lab_meta(layout).get("fsid"):
+        raise LabError(
+            f"{layout.dir} holds no lab made by `iobench lab up` (no lab.json): nothing to restart"
+        )
+    t0 = time.monotonic()
+    res = down(layout.dir, timeout=timeout)
+    up(layout.dir, timeout=timeout, progress=progress)
+    return {"restarted": res["stopped"], "seconds": round(time.monotonic() - t0, 2), "notes": []}
+
+
 def purge(lab_dir: str | os.PathLike[str] | None = None) -> dict:
     return down(lab_dir, purge=True)
 
@@ -105,62 +150,136 @@ def _purge(layout: Layout) -> None:
         layout.dir.rmdir()  # only when nothing but the lab was in it
 
 
+# a daemon that is down makes the lab unusable for what it serves (HEALTH_ERR), except the mgr,
+# which only reports (HEALTH_WARN); Ceph's own view is merged in when the mon answers
+_SERVES = {
+    MON: "no client can connect to the cluster",
+    OSD: "S3, RADOS and CephFS reads and writes hang",
+    RGW: "the S3 endpoint does not answer",
+    MDS: "CephFS metadata operations hang",
+    FUSE: "the CephFS mount is gone",
+    MGR: "no statistics (ceph df, PG stats); data is served",
+}
+_LEVEL = {"HEALTH_OK": 0, "HEALTH_WARN": 1, "HEALTH_ERR": 2}
+
+
 def status(lab_dir: str | os.PathLike[str] | None = None) -> dict:
-    """Daemons (pid, alive, RSS), ``ceph health`` (when the mon runs), endpoint, mount."""
+    """The lab as it is: each daemon up or down (its process, not the mon's map, which keeps a
+    killed OSD "up" for up to 15 minutes) with pid, RSS and log; health from both; endpoint, mount.
+
+    ``health`` is the worse of Ceph's own (``ceph_health``, when the mon answers) and the daemons'
+    state: a recorded daemon whose process is gone is a DAEMON_DOWN check (HEALTH_ERR, HEALTH_WARN
+    for the mgr), a dead mon HEALTH_ERR with no Ceph view at all.
+    """
     layout = Layout(resolve(lab_dir))
     meta = lab_meta(layout)
     daemons = {}
     for name, pid in recorded_pids(layout, meta.get("pids")).items():
         up_ = owned(pid, layout.conf)
-        daemons[name] = {"pid": pid, "alive": up_, "rss_bytes": rss_bytes(pid) if up_ else None}
-    health, checks = None, {}
-    if any(d["alive"] for n, d in daemons.items() if n == MON):
-        h = ceph_json(layout, "health", timeout=10) or {}
-        health, checks = (
-            h.get("status"),
-            {k: v.get("summary", {}).get("message") for k, v in h.get("checks", {}).items()},
+        daemons[name] = {
+            "pid": pid,
+            "alive": up_,
+            "state": "up" if up_ else "down",
+            "rss_bytes": rss_bytes(pid) if up_ else None,
+            "log": str(layout.logfile(name)),
+        }
+    ceph_health, checks = None, {}
+    if daemons.get(MON, {}).get("alive"):
+        h = ceph_json(layout, "health", timeout=5) or {}
+        ceph_health = h.get("status")
+        checks = {k: v.get("summary", {}).get("message") for k, v in h.get("checks", {}).items()}
+        if ceph_health is None:
+            checks["MON_UNRESPONSIVE"] = "mon.a runs but did not answer `ceph health` within 5 s"
+    level = _LEVEL.get(ceph_health or "HEALTH_OK", 1) if ceph_health or not daemons else 2
+    down_ = [n for n, d in daemons.items() if not d["alive"]]
+    for name in down_:
+        what = _SERVES.get(name, "its service")
+        checks[f"DAEMON_DOWN {name}"] = (
+            f"{name} is not running (last pid {daemons[name]['pid']}; log {daemons[name]['log']}): "
+            f"{what}; `iobench lab restart {_short(name)} --dir {layout.dir}`"
         )
+        level = max(level, 1 if name == MGR else 2)
+    if "MON_UNRESPONSIVE" in checks:
+        level = 2
+    if meta.get("mount") and FUSE in daemons and daemons[FUSE]["alive"] and not mounted(layout.mnt):
+        checks["MOUNT_GONE"] = f"ceph-fuse runs but {layout.mnt} is not mounted"
+        level = max(level, 2)
+    health = None if not daemons else ("HEALTH_OK", "HEALTH_WARN", "HEALTH_ERR")[level]
+    objectstore = meta.get("objectstore")
     return {
         "dir": str(layout.dir),
         "running": any(d["alive"] for d in daemons.values()),
+        "complete": bool(daemons) and not down_,
         "daemons": daemons,
         "health": health,
+        "ceph_health": ceph_health,
         "health_checks": checks,
         "endpoint": meta.get("endpoint"),
         "conf": str(layout.conf),
         "env": str(layout.env) if layout.env.exists() else None,
         "mount": str(layout.mnt) if mounted(layout.mnt) else None,
         "ceph_version": meta.get("ceph_version"),
-        "objectstore": meta.get("objectstore"),
+        "objectstore": objectstore,
+        "keeps": STORE_KEEPS.get(objectstore or "", None),
+        "fsid": meta.get("fsid"),
     }
 
 
+def _short(name: str) -> str:
+    return next((k for k, v in SHORT.items() if v == name), name)
+
+
 def main_lab(args: Any) -> int:
-    """CLI entry: ``args.lab_cmd`` in up/down/status/purge, ``args.dir``, and for up ``args.port``,
-    ``args.cephfs``, ``args.no_mgr``, ``args.objectstore``; ``args.purge`` for down, ``args.json``."""
+    """CLI entry: ``args.lab_cmd`` in up/down/status/purge/restart, ``args.dir``; for up ``args.port``,
+    ``args.cephfs``, ``args.no_mgr``, ``args.objectstore``; ``args.purge`` for down; ``args.daemon``
+    for restart; ``args.json``.
+
+    Exit status of ``status``: 0 every daemon up, 1 some daemon down (the lab is degraded), 3 none
+    running."""
     import sys
 
     cmd = args.lab_cmd
     lab_dir = getattr(args, "dir", None)
+    daemon = getattr(args, "daemon", None)
+    if daemon is not None and cmd != "restart":
+        print(f"iobench lab {cmd}: a daemon name ({daemon}) goes with `restart` only", file=sys.stderr)
+        return 2
+    say = lambda m: print(m, file=sys.stderr)  # noqa: E731
     try:
         if cmd == "up":
             info = up(
                 lab_dir,
-                port=getattr(args, "port", None) or DEFAULT_PORT,
-                with_mgr=not getattr(args, "no_mgr", False),
-                cephfs=getattr(args, "cephfs", False),
-                objectstore=getattr(args, "objectstore", None) or "memstore",
-                progress=lambda m: print(m, file=sys.stderr),
+                port=getattr(args, "port", None),
+                with_mgr=False if getattr(args, "no_mgr", False) else None,
+                cephfs=True if getattr(args, "cephfs", False) else None,
+                objectstore=getattr(args, "objectstore", None),
+                progress=say,
             )
             print(f". {info.env_file}")
             return 0
         if cmd in ("down", "purge"):
             res = down(lab_dir, purge=cmd == "purge" or getattr(args, "purge", False))
+            kept = (
+                ""
+                if res["purged"]
+                else f"; the cluster's data is kept in {res['dir']} (`iobench lab up` brings it back, --purge removes it)"
+            )
             print(
                 json.dumps(res, indent=2)
                 if getattr(args, "json", False)
                 else f"stopped {', '.join(f'{n}: {h}' for n, h in res['stopped'].items()) or 'nothing'} "
-                f"in {res['seconds']} s" + (", purged" if res["purged"] else "")
+                f"in {res['seconds']} s" + (", purged" if res["purged"] else kept)
+            )
+            return 0
+        if cmd == "restart":
+            res = restart(lab_dir, daemon, progress=say)
+            for note in res["notes"]:
+                say(f"note: {note}")
+            print(
+                json.dumps(res, indent=2)
+                if getattr(args, "json", False)
+                else f"restarted {', '.join(f'{n} (was {h})' for n, h in res['restarted'].items())} "
+                f"in {res['seconds']} s"
             )
             return 0
         if cmd == "status":
@@ -168,11 +287,19 @@ def main_lab(args: Any) -> int:
             if getattr(args, "json", False):
                 print(json.dumps(st, indent=2))
             else:
-                print(f"{st['dir']}: {st['health'] or 'not running'}  endpoint {st['endpoint']}")
+                print(f"{st['dir']}: {st['health'] or 'no lab'}  endpoint {st['endpoint']}")
+                if st["ceph_health"] and st["ceph_health"] != st["health"]:
+                    print(f"  (Ceph itself says {st['ceph_health']}: its map has not caught up)")
+                for check, message in st["health_checks"].items():
+                    print(f"  {check}: {message}")
                 for name, d in st["daemons"].items():
                     rss = f"{d['rss_bytes'] / 2**20:.0f} MiB" if d["rss_bytes"] else ""
-                    print(f"  {name:<14} pid {d['pid']:<8} {'up' if d['alive'] else 'down':<5} {rss}")
-            return 0 if st["running"] else 3
+                    print(f"  {name:<14} {d['state']:<5} pid {d['pid']:<8} {rss:>8}  log {d['log']}")
+                if st["keeps"]:
+                    print(f"  object store: {st['keeps']}")
+            if not st["running"]:
+                return 3
+            return 0 if st["complete"] else 1
     except LabError as e:
         print(f"iobench lab {cmd}: {e}", file=sys.stderr)
         return 2

@@ -12,8 +12,6 @@ import os
 import shutil
 import subprocess
 import time
-import urllib.error
-import urllib.request
 import uuid
 from collections.abc import Callable
 from dataclasses import asdict
@@ -26,6 +24,7 @@ from .conf import (
     MON,
     OSD,
     RGW,
+    STORE_KEEPS,
     LabInfo,
     Layout,
     asok_too_long,
@@ -45,12 +44,15 @@ from .daemons import (
     ceph_json,
     ceph_ok,
     clean_env,
+    detach,
     failure,
+    http_ready,
     install_hint,
     launch,
     live_daemons,
     mounted,
     port_free,
+    recorded_pids,
     stop_all,
     unmount,
     wait_for,
@@ -78,46 +80,67 @@ def _fuse_usable() -> str | None:
     return None
 
 
-def _http_ready(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=2):
-            return True
-    except urllib.error.HTTPError:
-        return True  # any S3 answer (even 403) means radosgw serves
-    except (urllib.error.URLError, OSError):
-        return False
-
-
 def up(
     lab_dir: str | os.PathLike[str] | None = None,
     *,
-    port: int = DEFAULT_PORT,
-    mon_ports: tuple[int, int] = DEFAULT_MON_PORTS,
-    with_mgr: bool = True,
-    objectstore: str = "memstore",
+    port: int | None = None,
+    mon_ports: tuple[int, int] | None = None,
+    with_mgr: bool | None = None,
+    objectstore: str | None = None,
     memstore_bytes: int = 4 << 30,
     bluestore_bytes: int = 20 << 30,
-    cephfs: bool = False,
+    cephfs: bool | None = None,
     auth: str = "cephx",
     timeout: float = 120.0,
     progress: Callable[[str], None] | None = None,
 ) -> LabInfo:
-    """Bring a lab up in ``lab_dir``; on any failure stop exactly what this call started, then raise."""
+    """Bring a lab up in ``lab_dir``; on any failure stop exactly what this call started, then raise.
+
+    A directory that holds a lab (made by an earlier `up`, stopped by `down` without ``--purge``)
+    gets the same cluster back: its fsid, ports, pools, buckets, S3 keys and CephFS files, with
+    what its object store kept (conf.STORE_KEEPS). Options given here that differ from that lab's
+    are reported and ignored (purge the lab to make another). Defaults for a new lab: port 7480,
+    mon ports 3300/6789, a mgr, memstore, no CephFS.
+    """
+    say = progress or (lambda _msg: None)
+    layout = Layout(resolve(lab_dir))
+    refuse_live(layout)
+    meta = existing_lab(layout)
+    if meta is not None:
+        asked = {
+            "port": (port, meta.get("ports", {}).get("s3")),
+            "mon_ports": (
+                tuple(mon_ports) if mon_ports else None,
+                (meta.get("ports", {}).get("mon_v2"), meta.get("ports", {}).get("mon_v1")),
+            ),
+            "with_mgr": (with_mgr, meta.get("with_mgr")),
+            "objectstore": (objectstore, meta.get("objectstore")),
+            "cephfs": (cephfs, meta.get("cephfs")),
+        }
+        for key, (given, kept) in asked.items():
+            if given is not None and given != kept:
+                say(
+                    f"warning: the lab in {layout.dir} has {key}={kept}; {key}={given} is ignored "
+                    f"(`iobench lab down --purge --dir {layout.dir}` first to make a new one)"
+                )
+        return _bring_back(layout, meta, say, timeout)
+    port = DEFAULT_PORT if port is None else port
+    mon_ports = DEFAULT_MON_PORTS if mon_ports is None else mon_ports
+    with_mgr = True if with_mgr is None else with_mgr
+    objectstore = objectstore or "memstore"
+    cephfs = bool(cephfs)
     if objectstore not in OBJECTSTORES:
         raise ValueError(f"objectstore must be one of {OBJECTSTORES}, not {objectstore!r}")
     if auth not in ("cephx", "none"):
         raise ValueError(f"auth must be 'cephx' or 'none', not {auth!r}")
-    say = progress or (lambda _msg: None)
     missing = _missing_binaries(with_mgr, cephfs)
     if missing:
         raise CephMissingError(
             f"Ceph is not installed (missing {', '.join(missing)}). Install it with:\n"
             f"  {install_hint(cephfs)}" + ("" if cephfs else f"\n(add {'ceph-mds ceph-fuse'} for --cephfs)")
         )
-    layout = Layout(resolve(lab_dir))
     if warning := asok_too_long(layout):
         say(f"warning: {warning}")
-    refuse_live(layout)
     if layout.dir.exists() and any(layout.dir.iterdir()) and not layout.looks_like_lab():
         raise LabError(
             f"{layout.dir} is not empty and holds no lab (no ceph.conf/lab.json): choose another --dir"
@@ -159,6 +182,66 @@ def up(
         stop_all(layout, live_daemons(layout, started))
         raise
     say(f"lab ready in {info.up_seconds:.1f} s: S3 {info.endpoint}, conf {layout.conf}; . {layout.env}")
+    say(f"object store: {STORE_KEEPS[objectstore]}")
+    return info
+
+
+def existing_lab(layout: Layout) -> dict | None:
+    """lab.json of a complete lab in ``layout`` (an earlier `up` finished there), else None."""
+    meta = lab_meta(layout)
+    if not meta.get("fsid") or not meta.get("ports"):
+        return None  # none, or a bring-up that failed half-way: `up` makes a new one
+    if not (layout.conf.exists() and layout.keyring.exists() and layout.env.exists()):
+        return None
+    if not (layout.dir / MON).is_dir() or not (layout.dir / OSD).is_dir():
+        return None
+    return meta
+
+
+def _bring_back(layout: Layout, meta: dict, say: Callable[[str], None], timeout: float) -> LabInfo:
+    """Start the daemons of the lab in ``layout`` again, in `up`'s order: the same cluster."""
+    from .restart import serving_check, start_daemon
+
+    ports = meta["ports"]
+    taken = [f"{what} port {p}" for what, p in ports.items() if not port_free(p)]
+    if taken:
+        raise LabError(
+            f"cannot bring the lab in {layout.dir} back: 127.0.0.1 {', '.join(taken)} already in use "
+            "(another lab or program holds it); stop that, or purge this lab and make a new one"
+        )
+    detach(layout.mnt)  # a mount whose ceph-fuse died: detach it before mounting again
+    order = [MON, *([MGR] if meta.get("with_mgr") else []), OSD, RGW]
+    if meta.get("cephfs"):
+        order.append(MDS)
+        if meta.get("mount") and _fuse_usable() is None:
+            order.append(FUSE)
+    t0 = time.monotonic()
+    started: dict[str, int] = {}
+    try:
+        for name in order:
+            # the mgr comes up in the background, as in a new lab; it is awaited last
+            started[name] = start_daemon(layout, name, timeout=timeout, wait=name != MGR)
+            say(f"{name} up ({time.monotonic() - t0:.1f} s)")
+        if MGR in started:
+            what, check = serving_check(layout, MGR)
+            wait_for(check, what=what, timeout=timeout, layout=layout, daemon=MGR, pid=started[MGR])
+    except BaseException:
+        say("bringing the lab back failed: stopping what it started")
+        if mounted(layout.mnt):
+            unmount(layout.mnt)
+        stop_all(layout, live_daemons(layout, started))
+        raise
+    meta = lab_meta(layout)
+    meta["pids"] = {**meta.get("pids", {}), **started}
+    meta["up_seconds"] = round(time.monotonic() - t0, 2)
+    meta["restarted_at"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    layout.lab_json.write_text(json.dumps(meta, indent=2, default=str) + "\n")
+    info = LabInfo.load(layout.dir)
+    say(
+        f"lab back in {info.up_seconds:.1f} s: the same cluster (fsid {meta['fsid']}), S3 {info.endpoint}; "
+        f". {layout.env}"
+    )
+    say(f"object store: {STORE_KEEPS.get(info.objectstore, info.objectstore)}")
     return info
 
 
@@ -256,7 +339,7 @@ def _bring_up(
         ceph_ok(layout, MDS, "fs", "set", "cephfs", "standby_count_wanted", "0")  # one MDS: no WARN
     endpoint = f"http://127.0.0.1:{port}"
     wait_for(
-        lambda: _http_ready(endpoint + "/"),
+        lambda: http_ready(endpoint + "/"),
         what=f"radosgw serving {endpoint}",
         timeout=timeout,
         layout=layout,
@@ -373,13 +456,22 @@ def _bring_up(
 
 
 def refuse_live(layout: Layout) -> None:
-    live = live_daemons(layout, lab_meta(layout).get("pids"))
-    if live:
-        running = ", ".join(f"{n} (pid {p})" for n, p in live.items())
+    meta = lab_meta(layout)
+    recorded = recorded_pids(layout, meta.get("pids"))
+    live = live_daemons(layout, meta.get("pids"))
+    if not live:
+        return
+    running = ", ".join(f"{n} (pid {p})" for n, p in live.items())
+    dead = sorted(set(recorded) - set(live))
+    if dead and meta.get("fsid"):
         raise LabError(
-            f"a lab is already running in {layout.dir}: {running}. "
-            f"Stop it first with `iobench lab down --dir {layout.dir}`, or use another --dir and ports."
+            f"the lab in {layout.dir} is partly running: {running}; not running: {', '.join(dead)}. "
+            f"Start what is down with `iobench lab restart DAEMON --dir {layout.dir}` (or restart all)."
         )
+    raise LabError(
+        f"a lab is already running in {layout.dir}: {running}. "
+        f"Stop it first with `iobench lab down --dir {layout.dir}`, or use another --dir and ports."
+    )
 
 
 def remove_entries(layout: Layout) -> None:

@@ -19,6 +19,22 @@ from pathlib import Path
 
 # Daemon names ($name in ceph.conf). Their pid files are run/<name>.pid.
 MON, MGR, OSD, RGW, MDS, FUSE = "mon.a", "mgr.x", "osd.0", "client.rgw.x", "mds.a", "ceph-fuse"
+# `iobench lab restart DAEMON` names them by kind; the order is the start order
+SHORT = {"mon": MON, "mgr": MGR, "osd": OSD, "rgw": RGW, "mds": MDS, "fuse": FUSE}
+# What each object store keeps when the OSD stops (measured with `lab down`/`up`, `lab restart osd`
+# and `kill -9` of the OSD; tests/integration/test_lab.py and tests/reliability/test_daemon_faults.py)
+STORE_KEEPS = {
+    "memstore": (
+        "memstore (objects in OSD RAM, saved to DIR/osd.0 only on a clean stop): `lab down`/`up` and "
+        "`lab restart` keep every pool, bucket, key and file; an OSD that dies (kill -9, a crash, "
+        "out of memory) loses everything written since its last clean stop. Use --objectstore "
+        "bluestore for a lab you mean to break"
+    ),
+    "bluestore": (
+        "bluestore (a sparse file, DIR/osd.0/block): keeps every pool, bucket, key and file across "
+        "`lab down`/`up`, `lab restart` and an OSD killed with kill -9"
+    ),
+}
 # Everything `up` creates inside DIR: only these are ever removed (a wrong --dir must not wipe data).
 ENTRIES = (
     "ceph.conf", "keyring", "monmap", "env", "lab.json", "run", "log", "crash", "mnt",

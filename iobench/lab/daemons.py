@@ -51,12 +51,20 @@ def clean_env() -> dict[str, str]:
 
 
 def alive(pid: int) -> bool:
-    """True while ``pid`` runs; a zombie counts as gone (our init may not reap orphans)."""
+    """True while ``pid`` runs; a zombie counts as gone (our init may not reap orphans), but only
+    once its last thread has exited: a killed daemon's leader turns zombie while its other threads
+    still exit, holding its files and locks (measured: a restarted OSD found bluestore's fsid lock
+    still held, "(16) Device or resource busy")."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except (FileNotFoundError, ProcessLookupError, PermissionError):
         return False
-    return stat.rsplit(")", 1)[-1].split()[0] not in ("Z", "X")
+    if stat.rsplit(")", 1)[-1].split()[0] not in ("Z", "X"):
+        return True
+    try:
+        return any(t != str(pid) for t in os.listdir(f"/proc/{pid}/task"))
+    except OSError:
+        return False
 
 
 def argv_of(pid: int) -> list[str]:
@@ -218,6 +226,12 @@ def wait_for(
 
 def launch(layout: Layout, name: str, argv: list[str], *, timeout: float = 60.0) -> int:
     """Run a self-daemonizing Ceph daemon; return the pid from its pid file."""
+    pidfile = layout.pidfile(name)
+    stale = read_pid(pidfile)
+    if stale is not None and not owned(stale, layout.conf):
+        # a killed daemon leaves its pid file: read before the new one writes its own, it would
+        # name the dead process (and the wait below would report the new daemon as exited)
+        pidfile.unlink(missing_ok=True)
     errlog = layout.log / f"{name}.stderr.log"
     # files, not pipes: the daemonized child may keep its inherited stdio open
     with open(errlog, "ab") as err:
@@ -231,7 +245,6 @@ def launch(layout: Layout, name: str, argv: list[str], *, timeout: float = 60.0)
             ) from None
     if rc != 0:
         raise failure(layout, name, f"`{' '.join(argv)}` exited with status {rc}", [errlog])
-    pidfile = layout.pidfile(name)
     found: list[int] = []
 
     def has_pid() -> bool:
@@ -242,6 +255,20 @@ def launch(layout: Layout, name: str, argv: list[str], *, timeout: float = 60.0)
 
     wait_for(has_pid, what=f"its pid file {pidfile}", timeout=15, layout=layout, daemon=name)
     return found[-1]
+
+
+def http_ready(url: str) -> bool:
+    """Something answers HTTP at ``url`` within 2 s."""
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url, timeout=2):
+            return True
+    except urllib.error.HTTPError:
+        return True  # any S3 answer (even 403) means radosgw serves
+    except (urllib.error.URLError, OSError):
+        return False
 
 
 def port_free(port: int, host: str = "127.0.0.1") -> bool:
@@ -280,6 +307,12 @@ def unmount(path: Path, *, timeout: float = 15.0) -> str | None:
             return None
         errors.append(f"{argv[0]}: {(r.stderr or r.stdout).strip()}")
     return "; ".join(errors) or "no fusermount or umount found"
+
+
+def detach(path: Path) -> None:
+    """Unmount ``path`` if mounted; a mount whose FUSE daemon died or hangs is detached lazily."""
+    if mounted(path) and unmount(path) is not None:
+        subprocess.run(["umount", "-l", str(path)], capture_output=True)
 
 
 # ------------------------------------------------------------------ the ceph CLI, bound to a lab

@@ -1,43 +1,89 @@
-"""Restart one daemon of a running lab (fault-injection tests: radosgw or the OSD going away mid-epoch).
+"""Break and mend a lab: start, stop and restart its daemons one by one, keeping the cluster.
 
-Stops exactly that daemon (pid file + cmdline check, as `down` does), starts it again with the same
-ceph.conf and argv as `up`, and returns only once it serves again.
+    restart(DIR, "osd")     # stop osd.0 if it runs (cleanly: memstore saves its objects), start it
+    start_daemon(layout, "rgw")   # a daemon that died (kill -9) comes back with the argv `up` used
+
+Every daemon is started with the same ceph.conf and argv as `up`, and a call returns only once the
+daemon serves again (mon in quorum, OSD active, radosgw answering HTTP, MDS active, mount answering).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
 from collections.abc import Callable
+from pathlib import Path
 
-from .bringup import _http_ready
-from .conf import MDS, OSD, RGW, Layout, lab_meta, resolve
+from iobench.ceph.adminsocket import asok_command
+
+from .conf import FUSE, MDS, MGR, MON, OSD, RGW, SHORT, Layout, lab_meta, resolve
 from .daemons import (
     LabError,
     ceph,
     ceph_json,
-    failure,
+    detach,
+    http_ready,
     launch,
     live_daemons,
+    mounted,
     recorded_pids,
     stop_all,
     wait_for,
 )
 
-__all__ = ["RESTARTABLE", "restart"]
+__all__ = ["RESTARTABLE", "daemon_argv", "restart", "serving_check", "start_daemon", "stop_daemon"]
 
-# short name -> (daemon name, argv after the binary's `-c CONF`): the argv `up` starts them with.
-RESTARTABLE: dict[str, tuple[str, list[str]]] = {
-    "rgw": (RGW, ["radosgw", "-n", RGW]),
-    "osd": (OSD, ["ceph-osd", "-i", "0"]),
-    "mds": (MDS, ["ceph-mds", "-i", "a"]),
-}
+RESTARTABLE = tuple(SHORT)  # mon, mgr, osd, rgw, mds, fuse
+MOUNT_PROBE_S = 5.0
+
+
+def daemon_argv(layout: Layout, name: str) -> list[str]:
+    """The command line `up` starts ``name`` with (every daemon finds the rest in ceph.conf)."""
+    conf = str(layout.conf)
+    if name == MON:
+        return ["ceph-mon", "-c", conf, "-i", "a"]
+    if name == MGR:
+        return ["ceph-mgr", "-c", conf, "-i", "x"]
+    if name == OSD:
+        return ["ceph-osd", "-c", conf, "-i", "0"]
+    if name == RGW:
+        return ["radosgw", "-c", conf, "-n", RGW]
+    if name == MDS:
+        return ["ceph-mds", "-c", conf, "-i", "a"]
+    if name == FUSE:
+        return [
+            "ceph-fuse",
+            "-c",
+            conf,
+            "--pid-file",
+            str(layout.pidfile(FUSE)),
+            "--admin-socket",
+            str(layout.asok(FUSE)),
+            "--log-file",
+            str(layout.logfile(FUSE)),
+            str(layout.mnt),
+        ]
+    raise ValueError(f"unknown daemon {name!r}")
+
+
+def mon_in_quorum(layout: Layout) -> bool:
+    return ceph(layout, "mon", "stat", timeout=10).returncode == 0
 
 
 def osd_up(layout: Layout) -> bool:
+    """The mon's osdmap says osd.0 is up (after a kill -9 it keeps saying so for up to 15 min)."""
     dump = ceph_json(layout, "osd", "dump", timeout=10) or {}
     return any(o.get("osd") == 0 and o.get("up") for o in dump.get("osds", []))
+
+
+def osd_active(layout: Layout) -> bool:
+    """The running OSD itself says it booted and serves (its admin socket: state "active")."""
+    try:
+        return asok_command(str(layout.asok(OSD)), "status", timeout=2).get("state") == "active"
+    except (OSError, AttributeError, ValueError):
+        return False
 
 
 def mds_active(layout: Layout) -> bool:
@@ -49,57 +95,170 @@ def mds_active(layout: Layout) -> bool:
     )
 
 
-def _serving(layout: Layout, daemon: str) -> tuple[str, Callable[[], bool]]:
-    if daemon == "rgw":
+def mgr_available(layout: Layout) -> bool:
+    return bool((ceph_json(layout, "mgr", "stat", timeout=10) or {}).get("available"))
+
+
+def mount_answers(path: Path, timeout: float = MOUNT_PROBE_S) -> bool:
+    """The mount is there and stat() on it returns (a dead FUSE daemon leaves it hanging or ENOTCONN)."""
+    import threading
+
+    if not mounted(path):
+        return False
+    result: list[bool] = []
+
+    def probe() -> None:
+        try:
+            os.stat(path)
+            result.append(True)
+        except OSError:
+            result.append(False)
+
+    t = threading.Thread(target=probe, daemon=True)
+    t.start()
+    t.join(timeout)
+    return bool(result and result[0])
+
+
+def serving_check(layout: Layout, name: str) -> tuple[str, Callable[[], bool]]:
+    """(what is awaited, a check that is true once ``name`` serves)."""
+    if name == MON:
+        return "mon quorum", lambda: mon_in_quorum(layout)
+    if name == MGR:
+        return "mgr available", lambda: mgr_available(layout)
+    if name == OSD:
+        return "osd.0 active", lambda: osd_active(layout)
+    if name == RGW:
         endpoint = lab_meta(layout).get("endpoint")
         if not endpoint:
             raise LabError(f"{layout.lab_json} has no endpoint: is this a lab made by `iobench lab up`?")
-        return f"radosgw serving {endpoint}", lambda: _http_ready(endpoint + "/")
-    if daemon == "osd":
-        return "osd.0 up", lambda: osd_up(layout)
-    return "an active MDS", lambda: mds_active(layout)
+        return f"radosgw serving {endpoint}", lambda: http_ready(endpoint + "/")
+    if name == MDS:
+        return "an active MDS", lambda: mds_active(layout)
+    if name == FUSE:
+        return f"the mount on {layout.mnt}", lambda: mount_answers(layout.mnt, 2.0)
+    raise ValueError(f"unknown daemon {name!r}")
 
 
-def restart(lab_dir: str | os.PathLike[str], daemon: str, *, timeout: float = 120.0) -> None:
-    """Stop the lab's ``daemon`` ("rgw", "osd" or "mds") and start it again; return once it serves.
-
-    Raises LabError (naming the log to read) when the daemon is not running in this lab, or does not
-    come back within ``timeout`` seconds.
-    """
-    if daemon not in RESTARTABLE:
-        raise ValueError(f"daemon {daemon!r}: restartable daemons are {', '.join(RESTARTABLE)}")
-    layout = Layout(resolve(lab_dir))
-    name, argv = RESTARTABLE[daemon]
+def stop_daemon(layout: Layout, name: str, *, timeout: float = 15.0) -> str:
+    """Stop ``name`` if it runs (how it ended: stopped, killed, not running); a FUSE mount is unmounted."""
     meta = lab_meta(layout)
     live = live_daemons(layout, meta.get("pids"))
-    if name not in live:
-        known = recorded_pids(layout, meta.get("pids"))
-        raise LabError(
-            f"{name} is not running in {layout.dir} (recorded pid {known.get(name)}); "
-            f"nothing to restart. `iobench lab status --dir {layout.dir}` shows what runs"
-        )
-    what, check = _serving(layout, daemon)
-    if daemon == "osd":
-        # Pacific's osd_fast_shutdown (default true) exits without unmounting the object store;
-        # memstore saves its objects only on unmount, so a fast stop loses every object (measured:
-        # the restarted OSD booted empty and radosgw never initialised). A full stop keeps them.
-        r = ceph(layout, "daemon", str(layout.asok(name)), "config", "set", "osd_fast_shutdown", "false")
-        if r.returncode:
-            raise failure(layout, name, f"could not turn off osd_fast_shutdown: {r.stderr.strip()}")
-    stop_all(layout, {name: live[name]})
-    if daemon == "mds":
-        # The stopped MDS may still hold rank 0 in the mds map until its beacon grace (15 s)
-        # runs out; failing it hands the rank to the restarted daemon at once.
+    if name == FUSE:
+        detach(layout.mnt)  # a dead or hung ceph-fuse too
+        if name not in live:
+            _evict_stale_sessions(layout)
+    how = "not running"
+    if name in live:
+        if name == OSD:
+            # Pacific's osd_fast_shutdown (default true) exits without unmounting the object store;
+            # memstore saves its objects only on unmount, so a fast stop loses every object (measured:
+            # the restarted OSD booted empty and radosgw never initialised). ceph.conf turns it off;
+            # this covers a lab made before that line was there.
+            ceph(layout, "daemon", str(layout.asok(name)), "config", "set", "osd_fast_shutdown", "false")
+        how = stop_all(layout, {name: live[name]}, timeout=timeout)[name]
+    if name == MDS and live.get(MON):
+        # A stopped or killed MDS keeps rank 0 in the mds map until its beacon grace (15 s) runs
+        # out, and a killed one for longer (measured: 50 s); failing it hands the rank over at once.
         ceph(layout, "mds", "fail", "a", timeout=10)
-    if daemon == "osd":
-        # Wait until the mon has marked the OSD down, or "osd.0 up" below would see the old state.
-        deadline = time.monotonic() + 30
+    return how
+
+
+def _evict_stale_sessions(layout: Layout) -> list[int]:
+    """Evict the MDS sessions of this lab's mount whose ceph-fuse is gone (killed: it released no
+    caps). Left alone, the MDS keeps their caps until session_timeout (60 s), and the next client
+    to open a file they held waits that long (measured: a read after `restart fuse` took 60 s)."""
+    sessions = ceph_json(layout, "tell", MDS, "session", "ls", timeout=10)
+    evicted = []
+    for session in sessions if isinstance(sessions, list) else []:
+        meta = session.get("client_metadata") or {}
+        if meta.get("mount_point") == str(layout.mnt) and isinstance(session.get("id"), int):
+            ceph(layout, "tell", MDS, "client", "evict", f"id={session['id']}", timeout=10)
+            evicted.append(session["id"])
+    return evicted
+
+
+def start_daemon(layout: Layout, name: str, *, timeout: float = 120.0, wait: bool = True) -> int:
+    """Start ``name`` with `up`'s argv; with ``wait``, return once it serves. Its pid."""
+    if name == FUSE:
+        layout.mnt.mkdir(exist_ok=True)
+    if name == OSD:
+        # the old OSD may have left its admin socket: remove it so "active" is the new one's answer
+        with contextlib.suppress(FileNotFoundError):
+            layout.asok(OSD).unlink()
+    for attempt in range(5):
+        try:
+            pid = launch(layout, name, daemon_argv(layout, name))
+            break
+        except LabError as exc:
+            # the killed predecessor's last threads may still hold its store's lock for a moment
+            if attempt == 4 or not any(w in str(exc) for w in ("currently in use", "lock", "busy")):
+                raise
+            time.sleep(1.0)
+    if name == MDS:
+        # `lab down` fails the file system so that the MDS stops at once: let it join again
+        ceph(layout, "fs", "set", "cephfs", "joinable", "true", timeout=10)
+    _record_pid(layout, name, pid)
+    if wait:
+        what, check = serving_check(layout, name)
+        wait_for(check, what=what, timeout=timeout, layout=layout, daemon=name, pid=pid)
+    return pid
+
+
+def _record_pid(layout: Layout, name: str, pid: int) -> None:
+    """Keep lab.json's pids current: `down` falls back to them when a pid file is gone."""
+    meta = lab_meta(layout)
+    if not meta:
+        return
+    meta.setdefault("pids", {})[name] = pid
+    tmp = layout.lab_json.with_name(f".{layout.lab_json.name}.tmp")
+    tmp.write_text(json.dumps(meta, indent=2, default=str) + "\n")
+    os.replace(tmp, layout.lab_json)
+
+
+def restart(
+    lab_dir: str | os.PathLike[str] | None,
+    daemon: str,
+    *,
+    timeout: float = 120.0,
+) -> dict:
+    """Restart one daemon of the lab ("mon", "mgr", "osd", "rgw", "mds", "fuse"), keeping the cluster;
+    a daemon that died (kill -9) is simply started. (``iobench.lab.restart`` also restarts all.)
+
+    Returns {"restarted": {name: how the old one ended}, "seconds": s, "notes": [...]}. Raises
+    LabError (naming the log to read) when the daemon does not come back within ``timeout`` s.
+    """
+    layout = Layout(resolve(lab_dir))
+    meta = lab_meta(layout)
+    if not meta.get("fsid"):
+        raise LabError(
+            f"{layout.dir} holds no lab made by `iobench lab up` (no lab.json): nothing to restart"
+        )
+    t0 = time.monotonic()
+    if daemon not in RESTARTABLE:
+        raise ValueError(f"daemon {daemon!r}: restartable daemons are {', '.join(RESTARTABLE)}")
+    name = SHORT[daemon]
+    known = recorded_pids(layout, meta.get("pids"))
+    if name not in known and not _configured(meta, name):
+        raise LabError(f"the lab in {layout.dir} has no {name} (made without it); nothing to restart")
+    notes = []
+    how = stop_daemon(layout, name, timeout=timeout)
+    if how == "not running" and name == OSD and meta.get("objectstore") == "memstore":
+        notes.append(
+            "osd.0 (memstore) was not running: if it died rather than stopped, the objects written "
+            "since its last clean stop are gone (memstore saves them only when it stops cleanly)"
+        )
+    if name == OSD and how != "not running":
+        deadline = time.monotonic() + 30  # the mon marks it down on a clean stop; then it may boot
         while osd_up(layout) and time.monotonic() < deadline:
             time.sleep(0.1)
-    pid = launch(layout, name, [argv[0], "-c", str(layout.conf), *argv[1:]])
-    wait_for(check, what=what, timeout=timeout, layout=layout, daemon=name, pid=pid)
-    if meta:  # keep lab.json's pids current: `down` falls back to them when a pid file is gone
-        meta.setdefault("pids", {})[name] = pid
-        tmp = layout.lab_json.with_name(f".{layout.lab_json.name}.tmp")
-        tmp.write_text(json.dumps(meta, indent=2, default=str) + "\n")
-        os.replace(tmp, layout.lab_json)
+    start_daemon(layout, name, timeout=timeout)
+    return {"restarted": {name: how}, "seconds": round(time.monotonic() - t0, 2), "notes": notes}
+
+
+def _configured(meta: dict, name: str) -> bool:
+    if name == MGR:
+        return bool(meta.get("with_mgr"))
+    if name in (MDS, FUSE):
+        return bool(meta.get("cephfs")) and (name != FUSE or meta.get("mount") is not None)
+    return True

@@ -85,6 +85,7 @@ class RunSettings:
     on_error: str = default("on_error")
     seed: int = default("seed")
     timeout_s: int = 900
+    stall_timeout: int = 120  # seconds without a batch before the sweep's watchdog fails the cell
     repeats: int = 1
     diagnose: bool = False  # differential ceilings and, for emulated accelerators, the capacity answer
     ranks_per_node: int = 1  # torch.distributed ranks on each node (one loader + step loop each)

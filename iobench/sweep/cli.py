@@ -189,6 +189,7 @@ def _run(
             )
         if resumed.replanned:
             console.print(f"re-planned (--force): {'; '.join(resumed.replanned)} cell(s)")
+        _print_notes(console, sweep)
         if args.resume:
             console.print(f"resuming: {len(resumed.done)} cell(s) done and kept, {len(todo)} to run")
         needed = [d for d in config.datasets if any(c.dataset == str(d.path) for c in todo)]
@@ -205,12 +206,14 @@ def _run(
             with SweepProgress(console, sweep.cells, estimates, resumed.done, mode) as progress:
                 summaries = sweep.run(progress)
         except SweepInterrupted as exc:
+            _print_notes(console, sweep)
             name = signal.Signals(exc.signum).name
             console.print(
                 f"\n[yellow]stopped by {name}[/yellow]: {exc.cell_id or 'no cell'} recorded as interrupted. "
                 f"Continue with: iobench {args.command} --resume --out {run_dir}"
             )
             return 128 + exc.signum
+    _print_notes(console, sweep)
     console.print()
     print_report(summaries, console, title=f"iobench {args.command}")
     console.print(f"\nresults: {run_dir / 'results.parquet'}")
@@ -218,3 +221,12 @@ def _run(
 
     keep_from_run(run_dir)  # the estimate and recommend then use what this host measured
     return 0 if all(s.ok for s in summaries) else 1
+
+
+def _print_notes(console: Console, sweep) -> None:
+    """What the sweep did beside its cells (RAM caches found, removed, kept), once each."""
+    from rich.text import Text
+
+    for note in sweep.notes:
+        console.print(Text(note))
+    sweep.notes.clear()

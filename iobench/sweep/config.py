@@ -292,6 +292,7 @@ def _run(raw: Any) -> RunSection:
             "on_error": base.on_error,
             "seed": base.seed,
             "timeout_s": base.timeout_s,
+            "stall_timeout": base.stall_timeout,
             "repeats": base.repeats,
             "diagnose": base.diagnose,
             "ranks_per_node": base.ranks_per_node,
@@ -337,6 +338,7 @@ def _run(raw: Any) -> RunSection:
         on_error=choice(d["on_error"], ERROR_POLICIES, "run.on_error"),
         seed=integer(d["seed"], "run.seed"),  # type: ignore[arg-type]
         timeout_s=integer(d["timeout_s"], "run.timeout_s", 1),  # type: ignore[arg-type]
+        stall_timeout=integer(d["stall_timeout"], "run.stall_timeout", 1),  # type: ignore[arg-type]
         repeats=integer(d["repeats"], "run.repeats", 1),  # type: ignore[arg-type]
         diagnose=d["diagnose"],
         nodes=nodes,  # type: ignore[arg-type]

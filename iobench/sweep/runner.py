@@ -20,6 +20,7 @@ from iobench.cell.distributed import RANK_ERRORS_ENV, first_rank_error
 from iobench.cell.lifeline import PARENT_ENV
 from iobench.cell.live import LIVE_ENV, read_live
 from iobench.cell.torchrun import NodePlace, torchrun_command
+from iobench.host.atomic import atomic_write
 from iobench.results.codec import to_json
 from iobench.results.spec import CellSpec
 from iobench.results.store import publish_cell, read_summary, write_results_table
@@ -36,9 +37,18 @@ from iobench.sweep.rundir import (
     record_interrupted,
     scratch_dir,
 )
+from iobench.sweep.watchdog import StallWatch, describe_processes, group_processes, process_table
+from iobench.tiers import ramcache
+from iobench.tiers.faults import explain, tier_location
 
 POLL_S = 0.5
 KILL_GRACE_S = 5.0
+EXIT_GRACE_S = 10.0  # a cell that published its result and still runs after this is killed
+LOG_NAME = "cell.log"  # a failed cell's output (its traceback) in its directory
+LOG_MAX_BYTES = 2 << 20
+# cell processes that did not exit even after SIGKILL (a system call blocked in the kernel, e.g. a
+# read on a FUSE mount whose daemon waits for a dead OSD): reaped once they do
+_UNREAPED: list[subprocess.Popen] = []
 
 
 class SweepInterrupted(Exception):
@@ -113,8 +123,12 @@ def _raise_interrupted(signum: int, frame: object) -> None:
     raise SweepInterrupted(signum, None)
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
-    """The cell and everything it started (loader workers, ceiling readers) leave no orphans."""
+def _kill_group(proc: subprocess.Popen) -> str | None:
+    """The cell and everything it started (loader workers, ceiling readers) leave no orphans.
+
+    Never waits for good: a process blocked in the kernel (state D: a FUSE read whose daemon waits
+    for a dead OSD) survives SIGKILL until that call returns. Returns what was left, or None."""
+    _reap()
     if proc.poll() is None:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGTERM)
@@ -122,7 +136,28 @@ def _kill_group(proc: subprocess.Popen) -> None:
             proc.wait(KILL_GRACE_S)
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
+    deadline = time.monotonic() + KILL_GRACE_S
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(KILL_GRACE_S)
+    while time.monotonic() < deadline and any(
+        p["state"] not in ("Z", "X") for p in group_processes(proc.pid)
+    ):
+        time.sleep(0.1)
+    left = [p for p in group_processes(proc.pid) if p["state"] not in ("Z", "X")]
+    if proc.poll() is None:
+        _UNREAPED.append(proc)
+    if not left:
+        return None
+    return (
+        f"{len(left)} process(es) of the cell outlived SIGKILL, blocked in the kernel; they exit when "
+        f"the call they wait in returns (the storage answers):\n{process_table(proc.pid)}"
+    )
+
+
+def _reap() -> None:
+    for proc in list(_UNREAPED):
+        if proc.poll() is not None:
+            _UNREAPED.remove(proc)
 
 
 def _last_words(stderr: str) -> str | None:
@@ -166,6 +201,9 @@ class Sweep:
         self.resume, self.force = resume, force
         self.resumed = Resumed()
         self._held = contextlib.ExitStack()
+        # what the sweep did beside its cells (RAM caches found, removed or kept): the CLI prints them
+        self.notes: list[str] = []
+        self._ram_caches: dict[str, bool] = {}  # RAM cache directory -> keep it after the sweep
 
     def __enter__(self) -> Sweep:
         try:
@@ -189,6 +227,7 @@ class Sweep:
                 # rewritten (then no cell may be left to run, and nothing else would rewrite it)
                 self._write_table()
             self._held = stack.pop_all()  # held until __exit__; released here only on error
+        self.notes += settle_ram_leftovers()
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -205,7 +244,9 @@ class Sweep:
         events = events or SweepEvents()
         state = SweepState(self.run_dir)
         summaries = []
-        with _on_stop_signals(_raise_interrupted):
+        self._claim_ram_caches()
+        with contextlib.ExitStack() as cleanup, _on_stop_signals(_raise_interrupted):
+            cleanup.callback(self._release_ram_caches)
             for i, cell in enumerate(self.cells):
                 kept = read_summary(self.run_dir, cell.cell_id) if cell.cell_id in self.resumed.done else None
                 if kept is not None:
@@ -228,6 +269,34 @@ class Sweep:
                 summaries.append(summary)
                 events.cell_done(i, cell, summary, time.perf_counter() - t0)
         return summaries
+
+    def _claim_ram_caches(self) -> None:
+        """Mark the RAM caches this sweep's cells use as its own (see iobench.tiers.ramcache)."""
+        for cell in self.todo():
+            found = client_cache(cell.tier)
+            if found is None or found[1] != ramcache.RAM_MEDIUM or found[0] in self._ram_caches:
+                continue
+            keep = bool(_spec_value(cell.tier, "keep_memory_cache"))
+            try:
+                ramcache.claim(found[0], self.run_dir, keep=keep)
+            except OSError as exc:
+                self.notes.append(f"could not mark the RAM cache {found[0]} as this sweep's: {exc}")
+                continue
+            self._ram_caches[found[0]] = keep
+
+    def _release_ram_caches(self) -> None:
+        """RAM is not left behind: each RAM cache goes with the sweep, unless kept on request."""
+        for path, keep in self._ram_caches.items():
+            if keep:
+                size = ramcache.dir_bytes(path) if os.path.isdir(path) else 0
+                self.notes.append(
+                    f"kept the RAM cache {path} ({size / 1e6:,.1f} MB, tier option keep_memory_cache); "
+                    f"it holds that RAM until removed: rm -r {path}"
+                )
+            else:
+                freed = ramcache.release(path)
+                self.notes.append(f"removed the RAM cache {path} ({freed / 1e6:,.1f} MB)")
+        self._ram_caches.clear()
 
     def _run_cell(self, cell: CellSpec, state: SweepState, events: SweepEvents) -> CellSummary:
         scratch = scratch_dir(self.run_dir, cell.cell_id)
@@ -253,14 +322,17 @@ class Sweep:
         )
 
     def _attempt(self, cell: CellSpec, state: SweepState, events: SweepEvents, scratch: Path) -> CellSummary:
-        """One cell in a child interpreter (or torchrun and its ranks); a crash or time-out becomes
-        a failed cell, not a lost one."""
+        """One cell in a child interpreter (or torchrun and its ranks); a crash, a time-out or a stall
+        becomes a failed cell, not a lost one, with its output kept in the cell's log."""
         spec, stderr_path, live_path = scratch / "cell.json", scratch / "stderr.log", scratch / LIVE_NAME
         spec.write_text(json.dumps(to_json(cell)))
         timeout_s = self.config.run.timeout_s
+        watch = StallWatch(cell.run.stall_timeout)
+        summary_path = self.run_dir / cell.cell_id / "summary.json"
         state.start(cell.cell_id)
         started = time.time()
         error = None
+        notes: list[str] = []
         proc = None
         try:
             with open(stderr_path, "w") as stderr:
@@ -280,26 +352,126 @@ class Sweep:
                     start_new_session=True,
                 )
             t0 = time.monotonic()
+            landed: float | None = None
             while proc.poll() is None:
-                elapsed = time.monotonic() - t0
+                now = time.monotonic()
+                elapsed = now - t0
                 if elapsed > timeout_s:
-                    error = f"cell did not finish within run.timeout_s={timeout_s} s"
+                    error = (
+                        f"cell did not finish within run.timeout_s={timeout_s} s; tier {cell.tier_name!r}: "
+                        f"{tier_location(cell.tier)}; {describe_processes(proc.pid) or 'no process left'}\n"
+                        "hint: raise run.timeout_s for a longer cell, or see the cell's log (cell.log)"
+                    )
+                    notes.append(f"run.timeout_s: killed after {elapsed:.1f} s")
                     break
-                events.live(cell, read_live(live_path), elapsed)
+                figures = read_live(live_path)
+                events.live(cell, figures, elapsed)
+                watch.see(figures, _mtime(live_path), now)
+                quiet = watch.stalled_for(now)
+                if quiet is not None:
+                    error = watch.message(cell, quiet, describe_processes(proc.pid))
+                    notes.append(f"watchdog: no batch for {quiet:.1f} s\n{process_table(proc.pid)}")
+                    break
+                if landed is None and (_mtime(summary_path) or 0) >= started:
+                    landed = now
+                if landed is not None and now - landed > EXIT_GRACE_S:
+                    notes.append(f"the cell published its result but had not exited {EXIT_GRACE_S:g} s later")
+                    break
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     proc.wait(POLL_S)
         finally:
             if proc is not None:
-                _kill_group(proc)
-        if error is None and proc.returncode != 0:
-            error = first_rank_error(scratch) or _last_words(stderr_path.read_text(errors="replace"))
-            error = error or f"exit status {proc.returncode}"
-        summary_path = self.run_dir / cell.cell_id / "summary.json"
+                left = _kill_group(proc)
+                if left:
+                    notes.append(left)
+            removed = _remove_partials(cell.tier)
+            if removed:
+                notes.append(removed)
+        if error is None and proc.returncode not in (0, None):
+            said = first_rank_error(scratch) or _last_words(stderr_path.read_text(errors="replace"))
+            error = explain(said or f"the cell exited with status {proc.returncode}", cell.tier)
         # a summary older than this attempt is an earlier attempt's
         summary = read_summary(self.run_dir, cell.cell_id) if summary_path.exists() else None
         fresh = summary is not None and summary_path.stat().st_mtime >= started
         if summary is None or not fresh or (error is not None and summary.status != "failed"):
             summary = CellSummary.failed(cell, error or "cell wrote no summary")
             publish_cell(self.run_dir, cell.cell_id, {"summary.json": summary})
+        if summary.status != "ok":
+            _keep_log(self.run_dir / cell.cell_id / LOG_NAME, stderr_path, summary.error, notes)
         state.finish(summary.status)
         return summary
+
+
+def _mtime(path: Path) -> float | None:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return None
+
+
+def _keep_log(dest: Path, stderr_path: Path, error: str | None, notes: list[str]) -> None:
+    """The failed cell's output (its traceback) and what the sweep saw, beside its summary."""
+    try:
+        size = stderr_path.stat().st_size
+        with open(stderr_path, "rb") as f:
+            if size > LOG_MAX_BYTES:
+                f.seek(size - LOG_MAX_BYTES)
+            text = f.read().decode(errors="replace")
+    except OSError:
+        size, text = 0, ""
+    head = f"[the first {size - LOG_MAX_BYTES} bytes are left out]\n" if size > LOG_MAX_BYTES else ""
+    parts = [f"--- the cell's output (stderr){' ' + head if head else ''}\n{text.rstrip()}"]
+    parts += [f"--- iobench sweep: {note}" for note in notes]
+    parts.append(f"--- the summary's error\n{error}")
+    with contextlib.suppress(OSError), atomic_write(dest, "w") as f:
+        f.write("\n".join(parts) + "\n")
+
+
+def _spec_value(spec: dict, key: str) -> object:
+    """A tier option, looked for in a throttled tier's inner tier too."""
+    if key in spec:
+        return spec[key]
+    inner = spec.get("inner")
+    return inner.get(key) if isinstance(inner, dict) else None
+
+
+def client_cache(spec: dict) -> tuple[str, str] | None:
+    """(directory, medium) of a tier's shard cache, when its sweep-file entry asks for one."""
+    if not (_spec_value(spec, "cache_dir") or _spec_value(spec, "memory_cache")):
+        return None
+    from iobench.tiers import make_tier
+
+    try:
+        return make_tier(spec).client_cache()
+    except Exception:  # the cell reports a tier it cannot build; the sweep only cleans up after it
+        return None
+
+
+def _remove_partials(spec: dict) -> str | None:
+    """Partial downloads a killed cell left in its tier's shard cache, removed (named in its log)."""
+    found = client_cache(spec)
+    if found is None:
+        return None
+    try:
+        n = ramcache.remove_partials(found[0])
+    except OSError as exc:
+        return f"could not check the shard cache {found[0]} for partial downloads: {exc}"
+    return f"removed {n} partial download(s) the cell's killed processes left in {found[0]}" if n else None
+
+
+def settle_ram_leftovers() -> list[str]:
+    """RAM caches of sweeps that ended without removing them: removed (kept ones reported)."""
+    notes = []
+    for left in ramcache.leftovers():
+        if left.owner_alive:
+            continue  # a sweep running now
+        if left.kept:
+            notes.append(f"a RAM cache kept on request holds RAM: {left.describe()}; rm -r {left.path}")
+        elif left.owner_pid is None:
+            notes.append(
+                f"found a RAM cache of unknown origin: {left.describe()}; rm -r {left.path} frees it"
+            )
+        else:
+            ramcache.release(left.path)
+            notes.append(f"removed a RAM cache left by a sweep that did not finish: {left.describe()}")
+    return notes

@@ -13,6 +13,8 @@ from loaders.options import Option, check_options
 __all__ = [
     "CACHE_MODES",
     "COLD_MAX_FRACTION",
+    "DEADLINE_OPTION",
+    "DEFAULT_DEADLINE_S",
     "WARM_MIN_FRACTION",
     "CacheState",
     "Option",
@@ -30,6 +32,26 @@ WARM_MIN_FRACTION = 0.95
 
 class TierConfigError(ValueError):
     """A tier's configuration is wrong; the message names the key, the value and what is allowed."""
+
+
+# How long a tier's storage may go without answering (or, for a file system, without progress on
+# a read) before the read fails: a dead daemon is reported within it, a slow one is waited for.
+DEFAULT_DEADLINE_S = 30.0
+DEADLINE_OPTION = Option(
+    (int, float),
+    default=DEFAULT_DEADLINE_S,
+    help="seconds the storage may go without answering (S3: to first byte and between bytes, "
+    "retries included; RADOS: per operation; CephFS: per read) before the cell fails, default "
+    f"{DEFAULT_DEADLINE_S:g}",
+)
+
+
+def check_deadline(owner: str, config: Mapping[str, Any]) -> None:
+    value = config.get("deadline_s")
+    if value is not None and not 0 < value <= 3600:
+        raise TierConfigError(
+            f"{owner}: deadline_s={value!r}: expected seconds > 0 and <= 3600 (default {DEFAULT_DEADLINE_S:g})"
+        )
 
 
 def classify_fraction(fraction: float | None) -> str:
@@ -112,6 +134,17 @@ class Tier(abc.ABC):
     def source_options(self, manifest: Any) -> dict[str, Any]:
         """Keyword arguments for the loaders' shard source (storage options, cache settings)."""
         return {"storage_options": self.storage_options()}
+
+    @property
+    def deadline_s(self) -> float | None:
+        """The tier's deadline (option ``deadline_s``), None for a tier without one (local disks)."""
+        value = self.config.get("deadline_s")
+        return float(value) if value is not None else None
+
+    def client_cache(self) -> tuple[str, str] | None:
+        """(directory, medium) of the tier's client-side shard cache, or None: the sweep cleans what
+        a killed cell left there and removes a RAM cache when it ends."""
+        return None
 
     @abc.abstractmethod
     def describe(self) -> dict[str, Any]:

@@ -29,9 +29,19 @@ from typing import Any, ClassVar
 from iobench.ceph.adminsocket import asok_command
 from iobench.host import blockdev, pagecache
 from iobench.host.atomic import atomic_write
-from iobench.tiers.base import COLD_MAX_FRACTION, CacheState, Option, Tier, TierConfigError
+from iobench.tiers.base import (
+    COLD_MAX_FRACTION,
+    DEADLINE_OPTION,
+    DEFAULT_DEADLINE_S,
+    CacheState,
+    Option,
+    Tier,
+    TierConfigError,
+    check_deadline,
+)
 from iobench.tiers.local import LocalTier
 from iobench.tiers.remote import REMOTE_OPTIONS
+from loaders.objectstore import DEADLINE_KEY
 
 __all__ = ["CEPH_FS_TYPES", "CephFSMountGone", "CephFSTier"]
 
@@ -107,7 +117,19 @@ class CephFSTier(LocalTier):
         ),
         "drop_caches": LocalTier.options["drop_caches"],
         "upload": REMOTE_OPTIONS["upload"],
+        "deadline_s": DEADLINE_OPTION,
     }
+
+    @classmethod
+    def check_options(cls, options: Any) -> dict[str, Any]:
+        config = super().check_options(options)
+        check_deadline("cephfs tier", config)
+        return config
+
+    def storage_options(self) -> dict[str, Any]:
+        # every open, read and close of a shard returns within the deadline, or the read fails
+        # (loaders.sources.DeadlineFile): ceph-fuse waits for a dead OSD for good, in the kernel
+        return {DEADLINE_KEY: self.deadline_s or DEFAULT_DEADLINE_S}
 
     def __init__(self, **options: Any) -> None:
         config = self.check_options(options)
@@ -303,7 +325,9 @@ class CephFSTier(LocalTier):
             out["cluster"] = {"unavailable": f"iobench.ceph.cluster could not be imported: {exc}"}
         else:
             try:
-                out["cluster"] = describe_cluster(self.conffile, pool=pool)
+                out["cluster"] = describe_cluster(
+                    self.conffile, pool=pool, timeout=min(10.0, self.deadline_s or 10.0)
+                )
             except Exception as exc:  # a report with a gap beats a failed benchmark
                 out["cluster"] = {"error": f"{type(exc).__name__}: {exc}"}
         return out

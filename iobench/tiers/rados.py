@@ -11,7 +11,9 @@ from __future__ import annotations
 import os
 from typing import Any, ClassVar
 
-from .base import Option, TierConfigError
+from loaders.objectstore import DEADLINE_KEY
+
+from .base import DEFAULT_DEADLINE_S, Option, TierConfigError
 from .remote import REMOTE_OPTIONS, RemoteTier
 
 
@@ -47,8 +49,18 @@ class RadosTier(RemoteTier):
         register()
 
     def storage_options(self) -> dict[str, Any]:
-        # no secret here: the keyring path lives in ceph.conf
-        return {"conffile": self.conffile, "name": self.user}
+        # no secret here: the keyring path lives in ceph.conf. The deadline bounds every librados
+        # operation (rados_osd_op_timeout, rados_mon_op_timeout) and the connection to the mons
+        # (client_mount_timeout: the Python binding ignores connect()'s own timeout), and the reader's
+        # retries (it takes deadline_s out of these options)
+        deadline = self.deadline_s or DEFAULT_DEADLINE_S
+        return {
+            "conffile": self.conffile,
+            "name": self.user,
+            "op_timeout": deadline,
+            "connect_timeout": min(15.0, deadline),
+            DEADLINE_KEY: deadline,
+        }
 
     def access_hint(self) -> str:
         return (
@@ -79,5 +91,7 @@ class RadosTier(RemoteTier):
             "conffile": self.conffile,
             "user": self.user,
             "credentials_from": "keyring named in ceph.conf",
-            "cluster": describe_cluster(self.conffile, self.pool, name=self.user),
+            "cluster": describe_cluster(
+                self.conffile, self.pool, name=self.user, timeout=min(10.0, self.deadline_s or 10.0)
+            ),
         }

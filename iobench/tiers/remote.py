@@ -7,15 +7,24 @@ every loader worker on the host, with the same hit/miss/eviction counters as the
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
 from typing import Any, ClassVar
 
-from .base import CacheState, Option, Tier, TierConfigError, classify_fraction
+from .base import (
+    DEADLINE_OPTION,
+    CacheState,
+    Option,
+    Tier,
+    TierConfigError,
+    check_deadline,
+    classify_fraction,
+)
+from .ramcache import RAM_MEDIUM, ram_cache_path
 
 SIZE_HELP = "a size such as 20GB or 512MiB"
-RAM_CACHE_ROOT = "/dev/shm"
 
 REMOTE_OPTIONS: dict[str, Option] = {
     "name": Option(str, help="label for reports"),
@@ -25,6 +34,12 @@ REMOTE_OPTIONS: dict[str, Option] = {
     "part_size": Option((str, int), default="8MiB", help="ranged read size, " + SIZE_HELP),
     "concurrency": Option(int, default=4, help="ranged reads in flight per reader"),
     "upload": Option(bool, default=False, help="upload the sweep's dataset to url first (idempotent)"),
+    "keep_memory_cache": Option(
+        bool,
+        default=False,
+        help="keep the memory_cache in RAM (tmpfs) after the sweep; by default the sweep removes it",
+    ),
+    "deadline_s": DEADLINE_OPTION,
 }
 
 
@@ -33,6 +48,12 @@ class RemoteTier(Tier):
     implement ``storage_options``, ``describe_remote``, ``server_caches`` and ``upload_dataset``."""
 
     scheme: ClassVar[str]
+
+    @classmethod
+    def check_options(cls, options: Any) -> dict[str, Any]:
+        config = super().check_options(options)
+        check_deadline(f"{cls.kind} tier", config)
+        return config
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
@@ -57,12 +78,12 @@ class RemoteTier(Tier):
             raise TierConfigError(
                 f"{self.kind} tier: cache_size is set but cache_dir is not; give both or neither"
             )
+        if self.config["keep_memory_cache"] and not memory:
+            raise TierConfigError(f"{self.kind} tier: keep_memory_cache is set but memory_cache is not")
         if memory:
-            self.cache_dir: str | None = os.path.join(
-                RAM_CACHE_ROOT, f"iobench-cache-{self.name}-{os.getuid()}"
-            )
+            self.cache_dir: str | None = ram_cache_path(self.name)
             self.cache_bytes: int | None = memory
-            self.cache_medium = "RAM (tmpfs)"
+            self.cache_medium = RAM_MEDIUM
         elif self.config["cache_dir"]:
             self.cache_dir = os.path.abspath(os.path.expanduser(self.config["cache_dir"]))
             self.cache_bytes = cache_size
@@ -96,7 +117,14 @@ class RemoteTier(Tier):
             protocol=self.scheme,
         )
 
+    def client_cache(self) -> tuple[str, str] | None:
+        return (self.cache_dir, self.cache_medium) if self.cache_dir else None
+
     def read_json(self, name: str) -> Any:
+        from loaders.objectstore import DeadlineExceeded, ObjectStoreError
+
+        from .faults import likely_cause
+
         reader = self.reader()
         where = self.object_url(name)
         try:
@@ -105,8 +133,14 @@ class RemoteTier(Tier):
         except json.JSONDecodeError as exc:
             raise ValueError(f"{where}: not valid JSON: {exc}") from None
         except OSError as exc:
-            raise OSError(
-                f"{self.kind} tier {self.name!r}: cannot read {where}: {exc}. {self.access_hint()}"
+            # the access hint (credentials, staging) only where the error points there: a timeout or
+            # a refused connection is not a credentials problem (the cell's error hint names those)
+            cause = likely_cause(exc)
+            hint = f". {self.access_hint()}" if cause.kind in ("missing", "credentials", "other") else ""
+            kind = DeadlineExceeded if isinstance(exc, DeadlineExceeded) else ObjectStoreError
+            raise kind(
+                getattr(exc, "errno", None) or errno.EIO,
+                f"{self.kind} tier {self.name!r}: cannot read {where}: {exc}{hint}",
             ) from None
         finally:
             reader.close()
@@ -196,6 +230,7 @@ class RemoteTier(Tier):
             "url": self.url,
             "part_bytes": self.part_bytes,
             "concurrency": self.config["concurrency"],
+            "deadline_s": self.deadline_s,
             **self.describe_remote(),
         }
         if self.cache_dir:

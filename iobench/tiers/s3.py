@@ -13,7 +13,9 @@ import urllib.error
 import urllib.request
 from typing import Any, ClassVar
 
-from .base import Option
+from loaders.objectstore import DEADLINE_KEY
+
+from .base import DEFAULT_DEADLINE_S, Option
 from .remote import REMOTE_OPTIONS, RemoteTier
 
 
@@ -26,9 +28,17 @@ def endpoint_from_env() -> str | None:
 
 
 def s3_storage_options(
-    endpoint_url: str | None, region: str | None, path_style: bool, profile: str | None = None
+    endpoint_url: str | None,
+    region: str | None,
+    path_style: bool,
+    profile: str | None = None,
+    deadline_s: float = DEFAULT_DEADLINE_S,
 ) -> dict[str, Any]:
-    """fsspec/s3fs options; credentials stay in the environment or the profile."""
+    """fsspec/s3fs options; credentials stay in the environment or the profile.
+
+    ``deadline_s`` bounds a request, retries included (loaders.objectstore.ObjectReader takes it out
+    of the options); botocore waits at most that long for the first byte and between bytes, and
+    at most 5 s (or the deadline, if shorter) to connect."""
     client: dict[str, Any] = {}
     if endpoint_url:
         client["endpoint_url"] = endpoint_url
@@ -36,12 +46,12 @@ def s3_storage_options(
         client["region_name"] = region or os.environ["AWS_DEFAULT_REGION"]
     options: dict[str, Any] = {
         "client_kwargs": client,
-        # fail fast on a dead endpoint: the retry policy of the reader decides how long to keep trying
         "config_kwargs": {
-            "connect_timeout": 5,
-            "read_timeout": 60,
+            "connect_timeout": min(5, deadline_s),
+            "read_timeout": deadline_s,
             "s3": {"addressing_style": "path" if path_style else "auto"},
         },
+        DEADLINE_KEY: deadline_s,
     }
     if profile:
         options["profile"] = profile
@@ -71,7 +81,11 @@ class S3Tier(RemoteTier):
 
     def storage_options(self) -> dict[str, Any]:
         return s3_storage_options(
-            self.endpoint_url, self.config["region"], self.config["path_style"], self.config["profile"]
+            self.endpoint_url,
+            self.config["region"],
+            self.config["path_style"],
+            self.config["profile"],
+            deadline_s=self.deadline_s or DEFAULT_DEADLINE_S,
         )
 
     def access_hint(self) -> str:

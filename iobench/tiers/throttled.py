@@ -189,6 +189,13 @@ class ThrottledTier(Tier):
             return self.inner.source_options(manifest)
         return {**self.inner.source_options(manifest), "throttle": self.throttle_spec()}
 
+    @property
+    def deadline_s(self) -> float | None:
+        return self.inner.deadline_s
+
+    def client_cache(self) -> tuple[str, str] | None:
+        return self.inner.client_cache()
+
     def describe(self) -> dict[str, Any]:
         return {
             **self.inner.describe(),

@@ -1,0 +1,110 @@
+"""Running a real sweep from a test and catching its cells: started, in their step loop, failed."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import yaml
+
+STALL = 40  # run.stall_timeout in these sweeps unless given: a backstop well above the tiers' deadlines
+
+
+def env_of(lab) -> dict[str, str]:
+    return {**os.environ, **lab.env}
+
+
+def sweep_file(tmp_path: Path, dataset: Path, tier: dict, *, stall: int = STALL, workers=(1,)) -> Path:
+    cfg = {
+        "dataset": {"path": str(dataset)},
+        "tiers": [tier],
+        "loaders": [{"kind": "torch", "workers": list(workers), "batch_size": [16], "shuffle_buffer": 16}],
+        "accelerators": [{"kind": "emulated", "type": "custom", "samples_per_s": 80}],
+        "run": {"warmup_steps": 1, "epochs": 1, "stall_timeout": stall},
+    }
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def start(config: Path, out: Path, env: dict) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "iobench.cli", "sweep", str(config), "--out", str(out)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def running(out: Path) -> str | None:
+    try:
+        running = json.loads((out / "sweep-state.json").read_text())["running"]
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
+    return running["cell_id"] if running else None
+
+
+def stepping(out: Path, proc: subprocess.Popen, *, cell_id: str | None = None, steps: int = 3) -> str:
+    """The running cell's id once its live figures show ``steps`` batches (it is reading the tier)."""
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"the sweep ended before its cell ran:\n{proc.stdout.read()}")
+        now = running(out)
+        if now and (cell_id is None or now == cell_id):
+            try:
+                live = json.loads((out / f".attempt-{now}" / "live.json").read_text())
+            except (OSError, ValueError):
+                live = {}
+            if (live.get("steps") or 0) >= steps:
+                return now
+        time.sleep(0.05)
+    raise AssertionError("the cell never reached its step loop")
+
+
+def failed(out: Path, cell_id: str, proc: subprocess.Popen, timeout: float = 120) -> tuple[dict, float]:
+    """The cell's summary once one that is not ok is on disk, and when it was seen (monotonic)."""
+    path = out / cell_id / "summary.json"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            summary = json.loads(path.read_text())
+        except (OSError, ValueError):
+            summary = None
+        if summary and summary["status"] != "ok":
+            return summary, time.monotonic()
+        if summary and summary["status"] == "ok":
+            raise AssertionError(f"{cell_id} finished ok despite the fault")
+        if proc.poll() is not None and not path.exists():
+            raise AssertionError(f"the sweep ended without a result for {cell_id}:\n{proc.stdout.read()}")
+        time.sleep(0.05)
+    raise AssertionError(f"no failure of {cell_id} within {timeout} s")
+
+
+def resume(out: Path, env: dict) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "iobench.cli", "sweep", "--resume", "--out", str(out)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def assert_table(out: Path, expect: dict[str, str]) -> None:
+    rows = {r["cell_id"]: r["status"] for r in pq.read_table(out / "results.parquet").to_pylist()}
+    assert rows == expect, rows
+
+
+def assert_resumes(out: Path, env: dict, cell_ids: list[str]) -> float:
+    t0 = time.monotonic()
+    resumed = resume(out, env)
+    assert resumed.returncode == 0, resumed.stdout[-4000:] + resumed.stderr[-4000:]
+    assert_table(out, dict.fromkeys(cell_ids, "ok"))
+    return time.monotonic() - t0
