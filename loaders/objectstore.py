@@ -14,6 +14,7 @@ import os
 import random
 import threading
 import time
+import zlib
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -40,6 +41,10 @@ LATENCY_SAMPLE = 4096
 # A storage option (not an fsspec one: the reader takes it out) bounding how long one request may
 # go without an answer, retries included; the tiers set it from their ``deadline_s`` option.
 DEADLINE_KEY = "deadline_s"
+# A storage option too: several S3 endpoints of one store (gateways with no load balancer in front,
+# a common Ceph RGW setup): each shard is read from one of them, chosen by its URL, and a retry
+# goes to the next, so the reads spread over the gateways and one that fails is stepped around.
+ENDPOINTS_KEY = "endpoint_urls"
 
 
 class ObjectStoreError(OSError):
@@ -62,6 +67,7 @@ class RequestStats:
     bytes: int = 0
     latencies_ms: list[float] = field(default_factory=list)  # a bounded sample
     fault_kinds: dict[str, int] = field(default_factory=dict)
+    by_endpoint: dict[int, int] = field(default_factory=dict)  # requests per endpoint (several only)
 
     def record(self, seconds: float, nbytes: int) -> None:
         self.requests += 1
@@ -85,6 +91,8 @@ class RequestStats:
         self.latencies_ms.extend(other.latencies_ms[: max(0, room)])
         for k, v in other.fault_kinds.items():
             self.fault_kinds[k] = self.fault_kinds.get(k, 0) + v
+        for i, n in other.by_endpoint.items():
+            self.by_endpoint[i] = self.by_endpoint.get(i, 0) + n
 
     def as_dict(self) -> dict[str, Any]:
         import numpy as np
@@ -206,6 +214,7 @@ class ObjectReader:
         timeouts, set from the deadline unless given; for RADOS librados' op timeouts)."""
         options = dict(storage_options or {})
         given = options.pop(DEADLINE_KEY, None)
+        endpoints = list(options.pop(ENDPOINTS_KEY, None) or [])
         self.deadline_s: float | None = float(deadline_s if deadline_s is not None else given or 0) or None
         if protocol == "s3":
             # our retries only: counted, jittered, bounded
@@ -231,10 +240,18 @@ class ObjectReader:
         self.fs = filesystem or fsspec.filesystem(protocol, skip_instance_cache=True, **options)
         if protocol == "s3" and filesystem is None:
             self.fs.retries = 1  # s3fs's own retry loop (a class attribute, not a constructor option)
+        self._filesystems = [self.fs]
+        for url in endpoints[1:] if filesystem is None else []:
+            client = {**(options.get("client_kwargs") or {}), "endpoint_url": url}
+            fs = fsspec.filesystem(protocol, skip_instance_cache=True, **{**options, "client_kwargs": client})
+            fs.retries = 1
+            self._filesystems.append(fs)
         self.endpoint = None  # named in error messages
         if filesystem is None:
             client = options.get("client_kwargs") or {}
             self.endpoint = client.get("endpoint_url") or (_env_endpoint() if protocol == "s3" else None)
+            if len(self._filesystems) > 1:
+                self.endpoint = ", ".join(endpoints)
         self.part_bytes, self.concurrency = part_bytes, max(1, concurrency)
         self.policy = policy or RetryPolicy()
         self.stats = RequestStats()
@@ -249,15 +266,23 @@ class ObjectReader:
     def _where(self, what: str, url: str) -> str:
         return f"{what} {url}" + (f" (endpoint {self.endpoint})" if self.endpoint else "")
 
-    def _call(self, what: str, url: str, fn: Callable[[], Any], nbytes: Callable[[Any], int]) -> Any:
+    def _call(self, what: str, url: str, fn: Callable[[Any], Any], nbytes: Callable[[Any], int]) -> Any:
+        """``fn(fs)`` with counted, jittered retries; with several endpoints, each attempt on the
+        next one from the URL's own (see ENDPOINTS_KEY)."""
         last: BaseException | None = None
         t_first = time.monotonic()
         made = 0
+        n = len(self._filesystems)
+        first = zlib.crc32(url.encode()) % n if n > 1 else 0
         for attempt in range(self.policy.attempts):
             t0 = time.perf_counter()
             made += 1
+            index = (first + attempt) % n
+            if n > 1:
+                with self._lock:
+                    self.stats.by_endpoint[index] = self.stats.by_endpoint.get(index, 0) + 1
             try:
-                result = fn()
+                result = fn(self._filesystems[index])
             except Exception as exc:
                 kind = classify(exc)
                 with self._lock:
@@ -324,7 +349,7 @@ class ObjectReader:
 
     def info(self, url: str) -> dict:
         """Size and ETag (HEAD)."""
-        info = self._call("HEAD", url, lambda: self.fs.info(url), lambda _: 0)
+        info = self._call("HEAD", url, lambda fs: fs.info(url), lambda _: 0)
         return {
             "size": int(info["size"]),
             "etag": (info.get("ETag") or info.get("etag") or "").strip('"') or None,
@@ -348,7 +373,7 @@ class ObjectReader:
                         f"the bodies stopped short: {pos - start} of {end - start} bytes",
                     ),
                 )
-            data = self._call("GET", url, lambda at=pos: self.fs.cat_file(url, start=at, end=end), len)
+            data = self._call("GET", url, lambda fs, at=pos: fs.cat_file(url, start=at, end=end), len)
             parts.append(data)
             pos += len(data)
             if pos >= end:

@@ -209,6 +209,7 @@ class ShardSource:
                     "request_failures": rs.failures,
                     "bytes_transferred": rs.bytes,
                     **{f"fault_{kind}": n for kind, n in rs.fault_kinds.items()},
+                    **{f"endpoint_{i}_requests": n for i, n in rs.by_endpoint.items()},
                 }
             )
             stats.add_latencies(rs.latencies_ms)

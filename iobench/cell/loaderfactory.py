@@ -43,6 +43,7 @@ def loader_config(
         storage_options=dict(source_options.get("storage_options") or {}),
         cache_dir=source_options.get("cache_dir"),
         cache_bytes=source_options.get("cache_bytes"),
+        cache_policy=source_options.get("cache_policy", "auto"),
         shard_sizes=dict(source_options.get("shard_sizes") or {}),
         shard_samples=dict(source_options.get("shard_samples") or {}),
         part_bytes=source_options.get("part_bytes", 8 * 2**20),

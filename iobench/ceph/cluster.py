@@ -44,7 +44,13 @@ def mon_json(cluster: Any, prefix: str, *, strict: bool = False, **args: Any) ->
 
 
 def describe_cluster(
-    conffile: str | None = None, pool: str | None = None, *, name: str | None = None, timeout: float = 10
+    conffile: str | None = None,
+    pool: str | None = None,
+    *,
+    name: str | None = None,
+    keyring: str | None = None,
+    cluster: str | None = None,
+    timeout: float = 10,
 ) -> dict[str, Any]:
     """Version, fsid, health, OSDs (count, objectstore), mgr/mds, and ``pool``'s settings.
 
@@ -53,12 +59,14 @@ def describe_cluster(
     most ``timeout`` s, and none is sent after one timed out).
     """
     try:
-        cluster = connect(conffile, name, connect_timeout=timeout, op_timeout=timeout)
+        handle = connect(
+            conffile, name, keyring, connect_timeout=timeout, op_timeout=timeout, cluster=cluster
+        )
     except Exception as exc:  # for reports: say why instead of failing
         return {"reachable": False, "error": f"{type(exc).__name__}: {exc}"}
     out: dict[str, Any] = {"reachable": True}
     try:
-        _describe(cluster, out, pool)
+        _describe(handle, out, pool)
     except _MonGone as exc:
         out["error"] = f"the mons stopped answering (a command waited {timeout:g} s: {exc})"
     return out
@@ -151,7 +159,15 @@ def _describe_pool(cluster: Any, pool: str) -> dict[str, Any]:
     }
 
 
-def ensure_pool(conffile: str | None, pool: str, app: str = DEFAULT_APP, *, name: str | None = None) -> bool:
+def ensure_pool(
+    conffile: str | None,
+    pool: str,
+    app: str = DEFAULT_APP,
+    *,
+    name: str | None = None,
+    keyring: str | None = None,
+    cluster: str | None = None,
+) -> bool:
     """Create ``pool`` if missing and tag it with ``app`` (no POOL_APP_NOT_ENABLED); True if created.
 
     An existing pool that carries another application keeps it: re-tagging needs force and
@@ -159,7 +175,9 @@ def ensure_pool(conffile: str | None, pool: str, app: str = DEFAULT_APP, *, name
     """
     from iobench.ceph.radosfs import RadosFileSystem
 
-    fs = RadosFileSystem(conffile=conffile, name=name, skip_instance_cache=True)
+    fs = RadosFileSystem(
+        conffile=conffile, name=name, keyring=keyring, cluster=cluster, skip_instance_cache=True
+    )
     created = fs.ensure_pool(pool, app)
     if not created:
         enable_application(fs.cluster, pool, app)  # an untagged pre-existing pool

@@ -20,6 +20,10 @@ from iobench.ceph.client import import_rados
 SHARD_HINT = "write smaller shards (e.g. `iobench dataset synth --shard-size 64MB`)"
 
 
+class CephConfigError(ValueError):
+    """No configuration to reach a cluster: a setting to give, not a fault of the cluster."""
+
+
 class ObjectTooLargeError(OSError):
     """An object is bigger than the cluster's osd_max_object_size."""
 
@@ -49,8 +53,14 @@ def connect(
     keyring: str | None = None,
     connect_timeout: float = 15,
     op_timeout: float = 120,
+    cluster: str | None = None,
 ) -> Any:
     """The process's ``rados.Rados`` for these settings, connected (made on first use).
+
+    The configuration is librados' own: ``conffile`` when given, else librados' search ($CEPH_CONF,
+    /etc/ceph/$cluster.conf, ~/.ceph/$cluster.conf, ./$cluster.conf), then ``CEPH_ARGS``, then what is
+    given here (``keyring``, the timeouts) on top; the cluster name (default ceph) picks the files,
+    the keyring is the one the configuration names or librados' default for the user.
 
     ``op_timeout`` bounds every mon and OSD operation (rados_osd_op_timeout, rados_mon_op_timeout)
     so a dead cluster gives TimeoutError instead of a loader that hangs forever (librados' default
@@ -58,14 +68,57 @@ def connect(
     (client_mount_timeout, default 300 s: the Python binding ignores ``connect(timeout=)``,
     measured: with the mon killed, connect(timeout=5) still waited past 100 s).
     """
-    return _conn(conffile, name, keyring, connect_timeout, op_timeout).cluster
+    return _conn(conffile, name, keyring, connect_timeout, op_timeout, cluster).cluster
+
+
+_CEPH_ARGS_FLAGS = {
+    "--conf": "conf",
+    "-c": "conf",
+    "--cluster": "cluster",
+    "--name": "name",
+    "-n": "name",
+    "--id": "id",
+    "-i": "id",
+    "--user": "id",
+    "--keyring": "keyring",
+    "-k": "keyring",
+}
+
+
+def ceph_args() -> dict[str, str]:
+    """What ``CEPH_ARGS`` says of the configuration file, cluster, user and keyring, read as the
+    ceph tools read them (they pick these out before librados starts; the rest goes to librados)."""
+    import shlex
+
+    out: dict[str, str] = {}
+    words = shlex.split(os.environ.get("CEPH_ARGS", ""))
+    for i, word in enumerate(words):
+        flag, eq, value = word.partition("=")
+        if flag in _CEPH_ARGS_FLAGS:
+            if not eq:
+                value = words[i + 1] if i + 1 < len(words) else ""
+            out[_CEPH_ARGS_FLAGS[flag]] = value
+    if "id" in out and "name" not in out:
+        out["name"] = f"client.{out['id']}"
+    return out
 
 
 def _conn(
-    conffile: str | None, name: str | None, keyring: str | None, connect_timeout: float, op_timeout: float
+    conffile: str | None,
+    name: str | None,
+    keyring: str | None,
+    connect_timeout: float,
+    op_timeout: float,
+    cluster: str | None = None,
 ) -> _Conn:
-    conffile = conffile or os.environ.get("CEPH_CONF") or "/etc/ceph/ceph.conf"
-    key = (os.path.abspath(conffile), _user_name(name), keyring, connect_timeout, op_timeout)
+    # what is given here, else CEPH_ARGS, else librados' own search (for the file) or defaults
+    args = ceph_args()
+    conffile, cluster = conffile or args.get("conf"), cluster or args.get("cluster")
+    name, keyring = name or args.get("name"), keyring or args.get("keyring")
+    # librados' search depends on the environment and the directory: part of the key
+    env = (os.environ.get("CEPH_CONF"), os.environ.get("CEPH_ARGS"), os.getcwd())
+    path = os.path.abspath(os.path.expanduser(conffile)) if conffile else None
+    key = (path, env, cluster or "ceph", _user_name(name), keyring, connect_timeout, op_timeout)
     with _CONNS_LOCK:
         conn = _CONNS.get(key)
         if conn is not None and conn.pid == os.getpid():
@@ -73,6 +126,18 @@ def _conn(
         # After fork the parent's handle is unusable here (its threads are gone) and shutting it
         # down could hang on locks held at fork time: drop it and connect afresh.
         rados = import_rados()
+        if path is not None and not os.path.exists(path):
+            raise FileNotFoundError(errno.ENOENT, f"ceph config {conffile!r} not found")
+        handle = rados.Rados(name=key[3], clustername=key[2])
+        try:
+            handle.conf_read_file(path)  # None: librados' own search
+        except rados.Error:
+            raise CephConfigError(
+                f"no ceph config found for cluster {key[2]!r}: librados looked in $CEPH_CONF, "
+                f"/etc/ceph/{key[2]}.conf, ~/.ceph/{key[2]}.conf and ./{key[2]}.conf; set CEPH_CONF or the "
+                "tier's conffile (`source DIR/env` after `iobench lab up`)",
+            ) from None
+        handle.conf_parse_env()  # CEPH_ARGS, as the ceph tools honour it
         # whole seconds: these are "secs" options, and conf_set refuses "30.0" (EINVAL)
         conf = {
             "rados_osd_op_timeout": str(max(1, math.ceil(op_timeout))),
@@ -81,14 +146,12 @@ def _conn(
         }
         if keyring:
             conf["keyring"] = keyring
-        if not os.path.exists(conffile):
-            raise FileNotFoundError(
-                errno.ENOENT, f"ceph config {conffile!r} not found (set CEPH_CONF or pass conffile)"
-            )
-        with _errors(f"connecting to the mons of {conffile} as {key[1]} (within {connect_timeout:g} s)"):
-            cluster = rados.Rados(conffile=conffile, name=key[1], conf=conf)
-            cluster.connect(timeout=int(max(1, connect_timeout)))
-        conn = _CONNS[key] = _Conn(cluster)
+        where = conffile or "librados' default ceph.conf"
+        with _errors(f"connecting to the mons of {where} as {key[3]} (within {connect_timeout:g} s)"):
+            for option, value in conf.items():
+                handle.conf_set(option, value)
+            handle.connect(timeout=int(max(1, connect_timeout)))
+        conn = _CONNS[key] = _Conn(handle)
         return conn
 
 

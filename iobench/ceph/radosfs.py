@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import os
 import time
 from typing import Any
 
@@ -57,18 +56,22 @@ class RadosFileSystem(AbstractFileSystem):
         keyring: str | None = None,
         connect_timeout: float = 15,
         op_timeout: float = 120,
+        cluster: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self.conffile = conffile or os.environ.get("CEPH_CONF") or "/etc/ceph/ceph.conf"
+        self.conffile = conffile  # None: librados' own search (iobench.ceph.connection)
         self.user = _user_name(name or user)
         self.keyring = keyring
+        self.cluster_name = cluster
         self.connect_timeout = connect_timeout
         self.op_timeout = op_timeout
 
     # -- connection ------------------------------------------------------------------------
     def _c(self) -> _Conn:
-        return _conn(self.conffile, self.user, self.keyring, self.connect_timeout, self.op_timeout)
+        return _conn(
+            self.conffile, self.user, self.keyring, self.connect_timeout, self.op_timeout, self.cluster_name
+        )
 
     @property
     def cluster(self) -> Any:

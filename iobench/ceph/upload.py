@@ -30,6 +30,8 @@ def upload_rados(
     verify: str = "metadata",
     conffile: str | None = None,
     name: str | None = None,
+    keyring: str | None = None,
+    cluster: str | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> UploadReport:
     """Upload a complete local dataset to ``rados://pool/prefix``; ``verify="full"`` reads it back."""
@@ -42,7 +44,9 @@ def upload_rados(
         raise ValueError(f"{url!r}: expected rados://pool/prefix (no pool given)")
     root = Path(dataset_dir)
     manifest = Manifest.load(root)
-    fs = RadosFileSystem(conffile=conffile, name=name, skip_instance_cache=True)
+    fs = RadosFileSystem(
+        conffile=conffile, name=name, keyring=keyring, cluster=cluster, skip_instance_cache=True
+    )
 
     files = upload_files(root, manifest)
     # refuse before writing anything: a half-staged dataset with one impossible shard helps nobody
@@ -54,10 +58,12 @@ def upload_rados(
         verified="size+sha256 xattr" if verify == "metadata" else "full read-back sha256",
     )
     try:
-        if ensure_pool(conffile, pool, name=name):
+        if ensure_pool(conffile, pool, name=name, keyring=keyring, cluster=cluster):
             report.created = f"the pool {pool}"
     except OSError as exc:
-        raise UploadError(f"preparing pool {pool!r} on {fs.conffile}: {exc}") from None
+        raise UploadError(
+            f"preparing pool {pool!r} on {fs.conffile or 'the default cluster'}: {exc}"
+        ) from None
 
     def key_of(rel: str) -> str:
         return f"{pool}/{prefix}/{rel}" if prefix else f"{pool}/{rel}"

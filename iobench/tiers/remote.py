@@ -13,6 +13,9 @@ import os
 import shutil
 from typing import Any, ClassVar
 
+from iobench.host.units import format_bytes
+from loaders.cache import POLICIES, choose_policy
+
 from .base import (
     DEADLINE_OPTION,
     CacheState,
@@ -34,6 +37,12 @@ REMOTE_OPTIONS: dict[str, Option] = {
     "part_size": Option((str, int), default="8MiB", help="ranged read size, " + SIZE_HELP),
     "concurrency": Option(int, default=4, help="ranged reads in flight per reader"),
     "upload": Option(bool, default=False, help="upload the sweep's dataset to url first (idempotent)"),
+    "cache_policy": Option(
+        str,
+        default="auto",
+        help="what a shard cache keeps: auto (static when it cannot hold the dataset, else lru), lru, or "
+        "static (keep what is cached, read the rest through)",
+    ),
     "keep_memory_cache": Option(
         bool,
         default=False,
@@ -78,6 +87,12 @@ class RemoteTier(Tier):
             raise TierConfigError(
                 f"{self.kind} tier: cache_size is set but cache_dir is not; give both or neither"
             )
+        if self.config["cache_policy"] not in ("auto", *POLICIES):
+            raise TierConfigError(
+                f"{self.kind} tier: cache_policy={self.config['cache_policy']!r}: allowed values are auto, "
+                + ", ".join(POLICIES)
+            )
+        self.dataset_bytes: int | None = None  # known once the manifest is read: it decides auto
         if self.config["keep_memory_cache"] and not memory:
             raise TierConfigError(f"{self.kind} tier: keep_memory_cache is set but memory_cache is not")
         if memory:
@@ -152,7 +167,9 @@ class RemoteTier(Tier):
             raw = self.read_json(MANIFEST_NAME)
         except ValueError as exc:
             raise ManifestError(str(exc)) from None
-        return Manifest.from_dict(raw, where=self.object_url(MANIFEST_NAME))
+        manifest = Manifest.from_dict(raw, where=self.object_url(MANIFEST_NAME))
+        self.dataset_bytes = manifest.total_bytes
+        return manifest
 
     def access_hint(self) -> str:
         return "Check that the dataset was uploaded (`iobench dataset upload`)."
@@ -164,12 +181,17 @@ class RemoteTier(Tier):
 
         return self.cache_bytes or default_cache_bytes(self.cache_dir)
 
+    def cache_policy(self) -> str:
+        """The policy the shard cache uses: auto resolved against the dataset (loaders/cache.py)."""
+        return choose_policy(self.config["cache_policy"], self.cache_limit() or 0, self.dataset_bytes)
+
     def source_options(self, manifest: Any) -> dict[str, Any]:
         urls = self.shard_urls(manifest)
         return {
             "storage_options": self.storage_options(),
             "cache_dir": self.cache_dir,
             "cache_bytes": self.cache_limit(),
+            "cache_policy": self.config["cache_policy"],
             "shard_sizes": {u: s.bytes for u, s in zip(urls, manifest.shards, strict=True)},
             "part_bytes": self.part_bytes,
             "concurrency": self.config["concurrency"],
@@ -190,7 +212,9 @@ class RemoteTier(Tier):
             )
         from loaders.cache import ShardCache
 
-        shard_cache = ShardCache(self.cache_dir, self.cache_limit() or 1)
+        self.dataset_bytes = total
+        policy = self.cache_policy()
+        shard_cache = ShardCache(self.cache_dir, self.cache_limit() or 1, policy=policy)
         urls = self.shard_urls(manifest)
         method = "none"
         if cache == "cold":
@@ -206,7 +230,11 @@ class RemoteTier(Tier):
                         )
             finally:
                 reader.close()
-            method = f"shard cache ({self.cache_medium}) filled; a cache smaller than the dataset keeps its last shards"
+            method = f"shard cache ({self.cache_medium}, {policy}) filled" + (
+                "; a cache smaller than the dataset keeps its first shards"
+                if policy == "static"
+                else "; a cache smaller than the dataset keeps its last shards"
+            )
         cached = sum(s.bytes for u, s in zip(urls, manifest.shards, strict=True) if shard_cache.contains(u))
         fraction = cached / total if total else 0.0
         return CacheState(
@@ -218,7 +246,7 @@ class RemoteTier(Tier):
             achieved=classify_fraction(fraction),
             note=(
                 f"{100 * fraction:.0f} % of the dataset is in the {self.cache_medium} shard cache "
-                f"({self.cache_dir}, limit {shard_cache.max_bytes / 1e9:.2f} GB, "
+                f"({self.cache_dir}, {policy}, limit {format_bytes(shard_cache.max_bytes)}, "
                 f"{100 * shard_cache.max_bytes / max(1, total):.0f} % of the dataset); {self.server_caches()}"
             ),
         )
@@ -238,6 +266,7 @@ class RemoteTier(Tier):
                 "medium": self.cache_medium,
                 "dir": self.cache_dir,
                 "limit_bytes": self.cache_limit(),
+                "policy": self.cache_policy(),
                 "free_bytes": shutil.disk_usage(self.cache_dir).free
                 if os.path.isdir(self.cache_dir)
                 else None,

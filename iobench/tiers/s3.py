@@ -3,28 +3,43 @@ cache on local NVMe or in RAM (see remote.py).
 
 Credentials come from the environment (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, as written by
 `iobench lab up` into DIR/env) or an AWS profile — never from the sweep file, so they cannot end
-up in results. The endpoint comes from the tier's `endpoint_url` or AWS_ENDPOINT_URL.
+up in results. The endpoint and region are resolved as botocore resolves them (resolve_s3).
 """
 
 from __future__ import annotations
 
 import os
 import urllib.error
+import urllib.parse
 import urllib.request
 from typing import Any, ClassVar
 
-from loaders.objectstore import DEADLINE_KEY
+from loaders.objectstore import DEADLINE_KEY, ENDPOINTS_KEY
 
-from .base import DEFAULT_DEADLINE_S, Option
+from .base import DEFAULT_DEADLINE_S, Option, TierConfigError
 from .remote import REMOTE_OPTIONS, RemoteTier
 
 
-def endpoint_from_env() -> str | None:
-    return (
-        os.environ.get("AWS_ENDPOINT_URL_S3")
-        or os.environ.get("AWS_ENDPOINT_URL")
-        or os.environ.get("S3_ENDPOINT_URL")
-    )
+def resolve_s3(
+    endpoint_url: str | None, region: str | None, profile: str | None
+) -> tuple[str | None, str | None]:
+    """The endpoint and region botocore would use, as every AWS tool resolves them: the given ones,
+    else ``AWS_ENDPOINT_URL_S3``/``AWS_ENDPOINT_URL`` and the profile's ``endpoint_url`` (its ``s3``
+    services section included), ``AWS_REGION``/``AWS_DEFAULT_REGION`` and the profile's ``region``;
+    then ``S3_ENDPOINT_URL`` (older lab env files). AWS itself is None: botocore finds it again."""
+    import boto3
+    import botocore.exceptions
+
+    try:
+        session = boto3.Session(profile_name=profile)
+    except botocore.exceptions.ProfileNotFound as exc:
+        raise ValueError(f"s3 tier: profile {profile!r}: {exc}") from None
+    region = region or session.region_name
+    client = session.client("s3", endpoint_url=endpoint_url, region_name=region)
+    resolved = client.meta.endpoint_url
+    if urllib.parse.urlparse(resolved).hostname.endswith(".amazonaws.com"):  # type: ignore[union-attr]
+        resolved = os.environ.get("S3_ENDPOINT_URL")
+    return resolved, region
 
 
 def s3_storage_options(
@@ -42,8 +57,8 @@ def s3_storage_options(
     client: dict[str, Any] = {}
     if endpoint_url:
         client["endpoint_url"] = endpoint_url
-    if region or os.environ.get("AWS_DEFAULT_REGION"):
-        client["region_name"] = region or os.environ["AWS_DEFAULT_REGION"]
+    if region:
+        client["region_name"] = region
     options: dict[str, Any] = {
         "client_kwargs": client,
         "config_kwargs": {
@@ -67,8 +82,14 @@ class S3Tier(RemoteTier):
         "url": Option(
             str, required=True, help="s3://bucket/prefix where `iobench dataset upload` put the dataset"
         ),
-        "endpoint_url": Option(str, help="http(s)://host:port; default AWS_ENDPOINT_URL"),
-        "region": Option(str, help="region name; default AWS_DEFAULT_REGION"),
+        "endpoint_url": Option(
+            (str, list),
+            help="http(s)://host:port, or a list of them (gateways of one store: reads spread over them); "
+            "default as botocore resolves it (AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, profile)",
+        ),
+        "region": Option(
+            str, help="region name; default as botocore resolves it (AWS_REGION, AWS_DEFAULT_REGION, profile)"
+        ),
         "path_style": Option(bool, default=True, help="path-style addressing (MinIO, Ceph RGW)"),
         "profile": Option(str, help="AWS profile holding the credentials"),
         **REMOTE_OPTIONS,
@@ -77,16 +98,33 @@ class S3Tier(RemoteTier):
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
         self.bucket = self.container
-        self.endpoint_url = self.config["endpoint_url"] or endpoint_from_env()
+        given = self.config["endpoint_url"]
+        self.endpoints: list[str] = list(given) if isinstance(given, list) else []
+        if self.endpoints:
+            bad = [
+                e
+                for e in self.endpoints
+                if not isinstance(e, str) or not e.startswith(("http://", "https://"))
+            ]
+            if bad or len(self.endpoints) < 2:
+                raise TierConfigError(
+                    f"s3 tier: endpoint_url={given!r}: a list holds two or more http(s)://host:port endpoints"
+                )
+        self.endpoint_url, self.region = resolve_s3(
+            self.endpoints[0] if self.endpoints else given, self.config["region"], self.config["profile"]
+        )
 
     def storage_options(self) -> dict[str, Any]:
-        return s3_storage_options(
+        options = s3_storage_options(
             self.endpoint_url,
-            self.config["region"],
+            self.region,
             self.config["path_style"],
             self.config["profile"],
             deadline_s=self.deadline_s or DEFAULT_DEADLINE_S,
         )
+        if self.endpoints:
+            options[ENDPOINTS_KEY] = list(self.endpoints)
+        return options
 
     def access_hint(self) -> str:
         return (
@@ -107,7 +145,7 @@ class S3Tier(RemoteTier):
             dataset_dir,
             self.url,
             endpoint_url=self.endpoint_url,
-            region=self.config["region"],
+            region=self.region,
             profile=self.config["profile"],
         )
         return f"{self.url}: {len(r.uploaded)} uploaded, {len(r.skipped)} already there ({r.verified})"
@@ -115,7 +153,8 @@ class S3Tier(RemoteTier):
     def describe_remote(self) -> dict[str, Any]:
         return {
             "endpoint_url": self.endpoint_url or "AWS default",
-            "region": self.config["region"] or os.environ.get("AWS_DEFAULT_REGION"),
+            **({"endpoints": list(self.endpoints)} if self.endpoints else {}),
+            "region": self.region,
             "path_style": self.config["path_style"],
             "credentials_from": f"profile {self.config['profile']}"
             if self.config["profile"]

@@ -166,3 +166,29 @@ def test_import_rados_failure_gives_the_install_hint(tmp_path, monkeypatch):
     )
     with pytest.raises(ImportError, match="apt-get install -y --no-install-recommends python3-rados"):
         cephclient.import_rados(tmp_path)
+
+
+def test_the_cluster_is_found_as_the_ceph_tools_find_it(ceph_lab, staged, monkeypatch, tmp_path):
+    """No conffile and no CEPH_CONF: librados' own search finds ./ceph.conf; CEPH_ARGS is honoured;
+    the tier's keyring overrides the configuration's."""
+    url, _ = staged
+    monkeypatch.delenv("CEPH_CONF", raising=False)
+    monkeypatch.chdir(ceph_lab.conf.parent)  # the lab's ceph.conf: librados reads ./ceph.conf
+    tier = make_tier({"kind": "rados", "url": url})
+    assert tier.load_manifest().num_samples > 0
+    assert tier.describe()["conffile"] == "librados' default ceph.conf"
+    # CEPH_ARGS as the ceph tools take it (--conf, --cluster, --name/--id, --keyring; the rest to librados)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("CEPH_ARGS", f"--conf {ceph_lab.conf}")
+    assert make_tier({"kind": "rados", "url": url, "deadline_s": 10}).load_manifest().num_samples > 0
+    # the tier's keyring overrides the one the configuration names: a wrong key is refused
+    bad = tmp_path / "keyring"
+    bad.write_text("[client.admin]\n\tkey = AQAAAAAAAAAAABAAAAAAAAAAAAAAAAAAAAAAAA==\n")
+    with pytest.raises(OSError):
+        make_tier({"kind": "rados", "url": url, "keyring": str(bad), "deadline_s": 5}).load_manifest()
+    # nothing to find: a clear error naming where librados looked
+    monkeypatch.delenv("CEPH_ARGS")
+    with pytest.raises(
+        OSError, match=r"no ceph config found for cluster 'ceph': librados looked in \$CEPH_CONF"
+    ):
+        make_tier({"kind": "rados", "url": url}).load_manifest()

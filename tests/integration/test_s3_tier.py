@@ -16,6 +16,7 @@ import pytest
 from iobench.datasets.manifest import Manifest
 from iobench.datasets.upload import UploadError, upload_s3
 from iobench.tiers import make_tier
+from iobench.tiers.base import TierConfigError
 from loaders import ShardLoader
 from loaders.cache import ShardCache
 from loaders.objectstore import ObjectReader, ObjectStoreError
@@ -288,3 +289,30 @@ def test_sweep_over_tiers_shows_epochs_hit_ratios_and_leaks_no_secret(s3_env, ti
         if f.is_file():
             assert secret.encode() not in f.read_bytes(), f
     assert secret not in proc.stdout + proc.stderr
+
+
+def test_reads_spread_over_several_gateways_and_step_around_a_dead_one(s3_env, staged, tmp_path):
+    """endpoint_url as a list: the gateways of one store (here the lab's radosgw by two names, and a
+    port where nothing listens). Each shard is read from the gateway its URL picks, a retry from
+    the next one, so every read succeeds and both live names carry reads."""
+    url, _ = staged
+    endpoint = s3_env.env["AWS_ENDPOINT_URL"]
+    port = endpoint.rsplit(":", 1)[1]
+    names = [f"http://127.0.0.1:{port}", f"http://localhost:{port}"]
+    tier = make_tier({"kind": "s3", "url": url, "endpoint_url": names})
+    manifest = tier.load_manifest()
+    loader = ShardLoader(tier.shard_urls(manifest), workers=0, return_batches=True, **_loader_kwargs(
+        {**tier.source_options(manifest), "cache_dir": None, "cache_bytes": None}
+    ))  # fmt: skip
+    assert len(_keys_labels(loader)) == manifest.num_samples
+    c = loader.stats.counters
+    assert c["endpoint_0_requests"] > 0 and c["endpoint_1_requests"] > 0 and c.get("retries", 0) == 0
+    assert tier.describe()["endpoints"] == names
+    dead = make_tier({"kind": "s3", "url": url, "endpoint_url": [names[0], "http://127.0.0.1:9"]})
+    loader = ShardLoader(dead.shard_urls(manifest), workers=0, return_batches=True, **_loader_kwargs(
+        {**dead.source_options(manifest), "cache_dir": None, "cache_bytes": None}
+    ))  # fmt: skip
+    assert len(_keys_labels(loader)) == manifest.num_samples  # the shards the dead one picks: retried
+    assert loader.stats.counters["retries"] > 0
+    with pytest.raises(TierConfigError, match="a list holds two or more"):
+        make_tier({"kind": "s3", "url": url, "endpoint_url": [names[0]]})
