@@ -76,6 +76,12 @@ def add_sweep_arguments(p: argparse.ArgumentParser) -> None:
         help="with run.nodes > 1: node 0's address and a free port there, the same on every node",
     )
     p.add_argument(
+        "--json",
+        action="store_true",
+        help="print the results as one JSON document on stdout (the run directory and every cell's "
+        "summary); what the sweep says as it goes goes to stderr",
+    )
+    p.add_argument(
         "--progress",
         action=argparse.BooleanOptionalAction,
         default=None,
@@ -123,6 +129,10 @@ def node_place(args: argparse.Namespace, nodes: int, required: bool = True) -> N
 
 
 def sweep_command(args: argparse.Namespace, console: Console) -> int:
+    if args.json:  # stdout carries only the document
+        from rich.console import Console as RichConsole
+
+        console = RichConsole(stderr=True)
     from iobench.analysis import decoderate
     from iobench.sweep.config import load_config
     from iobench.sweep.estimate import estimate_plan
@@ -142,6 +152,13 @@ def sweep_command(args: argparse.Namespace, console: Console) -> int:
         from iobench.sweep.dryrun import print_plan
 
         print_plan(console, config, estimates, decode, run_dir if args.resume else None)
+        if args.json:
+            import json
+
+            from iobench.results.codec import to_json
+
+            plan = [{"cell": to_json(c), "estimated_s": estimates[c.cell_id].seconds} for c in config.cells()]
+            print(json.dumps({"planned": plan, "decode_rate": decode.as_dict()}, indent=2))
         return 0
     return _run(args, config, run_dir, estimates, console, place)
 
@@ -217,6 +234,12 @@ def _run(
     console.print()
     print_report(summaries, console, title=f"iobench {args.command}")
     console.print(f"\nresults: {run_dir / 'results.parquet'}")
+    if args.json:
+        import json
+
+        from iobench.results.codec import to_json
+
+        print(json.dumps({"run_dir": str(run_dir), "cells": [to_json(s) for s in summaries]}, indent=2))
     from iobench.analysis.decoderate import keep_from_run
 
     keep_from_run(run_dir)  # the estimate and recommend then use what this host measured

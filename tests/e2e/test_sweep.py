@@ -155,9 +155,11 @@ def test_a_short_window_runs_more_epochs_and_a_capped_one_says_so(tmp_path, tiny
         tmp_path, tiny_dataset, max_steps=6, cache=["warm"], min_measure={"seconds": 1.0, "steps": 40}
     )
     out = tmp_path / "capped"
-    proc = _iobench("sweep", capped, "--out", out)
+    proc = _iobench("sweep", capped, "--out", out, "--json")  # the results as one document on stdout
     assert proc.returncode == 0, proc.stderr
     for row in pq.read_table(out / "results.parquet").to_pylist():
         assert row["window_met"] is False and row["window_steps"] == 4 and row["window_added_epochs"] == 0
         assert "measured only 4 steps" in row["headline"] and "run.max_steps" in row["headline"]
-    assert "SHORT" in proc.stdout
+    doc = json.loads(proc.stdout)
+    assert doc["run_dir"] == str(out) and [c["window"]["met"] for c in doc["cells"]] == [False, False]
+    assert "SHORT" in proc.stderr  # the report went to stderr
