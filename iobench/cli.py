@@ -104,14 +104,14 @@ def _cmd_upload(args: argparse.Namespace) -> int:
 
     from iobench.host.units import format_bytes
 
+    if "://" not in args.url:  # a mounted path: CephFS (or any shared file system it checks)
+        from .tiers import make_tier
+
+        console.print(make_tier({"kind": "cephfs", "path": args.url}).upload_dataset(args.dataset))
+        return 0
     with Progress(TextColumn("upload"), BarColumn(), MofNCompleteColumn(), console=console) as bar:
         task = bar.add_task("upload", total=None)
         progress = lambda done, total: bar.update(task, completed=done, total=total)  # noqa: E731
-        if "://" not in args.url:  # a mounted path: CephFS (or any shared file system it checks)
-            from .tiers import make_tier
-
-            console.print(make_tier({"kind": "cephfs", "path": args.url}).upload_dataset(args.dataset))
-            return 0
         if args.url.startswith("rados://"):
             from iobench.ceph.upload import upload_rados
 
