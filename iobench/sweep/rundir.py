@@ -46,6 +46,11 @@ class RunDirError(ValueError):
     """The run directory cannot be used as asked (resume of nothing, a changed plan, in use)."""
 
 
+class RunDirUnwritable(OSError):
+    """The storage under the run directory refuses writes (read-only, full, no permission): the run
+    failed for the machine's reason, not for a flag to change (the CLI's exit 1, not 2)."""
+
+
 def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds")
 
@@ -216,7 +221,7 @@ def check_writable(run_dir: Path) -> None:
         os.close(fd)
         os.unlink(probe)
     except OSError as exc:
-        raise RunDirError(
+        raise RunDirUnwritable(
             f"{run_dir}: results cannot be written there ({exc.strerror}); "
             "choose another --out, or make that directory writable"
         ) from None

@@ -30,7 +30,7 @@ from iobench.sweep.datasetspec import DatasetSpec, bind_tier
 from iobench.sweep.rundir import (
     LIVE_NAME,
     Resumed,
-    RunDirError,
+    RunDirUnwritable,
     SweepState,
     hold,
     open_run,
@@ -209,7 +209,7 @@ class Sweep:
         try:
             self.run_dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise RunDirError(
+            raise RunDirUnwritable(
                 f"{self.run_dir}: cannot create the run directory ({exc.strerror}); choose another --out"
             ) from None
         with contextlib.ExitStack() as stack:

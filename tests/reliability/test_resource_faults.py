@@ -100,7 +100,9 @@ def lab_env(ceph_lab, monkeypatch):
     return ceph_lab
 
 
-def _cached_loader(url: str, manifest: Manifest, cache_dir: Path, cache_bytes: int) -> ShardLoader:
+def _cached_loader(
+    url: str, manifest: Manifest, cache_dir: Path, cache_bytes: int, policy: str = "auto"
+) -> ShardLoader:
     tier = S3Tier(url=url)
     urls = tier.shard_urls(manifest)
     return ShardLoader(
@@ -112,6 +114,7 @@ def _cached_loader(url: str, manifest: Manifest, cache_dir: Path, cache_bytes: i
         storage_options=tier.storage_options(),
         cache_dir=str(cache_dir),
         cache_bytes=cache_bytes,
+        cache_policy=policy,
         shard_sizes={u: s.bytes for u, s in zip(urls, manifest.shards, strict=True)},
     )
 
@@ -119,8 +122,9 @@ def _cached_loader(url: str, manifest: Manifest, cache_dir: Path, cache_bytes: i
 @pytest.mark.integration
 def test_a_dataset_larger_than_the_cache_disk_and_the_cache_limit(lab_env, tiny_dataset, tmp_path):
     """The 34 MB dataset through (a) a 10 MiB cache disk with a 1 GB limit: the disk fills, and
-    (b) a 12 MB limit on a roomy disk: the limit binds. Both epochs deliver exactly the dataset, and
-    the caches hold only whole shards, (b) never more than its limit."""
+    (b) a 12 MB limit on a roomy disk: the limit binds, under the static policy that auto picks (it
+    reads through what it cannot keep) and under lru (it evicts). Every pass delivers exactly the
+    dataset, and the caches hold only whole shards, (b) never more than its limit."""
     url = stage_copy(lab_env, tiny_dataset, "cachesize")
     manifest, want = Manifest.load(tiny_dataset), dataset_pairs(tiny_dataset)
     sha = {u: s.sha256 for u, s in zip(S3Tier(url=url).shard_urls(manifest), manifest.shards, strict=True)}
@@ -134,20 +138,25 @@ def test_a_dataset_larger_than_the_cache_disk_and_the_cache_limit(lab_env, tiny_
         assert c["bytes_transferred"] == manifest.total_bytes  # room was made before each download
         assert cache_problems(disk, sha) == []
 
-    limit = 12_000_000
-    loader = _cached_loader(url, manifest, tmp_path / "limited", limit)
-    cache = ShardCache(tmp_path / "limited", limit)
-    got, most = Counter(), 0
-    for batch in loader:
-        got.update(zip(batch.keys, batch.labels.tolist(), strict=True))
-        most = max(most, cache.used_bytes())
-    assert got == want and 0 < most <= limit and loader.stats.counters["cache_evictions"] > 0
-    assert cache_problems(tmp_path / "limited", sha) == []
+    limit, most, counters = 12_000_000, {}, {}
+    for policy in ("auto", "lru"):
+        loader = _cached_loader(url, manifest, tmp_path / policy, limit, policy)
+        cache = ShardCache(tmp_path / policy, limit)
+        got, most[policy] = Counter(), 0
+        for batch in loader:
+            got.update(zip(batch.keys, batch.labels.tolist(), strict=True))
+            most[policy] = max(most[policy], cache.used_bytes())
+        counters[policy] = loader.stats.counters
+        assert got == want and 0 < most[policy] <= limit, policy
+        assert cache_problems(tmp_path / policy, sha) == [], policy
+    assert counters["auto"]["cache_evictions"] == 0 and counters["auto"]["cache_bypassed"] > 0
+    assert counters["lru"]["cache_evictions"] > 0 and counters["lru"]["cache_bypassed"] == 0
     print(
         f"figures: 34 MB dataset on a 10 MiB cache disk: {c['cache_evictions']} evictions, "
         f"{c['bytes_transferred']} bytes fetched for {manifest.total_bytes}, {sum(got.values())} samples "
-        f"verified; under a 12 MB limit: at most {most} bytes cached, "
-        f"{loader.stats.counters['cache_evictions']} evictions; 0 lost, 0 torn entries"
+        f"verified; under a 12 MB limit at most {most} bytes cached, static read through "
+        f"{counters['auto']['cache_bypassed']} shards, lru evicted {counters['lru']['cache_evictions']}; "
+        "0 lost, 0 torn entries"
     )
 
 
