@@ -17,11 +17,12 @@ import time
 import zlib
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
 import fsspec
+import fsspec.asyn
 
 RETRYABLE_CODES = {
     "SlowDown",
@@ -45,6 +46,11 @@ DEADLINE_KEY = "deadline_s"
 # a common Ceph RGW setup): each shard is read from one of them, chosen by its URL, and a retry
 # goes to the next, so the reads spread over the gateways and one that fails is stepped around.
 ENDPOINTS_KEY = "endpoint_urls"
+
+
+def fsspec_options(storage_options: dict) -> dict:
+    """The storage options fsspec itself takes: ours (the deadline, the endpoints) left out."""
+    return {k: v for k, v in storage_options.items() if k not in (DEADLINE_KEY, ENDPOINTS_KEY)}
 
 
 class ObjectStoreError(OSError):
@@ -283,6 +289,8 @@ class ObjectReader:
                     self.stats.by_endpoint[index] = self.stats.by_endpoint.get(index, 0) + 1
             try:
                 result = fn(self._filesystems[index])
+            except _WriteFailed as failed:  # our disk, not the store: no request fault, no retry
+                raise failed.error from None
             except Exception as exc:
                 kind = classify(exc)
                 with self._lock:
@@ -356,11 +364,23 @@ class ObjectReader:
         }
 
     def read_range(self, url: str, start: int, end: int) -> bytes:
-        """Bytes [start, end) of the object, exactly: a short body is a fault like any other, and
-        the rest is fetched rather than a torn range handed back. Up to ``attempts`` short bodies
-        per range; each of those GETs has its own ``attempts`` for errors (so a range costs at most
+        """Bytes [start, end) of the object, exactly (see _range), in memory."""
+        parts: list[bytes] = []
+
+        def get(fs: Any, at: int) -> int:
+            parts.append(fs.cat_file(url, start=at, end=end))  # one body, read whole: one copy
+            return len(parts[-1])
+
+        self._range(url, start, end, get)
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+
+    def _range(self, url: str, start: int, end: int, get: Callable[[Any, int], int]) -> None:
+        """Bytes [start, end) of the object through ``get(fs, at)``, which GETs [at, end), hands the
+        bytes on and says how many came: exactly, for a short body is a fault like any other and
+        the rest is fetched rather than a torn range handed on. Up to ``attempts`` short bodies per
+        range; each of those GETs has its own ``attempts`` for errors (so a range costs at most
         attempts² requests)."""
-        parts, pos, t_first = [], start, time.monotonic()
+        pos, t_first = start, time.monotonic()
         for attempt in range(self.policy.attempts):
             if attempt and self._past_deadline(t_first):
                 raise DeadlineExceeded(
@@ -373,9 +393,7 @@ class ObjectReader:
                         f"the bodies stopped short: {pos - start} of {end - start} bytes",
                     ),
                 )
-            data = self._call("GET", url, lambda fs, at=pos: fs.cat_file(url, start=at, end=end), len)
-            parts.append(data)
-            pos += len(data)
+            pos += self._call("GET", url, lambda fs, at=pos: get(fs, at), int)
             if pos >= end:
                 if pos > end:
                     raise ObjectStoreError(
@@ -383,7 +401,7 @@ class ObjectReader:
                         f"{self._where('GET', url)}: asked for bytes {start}-{end}, got {pos - start}: "
                         "the server ignored the Range header",
                     )
-                return parts[0] if len(parts) == 1 else b"".join(parts)
+                return
             with self._lock:
                 self.stats.fault("truncated_body")
                 if attempt + 1 == self.policy.attempts:
@@ -406,13 +424,55 @@ class ObjectReader:
         return [(s, min(size, s + self.part_bytes)) for s in range(0, size, self.part_bytes)] or [(0, 0)]
 
     def download(self, url: str, out: BinaryIO, size: int | None = None) -> int:
-        """Write the whole object to ``out`` with up to ``concurrency`` ranged GETs in flight."""
+        """Write the whole object to ``out`` with up to ``concurrency`` ranged GETs in flight.
+
+        Into a real file each GET's body is written where it belongs as it arrives (``pwrite``),
+        never held whole in memory and copied again: the cache's cold epoch costs what a plain
+        download does (benchmarks/bench_cache.py). ``out`` is left positioned after the object."""
         size = self.info(url)["size"] if size is None else size
-        written = 0
-        for chunk in self._ordered(url, self._ranges(size)):
-            out.write(chunk)
-            written += len(chunk)
-        return written
+        try:
+            fd = out.fileno()
+        except (AttributeError, OSError):  # io.UnsupportedOperation is an OSError: in memory
+            fd = None
+        if fd is None:
+            for chunk in self._ordered(url, self._ranges(size)):
+                out.write(chunk)
+            return size
+        out.flush()
+        base = out.tell()
+        self._download_into(url, fd, base, self._ranges(size))
+        out.seek(base + size)
+        return size
+
+    def _download_into(self, url: str, fd: int, base: int, ranges: list[tuple[int, int]]) -> None:
+        """Every range GET into the file at ``base`` + its offset; all of them have ended (done,
+        failed or never started) before this returns, so none writes to the descriptor later."""
+        stop = threading.Event()
+
+        def write(at: int, chunk: bytes) -> None:
+            view = memoryview(chunk)
+            try:
+                while view:
+                    n = os.pwrite(fd, view, base + at)
+                    view, at = view[n:], at + n
+            except OSError as exc:
+                raise _WriteFailed(exc) from None
+
+        def one(start: int, end: int) -> None:
+            if not stop.is_set():
+                self._range(url, start, end, lambda fs, at: _get_into(fs, url, at, end, write))
+
+        if len(ranges) == 1:
+            one(*ranges[0])
+            return
+        futures = [self._executor().submit(one, *r) for r in ranges]
+        try:
+            for f in futures:
+                f.result()
+        except BaseException:
+            stop.set()  # the ranges not yet started give up; those running end on their own
+            wait(futures)
+            raise
 
     def _ordered(self, url: str, ranges: list[tuple[int, int]]):
         """Yield the ranges' bytes in order, keeping ``concurrency`` GETs in flight ahead of the reader."""
@@ -439,6 +499,51 @@ class ObjectReader:
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = None
+
+
+class _WriteFailed(Exception):
+    """Writing a body to the local file failed (a full disk): the caller's error, not a fault of
+    the store, so it passes through the retries as the OSError it carries."""
+
+    def __init__(self, error: OSError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+STREAM_CHUNK = 2**20
+
+
+def _get_into(fs: Any, url: str, start: int, end: int, write: Callable[[int, bytes], None]) -> int:
+    """One GET of bytes [start, end), each piece handed to ``write(offset, bytes)`` as it arrives;
+    the number of bytes that came. An S3 body is streamed (s3fs' own client, as its get_file
+    does); other stores' reads come whole. A server that ignores the Range is cut short past
+    ``end`` (the caller sees the overrun)."""
+    if end <= start:
+        return 0
+    if not hasattr(fs, "_call_s3"):
+        data = fs.cat_file(url, start=start, end=end)
+        write(start, data)
+        return len(data)
+    bucket, key, version = fs.split_path(url)
+
+    async def get() -> int:
+        version_kw = {"VersionId": version} if version else {}
+        response = await fs._call_s3(
+            "get_object", Bucket=bucket, Key=key, Range=f"bytes={start}-{end - 1}", **version_kw
+        )
+        body, at = response["Body"], start
+        try:
+            while chunk := await body.read(STREAM_CHUNK):
+                if at < end:  # never past the range, into the next one's bytes
+                    write(at, chunk[: end - at])
+                at += len(chunk)
+                if at > end:
+                    break
+        finally:
+            body.close()
+        return at - start
+
+    return fsspec.asyn.sync(fs.loop, get)
 
 
 def _env_endpoint() -> str | None:

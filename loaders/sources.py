@@ -23,7 +23,7 @@ from typing import BinaryIO
 import fsspec
 
 from .instrument import StageStats
-from .objectstore import DEADLINE_KEY
+from .objectstore import DEADLINE_KEY, fsspec_options
 from .throttle import Throttle, ThrottledFile, ThrottleSpec
 
 OBJECT_PROTOCOLS = ("s3", "s3a", "rados")
@@ -107,7 +107,7 @@ class ShardSource:
         return float(value) if value else None
 
     def _fsspec_options(self) -> dict:
-        return {k: v for k, v in self.spec.storage_options.items() if k != DEADLINE_KEY}
+        return fsspec_options(self.spec.storage_options)
 
     @contextlib.contextmanager
     def _open_raw(self, url: str, protocol: str) -> Iterator[BinaryIO]:
