@@ -128,15 +128,16 @@ def render_html(summaries: list[CellSummary], steps: dict[str, pa.Table], title:
     def svg(text: str | None) -> Markup | None:
         return Markup(text) if text is not None else None
 
+    styles = plots.cell_styles(summaries)  # one cell, one look, in every figure
     figures = {
-        "throughput": svg(plots.throughput_svg(summaries, "throughput")),
-        "attribution": svg(plots.attribution_svg(summaries, "attribution")),
-        "au_workers": svg(plots.au_workers_svg(summaries, "au-workers")),
-        "wait": svg(plots.wait_cdf_svg(steps, "wait")),
+        "throughput": svg(plots.throughput_svg(summaries, styles, "throughput")),
+        "attribution": svg(plots.attribution_svg(summaries, styles, "attribution")),
+        "au_workers": svg(plots.au_workers_svg(summaries, styles, "au-workers")),
+        "wait": svg(plots.wait_cdf_svg(steps, styles, "wait")),
         "timeline": svg(
             plots.timeline_svg(one_rank(steps[shown[0].cell_id], shown[1]), "timeline") if shown else None
         ),
-        "cache_hit": svg(plots.cache_hit_svg(summaries, "cache-hit")),
+        "cache_hit": svg(plots.cache_hit_svg(summaries, styles, "cache-hit")),
     }
     return (
         _environment()

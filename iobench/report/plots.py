@@ -13,14 +13,17 @@ from __future__ import annotations
 
 import functools
 import io
+import json
 import re
 from collections import defaultdict
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from iobench.results.codec import to_json
 from iobench.results.spec import CellSpec
 from iobench.results.summary import CellSummary
 
@@ -86,7 +89,69 @@ def _svg(fig: Figure, prefix: str) -> str:
 
 
 def _ok(summaries: list[CellSummary]) -> list[CellSummary]:
-    return [s for s in summaries if s.ok and s.metrics is not None]
+    """The measured cells, grouped by tier: the order of every figure's bars and legend."""
+    return sorted(
+        (s for s in summaries if s.ok and s.metrics is not None), key=lambda s: (s.cell.tier_name, s.cell_id)
+    )
+
+
+# a loader setup's marker and a worker count's line style: a run of at most 9 setups and 6 worker
+# counts draws every cell of a tier differently, and at most 20 tiers keep their colours apart
+_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">")
+_LINESTYLES: tuple[Any, ...] = ("-", "--", ":", "-.", (0, (5, 1, 1, 1, 1, 1)), (0, (1, 1)))
+
+
+@dataclass(frozen=True)
+class CellStyle:
+    """How every figure draws one cell: its tier's colour, its loader setup's marker (the loader
+    and everything else about the cell but its tier and workers: cache state, layout, batch...) and
+    its worker count's line style."""
+
+    colour: str
+    marker: str
+    linestyle: Any  # a matplotlib line style: a name or an (offset, dashes) pair
+
+    def line(self) -> dict[str, Any]:
+        """Keyword arguments that draw a line (or a marker) in this style."""
+        return {
+            "color": self.colour,
+            "marker": self.marker,
+            "ls": self.linestyle,
+            "ms": 5,
+            "mec": "black",
+            "mew": 0.5,
+        }
+
+
+def _setup(cell: CellSpec) -> str:
+    """The cell less its id, tier and workers: two cells of a tier and worker count differ in it."""
+    spec = to_json(cell)
+    del spec["cell_id"], spec["tier"], spec["loader"]["workers"]
+    return json.dumps(spec, sort_keys=True)
+
+
+def cell_styles(summaries: list[CellSummary]) -> dict[str, CellStyle]:
+    """Each measured cell's style, by cell id, in the figures' order: tiers take tab10's colours,
+    tab20's past ten tiers; the same setup or worker count has the same marker or line style in
+    every tier."""
+    require_matplotlib()
+    from matplotlib import colormaps
+    from matplotlib.colors import to_hex
+
+    cells = [s.cell for s in _ok(summaries)]
+    tiers = list(dict.fromkeys(c.tier_name for c in cells))
+    palette = colormaps["tab10" if len(tiers) <= 10 else "tab20"].colors
+    colour = {t: to_hex(palette[i % len(palette)]) for i, t in enumerate(tiers)}
+    setups = {k: i for i, k in enumerate(dict.fromkeys(_setup(c) for c in cells))}
+    workers = {w: i for i, w in enumerate(sorted({c.loader.workers for c in cells}))}
+    return {
+        c.cell_id: CellStyle(
+            colour[c.tier_name],
+            _MARKERS[setups[_setup(c)] % len(_MARKERS)],
+            _LINESTYLES[workers[c.loader.workers] % len(_LINESTYLES)],
+        )
+        for c in cells
+    }
 
 
 HTML_HINT = "pip install 'iobench[html]'"
@@ -114,28 +179,41 @@ def _in_rc(draw):
     return wrapped
 
 
+def _keyed_rows(fig: Figure, cells: list[CellSummary], styles: dict[str, CellStyle], labels: list[str]):
+    """Axes for one horizontal bar per cell, top to bottom, and their y positions. Each row is labelled
+    and keyed: left of the bars, a short line in the cell's style, as the line figures draw it."""
+    key, ax = fig.subplots(1, 2, sharey=True, width_ratios=[1.5, 16])
+    y = np.arange(len(cells))[::-1]
+    for yi, s in zip(y, cells, strict=True):
+        key.plot([0.0, 0.5, 1.0], [yi, yi, yi], markevery=[1], **styles[s.cell_id].line())
+    key.set_xlim(-0.1, 1.1)
+    key.set_xticks([])
+    key.spines[["left", "bottom"]].set_visible(False)
+    key.set_yticks(y, labels)
+    key.tick_params(left=False)
+    ax.tick_params(left=False, labelleft=False)
+    return ax, y
+
+
 @_in_rc
-def throughput_svg(summaries: list[CellSummary], prefix: str) -> str | None:
+def throughput_svg(summaries: list[CellSummary], styles: dict[str, CellStyle], prefix: str) -> str | None:
     """Samples/s per cell, one bar each, coloured by tier; the 95 % interval where repeats gave one."""
-    cells = sorted(_ok(summaries), key=lambda s: (s.cell.tier_name, s.cell_id))
+    cells = _ok(summaries)
     if not cells:
         return None
     fig = _figure(1.2 + 0.32 * len(cells))
-    ax = fig.add_subplot()
-    tiers = list(dict.fromkeys(s.cell.tier_name for s in cells))
-    colours = {t: f"C{i % 10}" for i, t in enumerate(tiers)}
-    y = np.arange(len(cells))[::-1]
+    ax, y = _keyed_rows(fig, cells, styles, [s.cell_id for s in cells])
     values = [s.metrics.samples_per_s for s in cells]  # type: ignore[union-attr]
-    ax.barh(y, values, color=[colours[s.cell.tier_name] for s in cells])
+    ax.barh(y, values, color=[styles[s.cell_id].colour for s in cells])
     for yi, s in zip(y, cells, strict=True):
         sps = s.stability.samples_per_s if s.stability else None
         if sps is not None and sps.ci_low is not None and sps.ci_high is not None:
             ax.plot([max(0.0, sps.ci_low), sps.ci_high], [yi, yi], color="black", lw=1)
             ax.plot([sps.mean], [yi], "k|", ms=8)
-    ax.set_yticks(y, [s.cell_id for s in cells])
     ax.set_xlabel("samples/s (measured steps)")
     ax.set_title("Throughput by tier and loader")
-    fig.legend([_patch(colours[t]) for t in tiers], tiers, title="tier", loc="outside right upper")
+    tiers = {s.cell.tier_name: styles[s.cell_id].colour for s in cells}
+    fig.legend([_patch(c) for c in tiers.values()], list(tiers), title="tier", loc="outside right upper")
     return _svg(fig, prefix)
 
 
@@ -172,23 +250,21 @@ def wall_split(summary: CellSummary) -> tuple[dict[str, float], str]:
 
 
 @_in_rc
-def attribution_svg(summaries: list[CellSummary], prefix: str) -> str | None:
+def attribution_svg(summaries: list[CellSummary], styles: dict[str, CellStyle], prefix: str) -> str | None:
     """One stacked bar per cell: the fraction of wall time the accelerator computed, and where the rest went."""
     cells = _ok(summaries)
     if not cells:
         return None
     fig = _figure(1.6 + 0.32 * len(cells))
-    ax = fig.add_subplot()
-    y = np.arange(len(cells))[::-1]
     splits = [wall_split(s) for s in cells]
+    labels = [f"{s.cell_id} ({src})" for s, (_, src) in zip(cells, splits, strict=True)]
+    ax, y = _keyed_rows(fig, cells, styles, labels)
     left = np.zeros(len(cells))
     for key, label, colour in SEGMENTS:
         widths = np.array([split.get(key, 0.0) for split, _ in splits])
         if widths.any():
             ax.barh(y, widths, left=left, color=colour, label=label)
             left += widths
-    labels = [f"{s.cell_id} ({src})" for s, (_, src) in zip(cells, splits, strict=True)]
-    ax.set_yticks(y, labels)
     ax.set_xlim(0, 1)
     ax.xaxis.set_major_formatter(_percent())
     ax.set_xlabel("share of wall time")
@@ -224,50 +300,83 @@ def _series_label(cell: CellSpec, varying: set[str]) -> str:
     return " / ".join(parts + [str(read(cell)) for k, read in _VARYING.items() if k in varying])
 
 
+def _dodge(n: int, step: float) -> np.ndarray:
+    """x offsets, centred on 0, that set ``n`` series ``step`` apart (closer when there are more than
+    16, so that they span at most 15 steps): series with equal values all stay visible."""
+    return (np.arange(n) - (n - 1) / 2) * min(step, 15 * step / max(n - 1, 1))
+
+
+def _lines_legend(fig: Figure, handles: list, labels: list[str]) -> None:
+    """A legend that names every line, its handles long enough to show their line styles."""
+    fig.legend(handles, labels, loc="outside right upper", handlelength=3.2)
+
+
+def _lines_figure(series: int) -> Figure:
+    """A figure tall enough for a legend of ``series`` lines beside it."""
+    return _figure(max(3.6, 1.0 + 0.19 * series))
+
+
 @_in_rc
-def au_workers_svg(summaries: list[CellSummary], prefix: str) -> str | None:
-    """AU against loader workers, one line per tier/loader (and whatever else varies in the run)."""
+def au_workers_svg(summaries: list[CellSummary], styles: dict[str, CellStyle], prefix: str) -> str | None:
+    """AU against loader workers, one line per tier/loader (and whatever else varies in the run), in
+    its cells' colour and marker; workers being the x axis, the lines are solid."""
     cells = _ok(summaries)
     if not cells:
         return None
     varying = {k for k, read in _VARYING.items() if len({read(s.cell) for s in cells}) > 1}
-    lines: dict[str, list[tuple[int, float]]] = defaultdict(list)
+    lines: dict[tuple[str, str], list[CellSummary]] = defaultdict(list)
     for s in cells:
-        lines[_series_label(s.cell, varying)].append((s.cell.loader.workers, s.metrics.au))  # type: ignore[union-attr]
-    fig = _figure(3.6)
+        lines[(s.cell.tier_name, _setup(s.cell))].append(s)
+    workers = sorted({s.cell.loader.workers for s in cells})
+    fig = _lines_figure(len(lines))
     ax = fig.add_subplot()
     handles = []
-    for points in lines.values():
-        points.sort()
-        handles += ax.plot([p[0] for p in points], [p[1] for p in points], "o-")
+    gap = min(np.diff(workers), default=1)  # between neighbouring worker counts
+    offsets = _dodge(len(lines), 0.04 * gap)
+    for dx, line in zip(offsets, lines.values(), strict=True):
+        line.sort(key=lambda s: s.cell.loader.workers)
+        style = styles[line[0].cell_id].line() | {"ls": "-"}
+        au = [s.metrics.au for s in line]  # type: ignore[union-attr]
+        handles += ax.plot([s.cell.loader.workers + dx for s in line], au, **style)
     ax.axhline(0.9, color="grey", ls="--", lw=1)
     ax.annotate(
         "90 %: accelerator-bound (MLPerf Storage rule)", (0.01, 0.91), xycoords=("axes fraction", "data")
     )
-    workers = sorted({s.cell.loader.workers for s in cells})
     ax.set_xticks(workers)
+    ax.set_xlim(workers[0] - gap / 2, workers[-1] + gap / 2)
     ax.set_ylim(0, 1.05)
     ax.yaxis.set_major_formatter(_percent())
     ax.set_xlabel("loader workers")
     ax.set_ylabel("AU")
     ax.set_title("Accelerator utilisation against loader workers")
-    fig.legend(handles, list(lines), loc="outside right upper")
+    _lines_legend(fig, handles, [_series_label(line[0].cell, varying) for line in lines.values()])
     return _svg(fig, prefix)
 
 
 @_in_rc
-def wait_cdf_svg(steps: dict[str, pa.Table], prefix: str) -> str | None:
+def wait_cdf_svg(steps: dict[str, pa.Table], styles: dict[str, CellStyle], prefix: str) -> str | None:
     """The distribution of the per-step wait, measured steps only, as one CDF per cell."""
     series = {}
-    for cell_id, table in steps.items():
+    for cell_id in (c for c in styles if c in steps):  # the figures' order
+        table = steps[cell_id]
         measured = table.filter(pc.invert(table.column("warmup")))
         if measured.num_rows:
             series[cell_id] = np.sort(measured.column("wait_s").to_numpy() * 1e3)
     if not series:
         return None
-    fig = _figure(3.6)
+    fig = _lines_figure(len(series))
     ax = fig.add_subplot()
-    handles = [ax.step(w, np.arange(1, len(w) + 1) / len(w), where="post")[0] for w in series.values()]
+    handles = [
+        # markers a tenth of the plot apart, each curve's a little further along, so equal curves show
+        ax.step(
+            w,
+            np.arange(1, len(w) + 1) / len(w),
+            where="post",
+            markevery=(0.015 * (i % 6), 0.1),
+            **styles[c].line(),
+        )[0]
+        for i, (c, w) in enumerate(series.items())
+    ]
     # linear below 1 ms, logarithmic above: zero waits and half-second stalls on one axis
     ax.set_xscale("symlog", linthresh=1.0)
     ax.xaxis.set_major_formatter(_plain())  # the default writes mathtext, which is off
@@ -277,7 +386,7 @@ def wait_cdf_svg(steps: dict[str, pa.Table], prefix: str) -> str | None:
     ax.set_xlabel("wait per step, ms (linear below 1 ms, log above)")
     ax.set_ylabel("steps with at most this wait")
     ax.set_title("Wait-time distribution (measured steps)")
-    fig.legend(handles, list(series), loc="outside right upper")
+    _lines_legend(fig, handles, list(series))
     return _svg(fig, prefix)
 
 
@@ -318,8 +427,9 @@ def timeline_svg(steps: pa.Table, prefix: str) -> str | None:
 
 
 @_in_rc
-def cache_hit_svg(summaries: list[CellSummary], prefix: str) -> str | None:
-    """Shard-cache hit ratio per epoch, one line per cell that has a cache."""
+def cache_hit_svg(summaries: list[CellSummary], styles: dict[str, CellStyle], prefix: str) -> str | None:
+    """Shard-cache hit ratio per epoch, one line per cell that has a cache, each a little to the
+    side of its epoch so that cells with equal ratios all show."""
     series = {}
     for s in _ok(summaries):
         points = [(e.epoch + 1, e.cache_hit_ratio) for e in s.epochs if e.cache_hit_ratio is not None]
@@ -327,14 +437,17 @@ def cache_hit_svg(summaries: list[CellSummary], prefix: str) -> str | None:
             series[s.cell_id] = points
     if not series:
         return None
-    fig = _figure(3.2)
+    fig = _lines_figure(len(series))
     ax = fig.add_subplot()
-    handles = [ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-")[0] for pts in series.values()]
+    handles = [
+        ax.plot([p[0] + dx for p in pts], [p[1] for p in pts], **styles[c].line())[0]
+        for dx, (c, pts) in zip(_dodge(len(series), 0.04), series.items(), strict=True)
+    ]
     ax.set_xticks(sorted({p[0] for points in series.values() for p in points}))
     ax.set_ylim(0, 1.05)
     ax.yaxis.set_major_formatter(_percent())
-    ax.set_xlabel("epoch")
+    ax.set_xlabel("epoch (each cell's points a little to one side, so equal ratios all show)")
     ax.set_ylabel("cache hit ratio")
     ax.set_title("Shard-cache hit ratio per epoch")
-    fig.legend(handles, list(series), loc="outside right upper")
+    _lines_legend(fig, handles, list(series))
     return _svg(fig, prefix)
