@@ -17,6 +17,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from iobench.host.cachedir import cache_dir
+
 # Daemon names ($name in ceph.conf). Their pid files are run/<name>.pid.
 MON, MGR, OSD, RGW, MDS, FUSE = "mon.a", "mgr.x", "osd.0", "client.rgw.x", "mds.a", "ceph-fuse"
 # `iobench lab restart DAEMON` names them by kind; the order is the start order
@@ -324,10 +326,8 @@ class LabInfo:
 
 
 def default_lab_dir() -> Path:
-    """``$IOBENCH_CACHE/lab``, else ``$XDG_CACHE_HOME/iobench/lab``, else ``~/.cache/iobench/lab``."""
-    if os.environ.get("IOBENCH_CACHE"):
-        return Path(os.environ["IOBENCH_CACHE"]) / "lab"
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "iobench" / "lab"
+    """``lab`` in iobench's cache directory (``$IOBENCH_CACHE``, else the XDG cache's ``iobench``)."""
+    return cache_dir() / "lab"
 
 
 def read_env(lab_dir: str | os.PathLike[str]) -> dict[str, str]:
