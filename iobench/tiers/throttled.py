@@ -25,6 +25,8 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any, ClassVar
 
+import psutil
+
 from iobench.host.units import parse_bandwidth
 from loaders.throttle import ThrottleSpec, default_burst
 
@@ -216,30 +218,39 @@ class ThrottledTier(Tier):
         )
 
 
+STATE_PREFIX = "iobench-throttle-"
+OWNER_FILE = "owner"
+
+
 def _new_state_file(config: Mapping[str, Any]) -> str:
     """The bucket file. Under torchrun every rank of the job on this host opens the same one (named
     by the job's run id and this tier's settings): the host's link is shared, as a real one is.
-    Otherwise a private one, which the loader's workers inherit through the spec."""
+    Otherwise a private one, which the loader's workers inherit through the spec.
+
+    Its directory names the process whose life bounds it (``owner``): this one, or under torchrun
+    the agent that outlives every rank. The owner's exit removes it; what a killed process left
+    behind, the next throttled tier on the host removes."""
     # tmpfs when there is one: the bucket is updated on every read, and must never wait on a disk
     base = (
         "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else tempfile.gettempdir()
     )
+    _remove_orphans(base)
     job = os.environ.get("TORCHELASTIC_RUN_ID")
     if job:
         digest = hashlib.sha1(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:12]
         directory = os.path.join(
-            base, f"iobench-throttle-{os.getuid()}-{re.sub(r'[^A-Za-z0-9]', '', job)}-{digest}"
+            base, f"{STATE_PREFIX}{os.getuid()}-{re.sub(r'[^A-Za-z0-9]', '', job)}-{digest}"
         )
         os.makedirs(directory, mode=0o700, exist_ok=True)
-        owner = (
-            os.getpid() if os.environ.get("LOCAL_RANK", "0") == "0" else -1
-        )  # the host's first rank cleans up
+        owner, remover = os.getppid(), (os.getpid() if os.environ.get("LOCAL_RANK", "0") == "0" else -1)
     else:
-        directory = tempfile.mkdtemp(prefix="iobench-throttle-", dir=base)
-        owner = os.getpid()
+        directory = tempfile.mkdtemp(prefix=f"{STATE_PREFIX}{os.getuid()}-", dir=base)
+        owner = remover = os.getpid()
+    with open(os.path.join(directory, OWNER_FILE), "w") as f:
+        f.write(str(owner))
     path = os.path.join(directory, "bucket")
     os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600))
-    atexit.register(_remove_state, directory, owner)
+    atexit.register(_remove_state, directory, remover)  # the host's first rank cleans up
     return path
 
 
@@ -247,3 +258,19 @@ def _remove_state(directory: str, owner: int) -> None:
     if os.getpid() == owner:  # a forked child inherits the handler but not the ownership
         with contextlib.suppress(OSError):
             shutil.rmtree(directory)
+
+
+def _remove_orphans(base: str) -> None:
+    """Remove this user's bucket directories whose owner has exited (killed before its atexit)."""
+    for name in os.listdir(base):
+        if not name.startswith(f"{STATE_PREFIX}{os.getuid()}-"):
+            continue
+        directory = os.path.join(base, name)
+        try:
+            with open(os.path.join(directory, OWNER_FILE)) as f:
+                owner = int(f.read())
+        except (OSError, ValueError):  # being made right now, or not ours to judge
+            continue
+        if not psutil.pid_exists(owner):
+            with contextlib.suppress(OSError):
+                shutil.rmtree(directory)

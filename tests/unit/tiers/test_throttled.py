@@ -370,3 +370,29 @@ def test_only_the_named_ranks_are_throttled(tiny_dataset, monkeypatch):
         make_tier(
             {"kind": "throttled", "inner": {"kind": "local", "path": "/x"}, "latency_ms": 5, "only_ranks": []}
         )
+
+
+def test_a_bucket_directory_whose_owner_was_killed_is_removed_by_the_next_tier(tiny_dataset, tmp_path):
+    """A cell killed before its atexit leaves its bucket directory behind; the next throttled tier
+    on the host removes every one whose owner has exited, and none whose owner lives."""
+    import subprocess
+    import sys
+
+    from iobench.tiers import throttled
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True)
+    left = {}
+    for who, pid in (("dead", int(dead.stdout)), ("alive", os.getpid())):
+        left[who] = tmp_path / f"{throttled.STATE_PREFIX}{os.getuid()}-{who}"
+        left[who].mkdir()
+        (left[who] / throttled.OWNER_FILE).write_text(str(pid))
+    throttled._remove_orphans(str(tmp_path))
+    assert not left["dead"].exists() and left["alive"].exists()
+
+    tier = make_tier(
+        {"kind": "throttled", "inner": {"kind": "local", "path": str(tiny_dataset)}, "bandwidth": "1GB/s"}
+    )
+    state = Path(tier.throttle_spec().state_path).parent
+    assert (state / throttled.OWNER_FILE).read_text() == str(os.getpid())
+    throttled._remove_state(str(state), os.getpid())
+    assert not state.exists()
