@@ -216,6 +216,9 @@ def test_the_estimate_follows_the_documented_model():
     twice = estimate_cell(cell, 10_000, 1, RATE, sample_bytes=2 * REFERENCE_SAMPLE_BYTES)
     assert twice.samples_per_s == pytest.approx(450.0)
     assert est.seconds == pytest.approx(CELL_START_S + RUN_START_S + 640 / 900)
+    # read without decoding, the accelerator sets the pace, not one core's decode
+    undecoded = replace(cell, loader=replace(cell.loader, decode=False))
+    assert estimate_cell(undecoded, 10_000, 1, RATE).samples_per_s == pytest.approx(7000.0)
     cell = replace(
         cell,
         accelerator=replace(cell.accelerator, type="custom", samples_per_s=100.0, count=2),  # demand caps
