@@ -10,7 +10,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from iobench.cell import process
+from iobench.recommend.calibrate import load_cells
 from iobench.results.spec import AcceleratorSpec, CellSpec, LoaderSettings, MinMeasure, RunSettings
+from iobench.results.store import cell_summaries
 from tests.helpers.runs import exact_epochs
 
 
@@ -55,3 +57,9 @@ def test_the_mlperf_mode_reads_every_byte_decodes_nothing_and_its_au_is_dlios(tm
         wall = steps[-1]["t_end"] - steps[0]["t_end"]
         assert au == pytest.approx(sum(r["compute_s"] for r in steps[1:]) / wall)
     assert s.mlperf.au_mean == pytest.approx(sum(s.mlperf.epoch_au) / 2)
+    # the summary as written says so, and recommend does not price decoding from a cell that did none
+    (written,) = cell_summaries(tmp_path)
+    assert (
+        written.mlperf is not None and written.mlperf.reading == "mlperf" and not written.cell.loader.decode
+    )
+    assert load_cells([tmp_path]) == []
