@@ -12,6 +12,7 @@ from iobench.analysis.metrics import compute_metrics, dlio_au, epoch_dlio_au
 from iobench.analysis.mlperf import mlperf_figures, reading_of
 from iobench.cell.demand import lookup_demand, mlperf_au_threshold
 from iobench.cell.steploop import StepLog, epoch_rows
+from iobench.report.html import render_html
 from iobench.report.mlperf import decoding_adds, mlperf_view
 from iobench.results.figures import StepRow
 from loaders import StageStats
@@ -114,6 +115,9 @@ def test_the_report_says_what_decoding_adds_beside_the_mlperf_mode_twin():
     console.print(mlperf_view([a, b, c]))
     text = console.export_text()
     assert "mlperf" in text and "decoding adds" in text
+    pytest.importorskip("matplotlib")
+    page = render_html([a, b, c], {}, "pair")
+    assert "What decoding adds" in page and "MLPerf mode: each sample&#39;s bytes read in full" in page
 
 
 def _one_epoch(s):
