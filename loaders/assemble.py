@@ -23,7 +23,9 @@ END, STALE = "end", "stale"
 
 @dataclass
 class Batch:
-    """What every loader backend yields: images N x 3 x H x W uint8 (channels_last), labels int64."""
+    """What every loader backend yields: images N x 3 x H x W uint8 (channels_last), labels int64;
+    or, read without decoding (``decode=False``), no images but each sample's byte length (``sizes``,
+    int64), so nothing passes for an image that was never decoded."""
 
     images: torch.Tensor | None
     labels: torch.Tensor | None
@@ -43,6 +45,7 @@ class Batch:
     # not a batch but a signal from a reader: END (its share of ``epoch`` is complete) or STALE
     # (its stream was abandoned, the loader is starting another)
     marker: str | None = None
+    sizes: torch.Tensor | None = None
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -50,14 +53,23 @@ class Batch:
     @property
     def delivers(self) -> bool:
         """A batch the consumer receives (a training step), as opposed to counters or a marker."""
-        return self.images is not None or self.in_ring is not None
+        return self.images is not None or self.in_ring is not None or self.sizes is not None
+
+    @property
+    def data(self) -> torch.Tensor | None:
+        """What a training step consumes: the images, or the byte lengths of a batch not decoded."""
+        return self.images if self.images is not None else self.sizes
 
     @classmethod
-    def empty(cls, image_size: int, **tags) -> Batch:
+    def empty(cls, image_size: int | None, **tags) -> Batch:
         """A batch of no samples: what a reader yields when skipped samples left it short of the
-        batches its plan promised, so that every rank still takes the same number of steps."""
+        batches its plan promised, so that every rank still takes the same number of steps.
+        ``image_size`` None: a batch of byte lengths (read without decoding)."""
+        labels = torch.empty(0, dtype=torch.int64)
+        if image_size is None:
+            return cls(None, labels, sizes=torch.empty(0, dtype=torch.int64), **tags)
         images = torch.empty((0, image_size, image_size, 3), dtype=torch.uint8).permute(0, 3, 1, 2)
-        return cls(images, torch.empty(0, dtype=torch.int64), **tags)
+        return cls(images, labels, **tags)
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
@@ -98,12 +110,15 @@ class BatchAssembler:
 
     ``shared``: the batch goes to another process, so its buffer is shared memory: a slot of
     ``ring`` (this worker's number ``ring_owner``) when one is free, else a new torch segment.
+
+    ``image_size`` None: samples read without decoding; ``add`` takes each one's byte length, and
+    no image buffer is ever allocated.
     """
 
     def __init__(
         self,
         batch_size: int,
-        image_size: int,
+        image_size: int | None,
         *,
         shared: bool = False,
         stats: StageStats | None = None,
@@ -117,6 +132,7 @@ class BatchAssembler:
         self._slots: np.ndarray | None = None  # the same buffer, as numpy
         self.labels: list[int] = []
         self.keys: list[str] = []
+        self.sizes: list[int] = []
         self.stats = stats or StageStats()
         self.consumed = 0  # samples of the reader's stream this batch accounts for (resume)
 
@@ -128,6 +144,8 @@ class BatchAssembler:
         return len(self.keys) == self.batch_size
 
     def slot(self) -> np.ndarray:
+        if self.image_size is None:
+            raise TypeError("a batch read without decoding has no image slots")
         if self._images is None:
             with Stopwatch(self.stats, "collate"):
                 self._images = self._allocate()
@@ -138,8 +156,13 @@ class BatchAssembler:
         self.labels.append(label)
         self.keys.append(key)
 
-    def add(self, image: np.ndarray, label: int, key: str) -> None:
-        """An image made elsewhere (a mapper thread): copied into its slot."""
+    def add(self, image: np.ndarray | int, label: int, key: str) -> None:
+        """An image made elsewhere (a mapper thread): copied into its slot; in a batch read without
+        decoding, the sample's byte length."""
+        if self.image_size is None:
+            self.sizes.append(int(image))  # type: ignore[arg-type]
+            self.commit(label, key)
+            return
         slot = self.slot()
         with Stopwatch(self.stats, "collate"):
             slot[...] = image
@@ -148,10 +171,12 @@ class BatchAssembler:
     def take(self, *, drop_partial: bool = False) -> Batch | None:
         """The batch so far, and a fresh assembler state. A partial batch under ``drop_partial`` loses
         its images but keeps its counters (errors and bytes must still reach the consumer)."""
-        n, stats, consumed, keys, labels, images, ring_slot = (
+        n, stats, consumed, keys, labels, images, ring_slot, sizes = (
             len(self.keys), self.stats, self.consumed, self.keys, self.labels, self._images, self._ring_slot,
+            self.sizes,
         )  # fmt: skip
         self._images, self.labels, self.keys, self.stats, self.consumed = None, [], [], StageStats(), 0
+        self.sizes = []
         self._slots = None
         self._ring_slot = None
         delivered = bool(n and (n == self.batch_size or not drop_partial))
@@ -166,6 +191,10 @@ class BatchAssembler:
         if delivered:
             with Stopwatch(stats, "collate"):
                 label_tensor = torch.tensor(labels, dtype=torch.int64)
+            if self.image_size is None:
+                return Batch(
+                    None, label_tensor, keys, stats, consumed, sizes=torch.tensor(sizes, dtype=torch.int64)
+                )
             assert images is not None
             return Batch(images[:n].permute(0, 3, 1, 2), label_tensor, keys, stats, consumed)
         stats.samples -= n  # a dropped tail was decoded but is not delivered

@@ -43,6 +43,14 @@ class PipelineSpec:
     on_error: str = "skip"
     drop_last: bool = False
     max_member_bytes: int = DEFAULT_MAX_MEMBER_BYTES
+    # False: each sample's bytes are read in full but neither decoded nor augmented, as MLPerf
+    # Storage's workloads read; batches then carry the samples' byte lengths, not images
+    decode: bool = True
+
+    @property
+    def image_size(self) -> int | None:
+        """The side of a batch's images; None for batches of byte lengths (``decode=False``)."""
+        return self.augment.size if self.decode else None
 
     def __post_init__(self) -> None:
         if self.on_error not in ERROR_POLICIES:
@@ -88,6 +96,9 @@ class LoaderConfig:
     on_error: str = "skip"
     drop_last: bool = False
     max_member_bytes: int = DEFAULT_MAX_MEMBER_BYTES
+    # False: read each sample's bytes in full without decoding them (MLPerf Storage's reading);
+    # batches carry ``sizes`` (bytes per sample) and no images. Backends that declare it only.
+    decode: bool = True
     # uint8 on the host stays the default output; with a device the batch is moved there, and
     # normalize=True turns it into normalised float32 on that device (cheap on a GPU, not in workers)
     normalize: bool = False
@@ -150,6 +161,7 @@ class LoaderConfig:
             on_error=self.on_error,
             drop_last=self.drop_last,
             max_member_bytes=self.max_member_bytes,
+            decode=self.decode,
         )
 
     def source_spec(self) -> SourceSpec:

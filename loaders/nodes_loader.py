@@ -103,9 +103,9 @@ class _FullBatches(BaseNode[Batch]):
         if self._done:
             if self.planned is not None and self.made < self.planned:
                 self.made += 1
-                return Batch.empty(self.spec.augment.size)
+                return Batch.empty(self.spec.image_size)
             raise StopIteration
-        batch = BatchAssembler(self.spec.batch_size, self.spec.augment.size, stats=self.first)
+        batch = BatchAssembler(self.spec.batch_size, self.spec.image_size, stats=self.first)
         self.first = None
         while not batch.full:
             try:
@@ -218,7 +218,7 @@ class NodesLoader(ResumableLoader):
             for batch in runner:
                 self.stats.merge(batch.stats)
                 self._cursor.count(batch)
-                if batch.images is None:
+                if not batch.delivers:
                     continue
                 yield deliver(batch, self.config)
         finally:

@@ -1,4 +1,5 @@
 """The backend-neutral sample pipeline: shards -> samples -> shuffle -> decode/augment -> batches.
+With ``decode=False`` the samples are read in full and batched as byte lengths, undecoded.
 
 Every loader backend (DataLoader workers, torchdata.nodes, ...) runs these same steps, so a sweep
 compares backends rather than accidental differences in the work done.
@@ -139,9 +140,10 @@ def sample_rng(base: int, sample: Sample) -> random.Random:
 
 def process_sample(
     sample: Sample, spec: PipelineSpec, rng: random.Random, stats: StageStats, out: np.ndarray | None = None
-) -> tuple[np.ndarray, int, str] | None:
+) -> tuple[np.ndarray | int, int, str] | None:
     """Decode and augment one sample (into ``out`` when given), adding its bytes, stage times and
-    errors to ``stats``.
+    errors to ``stats``. Under ``spec.decode=False`` the image's byte length takes the image's
+    place: its bytes were read (and counted) all the same, and no decode or augment time accrues.
 
     Returns ``None`` for a sample skipped under ``on_error="skip"``; raises :class:`SampleError`
     under ``"fail"``. Errors never sleep or retry.
@@ -151,6 +153,9 @@ def process_sample(
     try:
         label = label_of(sample)
         data = image_of(sample)
+        if not spec.decode:
+            stats.samples += 1
+            return len(data), label, sample.key
         with Stopwatch(stats, "decode"):
             try:
                 image = decode_jpeg(data)
@@ -190,14 +195,18 @@ def batches(
     """
     base = rng.getrandbits(64)
     batch = BatchAssembler(
-        spec.batch_size, spec.augment.size, shared=shared, stats=start, ring=ring, ring_owner=reader
+        spec.batch_size, spec.image_size, shared=shared, stats=start, ring=ring, ring_owner=reader
     )
     for sample in samples:
         batch.consumed += 1
-        out = process_sample(sample, spec, sample_rng(base, sample), batch.stats, batch.slot())
+        slot = batch.slot() if spec.decode else None
+        out = process_sample(sample, spec, sample_rng(base, sample), batch.stats, slot)
         if out is None:
             continue
-        batch.commit(out[1], out[2])
+        if spec.decode:
+            batch.commit(out[1], out[2])  # the image is already in its slot
+        else:
+            batch.add(*out)
         if batch.full:
             if drain:
                 drain(batch.stats)

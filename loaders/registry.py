@@ -37,6 +37,9 @@ class Backend:
     target: str | LoaderFactory  # "module:attribute" (imported on first use) or the factory
     options: Mapping[str, Option] = field(default_factory=dict)
     install_hint: str = ""
+    # can deliver batches of byte lengths without decoding (LoaderConfig.decode=False); a backend
+    # that decodes inside its own graph (DALI) cannot
+    undecoded: bool = False
 
     def factory(self) -> LoaderFactory:
         if callable(self.target):
@@ -89,6 +92,7 @@ _BUILTIN: dict[str, Backend] = {
         "loaders.torch_loader:ShardLoader.from_config",
         _TORCH,
         "pip install torch",
+        undecoded=True,
     ),
     "nodes": Backend(
         "nodes",
@@ -102,6 +106,7 @@ _BUILTIN: dict[str, Backend] = {
             ),
         },
         "pip install 'iobench[torchdata]'",
+        undecoded=True,
     ),
     "dali": Backend(
         "dali",
@@ -132,13 +137,15 @@ def register_loader(
     *,
     options: Mapping[str, Option] | None = None,
     install_hint: str = "",
+    undecoded: bool = False,
 ) -> None:
     """Add (or replace) a backend: ``factory(config)`` returns an object meeting ``loaders.Loader``;
-    ``options`` declares what it accepts in ``config.options`` (default: its ``options`` attribute)."""
+    ``options`` declares what it accepts in ``config.options`` (default: its ``options`` attribute);
+    ``undecoded``: it honours ``config.decode=False``."""
     if not callable(factory):
         raise TypeError(f"loader factory for {name!r} is not callable")
     declared = options if options is not None else getattr(factory, "options", {})
-    _REGISTERED[name] = Backend(name, factory, dict(declared), install_hint)
+    _REGISTERED[name] = Backend(name, factory, dict(declared), install_hint, undecoded)
 
 
 def _entry_points() -> dict[str, Any]:
@@ -175,10 +182,19 @@ def backend(name: str) -> Backend:
     return found
 
 
+def undecoded_loaders() -> list[str]:
+    """The built-in and registered backends that can read without decoding."""
+    return sorted(n for n, b in {**_BUILTIN, **_REGISTERED}.items() if b.undecoded)
+
+
 def make_loader(name: str, config: LoaderConfig) -> Loader:
     """Build the backend called ``name`` ("torch", "nodes", "dali", or a registered one), its
     ``config.options`` checked against the ones it declares and completed with their defaults."""
     chosen = backend(name)
+    if not config.decode and not chosen.undecoded:
+        raise ValueError(
+            f"loader {name!r} always decodes: decode=False needs {', '.join(undecoded_loaders())}"
+        )
     checked = chosen.check(config.options)
     return chosen.factory()(replace(config, options=checked))
 

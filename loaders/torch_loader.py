@@ -264,7 +264,7 @@ class ShardStream(IterableDataset):
                     break
                 while plan.split == "samples" and made < mine.batches:  # type: ignore[operator]
                     made += 1  # skipped samples left this reader short: every rank steps alike
-                    yield _tagged(Batch.empty(self.spec.augment.size), tags)
+                    yield _tagged(Batch.empty(self.spec.image_size), tags)
                 if not self.continuous:
                     return  # the end of the stream ends the epoch
                 yield _tagged(Batch(None, None, marker=END), tags)
@@ -509,7 +509,7 @@ class ShardLoader(ResumableLoader):
         return batches
 
     def _make_ring(self) -> ShmRing | None:
-        if self.workers == 0:
+        if self.workers == 0 or not self.spec.decode:  # byte lengths travel as a small tensor
             return None
         size = self.spec.augment.size
         # per worker: the batches DataLoader keeps in flight, the one being written, the one the
@@ -587,7 +587,7 @@ class ShardLoader(ResumableLoader):
                 if planned is not None and sum(self._cursor.batches) >= planned:
                     feed.complete = epoch  # a consumer may stop here (zip with range(len(loader)))
                 batch = deliver(batch, self.config)
-                yield batch if self.return_batches else (batch.images, batch.labels)
+                yield batch if self.return_batches else (batch.data, batch.labels)
             feed.complete = epoch
         except GeneratorExit:
             raise

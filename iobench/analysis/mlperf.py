@@ -12,12 +12,30 @@ import statistics
 from collections.abc import Sequence
 
 from iobench.results.figures import EpochFigures, MlperfFigures, PipelineMetrics
+from iobench.results.spec import CellSpec
 
 MIB = 2**20
+# what each way of reading means, for the summary and every report that names it
+READING = {
+    "mlperf": "MLPerf mode: each sample's bytes read in full, not decoded or augmented; MLPerf Storage's compute time",
+    "no decode": "each sample's bytes read in full, not decoded or augmented",
+    "decode": "decoded and augmented, as training does",
+}
+
+
+def reading_of(cell: CellSpec) -> str:
+    """How ``cell`` reads its samples: a key of READING."""
+    if cell.loader.decode:
+        return "decode"
+    return "mlperf" if cell.mlperf_mode else "no decode"
 
 
 def mlperf_figures(
-    epochs: Sequence[EpochFigures], metrics: PipelineMetrics, accelerators: int, threshold: float | None
+    epochs: Sequence[EpochFigures],
+    metrics: PipelineMetrics,
+    accelerators: int,
+    threshold: float | None,
+    read: str = "decode",
 ) -> MlperfFigures | None:
     """None when no epoch has a DLIO AU (fewer than two steps in each)."""
     au = tuple(e.au_mlperf for e in epochs if e.au_mlperf is not None)
@@ -33,4 +51,5 @@ def mlperf_figures(
         passed=None if threshold is None else mean >= threshold,
         samples_per_s=metrics.samples_per_s,
         mib_per_s=metrics.bytes_per_s / MIB,
+        reading=read,
     )

@@ -28,7 +28,9 @@ class Consumer(Protocol):
 
 
 class EmulatedAccelerator:
-    """Holds each batch for batch_size / (rate x count) seconds, as DLIO does.
+    """Holds each batch for batch_size / (rate x count) seconds, as DLIO does. With MLPerf Storage's
+    figure (a computation_time per step of its batch size) that is DLIO's sleep for a full batch of
+    that size, and the same rate per sample for other batch sizes.
 
     It sleeps rather than spins: a real accelerator leaves the host CPU to the loader workers.
     There is no device, so host-to-device time is reported as zero.
@@ -59,6 +61,11 @@ class EmulatedAccelerator:
             "count": self.count,
             "demand": self.demand.kind,
             "samples_per_s_each": self.demand.samples_per_s,
+            **(
+                {"step_s": self.demand.step_s, "step_batch": self.demand.step_batch}
+                if self.demand.step_s
+                else {}
+            ),
             "source": self.demand.source,
         }
 

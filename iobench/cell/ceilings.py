@@ -207,7 +207,7 @@ def prep_ceiling(
         # a short run on a noisy host is mostly start-up and luck: repeat epochs over the copy
         while epochs < PREP_MAX_EPOCHS and (sum(samples) < want or arrivals[-1] - t0 < PREP_MIN_SECONDS):
             for batch in build(epochs):
-                if batch.images is not None:
+                if batch.delivers:
                     arrivals.append(time.perf_counter())
                     samples.append(len(batch))
             epochs += 1

@@ -36,6 +36,9 @@ class Demand:
     kind: str
     samples_per_s: float
     source: str
+    # DLIO's form, where the table gives it: seconds of compute per step of step_batch samples
+    step_s: float | None = None
+    step_batch: int | None = None
 
 
 def lookup_demand(accelerator: str, model: str = "resnet50", kind: str = "training") -> Demand:
@@ -52,7 +55,11 @@ def lookup_demand(accelerator: str, model: str = "resnet50", kind: str = "traini
     if kind not in DEMANDS:
         raise UnknownAccelerator(f"accelerator.demand={kind!r}: allowed values are {', '.join(DEMANDS)}")
     entry = models[model][kind]
-    return Demand(accelerator, model, kind, float(entry["samples_per_s"]), " ".join(entry["source"].split()))
+    source = " ".join(entry["source"].split())
+    if "computation_time_s" in entry:  # one figure, as DLIO writes it: the rate follows from it
+        step_s, batch = float(entry["computation_time_s"]), int(entry["batch_size"])
+        return Demand(accelerator, model, kind, batch / step_s, source, step_s, batch)
+    return Demand(accelerator, model, kind, float(entry["samples_per_s"]), source)
 
 
 def demand_of(acc: AcceleratorSpec) -> Demand | None:

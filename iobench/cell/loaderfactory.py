@@ -50,6 +50,7 @@ def loader_config(
         concurrency=source_options.get("concurrency", 4),
         throttle=source_options.get("throttle"),
         options=dict(loader.options),
+        decode=loader.decode,
     )
 
 

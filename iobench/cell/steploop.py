@@ -79,7 +79,7 @@ def run_steps(
                 break
             t1 = time.perf_counter()
             peer_wait_s = 0.0
-            if sync is not None and batch.images is not None:
+            if sync is not None and batch.delivers:
                 peer_wait_s, everyone = sync.agree(True)
                 if not everyone:  # a peer ran out: the epoch ends for every rank, this batch unused
                     log.all_stats.merge(batch.stats)
@@ -89,11 +89,11 @@ def run_steps(
                     break
             log.all_stats.merge(batch.stats)
             log.epoch_stats[-1].merge(batch.stats)
-            if batch.images is None:  # a stats-only tail from a worker: no step happens
+            if not batch.delivers:  # a stats-only tail from a worker: no step happens
                 continue
             if log.time_to_first_batch_s is None:
                 log.time_to_first_batch_s = t1 - created_at
-            x, y, h2d_s = consumer.h2d(batch.images, batch.labels)
+            x, y, h2d_s = consumer.h2d(batch.data, batch.labels)
             compute_s = consumer.step(x, y)
             allreduce_s = sync.allreduce(compute_s) if sync is not None else 0.0
             t2 = time.perf_counter()

@@ -18,7 +18,7 @@ import torch
 from iobench import __version__
 from iobench.analysis import scale
 from iobench.analysis.honesty import cache_warnings, epoch1_vs_steady, epoch_delta
-from iobench.analysis.mlperf import mlperf_figures
+from iobench.analysis.mlperf import mlperf_figures, reading_of
 from iobench.analysis.repeats import summarize
 from iobench.cell.allreduce import allreduce_model
 from iobench.cell.demand import mlperf_au_threshold
@@ -180,6 +180,7 @@ def cell_files(
             metrics,
             cell.accelerator.count * cell.run.world_size,
             mlperf_au_threshold(cell.accelerator.model),
+            reading_of(cell),
         ),
         repeats=tuple(
             RepeatFigures(

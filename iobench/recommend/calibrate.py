@@ -104,7 +104,9 @@ def load_cells(run_dirs: Iterable[str | Path]) -> list[CellFacts]:
             # one-rank cells: a multi-rank cell's figures are its ranks' together (and, in step,
             # their waits for each other); the at-scale prediction (scale.py) covers those
             one_rank = summary.cell.run.world_size == 1
-            if summary.ok and one_rank and summary.metrics and summary.metrics.samples_per_s:
+            # a cell read without decoding (MLPerf mode) has none of the CPU work the model prices
+            decoded = summary.cell.loader.decode
+            if summary.ok and one_rank and decoded and summary.metrics and summary.metrics.samples_per_s:
                 cells.append(_facts(str(run_dir), summary, read_manifest(run_dir, summary.cell_id)))
     return cells
 

@@ -21,7 +21,8 @@ from ..results.api import load_steps, load_summaries
 from ..results.store import read_manifest
 from ..results.summary import CellSummary
 from . import plots
-from .terminal import at_scale_line, diagnosis_lines, window_cell
+from .mlperf import decoding_adds
+from .terminal import at_scale_line, diagnosis_lines, reading_line, window_cell
 
 REPORT_NAME = "report.html"
 
@@ -63,7 +64,13 @@ def _environment():
         bytes=format_bytes,
         tojson_sorted=lambda value: json.dumps(value, sort_keys=True),
     )
-    env.globals.update(diagnosis=diagnosis_lines, at_scale=at_scale_line, window_cell=window_cell)
+    env.globals.update(
+        diagnosis=diagnosis_lines,
+        at_scale=at_scale_line,
+        window_cell=window_cell,
+        reading=reading_line,
+        decoding_adds=decoding_adds,
+    )
     return env
 
 

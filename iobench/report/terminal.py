@@ -8,7 +8,9 @@ from rich.table import Table
 from rich.text import Text
 
 from iobench.analysis import scale
+from iobench.analysis.mlperf import READING, reading_of
 from iobench.host.units import format_bytes
+from iobench.report.mlperf import decoding_adds
 from iobench.results.figures import RepeatSummary, Window
 from iobench.results.summary import CellSummary
 
@@ -68,6 +70,14 @@ def results_table(summaries: list[CellSummary], title: str = "iobench sweep") ->
     return table
 
 
+def reading_line(s: CellSummary) -> str:
+    """How the cell read its samples, with the compute figure it slept when the table gives DLIO's."""
+    line = READING[reading_of(s.cell)]
+    if s.consumer.get("step_s"):
+        line += f" ({s.consumer['step_s']:g} s per batch of {s.consumer['step_batch']})"
+    return line
+
+
 def window_cell(w: Window | None) -> str:
     """The measured window in a table cell: seconds, steps, and the samples/s interval."""
     if w is None:
@@ -123,6 +133,8 @@ def print_report(
     console = console or Console()
     console.print(results_table(summaries, title))
     _print_cells(summaries, console)
+    for line in decoding_adds(summaries):
+        _say(console, f"\n{line}")
     lines = scaling_lines(summaries)
     if lines:
         console.print(
@@ -140,6 +152,8 @@ def _print_cells(summaries: list[CellSummary], console: Console) -> None:
             continue
         v = s.verdict
         _say(console, f"  {v.headline}")
+        if not s.cell.loader.decode:  # said first: its figures are not a decoding pipeline's
+            _say(console, f"   - {reading_line(s)}")
         for line in v.evidence:
             _say(console, f"   - {line}")
         if len(s.epochs) > 1 or any(e.requests for e in s.epochs):

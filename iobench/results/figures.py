@@ -57,6 +57,10 @@ class MlperfFigures:
     passed: bool | None
     samples_per_s: float  # the measured window's, as the cell's own figure
     mib_per_s: float  # bytes really read over the window, MiB/s (DLIO: samples/s x a nominal record)
+    # how the samples were read (analysis/mlperf.py, READING): "mlperf" (bytes read, not decoded,
+    # MLPerf Storage's compute), "no decode" (the same for another compute), "decode" (decoded and
+    # augmented, as training does; every summary before the mode existed)
+    reading: str = "decode"
 
 
 @dataclass(frozen=True)

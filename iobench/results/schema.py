@@ -161,6 +161,9 @@ COLUMNS: list[Column] = [
     Column("mlperf_au_threshold", pa.float64(), _mlperf(lambda m: m.threshold)),
     Column("mlperf_pass", pa.bool_(), _mlperf(lambda m: m.passed)),
     Column("mib_per_s", pa.float64(), _mlperf(lambda m: m.mib_per_s)),
+    # false: samples read in full but not decoded; mlperf_mode: that, at MLPerf Storage's compute
+    Column("decode", pa.bool_(), lambda s: s.cell.loader.decode),
+    Column("mlperf_mode", pa.bool_(), lambda s: s.cell.mlperf_mode),
     Column("repeats", pa.int32(), _stable("samples_per_s", lambda r: r.n)),
     Column("samples_per_s_ci_low", pa.float64(), _stable("samples_per_s", lambda r: r.ci_low)),
     Column("samples_per_s_ci_high", pa.float64(), _stable("samples_per_s", lambda r: r.ci_high)),

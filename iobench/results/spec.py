@@ -29,6 +29,8 @@ class LoaderSettings:
     shuffle_buffer: int = default("shuffle_buffer")
     layout: str = "shards"
     options: dict[str, Any] = field(default_factory=dict)  # the backend's declared options
+    # False: samples are read in full but not decoded or augmented (MLPerf Storage's reading)
+    decode: bool = True
 
     @property
     def readers(self) -> int:
@@ -122,6 +124,12 @@ class CellSpec:
     @property
     def tier_kind(self) -> str:
         return str(self.tier.get("kind", ""))
+
+    @property
+    def mlperf_mode(self) -> bool:
+        """Does what MLPerf Storage does: reads each sample's bytes without decoding them, for an
+        accelerator emulated at MLPerf Storage's compute time."""
+        return not self.loader.decode and self.accelerator.demand == "mlperf_storage"
 
     def samples_per_repeat(self, samples_in_dataset: int | None) -> int | None:
         """Samples one measured repeat of one rank goes through: its share of the dataset x epochs,

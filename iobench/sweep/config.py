@@ -31,7 +31,7 @@ from iobench.sweep.datasetspec import DATASET_PLACEHOLDER, DatasetSpec, bind_tie
 from iobench.tiers import check_tier_spec
 from loaders.config import ERROR_POLICIES, default
 from loaders.options import OptionError
-from loaders.registry import available_loaders, backend
+from loaders.registry import available_loaders, backend, undecoded_loaders
 
 CUSTOM_ACCELERATOR = "custom"
 RENAMED_TIER_OPTIONS = {"stage": "upload"}  # old name -> new name
@@ -43,6 +43,9 @@ LOADER_KEYS = {
     "prefetch": default("prefetch"),
     "shuffle_buffer": default("shuffle_buffer"),
     "layout": "shards",
+    # false: each sample's bytes read in full, not decoded or augmented (MLPerf Storage's reading);
+    # a list makes a cell of each, so the cell that decodes sits beside the one that does not
+    "decode": [True],
 }
 
 
@@ -57,6 +60,7 @@ class LoaderEntry:
     shuffle_buffer: int
     layout: str = "shards"  # or "objects": one object per sample (iobench dataset objects)
     options: dict[str, Any] = field(default_factory=dict)  # as given; the backend declares them
+    decode: list[bool] = field(default_factory=lambda: [True])
 
     def label(self) -> str:
         """The loader's part of a cell id: its kind, and the options given (``nodes-method_process``)."""
@@ -107,12 +111,15 @@ class SweepConfig:
             ):
                 nodes = self.run.nodes
                 scale = f"-n{nodes}r{ranks}" if nodes > 1 else f"-r{ranks}" if ranks > 1 else ""
-                for workers, batch in itertools.product(loader.workers, loader.batch_size):
+                for workers, batch, decode in itertools.product(
+                    loader.workers, loader.batch_size, loader.decode
+                ):
                     rate = f"{acc.samples_per_s:g}" if acc.samples_per_s else ""
                     acc_label = (
                         f"{acc.type}{rate}x{acc.count}" if acc.kind == "emulated" else f"torch-{acc.model}"
                     )
                     layout = "" if loader.layout == "shards" else f"-{loader.layout}"
+                    layout += "" if decode else "-nodecode"
                     size = f"-{dataset.label}" if several else ""
                     cell_id = slug(
                         f"{tier['name']}{size}{layout}-{loader.label()}-w{workers}-b{batch}-{acc_label}-{cache}{scale}"
@@ -129,6 +136,7 @@ class SweepConfig:
                                 shuffle_buffer=loader.shuffle_buffer,
                                 layout=loader.layout,
                                 options=dict(loader.options),
+                                decode=decode,
                             ),
                             accelerator=acc,
                             cache=cache,
@@ -195,6 +203,15 @@ def _loaders(raw: Any) -> list[LoaderEntry]:
             backend(kind).check(options)
         except OptionError as exc:
             raise ConfigError(f"{where}: {exc}") from None
+        decode = as_list(d["decode"], f"{where}.decode")
+        for j, value in enumerate(decode):
+            if not isinstance(value, bool):
+                raise ConfigError(f"{where}.decode[{j}]={value!r}: expected true or false")
+        if False in decode and not backend(kind).undecoded:
+            raise ConfigError(
+                f"{where}.decode=false: the {kind!r} loader always decodes; reading without decoding "
+                f"needs kind {' or '.join(undecoded_loaders())}"
+            )
         out.append(
             LoaderEntry(
                 kind=kind,
@@ -204,6 +221,7 @@ def _loaders(raw: Any) -> list[LoaderEntry]:
                 shuffle_buffer=integer(d["shuffle_buffer"], f"{where}.shuffle_buffer", 0),  # type: ignore[arg-type]
                 layout=choice(d["layout"], LAYOUTS, f"{where}.layout"),
                 options=options,
+                decode=decode,
             )
         )
     return out
@@ -363,11 +381,18 @@ def parse_config(raw: Any, source: str = "<config>") -> SweepConfig:
         if top[key] is None:
             raise ConfigError(f"{key}: missing; see configs/default.yaml for an example")
     datasets = parse_datasets(top["dataset"])
+    loaders, accelerators = _loaders(top["loaders"]), _accelerators(top["accelerators"])
+    if any(False in entry.decode for entry in loaders) and any(a.kind == "torch" for a in accelerators):
+        raise ConfigError(
+            "loaders: decode=false delivers byte lengths, not images, and a torch model trains on "
+            "images; read without decoding for an emulated accelerator (kind: emulated, demand: "
+            "mlperf_storage for MLPerf Storage's compute time)"
+        )
     return SweepConfig(
         datasets=datasets,
         tiers=_tiers(top["tiers"], datasets),
-        loaders=_loaders(top["loaders"]),
-        accelerators=_accelerators(top["accelerators"]),
+        loaders=loaders,
+        accelerators=accelerators,
         run=_run(top["run"]),
         source=source,
         raw=raw,

@@ -30,7 +30,7 @@ def method(rate: DecodeRate) -> str:
         "Estimate, not a measurement: per measured run, samples (dataset samples x epochs, or "
         f"max_steps x batch if fewer) / (CPU decode + augment of {rate.describe(REFERENCE_SAMPLE_BYTES)}, "
         "at each dataset's sample size, x min(workers, usable cores), workers 0 = 1 core, capped at the "
-        "emulated accelerators' demand), at least run.min_measure's seconds unless max_steps is set, "
+        "emulated accelerators' demand; a cell that does not decode runs at that demand), at least run.min_measure's seconds unless max_steps is set, "
         f"+ {RUN_START_S:.0f} s start-up; x repeats; + {CELL_START_S:.0f} s per cell process; diagnose adds "
         f"~{CEILINGS_S:.0f} s of ceilings and {CAPACITY_RUNS} capacity-check runs. Storage slower than decode, "
         "real torch models and other hosts will differ; the sweep's ETA corrects it by the durations it measures."
@@ -76,7 +76,8 @@ def estimate_cell(
     demand = demand_of(cell.accelerator)
     total_demand = demand.samples_per_s * cell.accelerator.count if demand else None
     if total_demand is not None:
-        rate = min(rate, total_demand * ranks)
+        # not decoding, the CPU does not limit it: the accelerators' pace does (storage is not modelled)
+        rate = min(rate, total_demand * ranks) if loader.decode else total_demand * ranks
     per_rank = None if samples_in_dataset is None else -(-samples_in_dataset // (ranks * nodes))
     samples = cell.samples_per_repeat(per_rank)
     samples = samples * ranks if samples is not None else None

@@ -119,6 +119,39 @@ def test_an_accelerator_count_list_makes_one_cell_per_count():
         parse_config(raw)
 
 
+def test_a_decode_list_makes_the_mlperf_mode_cell_beside_the_same_cell_decoding():
+    raw = _raw()
+    raw["tiers"] = raw["tiers"][:1]
+    raw["loaders"] = [{"kind": "torch", "workers": [2], "decode": [False, True]}]
+    raw["accelerators"] = [{"kind": "emulated", "type": "h100", "demand": "mlperf_storage"}]
+    cells = parse_config(raw).cells()
+    assert [c.cell_id for c in cells] == [
+        "nvme-nodecode-torch-w2-b64-h100x1-cold",
+        "nvme-torch-w2-b64-h100x1-cold",
+    ]
+    assert [(c.loader.decode, c.mlperf_mode) for c in cells] == [(False, True), (True, False)]
+    assert replace(cells[0], cell_id="", loader=replace(cells[0].loader, decode=True)) == replace(
+        cells[1], cell_id=""
+    )  # the pair differs in decoding only
+    assert all(c.loader.decode for c in parse_config(_raw()).cells())  # decoding is the default
+    for loader, accelerator, message in (
+        ({"decode": "no"}, {}, "loaders[0].decode[0]='no': expected true or false"),
+        (
+            {"kind": "dali", "decode": False},
+            {},
+            "the 'dali' loader always decodes; reading without decoding needs kind nodes or torch",
+        ),
+        ({"decode": [False]}, {"kind": "torch", "model": "small_cnn"}, "a torch model trains on images"),
+    ):
+        bad = _raw()
+        bad["loaders"] = [{"kind": "torch", **loader}]
+        bad["accelerators"] = [{"kind": "emulated", "type": "h100", **accelerator}]
+        if accelerator.get("kind") == "torch":
+            bad["accelerators"] = [accelerator]
+        with pytest.raises(ConfigError, match=re.escape(message)):
+            parse_config(bad)
+
+
 def test_a_dataset_size_list_makes_one_dataset_and_its_cells_per_size(tmp_path, monkeypatch):
     monkeypatch.setenv("IOBENCH_CACHE", str(tmp_path / "cache"))
     raw = {
@@ -183,6 +216,9 @@ def test_the_estimate_follows_the_documented_model():
     twice = estimate_cell(cell, 10_000, 1, RATE, sample_bytes=2 * REFERENCE_SAMPLE_BYTES)
     assert twice.samples_per_s == pytest.approx(450.0)
     assert est.seconds == pytest.approx(CELL_START_S + RUN_START_S + 640 / 900)
+    # read without decoding, the accelerator sets the pace, not one core's decode
+    undecoded = replace(cell, loader=replace(cell.loader, decode=False))
+    assert estimate_cell(undecoded, 10_000, 1, RATE).samples_per_s == pytest.approx(7000.0)
     cell = replace(
         cell,
         accelerator=replace(cell.accelerator, type="custom", samples_per_s=100.0, count=2),  # demand caps
