@@ -324,7 +324,7 @@ def test_stats_reset_merge_and_clear(tmp_path):
 # Children import loaders.cache without running loaders/__init__ (which imports torch, ~4 s per
 # process): the cache module uses only the standard library.
 _IMPORT_CACHE = f"""
-import hashlib, json, os, random, sys, types, fcntl
+import hashlib, io, json, os, random, sys, types, fcntl
 pkg = types.ModuleType("loaders"); pkg.__path__ = [{LOADERS_DIR!r}]; sys.modules["loaders"] = pkg
 from loaders.cache import CacheError, ShardCache
 """
@@ -361,7 +361,12 @@ random.Random(args["seed"]).shuffle(urls)
 sys.stdin.readline()  # start together
 digests, exceeded = {}, 0
 for url in urls * args["rounds"]:
-    with cache.open_shard(url, fetch, size=args["sizes"][url]) as f:
+    f = cache.open_shard(url, fetch, size=args["sizes"][url])
+    if f is None:  # read through, as the loaders' source does
+        f = io.BytesIO()
+        fetch(url, f)
+        f.seek(0)
+    with f:
         digests[url] = hashlib.sha256(f.read()).hexdigest()
     exceeded += over_limit()
 print(json.dumps({"digests": digests, "exceeded": exceeded, "stats": cache.stats.as_dict()}))
