@@ -119,7 +119,7 @@ class RequestStats:
         }
 
 
-def _chain(exc: BaseException) -> list[BaseException]:
+def exception_chain(exc: BaseException) -> list[BaseException]:
     """The exception, what it wraps (botocore keeps the transport error in ``kwargs["error"]``) and
     its causes: s3fs turns a ClientError into an OSError and aiohttp's errors hide behind botocore's."""
     out: list[BaseException] = []
@@ -153,7 +153,7 @@ def _s3_code(exc: BaseException) -> str | None:
 
 def classify(exc: BaseException) -> str | None:
     """The retryable fault kind of an exception, or None when retrying cannot help."""
-    chain = _chain(exc)
+    chain = exception_chain(exc)
     codes = [c for c in map(_s3_code, chain) if c]
     text = " ".join(f"{type(e).__name__} {e}" for e in chain)
     if any(c in RETRYABLE_CODES for c in codes) or any(

@@ -44,6 +44,7 @@ from .daemons import (
     ceph_json,
     ceph_ok,
     clean_env,
+    daemon_argv,
     detach,
     failure,
     http_ready,
@@ -301,7 +302,7 @@ def _bring_up(
             if subprocess.run(argv, stdout=out, stderr=out, env=clean_env(), timeout=60).returncode:
                 raise failure(layout, daemon, f"`{' '.join(argv)}` failed", [mlog])
 
-    started[MON] = launch(layout, MON, ["ceph-mon", "-c", conf, "-i", "a"])
+    started[MON] = launch(layout, MON, daemon_argv(layout, MON))
     wait_for(
         lambda: ceph(layout, "mon", "stat", timeout=10).returncode == 0,
         what="mon quorum",
@@ -312,7 +313,7 @@ def _bring_up(
     )
     say(f"mon up ({time.monotonic() - t0:.1f} s)")
     if with_mgr:  # starts while the OSD is being made
-        started[MGR] = launch(layout, MGR, ["ceph-mgr", "-c", conf, "-i", "x"])
+        started[MGR] = launch(layout, MGR, daemon_argv(layout, MGR))
 
     osd_uuid = str(uuid.uuid4())
     ceph_ok(layout, MON, "osd", "new", osd_uuid, "0")
@@ -321,7 +322,7 @@ def _bring_up(
         argv = ["ceph-osd", "-c", conf, "-i", "0", "--mkfs", "--osd-uuid", osd_uuid, "-d"]
         if subprocess.run(argv, stdout=out, stderr=out, env=clean_env(), timeout=300).returncode:
             raise failure(layout, OSD, "`ceph-osd --mkfs` failed", [osd_mkfs])
-    started[OSD] = launch(layout, OSD, ["ceph-osd", "-c", conf, "-i", "0"])
+    started[OSD] = launch(layout, OSD, daemon_argv(layout, OSD))
 
     def osd_up() -> bool:
         dump = ceph_json(layout, "osd", "dump", timeout=10) or {}
@@ -330,9 +331,9 @@ def _bring_up(
     wait_for(osd_up, what="osd.0 up", timeout=timeout, layout=layout, daemon=OSD, pid=started[OSD])
     say(f"osd up ({time.monotonic() - t0:.1f} s)")
 
-    started[RGW] = launch(layout, RGW, ["radosgw", "-c", conf, "-n", RGW])
+    started[RGW] = launch(layout, RGW, daemon_argv(layout, RGW))
     if cephfs:  # overlaps with radosgw creating its pools
-        started[MDS] = launch(layout, MDS, ["ceph-mds", "-c", conf, "-i", "a"])
+        started[MDS] = launch(layout, MDS, daemon_argv(layout, MDS))
         for pool in ("cephfs_metadata", "cephfs_data"):
             ceph_ok(layout, MDS, "osd", "pool", "create", pool, "8")
         ceph_ok(layout, MDS, "fs", "new", "cephfs", "cephfs_metadata", "cephfs_data")
@@ -383,22 +384,7 @@ def _bring_up(
         mount_note = _fuse_usable()
         if mount_note is None:
             layout.mnt.mkdir(exist_ok=True)
-            started[FUSE] = launch(
-                layout,
-                FUSE,
-                [
-                    "ceph-fuse",
-                    "-c",
-                    conf,
-                    "--pid-file",
-                    str(layout.pidfile(FUSE)),
-                    "--admin-socket",
-                    str(layout.asok(FUSE)),
-                    "--log-file",
-                    str(layout.logfile(FUSE)),
-                    str(layout.mnt),
-                ],
-            )
+            started[FUSE] = launch(layout, FUSE, daemon_argv(layout, FUSE))
             wait_for(
                 lambda: mounted(layout.mnt),
                 what=f"the mount on {layout.mnt}",

@@ -23,6 +23,7 @@ from .daemons import (
     LabError,
     ceph,
     ceph_json,
+    daemon_argv,
     detach,
     http_ready,
     launch,
@@ -33,39 +34,10 @@ from .daemons import (
     wait_for,
 )
 
-__all__ = ["RESTARTABLE", "daemon_argv", "restart", "serving_check", "start_daemon", "stop_daemon"]
+__all__ = ["RESTARTABLE", "restart", "serving_check", "start_daemon", "stop_daemon"]
 
 RESTARTABLE = tuple(SHORT)  # mon, mgr, osd, rgw, mds, fuse
 MOUNT_PROBE_S = 5.0
-
-
-def daemon_argv(layout: Layout, name: str) -> list[str]:
-    """The command line `up` starts ``name`` with (every daemon finds the rest in ceph.conf)."""
-    conf = str(layout.conf)
-    if name == MON:
-        return ["ceph-mon", "-c", conf, "-i", "a"]
-    if name == MGR:
-        return ["ceph-mgr", "-c", conf, "-i", "x"]
-    if name == OSD:
-        return ["ceph-osd", "-c", conf, "-i", "0"]
-    if name == RGW:
-        return ["radosgw", "-c", conf, "-n", RGW]
-    if name == MDS:
-        return ["ceph-mds", "-c", conf, "-i", "a"]
-    if name == FUSE:
-        return [
-            "ceph-fuse",
-            "-c",
-            conf,
-            "--pid-file",
-            str(layout.pidfile(FUSE)),
-            "--admin-socket",
-            str(layout.asok(FUSE)),
-            "--log-file",
-            str(layout.logfile(FUSE)),
-            str(layout.mnt),
-        ]
-    raise ValueError(f"unknown daemon {name!r}")
 
 
 def mon_in_quorum(layout: Layout) -> bool:

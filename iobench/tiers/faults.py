@@ -18,6 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from loaders.objectstore import exception_chain
+
 MAX_CAUSE = 600  # characters of the first line; the full text is in the cell's log
 
 _WORKER = re.compile(r"^Caught (\w+) in DataLoader worker process (\d+)\.\s*Original Traceback", re.S)
@@ -29,25 +31,12 @@ class Cause:
     text: str  # the likely reason and what to do, one line
 
 
-def _chain(exc: BaseException) -> list[BaseException]:
-    out: list[BaseException] = []
-    todo: list[BaseException | None] = [exc]
-    while todo and len(out) < 16:
-        e = todo.pop(0)
-        if e is None or any(e is seen for seen in out):
-            continue
-        out.append(e)
-        inner = (getattr(e, "kwargs", None) or {}).get("error") if isinstance(e, Exception) else None
-        todo += [inner if isinstance(inner, BaseException) else None, e.__cause__, e.__context__]
-    return out
-
-
 def _words(exc: BaseException | str) -> tuple[list[str], str]:
     """The class names of the error and those it wraps, and their text. A DataLoader worker's error
     counts by its own first line only: torch puts the worker's whole traceback in its message."""
     if isinstance(exc, str):
         return [], exc
-    chain = _chain(exc)
+    chain = exception_chain(exc)
     names = [k.__name__ for e in chain for k in type(e).__mro__]
     texts = [first_line(e) if _WORKER.match(str(e)) else f"{type(e).__name__}: {e}" for e in chain]
     return names, " ".join(texts)
