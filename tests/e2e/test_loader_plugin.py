@@ -90,5 +90,7 @@ def test_the_plugins_options_are_checked_like_any_other_key(tmp_path, plugin_sit
     )
     proc = _sweep(tmp_path, plugin_site, tiny_dataset, {"repat": 2}, "--dry-run")
     assert proc.returncode == 2
-    assert "loaders[0].repat: unknown key; allowed keys here are batch_size, decode, kind, layout" in proc.stderr
+    assert (
+        "loaders[0].repat: unknown key; allowed keys here are batch_size, decode, kind, layout" in proc.stderr
+    )
     assert "repeat" in proc.stderr  # the plugin's own option is named among the allowed ones
