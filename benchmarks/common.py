@@ -8,6 +8,7 @@ measured in the same run.
 from __future__ import annotations
 
 import datetime as dt
+import math
 import os
 import platform
 import re
@@ -42,6 +43,19 @@ def median(values: list[float]) -> float:
 def paired(values: list[float], reference: list[float]) -> float:
     """The median of the per-round ratios value / reference (both from the same rounds)."""
     return statistics.median(v / r for v, r in zip(values, reference, strict=True))
+
+
+def ratio_interval(
+    values: list[float], reference: list[float], confidence: float = 0.95
+) -> tuple[float, float, float]:
+    """The geometric mean of the per-round ratios value / reference and its Student-t interval
+    (taken on the log-ratios, so a ratio and its inverse get the same interval): (ratio, low, high)."""
+    from iobench.analysis.repeats import t_quantile
+
+    logs = [math.log(v / r) for v, r in zip(values, reference, strict=True)]
+    mean = statistics.fmean(logs)
+    half = t_quantile(confidence, len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
+    return math.exp(mean), math.exp(mean - half), math.exp(mean + half)
 
 
 def spread(values: list[float]) -> float:
