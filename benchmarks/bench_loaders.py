@@ -82,6 +82,44 @@ def parallel_rate(blobs: list[bytes], processes: int) -> float:
     return len(blobs) / (time.perf_counter() - t0)
 
 
+def dali_ceiling_rate(jpegs: list[bytes], workers: int, batch: int) -> float:
+    """DALI's own decode-only ceiling: the DALI loader's graph (loaders.dali.graph.augment, CPU) on
+    the same JPEGs already in memory, batched as the loader batches them, with the same threads,
+    prefetch and iterator; no reading, parsing or feeding. Construction to the last batch, as an
+    epoch of the loader is timed."""
+    import numpy as np
+    from nvidia.dali import Pipeline, fn, types
+    from nvidia.dali.plugin.pytorch import DALIGenericIterator, LastBatchPolicy
+
+    from loaders.config import AugmentSpec
+    from loaders.dali.graph import augment as dali_augment
+
+    arrays = [np.frombuffer(j, dtype=np.uint8) for j in jpegs]
+    batches = [arrays[i : i + batch] for i in range(0, len(arrays), batch)]
+    t0 = time.perf_counter()
+    pipe = Pipeline(
+        batch_size=batch,
+        num_threads=workers,
+        device_id=None,
+        seed=0,
+        prefetch_queue_depth=2,
+        exec_dynamic=True,
+    )
+    with pipe:
+        encoded = fn.external_source(source=batches, batch=True, cycle="raise", dtype=types.UINT8)
+        pipe.set_outputs(dali_augment(encoded, AugmentSpec(), "cpu", False, 0))
+    pipe.build()
+    seen = 0
+    iterator = DALIGenericIterator(
+        [pipe], ["images"], last_batch_policy=LastBatchPolicy.PARTIAL, auto_reset=False
+    )
+    for out in iterator:
+        seen += out[0]["images"].shape[0]
+    if seen != len(jpegs):
+        raise RuntimeError(f"the DALI ceiling decoded {seen} samples, expected {len(jpegs)}")
+    return seen / (time.perf_counter() - t0)
+
+
 MOSAIC_VENV = Path(
     os.environ.get("IOBENCH_MOSAIC_VENV", Path(__file__).resolve().parent.parent / ".venv-mosaic")
 )
