@@ -14,11 +14,18 @@ import platform
 import re
 import resource
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-DOC = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
+REPO = Path(__file__).resolve().parent.parent
+DOC = REPO / "docs" / "benchmarks.md"
+# run as a script (``python benchmarks/bench_x.py``), a benchmark would import iobench and loaders
+# from wherever the environment's editable install points, which may be another checkout: every
+# benchmark imports this module first, so the code measured is the code of this checkout
+if str(REPO) not in sys.path:
+    sys.path.insert(1, str(REPO))
 
 
 def interleaved(
