@@ -9,7 +9,9 @@ medians (ratios: medians of per-round ratios). The ceiling is the single-core de
 measured in the same run over half the samples, times
 min(workers, cores): what perfect parallelism of this work would give. Beside it, the same work in
 that many bare forked processes (no reading, batching or IPC) shows how much of the gap is the
-machine's own parallel scaling rather than loader overhead. 3,072 samples make 23 shards (the last of
+machine's own parallel scaling rather than loader overhead. The DALI loader is judged against DALI's
+own decode-only ceiling (its graph over the same JPEGs in memory, the same threads), measured in the
+same rounds. 3,072 samples make 23 shards (the last of
 two samples), split 1,542 / 1,530 over 2 workers, so neither idles long through the other's last shard.
 """
 
@@ -80,6 +82,9 @@ def parallel_rate(blobs: list[bytes], processes: int) -> float:
     if any(p.exitcode for p in procs):
         raise RuntimeError("a bare decode process failed")
     return len(blobs) / (time.perf_counter() - t0)
+
+
+DALI_CEILING = "DALI's decode-only ceiling (in-memory JPEGs)"
 
 
 def dali_ceiling_rate(jpegs: list[bytes], workers: int, batch: int) -> float:
@@ -205,6 +210,10 @@ def main() -> None:
         "iobench torch DataLoader": lambda: epoch_rate(lambda: make_loader("torch", cfg()), n),
         "iobench torchdata.nodes (threads)": lambda: epoch_rate(lambda: make_loader("nodes", cfg()), n),
         "iobench DALI (CPU)": lambda: epoch_rate(lambda: make_loader("dali", cfg()), n),
+        "iobench DALI (CPU), external feed": lambda: epoch_rate(
+            lambda: make_loader("dali", cfg(options={"mode": "external"})), n
+        ),
+        DALI_CEILING: lambda: dali_ceiling_rate(blobs, args.workers, args.batch),
         "webdataset WebLoader": lambda: epoch_rate(
             lambda: webdataset_loader(urls, args.workers, args.batch), n
         ),
@@ -228,16 +237,30 @@ def main() -> None:
     ours_name = max((k for k in results if k.startswith("iobench")), key=lambda k: median(results[k]))
     ours = results[ours_name]
     x_ceil, x_peer = paired(ours, ceil), paired(ours, best_peer)
+    x_bare = paired(ours, results["bare decode in `workers` processes"])
     verdict = (
-        f"{'met' if x_ceil >= 0.85 and x_peer > 1 else 'not met'} in this run "
+        f"{'met' if x_ceil >= 0.92 and x_peer >= 1.15 else 'not met'} in this run "
         f"(best, {ours_name}: {x_ceil:.2f} × ceiling, {x_peer:.2f} × best peer, "
-        f"{paired(ours, results['bare decode in `workers` processes']):.2f} × bare parallel decode)"
+        f"{x_bare:.2f} × bare parallel decode); issue 5's ≥ 0.85 × ceiling and ahead of every peer: "
+        f"{'met' if x_ceil >= 0.85 and x_peer > 1 else 'not met'}"
+    )
+    dali_rows = {
+        k: paired(results[k], results[DALI_CEILING]) for k in results if k.startswith("iobench DALI")
+    }
+    dali_verdict = ", ".join(
+        f"{name.removeprefix('iobench ')}: {x:.2f} × ({'met' if x >= 0.8 else 'not met'})"
+        for name, x in dali_rows.items()
     )
 
     rows = "\n".join(
         f"| {name} | {median(v):,.0f} | {spread(v):.0f} % | {paired(v, ceil):.2f} | {paired(v, best_peer):.2f} "
         f"| {median(cpu[name][1:]):.2f} |"  # the warm-up round left out, as for the rates
         for name, v in results.items()
+    )
+    dali_table = "\n".join(
+        f"| {name} | {x:.2f} ({min(r):.2f}–{max(r):.2f}) |"
+        for name, x in dali_rows.items()
+        for r in [[v / c for v, c in zip(results[name], results[DALI_CEILING], strict=True)]]
     )
     write_section(
         "loaders",
@@ -258,7 +281,19 @@ what each sample cost in all, start-up, reading, collating and hand-over include
 |---|---:|---:|---:|---:|---:|
 {rows}
 
-Goal (issue 5): our best CPU loader ≥ 0.85 × ceiling and ahead of every peer — {verdict}.
+*DALI's ceiling*: DALI's own decode-only rate, its graph (the DALI loader's decode +
+RandomResizedCrop, resize, flip on the CPU) over the same JPEGs already in memory, with the same
+{args.workers} threads, batch, prefetch and iterator: no reading, parsing or feeding. DALI's CPU operators
+are slower than simplejpeg + OpenCV, so the DALI rows are judged against this ceiling. *External
+feed*: the DALI loader fed by our own tar reader (`mode="external"`) instead of DALI's webdataset reader.
+
+| DALI loader | × DALI's ceiling (per-round ratios: median, min–max) |
+|---|---:|
+{dali_table}
+
+Goal (issue 21): the best CPU loader ≥ 0.92 × the decode ceiling and ≥ 1.15 × the best peer — {verdict}.
+
+Goal (issue 21): DALI on the CPU ≥ 0.8 × DALI's own decode-only ceiling — {dali_verdict}.
 """,
     )
     print(rows)
