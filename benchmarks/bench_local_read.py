@@ -102,6 +102,7 @@ def main() -> None:
             "fio direct, libaio QD16, 1 MiB (device ceiling)": cold(lambda: _fio(paths, True, 1)),
         },
         rounds=args.rounds,
+        shuffle=True,  # a cold read's rate depends on the I/O just before it: no fixed predecessor
     )
     rows = "\n".join(
         f"| {name} | {format_bytes(median(v))}/s | {spread(v):.0f} % | {paired(v, results[in_order]):.2f} "
@@ -119,8 +120,8 @@ def main() -> None:
         f"""## Raw shard reads on the local disk (`python benchmarks/bench_local_read.py`)
 
 {host_line()}. {len(paths)} shards, {format_bytes(total)}; every contender starts cold (max residency
-after eviction {100 * max(residency):.1f} %); {args.rounds} interleaved rounds, medians; ratios are medians of the
-per-round ratios. The tar reader parses headers and copies each member out of the mapped shard
+after eviction {100 * max(residency):.1f} %); {args.rounds} interleaved rounds (each in a random order: a cold read's rate moves with
+the I/O just before it), medians; ratios are medians of the per-round ratios. The tar reader parses headers and copies each member out of the mapped shard
 (`loaders/localfile.py`), as the loaders' fetch stage does, without decoding. fio reads the same
 files one after another (as a reader reads its shards), and round-robin, its default for a job
 given several files (1 MiB from each in turn: every file's read-ahead in flight at once).
@@ -133,6 +134,9 @@ Goal (issue 21): the tar reader in one process ≥ 0.9 × fio buffered on the sa
 """,
     )
     print(rows)
+    print(
+        "per-round × fio in order:", [round(a / b, 2) for a, b in zip(ours, results[in_order], strict=True)]
+    )
 
 
 if __name__ == "__main__":

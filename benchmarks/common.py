@@ -29,13 +29,22 @@ if str(REPO) not in sys.path:
 
 
 def interleaved(
-    contenders: dict[str, Callable[[], float]], rounds: int, warmup: int = 1
+    contenders: dict[str, Callable[[], float]], rounds: int, warmup: int = 1, shuffle: bool = False
 ) -> dict[str, list[float]]:
-    """Run each contender once per round, in a rotating order; each returns its own figure."""
+    """Run each contender once per round, in a rotating order; each returns its own figure.
+
+    A rotation keeps every contender behind the same predecessor in most rounds; where what one
+    leaves behind moves the next (cold reads after another reader's I/O), ``shuffle`` draws each
+    round's order at random instead (seeded: a rerun repeats it)."""
+    import random
+
     names = list(contenders)
     results: dict[str, list[float]] = {n: [] for n in names}
+    draw = random.Random(0)
     for r in range(warmup + rounds):
         order = names[r % len(names) :] + names[: r % len(names)]
+        if shuffle:
+            draw.shuffle(order)
         for name in order:
             value = contenders[name]()
             if r >= warmup:
