@@ -277,7 +277,7 @@ def main() -> None:
     )
     write_section(
         "loaders",
-        f"""## Loaders against peers and the decode ceiling (`python benchmarks/bench_loaders.py`)
+        f"""## Loaders against peers and the decode ceiling (`python benchmarks/bench_loaders.py --rounds {args.rounds}`)
 
 {host_line()}. {n} ImageNet-like JPEGs (~110 KB) in {len(urls)} tar shards (litdata and mosaicml-streaming:
 their own formats, converted from the same samples by `litdata.optimize` and `MDSWriter`), page cache warm, {args.workers} workers,

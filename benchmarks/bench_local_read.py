@@ -145,7 +145,7 @@ def main() -> None:
     )
     write_section(
         "local-read",
-        f"""## Raw shard reads on the local disk (`python benchmarks/bench_local_read.py`)
+        f"""## Raw shard reads on the local disk (`python benchmarks/bench_local_read.py --rounds {args.rounds}`)
 
 {host_line()}. {len(paths)} shards, {format_bytes(total)}; every contender starts cold (max residency
 after eviction {100 * max(residency):.1f} %); {args.rounds} interleaved rounds (each in a random order: a cold read's rate moves with
