@@ -86,3 +86,35 @@ def test_with_timing_off_no_fetch_time_is_charged_but_bytes_are(timing):
     assert (sample.fetch_wall_s, sample.fetch_cpu_s) == (0.0, 0.0)
     # two headers, the padded image and label, the end-of-archive block; tar's record padding unread
     assert sample.read_bytes == BLOCK + 2048 + BLOCK + BLOCK + BLOCK
+
+
+def _reference_ok(header: bytes) -> bool:
+    """POSIX's rule, byte by byte: the sum of the header with its checksum field as spaces."""
+    stored = header[148:156].split(b"\0", 1)[0].strip()
+    return bool(stored) and int(stored, 8) == sum(header[:148]) + 8 * 32 + sum(header[156:])
+
+
+def test_checksum_is_exact_for_any_block():
+    import random
+
+    from loaders.tario import _checksum_ok
+
+    rng = random.Random(0)
+    for _ in range(2000):
+        header = bytearray(rng.choice((0, 255, rng.randrange(256))) for _ in range(BLOCK))
+        total = sum(header[:148]) + 8 * 32 + sum(header[156:])
+        for claimed in (total, total + 65521, total - 65521, total + 1):
+            if claimed < 0:
+                continue
+            header[148:156] = b"%07o\0" % claimed if claimed < 8**7 else b"%08o" % claimed
+            assert _checksum_ok(bytes(header)) == _reference_ok(bytes(header)) == (claimed == total)
+
+
+def test_a_header_whose_checksum_is_off_by_the_adler_modulus_is_refused():
+    from loaders.tario import ShardFormatError
+
+    data = bytearray(_tar([("000000.jpg", b"x" * 700)]))
+    stored = int(bytes(data[148:156]).split(b"\0", 1)[0], 8)
+    data[148:156] = b"%07o\0" % (stored + 65521)
+    with pytest.raises(ShardFormatError, match="checksum"):
+        list(iter_samples(io.BytesIO(bytes(data)), "mem://a.tar"))
