@@ -9,7 +9,11 @@ its aggressive read-ahead. What cannot be mapped (an empty file, a pipe, a devic
 
 A mapped file that is truncated while it is being read raises SIGBUS in the reader instead of an
 error (DALI's webdataset reader maps shards the same way): shards are written once and renamed into
-place, never rewritten under a running job.
+place, never rewritten under a running job. The same holds for a disk's read error on a mapped page
+(EIO through read() becomes SIGBUS here: the worker dies by a signal that names no shard); a file
+system whose reads can stop (the CephFS tier, which always sets a deadline) is read through
+sources.DeadlineFile instead, never mapped.
+A shard truncated before it is opened is mapped at its real size and gives ShardFormatError.
 """
 
 from __future__ import annotations
