@@ -1,6 +1,6 @@
-"""Attribution against ground truth, and what the instrumentation costs.
+"""Attribution against ground truth.
 
-    python benchmarks/bench_attribution.py [--samples 3072] [--rounds 5] [--caps 10,20,40]
+    python benchmarks/bench_attribution.py [--samples 3072] [--caps 10,20,40]
 
 1. Throttled ground truth: the local dataset behind a throttled tier capped at each of ``--caps``
    MB/s (all well below what decode can consume here), diagnosed cold with 2 workers. The fetch
@@ -13,43 +13,16 @@
 from __future__ import annotations
 
 import argparse
-import statistics
 import tempfile
-import time
 from pathlib import Path
 
 import pyarrow.parquet as pq
-from common import host_line, interleaved, median, spread, write_section
+from common import host_line, write_section
 
 from iobench.cell.process import run_cell
 from iobench.datasets.manifest import Manifest
 from iobench.datasets.synth import ensure_dataset
-from iobench.host import pagecache
 from iobench.host.cachedir import cache_dir
-from loaders import LoaderConfig, make_loader
-from loaders.instrument import set_timing
-
-
-def _epoch_rate(urls: list[str], workers: int, timing: bool) -> float:
-    set_timing(timing)
-    try:
-        t0, n = time.perf_counter(), 0
-        for batch in make_loader("torch", LoaderConfig(urls=urls, workers=workers, shuffle_buffer=0)):
-            n += len(batch)
-        return n / (time.perf_counter() - t0)
-    finally:
-        set_timing(True)
-
-
-def _cpu_ms_per_sample(urls: list[str], timing: bool) -> float:
-    set_timing(timing)
-    try:
-        c0, n = time.process_time(), 0
-        for batch in make_loader("torch", LoaderConfig(urls=urls, workers=0, shuffle_buffer=0)):
-            n += len(batch)
-        return (time.process_time() - c0) / n * 1000.0
-    finally:
-        set_timing(True)
 
 
 def throttled_cell(root: Path, cap_mb: float, out: Path) -> dict:
@@ -72,7 +45,6 @@ def throttled_cell(root: Path, cap_mb: float, out: Path) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--samples", type=int, default=3072)
-    ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--caps", default="10,20,40", help="MB/s, comma-separated")
     args = ap.parse_args()
     root = cache_dir() / "datasets" / f"bench-loaders-{args.samples}"
@@ -95,37 +67,9 @@ def main() -> None:
             )
             print(rows[-1])
 
-    pagecache.warm(urls)
-    rates = interleaved(
-        {
-            "timed": lambda: _epoch_rate(urls, 2, True),
-            "untimed": lambda: _epoch_rate(urls, 2, False),
-        },
-        rounds=args.rounds,
-    )
-    cpu = interleaved(
-        {
-            "timed": lambda: _cpu_ms_per_sample(urls[:8], True),
-            "untimed": lambda: _cpu_ms_per_sample(urls[:8], False),
-        },
-        rounds=args.rounds,
-    )
-    overhead = 1 - median(rates["timed"]) / median(rates["untimed"])
-    cpu_overhead = median(cpu["timed"]) / median(cpu["untimed"]) - 1
-    per_round = [1 - t / u for t, u in zip(rates["timed"], rates["untimed"], strict=True)]
-    noise = min(spread(cpu["timed"]), spread(cpu["untimed"])) / 100
-    if max(overhead, cpu_overhead) <= 0.02:
-        verdict = "met in this run"
-    elif cpu_overhead <= noise:
-        verdict = (
-            f"not shown either way in this run: the CPU-time difference ({100 * cpu_overhead:+.1f} %) is "
-            f"inside the run-to-run spread ({100 * noise:.0f} %)"
-        )
-    else:
-        verdict = "not met in this run"
     write_section(
         "attribution",
-        f"""## Attribution against throttled ground truth, and instrumentation overhead (`python benchmarks/bench_attribution.py`)
+        f"""## Attribution against throttled ground truth (`python benchmarks/bench_attribution.py`)
 
 {host_line()}. {args.samples} ImageNet-like samples (~110 KB JPEGs) in {len(urls)} shards.
 
@@ -140,17 +84,8 @@ scale (each cap is well below it); *binding* / *online*: the differential and th
 | cap | fetch ceiling | error | read/s, whole run | prep ceiling | binding | online | agree |
 |---|---:|---:|---:|---:|---|---|---|
 {chr(10).join(rows)}
-
-**Overhead.** The same loader with the stage clocks on and off (`loaders.instrument.set_timing`),
-{args.rounds} interleaved rounds, medians. 2 workers, page cache warm: timed {median(rates["timed"]):,.0f}
-samples/s (spread {spread(rates["timed"]):.0f} %), untimed {median(rates["untimed"]):,.0f} (spread
-{spread(rates["untimed"]):.0f} %): overhead **{100 * overhead:+.1f} %** (per-round pairs: median
-{100 * statistics.median(per_round):+.1f} %). CPU time per sample in one process: timed
-{median(cpu["timed"]):.3f} ms, untimed {median(cpu["untimed"]):.3f} ms: **{100 * cpu_overhead:+.1f} %**.
-Goal (issue 6): ≤ 2 % — {verdict}.
 """,
     )
-    print(f"overhead {100 * overhead:+.1f} %, cpu {100 * cpu_overhead:+.1f} %")
 
 
 if __name__ == "__main__":

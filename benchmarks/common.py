@@ -8,26 +8,43 @@ measured in the same run.
 from __future__ import annotations
 
 import datetime as dt
+import math
 import os
 import platform
 import re
 import resource
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-DOC = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
+REPO = Path(__file__).resolve().parent.parent
+DOC = REPO / "docs" / "benchmarks.md"
+# run as a script (``python benchmarks/bench_x.py``), a benchmark would import iobench and loaders
+# from wherever the environment's editable install points, which may be another checkout: every
+# benchmark imports this module first, so the code measured is the code of this checkout
+if str(REPO) not in sys.path:
+    sys.path.insert(1, str(REPO))
 
 
 def interleaved(
-    contenders: dict[str, Callable[[], float]], rounds: int, warmup: int = 1
+    contenders: dict[str, Callable[[], float]], rounds: int, warmup: int = 1, shuffle: bool = False
 ) -> dict[str, list[float]]:
-    """Run each contender once per round, in a rotating order; each returns its own figure."""
+    """Run each contender once per round, in a rotating order; each returns its own figure.
+
+    A rotation keeps every contender behind the same predecessor in most rounds; where what one
+    leaves behind moves the next (cold reads after another reader's I/O), ``shuffle`` draws each
+    round's order at random instead (seeded: a rerun repeats it)."""
+    import random
+
     names = list(contenders)
     results: dict[str, list[float]] = {n: [] for n in names}
+    draw = random.Random(0)
     for r in range(warmup + rounds):
         order = names[r % len(names) :] + names[: r % len(names)]
+        if shuffle:
+            draw.shuffle(order)
         for name in order:
             value = contenders[name]()
             if r >= warmup:
@@ -42,6 +59,19 @@ def median(values: list[float]) -> float:
 def paired(values: list[float], reference: list[float]) -> float:
     """The median of the per-round ratios value / reference (both from the same rounds)."""
     return statistics.median(v / r for v, r in zip(values, reference, strict=True))
+
+
+def ratio_interval(
+    values: list[float], reference: list[float], confidence: float = 0.95
+) -> tuple[float, float, float]:
+    """The geometric mean of the per-round ratios value / reference and its Student-t interval
+    (taken on the log-ratios, so a ratio and its inverse get the same interval): (ratio, low, high)."""
+    from iobench.analysis.repeats import t_quantile
+
+    logs = [math.log(v / r) for v, r in zip(values, reference, strict=True)]
+    mean = statistics.fmean(logs)
+    half = t_quantile(confidence, len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
+    return math.exp(mean), math.exp(mean - half), math.exp(mean + half)
 
 
 def spread(values: list[float]) -> float:

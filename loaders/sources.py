@@ -23,11 +23,11 @@ from typing import BinaryIO
 import fsspec
 
 from .instrument import StageStats
+from .localfile import BUFFER, open_local
 from .objectstore import DEADLINE_KEY, fsspec_options
 from .throttle import Throttle, ThrottledFile, ThrottleSpec
 
 OBJECT_PROTOCOLS = ("s3", "s3a", "rados")
-LOCAL_BUFFER = 4 * 2**20
 
 
 @dataclass
@@ -118,10 +118,7 @@ class ShardSource:
                 with DeadlineFile(path, deadline) as f:
                     yield f  # type: ignore[misc]
                 return
-            # a large buffer turns ~110 KB member reads into 4 MiB reads: 3x the cold throughput
-            # of the default 8 KiB buffer on this kind of VM (benchmarks/bench_local_read.py)
-            with open(path, "rb", buffering=LOCAL_BUFFER) as f:
-                os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_SEQUENTIAL)
+            with open_local(path) as f:
                 yield f
             return
         if protocol not in OBJECT_PROTOCOLS:
@@ -232,12 +229,12 @@ class DeadlineFile(io.BufferedIOBase):
     A read that blocks in the kernel (ceph-fuse waiting for a dead OSD: measured, for good) cannot
     be interrupted, so the system calls run on a helper thread and the caller waits for them with a
     time-out; a blocked helper is abandoned (it is killable, and dies with the process). Buffered
-    like ``open(path, "rb", buffering=LOCAL_BUFFER)``: one system call and one thread hand-off per
+    like ``open(path, "rb", buffering=BUFFER)``: one system call and one thread hand-off per
     4 MiB, and the same single copy per ``read(n)`` as a BufferedReader (each chunk is the bytes
     object the helper's ``os.pread`` returned, never a buffer the helper could write into late).
     """
 
-    def __init__(self, path: str, deadline_s: float, buffer_size: int = LOCAL_BUFFER) -> None:
+    def __init__(self, path: str, deadline_s: float, buffer_size: int = BUFFER) -> None:
         super().__init__()
         self.path, self.deadline_s, self.buffer_size = path, deadline_s, buffer_size
         self._chunk, self._at, self._offset, self._size = b"", 0, 0, None  # chunk, pos in it, file pos

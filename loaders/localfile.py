@@ -1,0 +1,51 @@
+"""Local shard files, mapped into memory: each read copies its bytes once, from the page cache into
+the bytes object returned, as fio's buffered read copies into its buffer.
+
+A buffered file copies twice (page cache -> its buffer -> the member's bytes); reading unbuffered
+copies once but turns every small read of a cold file into a synchronous trip to the disk. The
+mapping's ``read``/``seek``/``tell`` are mmap's own C methods, so the tar reader's exact member
+reads cost the copy alone (benchmarks/bench_local_read.py). MADV_SEQUENTIAL asks the kernel for
+its aggressive read-ahead. What cannot be mapped (an empty file, a pipe, a device) opens buffered.
+
+A mapped file that is truncated while it is being read raises SIGBUS in the reader instead of an
+error (DALI's webdataset reader maps shards the same way): shards are written once and renamed into
+place, never rewritten under a running job. The same holds for a disk's read error on a mapped page
+(EIO through read() becomes SIGBUS here: the worker dies by a signal that names no shard); a file
+system whose reads can stop (the CephFS tier, which always sets a deadline) is read through
+sources.DeadlineFile instead, never mapped.
+A shard truncated before it is opened is mapped at its real size and gives ShardFormatError.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import mmap
+import os
+from typing import BinaryIO
+
+# what cannot be mapped: ~110 KB member reads served from 4 MiB reads, not the default 8 KiB
+BUFFER = 4 * 2**20
+
+
+class MappedFile(mmap.mmap):
+    """A read-only mapping of a whole file that passes for a binary file object."""
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+
+def open_local(path: str) -> BinaryIO:
+    """``path`` mapped for reading, or opened buffered where it cannot be mapped."""
+    f = open(path, "rb", buffering=BUFFER)  # noqa: SIM115 - returned, or closed once mapped
+    try:
+        mapped = MappedFile(f.fileno(), 0, access=mmap.ACCESS_READ)
+    except (ValueError, OSError):  # 0 bytes cannot be mapped, nor can a pipe or a device
+        with contextlib.suppress(OSError):  # a pipe has no read-ahead to ask for
+            os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_SEQUENTIAL)
+        return f
+    f.close()  # the mapping holds its own descriptor
+    mapped.madvise(mmap.MADV_SEQUENTIAL)
+    return mapped  # type: ignore[return-value]
