@@ -55,6 +55,7 @@ from dataclasses import asdict, dataclass
 from typing import BinaryIO
 
 from .cache_index import CacheDir, Entry, InFlight, fsync_dir, key_of, md5_of, readable_name, unlink_quiet
+from .localfile import open_local
 
 _MD5_RE = re.compile(r"^[0-9a-f]{32}$")
 
@@ -203,7 +204,7 @@ class ShardCache:
             fd, _waited = self._dir.lock_key(sha, fcntl.LOCK_SH, block=True)
             assert fd is not None
             try:
-                return open(path, "rb")
+                return open_local(path)  # as a local shard is read: mapped (loaders/localfile.py)
             except FileNotFoundError:
                 continue  # evicted between get() and the lock: the cache is thrashing; fetch again
             finally:

@@ -234,7 +234,10 @@ def test_a_kill_after_a_cell_landed_but_before_the_table_was_rewritten_loses_no_
     (cell_id,) = [c["cell_id"] for c in json.loads((out / "cells.json").read_text())]
     SweepState(out).start(cell_id)  # as if killed between publishing the cell and clearing this
     summary = out / cell_id / "summary.json"
-    os.utime(summary)  # published after the entry was written, as in that window
+    # published after the entry was written, as in that window (a second on: the file system's
+    # clock is coarser than time.time(), so "now" may stamp it before the entry's own time)
+    later = json.loads((out / "sweep-state.json").read_text())["running"]["t"] + 1
+    os.utime(summary, (later, later))
     empty = pq.read_table(out / "results.parquet").slice(0, 0)
     pq.write_table(empty, out / "results.parquet")
 
