@@ -125,11 +125,10 @@ class ShardSource:
             with fsspec.open(url, "rb", **self._fsspec_options()) as f:
                 yield f
             return
-        reader = self._reader(protocol)
         size = self.spec.sizes.get(url)
         if self.spec.cache_dir:
             f = self._shard_cache().open_shard(
-                url, self._fetcher(reader, size), size=size, etag=self.spec.etags.get(url)
+                url, self._fetcher(protocol, size), size=size, etag=self.spec.etags.get(url)
             )
             if f is not None:
                 with f:
@@ -137,10 +136,10 @@ class ShardSource:
                 return
             # a static cache that is full: read through as without a cache, over the throttled
             # link that open() left to the cache's downloads
-            with self._stream(reader, url, size, self._throttle) as stream:
+            with self._stream(self._reader(protocol), url, size, self._throttle) as stream:
                 yield stream
             return
-        with self._stream(reader, url, size, None) as stream:
+        with self._stream(self._reader(protocol), url, size, None) as stream:
             yield stream
 
     @contextlib.contextmanager
@@ -155,14 +154,16 @@ class ShardSource:
         finally:
             stream.close()
 
-    def _fetcher(self, reader, size: int | None) -> Callable[[str, BinaryIO], None]:
-        """The cache's download of one shard; with a throttle it is one request over the link."""
+    def _fetcher(self, protocol: str, size: int | None) -> Callable[[str, BinaryIO], None]:
+        """The cache's download of one shard; with a throttle it is one request over the link.
+        The store's client is made on the first miss: a process whose reads all hit (a warm
+        cache) never pays for one (an S3 session, a librados connection)."""
         throttle = self._throttle
 
         def fetch(url: str, out: BinaryIO) -> None:
             if throttle is not None:
                 throttle.request()
-            reader.download(url, out, size)
+            self._reader(protocol).download(url, out, size)
             if throttle is not None:
                 throttle.charge(out.tell())
 
