@@ -105,7 +105,8 @@ def test_a_slow_rank_sets_the_pace_and_its_peer_waits_for_it(tmp_path, dataset):
 def test_an_allreduce_longer_than_the_data_wait_sets_au(tmp_path, dataset):
     # ResNet-50's 102 MB of gradients over a 125 MB/s link between 2 ranks: an 818 ms ring all-reduce,
     # none of it hidden, against 80 ms of compute and batches prefetched meanwhile (the few ms a
-    # step loses to the loop and the collective on this host are then within 2-5 %)
+    # step loses to the loop and the collective on this host are then within the 2 %; on a host whose
+    # other processes take half its CPU it was 4 % once)
     fabric = {"name": "slow-test-link", "bandwidth": "125MB/s", "latency_us": 10}
     local = {"kind": "local", "name": "disk", "path": str(dataset)}
     accelerator = {"type": "custom", "samples_per_s": 100}
@@ -124,7 +125,7 @@ def test_an_allreduce_longer_than_the_data_wait_sets_au(tmp_path, dataset):
     compute = 8 / 100
     allreduce = 2 * (2 - 1) / 2 * 25_557_032 * 4 / 125e6 + 2 * (2 - 1) * 10e-6
     assert row["allreduce_ms"] == pytest.approx(1000 * allreduce, rel=1e-6)
-    assert row["au"] == pytest.approx(compute / (compute + allreduce), rel=0.05)  # 4 % seen on a busy host
+    assert row["au"] == pytest.approx(compute / (compute + allreduce), rel=0.02)
     assert row["verdict"] == "allreduce" and row["interconnect"] == "slow-test-link"
 
 
