@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
-from .shards import REMAINDER_POLICIES, expand_urls, sample_counts
+from .shards import REMAINDER_POLICIES, EpochPlan, expand_urls, plan_epoch, sample_counts
 from .tario import DEFAULT_MAX_MEMBER_BYTES
 from .throttle import ThrottleSpec
 
@@ -180,6 +180,25 @@ class LoaderConfig:
             concurrency=self.concurrency,
             throttle=self.throttle,
         )
+
+
+def plan_for(
+    config: LoaderConfig, items: Sequence, counts: Sequence[int] | None, epoch: int, readers: int = 1
+) -> EpochPlan:
+    """This rank's share of ``epoch`` over ``readers`` readers, as ``config`` splits it."""
+    return plan_epoch(
+        items,
+        counts,
+        rank=config.rank,  # type: ignore[arg-type]
+        world_size=config.world_size,  # type: ignore[arg-type]
+        num_workers=readers,
+        batch_size=config.batch_size,
+        drop_last=config.drop_last,
+        remainder=config.remainder,
+        seed=config.seed,
+        epoch=epoch,
+        objects=config.objects is not None,
+    )
 
 
 def counted(config: LoaderConfig) -> list[int] | None:

@@ -27,12 +27,12 @@ from torchdata.nodes import BaseNode, IterableWrapper, ParallelMapper, PinMemory
 from torchdata.nodes import Loader as NodesRunner
 
 from .assemble import Batch, BatchAssembler
-from .config import LoaderConfig, counted
+from .config import LoaderConfig, counted, plan_for
 from .contract import EpochCursor, ResumableLoader, deliver
 from .instrument import StageStats
 from .pipeline import PipelineSpec, process_sample, raw_samples, sample_rng
 from .registry import backend
-from .shards import EpochPlan, check_splittable, plan_epoch
+from .shards import EpochPlan, check_splittable
 from .sources import ShardSource
 from .tario import Sample
 
@@ -154,31 +154,13 @@ class NodesLoader(ResumableLoader):
         """This rank's share of ``epoch`` (default: the current or next one); one reader."""
         if epoch is None:
             epoch = self._cursor.active if self._cursor.active is not None else self._cursor.next_epoch
-        cfg = self.config
-        return plan_epoch(
-            self.items,
-            self.counts,
-            rank=cfg.rank,  # type: ignore[arg-type]
-            world_size=cfg.world_size,  # type: ignore[arg-type]
-            batch_size=cfg.batch_size,
-            drop_last=cfg.drop_last,
-            remainder=cfg.remainder,
-            seed=cfg.seed,
-            epoch=epoch,
-            objects=cfg.objects is not None,
-        )
+        return plan_for(self.config, self.items, self.counts, epoch)
 
     def __len__(self) -> int:
         """The batches this rank yields in the current (or next) epoch: the same on every rank."""
         if self.counts is None:  # one rank: shards are counted when first asked
             self.counts = counted(self.config)
-        batches = self.plan().batches
-        if batches is None:
-            raise TypeError(
-                "len() needs every shard's sample count: pass shard_samples={url: n} (a dataset "
-                "manifest has them) or use local shards, which are counted from their tar headers"
-            )
-        return batches
+        return self.plan().counted().batches  # type: ignore[return-value]
 
     def _graph(self, epoch: int, skip: int, done: int) -> tuple[NodesRunner, ShardSource]:
         cfg = self.config

@@ -156,6 +156,16 @@ class EpochPlan:
     dropped: int = 0
     padded: int = 0
 
+    def counted(self) -> EpochPlan:
+        """This plan, where the shards' sample counts were known; else the TypeError ``len()``
+        raises (the batch count of whole shards drawn without counts is not known in advance)."""
+        if self.samples is None or self.batches is None:
+            raise TypeError(
+                "len() needs every shard's sample count: pass shard_samples={url: n} (a dataset "
+                "manifest has them) or use local shards, which are counted from their tar headers"
+            )
+        return self
+
 
 def _ceil_div(a: int, b: int) -> int:
     return -(-a // b)

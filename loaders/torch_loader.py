@@ -500,13 +500,7 @@ class ShardLoader(ResumableLoader):
         if self.dataset.counts is None:  # one rank: shards are counted when first asked
             self.dataset.counts = counted(self.config)
             self.dataset._plan = None
-        batches = self.plan().batches
-        if batches is None:
-            raise TypeError(
-                "len() needs every shard's sample count: pass shard_samples={url: n} (a dataset "
-                "manifest has them) or use local shards, which are counted from their tar headers"
-            )
-        return batches
+        return self.plan().counted().batches  # type: ignore[return-value]
 
     def _make_ring(self) -> ShmRing | None:
         if self.workers == 0 or not self.spec.decode:  # byte lengths travel as a small tensor

@@ -51,11 +51,11 @@ from collections.abc import Iterator, Sequence
 import torch
 
 from ..assemble import Batch
-from ..config import LoaderConfig, counted
+from ..config import LoaderConfig, counted, plan_for
 from ..contract import EpochCursor, ResumableLoader
 from ..instrument import StageStats
 from ..registry import backend
-from ..shards import EpochPlan, _batches_of, expand_urls, local_path, plan_epoch
+from ..shards import EpochPlan, _batches_of, expand_urls, local_path
 from ..sources import OBJECT_PROTOCOLS
 from .feed import Feed
 from .graph import augment, cuda_devices, export_s3_env, import_dali, index_path, parse_ascii_label, protocol
@@ -200,20 +200,7 @@ class DaliLoader(ResumableLoader):
 
     def _plan(self, epoch: int, readers: int | None = None) -> EpochPlan:
         """External mode: this rank's share of ``epoch`` over the feed's fetchers (loaders.shards)."""
-        cfg = self.config
-        return plan_epoch(
-            self.items,
-            self.counts,
-            rank=cfg.rank,  # type: ignore[arg-type]
-            world_size=cfg.world_size,  # type: ignore[arg-type]
-            num_workers=readers or self.fetchers,
-            batch_size=cfg.batch_size,
-            drop_last=cfg.drop_last,
-            remainder=cfg.remainder,
-            seed=cfg.seed,
-            epoch=epoch,
-            objects=self.objects,
-        )
+        return plan_for(self.config, self.items, self.counts, epoch, readers or self.fetchers)
 
     # -- building ---------------------------------------------------------------------------------
 
@@ -374,13 +361,8 @@ class DaliLoader(ResumableLoader):
             if self.counts is None:  # one rank: shards are counted when first asked
                 self.counts = counted(cfg)
             epoch = self._cursor.active if self._cursor.active is not None else self._cursor.next_epoch
-            samples = self._plan(epoch).samples
-            if samples is None:
-                raise TypeError(
-                    "len() needs every shard's sample count: pass shard_samples={url: n} (a dataset "
-                    "manifest has them) or use local shards"
-                )
-            return _batches_of(samples, cfg.batch_size, cfg.drop_last)
+            samples = self._plan(epoch).counted().samples
+            return _batches_of(samples, cfg.batch_size, cfg.drop_last)  # type: ignore[arg-type]
         total = _index_samples(self.items)
         if total is None:
             raise TypeError(
