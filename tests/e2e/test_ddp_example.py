@@ -8,31 +8,17 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections import Counter
 
 import pytest
 
 from tests.helpers.paths import ROOT
 from tests.helpers.shardkit import label_of, make_uneven_shards
+from tests.helpers.shm import shm_entries, shm_left_beyond
 
 pytestmark = pytest.mark.slow
 
 SIZES = [3, 29, 8, 1, 17, 5, 11]  # 74 samples: 37 per rank, 10 batches of 4 (the last of 1)
-OURS = ("torch_", "psm_", "sem.mp", "loaders")  # what torch, multiprocessing or the loaders could leave
-
-
-def _shm() -> set[str]:
-    return {name for name in os.listdir("/dev/shm") if name.startswith(OURS)}
-
-
-def _shm_back_to(before: set[str], seconds: float = 5.0) -> set[str]:
-    """What is left in /dev/shm beyond ``before``, once the workers' own exit work is done (a
-    spawned worker unlinks its semaphores as it exits, a little after the loader let it go)."""
-    deadline = time.monotonic() + seconds
-    while (extra := _shm() - before) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return extra
 
 
 def _records(log_dir, rank: int) -> list[dict]:
@@ -47,7 +33,7 @@ def test_ddp_training_over_uneven_shards_takes_equal_steps_on_every_rank(tmp_pat
     log_dir.mkdir()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     env["OMP_NUM_THREADS"] = "1"
-    before = _shm()
+    before = shm_entries()
     # the timeout is the "no hang" assertion: a rank left waiting in an all-reduce never exits
     proc = subprocess.run(
         [
@@ -91,4 +77,4 @@ def test_ddp_training_over_uneven_shards_takes_equal_steps_on_every_rank(tmp_pat
         assert len(seen) == total - total % 2  # the even split drops at most ranks - 1 samples
     assert len(set(steps.values())) == 1 and steps[(0, 0)] == 10
     assert "epoch 1: 10 steps per rank on 2 rank(s)" in proc.stdout
-    assert not _shm_back_to(before), "the run left shared memory behind"
+    assert not shm_left_beyond(before), "the run left shared memory behind"

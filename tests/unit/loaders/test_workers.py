@@ -9,7 +9,6 @@ import functools
 import gc
 import itertools
 import os
-import time
 from pathlib import Path
 
 import pytest
@@ -18,22 +17,7 @@ import torch
 from loaders import AugmentSpec, ShardLoader, make_loader
 from loaders.options import OptionError
 from tests.helpers.shardkit import ALL_KEYS, label_of, make_shards, small_config
-
-# what torch, multiprocessing or these loaders could leave (other tests on the host make their own)
-OURS = ("torch_", "psm_", "sem.mp", "loaders")
-
-
-def _shm() -> set[str]:
-    return {name for name in os.listdir("/dev/shm") if name.startswith(OURS)}
-
-
-def _shm_back_to(before: set[str], seconds: float = 5.0) -> set[str]:
-    """What is left in /dev/shm beyond ``before``, once the workers' own exit work is done (a
-    spawned worker unlinks its semaphores as it exits, a little after the loader let it go)."""
-    deadline = time.monotonic() + seconds
-    while (extra := _shm() - before) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return extra
+from tests.helpers.shm import shm_entries, shm_left_beyond
 
 
 def _note_start(directory: str, worker_id: int) -> None:
@@ -114,7 +98,7 @@ def test_an_epoch_left_early_does_not_leak_into_the_next(urls, mode):
 
 @pytest.mark.parametrize("method", ["fork", "forkserver", "spawn"])
 def test_every_start_method_uses_the_ring_and_leaves_no_shared_memory(urls, method):
-    before = _shm()
+    before = shm_entries()
     loader = make_loader("torch", small_config(urls, workers=1, options={"multiprocessing_context": method}))
     ring_slots = None
     for epoch in range(2):
@@ -130,7 +114,7 @@ def test_every_start_method_uses_the_ring_and_leaves_no_shared_memory(urls, meth
     loader.close()
     del loader
     gc.collect()  # DataLoader's queues unlink their semaphores when collected
-    assert not _shm_back_to(before)
+    assert not shm_left_beyond(before)
 
 
 def test_dataloader_keywords_are_honoured_or_refused_with_a_reason(urls):
