@@ -17,12 +17,9 @@ import tempfile
 from pathlib import Path
 
 import pyarrow.parquet as pq
-from common import host_line, write_section
+from common import host_line, loaders_dataset, write_section
 
 from iobench.cell.process import run_cell
-from iobench.datasets.manifest import Manifest
-from iobench.datasets.synth import ensure_dataset
-from iobench.host.cachedir import cache_dir
 
 
 def throttled_cell(root: Path, cap_mb: float, out: Path) -> dict:
@@ -47,9 +44,7 @@ def main() -> None:
     ap.add_argument("--samples", type=int, default=3072)
     ap.add_argument("--caps", default="10,20,40", help="MB/s, comma-separated")
     args = ap.parse_args()
-    root = cache_dir() / "datasets" / f"bench-loaders-{args.samples}"
-    ensure_dataset(root, samples=args.samples, seed=0, shard_bytes=16 * 10**6)
-    urls = [str(p) for p in Manifest.load(root).shard_paths(root)]
+    root, urls = loaders_dataset(args.samples)
 
     rows = []
     with tempfile.TemporaryDirectory() as tmp:

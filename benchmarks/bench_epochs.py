@@ -17,11 +17,10 @@ import argparse
 import statistics
 import time
 
-from common import host_line, median, write_section
+from common import host_line, loaders_dataset, median, write_section
 
 from iobench.datasets.manifest import Manifest
 from iobench.host import pagecache
-from iobench.sweep.config import default_cache_dir
 from loaders import ShardLoader
 
 
@@ -83,12 +82,9 @@ def main() -> None:
     ap.add_argument("--step-ms", type=float, default=20.0)
     ap.add_argument("--no-write", action="store_true", help="print only; leave docs/benchmarks.md alone")
     args = ap.parse_args()
-    from iobench.datasets.synth import ensure_dataset
 
-    root = default_cache_dir() / "datasets" / f"bench-loaders-{args.samples}"
-    ensure_dataset(root, samples=args.samples, seed=0, shard_bytes=16 * 10**6)
+    root, urls = loaders_dataset(args.samples)
     manifest = Manifest.load(root)
-    urls = [str(p) for p in manifest.shard_paths(root)]
     counts = {u: s.samples for u, s in zip(urls, manifest.shards, strict=True)}
     pagecache.warm(urls)
     contenders = {

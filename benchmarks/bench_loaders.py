@@ -29,12 +29,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from common import cpu_seconds, host_line, interleaved, median, paired, spread, write_section
+from common import cpu_seconds, host_line, interleaved, loaders_dataset, median, paired, spread, write_section
 from peers import decode_augment, litdata_convert, litdata_loader, webdataset_loader
 
-from iobench.datasets.manifest import Manifest
 from iobench.host import pagecache
-from iobench.host.cachedir import cache_dir
 from loaders import LoaderConfig, make_loader
 from loaders.tario import iter_samples
 
@@ -182,12 +180,8 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
-    from iobench.datasets.synth import ensure_dataset
 
-    root = cache_dir() / "datasets" / f"bench-loaders-{args.samples}"
-    ensure_dataset(root, samples=args.samples, seed=0, shard_bytes=16 * 10**6)
-    manifest = Manifest.load(root)
-    urls = [str(p) for p in manifest.shard_paths(root)]
+    _, urls = loaders_dataset(args.samples)
     pagecache.warm(urls)
     blobs = []
     for u in urls:

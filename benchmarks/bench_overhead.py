@@ -19,12 +19,9 @@ from __future__ import annotations
 import argparse
 import time
 
-from common import host_line, median, ratio_interval, write_section
+from common import host_line, loaders_dataset, median, ratio_interval, write_section
 
-from iobench.datasets.manifest import Manifest
-from iobench.datasets.synth import ensure_dataset
 from iobench.host import pagecache
-from iobench.host.cachedir import cache_dir
 from loaders import LoaderConfig, make_loader
 from loaders.instrument import set_timing
 
@@ -61,9 +58,7 @@ def main() -> None:
     ap.add_argument("--pairs", type=int, default=200)
     ap.add_argument("--rate-pairs", type=int, default=12)
     args = ap.parse_args()
-    root = cache_dir() / "datasets" / f"bench-loaders-{args.samples}"
-    ensure_dataset(root, samples=args.samples, seed=0, shard_bytes=16 * 10**6)
-    urls = [str(p) for p in Manifest.load(root).shard_paths(root)]
+    _, urls = loaders_dataset(args.samples)
     pagecache.warm(urls)
     started = host_line()
 

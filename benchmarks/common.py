@@ -116,3 +116,15 @@ def write_section(name: str, body: str) -> None:
         pattern.sub(lambda _: block, text) if pattern.search(text) else text.rstrip() + "\n\n" + block + "\n"
     )
     DOC.write_text(text)
+
+
+def loaders_dataset(samples: int) -> tuple[Path, list[str]]:
+    """The loader benchmarks' shared set: ``samples`` ImageNet-like JPEGs in 16 MB shards, made once
+    under iobench's cache directory (and reused); its root and its shard paths."""
+    from iobench.datasets.manifest import Manifest
+    from iobench.datasets.synth import ensure_dataset
+    from iobench.host.cachedir import cache_dir
+
+    root = cache_dir() / "datasets" / f"bench-loaders-{samples}"
+    ensure_dataset(root, samples=samples, seed=0, shard_bytes=16 * 10**6)
+    return root, [str(p) for p in Manifest.load(root).shard_paths(root)]
