@@ -104,6 +104,20 @@ def _checksum_ok(header: bytes) -> bool:
     return total - sum(field_) + 8 * 32 == stored
 
 
+def _fields(header: bytes, url: str, at: int) -> tuple[str, int, bytes]:
+    """(name, size, type flag) of a whole tar header that is not the end-of-archive block; a
+    corrupt one is a ShardFormatError at ``at``."""
+    if not _checksum_ok(header):
+        raise ShardFormatError(url, at, "tar header checksum mismatch (corrupt or not a tar)")
+    size = _octal(header[124:136])
+    if size is None:
+        raise ShardFormatError(url, at, "tar header size field is not an octal number")
+    name = header[0:100].split(b"\0", 1)[0].decode("utf-8", "replace")
+    if header[345] and header[257:262] == b"ustar":  # a ustar prefix, NUL-terminated like the name
+        name = header[345:500].split(b"\0", 1)[0].decode("utf-8", "replace") + "/" + name
+    return name, size, header[156:157]
+
+
 def _pax_path(data: bytes) -> str | None:
     """The ``path`` record of a pax extended header ("<length> <key>=<value>\n" records); raises
     ValueError on a malformed record (a zero length would otherwise loop forever)."""
@@ -146,21 +160,13 @@ def iter_members(
             raise ShardFormatError(url, header_at, f"truncated tar header ({len(header)} of 512 bytes)")
         if header == _ZERO_BLOCK:
             return  # end-of-archive; the second zero block and padding are not needed
-        if not _checksum_ok(header):
-            raise ShardFormatError(url, header_at, "tar header checksum mismatch (corrupt or not a tar)")
-        size = _octal(header[124:136])
-        if size is None:
-            raise ShardFormatError(url, header_at, "tar header size field is not an octal number")
-        kind = header[156:157]
+        name, size, kind = _fields(header, url, header_at)
         # checked before a byte is read: a declared size allocates nothing
         limit = META_MAX_BYTES if kind in (b"x", b"L") else max_member_bytes
         if size > limit:
             raise ShardFormatError(
                 url, header_at, f"member declares {size} bytes, over the {limit}-byte limit"
             )
-        name = header[0:100].split(b"\0", 1)[0].decode("utf-8", "replace")
-        if header[345] and header[257:262] == b"ustar":  # a ustar prefix, NUL-terminated like the name
-            name = header[345:500].split(b"\0", 1)[0].decode("utf-8", "replace") + "/" + name
         data_at = header_at + BLOCK
         padding = -size % BLOCK
         if size <= SMALL_MEMBER:
@@ -250,15 +256,7 @@ def count_tar_samples(path: str) -> int:
                 )
             if header == _ZERO_BLOCK:
                 return count
-            if not _checksum_ok(header):
-                raise ShardFormatError(path, at, "tar header checksum mismatch (corrupt or not a tar)")
-            size = _octal(header[124:136])
-            if size is None:
-                raise ShardFormatError(path, at, "tar header size field is not an octal number")
-            kind = header[156:157]
-            name = header[0:100].split(b"\0", 1)[0].decode("utf-8", "replace")
-            if header[345] and header[257:262] == b"ustar":
-                name = header[345:500].split(b"\0", 1)[0].decode("utf-8", "replace") + "/" + name
+            name, size, kind = _fields(header, path, at)
             data_at = at + BLOCK
             if data_at + size > end:
                 raise ShardFormatError(
