@@ -1,5 +1,6 @@
-"""Workers across epochs: each start method with persistent workers (and with the next epoch
-prefetched), against workers forked anew every epoch (what the torch loader did before issue 18).
+"""Workers across epochs: each start method with persistent workers that start the next epoch early
+(the default), against persistent workers that wait to be asked for it and workers forked anew every
+epoch (what the torch loader did before issue 18).
 
     python benchmarks/bench_epochs.py [--samples 3072] [--workers 2] [--epochs 3] [--rounds 3]
 
@@ -37,7 +38,7 @@ def run(urls: list[str], counts: dict[str, int], method: str, mode: str, args) -
         world_size=1,
         multiprocessing_context=method,
         persistent_workers=mode != "per-epoch",
-        prefetch_next_epoch=mode == "ahead",
+        prefetch_next_epoch=mode == "ahead",  # the default
     )
     waits: list[tuple[int, float]] = []
     first = None
@@ -89,10 +90,10 @@ def main() -> None:
     pagecache.warm(urls)
     contenders = {
         ("fork", "per-epoch"): "fork, workers forked every epoch (before)",
-        ("fork", "persistent"): "fork, persistent (default)",
-        ("fork", "ahead"): "fork, persistent, prefetch_next_epoch",
-        ("forkserver", "persistent"): "forkserver, persistent",
-        ("spawn", "persistent"): "spawn, persistent",
+        ("fork", "persistent"): "fork, persistent, next epoch when asked (prefetch_next_epoch=False)",
+        ("fork", "ahead"): "fork, persistent, next epoch started early (default)",
+        ("forkserver", "ahead"): "forkserver, default",
+        ("spawn", "ahead"): "spawn, default",
     }
     results: dict = {key: [] for key in contenders}
     keys = list(contenders)

@@ -72,9 +72,10 @@ _TORCH = {
     ),
     "prefetch_next_epoch": Option(
         bool,
-        default=False,
-        help="persistent workers start on the next epoch as soon as they finish one (work and requests "
-        "no one may ask for; loader.stats counts them only when that epoch is read)",
+        default=True,
+        help="persistent workers go on to the next epoch as soon as they finish one, so its first "
+        "batches are ready at the boundary (after the last epoch read, a few batches per worker are "
+        "read for nothing; loader.stats counts a batch when its epoch is read)",
     ),
     "multiprocessing_context": Option(
         (str, type(None)),

@@ -19,14 +19,18 @@ a small shared control block: the loader writes the epoch, and what each worker 
 resets the workers through DataLoader's own reset of persistent workers; a worker reads the block
 whenever a stream starts, and stops decoding for a stream the block no longer names.
 
-``prefetch_next_epoch=True`` goes further: each worker streams its share of one epoch after
-another, telling the loader when its share of epoch e is done (an END marker) and starting on e + 1
-at once, so the next epoch's first batches are ready when the training loop asks. The loader sorts
-what arrives by the epoch each batch is tagged with; when the next epoch is not the one the
-workers guessed (a ``set_epoch`` that jumps, a ``load_state_dict``, an epoch left half-read) it
-restarts their streams as above. Off by default: the workers then read (and request from the
-storage) data that nobody may ask for, and ``loader.stats`` counts it only when that epoch is
-read. ``persistent_workers=False`` forks new workers for every epoch instead.
+The next epoch is started early (``prefetch_next_epoch``, on by default): each worker streams its
+share of one epoch after another, telling the loader when its share of epoch e is done (an END
+marker) and starting on e + 1 at once, so the next epoch's first batches are ready when the
+training loop asks. The loader sorts what arrives by the epoch each batch is tagged with; when the
+next epoch is not the one the workers guessed (a ``set_epoch`` that jumps, a ``load_state_dict``,
+an epoch left half-read) it restarts their streams as above. What that costs: after the last
+epoch the loop reads, the workers have read (and requested from the storage) a few batches that
+nobody takes: what DataLoader had asked of them (``prefetch`` per worker) and what a worker that
+finished its share first made while the others finished theirs; ``loader.stats`` counts a batch
+only when its epoch is read. ``prefetch_next_epoch=False`` keeps every epoch's work to what
+was asked for (the storage's request count then equals the loader's after every epoch);
+``persistent_workers=False`` forks new workers for every epoch instead.
 """
 
 from __future__ import annotations

@@ -70,6 +70,7 @@ def _loader(url: str, manifest: Manifest, endpoint: str, **kw) -> ShardLoader:
         part_bytes=256 * 1024,  # ~14 GETs per 3.6 MB shard: ~150 requests an epoch to hit
         concurrency=2,
         shuffle_buffer=8,
+        prefetch_next_epoch=False,  # the proxy's count is the loader's only if no epoch is read ahead
         **kw,
     )
 

@@ -1,5 +1,5 @@
 """DataLoader workers of the torch backend: persistent across epochs (the next epoch reaches the
-living workers; with prefetch_next_epoch they start on it before they are asked), every start
+living workers, which start on it before they are asked unless prefetch_next_epoch=False), every start
 method (fork, forkserver, spawn) with the batch-buffer ring, and the DataLoader keywords a user
 passes."""
 
@@ -8,7 +8,9 @@ from __future__ import annotations
 import functools
 import gc
 import itertools
+import multiprocessing
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -33,9 +35,9 @@ def _keys(batches) -> list[str]:
     return [k for b in batches for k in b.keys]
 
 
-MODES = {  # DataLoader workers: kept, kept and running ahead, forked every epoch
-    "persistent": {},
-    "ahead": {"prefetch_next_epoch": True},
+MODES = {  # DataLoader workers: kept and running ahead (default), kept, forked every epoch
+    "ahead": {},
+    "persistent": {"prefetch_next_epoch": False},
     "per-epoch": {"persistent_workers": False},
 }
 
@@ -96,6 +98,48 @@ def test_an_epoch_left_early_does_not_leak_into_the_next(urls, mode):
     loader.close()
 
 
+def _count_decodes(counter, _worker_id: int) -> None:
+    import loaders.pipeline as pipeline
+
+    decode = pipeline.decode_jpeg
+
+    def counted(data):
+        with counter.get_lock():
+            counter.value += 1
+        return decode(data)
+
+    pipeline.decode_jpeg = counted
+
+
+@pytest.mark.parametrize("ahead", [True, False])
+def test_running_ahead_past_the_last_epoch_reads_a_few_batches_not_an_epoch(urls, ahead):
+    """After the last epoch the loop reads, the workers have decoded what DataLoader asked of them
+    (prefetch per worker) and what a worker that ended its share first made meanwhile: a few
+    batches, never the whole next epoch (40 samples here); with prefetch_next_epoch=False, none."""
+    decoded = multiprocessing.get_context("fork").Value("i", 0)
+    workers, prefetch, batch = 2, 2, 4
+    loader = ShardLoader(
+        urls,
+        batch_size=batch,
+        workers=workers,
+        prefetch=prefetch,
+        shuffle_buffer=16,
+        augment=AugmentSpec(size=32),
+        multiprocessing_context="fork",
+        worker_init_fn=functools.partial(_count_decodes, decoded),
+        prefetch_next_epoch=ahead,
+    )
+    assert sum(len(labels) for _, labels in loader) == 40
+    last, deadline = -1, time.monotonic() + 10
+    while decoded.value != last and time.monotonic() < deadline:  # until the workers are idle
+        last = decoded.value
+        time.sleep(0.5)
+    loader.close()
+    extra = decoded.value - 40
+    print(f"figures: decoded past the last epoch: {extra} samples (prefetch_next_epoch={ahead})")
+    assert (0 < extra <= (prefetch + 1) * workers * batch) if ahead else extra == 0, extra
+
+
 @pytest.mark.parametrize("method", ["fork", "forkserver", "spawn"])
 def test_every_start_method_uses_the_ring_and_leaves_no_shared_memory(urls, method):
     before = shm_entries()
@@ -125,7 +169,7 @@ def test_dataloader_keywords_are_honoured_or_refused_with_a_reason(urls):
     dl = loader._loader
     assert loader.workers == 1 and dl.prefetch_factor == 3 and dl.timeout == 30 and dl.generator is g
     assert dl.persistent_workers is True and dl.multiprocessing_context.get_start_method() == "spawn"
-    assert loader.continuous is False  # persistent, not running ahead, unless asked
+    assert loader.continuous is True  # persistent and running ahead, unless told not to
     for name, why in [("sampler", "even split"), ("shuffle", "shuffle_buffer"), ("collate_fn", "in place")]:
         with pytest.raises(TypeError, match=f"{name} .*{why}"):
             ShardLoader(urls, **{name: None})
