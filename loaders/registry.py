@@ -188,14 +188,20 @@ def undecoded_loaders() -> list[str]:
     return sorted(n for n, b in {**_BUILTIN, **_REGISTERED}.items() if b.undecoded)
 
 
-def make_loader(name: str, config: LoaderConfig) -> Loader:
-    """Build the backend called ``name`` ("torch", "nodes", "dali", or a registered one), its
-    ``config.options`` checked against the ones it declares and completed with their defaults."""
-    chosen = backend(name)
-    if not config.decode and not chosen.undecoded:
+def check_decode(name: str, config: LoaderConfig) -> None:
+    """ValueError when ``config.decode`` is False and backend ``name`` always decodes: for
+    make_loader, and for a backend's class built directly."""
+    if not config.decode and not backend(name).undecoded:
         raise ValueError(
             f"loader {name!r} always decodes: decode=False needs {', '.join(undecoded_loaders())}"
         )
+
+
+def make_loader(name: str, config: LoaderConfig) -> Loader:
+    """Build the backend called ``name`` ("torch", "nodes", "dali", or a registered one), its
+    ``config.options`` checked against the ones it declares and completed with their defaults."""
+    check_decode(name, config)
+    chosen = backend(name)
     checked = chosen.check(config.options)
     return chosen.factory()(replace(config, options=checked))
 

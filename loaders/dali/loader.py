@@ -54,7 +54,7 @@ from ..assemble import Batch
 from ..config import LoaderConfig, counted, plan_for
 from ..contract import EpochCursor, ResumableLoader
 from ..instrument import StageStats
-from ..registry import backend
+from ..registry import backend, check_decode
 from ..shards import EpochPlan, _batches_of, expand_urls, local_path
 from ..sources import OBJECT_PROTOCOLS
 from .feed import Feed
@@ -151,6 +151,7 @@ class DaliLoader(ResumableLoader):
     backend = "dali"
 
     def __init__(self, config: LoaderConfig) -> None:
+        check_decode(self.backend, config)  # the graph decodes: no byte-length batches
         import_dali()
         options = backend(self.backend).check(config.options)
         config = config.with_ranks()

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from loaders import LoaderConfig, make_loader
+from loaders.dali.loader import DaliLoader
 
 
 def _image_bytes(dataset: Path) -> tuple[int, int]:
@@ -48,3 +49,5 @@ def test_a_backend_that_decodes_in_its_own_graph_refuses(tiny_dataset):
     config = LoaderConfig(urls=[str(next(tiny_dataset.glob("*.tar")))], decode=False)
     with pytest.raises(ValueError, match="always decodes: decode=False needs nodes, torch"):
         make_loader("dali", config)
+    with pytest.raises(ValueError, match="always decodes"):  # the class built directly, too
+        DaliLoader(config)
