@@ -6,8 +6,9 @@ copies once but turns every small read of a cold file into a synchronous trip to
 mapping's ``read``/``seek``/``tell`` are mmap's own C methods, so the tar reader's exact member
 reads cost the copy alone (benchmarks/bench_local_read.py). POSIX_FADV_SEQUENTIAL, given to the
 file before it is mapped, doubles the file's read-ahead window, which page faults on the mapping
-use as read() does (fio asks for it too: without it fio read a cold shard set at 0.64 × its own
-rate with it, and the mapped tar reader went from 0.67 × to 0.76 × fio with it, the same run);
+use as read() does. fio gives the same advice by default: without it, fio read a cold shard set at
+0.64 × the rate it reaches with it; with it, the mapped tar reader went from 0.67 × to 0.76 × fio
+in one scratch run, and from 0.80–0.96 × to 1.03–1.15 × in the benchmark (docs/benchmarks.md).
 MADV_SEQUENTIAL marks the mapping as read in order. What cannot be mapped (an empty file, a pipe,
 a device) opens buffered.
 
