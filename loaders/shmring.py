@@ -117,9 +117,10 @@ class ShmRing:
 
 
 def _shared_bytes(n: int) -> torch.Tensor:
-    """``n`` zeroed bytes of shared memory as a uint8 tensor (torch's current sharing strategy:
-    a file descriptor by default on Linux)."""
+    """``n`` bytes of new shared memory as a uint8 tensor (torch's current sharing strategy: a file
+    descriptor by default on Linux). A new segment reads as zeros (it is grown by ftruncate), so
+    the flags start FREE; clearing it here would also fault in every page of the slots in this
+    process, which never writes them (~36 ms and 28,000 page faults for a 115 MB ring, before the
+    workers could start)."""
     storage = torch.UntypedStorage._new_shared(max(1, n))
-    tensor = torch.empty(0, dtype=torch.uint8).set_(storage)
-    tensor.zero_()
-    return tensor
+    return torch.empty(0, dtype=torch.uint8).set_(storage)

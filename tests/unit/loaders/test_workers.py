@@ -98,7 +98,7 @@ def test_an_epoch_left_early_does_not_leak_into_the_next(urls, mode):
     loader.close()
 
 
-def _count_decodes(counter, _worker_id: int) -> None:
+def _count_decodes(counter, _worker_id: int, pause_s: float = 0.0) -> None:
     import loaders.pipeline as pipeline
 
     decode = pipeline.decode_jpeg
@@ -106,6 +106,7 @@ def _count_decodes(counter, _worker_id: int) -> None:
     def counted(data):
         with counter.get_lock():
             counter.value += 1
+        time.sleep(pause_s)
         return decode(data)
 
     pipeline.decode_jpeg = counted
@@ -138,6 +139,32 @@ def test_running_ahead_past_the_last_epoch_reads_a_few_batches_not_an_epoch(urls
     extra = decoded.value - 40
     print(f"figures: decoded past the last epoch: {extra} samples (prefetch_next_epoch={ahead})")
     assert (0 < extra <= (prefetch + 1) * workers * batch) if ahead else extra == 0, extra
+
+
+def test_a_loader_dropped_while_its_workers_read_ahead_stops_them_at_the_next_sample(urls):
+    """Garbage collected like close(): each worker stops at its next sample instead of finishing
+    the batch in hand (of the next epoch, which nobody will take) before DataLoader's shutdown
+    reaches it. 8-sample batches at 50 ms a sample: each worker is mid-batch when the loader goes."""
+    decoded = multiprocessing.get_context("fork").Value("i", 0)
+    workers = 2
+    loader = ShardLoader(
+        urls,
+        batch_size=8,
+        workers=workers,
+        prefetch=2,
+        augment=AugmentSpec(size=32),
+        multiprocessing_context="fork",
+        worker_init_fn=functools.partial(_count_decodes, decoded, pause_s=0.05),
+    )
+    assert sum(len(labels) for _, labels in loader) == 40
+    at_drop = decoded.value
+    t0 = time.perf_counter()
+    del loader
+    gc.collect()
+    took = time.perf_counter() - t0
+    extra = decoded.value - at_drop
+    print(f"figures: dropped after {at_drop - 40} samples past the epoch; {extra} more decoded, {took:.2f} s")
+    assert extra <= workers, extra  # the sample each worker had in hand
 
 
 @pytest.mark.parametrize("method", ["fork", "forkserver", "spawn"])
