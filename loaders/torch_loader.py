@@ -44,7 +44,7 @@ from dataclasses import fields, replace
 from typing import Any
 
 import numpy as np
-import numpy.random  # noqa: F401  DataLoader seeds it in every worker: loaded once here, not per fork
+import numpy.random  # DataLoader seeds it in every worker: loaded once here, not in every fork
 import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
