@@ -1,0 +1,124 @@
+"""What a DataLoader worker spends per sample beyond the decode itself, in one process.
+
+    python benchmarks/bench_worker_path.py [--samples 3072] [--rounds 9]
+
+Thread CPU per sample, interleaved rounds, page cache warm, one thread:
+
+- *bare*: decode + augment of the same JPEGs already in memory (bench_loaders' ceiling work);
+- *fetch*: the worker's reading alone (``loaders.pipeline.read_shards`` over the mapped shards:
+  tar headers parsed and checked, members copied out, samples grouped and timed);
+- *worker*: a worker's whole path (``loaders.pipeline.stream``: the reading, then each sample's
+  decode and augment into its slot of a batch-ring buffer, labels, stage clocks, each batch handed
+  over as a slot number), without the process boundary.
+
+The worker's extra cost is the geometric mean of the per-round ratios worker / bare, with its 95 %
+Student-t interval. For a profiler, ``--loop bare|worker --seconds 30`` runs one of them over and
+over; attach with ``perf record -F 2000 -g -p PID`` and read ``perf report --no-children --sort dso``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import time
+from collections.abc import Callable
+
+from common import host_line, interleaved, loaders_dataset, median, ratio_interval, write_section
+from peers import decode_augment
+
+from iobench.host import pagecache
+from loaders import LoaderConfig
+from loaders.pipeline import read_shards, stream
+from loaders.shmring import ShmRing
+from loaders.sources import ShardSource, SourceSpec
+from loaders.tario import iter_samples
+
+
+def per_sample_us(run: Callable[[], int]) -> Callable[[], float]:
+    def measured() -> float:
+        start = time.thread_time()
+        n = run()
+        return (time.thread_time() - start) / n * 1e6
+
+    return measured
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--samples", type=int, default=3072)
+    ap.add_argument("--rounds", type=int, default=9)
+    ap.add_argument("--loop", choices=["bare", "worker"], help="run one path over and over (profiling)")
+    ap.add_argument("--seconds", type=float, default=30.0)
+    args = ap.parse_args()
+
+    import torch
+
+    torch.set_num_threads(1)  # as in a worker
+    _, urls = loaders_dataset(args.samples)
+    pagecache.warm(urls)
+    blobs = []
+    for url in urls:
+        with open(url, "rb") as f:
+            blobs += [s.parts["jpg"] for s in iter_samples(f, url)]
+    spec = LoaderConfig(urls=urls, batch_size=64, workers=0, shuffle_buffer=0).pipeline_spec()
+    source = ShardSource(SourceSpec())
+    ring = ShmRing(1, 6, spec.batch_size * spec.image_size * spec.image_size * 3)
+
+    def bare() -> int:
+        rng = random.Random(0)
+        for jpg in blobs:
+            decode_augment(jpg, rng)
+        return len(blobs)
+
+    def fetch() -> int:
+        return sum(1 for _ in read_shards(urls, source, spec))
+
+    def worker() -> int:
+        n = 0
+        for batch in stream(urls, source, spec, random.Random(0), shared=True, ring=ring):
+            n += len(batch)
+            ring.release(batch.in_ring[1])  # what the consumer's tensor does when it dies
+        return n
+
+    if args.loop:
+        run = {"bare": bare, "worker": worker}[args.loop]
+        print(f"looping {args.loop} for {args.seconds:.0f} s", flush=True)
+        end = time.monotonic() + args.seconds
+        while time.monotonic() < end:
+            run()
+        return
+
+    started = host_line()
+    results = interleaved(
+        {"bare": per_sample_us(bare), "fetch": per_sample_us(fetch), "worker": per_sample_us(worker)},
+        rounds=args.rounds,
+    )
+    ratio, low, high = ratio_interval(results["worker"], results["bare"])
+    extra = [w - b for w, b in zip(results["worker"], results["bare"], strict=True)]
+    write_section(
+        "worker-path",
+        f"""## A worker's CPU beyond the decode (`python benchmarks/bench_worker_path.py --rounds {args.rounds}`)
+
+Started {started}; ended at load {host_line().rsplit("load ", 1)[1]}. {len(blobs)} ImageNet-like
+JPEGs in {len(urls)} shards, page cache warm, one process, one thread, {args.rounds} interleaved
+rounds; thread CPU µs per sample (medians). *bare*: decode + augment of the JPEGs in memory;
+*fetch*: the worker's tar reading alone; *worker*: a DataLoader worker's whole path (reading,
+decode and augment into a batch-ring slot, labels, stage clocks, batches handed over as slot
+numbers), without the process boundary.
+
+| path | µs per sample |
+|---|---:|
+| bare decode + augment | {median(results["bare"]):,.0f} |
+| fetch (tar reading) alone | {median(results["fetch"]):,.1f} |
+| worker path | {median(results["worker"]):,.0f} |
+
+The worker path costs **{100 * (ratio - 1):+.1f} %** of the bare decode's CPU per sample (95 %
+interval {100 * (low - 1):+.1f} to {100 * (high - 1):+.1f} %; {median(extra):.0f} µs per sample,
+per-round differences {min(extra):.0f} to {max(extra):.0f}).
+""",
+    )
+    print(f"worker / bare {ratio:.3f} [{low:.3f}, {high:.3f}], extra {median(extra):.0f} us/sample")
+
+
+if __name__ == "__main__":
+    main()
