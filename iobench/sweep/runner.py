@@ -343,6 +343,10 @@ class Sweep:
                     env={
                         **os.environ,
                         "PYTHONUNBUFFERED": "1",
+                        # `python -m` would put the working directory first on the cell's (and its
+                        # ranks') import path: a user's own loaders/ or iobench/ package there would
+                        # stand in for ours. Python >= 3.11 leaves it off; 3.10 ignores the variable
+                        "PYTHONSAFEPATH": "1",
                         LIVE_ENV: str(live_path),
                         PARENT_ENV: str(os.getpid()),
                         RANK_ERRORS_ENV: str(scratch),

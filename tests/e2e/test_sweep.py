@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
@@ -72,6 +73,31 @@ def test_sweep_writes_results_and_finds_decode_bound(tmp_path, tiny_dataset):
     # the report command reads the run back
     report = _iobench("report", out)
     assert report.returncode == 0 and "prep-bound" in report.stdout
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="PYTHONSAFEPATH is Python 3.11's")
+def test_cells_import_iobench_not_a_namesake_in_the_working_directory(tmp_path, tiny_dataset):
+    """A user's project with its own loaders/ and iobench/ packages, where they run iobench from (the
+    console script, as installed): the cell processes must import iobench's, not the project's."""
+    project = tmp_path / "project"
+    for name in ("loaders", "iobench"):
+        (project / name).mkdir(parents=True)
+        (project / name / "__init__.py").write_text(f"raise ImportError('the project\\'s own {name}')\n")
+    cfg = yaml.safe_load(_config(tmp_path, tiny_dataset).read_text())
+    cfg["loaders"][0]["workers"] = [0]
+    path = tmp_path / "one.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    out = tmp_path / "run"
+    proc = subprocess.run(
+        [str(Path(sys.executable).with_name("iobench")), "sweep", str(path), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        cwd=project,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    (row,) = pq.read_table(out / "results.parquet").to_pylist()
+    assert row["status"] == "ok", row["error"]
 
 
 def test_sweep_reports_a_failed_cell_without_losing_the_others(tmp_path, tiny_dataset):
