@@ -29,12 +29,20 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from common import cpu_seconds, host_line, interleaved, loaders_dataset, median, paired, spread, write_section
+from common import (
+    cpu_seconds,
+    host_line,
+    interleaved,
+    loaders_dataset,
+    median,
+    paired,
+    spread,
+    warm_jpegs,
+    write_section,
+)
 from peers import decode_augment, litdata_convert, litdata_loader, webdataset_loader
 
-from iobench.host import pagecache
 from loaders import LoaderConfig, make_loader
-from loaders.tario import iter_samples
 
 
 def with_cpu(run: Callable[[], float], n: int, into: list[float]) -> Callable[[], float]:
@@ -182,11 +190,7 @@ def main() -> None:
     args = ap.parse_args()
 
     _, urls = loaders_dataset(args.samples)
-    pagecache.warm(urls)
-    blobs = []
-    for u in urls:
-        with open(u, "rb") as f:
-            blobs += [s.parts["jpg"] for s in iter_samples(f, u)]
+    blobs = warm_jpegs(urls)
     n = len(blobs)
     cores = len(os.sched_getaffinity(0))
     lit_dir = litdata_convert(urls, Path(tempfile.gettempdir()) / f"iobench-litdata-{args.samples}")

@@ -23,15 +23,13 @@ import random
 import time
 from collections.abc import Callable
 
-from common import host_line, interleaved, loaders_dataset, median, ratio_interval, write_section
+from common import host_line, interleaved, loaders_dataset, median, ratio_interval, warm_jpegs, write_section
 from peers import decode_augment
 
-from iobench.host import pagecache
 from loaders import LoaderConfig
 from loaders.pipeline import read_shards, stream
 from loaders.shmring import ShmRing
 from loaders.sources import ShardSource, SourceSpec
-from loaders.tario import iter_samples
 
 
 def per_sample_us(run: Callable[[], int]) -> Callable[[], float]:
@@ -50,16 +48,14 @@ def main() -> None:
     ap.add_argument("--loop", choices=["bare", "worker"], help="run one path over and over (profiling)")
     ap.add_argument("--seconds", type=float, default=30.0)
     args = ap.parse_args()
+    if args.rounds < 2:
+        ap.error("--rounds: at least 2 (the interval of the ratio needs two rounds)")
 
     import torch
 
     torch.set_num_threads(1)  # as in a worker
     _, urls = loaders_dataset(args.samples)
-    pagecache.warm(urls)
-    blobs = []
-    for url in urls:
-        with open(url, "rb") as f:
-            blobs += [s.parts["jpg"] for s in iter_samples(f, url)]
+    blobs = warm_jpegs(urls)
     spec = LoaderConfig(urls=urls, batch_size=64, workers=0, shuffle_buffer=0).pipeline_spec()
     source = ShardSource(SourceSpec())
     ring = ShmRing(1, 6, spec.batch_size * spec.image_size * spec.image_size * 3)

@@ -128,3 +128,17 @@ def loaders_dataset(samples: int) -> tuple[Path, list[str]]:
     root = cache_dir() / "datasets" / f"bench-loaders-{samples}"
     ensure_dataset(root, samples=samples, seed=0, shard_bytes=16 * 10**6)
     return root, [str(p) for p in Manifest.load(root).shard_paths(root)]
+
+
+def warm_jpegs(urls: list[str]) -> list[bytes]:
+    """The shards' JPEGs in memory, in shard order, with the shards' pages in the page cache: the
+    work of the decode ceilings, and loaders that then read warm."""
+    from iobench.host import pagecache
+    from loaders.tario import iter_samples
+
+    pagecache.warm(urls)
+    jpegs: list[bytes] = []
+    for url in urls:
+        with open(url, "rb") as f:
+            jpegs += [s.parts["jpg"] for s in iter_samples(f, url)]
+    return jpegs
