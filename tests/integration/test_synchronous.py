@@ -79,7 +79,10 @@ def test_a_slow_rank_sets_the_pace_and_its_peer_waits_for_it(tmp_path, dataset):
         "latency_ms": LATENCY_MS,
         "only_ranks": [1],
     }
-    accelerator = {"type": "custom", "samples_per_s": 400}  # 20 ms of compute per batch of 8
+    # 50 ms of compute per batch of 8: free-running, the fast rank's 16 steps (0.8 s) must outlast
+    # the slow rank's two warm-up steps (0.4 s), or the ranks' measured intervals would not overlap
+    # (at 20 ms a step they ended together, 0.37 s, and a CI run lost the race)
+    accelerator = {"type": "custom", "samples_per_s": 160}
     free = _sweep(tmp_path, dataset, "free", slow_rank_1, accelerator, sync="none")
     step = _sweep(tmp_path, dataset, "step", slow_rank_1, accelerator, sync="barrier")
 
