@@ -15,13 +15,15 @@ that keeps batches (or hands them to another process, which moves them to new sh
 never sees a slot overwritten. A worker that finds none of its slots free falls back to torch's
 own shared memory; the ``ring_fallback_batches`` counter says how often.
 
-Any start method. The slots and their flags live in torch shared-memory storages (``shm_open``
-then unlinked at once, held by file descriptor): a forked worker inherits the mapping, and a
-worker started by spawn or forkserver receives the ring pickled with the dataset, its storages
-passed as file descriptors by torch's own reductions (the way torch sends tensors to spawned
-processes). Nothing is ever named in /dev/shm, so nothing is left there after a crash. The ring
-lives as long as the loader's workers: one per loader with persistent workers, one per epoch
-otherwise; a consumer still holding a batch keeps that mapping alive on its own.
+Any start method. The slots and their flags live in one anonymous shared-memory file (memfd) mapped
+shared: a forked worker inherits the mapping, and a worker started by spawn or forkserver receives
+the ring pickled with the dataset, its descriptor passed by multiprocessing (as torch passes a
+tensor's). Not /dev/shm: containers give that mount 64 MiB unless told otherwise (Docker,
+Kubernetes), and the ring of 2 workers x 6 slots of 64 crops of 224 x 224 is 116 MB, so a ring
+there stopped the loader at its start; a memfd is the same memory (charged to the container's
+memory limit) without the mount's cap. Nothing is named anywhere, so nothing is left after a
+crash. The ring lives as long as the loader's workers: one per loader with persistent workers, one
+per epoch otherwise; a consumer still holding a batch keeps that mapping alive on its own.
 
 A batch in transit that is never turned into a tensor (torch drops what workers had prefetched
 when an iteration is reset) frees its slot when it is garbage collected (``Batch`` guards it).
@@ -30,7 +32,10 @@ when an iteration is reset) frees its slot when it is garbage collected (``Batch
 from __future__ import annotations
 
 import itertools
+import mmap
+import os
 import weakref
+from multiprocessing.reduction import DupFd
 
 import numpy as np
 import torch
@@ -61,29 +66,35 @@ class ShmRing:
 
     def __init__(self, workers: int, slots_per_worker: int, slot_bytes: int) -> None:
         self.workers, self.slots_per_worker, self.slot_bytes = workers, slots_per_worker, slot_bytes
-        n = workers * slots_per_worker
-        self._data = _shared_bytes(n * slot_bytes)
-        self._flags = _shared_bytes(max(1, n))
+        # a new memfd reads as zeros, so every flag starts FREE; clearing it here would also fault
+        # in every page of the slots in this process, which never writes them (~36 ms and 28,000
+        # page faults for a 115 MB ring, before the workers could start)
+        self._fd = os.memfd_create("loaders-batch-ring")
+        weakref.finalize(self, os.close, self._fd)
+        os.ftruncate(self._fd, self._size())
         self.id = next(_ids)
-        self._views()
+        self._map(self._fd)
         _rings[self.id] = self
 
-    def _views(self) -> None:
+    def _size(self) -> int:
+        return self.workers * self.slots_per_worker * (self.slot_bytes + 1)
+
+    def _map(self, fd: int) -> None:
         n = self.workers * self.slots_per_worker
-        self._bytes = self._data.numpy()
-        self.state = self._flags.numpy()[:n]
+        whole = np.frombuffer(mmap.mmap(fd, self._size()), dtype=np.uint8)  # shared, read-write
+        self._bytes, self.state = whole[: n * self.slot_bytes], whole[n * self.slot_bytes :]
 
     def __getstate__(self) -> dict:
-        # pickled for a worker that is spawned (or forked by a forkserver): the storages travel as
-        # file descriptors through torch's reductions; numpy views are rebuilt on arrival
-        return {
-            k: getattr(self, k)
-            for k in ("workers", "slots_per_worker", "slot_bytes", "id", "_data", "_flags")
-        }
+        # pickled for a worker that is spawned (or forked by a forkserver): the memfd travels as a
+        # descriptor, duplicated into the worker by multiprocessing; the worker maps it on arrival
+        state = {k: getattr(self, k) for k in ("workers", "slots_per_worker", "slot_bytes", "id")}
+        return {**state, "fd": DupFd(self._fd)}
 
     def __setstate__(self, state: dict) -> None:
+        fd = state.pop("fd").detach()
         self.__dict__.update(state)
-        self._views()
+        self._map(fd)
+        os.close(fd)  # the mapping holds the memory
         _rings.setdefault(self.id, self)
 
     def acquire(self, worker: int) -> int | None:
@@ -114,13 +125,3 @@ class ShmRing:
 
     def free_slots(self) -> int:
         return int(np.count_nonzero(self.state == FREE))
-
-
-def _shared_bytes(n: int) -> torch.Tensor:
-    """``n`` bytes of new shared memory as a uint8 tensor (torch's current sharing strategy: a file
-    descriptor by default on Linux). A new segment reads as zeros (it is grown by ftruncate), so
-    the flags start FREE; clearing it here would also fault in every page of the slots in this
-    process, which never writes them (~36 ms and 28,000 page faults for a 115 MB ring, before the
-    workers could start)."""
-    storage = torch.UntypedStorage._new_shared(max(1, n))
-    return torch.empty(0, dtype=torch.uint8).set_(storage)

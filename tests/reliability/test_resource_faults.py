@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -191,3 +192,38 @@ def test_a_read_only_results_directory_is_refused_before_any_work(tmp_path, wher
     assert proc.returncode == 1 and "Traceback" not in proc.stderr  # the run failed: not a usage error
     assert str(out) in message and "Read-only file system" in message
     assert not dataset_dir.exists()  # refused before the dataset was generated
+
+
+_SMALL_SHM_EPOCH = """
+import json, sys
+from iobench.datasets.manifest import Manifest
+from loaders import LoaderConfig, make_loader
+
+root, start = sys.argv[1], sys.argv[2]
+urls = [str(p) for p in Manifest.load(root).shard_paths(root)]
+options = {"multiprocessing_context": start}
+config = LoaderConfig(urls=urls, batch_size=64, workers=2, shuffle_buffer=0, options=options)
+loader = make_loader("torch", config)
+pairs = [[k, y] for batch in loader for k, y in zip(batch.keys, batch.labels.tolist())]
+print(json.dumps({"pairs": pairs, "fallback": loader.stats.counters.get("ring_fallback_batches", 0)}))
+"""
+
+
+@pytest.mark.parametrize("start", ["fork", "spawn"])
+def test_a_container_sized_dev_shm_runs_the_loader_through_its_ring(tiny_dataset, start):
+    """/dev/shm of 64 MiB, as Docker and Kubernetes give by default, in a mount namespace of its own.
+    The batch-buffer ring of 2 workers x 6 slots of 64 crops of 224 x 224 (116 MB) lives in a memfd,
+    not there: every sample arrives, every batch through the ring. (With the ring in /dev/shm the
+    loader stopped at its start: 'unable to allocate shared memory(shm) ... No space left'.)"""
+    script = 'mount -t tmpfs -o size=64m tmpfs /dev/shm && exec "$0" -c "$1" "$2" "$3"'
+    command = [sys.executable, _SMALL_SHM_EPOCH, str(tiny_dataset), start]
+    proc = subprocess.run(
+        ["unshare", "-m", "sh", "-c", script, *command], capture_output=True, text=True, timeout=180
+    )
+    if proc.returncode and "mount" in proc.stderr and "Traceback" not in proc.stderr:
+        ceph_missing(f"cannot mount a tmpfs on /dev/shm (needs root or CAP_SYS_ADMIN): {proc.stderr.strip()}")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = json.loads(proc.stdout.splitlines()[-1])
+    assert Counter(map(tuple, got["pairs"])) == dataset_pairs(tiny_dataset)
+    assert got["fallback"] == 0  # no batch needed torch's own shared memory
+    print(f"figures: /dev/shm 64 MiB, {start}: {len(got['pairs'])} samples, every batch through the ring")
