@@ -15,10 +15,8 @@ binding stage independently of the per-stage timers inside the workers.
 from __future__ import annotations
 
 import multiprocessing
-import os
 import random
 import shutil
-import tempfile
 import time
 from dataclasses import replace
 from itertools import islice
@@ -28,18 +26,17 @@ import torch
 
 from iobench.analysis.steady import steady_state
 from iobench.cell.loaderfactory import build_loader, loader_config
+from iobench.cell.ramcopy import RamCopies
 from iobench.results.figures import Ceiling
 from iobench.results.spec import LoaderSettings, RunSettings
 from loaders.pipeline import raw_samples
 from loaders.shards import shards_for
 from loaders.sources import ShardSource
 
-RAM_DIRS = ("/dev/shm",)
 # the prep ceiling needs enough batches per reader for a steady state, not the whole dataset
 PREP_BATCHES_PER_READER = 10
 PREP_MIN_SECONDS = 3.0
 PREP_MAX_EPOCHS = 20
-RAM_BUDGET_FRACTION = 0.25
 
 
 def accelerator_ceiling(
@@ -136,29 +133,20 @@ def fetch_ceiling(
     )
 
 
-def _ram_dir(need_bytes: int) -> str | None:
-    import psutil
-
-    budget = psutil.virtual_memory().available * RAM_BUDGET_FRACTION
-    for d in RAM_DIRS:
-        if os.path.isdir(d) and need_bytes <= min(budget, shutil.disk_usage(d).free * 0.5):
-            return d
-    return None
-
-
-def _copy_to_ram(items: list, config, objects: bool, target: Path) -> list:
+def _copy_to_ram(items: list, config, objects: bool, ram: RamCopies) -> list:
     source = ShardSource(config.source_spec())
     copied = []
     for i, item in enumerate(items):
         url = item[1] if objects else item
-        local = target / f"{i:06d}{Path(url).suffix}"
-        if objects:
-            local.write_bytes(source.read_object(url))
-            copied.append((item[0], str(local), item[2]))
-        else:
-            with source.open(url) as src, open(local, "wb") as dst:
-                shutil.copyfileobj(src, dst, 4 * 2**20)
-            copied.append(str(local))
+        dst, local = ram.create(f"{i:06d}{Path(url).suffix}")
+        with dst:
+            if objects:
+                dst.write(source.read_object(url))
+                copied.append((item[0], local, item[2]))
+            else:
+                with source.open(url) as src:
+                    shutil.copyfileobj(src, dst, 4 * 2**20)
+                copied.append(local)
     source.close()
     return copied
 
@@ -191,15 +179,12 @@ def prep_ceiling(
     want = PREP_BATCHES_PER_READER * loader.readers * loader.batch_size
     subset = items[: _prep_subset(sizes, readers, want)]
     need = sum(size for size, _ in sizes[: len(subset)])
-    ram = _ram_dir(need)
-    if ram is None:
-        raise RuntimeError(
-            f"prep ceiling: {need / 2**20:.0f} MiB of the dataset does not fit the RAM budget "
-            f"({int(RAM_BUDGET_FRACTION * 100)} % of available memory, tmpfs at {', '.join(RAM_DIRS)})"
-        )
-    target = Path(tempfile.mkdtemp(prefix="iobench-prep-", dir=ram))
     try:
-        local = _copy_to_ram(subset, config, objects, target)
+        ram = RamCopies(need)
+    except RuntimeError as exc:
+        raise RuntimeError(f"prep ceiling: the copy of the dataset it needs: {exc}") from None
+    with ram:
+        local = _copy_to_ram(subset, config, objects, ram)
         build = build_loader(local, {"storage_options": {}}, loader, run)
         arrivals, samples = [], []
         t0 = time.perf_counter()
@@ -224,9 +209,7 @@ def prep_ceiling(
             n,
             seconds,
             method=(
-                f"the cell's loader over {len(local)} {'objects' if objects else 'shards'} copied to {ram}, "
+                f"the cell's loader over {len(local)} {'objects' if objects else 'shards'} copied to {ram.where}, "
                 f"nothing consuming, {epochs} epoch(s); first {d} batch(es) dropped as warm-up ({steady.method})"
             ),
         )
-    finally:
-        shutil.rmtree(target, ignore_errors=True)
