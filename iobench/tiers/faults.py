@@ -118,6 +118,13 @@ def likely_cause(exc: BaseException | str, where: str | None = None) -> Cause:
             f"the server kept refusing requests as overloaded (SlowDown/5xx) past the retry budget{place}: "
             "lower the loader's concurrency or workers, or check the server's load",
         )
+    if "shared memory" in text and "No space left" in text:  # torch's own, for a worker's batch
+        return Cause(
+            "shm",
+            "the host's shared memory (/dev/shm) is full: DataLoader workers hand batches over through "
+            "it. Give it more (`docker run --shm-size=2g`; Kubernetes: an emptyDir of medium Memory "
+            "on /dev/shm), or run fewer workers or smaller batches",
+        )
     if (
         "No space left" in text
         or "ENOSPC" in text

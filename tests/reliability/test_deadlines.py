@@ -190,6 +190,9 @@ def test_the_summary_error_is_two_lines_with_the_likely_cause():
     assert likely_cause(FileNotFoundError(2, "NoSuchBucket")).kind == "missing"
     assert likely_cause(ConnectionRefusedError(111, "Connection refused")).kind == "refused"
     assert likely_cause(OSError(5, "disk on fire")).kind == "other"
+    shm = "unable to allocate shared memory(shm) for file </torch_1_2_3>: No space left on device (28)"
+    assert likely_cause(RuntimeError(shm)).kind == "shm"  # not "a disk or the cluster is full"
+    assert likely_cause(OSError(28, "No space left on device")).kind == "full"
     rados = explain(
         TimeoutError(110, "timed out"), {"kind": "rados", "url": "rados://pool/p", "conffile": "/c"}
     )
