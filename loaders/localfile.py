@@ -12,13 +12,16 @@ in one scratch run, and from 0.80–0.96 × to 1.03–1.15 × in the benchmark (
 MADV_SEQUENTIAL marks the mapping as read in order. What cannot be mapped (an empty file, a pipe,
 a device) opens buffered.
 
-A mapped file that is truncated while it is being read raises SIGBUS in the reader instead of an
-error (DALI's webdataset reader maps shards the same way): shards are written once and renamed into
-place, never rewritten under a running job. The same holds for a disk's read error on a mapped page
-(EIO through read() becomes SIGBUS here: the worker dies by a signal that names no shard); a file
-system whose reads can stop (the CephFS tier, which always sets a deadline) is read through
-sources.DeadlineFile instead, never mapped.
-A shard truncated before it is opened is mapped at its real size and gives ShardFormatError.
+Reading a mapped page past the end of a file that shrank under the mapping raises SIGBUS, which
+kills the reader and names nothing (torch then blames shared memory); DALI's webdataset reader maps
+shards the same way. So every read first asks the file's size (one fstat, ~1 µs a sample): a shard
+cut short or rewritten in place while it is read is a ShardFormatError naming it, its size then and
+now, and the offset, in a DataLoader worker or in the main process alike. Only a shrink within the
+microseconds between that check and the copy still ends in SIGBUS. A disk's read error on a mapped
+page does too (EIO through read() becomes SIGBUS here: the worker dies by a signal that names no
+shard); a file system whose reads can stop (the CephFS tier, which always sets a deadline) is read
+through sources.DeadlineFile instead, never mapped. A shard truncated before it is opened is mapped
+at its real size and gives ShardFormatError like any short tar.
 """
 
 from __future__ import annotations
@@ -28,12 +31,27 @@ import mmap
 import os
 from typing import BinaryIO
 
+from .tario import ShardFormatError
+
 # what cannot be mapped: ~110 KB member reads served from 4 MiB reads, not the default 8 KiB
 BUFFER = 4 * 2**20
 
 
 class MappedFile(mmap.mmap):
     """A read-only mapping of a whole file that passes for a binary file object."""
+
+    path = ""
+
+    def read(self, n: int | None = -1) -> bytes:
+        now = self.size()  # the file's size now (fstat), against the mapping's
+        if now < len(self):
+            raise ShardFormatError(
+                self.path,
+                self.tell(),
+                f"the shard shrank from {len(self):,} to {now:,} bytes while it was read (rewritten or "
+                "truncated in place under the job? write shards once and rename them into place)",
+            )
+        return super().read(n)
 
     def readable(self) -> bool:
         return True
@@ -52,5 +70,6 @@ def open_local(path: str) -> BinaryIO:
     except (ValueError, OSError):  # 0 bytes cannot be mapped, nor can a pipe or a device
         return f
     f.close()  # the mapping holds its own descriptor (and the file's read-ahead state)
+    mapped.path = path
     mapped.madvise(mmap.MADV_SEQUENTIAL)
     return mapped  # type: ignore[return-value]

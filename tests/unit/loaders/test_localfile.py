@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import io
 import os
+import subprocess
+import sys
 import tarfile
 import threading
 
@@ -67,3 +69,30 @@ def test_the_shard_source_reads_local_shards_through_the_mapping_and_closes_it(t
         assert isinstance(f, MappedFile)
         assert [s.key for s in iter_samples(f, "s.tar")] == ["0000", "0001", "0002"]
     assert f.closed
+
+
+_READ_AFTER_A_SHRINK = """
+import os, sys
+from loaders.localfile import open_local
+from loaders.tario import ShardFormatError, iter_samples
+path = sys.argv[1]
+with open_local(path) as f:
+    samples = iter_samples(f, path)
+    first = next(samples)
+    os.truncate(path, 4096)
+    try:
+        next(samples)
+    except ShardFormatError as exc:
+        print("error:", exc)
+"""
+
+
+def test_a_mapped_shard_that_shrinks_while_read_is_an_error_not_a_bus_error(tmp_path):
+    """In a process of its own: were the read made, the kernel's SIGBUS would end the process."""
+    data = _shard(tmp_path / "s.tar")
+    path = str(tmp_path / "s.tar")
+    proc = subprocess.run([sys.executable, "-c", _READ_AFTER_A_SHRINK, path], capture_output=True, text=True)
+    assert proc.returncode == 0, f"exit {proc.returncode} (-7: SIGBUS): {proc.stderr[-2000:]}"
+    assert proc.stdout.startswith(
+        f"error: {path}: the shard shrank from {len(data):,} to 4,096 bytes while it was read"
+    ), proc.stdout
