@@ -25,7 +25,7 @@ from .base import (
     check_deadline,
     classify_fraction,
 )
-from .ramcache import RAM_MEDIUM, ram_cache_path
+from .ramcache import RAM_MEDIUM, dir_bytes, ram_cache_path
 
 SIZE_HELP = "a size such as 20GB or 512MiB"
 
@@ -213,6 +213,8 @@ class RemoteTier(Tier):
         from loaders.cache import ShardCache
 
         self.dataset_bytes = total
+        if self.cache_medium == RAM_MEDIUM:
+            self._check_ram_room(total)
         policy = self.cache_policy()
         shard_cache = ShardCache(self.cache_dir, self.cache_limit() or 1, policy=policy)
         urls = self.shard_urls(manifest)
@@ -250,6 +252,24 @@ class RemoteTier(Tier):
                 f"{100 * shard_cache.max_bytes / max(1, total):.0f} % of the dataset); {self.server_caches()}"
             ),
         )
+
+    def _check_ram_room(self, dataset_bytes: int) -> None:
+        """A RAM cache that its tmpfs cannot hold would measure a smaller cache than the one asked
+        for (it evicts at ENOSPC), under the name of the one asked for: refused instead. Containers
+        give /dev/shm 64 MiB unless told otherwise."""
+        assert self.cache_dir is not None and self.cache_bytes is not None
+        need = min(self.cache_bytes, dataset_bytes)
+        mount = os.path.dirname(self.cache_dir)
+        usage = shutil.disk_usage(mount)
+        held = dir_bytes(self.cache_dir) if os.path.isdir(self.cache_dir) else 0
+        if need > usage.free + held:
+            raise TierConfigError(
+                f"{self.kind} tier {self.name}: its RAM cache needs up to {format_bytes(need)} "
+                f"(memory_cache {format_bytes(self.cache_bytes)}, dataset {format_bytes(dataset_bytes)}), "
+                f"but {mount} has {format_bytes(usage.free + held)} free of {format_bytes(usage.total)}: "
+                "give the host more (`docker run --shm-size=...`; Kubernetes: an emptyDir of medium Memory "
+                "on /dev/shm) or set memory_cache smaller"
+            )
 
     def describe(self) -> dict[str, Any]:
         out: dict[str, Any] = {

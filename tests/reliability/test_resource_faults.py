@@ -22,6 +22,7 @@ import pytest
 import yaml
 
 from iobench.datasets.manifest import Manifest
+from iobench.tiers.base import TierConfigError
 from iobench.tiers.s3 import S3Tier
 from loaders import ShardLoader
 from loaders.cache import CacheError, ShardCache
@@ -227,3 +228,22 @@ def test_a_container_sized_dev_shm_runs_the_loader_through_its_ring(tiny_dataset
     assert Counter(map(tuple, got["pairs"])) == dataset_pairs(tiny_dataset)
     assert got["fallback"] == 0  # no batch needed torch's own shared memory
     print(f"figures: /dev/shm 64 MiB, {start}: {len(got['pairs'])} samples, every batch through the ring")
+
+
+def test_a_ram_cache_its_tmpfs_cannot_hold_is_refused_not_measured_smaller(tmp_path, tiny_dataset):
+    """memory_cache asks for RAM in /dev/shm; a container's /dev/shm (here an 8 MiB tmpfs) may not
+    hold it, and the cache would then evict at ENOSPC: a smaller cache than the one the results
+    name. The tier refuses it before any byte moves; one that fits is prepared as usual."""
+    manifest = Manifest.load(tiny_dataset)  # 29.5 MiB
+    with mounted_tmpfs(tmp_path / "shm", "8m") as shm:
+        tier = S3Tier(url="s3://bucket/tiny", memory_cache="1GB")
+        tier.cache_dir = str(shm / "iobench-cache-s3-bucket-0")
+        with pytest.raises(TierConfigError) as info:
+            tier.prepare(manifest, "cold")
+        message = str(info.value)
+        print(f"figures: memory_cache 1 GB over an 8 MiB tmpfs: {message}")
+        assert "needs up to 29.5 MiB" in message and "has 8.00 MiB free of 8.00 MiB" in message
+        assert "--shm-size" in message and "set memory_cache smaller" in message
+        tier = S3Tier(url="s3://bucket/tiny", memory_cache="4MB")
+        tier.cache_dir = str(shm / "iobench-cache-s3-bucket-0")
+        assert tier.prepare(manifest, "cold").achieved == "cold"
