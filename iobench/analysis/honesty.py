@@ -8,8 +8,7 @@ next to the figures it affects.
 
 from __future__ import annotations
 
-import psutil
-
+from iobench.host.memory import usable_memory
 from iobench.results.figures import CacheState, EpochFigures
 
 EPOCH_DELTA_NOTE = 0.10
@@ -34,7 +33,7 @@ def cache_warnings(
     requested: str, cache_states: list[CacheState], epochs: list[EpochFigures], tier, manifest
 ) -> list[str]:
     out = []
-    ram = psutil.virtual_memory().total
+    ram = usable_memory().total  # a container's memory limit bounds its page cache too
     for i, state in enumerate(cache_states):
         label = f"repeat {i + 1} of {len(cache_states)}" if len(cache_states) > 1 else "the cell"
         if requested == "cold" and state.achieved not in ("cold",):

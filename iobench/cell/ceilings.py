@@ -26,7 +26,7 @@ import torch
 
 from iobench.analysis.steady import steady_state
 from iobench.cell.loaderfactory import build_loader, loader_config
-from iobench.cell.ramcopy import RamCopies
+from iobench.cell.ramcopy import RamCopies, ram_budget
 from iobench.results.figures import Ceiling
 from iobench.results.spec import LoaderSettings, RunSettings
 from loaders.pipeline import raw_samples
@@ -161,6 +161,15 @@ def _prep_subset(sizes: list[tuple[int, int]], readers: int, want: int) -> int:
     return n
 
 
+def _fitting(sizes: list[tuple[int, int]], n: int, readers: int, budget: int) -> int:
+    """At most ``n`` leading items that fit ``budget`` bytes, in a multiple of ``readers`` items, and
+    never fewer than ``readers`` (those that do not fit are refused by RamCopies, saying so). In a
+    container with little memory the ceiling runs more epochs over fewer items."""
+    while n > readers and (sum(size for size, _ in sizes[:n]) > budget or n % readers):
+        n -= 1
+    return n
+
+
 def prep_ceiling(
     items: list,
     source_options: dict,
@@ -177,8 +186,14 @@ def prep_ceiling(
     objects = config.layout == "objects"
     readers = loader.readers if not objects else 1
     want = PREP_BATCHES_PER_READER * loader.readers * loader.batch_size
-    subset = items[: _prep_subset(sizes, readers, want)]
+    wanted = _prep_subset(sizes, readers, want)
+    subset = items[: _fitting(sizes, wanted, readers, ram_budget()[0])]
     need = sum(size for size, _ in sizes[: len(subset)])
+    smaller = (
+        f" ({len(subset)} of the {wanted} it takes for {want:,} samples: what fits the RAM budget; more epochs)"
+        if len(subset) < wanted
+        else ""
+    )
     try:
         ram = RamCopies(need)
     except RuntimeError as exc:
@@ -209,7 +224,7 @@ def prep_ceiling(
             n,
             seconds,
             method=(
-                f"the cell's loader over {len(local)} {'objects' if objects else 'shards'} copied to {ram.where}, "
+                f"the cell's loader over {len(local)} {'objects' if objects else 'shards'}{smaller} copied to {ram.where}, "
                 f"nothing consuming, {epochs} epoch(s); first {d} batch(es) dropped as warm-up ({steady.method})"
             ),
         )

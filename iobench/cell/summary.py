@@ -25,6 +25,7 @@ from iobench.cell.demand import mlperf_au_threshold
 from iobench.cell.measure import Measurement
 from iobench.cell.steploop import epoch_rows
 from iobench.host.cores import usable_cores
+from iobench.host.memory import usable_memory
 from iobench.results.codec import from_json
 from iobench.results.figures import Attribution, Ceiling, LoaderStats, Verdict, Window
 from iobench.results.schema import KEYS_SCHEMA, STEP_SCHEMA, TELEMETRY_SCHEMA
@@ -66,15 +67,13 @@ def versions() -> dict[str, str]:
 
 
 def host_info() -> HostInfo:
-    import psutil
-
     return HostInfo(
         hostname=socket.gethostname(),
         platform=platform.platform(),
         cpu_model=platform.processor() or _cpu_model(),
         logical_cpus=os.cpu_count(),
         usable_cpus=usable_cores(),
-        memory_bytes=psutil.virtual_memory().total,
+        memory_bytes=usable_memory().total,  # a container's limit where it has one
         cuda=torch.cuda.is_available(),
     )
 

@@ -5,7 +5,7 @@ affinity. A quota (``docker --cpus``, a Kubernetes CPU limit: the common one) do
 process still sees every core of the node, and 8 decode workers on a 64-core node limited to 4 CPUs
 are throttled to 4 cores' worth. The quota is read from the cgroup (v2 ``cpu.max``, v1
 ``cpu.cfs_quota_us`` / ``cpu.cfs_period_us``) at every level from the process's group up to the
-root of the mount, the smallest one binding.
+root of the mount (host/cgroup.py), the smallest one binding.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-PROC = Path("/proc/self")
+from .cgroup import PROC, group_dirs, read_int
 
 
 def usable_cores(proc: Path = PROC) -> int:
@@ -27,62 +27,15 @@ def usable_cores(proc: Path = PROC) -> int:
 def cpu_quota(proc: Path = PROC) -> float | None:
     """CPUs' worth of time per period that this process's cgroups allow (the smallest along its
     path), or None where no quota is set or none can be read."""
-    try:
-        groups = (proc / "cgroup").read_text().splitlines()
-        mounts = (proc / "mountinfo").read_text().splitlines()
-    except OSError:
-        return None
-    quotas = []
-    for line in groups:
-        _, controllers, path = line.split(":", 2)
-        if controllers == "":  # v2: one hierarchy, the controller's files in every group
-            quotas += _walk(_mount(mounts, "cgroup2", None), path, _v2_quota)
-        elif "cpu" in controllers.split(","):
-            quotas += _walk(_mount(mounts, "cgroup", "cpu"), path, _v1_quota)
+    quotas = [q for group in group_dirs("cpu", proc) if (q := _quota(group)) is not None]
     return min(quotas, default=None)
 
 
-def _mount(mountinfo: list[str], fstype: str, controller: str | None) -> tuple[str, str] | None:
-    """(root of the hierarchy it shows, mount point) of the first cgroup mount of that kind."""
-    for line in mountinfo:
-        fields = line.split()
-        sep = fields.index("-")
-        if fields[sep + 1] != fstype:
-            continue
-        if controller is None or controller in fields[sep + 3].split(","):
-            return fields[3], fields[4]
-    return None
-
-
-def _walk(mount: tuple[str, str] | None, path: str, read) -> list[float]:
-    """The quotas from the group at ``path`` up to the mount's root, as far as the mount shows."""
-    if mount is None:
-        return []
-    root, point = mount
-    relative = os.path.relpath(path, root) if path.startswith(root) else "."
-    quotas = []
-    group = Path(point) / relative
-    while True:
-        quota = read(group)
-        if quota is not None:
-            quotas.append(quota)
-        if group == Path(point) or group.parent == group:
-            return quotas
-        group = group.parent
-
-
-def _v2_quota(group: Path) -> float | None:
-    try:
+def _quota(group: Path) -> float | None:
+    try:  # v2
         limit, period = (group / "cpu.max").read_text().split()
+        return None if limit == "max" else int(limit) / int(period)
     except (OSError, ValueError):
-        return None
-    return None if limit == "max" else int(limit) / int(period)
-
-
-def _v1_quota(group: Path) -> float | None:
-    try:
-        quota = int((group / "cpu.cfs_quota_us").read_text())
-        period = int((group / "cpu.cfs_period_us").read_text())
-    except (OSError, ValueError):
-        return None
-    return None if quota <= 0 or period <= 0 else quota / period
+        pass
+    quota, period = read_int(group / "cpu.cfs_quota_us"), read_int(group / "cpu.cfs_period_us")  # v1
+    return None if quota is None or period is None or quota <= 0 or period <= 0 else quota / period

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
+from iobench.host.memory import read_meminfo
 from iobench.host.sysfs import list_dir, parse_cpulist, read_text, under
 
 
@@ -60,6 +62,5 @@ def numa_nodes(root: str) -> list[dict]:
 
 
 def memory(root: str) -> dict:
-    text = read_text(under(root, "proc/meminfo")) or ""
-    values = {m.group(1): int(m.group(2)) * 1024 for m in re.finditer(r"^(\w+):\s+(\d+)\s*kB", text, re.M)}
+    values = read_meminfo(Path(under(root, "proc/meminfo")))
     return {"total_bytes": values.get("MemTotal"), "available_bytes": values.get("MemAvailable")}

@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from iobench.host.cores import usable_cores
+from iobench.host.memory import usable_memory
 from loaders.nvml import Nvml, NvmlUnavailable
 
 from .host import cpu_info, memory, numa_nodes
@@ -62,6 +63,9 @@ def collect_inventory(root: str = "/", nvml_lib: Any = None) -> Inventory:
     )
     if os.path.realpath(root) == "/":
         inv.cpu["usable_cpus"] = usable_cores()
+        limit = usable_memory().limit
+        if limit is not None:  # a container's: the host's MemTotal is not this process's to use
+            inv.memory["cgroup_limit_bytes"] = limit
     if gpu_note:
         inv.notes.append(gpu_note)
     if not inv.nvme:

@@ -35,7 +35,8 @@ class Pitfall:
 
 
 def _ram_vs_gpu_memory(inv: Inventory, demand: AcceleratorDemand | None) -> Pitfall | str | None:
-    ram = inv.memory.get("total_bytes")
+    limit = inv.memory.get("cgroup_limit_bytes")  # a container's: what the job may hold
+    ram = limit or inv.memory.get("total_bytes")
     if inv.gpus:
         gpu_memory = sum(g["memory_total_bytes"] for g in inv.gpus)
         what_gpus = f"{len(inv.gpus)} GPU(s) with {format_bytes(gpu_memory)} of memory in all (NVML)"
@@ -52,7 +53,7 @@ def _ram_vs_gpu_memory(inv: Inventory, demand: AcceleratorDemand | None) -> Pitf
         "ram_vs_gpu_memory",
         "warning",
         f"host RAM is below {RAM_PER_GPU_MEMORY}x the total GPU memory",
-        f"RAM {format_bytes(ram)}; {what_gpus}; the rule of thumb asks for at least "
+        f"RAM {format_bytes(ram)}{' (the memory cgroup limit)' if limit else ''}; {what_gpus}; the rule of thumb asks for at least "
         f"{format_bytes(RAM_PER_GPU_MEMORY * gpu_memory)} ({ram / gpu_memory:.2g}x here)",
         "A rule of thumb, not a law: host RAM holds the page cache that makes warm epochs fast, the "
         "loaders' prefetch and pinned staging buffers, and any RAM cache tier. With less, expect warm "

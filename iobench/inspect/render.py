@@ -44,6 +44,11 @@ def _host(console: Console, inv: Inventory) -> None:
     )
     console.print(
         f"[bold]Memory[/bold] {_size(mem['total_bytes'])} total, {_size(mem['available_bytes'])} available"
+        + (
+            f"; this process's memory cgroup is limited to {_size(mem['cgroup_limit_bytes'])}"
+            if mem.get("cgroup_limit_bytes")
+            else ""
+        )
     )
     if inv.numa_nodes:
         t = _table("NUMA nodes", "node", "CPUs", "count", "memory")

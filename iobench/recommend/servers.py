@@ -62,9 +62,8 @@ def for_accelerator(kind: str) -> Server | None:
 def this_host() -> Server:
     import socket
 
-    import psutil
-
     from iobench.host.cores import usable_cores
+    from iobench.host.memory import usable_memory
     from iobench.host.units import format_bytes
 
     return Server(
@@ -72,9 +71,9 @@ def this_host() -> Server:
         description=f"this machine, {socket.gethostname()}",
         accelerators="",
         cores=usable_cores(),
-        ram=format_bytes(psutil.virtual_memory().total),
+        ram=format_bytes(usable_memory().total),
         nvme=None,
         nic=None,
         nic_bytes_per_s=None,
-        source="measured on this machine (psutil; the usable cores of this process)",
+        source="measured on this machine (the usable cores and memory of this process: affinity, cgroup limits)",
     )

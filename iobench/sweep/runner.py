@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 from iobench.cell.distributed import RANK_ERRORS_ENV, first_rank_error
@@ -21,6 +22,7 @@ from iobench.cell.lifeline import PARENT_ENV
 from iobench.cell.live import LIVE_ENV, read_live
 from iobench.cell.torchrun import NodePlace, torchrun_command
 from iobench.host.atomic import atomic_write
+from iobench.host.memory import oom_kills, usable_memory
 from iobench.results.codec import to_json
 from iobench.results.spec import CellSpec
 from iobench.results.store import publish_cell, read_summary, write_results_table
@@ -39,7 +41,7 @@ from iobench.sweep.rundir import (
 )
 from iobench.sweep.watchdog import StallWatch, describe_processes, group_processes, process_table
 from iobench.tiers import ramcache
-from iobench.tiers.faults import explain, tier_location
+from iobench.tiers.faults import exit_status, explain, out_of_memory, tier_location, with_hint
 
 POLL_S = 0.5
 KILL_GRACE_S = 5.0
@@ -152,6 +154,17 @@ def _kill_group(proc: subprocess.Popen) -> str | None:
         f"{len(left)} process(es) of the cell outlived SIGKILL, blocked in the kernel; they exit when "
         f"the call they wait in returns (the storage answers):\n{process_table(proc.pid)}"
     )
+
+
+OOM_SCORE_ADJ = 500
+
+
+def _first_to_go(pid: int) -> None:
+    """The cell (and the workers and ranks it starts, which inherit it) before the sweep, when the
+    kernel must kill a process for memory: the sweep survives to record the cell as failed, say why,
+    and go on. Raising a score needs no privilege; the cell has not forked yet (it is importing)."""
+    with contextlib.suppress(OSError):
+        Path(f"/proc/{pid}/oom_score_adj").write_text(str(OOM_SCORE_ADJ))
 
 
 def _reap() -> None:
@@ -334,6 +347,7 @@ class Sweep:
         error = None
         notes: list[str] = []
         proc = None
+        oom_before = oom_kills()
         try:
             with open(stderr_path, "w") as stderr:
                 proc = subprocess.Popen(
@@ -355,6 +369,7 @@ class Sweep:
                     # which the sweep handles
                     start_new_session=True,
                 )
+            _first_to_go(proc.pid)
             t0 = time.monotonic()
             landed: float | None = None
             while proc.poll() is None:
@@ -393,12 +408,18 @@ class Sweep:
                 notes.append(removed)
         if error is None and proc.returncode not in (0, None):
             said = first_rank_error(scratch) or _last_words(stderr_path.read_text(errors="replace"))
-            error = explain(said or f"the cell exited with status {proc.returncode}", cell.tier)
+            error = explain(said or exit_status(proc.returncode), cell.tier)
         # a summary older than this attempt is an earlier attempt's
         summary = read_summary(self.run_dir, cell.cell_id) if summary_path.exists() else None
         fresh = summary is not None and summary_path.stat().st_mtime >= started
         if summary is None or not fresh or (error is not None and summary.status != "failed"):
             summary = CellSummary.failed(cell, error or "cell wrote no summary")
+            publish_cell(self.run_dir, cell.cell_id, {"summary.json": summary})
+        oom_after = oom_kills()
+        if summary.status == "failed" and oom_before and oom_after and oom_after[0] > oom_before[0]:
+            # the cell's traceback (if any) shows only the symptom: a worker that vanished, a killed rank
+            hint = out_of_memory(oom_after[0] - oom_before[0], oom_after[1], usable_memory().describe())
+            summary = replace(summary, error=with_hint(summary.error or "", hint))
             publish_cell(self.run_dir, cell.cell_id, {"summary.json": summary})
         if summary.status != "ok":
             _keep_log(self.run_dir / cell.cell_id / LOG_NAME, stderr_path, summary.error, notes)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import errno
 import os
 import re
+import signal
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -27,7 +28,7 @@ _WORKER = re.compile(r"^Caught (\w+) in DataLoader worker process (\d+)\.\s*Orig
 
 @dataclass(frozen=True)
 class Cause:
-    kind: str  # deadline, refused, mount, credentials, missing, throttled, full, other
+    kind: str  # deadline, refused, mount, credentials, missing, throttled, shm, full, oom, other
     text: str  # the likely reason and what to do, one line
 
 
@@ -132,6 +133,33 @@ def likely_cause(exc: BaseException | str, where: str | None = None) -> Cause:
     ):
         return Cause("full", f"a disk or the cluster is full{place}: free space, or lower cache_size")
     return Cause("other", "see the traceback in the cell's log (cell.log in its run directory)")
+
+
+def out_of_memory(killed: int, where: str, memory: str) -> Cause:
+    """The hint for a cell that failed while the kernel's OOM killer killed ``killed`` processes."""
+    return Cause(
+        "oom",
+        f"out of memory: the kernel's OOM killer killed {killed} process(es) {where} while the cell ran "
+        f"(memory: {memory}). Each DataLoader worker holds its prefetched batches and what it decodes: run "
+        "fewer workers, smaller batches or a smaller prefetch_factor, a smaller RAM cache, or give the job "
+        "more memory (`docker run --memory`; Kubernetes: resources.limits.memory)",
+    )
+
+
+def with_hint(message: str, cause: Cause) -> str:
+    """``message`` (a cause, then perhaps ``hint:``) with its hint replaced by ``cause``'s."""
+    return message.split("\nhint: ", 1)[0] + f"\nhint: {cause.text}"
+
+
+def exit_status(returncode: int) -> str:
+    """What a process's return code says: its exit status, or the signal that killed it."""
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        return f"the cell's process was killed by {name}"
+    return f"the cell exited with status {returncode}"
 
 
 def tier_location(spec: Mapping[str, Any]) -> str:

@@ -5,9 +5,8 @@ from __future__ import annotations
 import os
 from typing import Any, ClassVar
 
-import psutil
-
 from iobench.host import blockdev, pagecache
+from iobench.host.memory import usable_memory
 from iobench.tiers.base import (
     COLD_MAX_FRACTION,
     CacheState,
@@ -148,7 +147,8 @@ class LocalTier(Tier):
     def _note(cache: str, achieved: str, res: pagecache.Residency) -> str:
         if res.total_bytes == 0:
             return "the dataset's shard files are empty; there is nothing to cache"
-        ram = psutil.virtual_memory().total
+        memory = usable_memory()  # a container's limit holds the page cache its reads fill
+        ram = memory.total
         size = _size(res.total_bytes)
         held = f"{_pct(res.fraction)} of the dataset ({size}) is in the page cache"
         if cache == "as-is":
@@ -167,10 +167,6 @@ class LocalTier(Tier):
         if res.total_bytes >= ram:
             return (
                 f"{held} after reading it: the dataset is larger than RAM "
-                f"({_size(ram)}), so it cannot be fully warm"
+                f"({memory.describe()}), so it cannot be fully warm"
             )
-        return (
-            f"{held} after reading it: memory pressure evicted part of it "
-            f"(RAM {_size(ram)}, available "
-            f"{_size(psutil.virtual_memory().available)})"
-        )
+        return f"{held} after reading it: memory pressure evicted part of it (RAM {memory.describe()})"

@@ -13,6 +13,7 @@ import os
 import shutil
 from typing import Any, ClassVar
 
+from iobench.host.memory import usable_memory
 from iobench.host.units import format_bytes
 from loaders.cache import POLICIES, choose_policy
 
@@ -269,6 +270,14 @@ class RemoteTier(Tier):
                 f"but {mount} has {format_bytes(usage.free + held)} free of {format_bytes(usage.total)}: "
                 "give the host more (`docker run --shm-size=...`; Kubernetes: an emptyDir of medium Memory "
                 "on /dev/shm) or set memory_cache smaller"
+            )
+        memory = usable_memory()  # tmpfs pages count against a container's memory limit too
+        if memory.limit is not None and need > memory.available + held:
+            raise TierConfigError(
+                f"{self.kind} tier {self.name}: its RAM cache needs up to {format_bytes(need)}, but this "
+                f"process has {memory.describe()}: the cache would fill it and the kernel's OOM killer "
+                "end the cell. Give the job more memory (`docker run --memory`; Kubernetes: "
+                "resources.limits.memory) or set memory_cache smaller"
             )
 
     def describe(self) -> dict[str, Any]:

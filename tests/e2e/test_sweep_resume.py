@@ -27,7 +27,7 @@ from iobench.sweep.estimate import CellEstimate
 from iobench.sweep.overrides import apply_overrides
 from iobench.sweep.progress import SweepProgress
 from iobench.sweep.rundir import RunDirError, SweepState, hold
-from iobench.sweep.runner import Sweep
+from iobench.sweep.runner import OOM_SCORE_ADJ, Sweep
 
 pytestmark = pytest.mark.slow
 
@@ -90,6 +90,13 @@ def _processes_of(out: Path) -> list[str]:
         if str(out) in cmdline:
             found.append(f"{p.pid}: {cmdline}")
     return found
+
+
+def _oom_score_adj(pid: int) -> int | None:
+    try:
+        return int(Path(f"/proc/{pid}/oom_score_adj").read_text())
+    except OSError:  # gone since it was listed
+        return None
 
 
 def _no_processes_left(out: Path) -> None:
@@ -254,6 +261,10 @@ def test_sigterm_records_the_running_cell_and_a_changed_plan_is_refused(tmp_path
     config, out = _config(tmp_path, tiny_dataset), tmp_path / "run"
     proc = _start(config, out)
     stopped = _catch_running(out, proc, min_index=1)
+    # memory run out: the kernel's OOM killer takes the cell (its workers) first, not the sweep
+    adjust = {p.pid: _oom_score_adj(p.pid) for p in psutil.Process(proc.pid).children(recursive=True)}
+    assert adjust and set(adjust.values()) - {None} == {OOM_SCORE_ADJ}
+    assert _oom_score_adj(proc.pid) == _oom_score_adj(os.getpid())
     proc.send_signal(signal.SIGTERM)
     output, _ = proc.communicate(timeout=60)
     assert proc.returncode == 128 + signal.SIGTERM, output

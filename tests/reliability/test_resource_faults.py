@@ -1,5 +1,6 @@
 """Resources that run out: a cache disk that fills up (a real, small tmpfs: ENOSPC from the kernel),
-a cache limit smaller than the dataset, and a results directory on a read-only mount.
+a cache limit smaller than the dataset, a results directory on a read-only mount, a container's
+/dev/shm and its memory limit (a real memory cgroup: the kernel's OOM killer).
 
 The mounts need root (CAP_SYS_ADMIN), which CI has: there a failed mount fails the test; elsewhere
 it skips, saying why.
@@ -26,9 +27,11 @@ from iobench.tiers.base import TierConfigError
 from iobench.tiers.s3 import S3Tier
 from loaders import ShardLoader
 from loaders.cache import CacheError, ShardCache
+from tests.helpers.cgroups import inside, new_group
 from tests.helpers.faultkit import cache_problems, dataset_pairs, stage_copy
 from tests.helpers.lab_fixture import ceph_missing
 from tests.helpers.runs import exact_epochs
+from tests.helpers.sweepkit import assert_table, sweep_file
 
 
 @contextlib.contextmanager
@@ -245,5 +248,56 @@ def test_a_ram_cache_its_tmpfs_cannot_hold_is_refused_not_measured_smaller(tmp_p
         assert "needs up to 29.5 MiB" in message and "has 8.00 MiB free of 8.00 MiB" in message
         assert "--shm-size" in message and "set memory_cache smaller" in message
         tier = S3Tier(url="s3://bucket/tiny", memory_cache="4MB")
+        tier.cache_dir = str(shm / "iobench-cache-s3-bucket-0")
+        assert tier.prepare(manifest, "cold").achieved == "cold"
+
+
+def test_a_cell_the_oom_killer_ends_is_said_to_be_out_of_memory_and_the_sweep_goes_on(tmp_path, tiny_dataset):
+    """A container's memory limit: the sweep in a real memory cgroup of 128 MiB, where a cell (torch
+    imported: ~170 MB of anonymous memory here) cannot fit beside the sweep (~55 MB). The OOM killer
+    ends it with SIGKILL, which leaves no traceback. Before: "the cell exited with status -9",
+    "hint: see the traceback in the cell's log", and the log was empty. Now the cell is the one to
+    go (its oom_score_adj is raised), the sweep records it, names the OOM killer and the limit."""
+    config = sweep_file(tmp_path, tiny_dataset, {"kind": "local", "name": "disk"})
+    out = tmp_path / "run"
+    limit = str(128 * 2**20)
+    with new_group("memory", v1={"memory.limit_in_bytes": limit}, v2={"memory.max": limit}) as group:
+        sweep = [sys.executable, "-m", "iobench.cli", "sweep", str(config), "--out", str(out)]
+        proc = subprocess.run(inside(group, sweep), capture_output=True, text=True, timeout=300)
+    (summary_path,) = out.glob("*/summary.json")
+    error = json.loads(summary_path.read_text())["error"] or "(none)"
+    print(f"figures: a cell in 128 MiB beside the sweep: exit {proc.returncode}; {' '.join(error.split())}")
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]  # a failed cell, not a dead sweep
+    assert error.startswith(
+        "the cell's process was killed by SIGKILL\nhint: out of memory: the kernel's OOM killer"
+    )
+    assert "in this memory cgroup" in error and "a memory cgroup limit of 128 MiB" in error
+    assert "fewer workers" in error and "docker run --memory" in error
+    assert_table(out, {summary_path.parent.name: "failed"})
+
+
+def test_a_ram_cache_over_what_the_memory_limit_leaves_is_refused(tmp_path, tiny_dataset, monkeypatch):
+    """tmpfs pages count against a container's memory limit: a RAM cache larger than what the limit
+    leaves available would end in the OOM killer, so it is refused, naming the limit. (The limit is
+    given here; tests/unit/host/test_memory.py reads real ones.)"""
+    from iobench.host.memory import Memory
+    from iobench.tiers import remote
+
+    manifest = Manifest.load(tiny_dataset)  # 29.5 MiB
+    tight = Memory(total=256 * 2**20, available=16 * 2**20, limit=256 * 2**20, host_total=64 * 2**30)
+    monkeypatch.setattr(remote, "usable_memory", lambda: tight)
+    with mounted_tmpfs(tmp_path / "shm", "64m") as shm:
+        tier = S3Tier(url="s3://bucket/tiny", memory_cache="1GB")
+        tier.cache_dir = str(shm / "iobench-cache-s3-bucket-0")
+        with pytest.raises(TierConfigError) as info:
+            tier.prepare(manifest, "cold")
+        message = " ".join(str(info.value).split())
+        print(f"figures: memory_cache 1 GB in a 256 MiB memory limit: {message}")
+        assert (
+            "needs up to 29.5 MiB" in message
+            and "a memory cgroup limit of 256 MiB (16.0 MiB available" in message
+        )
+        assert "OOM killer" in message and "docker run --memory" in message
+        tier = S3Tier(url="s3://bucket/tiny", memory_cache="8MB")
         tier.cache_dir = str(shm / "iobench-cache-s3-bucket-0")
         assert tier.prepare(manifest, "cold").achieved == "cold"

@@ -5,11 +5,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import uuid
 from pathlib import Path
 
 from iobench.host.cores import cpu_quota, usable_cores
-from tests.helpers.lab_fixture import ceph_missing
+from tests.helpers.cgroups import inside, new_group
 
 
 def _proc(tmp_path: Path, cgroup: str, mountinfo: list[str]) -> Path:
@@ -55,35 +54,10 @@ def test_no_quota_or_nothing_to_read_leaves_the_affinity(tmp_path):
 
 def test_a_process_in_a_cgroup_with_a_quota_of_one_and_a_half_cpus_counts_one():
     """A real cgroup of this host (v1 cpu controller or v2 cpu.max), as docker --cpus=1.5 makes."""
-    group = _quota_group(150000, 100000)
-    try:
+    v1 = {"cpu.cfs_period_us": "100000", "cpu.cfs_quota_us": "150000"}
+    with new_group("cpu", v1=v1, v2={"cpu.max": "150000 100000"}) as group:
         code = "from iobench.host.cores import cpu_quota, usable_cores; print(cpu_quota(), usable_cores())"
-        script = f'echo $$ > {group / "cgroup.procs"} && exec "$0" -c "$1"'
         out = subprocess.run(
-            ["sh", "-c", script, sys.executable, code], capture_output=True, text=True, check=True
+            inside(group, [sys.executable, "-c", code]), capture_output=True, text=True, check=True
         ).stdout.split()
         assert out == ["1.5", "1"]
-    finally:
-        group.rmdir()
-
-
-def _quota_group(quota: int, period: int) -> Path:
-    name = f"iobench-test-{uuid.uuid4().hex[:8]}"
-    v1 = Path("/sys/fs/cgroup/cpu")
-    try:
-        if (v1 / "cpu.cfs_quota_us").exists():
-            group = v1 / name
-            group.mkdir()
-            (group / "cpu.cfs_period_us").write_text(str(period))
-            (group / "cpu.cfs_quota_us").write_text(str(quota))
-            return group
-        v2 = Path("/sys/fs/cgroup")
-        if "cpu" in (v2 / "cgroup.subtree_control").read_text().split():
-            group = v2 / name
-            group.mkdir()
-            (group / "cpu.max").write_text(f"{quota} {period}")
-            return group
-    except OSError as exc:
-        ceph_missing(f"cannot make a cgroup with a CPU quota (needs root and a writable cgroup fs): {exc}")
-    ceph_missing("no cgroup cpu controller to set a quota with (v1 cpu, or v2 with +cpu)")
-    raise AssertionError("unreachable")
