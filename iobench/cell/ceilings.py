@@ -18,8 +18,9 @@ import multiprocessing
 import random
 import shutil
 import time
+from bisect import bisect_right
 from dataclasses import replace
-from itertools import islice
+from itertools import accumulate, islice
 from pathlib import Path
 
 import torch
@@ -162,12 +163,15 @@ def _prep_subset(sizes: list[tuple[int, int]], readers: int, want: int) -> int:
 
 
 def _fitting(sizes: list[tuple[int, int]], n: int, readers: int, budget: int) -> int:
-    """At most ``n`` leading items that fit ``budget`` bytes, in a multiple of ``readers`` items, and
-    never fewer than ``readers`` (those that do not fit are refused by RamCopies, saying so). In a
-    container with little memory the ceiling runs more epochs over fewer items."""
-    while n > readers and (sum(size for size, _ in sizes[:n]) > budget or n % readers):
-        n -= 1
-    return n
+    """The first ``n`` items, or where they do not fit ``budget`` bytes the most leading items that
+    do, in a multiple of ``readers`` items and never fewer than ``readers`` (RamCopies refuses those
+    that do not fit, saying so). In a container with little memory the ceiling runs more epochs
+    over fewer items."""
+    ends = list(accumulate(size for size, _ in sizes[:n]))
+    if not ends or ends[-1] <= budget:
+        return n
+    fit = bisect_right(ends, budget)
+    return min(n, max(readers, fit - fit % readers))
 
 
 def prep_ceiling(
@@ -187,7 +191,8 @@ def prep_ceiling(
     readers = loader.readers if not objects else 1
     want = PREP_BATCHES_PER_READER * loader.readers * loader.batch_size
     wanted = _prep_subset(sizes, readers, want)
-    subset = items[: _fitting(sizes, wanted, readers, ram_budget()[0])]
+    budget = ram_budget()
+    subset = items[: _fitting(sizes, wanted, readers, budget[0])]
     need = sum(size for size, _ in sizes[: len(subset)])
     smaller = (
         f" ({len(subset)} of the {wanted} it takes for {want:,} samples: what fits the RAM budget; more epochs)"
@@ -195,7 +200,7 @@ def prep_ceiling(
         else ""
     )
     try:
-        ram = RamCopies(need)
+        ram = RamCopies(need, budget)
     except RuntimeError as exc:
         raise RuntimeError(f"prep ceiling: the copy of the dataset it needs: {exc}") from None
     with ram:

@@ -32,12 +32,13 @@ def ram_budget() -> tuple[int, Memory]:
 
 
 class RamCopies:
-    """A directory of files whose bytes are in RAM; ``need_bytes`` must fit the RAM budget."""
+    """A directory of files whose bytes are in RAM; ``need_bytes`` must fit the RAM budget (the
+    one ``ram_budget()`` gives now, or the one given)."""
 
     where = "memory (memfd)"
 
-    def __init__(self, need_bytes: int) -> None:
-        budget, memory = ram_budget()
+    def __init__(self, need_bytes: int, budget: tuple[int, Memory] | None = None) -> None:
+        budget, memory = budget or ram_budget()
         if need_bytes > budget:
             raise RuntimeError(
                 f"{need_bytes / 2**20:,.0f} MiB do not fit the RAM budget "

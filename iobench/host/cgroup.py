@@ -49,7 +49,8 @@ def _up_from(mount: tuple[str, str] | None, path: str) -> list[Path]:
     if mount is None:
         return []
     root, point = mount
-    relative = os.path.relpath(path, root) if path.startswith(root) else "."
+    inside = path == root or path.startswith(root.rstrip("/") + "/")
+    relative = os.path.relpath(path, root) if inside else "."
     group, top = Path(point) / relative, Path(point)
     dirs = [group]
     while group != top and group.parent != group:

@@ -54,7 +54,8 @@ def usable_memory(proc: Path = PROC, meminfo: Path = MEMINFO) -> Memory:
         limit = cap if limit is None else min(limit, cap)
         used = read_int(group / "memory.current") or read_int(group / "memory.usage_in_bytes") or 0
         stat = _stat(group / "memory.stat")
-        inactive = stat.get("inactive_file", stat.get("total_inactive_file", 0))
+        # v1's hierarchical key first: its inactive_file is the group's own, its usage includes children
+        inactive = stat.get("total_inactive_file", stat.get("inactive_file", 0))
         available = min(available, max(0, cap - (used - inactive)))
     return Memory(total if limit is None else limit, available, limit, total)
 

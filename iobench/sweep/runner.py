@@ -156,15 +156,22 @@ def _kill_group(proc: subprocess.Popen) -> str | None:
     )
 
 
-OOM_SCORE_ADJ = 500
+OOM_SCORE_ADJ = 500  # above the sweep's own score
+_KILLED_WORDS = ("killed by SIGKILL", "killed by signal", "exited unexpectedly", "exitcode -9")
 
 
 def _first_to_go(pid: int) -> None:
     """The cell (and the workers and ranks it starts, which inherit it) before the sweep, when the
     kernel must kill a process for memory: the sweep survives to record the cell as failed, say why,
     and go on. Raising a score needs no privilege; the cell has not forked yet (it is importing)."""
-    with contextlib.suppress(OSError):
-        Path(f"/proc/{pid}/oom_score_adj").write_text(str(OOM_SCORE_ADJ))
+    with contextlib.suppress(OSError, ValueError):
+        own = int(Path("/proc/self/oom_score_adj").read_text())
+        Path(f"/proc/{pid}/oom_score_adj").write_text(str(min(1000, max(OOM_SCORE_ADJ, own + OOM_SCORE_ADJ))))
+
+
+def _killed(error: str, returncode: int | None) -> bool:
+    """Whether a cell's error is a process of it killed by a signal, with no word of why."""
+    return returncode == -signal.SIGKILL or any(w in error for w in _KILLED_WORDS)
 
 
 def _reap() -> None:
@@ -416,10 +423,24 @@ class Sweep:
             summary = CellSummary.failed(cell, error or "cell wrote no summary")
             publish_cell(self.run_dir, cell.cell_id, {"summary.json": summary})
         oom_after = oom_kills()
-        if summary.status == "failed" and oom_before and oom_after and oom_after[0] > oom_before[0]:
-            # the cell's traceback (if any) shows only the symptom: a worker that vanished, a killed rank
-            hint = out_of_memory(oom_after[0] - oom_before[0], oom_after[1], usable_memory().describe())
-            summary = replace(summary, error=with_hint(summary.error or "", hint))
+        if (
+            summary.status == "failed"
+            and oom_before
+            and oom_after
+            and oom_after[1] == oom_before[1]  # counted in the same place
+            and oom_after[0] > oom_before[0]
+        ):
+            killed = oom_after[0] - oom_before[0]
+            hint = out_of_memory(killed, oom_after[1], usable_memory().describe())
+            error = summary.error or exit_status(proc.returncode)
+            # a process killed by SIGKILL shows only the symptom (a worker that vanished, a killed
+            # rank): the OOM killer is its likely reason. Any other error keeps its own hint, and
+            # the kill is said beside it
+            if _killed(error, proc.returncode):
+                error = with_hint(error, hint)
+            else:
+                error += f"\nalso: {hint.text}"
+            summary = replace(summary, error=error)
             publish_cell(self.run_dir, cell.cell_id, {"summary.json": summary})
         if summary.status != "ok":
             _keep_log(self.run_dir / cell.cell_id / LOG_NAME, stderr_path, summary.error, notes)

@@ -73,3 +73,15 @@ def test_a_copy_over_the_ram_budget_is_refused_saying_how_much():
         RuntimeError, match=r"do not fit the RAM budget \(25 % of the memory available: [\d.]+ GiB, "
     ):
         RamCopies(2**50)
+
+
+def test_the_prep_copy_takes_fewer_shards_only_where_the_budget_is_short():
+    from iobench.cell.ceilings import _fitting
+
+    shards = [(10, 1)] * 10  # ten 10-byte shards
+    assert _fitting(shards, 10, 4, budget=10**9) == 10  # all fit: none dropped, whatever the readers
+    assert _fitting(shards, 10, 4, budget=75) == 4  # 7 fit; a multiple of the 4 readers
+    assert _fitting(shards, 10, 2, budget=75) == 6
+    assert _fitting(shards, 10, 4, budget=5) == 4  # never fewer than the readers: RamCopies refuses
+    many = [(1, 1)] * 40_000
+    assert _fitting(many, 40_000, 1, budget=1_000) == 1_000  # objects, one an item: no quadratic walk

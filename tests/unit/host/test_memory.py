@@ -63,6 +63,32 @@ def test_a_v1_group_without_a_limit_leaves_the_host_and_counts_its_kills(tmp_pat
     assert oom_kills(proc) == (5, f"in this memory cgroup ({point})")
 
 
+def test_a_v1_limit_on_a_parent_group_counts_the_children_page_cache_as_reclaimable(tmp_path):
+    """Slurm on v1: the job's limit on job_1, the process in job_1/step_0. usage_in_bytes includes
+    the children; only total_inactive_file does too (inactive_file is the group's own)."""
+    point = tmp_path / "memory"
+    step = point / "job_1" / "step_0"
+    step.mkdir(parents=True)
+    (point / "job_1" / "memory.limit_in_bytes").write_text(f"{1024 * MIB}\n")
+    (point / "job_1" / "memory.usage_in_bytes").write_text(f"{900 * MIB}\n")
+    (point / "job_1" / "memory.stat").write_text(f"inactive_file 0\ntotal_inactive_file {800 * MIB}\n")
+    proc = _proc(tmp_path, "4:memory:/job_1/step_0\n", f"40 31 0:29 / {point} rw - cgroup cgroup rw,memory")
+    memory = usable_memory(proc, _meminfo(tmp_path, 65536, 60000))
+    assert memory.limit == 1024 * MIB and memory.available == (1024 - 100) * MIB
+
+
+def test_a_group_beside_the_mounts_root_is_not_taken_for_one_under_it(tmp_path):
+    """A mount showing /docker/abc; a process in /docker/abc2 (not under it) reads the mount's root,
+    not ../abc2 outside the mount."""
+    point = tmp_path / "memory"
+    point.mkdir()
+    (point / "memory.limit_in_bytes").write_text(f"{512 * MIB}\n")
+    proc = _proc(
+        tmp_path, "4:memory:/docker/abc2\n", f"40 31 0:29 /docker/abc {point} rw - cgroup cgroup rw,memory"
+    )
+    assert usable_memory(proc, _meminfo(tmp_path, 4096, 3000)).limit == 512 * MIB
+
+
 def test_with_no_cgroup_to_read_the_host_counts(tmp_path):
     vmstat = tmp_path / "vmstat"
     vmstat.write_text("nr_free_pages 1\noom_kill 11\n")
