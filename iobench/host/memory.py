@@ -24,10 +24,14 @@ VMSTAT = Path("/proc/vmstat")
 
 @dataclass(frozen=True)
 class Memory:
-    total: int  # bytes: the host's MemTotal, or the cgroup's limit where that is smaller
     available: int  # bytes that can still be taken: MemAvailable, or less where the cgroup binds
     limit: int | None  # the cgroup's limit in bytes where it is below MemTotal, else None
     host_total: int  # bytes: MemTotal
+
+    @property
+    def total(self) -> int:
+        """Bytes this process's processes may hold: the cgroup's limit, else the host's memory."""
+        return self.host_total if self.limit is None else self.limit
 
     def describe(self) -> str:
         if self.limit is not None:
@@ -57,7 +61,7 @@ def usable_memory(proc: Path = PROC, meminfo: Path = MEMINFO) -> Memory:
         # v1's hierarchical key first: its inactive_file is the group's own, its usage includes children
         inactive = stat.get("total_inactive_file", stat.get("inactive_file", 0))
         available = min(available, max(0, cap - (used - inactive)))
-    return Memory(total if limit is None else limit, available, limit, total)
+    return Memory(available, limit, total)
 
 
 def oom_kills(proc: Path = PROC, vmstat: Path = VMSTAT) -> tuple[int, str] | None:

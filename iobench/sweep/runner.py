@@ -41,7 +41,7 @@ from iobench.sweep.rundir import (
 )
 from iobench.sweep.watchdog import StallWatch, describe_processes, group_processes, process_table
 from iobench.tiers import ramcache
-from iobench.tiers.faults import exit_status, explain, out_of_memory, tier_location, with_hint
+from iobench.tiers.faults import blame_out_of_memory, exit_status, explain, out_of_memory, tier_location
 
 POLL_S = 0.5
 KILL_GRACE_S = 5.0
@@ -157,7 +157,6 @@ def _kill_group(proc: subprocess.Popen) -> str | None:
 
 
 OOM_SCORE_ADJ = 500  # above the sweep's own score
-_KILLED_WORDS = ("killed by SIGKILL", "killed by signal", "exited unexpectedly", "exitcode -9")
 
 
 def _first_to_go(pid: int) -> None:
@@ -167,11 +166,6 @@ def _first_to_go(pid: int) -> None:
     with contextlib.suppress(OSError, ValueError):
         own = int(Path("/proc/self/oom_score_adj").read_text())
         Path(f"/proc/{pid}/oom_score_adj").write_text(str(min(1000, max(OOM_SCORE_ADJ, own + OOM_SCORE_ADJ))))
-
-
-def _killed(error: str, returncode: int | None) -> bool:
-    """Whether a cell's error is a process of it killed by a signal, with no word of why."""
-    return returncode == -signal.SIGKILL or any(w in error for w in _KILLED_WORDS)
 
 
 def _reap() -> None:
@@ -419,9 +413,9 @@ class Sweep:
         # a summary older than this attempt is an earlier attempt's
         summary = read_summary(self.run_dir, cell.cell_id) if summary_path.exists() else None
         fresh = summary is not None and summary_path.stat().st_mtime >= started
-        if summary is None or not fresh or (error is not None and summary.status != "failed"):
+        rewrite = summary is None or not fresh or (error is not None and summary.status != "failed")
+        if rewrite:
             summary = CellSummary.failed(cell, error or "cell wrote no summary")
-            publish_cell(self.run_dir, cell.cell_id, {"summary.json": summary})
         oom_after = oom_kills()
         if (
             summary.status == "failed"
@@ -430,17 +424,13 @@ class Sweep:
             and oom_after[1] == oom_before[1]  # counted in the same place
             and oom_after[0] > oom_before[0]
         ):
-            killed = oom_after[0] - oom_before[0]
-            hint = out_of_memory(killed, oom_after[1], usable_memory().describe())
-            error = summary.error or exit_status(proc.returncode)
-            # a process killed by SIGKILL shows only the symptom (a worker that vanished, a killed
-            # rank): the OOM killer is its likely reason. Any other error keeps its own hint, and
-            # the kill is said beside it
-            if _killed(error, proc.returncode):
-                error = with_hint(error, hint)
-            else:
-                error += f"\nalso: {hint.text}"
-            summary = replace(summary, error=error)
+            oom = out_of_memory(oom_after[0] - oom_before[0], oom_after[1], usable_memory().describe())
+            message = summary.error or exit_status(proc.returncode)
+            summary, rewrite = (
+                replace(summary, error=blame_out_of_memory(message, proc.returncode, oom)),
+                True,
+            )
+        if rewrite:
             publish_cell(self.run_dir, cell.cell_id, {"summary.json": summary})
         if summary.status != "ok":
             _keep_log(self.run_dir / cell.cell_id / LOG_NAME, stderr_path, summary.error, notes)

@@ -146,9 +146,17 @@ def out_of_memory(killed: int, where: str, memory: str) -> Cause:
     )
 
 
-def with_hint(message: str, cause: Cause) -> str:
-    """``message`` (a cause, then perhaps ``hint:``) with its hint replaced by ``cause``'s."""
-    return message.split("\nhint: ", 1)[0] + f"\nhint: {cause.text}"
+_KILLED_WORDS = ("killed by SIGKILL", "killed by signal", "exited unexpectedly", "exitcode -9")
+
+
+def blame_out_of_memory(message: str, returncode: int | None, oom: Cause) -> str:
+    """A failed cell's ``message`` (a cause, then perhaps ``hint:``) once the OOM killer killed
+    while it ran. An error that only says a process was killed (SIGKILL, a worker that vanished, a
+    rank at -9) shows the symptom: its hint becomes ``oom``'s. Any other keeps its own hint, and
+    the kill is said beside it."""
+    if returncode == -signal.SIGKILL or any(w in message for w in _KILLED_WORDS):
+        return message.split("\nhint: ", 1)[0] + f"\nhint: {oom.text}"
+    return f"{message}\nalso: {oom.text}"
 
 
 def exit_status(returncode: int) -> str:

@@ -284,7 +284,7 @@ def test_a_ram_cache_over_what_the_memory_limit_leaves_is_refused(tmp_path, tiny
     from iobench.tiers import remote
 
     manifest = Manifest.load(tiny_dataset)  # 29.5 MiB
-    tight = Memory(total=256 * 2**20, available=16 * 2**20, limit=256 * 2**20, host_total=64 * 2**30)
+    tight = Memory(available=16 * 2**20, limit=256 * 2**20, host_total=64 * 2**30)
     monkeypatch.setattr(remote, "usable_memory", lambda: tight)
     with mounted_tmpfs(tmp_path / "shm", "64m") as shm:
         tier = S3Tier(url="s3://bucket/tiny", memory_cache="1GB")

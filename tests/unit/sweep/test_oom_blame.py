@@ -3,8 +3,16 @@ signal with no word of why; any other error keeps its own hint."""
 
 from __future__ import annotations
 
-from iobench.sweep.runner import _killed
-from iobench.tiers.faults import exit_status
+from iobench.tiers.faults import Cause, blame_out_of_memory, exit_status
+
+OOM = Cause("oom", "out of memory")
+
+
+def _killed(error: str, returncode: int) -> bool:
+    """Whether the OOM hint took the place of the error's own (else it is added beside it)."""
+    blamed = blame_out_of_memory(f"{error}\nhint: its own", returncode, OOM)
+    assert blamed.startswith(error)
+    return blamed.endswith("\nhint: out of memory")
 
 
 def test_a_kill_without_a_reason_is_one_the_oom_killer_may_explain():
