@@ -203,6 +203,7 @@ def build_parser() -> argparse.ArgumentParser:
     from iobench.sweep.cli import add_sweep_arguments
 
     from . import __version__
+    from .cell.cli import add_calibrate_arguments
     from .inspect.cli import add_inspect_arguments
     from .recommend.cli import add_recommend_arguments
 
@@ -341,6 +342,12 @@ def build_parser() -> argparse.ArgumentParser:
             add_inspect_arguments,
             "this host's CPUs, NUMA nodes, memory, NVMe/RAID links, file systems, NICs/RDMA and GPUs, "
             "and the pitfalls it sees",
+        ),
+        (
+            "calibrate",
+            ".cell.cli",
+            add_calibrate_arguments,
+            "time a real trainer's step alone on this host, for the emulated accelerator's host work",
         ),
         (
             "monitor",

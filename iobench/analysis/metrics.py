@@ -6,10 +6,28 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from iobench.results.figures import PipelineMetrics, StepRow
+from iobench.results.figures import PipelineMetrics, StepAlone, StepRow
 
 
-def compute_metrics(rows: Sequence[StepRow], time_to_first_batch_s: float | None = None) -> PipelineMetrics:
+def device_busy(rows: Sequence[StepRow], alone: StepAlone | None) -> float:
+    """The device's busy time over ``rows``. A CUDA span counts the device's idle gaps while a slow
+    host launches the step's kernels, so it is capped at the span of the same step alone (the
+    device's work per step does not depend on the host)."""
+    cap = alone.device_s if alone is not None and alone.device_s is not None else float("inf")
+    return float(sum(min(r.compute_s if r.device_s is None else r.device_s, cap) for r in rows))
+
+
+def compute_metrics(
+    rows: Sequence[StepRow],
+    time_to_first_batch_s: float | None = None,
+    *,
+    alone: StepAlone | None = None,
+    au_basis: str | None = None,
+    loader_cpu_s: float | None = None,
+) -> PipelineMetrics:
+    """The metrics of docs/method.md over the measured rows. ``alone`` is the step timed alone (the
+    trainer's slowdown is the median step in the cell over it), ``au_basis`` names the device time
+    AU divides (docs/method.md), ``loader_cpu_s`` the CPU its readers used over the measured steps."""
     measured = [r for r in rows if not r.warmup]
     if not measured:
         raise ValueError(
@@ -22,6 +40,8 @@ def compute_metrics(rows: Sequence[StepRow], time_to_first_batch_s: float | None
     bytes_read = int(sum(r.bytes_read for r in measured))
     pct = np.percentile(waits * 1000.0, [50, 95, 99])
     au_mlperf = dlio_au(rows)
+    busy = device_busy(measured, alone)
+    cpu = [r.trainer_cpu_s for r in measured if r.trainer_cpu_s is not None]
     return PipelineMetrics(
         steps=len(measured),
         samples=samples,
@@ -32,7 +52,7 @@ def compute_metrics(rows: Sequence[StepRow], time_to_first_batch_s: float | None
         wait_s=float(waits.sum()),
         h2d_s=float(sum(r.h2d_s for r in measured)),
         compute_s=compute,
-        au=compute / wall if wall > 0 else 0.0,
+        au=busy / wall if wall > 0 else 0.0,
         au_mlperf=au_mlperf,
         stall_fraction=float(waits.sum()) / wall if wall > 0 else 0.0,
         wait_p50_ms=float(pct[0]),
@@ -41,6 +61,14 @@ def compute_metrics(rows: Sequence[StepRow], time_to_first_batch_s: float | None
         wait_max_ms=float(waits.max() * 1000.0),
         time_to_first_batch_s=time_to_first_batch_s,
         epoch_boundary_wait_ms=epoch_boundary_wait_ms(rows),
+        device_busy_s=busy,
+        au_basis=au_basis,
+        step_alone_s=alone.step_s if alone else None,
+        trainer_slowdown=float(np.median([r.compute_s for r in measured])) / alone.step_s
+        if alone and alone.step_s > 0
+        else None,
+        trainer_cpu_ms_per_step=1000.0 * float(np.mean(cpu)) if cpu else None,
+        loader_cores=loader_cpu_s / wall if loader_cpu_s is not None and wall > 0 else None,
     )
 
 

@@ -5,6 +5,10 @@ none) runs fetch -> decode -> augment -> collate serially, so its rate is 1 / (s
 per-sample stage times) and the pipeline's is readers / sum, capped by the CPU cores. The stage
 with the largest share of that sum binds. A pipeline that keeps the accelerator >= 90 % busy
 (MLPerf Storage's rule) is not the bottleneck at all.
+
+Before either: the trainer needs the host too. When its step in the cell is much slower than the
+same step alone, and that stretch costs more of the wall than waiting for data, the loader's
+workers have taken the cores the trainer needs: the cell is host-bound, whatever its AU says.
 """
 
 from __future__ import annotations
@@ -15,6 +19,9 @@ from iobench.results.figures import PipelineMetrics, StageEvidence, Verdict
 from loaders.instrument import STAGES, StageStats
 
 AU_TARGET = 0.90
+# the trainer's median step in the cell over its step alone above which a stretched step can be
+# called host-bound (docs/method.md, The trainer's host)
+HOST_SLOWDOWN = 1.5
 PREP_STAGES = ("decode", "augment", "collate")
 
 
@@ -75,6 +82,14 @@ def attribute(
             demand_samples_per_s=demand_samples_per_s,
         )
 
+    host = host_bound(metrics, cores)
+    if host is not None:
+        ev.extend(host)
+        return verdict(
+            "host",
+            f"host-bound (the trainer starved of CPU): its step took {metrics.trainer_slowdown:.1f}x as long "
+            "in the cell as alone, while the loader's workers held the cores",
+        )
     if metrics.au >= AU_TARGET:
         if pipeline_cap and demand_samples_per_s:
             ev.append(f"pipeline headroom over demand: {pipeline_cap / demand_samples_per_s:.1f}x")
@@ -117,6 +132,40 @@ def attribute(
         f"reader's time, {binding.stage} alone {100 * binding.share:.0f} %",
         binding.stage,
     )
+
+
+def host_bound(metrics: PipelineMetrics, cores: int) -> list[str] | None:
+    """The evidence that the trainer's own step was slowed by the host more than the loader made
+    it wait (its slowdown at least ``HOST_SLOWDOWN`` and the stretch a larger share of the wall than
+    the data waits), or None."""
+    slowdown, alone = metrics.trainer_slowdown, metrics.step_alone_s
+    if slowdown is None or alone is None or metrics.wall_s <= 0 or slowdown < HOST_SLOWDOWN:
+        return None
+    stretch = max(0.0, metrics.compute_s - metrics.steps * alone) / metrics.wall_s
+    if stretch <= metrics.stall_fraction:
+        return None
+    ev = [
+        f"the trainer's step took {1000 * alone * slowdown:.1f} ms (median) in the cell against "
+        f"{1000 * alone:.1f} ms alone: {slowdown:.2f}x; the stretch is {100 * stretch:.0f} % of the wall, "
+        f"waiting for data {100 * metrics.stall_fraction:.0f} %"
+    ]
+    if metrics.trainer_cpu_ms_per_step is not None:
+        ev.append(f"the trainer's process used {metrics.trainer_cpu_ms_per_step:.1f} CPU-ms per step")
+    if metrics.loader_cores is not None and metrics.trainer_cpu_ms_per_step is not None:
+        trainer_cores = metrics.trainer_cpu_ms_per_step * metrics.steps / 1000.0 / metrics.wall_s
+        used = metrics.loader_cores + trainer_cores
+        ev.append(
+            f"the loader's readers used {metrics.loader_cores:.1f} and the trainer {trainer_cores:.1f} of the "
+            f"{cores} usable core(s): "
+            + (
+                "fewer workers, or decode off the CPU (DALI mixed), leaves the trainer its cores"
+                if used >= 0.9 * cores
+                else "together less than the host has, so other processes on the host took the rest"
+            )
+        )
+    if metrics.device_busy_s is not None and metrics.au_basis and "GPU" in metrics.au_basis:
+        ev.append(f"the GPU was busy {100 * metrics.au:.0f} % of the wall")
+    return ev
 
 
 def synchronous_verdict(

@@ -1,7 +1,8 @@
 """The consumer side of the step loop: an emulated accelerator or a real torch training step.
 
-Both expose ``h2d(images, labels)`` and ``step(x, y)``, each returning the seconds it took, so the
-step loop and the metrics do not care which one runs.
+Both expose ``h2d(images, labels)`` and ``step(x, y)``, each returning the host seconds it took, and
+``last_device_s``, the device's time for the last step (docs/method.md, *The trainer's host*), so
+the step loop and the metrics do not care which one runs.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from typing import Protocol
 import torch
 
 from iobench.cell.demand import Demand, demand_of
+from iobench.cell.hostcost import HostCost, host_cost
+from iobench.cell.hostwork import HostWork
 from iobench.results.spec import AcceleratorSpec
 from loaders import normalize_batch
 
@@ -19,6 +22,8 @@ from loaders import normalize_batch
 class Consumer(Protocol):
     device: torch.device
     demand_samples_per_s: float | None
+    last_device_s: float  # the device's time for the last step (CUDA events; the step on CPU)
+    au_basis: str  # what AU divides by the wall (docs/method.md, The trainer's host)
 
     def h2d(self, images: torch.Tensor, labels: torch.Tensor) -> tuple[object, object, float]: ...
 
@@ -28,30 +33,42 @@ class Consumer(Protocol):
 
 
 class EmulatedAccelerator:
-    """Holds each batch for batch_size / (rate x count) seconds, as DLIO does. With MLPerf Storage's
-    figure (a computation_time per step of its batch size) that is DLIO's sleep for a full batch of
-    that size, and the same rate per sample for other batch sizes.
+    """Holds each batch for batch_size / (rate x count) seconds of device time, as DLIO does. With
+    MLPerf Storage's figure (a computation_time per step of its batch size) that is DLIO's sleep for
+    a full batch of that size, and the same rate per sample for other batch sizes.
 
-    It sleeps rather than spins: a real accelerator leaves the host CPU to the loader workers.
+    Unlike DLIO it also does a real trainer's host work per step (``host``: hostwork.py), on this
+    thread while the device time runs, then sleeps what is left of the device time: alone the step
+    lasts the device time, and on a host whose cores the loader takes the host work stretches it
+    as it stretches a real trainer's step. ``host=None`` sleeps only (DLIO's emulation).
     There is no device, so host-to-device time is reported as zero.
     """
 
-    def __init__(self, demand: Demand, count: int = 1) -> None:
+    def __init__(self, demand: Demand, count: int = 1, host: HostCost | None = None) -> None:
         if count < 1:
             raise ValueError(f"accelerator.count={count}: must be at least 1")
         self.demand, self.count = demand, count
         self.device = torch.device("cpu")
         self.demand_samples_per_s = demand.samples_per_s * count
+        self.host = host
+        self.host_work = HostWork(host) if host is not None else None
+        self.last_device_s = 0.0
+        self.au_basis = "emulated device time"
 
     def h2d(self, images: torch.Tensor, labels: torch.Tensor) -> tuple[object, object, float]:
         return images, labels, 0.0
 
     def step(self, x: torch.Tensor, y: torch.Tensor) -> float:
         t0 = time.perf_counter()
-        deadline = t0 + len(y) / self.demand_samples_per_s
+        device_s = len(y) / self.demand_samples_per_s
+        host_s = self.host_work.run() if self.host_work is not None else 0.0
+        deadline = t0 + device_s
         while (left := deadline - time.perf_counter()) > 0:
             time.sleep(left)
-        return time.perf_counter() - t0
+        took = time.perf_counter() - t0
+        # a step whose host work outlasted the device time kept the device idle while it ran
+        self.last_device_s = device_s if host_s > device_s else took
+        return took
 
     def describe(self) -> dict:
         return {
@@ -67,6 +84,7 @@ class EmulatedAccelerator:
                 else {}
             ),
             "source": self.demand.source,
+            "host_work": self.host.describe() if self.host else "none (sleeps only, as DLIO)",
         }
 
 
@@ -89,6 +107,10 @@ class TorchTrainStep:
         self.loss = torch.nn.CrossEntropyLoss()
         self.amp = self.device.type == "cuda"
         self.demand_samples_per_s = None
+        self.last_device_s = 0.0
+        self.au_basis = "GPU busy (CUDA events)" if self.amp else "CPU step (the host is the device)"
+        if self.amp:  # the step's span on the device, beside the host's wall time
+            self._events = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
 
     def _sync(self) -> None:
         if self.device.type == "cuda":
@@ -104,13 +126,20 @@ class TorchTrainStep:
 
     def step(self, x: torch.Tensor, y: torch.Tensor) -> float:
         t0 = time.perf_counter()
+        if self.amp:
+            self._events[0].record()
         with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.amp):
             loss = self.loss(self.model(x), y)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         self.optimizer.step()
+        if self.amp:
+            self._events[1].record()
         self._sync()
-        return time.perf_counter() - t0
+        took = time.perf_counter() - t0
+        # on CPU the host is the device: the synchronous step's own time
+        self.last_device_s = self._events[0].elapsed_time(self._events[1]) / 1000.0 if self.amp else took
+        return took
 
     def describe(self) -> dict:
         info = {"kind": "torch", "model": self.model_name, "device": str(self.device), "amp": self.amp}
@@ -119,9 +148,17 @@ class TorchTrainStep:
         return info
 
 
-def make_consumer(acc: AcceleratorSpec, device: str | None = None) -> Consumer:
+def emulated_host_cost(acc: AcceleratorSpec, batch_size: int) -> HostCost | None:
+    """The host work an emulated accelerator does per step: ``acc.host_work`` ("none", or a model
+    whose calibration, else documented default, hostcost.py gives), by default its own model's,
+    and none in MLPerf Storage's emulation, which sleeps only."""
+    name = acc.host_work or ("none" if acc.demand == "mlperf_storage" else acc.model)
+    return None if name == "none" else host_cost(name, batch_size)
+
+
+def make_consumer(acc: AcceleratorSpec, batch_size: int, device: str | None = None) -> Consumer:
     """The cell's accelerator; ``device`` places a torch model (a rank's own GPU)."""
     demand = demand_of(acc)
     if demand is None:
         return TorchTrainStep(acc.model, device=device)
-    return EmulatedAccelerator(demand, acc.count)
+    return EmulatedAccelerator(demand, acc.count, emulated_host_cost(acc, batch_size))

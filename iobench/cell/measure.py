@@ -20,6 +20,7 @@ from iobench.analysis import window
 from iobench.analysis.metrics import compute_metrics
 from iobench.analysis.verdict import attribute
 from iobench.cell.allreduce import allreduce_model
+from iobench.cell.alone import time_alone
 from iobench.cell.distributed import SOLO, Ranks
 from iobench.cell.live import live_file
 from iobench.cell.loaderfactory import build_loader
@@ -120,6 +121,9 @@ def measure(
             max_epochs=limit,
         )
         ranks.barrier()
+    # the workers are gone: the same step on the last batch, with the host to itself
+    alone = time_alone(consumer, *log.last_input, min_seconds=0.5) if log.last_input is not None else None
+    log.last_input = None
     steady = None
     if auto and log.rows:
         steady = window.warmup(step_durations(log))
@@ -135,7 +139,13 @@ def measure(
     measured_window = window.window_of(
         log.rows, run.min_measure, epochs=started, requested=run.epochs, capped=capped
     )
-    metrics = compute_metrics(log.rows, log.time_to_first_batch_s)
+    metrics = compute_metrics(
+        log.rows,
+        log.time_to_first_batch_s,
+        alone=alone,
+        au_basis=consumer.au_basis,
+        loader_cpu_s=sum(log.measured_stats.cpu_s.values()),
+    )
     verdict = attribute(
         metrics,
         log.measured_stats,

@@ -67,7 +67,7 @@ def run_cell(cell: CellSpec, run_dir: Path) -> CellSummary:
     tier = make_tier(cell.tier)
     manifest = tier.load_manifest()
     items, source_options = loader_inputs(tier, manifest, cell.loader)
-    consumer = make_consumer(cell.accelerator)
+    consumer = make_consumer(cell.accelerator, cell.loader.batch_size)
     run = cell.run
     cores = usable_cores()
 

@@ -39,12 +39,12 @@ from iobench.results.summary import CellSummary, utc_now
 from iobench.tiers import make_tier
 
 
-def _consumer(acc: AcceleratorSpec, ranks: Ranks):
+def _consumer(acc: AcceleratorSpec, batch_size: int, ranks: Ranks):
     """A real model trains on this rank's own GPU (local rank = device index)."""
     if acc.kind == "torch" and torch.cuda.is_available():
         torch.cuda.set_device(ranks.local_rank)
-        return make_consumer(acc, device=f"cuda:{ranks.local_rank}")
-    return make_consumer(acc)
+        return make_consumer(acc, batch_size, device=f"cuda:{ranks.local_rank}")
+    return make_consumer(acc, batch_size)
 
 
 def _rank_run(m: Measurement, ranks: Ranks, cores: int, run: RunSettings) -> RankRun:
@@ -189,7 +189,7 @@ def run_rank(cell: CellSpec, run_dir: Path, ranks: Ranks) -> CellSummary | None:
     tier = make_tier(cell.tier)
     manifest = tier.load_manifest()
     items, source_options = loader_inputs(tier, manifest, cell.loader)
-    consumer = _consumer(cell.accelerator, ranks)
+    consumer = _consumer(cell.accelerator, cell.loader.batch_size, ranks)
     run = cell.run
     cores = max(1, usable_cores() // ranks.local_world_size)
     mine, gathered = [], []

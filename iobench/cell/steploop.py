@@ -1,7 +1,10 @@
-"""The training step loop: per step, how long the consumer waited for data, copied it, computed.
+"""The training step loop: per step, how long the consumer waited for data, copied it, computed,
+how long the device worked, and the CPU the trainer's process used.
 
 Every timestamp comes from one monotonic clock (time.perf_counter), so the metrics can be rebuilt
-from the rows alone.
+from the rows alone. The CPU is the process's (time.process_time: every thread of it, so the
+pin-memory thread and torch's intra-op and autograd threads too; loader workers are processes of
+their own and not in it).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ class StepLog:
     measure_end: float | None = None
     keys: list[tuple[int, int, int, str]] = field(default_factory=list)  # (rank, epoch, step, key)
     dropped_batches: int = 0  # synchronous cells: batches unused because a peer's epoch ran out
+    last_input: tuple[object, object] | None = None  # the last step's (x, y): the step alone is timed on it
 
 
 def run_steps(
@@ -69,6 +73,7 @@ def run_steps(
         batches = iter(make_epoch(epoch))
         log.epoch_stats.append(StageStats())
         while max_steps is None or step < max_steps:
+            c0 = time.process_time()
             t0 = time.perf_counter()
             try:
                 batch = next(batches)
@@ -97,6 +102,8 @@ def run_steps(
             compute_s = consumer.step(x, y)
             allreduce_s = sync.allreduce(compute_s) if sync is not None else 0.0
             t2 = time.perf_counter()
+            trainer_cpu_s = time.process_time() - c0
+            log.last_input = (x, y)
             warm = step < warmup_steps
             if not warm:
                 log.measured_stats.merge(batch.stats)
@@ -117,6 +124,8 @@ def run_steps(
                 rank=rank,
                 peer_wait_s=peer_wait_s,
                 allreduce_s=allreduce_s,
+                device_s=consumer.last_device_s,
+                trainer_cpu_s=trainer_cpu_s,
             )
             if record_keys:
                 log.keys.extend((rank, epoch, step, key) for key in batch.keys)

@@ -94,6 +94,19 @@ def _at_scale(cell: CellSpec, consumer, rows) -> list:
     return scale.predict(rows, model.exposed if model else lambda world, compute: 0.0)
 
 
+def host_work_warnings(consumer) -> list[str]:
+    """An emulated trainer whose host work is the documented default, not this host's calibration."""
+    cost = getattr(consumer, "host", None)
+    if cost is None or cost.kind != "default":
+        return []
+    return [
+        f"host work of {cost.model}: not calibrated on this host, so the documented default of "
+        f"configs/accelerators.yaml ({1000 * cost.cpu_s_per_step:.1f} CPU-ms per step on {cost.threads} thread(s) "
+        f"at batch {cost.batch_size}); "
+        f"`iobench calibrate --model {cost.model}` measures it here"
+    ]
+
+
 def short_window_said(verdict: Verdict, window: Window, minimum: MinMeasure) -> Verdict:
     """A verdict over a window short of ``run.min_measure`` says so in its headline."""
     if window.met:
@@ -129,6 +142,10 @@ def _telemetry_table(cell_id: str, telemetry) -> pa.Table:
                 "disk_read_bytes": json.dumps(s.disk_read_bytes),
                 "process_read_bytes": s.process_read_bytes,
                 "process_read_chars": s.process_read_chars,
+                "gpu_utilization_pct": [g.utilization_pct for g in s.gpus],
+                "gpu_memory_used_bytes": [g.memory_used_bytes for g in s.gpus],
+                "gpu_pcie_tx_bytes_per_s": [g.pcie_tx_bytes_per_s for g in s.gpus],
+                "gpu_pcie_rx_bytes_per_s": [g.pcie_rx_bytes_per_s for g in s.gpus],
             }
             for s in telemetry.samples
         ],
@@ -195,7 +212,7 @@ def cell_files(
         ),
         ceilings=ceilings,
         attribution=attribution,
-        warnings=tuple(cache_warnings(cell.cache, states, epochs, tier, manifest)),
+        warnings=(*cache_warnings(cell.cache, states, epochs, tier, manifest), *host_work_warnings(consumer)),
         epoch_delta=epoch_delta(epochs),
         epoch1_vs_steady=epoch1_vs_steady(epochs, metrics.samples_per_s),
         device_read_bytes=device_bytes,
@@ -209,6 +226,7 @@ def cell_files(
         if tier_device
         else None,
         cpu_percent_per_core=tuple(telemetry.mean_cpu_percent(start, end)),
+        gpu_utilization_pct=telemetry.mean_gpu_utilization(start, end),
         consumer=consumer.describe(),
         scale=tuple(_at_scale(cell, consumer, log.rows)),
         scale_method=scale.METHOD,

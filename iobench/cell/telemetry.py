@@ -1,5 +1,6 @@
 """Telemetry sampled beside the step loop: the host's CPU per core, memory and disk reads per
-device, and the bytes the cell's own processes read (host/proctree.py)."""
+device, the bytes the cell's own processes read (host/proctree.py), and each GPU's utilisation,
+memory and PCIe traffic where NVML is there (loaders/nvml.py)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from dataclasses import dataclass, field
 import psutil
 
 from iobench.host.proctree import ProcessTree
+from loaders.nvml import GpuSample, NvmlUnavailable, open_nvml
 
 
 @dataclass
@@ -25,6 +27,7 @@ class TelemetrySample:
     # None where the kernel's per-process I/O accounting is not readable
     process_read_bytes: int | None = None
     process_read_chars: int | None = None
+    gpus: list[GpuSample] = field(default_factory=list)  # one per GPU; empty without NVML
 
 
 @dataclass
@@ -73,13 +76,20 @@ class Telemetry:
         cores = len(window[0].cpu_percent)
         return [sum(s.cpu_percent[i] for s in window) / len(window) for i in range(cores)]
 
+    def mean_gpu_utilization(self, start: float, end: float) -> float | None:
+        """NVML's utilisation (% of time a kernel ran), averaged over the GPUs and the samples
+        between two instants; None without NVML."""
+        values = [g.utilization_pct for s in self.between(start, end) for g in s.gpus]
+        return sum(values) / len(values) if values else None
+
 
 class TelemetrySampler:
     """A daemon thread sampling every ``interval`` seconds while the cell runs. ``root`` is the
     process whose tree is the cell's (this process, or the launcher of a multi-rank cell's ranks)."""
 
-    def __init__(self, interval: float = 0.25, root: int | None = None) -> None:
+    def __init__(self, interval: float = 0.25, root: int | None = None, nvml_lib: object = None) -> None:
         self.interval = interval
+        self.nvml = open_nvml(nvml_lib)
         self.telemetry = Telemetry()
         try:
             self.tree: ProcessTree | None = ProcessTree(root if root is not None else os.getpid())
@@ -101,8 +111,19 @@ class TelemetrySampler:
                 disk_read_bytes={dev: c.read_bytes for dev, c in disks.items()},
                 process_read_bytes=int(tree["read_bytes"]) if tree else None,
                 process_read_chars=int(tree["read_chars"]) if tree else None,
+                gpus=self._gpus(),
             )
         )
+
+    def _gpus(self) -> list[GpuSample]:
+        if self.nvml is None:
+            return []
+        try:
+            return self.nvml.sample()
+        except NvmlUnavailable:  # a GPU that stops answering ends the GPU telemetry, not the cell
+            self.nvml.close()
+            self.nvml = None
+            return []
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval):
@@ -118,3 +139,5 @@ class TelemetrySampler:
         self._stop.set()
         self._thread.join()
         self._sample()
+        if self.nvml is not None:
+            self.nvml.close()

@@ -288,6 +288,7 @@ def diagnosis_lines(s: CellSummary) -> list[tuple[str, str]]:
             checks = "; ".join(f"x{c.count}: AU {c.au:.2f}" for c in cap.checks)
             out.append((f"capacity: this tier + loader {answer}; checked by running it ({checks}):", ""))
             out.append(("confirmed", "ok") if cap.confirmed else ("NOT confirmed", "warn"))
+    out += [(line, "") for line in trainer_lines(s)]
     m = s.metrics
     if m is not None and m.epoch_boundary_wait_ms is not None:
         times = f" ({m.epoch_boundary_wait_ms / m.wait_p50_ms:.1f} x)" if m.wait_p50_ms > 0 else ""
@@ -306,6 +307,33 @@ def diagnosis_lines(s: CellSummary) -> list[tuple[str, str]]:
                 "",
             )
         )
+    return out
+
+
+def trainer_lines(s: CellSummary) -> list[str]:
+    """The trainer's host (docs/method.md): what AU divides, the step in the cell against the step
+    alone, the trainer's CPU per step, the GPU's utilisation NVML saw, and an emulated trainer's host
+    work."""
+    m = s.metrics
+    if m is None:
+        return []
+    out = []
+    if m.au_basis:
+        out.append(f"AU = {m.au_basis} / wall")
+    if m.trainer_slowdown is not None and m.step_alone_s is not None:
+        cpu = (
+            f"; the trainer's process used {m.trainer_cpu_ms_per_step:.1f} CPU-ms per step"
+            if m.trainer_cpu_ms_per_step is not None
+            else ""
+        )
+        out.append(
+            f"trainer: its step took {1000 * m.step_alone_s * m.trainer_slowdown:.1f} ms (median) in the cell "
+            f"against {1000 * m.step_alone_s:.1f} ms alone: slowdown {m.trainer_slowdown:.2f}x{cpu}"
+        )
+    if s.gpu_utilization_pct is not None:
+        out.append(f"GPU utilisation (NVML, mean over the window): {s.gpu_utilization_pct:.0f} %")
+    if host_work := s.consumer.get("host_work"):
+        out.append(f"emulated trainer's host work per step: {host_work}")
     return out
 
 

@@ -30,6 +30,21 @@ class StepRow:
     # the slowest rank), then the modelled exposed all-reduce on the target fabric
     peer_wait_s: float = 0.0
     allreduce_s: float = 0.0
+    # the device's time for the step: CUDA events' span (real model on a GPU), the step itself (on
+    # CPU, where the host is the device), the modelled device time (emulated); docs/method.md
+    # None in rows from before v6: the compute is then the device's time
+    device_s: float | None = None
+    trainer_cpu_s: float | None = None  # CPU of the trainer's process (all its threads) over the step
+
+
+@dataclass(frozen=True)
+class StepAlone:
+    """The consumer's step timed alone after the step loop, the loader's workers gone."""
+
+    step_s: float  # median host wall time of a step
+    device_s: float | None  # median device span of a step (CUDA events); None where not a GPU
+    cpu_s: float  # median CPU of the trainer's process per step
+    steps: int
 
 
 @dataclass(frozen=True)
@@ -85,6 +100,15 @@ class PipelineMetrics:
     # mean wait of the first step of each epoch after the first: the epoch boundary's cost, to set
     # against wait_p50_ms; None with one epoch
     epoch_boundary_wait_ms: float | None = None
+    # the trainer's host (docs/method.md, The trainer's host): the device's busy time over the
+    # measured steps, which AU is taken from; the step timed alone; the median step in the cell
+    # over it; the trainer process's CPU per step; the cores the loader's readers used
+    device_busy_s: float | None = None
+    au_basis: str | None = None  # what AU divides: "device busy" | "emulated device" (see method.md)
+    step_alone_s: float | None = None
+    trainer_slowdown: float | None = None
+    trainer_cpu_ms_per_step: float | None = None
+    loader_cores: float | None = None
 
 
 @dataclass(frozen=True)
@@ -98,7 +122,7 @@ class StageEvidence:
 
 @dataclass(frozen=True)
 class Verdict:
-    bound: str  # "accelerator" | "prep" | "fetch" | "unknown"
+    bound: str  # "accelerator" | "host" | "prep" | "fetch" | "unknown" (| "straggler" | "allreduce")
     binding_stage: str | None
     headline: str
     evidence: tuple[str, ...] = ()

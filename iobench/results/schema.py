@@ -122,6 +122,7 @@ COLUMNS: list[Column] = [
     Column("read_call_bytes_per_s", pa.float64(), lambda s: s.read_call_bytes_per_s),
     Column("cell_device_read_bytes", pa.int64(), lambda s: s.cell_device_read_bytes),
     Column("host_device_read_bytes_per_s", pa.float64(), lambda s: s.host_device_read_bytes_per_s),
+    Column("gpu_utilization_pct", pa.float64(), lambda s: s.gpu_utilization_pct),
     *(
         Column(f"{stage}_ms_per_sample", pa.float64(), _stage(stage))
         for stage in ("fetch", "decode", "augment", "collate")
@@ -212,7 +213,7 @@ COLUMNS: list[Column] = [
         for w in SCALE_COLUMNS
     ),
     Column("notes", pa.string(), lambda s: " | ".join(s.warnings) or None),
-    # accelerator | prep | fetch | unknown | failed
+    # accelerator | host | prep | fetch | unknown | failed (and straggler | allreduce, multi-rank)
     Column("verdict", pa.string(), lambda s: s.verdict.bound if s.ok and s.verdict else "failed"),
     Column("binding_stage", pa.string(), lambda s: s.verdict.binding_stage if s.verdict else None),
     Column("headline", pa.string(), lambda s: s.verdict.headline if s.verdict else s.error),
@@ -250,6 +251,8 @@ STEP_SCHEMA = with_version(
             ("rank", pa.int32()),  # times of a multi-rank cell's ranks count from one barrier
             ("peer_wait_s", pa.float64()),  # synchronous cells: waiting for the slowest rank
             ("allreduce_s", pa.float64()),  # synchronous cells: the modelled exposed all-reduce
+            ("device_s", pa.float64()),  # the device's time for the step (v6+)
+            ("trainer_cpu_s", pa.float64()),  # the trainer process's CPU over the step (v6+)
         ]
     )
 )
@@ -265,6 +268,11 @@ TELEMETRY_SCHEMA = with_version(
             ("disk_read_bytes", pa.string()),  # JSON: cumulative bytes read per block device
             ("process_read_bytes", pa.int64()),  # cumulative, the cell's processes (v5+)
             ("process_read_chars", pa.int64()),
+            # per GPU, where NVML is there (v6+): utilisation %, memory used, PCIe bytes/s
+            ("gpu_utilization_pct", pa.list_(pa.float64())),
+            ("gpu_memory_used_bytes", pa.list_(pa.int64())),
+            ("gpu_pcie_tx_bytes_per_s", pa.list_(pa.float64())),
+            ("gpu_pcie_rx_bytes_per_s", pa.list_(pa.float64())),
         ]
     )
 )

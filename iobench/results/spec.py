@@ -46,6 +46,9 @@ class AcceleratorSpec:
     demand: str  # "training" | "mlperf_storage"
     count: int
     samples_per_s: float | None = None  # type "custom": a demand given in the sweep file
+    # emulated: whose trainer host work each step does ("none", or a model); None: its own model's
+    # (none at demand mlperf_storage). cell/hostcost.py, docs/method.md
+    host_work: str | None = None
 
     @property
     def label(self) -> str:

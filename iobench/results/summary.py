@@ -29,6 +29,9 @@ from .figures import (
 )
 from .spec import CellSpec
 
+# 6: the trainer's host: steps.parquet device_s and trainer_cpu_s; device_busy_s, au_basis,
+#    step_alone_s, trainer_slowdown, trainer_cpu_ms_per_step, loader_cores; AU is device busy / wall;
+#    the verdict "host"; the mean GPU utilisation NVML sampled (gpu_utilization_pct)
 # 5: the measured window (summary.window, window_* columns); the MLPerf Storage view (summary.mlperf,
 #    mlperf_* and mib_per_s columns, each epoch's au and au_mlperf); device reads are the cell's own
 #    processes' (device_read_bytes_per_s), the host's counters kept as context
@@ -36,7 +39,7 @@ from .spec import CellSpec
 #    list); steps.parquet and telemetry.parquet carry cell_id; the schema version is in the
 #    Parquet metadata of results.parquet
 # 3: multi-rank cells (world_size .. rank_au_max; steps.parquet rank)
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 STATUSES = ("ok", "failed", "interrupted")
 
 
@@ -108,6 +111,7 @@ class CellSummary:
     cell_device_read_bytes: int | None = None  # v5+: the cell's processes from block devices, whole repeat
     host_device_read_bytes_per_s: float | None = None  # v5+: the tier's device, every process on the host
     cpu_percent_per_core: tuple[float, ...] = ()
+    gpu_utilization_pct: float | None = None  # NVML, mean over the GPUs and the window (v6+)
     consumer: dict[str, Any] = field(default_factory=dict)  # the accelerator's own description
     distributed: Distributed | None = None  # multi-rank cells
     ranks: tuple[RankFigures, ...] = ()

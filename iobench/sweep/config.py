@@ -115,6 +115,7 @@ class SweepConfig:
                     loader.workers, loader.batch_size, loader.decode
                 ):
                     rate = f"{acc.samples_per_s:g}" if acc.samples_per_s else ""
+                    rate += f"-host-{acc.host_work}" if acc.host_work else ""
                     acc_label = (
                         f"{acc.type}{rate}x{acc.count}" if acc.kind == "emulated" else f"torch-{acc.model}"
                     )
@@ -228,7 +229,7 @@ def _loaders(raw: Any) -> list[LoaderEntry]:
 
 
 def _accelerators(raw: Any) -> list[AcceleratorSpec]:
-    from iobench.cell.demand import DEMANDS, load_accelerator_table
+    from iobench.cell.demand import DEMANDS, load_accelerator_table, load_model_table
 
     if not isinstance(raw, list) or not raw:
         raise ConfigError(f"accelerators={raw!r}: expected a non-empty list of accelerator mappings")
@@ -245,6 +246,7 @@ def _accelerators(raw: Any) -> list[AcceleratorSpec]:
                 "demand": "training",
                 "count": 1,
                 "samples_per_s": None,
+                "host_work": None,
             },
             where,
         )
@@ -265,6 +267,13 @@ def _accelerators(raw: Any) -> list[AcceleratorSpec]:
         else:
             acc_type = None
             choice(d["model"], ("small_cnn", "resnet50"), f"{where}.model")
+        host_work = d["host_work"]
+        if host_work is not None:
+            if kind != "emulated":
+                raise ConfigError(
+                    f"{where}.host_work: only an emulated accelerator does host work of its own"
+                )
+            choice(host_work, ("none", *sorted(load_model_table())), f"{where}.host_work")
         counts = int_list(d["count"], f"{where}.count", 1)
         if kind == "torch" and len(counts) > 1:
             raise ConfigError(
@@ -280,6 +289,7 @@ def _accelerators(raw: Any) -> list[AcceleratorSpec]:
                     demand=choice(d["demand"], DEMANDS, f"{where}.demand"),
                     count=count,
                     samples_per_s=float(rate) if rate is not None else None,
+                    host_work=host_work,
                 )
             )
     return out

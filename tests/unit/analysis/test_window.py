@@ -93,7 +93,7 @@ class _Clock:
     demand_samples_per_s = None
 
     def __init__(self, step_s: float) -> None:
-        self.step_s = step_s
+        self.step_s = self.last_device_s = step_s
 
     def h2d(self, images, labels):
         return images, labels, 0.0

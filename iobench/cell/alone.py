@@ -1,0 +1,37 @@
+"""The trainer's step alone: the consumer stepped on one batch with nothing else of the cell running.
+
+The cell times it after its step loop (the loader's workers are gone by then) on the last batch it
+trained on, and ``iobench calibrate`` on a synthetic batch: the step in the cell over this one is
+the trainer's slowdown (docs/method.md, *The trainer's host*).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+from iobench.results.figures import StepAlone
+
+WARMUP_STEPS = 2  # allocator and kernel warm-up (cuDNN autotuning on a GPU)
+
+
+def time_alone(consumer, x: object, y: object, *, min_steps: int = 5, min_seconds: float = 1.0) -> StepAlone:
+    """Median of at least ``min_steps`` steps and ``min_seconds`` (at most 200 steps) after warm-up."""
+    for _ in range(WARMUP_STEPS):
+        consumer.step(x, y)
+    walls: list[float] = []
+    devices: list[float] = []
+    cpus: list[float] = []
+    t0 = time.perf_counter()
+    while len(walls) < min_steps or (time.perf_counter() - t0 < min_seconds and len(walls) < 200):
+        c0 = time.process_time()
+        walls.append(consumer.step(x, y))
+        cpus.append(time.process_time() - c0)
+        devices.append(consumer.last_device_s)
+    on_gpu = getattr(consumer, "device", None) is not None and consumer.device.type == "cuda"
+    return StepAlone(
+        step_s=statistics.median(walls),
+        device_s=statistics.median(devices) if on_gpu else None,
+        cpu_s=statistics.median(cpus),
+        steps=len(walls),
+    )

@@ -1,0 +1,125 @@
+"""What a real trainer's step costs the host, per model: measured here by ``iobench calibrate``, else
+the documented default of configs/accelerators.yaml (``models.<model>.host_work``).
+
+An emulated accelerator does this host work every step (hostwork.py) while it sleeps the device
+time, so a loader that takes every core slows the emulated step as it slows a real one. No torch
+here: validating a sweep file and ``recommend`` read it.
+
+Calibrations live in ``<cache_dir>/trainer-host.json`` (``$IOBENCH_CACHE``, else
+``~/.cache/iobench``), one entry per model, device and batch size; the latest measurement of each
+replaces the one before.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import socket
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+from iobench.cell.demand import load_model_table
+from iobench.host.atomic import atomic_write_json
+from iobench.host.cachedir import cache_dir
+
+CALIBRATION_FILE = "trainer-host.json"
+
+
+@dataclass(frozen=True)
+class HostCost:
+    """One trainer step of ``batch_size`` samples of ``model`` on ``device``, alone on the host."""
+
+    model: str
+    device: str  # "cpu" | "cuda": where the model ran when measured
+    batch_size: int
+    step_alone_s: float  # host wall time of the step (synchronised with the device)
+    cpu_s_per_step: float  # the trainer process's CPU time per step, all its threads
+    threads: int  # torch intra-op threads the step ran with
+    ops_per_step: int  # top-level torch operators per step: how finely the host work is cut
+    device_s: float | None  # CUDA: the step's span on the device (CUDA events); None on CPU
+    source: str
+    kind: str  # "calibration" (measured here) | "default" (configs/accelerators.yaml)
+
+    def at_batch(self, batch_size: int) -> HostCost:
+        """The cost at another batch size. On CPU the model's work is per sample, so it scales
+        with the batch; on a GPU the host's work per step is launches and Python, the same for
+        any batch."""
+        if batch_size == self.batch_size or self.device != "cpu":
+            return self
+        k = batch_size / self.batch_size
+        return replace(
+            self,
+            batch_size=batch_size,
+            step_alone_s=self.step_alone_s * k,
+            cpu_s_per_step=self.cpu_s_per_step * k,
+            source=f"{self.source}; scaled from batch {self.batch_size} to {batch_size} per sample",
+        )
+
+    def describe(self) -> str:
+        return (
+            f"{self.model} on {self.device}, batch {self.batch_size}: {1000 * self.cpu_s_per_step:.1f} CPU-ms "
+            f"per step on {self.threads} thread(s), step alone {1000 * self.step_alone_s:.1f} ms "
+            f"({self.kind}: {self.source})"
+        )
+
+
+def _path() -> Path:
+    return cache_dir() / CALIBRATION_FILE
+
+
+def load_calibrations() -> list[HostCost]:
+    """This host's calibrations; none when the file is missing or unreadable."""
+    try:
+        entries = json.loads(_path().read_text())["calibrations"]
+        return [HostCost(**e) for e in entries]
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
+
+
+def save(cost: HostCost) -> Path:
+    """Keep ``cost`` as this host's calibration of its model, device and batch size."""
+    key = (cost.model, cost.device, cost.batch_size)
+    kept = [c for c in load_calibrations() if (c.model, c.device, c.batch_size) != key]
+    path = _path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(
+        path, {"host": socket.gethostname(), "calibrations": [asdict(c) for c in [*kept, cost]]}
+    )
+    return path
+
+
+def default_cost(model: str) -> HostCost:
+    """The documented default of configs/accelerators.yaml for ``model``."""
+    entry = (load_model_table().get(model) or {}).get("host_work")
+    if entry is None:
+        raise ValueError(
+            f"host_work={model!r}: no default host cost for this model in configs/accelerators.yaml; "
+            f"models with one: {', '.join(m for m, e in load_model_table().items() if 'host_work' in e)}"
+        )
+    return HostCost(
+        model=model,
+        device=entry["device"],
+        batch_size=int(entry["batch_size"]),
+        step_alone_s=float(entry["step_alone_ms"]) / 1000.0,
+        cpu_s_per_step=float(entry["cpu_ms_per_step"]) / 1000.0,
+        threads=int(entry["threads"]),
+        ops_per_step=int(entry["ops_per_step"]),
+        device_s=float(entry["device_ms"]) / 1000.0 if entry.get("device_ms") else None,
+        source=" ".join(entry["source"].split()),
+        kind="default",
+    )
+
+
+def host_cost(model: str, batch_size: int, device: str | None = None) -> HostCost:
+    """The host cost of ``model``'s step at ``batch_size``: this host's calibration (on ``device``,
+    else CUDA's before the CPU's, the batch size measured nearest) or the documented default."""
+    found = [c for c in load_calibrations() if c.model == model and device in (None, c.device)]
+    if found:
+        best = min(found, key=lambda c: (c.device != "cuda", abs(c.batch_size - batch_size)))
+        return best.at_batch(batch_size)
+    return default_cost(model).at_batch(batch_size)
+
+
+def machine() -> str:
+    """What the calibration ran on, for its source line."""
+    return f"{socket.gethostname()} ({platform.processor() or platform.machine()})"
