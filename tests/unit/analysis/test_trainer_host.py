@@ -1,0 +1,81 @@
+"""The trainer's host in the metrics and the verdict (analysis/metrics.py, analysis/verdict.py):
+device busy time, AU from it, the step alone, the slowdown, and the verdict "host"."""
+
+from __future__ import annotations
+
+import pytest
+
+from iobench.analysis.metrics import compute_metrics
+from iobench.analysis.verdict import attribute
+from iobench.results.figures import StepAlone, StepRow
+from loaders import StageStats
+
+
+def _rows(
+    n: int, *, wait: float, compute: float, device: float | None, cpu: float | None = 0.05
+) -> list[StepRow]:
+    rows, t = [], 0.0
+    for i in range(n):
+        end = t + wait + compute
+        rows.append(
+            StepRow(i, 0, False, t, wait, 0.0, compute, end, 64, 1000, device_s=device, trainer_cpu_s=cpu)
+        )
+        t = end
+    return rows
+
+
+def _stats(loader_cpu_s: float) -> StageStats:
+    s = StageStats(samples=640)
+    s.add_time("decode", loader_cpu_s, loader_cpu_s)
+    return s
+
+
+def test_au_is_the_device_busy_time_capped_at_the_step_alone_on_a_gpu():
+    # a GPU whose step spans 0.10 s in the cell (a slow host launching it) but 0.04 s alone
+    rows = _rows(10, wait=0.0, compute=0.10, device=0.10)
+    gpu = compute_metrics(rows, alone=StepAlone(0.05, 0.04, 0.02, 5), au_basis="GPU busy (CUDA events)")
+    assert gpu.device_busy_s == pytest.approx(0.4)
+    assert gpu.au == pytest.approx(0.4)
+    assert gpu.trainer_slowdown == pytest.approx(2.0) and gpu.step_alone_s == 0.05
+    assert gpu.au_basis == "GPU busy (CUDA events)"
+    # on CPU (no device span alone) nothing caps it: the host is the device
+    cpu = compute_metrics(rows, alone=StepAlone(0.05, None, 0.05, 5))
+    assert cpu.au == pytest.approx(1.0)
+
+
+def test_rows_without_device_time_take_the_compute_and_no_alone_means_no_slowdown():
+    m = compute_metrics(_rows(4, wait=0.1, compute=0.1, device=None, cpu=None))
+    assert m.au == pytest.approx(0.5) and m.device_busy_s == pytest.approx(0.4)
+    assert m.trainer_slowdown is None and m.trainer_cpu_ms_per_step is None
+
+
+def test_trainer_cpu_and_loader_cores():
+    m = compute_metrics(_rows(10, wait=0.0, compute=0.1, device=0.1, cpu=0.03), loader_cpu_s=0.5)
+    assert m.trainer_cpu_ms_per_step == pytest.approx(30.0)
+    assert m.loader_cores == pytest.approx(0.5)
+
+
+def _verdict(*, wait: float, compute: float, alone: float, loader_cpu_s: float = 1.5, cores: int = 2):
+    rows = _rows(10, wait=wait, compute=compute, device=compute, cpu=compute)
+    m = compute_metrics(rows, alone=StepAlone(alone, None, alone, 5), loader_cpu_s=loader_cpu_s)
+    return attribute(m, _stats(loader_cpu_s), workers=2, cores=cores, demand_samples_per_s=None)
+
+
+def test_a_step_stretched_by_the_workers_is_host_bound_whatever_its_au():
+    v = _verdict(wait=0.0, compute=0.3, alone=0.1, loader_cpu_s=3.0)
+    assert v.bound == "host" and "3.0x" in v.headline
+    said = " ".join(v.evidence)
+    assert "300.0 ms (median) in the cell against 100.0 ms alone" in said
+    assert "CPU-ms per step" in said
+    assert "the loader's readers used 1.0 and the trainer 1.0 of the 2 usable core(s): fewer workers" in said
+
+
+def test_a_host_that_others_load_is_named_as_such():
+    v = _verdict(wait=0.0, compute=0.3, alone=0.1, loader_cpu_s=0.1, cores=8)
+    assert v.bound == "host" and "other processes on the host took the rest" in " ".join(v.evidence)
+
+
+def test_a_slightly_slower_step_or_one_that_waits_more_for_data_is_not_host_bound():
+    assert _verdict(wait=0.0, compute=0.12, alone=0.1).bound == "accelerator"
+    # stretched 2x, but the data waits take more of the wall than the stretch
+    assert _verdict(wait=0.5, compute=0.2, alone=0.1).bound == "prep"

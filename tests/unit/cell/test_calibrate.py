@@ -1,0 +1,28 @@
+"""`iobench calibrate` (cell/calibrate.py, cell/cli.py): a real step alone, kept where sweeps read it."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from iobench.cell import hostcost
+from iobench.cli import main
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks a host without CUDA")
+def test_calibrate_for_cuda_without_it_measures_the_cpu_and_says_so(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("IOBENCH_CACHE", str(tmp_path))
+    assert main(["calibrate", "--model", "small_cnn", "--device", "cuda", "--batch-size", "4"]) == 0
+    out = capsys.readouterr().out
+    assert "no CUDA device here: measured small_cnn on the CPU instead" in " ".join(out.split())
+    (cost,) = hostcost.load_calibrations()
+    assert cost.device == "cpu" and cost.device_s is None and cost.kind == "calibration"
+    assert cost.step_alone_s > 0 and cost.cpu_s_per_step > 0 and cost.ops_per_step > 5
+    assert cost.threads == torch.get_num_threads()
+    assert hostcost.host_cost("small_cnn", 4).kind == "calibration"
+
+
+def test_calibrate_refuses_an_empty_batch(tmp_path, monkeypatch):
+    monkeypatch.setenv("IOBENCH_CACHE", str(tmp_path))
+    assert main(["calibrate", "--model", "small_cnn", "--batch-size", "0"]) == 2
+    assert hostcost.load_calibrations() == []

@@ -1,0 +1,44 @@
+"""A CPU hog beside a real trainer: the step stretches against the same step alone, and the verdict
+says the trainer was starved of the host (analysis/verdict.py, host_bound)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import torch
+
+from iobench.analysis.metrics import compute_metrics
+from iobench.analysis.verdict import attribute
+from iobench.cell.accelerator import TorchTrainStep
+from iobench.cell.alone import time_alone
+from iobench.cell.steploop import run_steps
+from iobench.host.cores import usable_cores
+from loaders import Batch
+
+
+def test_a_cpu_hog_beside_a_real_trainer_makes_the_cell_host_bound():
+    trainer = TorchTrainStep("small_cnn", device="cpu")
+    images = torch.randint(0, 256, (16, 3, 112, 112), dtype=torch.uint8)
+    batch = Batch(images=images, labels=torch.zeros(16, dtype=torch.int64), keys=[""] * 16)
+    time_alone(trainer, *trainer.h2d(images, batch.labels)[:2], min_steps=3, min_seconds=0.0)  # warm
+    cores = usable_cores()
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2 * cores)]
+    try:
+        time.sleep(0.2)
+        log = run_steps(
+            lambda epoch: (batch for _ in range(15)), trainer, created_at=time.perf_counter(), warmup_steps=3
+        )
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+    assert log.last_input is not None
+    alone = time_alone(trainer, *log.last_input)
+    metrics = compute_metrics(log.rows, alone=alone, au_basis=trainer.au_basis, loader_cpu_s=0.0)
+    verdict = attribute(metrics, log.measured_stats, workers=0, cores=cores, demand_samples_per_s=None)
+    assert metrics.trainer_slowdown is not None and metrics.trainer_slowdown > 1.5
+    assert all(r.trainer_cpu_s is not None and r.trainer_cpu_s > 0 for r in log.rows)
+    assert verdict.bound == "host", verdict.headline
+    assert "other processes on the host took the rest" in " ".join(verdict.evidence)

@@ -1,0 +1,55 @@
+"""This host's trainer calibrations and the documented defaults (cell/hostcost.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from iobench.cell import hostcost
+from iobench.cell.hostcost import HostCost, default_cost, host_cost
+
+
+@pytest.fixture(autouse=True)
+def own_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("IOBENCH_CACHE", str(tmp_path))
+
+
+def _cost(device: str = "cpu", batch: int = 64, cpu_ms: float = 50.0) -> HostCost:
+    return HostCost("small_cnn", device, batch, 0.025, cpu_ms / 1000, 2, 49, None, "test", "calibration")
+
+
+def test_an_uncalibrated_model_takes_the_documented_default():
+    cost = host_cost("resnet50", 256)
+    assert cost.kind == "default" and cost.device == "cuda"
+    assert cost.cpu_s_per_step == pytest.approx(0.020) and "issue 31" in cost.source
+
+
+def test_a_calibration_replaces_the_default_and_the_previous_one():
+    hostcost.save(_cost(cpu_ms=80))
+    hostcost.save(_cost(cpu_ms=50))
+    (kept,) = hostcost.load_calibrations()
+    assert kept.cpu_s_per_step == pytest.approx(0.050)
+    assert host_cost("small_cnn", 64).kind == "calibration"
+
+
+def test_a_cuda_calibration_is_preferred_and_kept_per_step_at_other_batches():
+    hostcost.save(_cost("cpu", 64))
+    hostcost.save(_cost("cuda", 256, cpu_ms=20))
+    cost = host_cost("small_cnn", 64)
+    assert cost.device == "cuda" and cost.cpu_s_per_step == pytest.approx(0.020)
+    assert host_cost("small_cnn", 64, device="cpu").device == "cpu"
+
+
+def test_a_cpu_cost_scales_with_the_batch():
+    cost = _cost("cpu", 64).at_batch(128)
+    assert cost.cpu_s_per_step == pytest.approx(0.100) and cost.step_alone_s == pytest.approx(0.050)
+    assert "scaled from batch 64 to 128" in cost.source
+
+
+def test_an_unreadable_calibration_file_falls_back_to_the_default(tmp_path):
+    (tmp_path / hostcost.CALIBRATION_FILE).write_text("{not json")
+    assert host_cost("small_cnn", 64).kind == "default"
+
+
+def test_a_model_without_a_default_names_those_with_one():
+    with pytest.raises(ValueError, match="resnet50"):
+        default_cost("vit")

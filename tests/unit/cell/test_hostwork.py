@@ -1,0 +1,58 @@
+"""The emulated trainer's host work (cell/hostwork.py) and the emulated accelerator that runs it."""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from iobench.cell.accelerator import EmulatedAccelerator, emulated_host_cost
+from iobench.cell.demand import Demand
+from iobench.cell.hostcost import HostCost
+from iobench.results.spec import AcceleratorSpec
+
+
+def _cost(cpu_ms: float, threads: int = 1) -> HostCost:
+    return HostCost("small_cnn", "cpu", 8, cpu_ms / 1000, cpu_ms / 1000, threads, 10, None, "test", "default")
+
+
+def test_the_host_work_uses_about_the_calibrated_cpu():
+    from iobench.cell.hostwork import HostWork
+
+    work = HostWork(_cost(60.0))
+    work.run()
+    c0 = time.process_time()
+    work.run()
+    used = time.process_time() - c0
+    # fixed work, sized on an idle probe: a busy host can only make it cost more
+    assert 0.5 * 0.060 <= used <= 3 * 0.060
+
+
+def test_host_work_longer_than_the_device_time_stretches_the_step():
+    y = torch.zeros(8)
+    sleeper = EmulatedAccelerator(Demand("x", "m", "custom", 8 / 0.005, "test"))
+    worker = EmulatedAccelerator(Demand("x", "m", "custom", 8 / 0.005, "test"), host=_cost(60.0))
+    slept = min(sleeper.step(y, y) for _ in range(3))
+    worked = min(worker.step(y, y) for _ in range(3))
+    assert slept < 0.02 < 0.03 < worked
+    assert worker.last_device_s == 0.005  # the device idled while the host worked
+    assert "small_cnn" in worker.describe()["host_work"]
+    assert sleeper.describe()["host_work"].startswith("none")
+
+
+def test_an_emulated_accelerator_does_its_own_models_host_work_but_not_in_mlperf_mode():
+    acc = AcceleratorSpec("emulated", "h100", "resnet50", "training", 1)
+    assert emulated_host_cost(acc, 256).model == "resnet50"
+    assert (
+        emulated_host_cost(AcceleratorSpec("emulated", "h100", "resnet50", "mlperf_storage", 1), 256) is None
+    )
+    assert (
+        emulated_host_cost(
+            AcceleratorSpec("emulated", "h100", "resnet50", "training", 1, host_work="none"), 8
+        )
+        is None
+    )
+    small = emulated_host_cost(
+        AcceleratorSpec("emulated", "h100", "resnet50", "training", 1, host_work="small_cnn"), 8
+    )
+    assert small.model == "small_cnn" and small.batch_size == 8
