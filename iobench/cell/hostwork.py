@@ -1,11 +1,16 @@
 """The host work of an emulated trainer step: a fixed amount of CPU work, cut as the real step is.
 
 A real step is a sequence of torch operators, each one parallel region over the intra-op threads.
-Under contention the regions wait for their slowest thread, so the step stretches by more than its
-fair share of the cores. The emulation keeps that shape: ``ops_per_step`` element-wise operators on
-``threads`` threads, each sized so that together they use the calibrated CPU time per step on an
-idle host. The work is fixed (elements), not the time: on a busy host it takes longer, as the real
-step does.
+Under contention a region waits for its slowest thread, so the step stretches by more than its
+fair share of the cores. The emulation keeps that shape: ``ops_per_step`` operators on ``threads``
+threads, each sized so that together, on an idle host, they take the calibrated CPU time per step
+spread over those threads. The work is fixed (elements), not the time: on a busy host it takes
+longer, as the real step does.
+
+The operator is an element-wise sine: compute-bound, so its cost grows with the elements alone and
+not with where they sit in the caches, and torch runs it in parallel over the intra-op threads.
+Sizes are found with the wall clock: the kernel's CPU clock of some virtual machines ticks in
+milliseconds, coarser than one operator.
 """
 
 from __future__ import annotations
@@ -16,23 +21,28 @@ import torch
 
 from iobench.cell.hostcost import HostCost
 
-# the elements of one operator are measured over this many repetitions, the fastest kept: the
-# host may be busy while the cell starts, and the fastest run is the one closest to idle
-PROBE_REPEATS = 7
-PROBE_ELEMENTS = 1 << 18
+# the operator is timed this many times at each probe size, and the fastest time per element
+# kept: the host may be busy while the cell starts, and the fastest run is the one closest to idle
+PROBE_REPEATS = 15
+PROBE_ELEMENTS = (1 << 17, 1 << 18)  # large enough that the call's fixed cost is negligible
 
 
-def _cpu_s_per_element(threads: int) -> float:
-    """CPU seconds one element of the operator costs on ``threads`` threads, idle host."""
-    src = torch.rand(PROBE_ELEMENTS)
-    out = torch.empty_like(src)
+def seconds_per_element() -> float:
+    """The operator's wall time per element on this host's intra-op threads, idle."""
     best = float("inf")
-    for _ in range(PROBE_REPEATS):
-        c0 = time.process_time()
-        for _ in range(8):
-            torch.mul(src, 1.0001, out=out)
-        best = min(best, (time.process_time() - c0) / (8 * PROBE_ELEMENTS))
+    for elements in PROBE_ELEMENTS:
+        src = torch.rand(elements)
+        out = torch.empty_like(src)
+        for _ in range(PROBE_REPEATS):
+            t0 = time.perf_counter()
+            torch.sin(src, out=out)
+            best = min(best, (time.perf_counter() - t0) / elements)
     return best
+
+
+def sized(target_s: float) -> torch.Tensor:
+    """A tensor whose operator takes ``target_s`` of wall time on an idle host."""
+    return torch.rand(max(1, int(target_s / seconds_per_element())))
 
 
 class HostWork:
@@ -43,14 +53,12 @@ class HostWork:
         self.threads = max(1, cost.threads)
         torch.set_num_threads(self.threads)
         self.ops = max(1, cost.ops_per_step)
-        per_element = _cpu_s_per_element(self.threads)
-        elements = int(cost.cpu_s_per_step / self.ops / per_element) if per_element > 0 else 0
-        self._src = torch.rand(max(1, elements))
+        self._src = sized(cost.cpu_s_per_step / self.threads / self.ops)
         self._out = torch.empty_like(self._src)
 
     def run(self) -> float:
         """Seconds of host wall time the work took."""
         t0 = time.perf_counter()
         for _ in range(self.ops):
-            torch.mul(self._src, 1.0001, out=self._out)
+            torch.sin(self._src, out=self._out)
         return time.perf_counter() - t0

@@ -42,8 +42,9 @@ class StepAlone:
     """The consumer's step timed alone after the step loop, the loader's workers gone."""
 
     step_s: float  # median host wall time of a step
+    fastest_s: float  # the fastest step: on a shared host, the one closest to idle
     device_s: float | None  # median device span of a step (CUDA events); None where not a GPU
-    cpu_s: float  # median CPU of the trainer's process per step
+    cpu_s: float  # the trainer's process's CPU per step, mean (the CPU clock may tick in ms)
     steps: int
 
 

@@ -33,13 +33,13 @@ def _stats(loader_cpu_s: float) -> StageStats:
 def test_au_is_the_device_busy_time_capped_at_the_step_alone_on_a_gpu():
     # a GPU whose step spans 0.10 s in the cell (a slow host launching it) but 0.04 s alone
     rows = _rows(10, wait=0.0, compute=0.10, device=0.10)
-    gpu = compute_metrics(rows, alone=StepAlone(0.05, 0.04, 0.02, 5), au_basis="GPU busy (CUDA events)")
+    gpu = compute_metrics(rows, alone=StepAlone(0.05, 0.05, 0.04, 0.02, 5), au_basis="GPU busy (CUDA events)")
     assert gpu.device_busy_s == pytest.approx(0.4)
     assert gpu.au == pytest.approx(0.4)
     assert gpu.trainer_slowdown == pytest.approx(2.0) and gpu.step_alone_s == 0.05
     assert gpu.au_basis == "GPU busy (CUDA events)"
     # on CPU (no device span alone) nothing caps it: the host is the device
-    cpu = compute_metrics(rows, alone=StepAlone(0.05, None, 0.05, 5))
+    cpu = compute_metrics(rows, alone=StepAlone(0.05, 0.05, None, 0.05, 5))
     assert cpu.au == pytest.approx(1.0)
 
 
@@ -57,7 +57,7 @@ def test_trainer_cpu_and_loader_cores():
 
 def _verdict(*, wait: float, compute: float, alone: float, loader_cpu_s: float = 1.5, cores: int = 2):
     rows = _rows(10, wait=wait, compute=compute, device=compute, cpu=compute)
-    m = compute_metrics(rows, alone=StepAlone(alone, None, alone, 5), loader_cpu_s=loader_cpu_s)
+    m = compute_metrics(rows, alone=StepAlone(alone, alone, None, alone, 5), loader_cpu_s=loader_cpu_s)
     return attribute(m, _stats(loader_cpu_s), workers=2, cores=cores, demand_samples_per_s=None)
 
 
