@@ -13,6 +13,7 @@ replaces the one before.
 from __future__ import annotations
 
 import json
+import math
 import platform
 import socket
 from dataclasses import asdict, dataclass, replace
@@ -54,6 +55,16 @@ class HostCost:
             cpu_s_per_step=self.cpu_s_per_step * k,
             source=f"{self.source}; scaled from batch {self.batch_size} to {batch_size} per sample",
         )
+
+    @property
+    def cores(self) -> float:
+        """The cores the trainer keeps busy while it steps alone: its CPU per step over the step."""
+        return self.cpu_s_per_step / self.step_alone_s if self.step_alone_s > 0 else 0.0
+
+    @property
+    def reserved_cores(self) -> int:
+        """Whole cores to leave each trainer process: its threads stall on a shared core."""
+        return max(1, math.ceil(self.cores - 1e-9))
 
     def describe(self) -> str:
         return (

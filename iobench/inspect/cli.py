@@ -41,6 +41,13 @@ def add_inspect_arguments(parser: argparse.ArgumentParser) -> None:
         help="take the per-core decode+augment rate from a sweep's run directory",
     )
     parser.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        help="loader workers per rank (one rank per accelerator): warn when they and the trainers want more "
+        "cores than the host has",
+    )
+    parser.add_argument(
         "--root",
         default="/",
         help="read sys/ and proc/ under this directory instead of / (a recorded tree; for tests and bug reports)",
@@ -88,7 +95,9 @@ def inspect_command(args: argparse.Namespace, console: Console, nvml_lib: Any = 
         if why_not:
             notes.append(why_not)
     rate = _decode_rate(args, demand, notes)
-    pitfalls, check_notes = find_pitfalls(inv, demand, rate)
+    if args.workers is not None and args.workers < 0:
+        raise ValueError(f"--workers {args.workers}: must be 0 or more")
+    pitfalls, check_notes = find_pitfalls(inv, demand, rate, args.workers)
     notes += check_notes
     if args.json:
         doc = {

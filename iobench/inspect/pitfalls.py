@@ -11,6 +11,7 @@ import math
 from dataclasses import asdict, dataclass
 
 from iobench.analysis.decoderate import REFERENCE_SAMPLE_BYTES, DecodeRate
+from iobench.cell.hostcost import HostCost, host_cost
 from iobench.host.units import format_bytes
 
 from .accelerators import AcceleratorDemand
@@ -138,6 +139,43 @@ def _rdma(inv: Inventory, demand: AcceleratorDemand | None) -> Pitfall | None:
     )
 
 
+def _usable(inv: Inventory) -> int | None:
+    known = [n for n in (inv.cpu.get("logical_cpus"), inv.cpu.get("usable_cpus")) if n]
+    return min(known) if known else None
+
+
+def _trainers(demand: AcceleratorDemand) -> tuple[int, HostCost]:
+    """Cores the accelerators' trainer processes keep (cell/hostcost.py), and the cost behind it."""
+    cost = host_cost(demand.model, 256)
+    return cost.reserved_cores * demand.count, cost
+
+
+def _oversubscribed(
+    inv: Inventory, demand: AcceleratorDemand | None, workers: int | None
+) -> Pitfall | str | None:
+    if workers is None:
+        return None
+    if demand is None:
+        return "workers vs cores: no accelerators (no GPU matched, no --accelerators); not checked"
+    usable = _usable(inv)
+    if usable is None:
+        return "workers vs cores: the CPU count is unknown; not checked"
+    trainer, cost = _trainers(demand)
+    wanted = workers * demand.count + trainer
+    if wanted <= usable:
+        return None
+    return Pitfall(
+        "workers_oversubscribe_cores",
+        "warning",
+        "loader workers and trainers want more cores than the host has",
+        f"{workers} worker(s) x {demand.count} rank(s) + {trainer} core(s) for the {demand.count} trainer "
+        f"process(es) ({cost.reserved_cores} each: {cost.describe()}) = {wanted}, and {usable} are usable",
+        "Workers that take the trainers' cores slow the training step itself (issue 31: a ResNet-50 step "
+        "2.4x slower beside 14 CPU-decoding workers, and 14 workers trained slower than 8). Use fewer "
+        "workers, or decode on the GPU; `iobench diagnose` with several worker counts finds the fastest.",
+    )
+
+
 def _cores(inv: Inventory, demand: AcceleratorDemand | None, rate: DecodeRate | None) -> Pitfall | str | None:
     if demand is None:
         return "cores for decode: no accelerator demand (no GPU matched, no --accelerators); not checked"
@@ -148,7 +186,8 @@ def _cores(inv: Inventory, demand: AcceleratorDemand | None, rate: DecodeRate | 
     if not known:
         return "cores for decode: the CPU count is unknown; not checked"
     cores = min(known)
-    needed = demand.samples_per_s / rate.per_core(REFERENCE_SAMPLE_BYTES)
+    trainer, _ = _trainers(demand)
+    needed = demand.samples_per_s / rate.per_core(REFERENCE_SAMPLE_BYTES) + trainer
     if needed <= cores:
         return None
     if usable and logical and usable < logical:
@@ -163,7 +202,7 @@ def _cores(inv: Inventory, demand: AcceleratorDemand | None, rate: DecodeRate | 
         "too few CPU cores to decode and augment at the accelerators' demand",
         f"{demand.count}x {demand.type} training {demand.model} demand {demand.samples_per_s:,.0f} samples/s "
         f"({demand.samples_per_s_each:,.0f} each: {demand.source.rstrip('.')}); decode+augment runs at "
-        f"{rate.describe(REFERENCE_SAMPLE_BYTES)}; so at least "
+        f"{rate.describe(REFERENCE_SAMPLE_BYTES)}; with {trainer} core(s) kept for the trainers, at least "
         f"{math.ceil(needed)} cores are needed and {have}",
         "Decode on the GPU (DALI with device='mixed'), store pre-resized or lower-quality JPEGs, or use a "
         "host with more cores; `iobench diagnose` measures the prep ceiling of the real loader.",
@@ -171,10 +210,15 @@ def _cores(inv: Inventory, demand: AcceleratorDemand | None, rate: DecodeRate | 
 
 
 def find_pitfalls(
-    inv: Inventory, demand: AcceleratorDemand | None = None, rate: DecodeRate | None = None
+    inv: Inventory,
+    demand: AcceleratorDemand | None = None,
+    rate: DecodeRate | None = None,
+    workers: int | None = None,
 ) -> tuple[list[Pitfall], list[str]]:
-    """The pitfalls, most severe first, and notes on the checks that could not run."""
+    """The pitfalls, most severe first, and notes on the checks that could not run. ``workers``:
+    the loader workers each rank (one per accelerator) runs, where given."""
     results: list[Pitfall | str | None] = [
+        _oversubscribed(inv, demand, workers),
         _ram_vs_gpu_memory(inv, demand),
         *_nvme_links(inv),
         _numa_split(inv),

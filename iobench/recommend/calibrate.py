@@ -9,7 +9,8 @@ From every ``ok`` cell of one or more run directories:
   process's share (receiving batches) from cells whose workers fill the cores;
 - each tier's fetch bandwidth: fetch ceilings (diagnose), else what the cells the tier held back
   delivered, else (a lower bound) the best any cell delivered; and its request latency;
-- what one GPU decodes with DALI, where a DALI cell on a CUDA host measured it;
+- what one GPU decodes with DALI, where a DALI cell on a CUDA host measured it, and the host CPU
+  such a cell's process still spent per sample (DALI's threads run in it);
 - the shard caches' measured hit ratios beside the model's (:func:`model.hit_ratio`).
 
 Only cold cells measure a tier: a warm cell reads the page cache or a shard cache.
@@ -74,6 +75,8 @@ class CellFacts:
     # the consumer's measured step time per sample (an emulated accelerator's sleep overshoots)
     compute_s_per_sample: float | None = None
     cuda: bool = False  # the host had a CUDA device: a DALI cell decoded on the GPU
+    # the cell process's CPU per sample (the trainer's, and a DALI loader's threads): v6+
+    trainer_cpu_ms_per_sample: float | None = None
 
     @property
     def readers(self) -> int:
@@ -154,6 +157,9 @@ def _facts(run: str, s: CellSummary, manifest: CellManifest | None) -> CellFacts
         throttle_bytes_per_s=(tier.get("throttle") or {}).get("bandwidth_bytes_per_s"),
         compute_s_per_sample=m.compute_s / m.samples if m.compute_s and m.samples else None,
         cuda=bool(manifest and manifest.host.cuda),
+        trainer_cpu_ms_per_sample=m.trainer_cpu_ms_per_step * m.steps / m.samples
+        if m.trainer_cpu_ms_per_step is not None and m.samples
+        else None,
     )
 
 
@@ -189,6 +195,7 @@ class Calibration:
     main_ms: Figure | None  # the training process's CPU per sample (receiving batches)
     tiers: dict[str, TierFigures] = field(default_factory=dict)
     dali_gpu: Figure | None = None  # samples/s one GPU decoded with DALI, where a cell measured it
+    dali_host_ms: Figure | None = None  # host CPU ms per sample a DALI cell on a GPU still spent
     caches: list[CacheCheck] = field(default_factory=list)
     cores: int | None = None
 
@@ -290,6 +297,21 @@ def dali_gpu(cells: list[CellFacts]) -> Figure | None:
     return Figure(best.samples_per_s, f"measured: DALI on the GPU, decode-bound {_cell_ref(best)}")
 
 
+def dali_host_ms(cells: list[CellFacts]) -> Figure | None:
+    """The host CPU per sample DALI's GPU decode still takes: the median, over DALI cells on a CUDA
+    host, of the cell process's CPU per sample (DALI's threads and the trainer's, so an upper bound
+    on DALI's own; the trainer's cores are reserved apart)."""
+    found = [c for c in cells if c.loader == "dali" and c.cuda and c.trainer_cpu_ms_per_sample]
+    if not found:
+        return None
+    value = statistics.median(c.trainer_cpu_ms_per_sample for c in found)  # type: ignore[type-var]
+    return Figure(
+        value,
+        f"measured: the process CPU per sample of {len(found)} DALI cell(s) on the GPU, median "
+        f"({', '.join(_cell_ref(c) for c in found[:3])}); the trainer's share included",
+    )
+
+
 def _prefer(cells: list[CellFacts], **match: object) -> list[CellFacts]:
     """The cells matching every key of ``match``, dropping keys from the end until some match."""
     keys = list(match)
@@ -349,6 +371,7 @@ def calibrate(cells: list[CellFacts], *, loader: str | None = None, batch: int |
         main_ms=main_fig,
         tiers=tiers,
         dali_gpu=dali_gpu(cells),
+        dali_host_ms=dali_host_ms(cells),
         caches=caches,
         cores=cores,
     )

@@ -306,6 +306,9 @@ def scenario(args: argparse.Namespace) -> Scenario:
         if args.dali_per_gpu <= 0:
             raise ValueError(f"--dali-per-gpu {args.dali_per_gpu}: must be above 0 samples/s")
         dali = Figure(args.dali_per_gpu, "given with --dali-per-gpu")
+    from iobench.cell.hostcost import host_cost
+
+    trainer = host_cost(args.model, args.batch_size)
     return Scenario(
         dataset_bytes=dataset_bytes,
         sample_bytes=sample_bytes,
@@ -327,11 +330,18 @@ def scenario(args: argparse.Namespace) -> Scenario:
         nic_bytes_per_s=nic,
         target=target,
         decode=decoderate.resolve(rate=args.decode_rate, results=args.results, sample_bytes=sample_bytes),
+        trainer_cores=Figure(
+            trainer.reserved_cores,
+            f"{trainer.cores:.2f} cores busy per step alone, rounded up to whole cores: {trainer.describe()}",
+        ),
     )
 
 
 def recommend(args: argparse.Namespace) -> dict:
     """Everything the command reports, as plain objects (the --json document)."""
+    from iobench.analysis.knee import knees
+    from iobench.results.api import load_summaries
+
     from .calibrate import calibrate, load_cells
     from .crossovers import crossovers
     from .hypotheses import checks
@@ -340,7 +350,7 @@ def recommend(args: argparse.Namespace) -> dict:
     from .validate import check_cells
 
     s = scenario(args)
-    cal, validation, scaled = None, [], []
+    cal, validation, scaled, found = None, [], [], []
     if args.ranks and not args.results:
         raise ValueError("--ranks needs --results: the prediction runs on a sweep's measured steps")
     if args.results:
@@ -352,6 +362,7 @@ def recommend(args: argparse.Namespace) -> dict:
         cal = calibrate(cells, loader="torch")  # the CPU options decode in DataLoader workers
         validation = check_cells(cells)
         scaled = at_scale(args.results, ranks_of(args.ranks, s.accelerators))
+        found = [k for run in args.results for k in knees(load_summaries(run))]
     leaders, changes = crossovers(s, cal)
     return {
         "scenario": s,
@@ -364,6 +375,7 @@ def recommend(args: argparse.Namespace) -> dict:
         "hypotheses": checks(s, cal),
         "validation": validation,
         "at_scale": scaled,
+        "knees": found,
     }
 
 

@@ -71,6 +71,18 @@ class Scenario:
     nic_bytes_per_s: float | None = None  # the storage network: caps a remote tier; None: not modelled
     target: str = ""  # how the server was described (given, a reference profile), for the report
     decode: DecodeRate = ASSUMED  # CPU decode + augment per core (analysis/decoderate.py)
+    # host cores left to each accelerator's trainer process (cell/hostcost.py); None: none reserved
+    trainer_cores: Figure | None = None
+
+    @property
+    def reserved_cores(self) -> int:
+        """Cores the accelerators' trainers keep: none of the loader's work runs there."""
+        return int(self.trainer_cores.value) * self.accelerators if self.trainer_cores else 0
+
+    @property
+    def loader_cores(self) -> int:
+        """Cores left to the loader once the trainers have theirs (at least one)."""
+        return max(1, self.cores - self.reserved_cores)
 
     @property
     def requirement(self) -> Requirement:
@@ -266,19 +278,34 @@ def _option(s: Scenario, st: _Storage, decode: str, cal: Calibration | None) -> 
         other_fig = Figure(
             0.0, "not measured (no --results): collate, fetch, loader and training process taken as 0"
         )
+    if s.trainer_cores:
+        inputs.append(("host cores kept per accelerator for its trainer", s.trainer_cores))
     cpu_ms = decode_ms + other
     if decode == "cpu":
         rate = Figure(s.decode.per_core(s.sample_bytes), s.decode.describe(s.sample_bytes))
         inputs.append(("CPU decode+augment per core (samples/s)", rate))
-        prep = s.cores * 1000.0 / cpu_ms
-        cores = cores_needed(req.samples_per_s, cpu_ms / 1000.0)
-        workers = min(s.cores, max(1, math.ceil(cores)))
+        prep = s.loader_cores * 1000.0 / cpu_ms
+        cores = cores_needed(req.samples_per_s, cpu_ms / 1000.0) + s.reserved_cores
+        workers = min(s.loader_cores, max(1, math.ceil(cores - s.reserved_cores)))
     else:
         dali = s.dali_per_gpu or (cal.dali_gpu if cal else None) or DALI_PER_GPU
         inputs.append(("DALI decode per GPU (samples/s)", dali))
+        dali_host = cal.dali_host_ms if cal else None
+        inputs.append(
+            (
+                "host CPU of DALI's GPU decode (ms per sample)",
+                dali_host
+                or Figure(
+                    0.0,
+                    "not measured (no DALI cell on a GPU in --results): taken as 0, though NVIDIA/DALI#5274 "
+                    "saw a mixed-decode pipeline keep ~24 cores busy",
+                ),
+            )
+        )
+        host_ms += dali_host.value if dali_host else 0.0
         gpu = s.accelerators * dali.value
-        prep = min(gpu, s.cores / (host_ms / 1000.0)) if host_ms > 0 else gpu
-        cores = cores_needed(req.samples_per_s, host_ms / 1000.0)
+        prep = min(gpu, s.loader_cores / (host_ms / 1000.0)) if host_ms > 0 else gpu
+        cores = cores_needed(req.samples_per_s, host_ms / 1000.0) + s.reserved_cores
         workers = s.accelerators  # one DALI pipeline per GPU
     inputs.append(("other CPU per sample (ms)", other_fig))
     p = predict({"prep": prep, "fetch": fetch}, req.samples_per_s)

@@ -239,6 +239,17 @@ def _at_scale(report: dict, console: Console) -> None:
         console.print(f" - {a.sentence()}; {points} (all-reduce on {a.fabric}; cell {a.cell})", markup=False)
 
 
+def _knees(report: dict, console: Console) -> None:
+    if not report.get("knees"):
+        return
+    console.print(
+        "\n[bold]The worker count that trains fastest[/bold] (cells of --results that differ only in workers)"
+    )
+    for knee in report["knees"]:
+        for line in knee.lines():
+            console.print(f" {line}", markup=False, highlight=False)
+
+
 def render(report: dict, console: Console) -> None:
     s, req = report["scenario"], report["requirement"]
     console.print(
@@ -265,3 +276,4 @@ def render(report: dict, console: Console) -> None:
     _hypotheses(report, console)
     _validation(report, console)
     _at_scale(report, console)
+    _knees(report, console)

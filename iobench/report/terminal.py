@@ -8,6 +8,7 @@ from rich.table import Table
 from rich.text import Text
 
 from iobench.analysis import scale
+from iobench.analysis.knee import knees
 from iobench.analysis.mlperf import READING, reading_of
 from iobench.host.units import format_bytes
 from iobench.report.mlperf import decoding_adds
@@ -135,6 +136,12 @@ def print_report(
     _print_cells(summaries, console)
     for line in decoding_adds(summaries):
         _say(console, f"\n{line}")
+    found = knees(summaries)
+    if found:
+        console.print(Text("\nthe worker count that trains fastest", "bold"))
+        for knee in found:
+            for line in knee.lines():
+                _say(console, f"  {line}")
     lines = scaling_lines(summaries)
     if lines:
         console.print(

@@ -168,9 +168,10 @@ def test_two_socket_box_with_gpus_away_from_nvme():
     assert (inv.cpu["logical_cpus"], inv.cpu["physical_cores"], inv.cpu["sockets"]) == (32, 16, 2)
     assert demand.found_by == "NVML" and notes == []  # every check ran
     assert [f["fs_type"] for f in inv.filesystems] == ["ext4", "tmpfs", "xfs", "xfs", "nfs4"]
-    # 28,000 samples/s at 900 per core needs 31.1 cores of the 32: enough
-    assert [p.check for p in pitfalls] == ["ram_vs_gpu_memory", "numa_split", "no_rdma"]
-    ram, numa, rdma = pitfalls
+    # 28,000 samples/s at 900 per core needs 31.1 cores of the 32, and the 4 trainers one core each
+    assert [p.check for p in pitfalls] == ["too_few_cores", "ram_vs_gpu_memory", "numa_split", "no_rdma"]
+    assert "with 4 core(s) kept for the trainers, at least 36 cores" in pitfalls[0].evidence
+    _, ram, numa, rdma = pitfalls
     assert "RAM 251 GiB" in ram.evidence and "320 GiB" in ram.evidence and "1.25 TiB" in ram.evidence
     assert "rule of thumb" in ram.evidence and ram.severity == "warning"
     assert "GPUs by node: node 1: 0, 1, 2, 3" in numa.evidence
@@ -181,7 +182,18 @@ def test_two_socket_box_with_gpus_away_from_nvme():
     assert [p.check for p in slower] == ["too_few_cores", "ram_vs_gpu_memory", "numa_split", "no_rdma"]
     cores = slower[0]
     assert "28,000 samples/s" in cores.evidence and "600 samples/s per core" in cores.evidence
-    assert "at least 47 cores" in cores.evidence and "32 logical CPUs (16 physical cores)" in cores.evidence
+    assert "at least 51 cores" in cores.evidence and "32 logical CPUs (16 physical cores)" in cores.evidence
+
+
+def test_workers_and_trainers_that_want_more_cores_than_usable_are_a_pitfall():
+    inv = collect_inventory(str(TWO_SOCKET), _h100s(*TWO_SOCKET_GPUS))
+    demand = demand_of_gpus(inv.gpus, "resnet50")[0]
+    fits, _ = find_pitfalls(inv, demand, None, workers=7)  # 7 x 4 ranks + 4 trainer cores = 32
+    assert "workers_oversubscribe_cores" not in [p.check for p in fits]
+    over, _ = find_pitfalls(inv, demand, None, workers=8)
+    (p,) = [p for p in over if p.check == "workers_oversubscribe_cores"]
+    assert "8 worker(s) x 4 rank(s) + 4 core(s) for the 4 trainer process(es)" in p.evidence
+    assert "= 36, and 32 are usable" in p.evidence and "fewer workers" in p.advice
 
 
 def test_numa_is_not_judged_when_a_node_is_unknown():
@@ -213,11 +225,11 @@ def test_demand_from_the_command_line_and_from_gpu_names():
 
 
 def test_ram_rule_uses_the_table_when_no_gpu_is_present():
-    _, demand, pitfalls, _ = _pitfalls(DEGRADED, None, accelerators="8xH100", rate=3000)
+    _, demand, pitfalls, _ = _pitfalls(DEGRADED, None, accelerators="8xH100", rate=4000)
     assert demand.found_by == "--accelerators"
     ram = next(p for p in pitfalls if p.check == "ram_vs_gpu_memory")
     assert "8x h100 (--accelerators) with 640 GiB" in ram.evidence
-    # 56,000 samples/s at 3,000 per core needs 19 of its 24 logical CPUs
+    # 56,000 samples/s at 4,000 per core needs 14 of its 24 logical CPUs, the 8 trainers 8 more
     assert {p.check for p in pitfalls} == {"ram_vs_gpu_memory", "nvme_link_degraded", "no_rdma"}
 
 
