@@ -5,9 +5,11 @@
 
 It makes a small synthetic ImageNet-like dataset in a temporary directory, then feeds the same
 training step from (a) our torch DataLoader path with CPU decode (pinned memory + ``h2d``) and
-(b) the DALI backend (decode on the GPU), and prints samples/s, accelerator utilisation (AU =
-sum of compute / wall), stall fraction and the p99 wait per loader, with NVML telemetry (GPU
-utilisation, memory, PCIe TX/RX) when ``pynvml`` is importable.
+(b) the DALI backend (decode on the GPU), and prints samples/s, accelerator utilisation (AU = the
+GPU's busy time from CUDA events / wall; on CPU the step's own time), stall fraction and the p99
+wait per loader, the host's step time against the step alone (the model is warmed up and timed
+alone before any loader, so no loader's window carries cuDNN's autotuning), with NVML telemetry
+(GPU utilisation, memory, PCIe TX/RX) when ``pynvml`` is importable.
 """
 
 from __future__ import annotations
@@ -16,7 +18,6 @@ import argparse
 import os
 import sys
 import tempfile
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,11 +28,13 @@ class Result:
     loader: str
     samples: int
     wall_s: float
-    compute_s: float
+    compute_s: float  # host wall time of the steps (synchronised with the device)
+    device_busy_s: float  # the steps' CUDA event spans, each capped at the step's span alone
     wait_s: float
     wait_p99_ms: float
     h2d_s: float
     batches: int
+    step_median_s: float
     telemetry: dict
 
     @property
@@ -39,65 +42,49 @@ class Result:
         return self.samples / self.wall_s if self.wall_s > 0 else 0.0
 
 
-class Telemetry:
-    """NVML sampling in a thread: GPU utilisation, memory used, PCIe TX/RX (MB/s)."""
-
-    def __init__(self, device_index: int, period_s: float = 0.1) -> None:
-        self.samples: list[tuple[float, float, float, float]] = []
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        try:
-            import pynvml
-
-            pynvml.nvmlInit()
-            self._nvml = pynvml
-            self._handle = pynvml.nvmlDeviceGetHandleByIndex(device_index)
-        except Exception:  # no pynvml, or no driver: telemetry is optional
-            self._nvml = None
-        self.period_s = period_s
-
-    def __enter__(self) -> Telemetry:
-        if self._nvml is not None:
-            self._thread = threading.Thread(target=self._loop, daemon=True)
-            self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-
-    def _loop(self) -> None:
-        nv, h = self._nvml, self._handle
-        while not self._stop.wait(self.period_s):
-            util = nv.nvmlDeviceGetUtilizationRates(h).gpu
-            mem = nv.nvmlDeviceGetMemoryInfo(h).used / 2**20
-            tx = nv.nvmlDeviceGetPcieThroughput(h, nv.NVML_PCIE_UTIL_TX_BYTES) / 1024  # KB/s -> MB/s
-            rx = nv.nvmlDeviceGetPcieThroughput(h, nv.NVML_PCIE_UTIL_RX_BYTES) / 1024
-            self.samples.append((util, mem, tx, rx))
-
-    def summary(self) -> dict:
-        if not self.samples:
-            return {}
-        cols = list(zip(*self.samples, strict=True))
-        mean = [sum(c) / len(c) for c in cols]
-        return {
-            "gpu_util_pct": mean[0],
-            "mem_used_mib_max": max(cols[1]),
-            "pcie_tx_mb_s": mean[2],
-            "pcie_rx_mb_s": mean[3],
-        }
+def gpu_telemetry(telemetry, start: float, end: float) -> dict:
+    """NVML's figures between two instants (iobench.cell.telemetry samples them): mean utilisation,
+    peak memory, mean PCIe TX/RX in MB/s; empty without NVML."""
+    gpus = [g for s in telemetry.between(start, end) for g in s.gpus]
+    if not gpus:
+        return {}
+    tx = [g.pcie_tx_bytes_per_s for g in gpus if g.pcie_tx_bytes_per_s is not None]
+    rx = [g.pcie_rx_bytes_per_s for g in gpus if g.pcie_rx_bytes_per_s is not None]
+    return {
+        "gpu_util_pct": telemetry.mean_gpu_utilization(start, end),
+        "mem_used_mib_max": max(g.memory_used_bytes for g in gpus) / 2**20,
+        "pcie_tx_mb_s": sum(tx) / len(tx) / 1e6 if tx else 0.0,
+        "pcie_rx_mb_s": sum(rx) / len(rx) / 1e6 if rx else 0.0,
+    }
 
 
-def run_loader(name: str, loader, step, device_index: int, warmup: int) -> Result:
+def step_alone(step, batch_size: int, image_size: int = 224):
+    """The model warmed up (allocator, cuDNN autotuning) and timed alone on a synthetic batch,
+    before any loader runs, so no loader's window carries the warm-up."""
+    import torch
+
+    from iobench.cell.alone import time_alone
+
+    images = torch.randint(0, 256, (batch_size, 3, image_size, image_size), dtype=torch.uint8)
+    labels = torch.zeros(batch_size, dtype=torch.int64)
+    x, y, _ = step.h2d(images, labels)
+    return time_alone(step, x, y, min_steps=10, min_seconds=2.0)
+
+
+def run_loader(name: str, loader, step, alone, warmup: int) -> Result:
+    import statistics
+
+    from iobench.cell.telemetry import TelemetrySampler
     from loaders import StallMeter
 
     meter = StallMeter(loader)
-    compute = h2d_total = 0.0
+    compute = h2d_total = busy = 0.0
+    steps: list[float] = []
     samples = 0
     waits_after: list[float] = []
     started = None
-    with Telemetry(device_index) as telemetry:
+    cap = alone.device_s if alone.device_s is not None else float("inf")
+    with TelemetrySampler(interval=0.1) as telemetry:
         for i, batch in enumerate(meter):
             images, labels = (batch.images, batch.labels) if hasattr(batch, "images") else batch
             x, y, h2d = step.h2d(images, labels)
@@ -108,17 +95,36 @@ def run_loader(name: str, loader, step, device_index: int, warmup: int) -> Resul
                 started = time.perf_counter() - meter.waits[-1] - h2d - c
             waits_after.append(meter.waits[-1])
             compute += c
+            steps.append(c)
+            busy += min(step.last_device_s, cap)
             h2d_total += h2d
             samples += len(labels)
-    wall = time.perf_counter() - (started or time.perf_counter())
+    end = time.perf_counter()
+    wall = end - (started or end)
     waits_ms = sorted(w * 1000 for w in waits_after) or [0.0]
     p99 = waits_ms[min(len(waits_ms) - 1, int(0.99 * len(waits_ms)))]
-    summary = telemetry.summary()
-    return Result(name, samples, wall, compute, sum(waits_after), p99, h2d_total, len(waits_after), summary)
+    return Result(
+        name,
+        samples,
+        wall,
+        compute,
+        busy,
+        sum(waits_after),
+        p99,
+        h2d_total,
+        len(waits_after),
+        statistics.median(steps) if steps else 0.0,
+        gpu_telemetry(telemetry, started or end, end),
+    )
 
 
-def print_table(results: list[Result], gpu: bool) -> None:
-    head = f"{'loader':<34} {'samples/s':>10} {'AU':>6} {'stall':>6} {'wait p99 ms':>12} {'h2d ms/b':>9}"
+def print_table(results: list[Result], gpu: bool, alone) -> None:
+    """AU is the device's busy time over the wall (CUDA events; on CPU the step itself); the host
+    step is the step's wall time, its slowdown against the step alone."""
+    head = (
+        f"{'loader':<34} {'samples/s':>10} {'AU':>6} {'stall':>6} {'wait p99 ms':>12} {'h2d ms/b':>9}"
+        f" {'host step ms':>12} {'x alone':>8}"
+    )
     if gpu:
         head += f" {'GPU%':>5} {'mem MiB':>8} {'PCIe TX/RX MB/s':>16}"
     print(head)
@@ -126,8 +132,9 @@ def print_table(results: list[Result], gpu: bool) -> None:
     for r in results:
         n_batches = max(1, r.batches)
         line = (
-            f"{r.loader:<34} {r.rate:>10.1f} {r.compute_s / r.wall_s:>6.1%} {r.wait_s / r.wall_s:>6.1%}"
+            f"{r.loader:<34} {r.rate:>10.1f} {r.device_busy_s / r.wall_s:>6.1%} {r.wait_s / r.wall_s:>6.1%}"
             f" {r.wait_p99_ms:>12.1f} {1000 * r.h2d_s / n_batches:>9.2f}"
+            f" {1000 * r.step_median_s:>12.1f} {r.step_median_s / alone.step_s:>8.2f}"
         )
         t = r.telemetry
         if gpu and t:
@@ -194,24 +201,26 @@ def main(argv: list[str] | None = None) -> int:
         del manifest
         step = TorchTrainStep(model, device=device, threads=None if gpu else 1)
         print(f"step: {step.describe()}")
-        device_index = torch.cuda.current_device() if gpu else 0
+        alone = step_alone(step, batch_size)
+        busy = (
+            f", GPU busy {1000 * alone.device_s:.1f} ms (CUDA events)" if alone.device_s is not None else ""
+        )
+        print(f"step alone (warmed up, before any loader): host {1000 * alone.step_s:.1f} ms{busy}")
         results = []
 
         torch_loader = ShardLoader(
             urls, batch_size=batch_size, workers=workers, pin_memory=gpu, shuffle_buffer=256
         )
-        results.append(
-            run_loader("torch DataLoader (CPU decode)", torch_loader, step, device_index, warmup=2)
-        )
+        results.append(run_loader("torch DataLoader (CPU decode)", torch_loader, step, alone, warmup=2))
 
         cfg = _config(urls, batch_size, workers, device)
         dali = DaliLoader(cfg)
         label = f"DALI {dali.decode_device} ({'nvJPEG' if dali.decode_device == 'mixed' else 'CPU'})"
-        results.append(run_loader(label, dali, step, device_index, warmup=2))
+        results.append(run_loader(label, dali, step, alone, warmup=2))
         dali.close()
 
         print()
-        print_table(results, gpu)
+        print_table(results, gpu, alone)
         stats = dali.stats.per_sample_ms("wall")
         print(
             f"\nDALI per-sample ms (wall): decode(graph)={stats['decode']:.2f}; bytes read {dali.stats.bytes_read}"

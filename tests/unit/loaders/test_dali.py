@@ -191,3 +191,8 @@ def test_gpu_check_cpu_smoke_prints_the_table():
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "samples/s" in proc.stdout and "wait p99 ms" in proc.stdout
     assert "torch DataLoader (CPU decode)" in proc.stdout and "DALI cpu" in proc.stdout
+    # the model warmed up and timed alone before any loader; each loader's host step against it
+    assert proc.stdout.index("step alone (warmed up, before any loader)") < proc.stdout.index(
+        "torch DataLoader"
+    )
+    assert "host step ms" in proc.stdout and "x alone" in proc.stdout
