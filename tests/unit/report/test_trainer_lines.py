@@ -1,0 +1,49 @@
+"""The terminal (and HTML) report's lines on the trainer's host (report/terminal.py)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from rich.console import Console
+
+from iobench.analysis.metrics import compute_metrics
+from iobench.report.terminal import print_report, trainer_lines
+from iobench.results.figures import StepAlone, StepRow
+from tests.helpers.summaries import ok_summary
+
+
+def _real_cell():
+    rows = [
+        StepRow(
+            i, 0, False, 0.3 * i, 0.0, 0.0, 0.3, 0.3 * (i + 1), 64, 1000, device_s=0.3, trainer_cpu_s=0.45
+        )
+        for i in range(10)
+    ]
+    metrics = compute_metrics(
+        rows, alone=StepAlone(0.1, 0.1, None, 0.2, 5), au_basis="CPU step (the host is the device)"
+    )
+    s = ok_summary("disk-torch-w2", 213.0, bound="host", binding_stage=None)
+    return replace(s, metrics=metrics, consumer={"kind": "torch", "model": "small_cnn"})
+
+
+def test_a_real_cell_names_the_trainers_slowdown_and_what_au_divides():
+    lines = trainer_lines(_real_cell())
+    assert lines[0] == "AU = CPU step (the host is the device) / wall"
+    assert lines[1] == (
+        "trainer: its step took 300.0 ms (median) in the cell against 100.0 ms alone: slowdown 3.00x; "
+        "the trainer's process used 450.0 CPU-ms per step"
+    )
+    console = Console(record=True, width=200)
+    print_report([_real_cell()], console)
+    assert "slowdown 3.00x" in console.export_text()
+
+
+def test_gpu_utilisation_and_an_emulated_trainers_host_work_are_said():
+    s = replace(
+        _real_cell(),
+        gpu_utilization_pct=16.0,
+        consumer={"kind": "emulated", "host_work": "resnet50 on cuda, batch 256: 20.0 CPU-ms per step"},
+    )
+    lines = trainer_lines(s)
+    assert "GPU utilisation (NVML, mean over the window): 16 %" in lines
+    assert "emulated trainer's host work per step: resnet50 on cuda, batch 256: 20.0 CPU-ms per step" in lines
