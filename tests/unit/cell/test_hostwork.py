@@ -56,3 +56,14 @@ def test_an_emulated_accelerator_does_its_own_models_host_work_but_not_in_mlperf
         AcceleratorSpec("emulated", "h100", "resnet50", "training", 1, host_work="small_cnn"), 8
     )
     assert small.model == "small_cnn" and small.batch_size == 8
+
+
+def test_a_default_host_cost_is_said_in_the_cells_notes():
+    from iobench.cell.hostcost import default_cost
+    from iobench.cell.summary import host_work_warnings
+
+    acc = EmulatedAccelerator(Demand("x", "m", "custom", 1e6, "test"), host=default_cost("resnet50"))
+    (said,) = host_work_warnings(acc)
+    assert "host work of resnet50: not calibrated on this host, so the documented default" in said
+    assert "`iobench calibrate --model resnet50`" in said
+    assert host_work_warnings(EmulatedAccelerator(Demand("x", "m", "custom", 1e6, "test"))) == []
