@@ -40,6 +40,15 @@ class HostCost:
     device_s: float | None  # CUDA: the step's span on the device (CUDA events); None on CPU
     source: str
     kind: str  # "calibration" (measured here) | "default" (configs/accelerators.yaml)
+    # the emulated host work's operator size (hostwork.py), measured beside the step so that both
+    # saw the same load; None: sized where it runs
+    elements_per_op: int | None = None
+
+    @property
+    def host_wall_s(self) -> float:
+        """The host's wall time per step alone: the whole step on CPU (the host is the device), the
+        CPU per step spread over its threads on a GPU (the device runs beside it)."""
+        return self.step_alone_s if self.device == "cpu" else self.cpu_s_per_step / max(1, self.threads)
 
     def at_batch(self, batch_size: int) -> HostCost:
         """The cost at another batch size. On CPU the model's work is per sample, so it scales
@@ -53,6 +62,7 @@ class HostCost:
             batch_size=batch_size,
             step_alone_s=self.step_alone_s * k,
             cpu_s_per_step=self.cpu_s_per_step * k,
+            elements_per_op=int(self.elements_per_op * k) if self.elements_per_op else None,
             source=f"{self.source}; scaled from batch {self.batch_size} to {batch_size} per sample",
         )
 

@@ -3,9 +3,10 @@
 A real step is a sequence of torch operators, each one parallel region over the intra-op threads.
 Under contention a region waits for its slowest thread, so the step stretches by more than its
 fair share of the cores. The emulation keeps that shape: ``ops_per_step`` operators on ``threads``
-threads, each sized so that together, on an idle host, they take the calibrated CPU time per step
-spread over those threads. The work is fixed (elements), not the time: on a busy host it takes
-longer, as the real step does.
+threads, each sized so that together they take the host's wall time of the step alone
+(``HostCost.host_wall_s``). ``iobench calibrate`` sizes them beside the real step, so that both saw
+the same load; a documented default is sized where it runs, on the fastest of its probes. The work
+is fixed (elements), not the time: on a busy host it takes longer, as the real step does.
 
 The operator is an element-wise sine: compute-bound, so its cost grows with the elements alone and
 not with where they sit in the caches, and torch runs it in parallel over the intra-op threads.
@@ -53,7 +54,9 @@ class HostWork:
         self.threads = max(1, cost.threads)
         torch.set_num_threads(self.threads)
         self.ops = max(1, cost.ops_per_step)
-        self._src = sized(cost.cpu_s_per_step / self.threads / self.ops)
+        self._src = (
+            torch.rand(cost.elements_per_op) if cost.elements_per_op else sized(cost.host_wall_s / self.ops)
+        )
         self._out = torch.empty_like(self._src)
 
     def run(self) -> float:
