@@ -18,7 +18,7 @@ import torch
 from iobench.cell.accelerator import TorchTrainStep
 from iobench.cell.alone import time_alone
 from iobench.cell.hostcost import HostCost, machine
-from iobench.cell.hostwork import seconds_per_element
+from iobench.cell.hostwork import MAX_ELEMENTS, seconds_per_element
 
 IMAGE_SIZE = 224  # the loaders' default crop (loaders.config.AugmentSpec.size)
 
@@ -62,11 +62,7 @@ def calibrate(model: str, device: str | None, batch_size: int) -> tuple[HostCost
     images = torch.randint(0, 256, (batch_size, 3, IMAGE_SIZE, IMAGE_SIZE), dtype=torch.uint8)
     labels = torch.randint(0, 1000, (batch_size,))
     consumer = CopyAndStep(trainer)
-    # the host work's operator timed before and after the steps, the fastest kept: measured in the
-    # same spell of load as the step, so the emulation's work matches the step's here
-    kernel = seconds_per_element()
     alone = time_alone(consumer, images, labels, min_steps=10, min_seconds=3.0)
-    kernel = min(kernel, seconds_per_element())
     on = trainer.device.type
     # the fastest step, and the CPU per step in proportion: on a shared host, what an idle one gives
     cost = HostCost(
@@ -84,4 +80,8 @@ def calibrate(model: str, device: str | None, batch_size: int) -> tuple[HostCost
         ),
         kind="calibration",
     )
-    return replace(cost, elements_per_op=max(1, int(cost.host_wall_s / cost.ops_per_step / kernel))), notes
+    # the host work's operator in as many blocks as there were steps, each as long as the host's
+    # share of a step, the fastest kept: the same statistic over the same spell of load as the step
+    calls = max(1, round(cost.host_wall_s / (MAX_ELEMENTS * seconds_per_element())))
+    kernel = min(seconds_per_element(calls) for _ in range(alone.steps))
+    return replace(cost, seconds_per_element=kernel), notes

@@ -40,9 +40,9 @@ class HostCost:
     device_s: float | None  # CUDA: the step's span on the device (CUDA events); None on CPU
     source: str
     kind: str  # "calibration" (measured here) | "default" (configs/accelerators.yaml)
-    # the emulated host work's operator size (hostwork.py), measured beside the step so that both
-    # saw the same load; None: sized where it runs
-    elements_per_op: int | None = None
+    # the emulated host work's operator, wall seconds per element (hostwork.py), timed beside the
+    # step so that both saw the same load; None: timed where the host work runs
+    seconds_per_element: float | None = None
 
     @property
     def host_wall_s(self) -> float:
@@ -62,7 +62,6 @@ class HostCost:
             batch_size=batch_size,
             step_alone_s=self.step_alone_s * k,
             cpu_s_per_step=self.cpu_s_per_step * k,
-            elements_per_op=int(self.elements_per_op * k) if self.elements_per_op else None,
             source=f"{self.source}; scaled from batch {self.batch_size} to {batch_size} per sample",
         )
 

@@ -2,16 +2,17 @@
 
 A real step is a sequence of torch operators, each one parallel region over the intra-op threads.
 Under contention a region waits for its slowest thread, so the step stretches by more than its
-fair share of the cores. The emulation keeps that shape: ``ops_per_step`` operators on ``threads``
-threads, each sized so that together they take the host's wall time of the step alone
-(``HostCost.host_wall_s``). ``iobench calibrate`` sizes them beside the real step, so that both saw
-the same load; a documented default is sized where it runs, on the fastest of its probes. The work
-is fixed (elements), not the time: on a busy host it takes longer, as the real step does.
+fair share of the cores. The emulation keeps that shape: at least ``ops_per_step`` operators on
+``threads`` threads, together taking the host's wall time of the step alone
+(``HostCost.host_wall_s``). The work is fixed (elements), not the time: on a busy host it takes
+longer, as the real step does.
 
-The operator is an element-wise sine: compute-bound, so its cost grows with the elements alone and
-not with where they sit in the caches, and torch runs it in parallel over the intra-op threads.
-Sizes are found with the wall clock: the kernel's CPU clock of some virtual machines ticks in
-milliseconds, coarser than one operator.
+The operator is an element-wise sine over at most ``MAX_ELEMENTS``: compute-bound and held in the
+caches, so its cost is the same per element at any size up to that (0.51 ns per element from 32 Ki
+to 512 Ki elements on the 2-core development VM, 1-8x that and erratic above), and torch runs it on
+the intra-op threads. Its speed is timed with the wall clock (the CPU clock of some virtual machines
+ticks in milliseconds): by ``iobench calibrate`` beside the real step, in blocks as long as a step so
+that both saw the same load, or, for a documented default, where it runs.
 """
 
 from __future__ import annotations
@@ -22,28 +23,27 @@ import torch
 
 from iobench.cell.hostcost import HostCost
 
-# the operator is timed this many times at each probe size, and the fastest time per element
-# kept: the host may be busy while the cell starts, and the fastest run is the one closest to idle
-PROBE_REPEATS = 15
-PROBE_ELEMENTS = (1 << 17, 1 << 18)  # large enough that the call's fixed cost is negligible
+MAX_ELEMENTS = 1 << 19
+PROBES = 15  # blocks timed where the host work is sized without a calibration; the fastest kept
+PROBE_CALLS = 4
 
 
-def seconds_per_element() -> float:
-    """The operator's wall time per element on this host's intra-op threads, idle."""
-    best = float("inf")
-    for elements in PROBE_ELEMENTS:
-        src = torch.rand(elements)
-        out = torch.empty_like(src)
-        for _ in range(PROBE_REPEATS):
-            t0 = time.perf_counter()
-            torch.sin(src, out=out)
-            best = min(best, (time.perf_counter() - t0) / elements)
-    return best
+def seconds_per_element(calls: int = PROBE_CALLS) -> float:
+    """One block of ``calls`` operators over ``MAX_ELEMENTS``: its wall time per element."""
+    src = torch.rand(MAX_ELEMENTS)
+    out = torch.empty_like(src)
+    torch.sin(src, out=out)  # first touch of the output's pages
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        torch.sin(src, out=out)
+    return (time.perf_counter() - t0) / (calls * MAX_ELEMENTS)
 
 
-def sized(target_s: float) -> torch.Tensor:
-    """A tensor whose operator takes ``target_s`` of wall time on an idle host."""
-    return torch.rand(max(1, int(target_s / seconds_per_element())))
+def plan(host_wall_s: float, ops: int, per_element_s: float) -> tuple[int, int]:
+    """(elements per operator, operators per step) for ``host_wall_s`` of work cut into at least
+    ``ops`` operators."""
+    elements = max(1, min(MAX_ELEMENTS, int(host_wall_s / max(1, ops) / per_element_s)))
+    return elements, max(1, round(host_wall_s / (elements * per_element_s)))
 
 
 class HostWork:
@@ -53,15 +53,14 @@ class HostWork:
         self.cost = cost
         self.threads = max(1, cost.threads)
         torch.set_num_threads(self.threads)
-        self.ops = max(1, cost.ops_per_step)
-        self._src = (
-            torch.rand(cost.elements_per_op) if cost.elements_per_op else sized(cost.host_wall_s / self.ops)
-        )
+        per_element = cost.seconds_per_element or min(seconds_per_element() for _ in range(PROBES))
+        elements, self.calls = plan(cost.host_wall_s, cost.ops_per_step, per_element)
+        self._src = torch.rand(elements)
         self._out = torch.empty_like(self._src)
 
     def run(self) -> float:
         """Seconds of host wall time the work took."""
         t0 = time.perf_counter()
-        for _ in range(self.ops):
+        for _ in range(self.calls):
             torch.sin(self._src, out=self._out)
         return time.perf_counter() - t0

@@ -67,3 +67,14 @@ def test_a_default_host_cost_is_said_in_the_cells_notes():
     assert "host work of resnet50: not calibrated on this host, so the documented default" in said
     assert "`iobench calibrate --model resnet50`" in said
     assert host_work_warnings(EmulatedAccelerator(Demand("x", "m", "custom", 1e6, "test"))) == []
+
+
+def test_the_work_is_cut_into_at_least_the_steps_operators_each_held_in_the_caches():
+    from iobench.cell.hostwork import MAX_ELEMENTS, plan
+
+    # 36.6 ms in 67 operators at 0.5 ns per element: 0.55 ms each would be 1.1 M elements, so the
+    # operators are capped at MAX_ELEMENTS and there are more of them
+    elements, calls = plan(0.0366, 67, 0.5e-9)
+    assert elements == MAX_ELEMENTS and calls == round(0.0366 / (MAX_ELEMENTS * 0.5e-9)) > 67
+    # 20 ms in 500 operators: 40 µs each, 80,000 elements
+    assert plan(0.020, 500, 0.5e-9) == (80_000, 500)
