@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from iobench.results.figures import PipelineMetrics, StageEvidence, Verdict
-from loaders.instrument import STAGES, StageStats
+from loaders.observe import STAGES, StageStats
 
 AU_TARGET = 0.90
 PREP_STAGES = ("decode", "augment", "collate")
