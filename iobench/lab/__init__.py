@@ -20,14 +20,14 @@ import subprocess
 import time
 from typing import Any
 
-from .bringup import DEFAULT_MON_PORTS, DEFAULT_PORT, OBJECTSTORES, remove_entries, up
+from .bringup import remove_entries, up
 from .conf import (
+    DEFAULT_MON_PORTS,
+    DEFAULT_PORT,
     FUSE,
-    MDS,
     MGR,
     MON,
-    OSD,
-    RGW,
+    OBJECTSTORES,
     SHORT,
     STORE_KEEPS,
     LabInfo,
@@ -51,6 +51,7 @@ from .daemons import (
     stop_all,
     unmount,
 )
+from .daemontable import daemon_table
 from .restart import RESTARTABLE
 from .restart import restart as restart_one
 
@@ -150,16 +151,7 @@ def _purge(layout: Layout) -> None:
         layout.dir.rmdir()  # only when nothing but the lab was in it
 
 
-# a daemon that is down makes the lab unusable for what it serves (HEALTH_ERR), except the mgr,
-# which only reports (HEALTH_WARN); Ceph's own view is merged in when the mon answers
-_SERVES = {
-    MON: "no client can connect to the cluster",
-    OSD: "S3, RADOS and CephFS reads and writes hang",
-    RGW: "the S3 endpoint does not answer",
-    MDS: "CephFS metadata operations hang",
-    FUSE: "the CephFS mount is gone",
-    MGR: "no statistics (ceph df, PG stats); data is served",
-}
+# Ceph's own view of the health is merged in when the mon answers
 _LEVEL = {"HEALTH_OK": 0, "HEALTH_WARN": 1, "HEALTH_ERR": 2}
 
 
@@ -173,6 +165,7 @@ def status(lab_dir: str | os.PathLike[str] | None = None) -> dict:
     """
     layout = Layout(resolve(lab_dir))
     meta = lab_meta(layout)
+    table = daemon_table(layout, meta.get("endpoint"))
     daemons = {}
     for name, pid in recorded_pids(layout, meta.get("pids")).items():
         up_ = owned(pid, layout.conf)
@@ -181,7 +174,7 @@ def status(lab_dir: str | os.PathLike[str] | None = None) -> dict:
             "alive": up_,
             "state": "up" if up_ else "down",
             "rss_bytes": rss_bytes(pid) if up_ else None,
-            "log": str(layout.logfile(name)),
+            "log": str(table[name].log if name in table else layout.logfile(name)),
         }
     ceph_health, checks = None, {}
     if daemons.get(MON, {}).get("alive"):
@@ -193,7 +186,7 @@ def status(lab_dir: str | os.PathLike[str] | None = None) -> dict:
     level = _LEVEL.get(ceph_health or "HEALTH_OK", 1) if ceph_health or not daemons else 2
     down_ = [n for n, d in daemons.items() if not d["alive"]]
     for name in down_:
-        what = _SERVES.get(name, "its service")
+        what = table[name].serves if name in table else "its service"
         checks[f"DAEMON_DOWN {name}"] = (
             f"{name} is not running (last pid {daemons[name]['pid']}; log {daemons[name]['log']}): "
             f"{what}; `iobench lab restart {_short(name)} --dir {layout.dir}`"
