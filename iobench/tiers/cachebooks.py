@@ -56,6 +56,7 @@ class RamCacheBooks:
         self._held: dict[str, bool] = {}  # RAM cache directory -> keep it after the sweep
 
     def claim(self, tier_specs: Iterable[Mapping[str, Any]]) -> list[str]:
+        """Mark the RAM caches of these tiers' sweep-file entries as this sweep's (see ramcache.py)."""
         notes = []
         for spec in tier_specs:
             found = client_cache(spec)
