@@ -14,7 +14,6 @@ Facts behind every choice: notes/ceph.md (feasibility run on the CI machine type
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import subprocess
 import time
@@ -65,7 +64,6 @@ __all__ = [
     "default_lab_dir",
     "down",
     "install_hint",
-    "main_lab",
     "purge",
     "read_env",
     "restart",
@@ -220,80 +218,3 @@ def status(lab_dir: str | os.PathLike[str] | None = None) -> dict:
 
 def _short(name: str) -> str:
     return next((k for k, v in SHORT.items() if v == name), name)
-
-
-def main_lab(args: Any) -> int:
-    """CLI entry: ``args.lab_cmd`` in up/down/status/purge/restart, ``args.dir``; for up ``args.port``,
-    ``args.cephfs``, ``args.no_mgr``, ``args.objectstore``; ``args.purge`` for down; ``args.daemon``
-    for restart; ``args.json``.
-
-    Exit status of ``status``: 0 every daemon up, 1 some daemon down (the lab is degraded), 3 none
-    running."""
-    import sys
-
-    cmd = args.lab_cmd
-    lab_dir = getattr(args, "dir", None)
-    daemon = getattr(args, "daemon", None)
-    if daemon is not None and cmd != "restart":
-        print(f"iobench lab {cmd}: a daemon name ({daemon}) goes with `restart` only", file=sys.stderr)
-        return 2
-    say = lambda m: print(m, file=sys.stderr)  # noqa: E731
-    try:
-        if cmd == "up":
-            info = up(
-                lab_dir,
-                port=getattr(args, "port", None),
-                with_mgr=False if getattr(args, "no_mgr", False) else None,
-                cephfs=True if getattr(args, "cephfs", False) else None,
-                objectstore=getattr(args, "objectstore", None),
-                progress=say,
-            )
-            print(f". {info.env_file}")
-            return 0
-        if cmd in ("down", "purge"):
-            res = down(lab_dir, purge=cmd == "purge" or getattr(args, "purge", False))
-            kept = (
-                ""
-                if res["purged"]
-                else f"; the cluster's data is kept in {res['dir']} (`iobench lab up` brings it back, --purge removes it)"
-            )
-            print(
-                json.dumps(res, indent=2)
-                if getattr(args, "json", False)
-                else f"stopped {', '.join(f'{n}: {h}' for n, h in res['stopped'].items()) or 'nothing'} "
-                f"in {res['seconds']} s" + (", purged" if res["purged"] else kept)
-            )
-            return 0
-        if cmd == "restart":
-            res = restart(lab_dir, daemon, progress=say)
-            for note in res["notes"]:
-                say(f"note: {note}")
-            print(
-                json.dumps(res, indent=2)
-                if getattr(args, "json", False)
-                else f"restarted {', '.join(f'{n} (was {h})' for n, h in res['restarted'].items())} "
-                f"in {res['seconds']} s"
-            )
-            return 0
-        if cmd == "status":
-            st = status(lab_dir)
-            if getattr(args, "json", False):
-                print(json.dumps(st, indent=2))
-            else:
-                print(f"{st['dir']}: {st['health'] or 'no lab'}  endpoint {st['endpoint']}")
-                if st["ceph_health"] and st["ceph_health"] != st["health"]:
-                    print(f"  (Ceph itself says {st['ceph_health']}: its map has not caught up)")
-                for check, message in st["health_checks"].items():
-                    print(f"  {check}: {message}")
-                for name, d in st["daemons"].items():
-                    rss = f"{d['rss_bytes'] / 2**20:.0f} MiB" if d["rss_bytes"] else ""
-                    print(f"  {name:<14} {d['state']:<5} pid {d['pid']:<8} {rss:>8}  log {d['log']}")
-                if st["keeps"]:
-                    print(f"  object store: {st['keeps']}")
-            if not st["running"]:
-                return 3
-            return 0 if st["complete"] else 1
-    except LabError as e:
-        print(f"iobench lab {cmd}: {e}", file=sys.stderr)
-        return 2
-    raise ValueError(f"unknown lab command {cmd!r}")
