@@ -1,5 +1,5 @@
 """Run a sweep's cells, each in a fresh process, publishing results as they land, so that a sweep
-can be left running, stopped (SIGTERM, Ctrl-C) or killed, and resumed (runstate.py)."""
+can be left running, stopped (SIGTERM, Ctrl-C) or killed, and resumed (rundir.py)."""
 
 from __future__ import annotations
 
