@@ -26,7 +26,7 @@ from s3env import s3_endpoint
 
 from iobench.host.units import format_bytes, parse_size
 from iobench.tiers.s3 import s3_storage_options
-from loaders.objectstore import fsspec_options
+from loaders.storage.objectstore import fsspec_options
 
 KINDS = ("iobench", "simplecache", "filecache")
 
@@ -53,7 +53,7 @@ _READERS: dict[str, object] = {}
 def _reader(options: dict):
     """One client per process, as fsspec's instance cache gives the fsspec caches: creating an S3
     client (botocore session, connection pool) costs ~0.2 s, which is not what this compares."""
-    from loaders.objectstore import ObjectReader
+    from loaders.storage.objectstore import ObjectReader
 
     if "s3" not in _READERS:
         _READERS["s3"] = ObjectReader(options)
@@ -64,7 +64,7 @@ def read_epoch(
     kind: str, urls: list[str], sizes: dict[str, int], cache_dir: str, limit: int, options: dict
 ) -> None:
     if kind == "iobench":
-        from loaders.cache import ShardCache
+        from loaders.storage.shardcache import ShardCache
 
         reader = _reader(options)
         cache = ShardCache(cache_dir, limit)

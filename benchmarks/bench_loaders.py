@@ -95,7 +95,7 @@ DALI_CEILING = "DALI's decode-only ceiling (in-memory JPEGs)"
 
 
 def dali_ceiling_rate(jpegs: list[bytes], workers: int, batch: int) -> float:
-    """DALI's own decode-only ceiling: the DALI loader's graph (loaders.dali.graph.augment, CPU) on
+    """DALI's own decode-only ceiling: the DALI loader's graph (loaders.backends.dali.graph.augment, CPU) on
     the same JPEGs already in memory, batched as the loader batches them, with the same threads,
     prefetch and iterator; no reading, parsing or feeding. Construction to the last batch, as an
     epoch of the loader is timed."""
@@ -103,8 +103,8 @@ def dali_ceiling_rate(jpegs: list[bytes], workers: int, batch: int) -> float:
     from nvidia.dali import Pipeline, fn, types
     from nvidia.dali.plugin.pytorch import DALIGenericIterator, LastBatchPolicy
 
+    from loaders.backends.dali.graph import augment as dali_augment
     from loaders.config import AugmentSpec
-    from loaders.dali.graph import augment as dali_augment
 
     arrays = [np.frombuffer(j, dtype=np.uint8) for j in jpegs]
     batches = [arrays[i : i + batch] for i in range(0, len(arrays), batch)]

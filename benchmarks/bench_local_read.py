@@ -27,9 +27,9 @@ from iobench.datasets.manifest import Manifest
 from iobench.host import pagecache
 from iobench.host.cachedir import cache_dir
 from iobench.host.units import format_bytes
-from loaders.localfile import open_local
-from loaders.sources import ShardSource, SourceSpec
-from loaders.tario import iter_samples
+from loaders.formats.tar import iter_samples
+from loaders.storage.localfile import open_local
+from loaders.storage.sources import ShardSource, SourceSpec
 
 
 def _tar_read(paths: list[str]) -> int:
@@ -150,7 +150,7 @@ def main() -> None:
 {host_line()}. {len(paths)} shards, {format_bytes(total)}; every contender starts cold (max residency
 after eviction {100 * max(residency):.1f} %); {args.rounds} interleaved rounds (each in a random order: a cold read's rate moves with
 the I/O just before it), medians; ratios are medians of the per-round ratios. The tar reader parses headers and copies each member out of the mapped shard
-(`loaders/localfile.py`), as the loaders' fetch stage does, without decoding. fio reads the same
+(`loaders/storage/localfile.py`), as the loaders' fetch stage does, without decoding. fio reads the same
 files one after another (as a reader reads its shards), and round-robin, its default for a job
 given several files (1 MiB from each in turn: every file's read-ahead in flight at once).
 

@@ -1,4 +1,4 @@
-"""What the stage clocks cost: the same loader with loaders.instrument's timing on and off.
+"""What the stage clocks cost: the same loader with loaders.observe.stages's timing on and off.
 
     python benchmarks/bench_overhead.py [--samples 3072] [--pairs 200] [--rate-pairs 12]
 
@@ -26,7 +26,7 @@ from common import host_line, loaders_dataset, median, ratio_interval, write_sec
 
 from iobench.host import pagecache
 from loaders import LoaderConfig, make_loader
-from loaders.instrument import set_timing
+from loaders.observe.stages import set_timing
 
 
 def _epoch(urls: list[str], workers: int, timing: bool) -> tuple[int, float, float]:
@@ -110,7 +110,7 @@ def main() -> None:
 
 Started {started}; ended at load {host_line().rsplit("load ", 1)[1]}. The torch loader over
 {len(urls)} shards of ImageNet-like JPEGs (~110 KB), page cache warm, with the stage clocks on
-(timed) and off (untimed, `loaders.instrument.set_timing(False)`). Pairs of runs, the order
+(timed) and off (untimed, `loaders.observe.stages.set_timing(False)`). Pairs of runs, the order
 alternating from pair to pair; the overhead is the geometric mean of the per-pair ratios − 1, with
 its 95 % Student-t interval.
 

@@ -22,7 +22,7 @@ from s3env import s3_endpoint
 
 from iobench.host.units import format_bytes, parse_size
 from iobench.tiers.s3 import s3_storage_options
-from loaders.objectstore import ObjectReader, fsspec_options
+from loaders.storage.objectstore import ObjectReader, fsspec_options
 
 
 def main() -> None:

@@ -5,9 +5,9 @@
 Thread CPU per sample, interleaved rounds, page cache warm, one thread:
 
 - *bare*: decode + augment of the same JPEGs already in memory (bench_loaders' ceiling work);
-- *fetch*: the worker's reading alone (``loaders.pipeline.read_shards`` over the mapped shards:
+- *fetch*: the worker's reading alone (``loaders.pipeline.samples.read_shards`` over the mapped shards:
   tar headers parsed and checked, members copied out, samples grouped and timed);
-- *worker*: a worker's whole path (``loaders.pipeline.stream``: the reading, then each sample's
+- *worker*: a worker's whole path (``loaders.pipeline.samples.stream``: the reading, then each sample's
   decode and augment into its slot of a batch-ring buffer, labels, stage clocks, each batch handed
   over as a slot number), without the process boundary.
 
@@ -27,9 +27,9 @@ from common import host_line, interleaved, loaders_dataset, median, ratio_interv
 from peers import decode_augment
 
 from loaders import LoaderConfig
-from loaders.pipeline import read_shards, stream
-from loaders.shmring import ShmRing
-from loaders.sources import ShardSource, SourceSpec
+from loaders.pipeline.samples import read_shards, stream
+from loaders.pipeline.shmring import ShmRing
+from loaders.storage.sources import ShardSource, SourceSpec
 
 
 def per_sample_us(run: Callable[[], int]) -> Callable[[], float]:

@@ -134,7 +134,7 @@ def warm_jpegs(urls: list[str]) -> list[bytes]:
     """The shards' JPEGs in memory, in shard order, with the shards' pages in the page cache: the
     work of the decode ceilings, and loaders that then read warm."""
     from iobench.host import pagecache
-    from loaders.tario import iter_samples
+    from loaders.formats.tar import iter_samples
 
     pagecache.warm(urls)
     jpegs: list[bytes] = []

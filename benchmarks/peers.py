@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from loaders.decode import AugmentSpec, augment, collate_images, decode_jpeg
-from loaders.tario import iter_samples
+from loaders.formats.tar import iter_samples
+from loaders.pipeline.decode import AugmentSpec, augment, collate_images, decode_jpeg
 
 SPEC = AugmentSpec()
 

@@ -8,7 +8,7 @@
 # torch==2.13.0 is named in the same install so that pip keeps the CPU wheel and picks the
 # torchvision that matches it (0.28.0); without it pip takes torchvision 0.29.1, which pins
 # torch==2.14.1, and replaces the CPU torch with the CUDA build (GBs of nvidia-* wheels).
-# simplejpeg, opencv-python-headless and Pillow are what the repo's loaders.decode needs; the repo
+# simplejpeg, opencv-python-headless and Pillow are what the repo's loaders.pipeline.decode needs; the repo
 # itself is not installed there: mosaic_peer.py puts the repo root on sys.path.
 set -euo pipefail
 venv=${1:-"$(dirname "$0")/../.venv-mosaic"}

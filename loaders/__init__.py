@@ -6,29 +6,41 @@ This package never imports iobench: training code can use it alone. Pick a backe
 
 Names load on first use (PEP 562), so ``import loaders.registry`` or ``loaders.config`` costs no
 torch: a sweep file is checked against the backends' declared options before torch is imported.
+
+By concern, each subpackage a face of its own (``__all__``; import from the face, not its modules):
+
+    storage/    local files, object stores, the shard cache, a throttled link
+    formats/    tar, Parquet, one object per sample
+    pipeline/   decode, augment, batch assembly, the batch-buffer ring
+    backends/   torch DataLoader, torchdata.nodes, DALI
+    observe/    stage timers, the stall meter, NVML, Prometheus
+
+and at the top: ``config`` (every setting), ``options`` (declared plugin options), ``registry``
+(backends by name), ``contract`` (the protocol and the epoch cursor), ``plan`` (the epoch's split).
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from loaders._faces import lazy_face
 
 _EXPORTS = {
     "AugmentSpec": "config",
-    "Batch": "assemble",
+    "Batch": "pipeline.assemble",
     "Loader": "contract",
     "LoaderConfig": "config",
     "Option": "options",
     "PipelineSpec": "config",
-    "SampleError": "pipeline",
-    "ShardFormatError": "tario",
-    "ShardLoader": "torch_loader",
-    "StageStats": "instrument",
-    "StallMeter": "instrument",
+    "SampleError": "pipeline.samples",
+    "ShardFormatError": "formats.tar",
+    "ShardLoader": "backends.torch_loader",
+    "StageStats": "observe.stages",
+    "StallMeter": "observe.stages",
     "available_loaders": "registry",
-    "expand_urls": "shards",
+    "expand_urls": "plan",
     "make_loader": "registry",
-    "normalize_batch": "decode",
+    "normalize_batch": "pipeline.decode",
     "register_loader": "registry",
 }
 __all__ = [
@@ -51,27 +63,16 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from .assemble import Batch
-    from .config import AugmentSpec, LoaderConfig, PipelineSpec
-    from .contract import Loader
-    from .decode import normalize_batch
-    from .instrument import StageStats, StallMeter
-    from .options import Option
-    from .pipeline import SampleError
-    from .registry import available_loaders, make_loader, register_loader
-    from .shards import expand_urls
-    from .tario import ShardFormatError
-    from .torch_loader import ShardLoader
+    from loaders.backends.torch_loader import ShardLoader
+    from loaders.config import AugmentSpec, LoaderConfig, PipelineSpec
+    from loaders.contract import Loader
+    from loaders.formats.tar import ShardFormatError
+    from loaders.observe.stages import StageStats, StallMeter
+    from loaders.options import Option
+    from loaders.pipeline.assemble import Batch
+    from loaders.pipeline.decode import normalize_batch
+    from loaders.pipeline.samples import SampleError
+    from loaders.plan import expand_urls
+    from loaders.registry import available_loaders, make_loader, register_loader
 
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'loaders' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value  # the next access is a plain lookup
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_EXPORTS])
+__getattr__, __dir__ = lazy_face(__name__, _EXPORTS)

@@ -12,12 +12,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
-from .shards import REMAINDER_POLICIES, EpochPlan, expand_urls, plan_epoch, sample_counts
-from .tario import DEFAULT_MAX_MEMBER_BYTES
-from .throttle import ThrottleSpec
+from loaders.formats.tar import DEFAULT_MAX_MEMBER_BYTES
+from loaders.plan import REMAINDER_POLICIES, EpochPlan, expand_urls, plan_epoch, sample_counts
+from loaders.storage.throttle import ThrottleSpec
 
 if TYPE_CHECKING:
-    from .sources import SourceSpec
+    from loaders.storage.sources import SourceSpec
 
 ERROR_POLICIES = ("skip", "fail")
 
@@ -90,7 +90,7 @@ class LoaderConfig:
     # a number given here is used as given
     rank: int | None = None
     world_size: int | None = None
-    # several ranks: what happens to the samples that do not divide evenly over them (loaders.shards)
+    # several ranks: what happens to the samples that do not divide evenly over them (loaders.plan)
     remainder: str = "drop"
     augment: AugmentSpec = field(default_factory=AugmentSpec)
     on_error: str = "skip"
@@ -165,7 +165,10 @@ class LoaderConfig:
         )
 
     def source_spec(self) -> SourceSpec:
-        from .sources import SourceSpec, default_cache_bytes  # fsspec loads with the first reader
+        from loaders.storage.sources import (  # fsspec loads with the first reader
+            SourceSpec,
+            default_cache_bytes,
+        )
 
         cache_bytes = self.cache_bytes
         if self.cache_dir and not cache_bytes:

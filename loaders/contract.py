@@ -22,10 +22,10 @@ from typing import Protocol, runtime_checkable
 
 import torch
 
-from .assemble import Batch
-from .config import LoaderConfig, device_for
-from .decode import normalize_batch
-from .instrument import StageStats
+from loaders.config import LoaderConfig, device_for
+from loaders.observe.stages import StageStats
+from loaders.pipeline.assemble import Batch
+from loaders.pipeline.decode import normalize_batch
 
 STATE_VERSION = 2  # 2: the even split over ranks, and batches delivered per reader
 

@@ -19,11 +19,11 @@ from dataclasses import dataclass, field, replace
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any
 
-from .options import Option, OptionError, check_options
+from loaders.options import Option, OptionError, check_options
 
 if TYPE_CHECKING:
-    from .config import LoaderConfig
-    from .contract import Loader
+    from loaders.config import LoaderConfig
+    from loaders.contract import Loader
 
 ENTRY_POINT_GROUP = "iobench.loaders"
 LoaderFactory = Callable[["LoaderConfig"], "Loader"]
@@ -64,7 +64,7 @@ _PIN = Option(
     (bool, type(None)), default=None, help="pin batches in page-locked memory; default: when CUDA is present"
 )
 # DataLoader's own keywords that make sense in a sweep file; worker_init_fn and generator are code,
-# so they are ShardLoader keyword arguments only (loaders.torch_loader)
+# so they are ShardLoader keyword arguments only (loaders.backends.torch_loader)
 _TORCH = {
     "pin_memory": _PIN,
     "persistent_workers": Option(
@@ -90,14 +90,14 @@ _TORCH = {
 _BUILTIN: dict[str, Backend] = {
     "torch": Backend(
         "torch",
-        "loaders.torch_loader:ShardLoader.from_config",
+        "loaders.backends.torch_loader:ShardLoader.from_config",
         _TORCH,
         "pip install torch",
         undecoded=True,
     ),
     "nodes": Backend(
         "nodes",
-        "loaders.nodes_loader:NodesLoader",
+        "loaders.backends.nodes_loader:NodesLoader",
         {
             "method": Option(
                 str,
@@ -111,7 +111,7 @@ _BUILTIN: dict[str, Backend] = {
     ),
     "dali": Backend(
         "dali",
-        "loaders.dali:DaliLoader",
+        "loaders.backends.dali:DaliLoader",
         {
             "mode": Option(
                 str,

@@ -166,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
     try:
-        from loaders.dali import DaliLoader, cuda_devices, dali_available
+        from loaders.backends.dali import DaliLoader, cuda_devices, dali_available
     except ImportError as exc:
         print(f"gpu_check: {exc}", file=sys.stderr)
         return 2

@@ -145,7 +145,8 @@ def from_runs(run_dirs: Iterable[str | Path]) -> DecodeRate:
 def measure_costs(jpegs: list[bytes], seconds: float = 1.0) -> tuple[float, float]:
     """(decode ms, augment ms) per sample on one core: ``jpegs`` in turn for about ``seconds``,
     timed by this thread's CPU time so that other load on the host does not count."""
-    from loaders.decode import AugmentSpec, augment, decode_jpeg
+    from loaders import AugmentSpec
+    from loaders.pipeline import augment, decode_jpeg
 
     rng, spec = random.Random(0), AugmentSpec()
     augment(decode_jpeg(jpegs[0]), rng, spec)  # the first call pays for lazy initialisation
@@ -174,7 +175,7 @@ def measure_here(seconds: float = 1.0, images: int = 24) -> DecodeRate:
         augment_ms,
         mean,
         f"measured on {host_key()} at {time.strftime('%Y-%m-%d %H:%M')}: one core, {seconds:g} s of decode + "
-        f"RandomResizedCrop + flip (loaders.decode) on {images} synthetic ImageNet-like JPEGs",
+        f"RandomResizedCrop + flip (loaders.pipeline.decode) on {images} synthetic ImageNet-like JPEGs",
         "calibration",
     )
 

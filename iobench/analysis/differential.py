@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 
 from iobench.results.figures import Attribution, Capacity, Verdict
-from loaders.instrument import STAGES
+from loaders.observe import STAGES
 
 from .verdict import AU_TARGET
 

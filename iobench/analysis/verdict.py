@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from iobench.results.figures import PipelineMetrics, StageEvidence, Verdict
-from loaders.instrument import STAGES, StageStats
+from loaders.observe import STAGES, StageStats
 
 AU_TARGET = 0.90
 # the trainer's median step in the cell over its step alone above which a stretched step can be

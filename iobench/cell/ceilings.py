@@ -31,8 +31,8 @@ from iobench.cell.ramcopy import RamCopies, ram_budget
 from iobench.results.figures import Ceiling
 from iobench.results.spec import LoaderSettings, RunSettings
 from loaders.pipeline import raw_samples
-from loaders.shards import shards_for
-from loaders.sources import ShardSource
+from loaders.plan import shards_for
+from loaders.storage import ShardSource
 
 # the prep ceiling needs enough batches per reader for a steady state, not the whole dataset
 PREP_BATCHES_PER_READER = 10

@@ -27,7 +27,7 @@ def loader_config(
 ) -> LoaderConfig:
     """The contract's config from a cell: the loader setting, the tier's source options (sizes and
     sample counts per shard included), the run settings, and which rank of how many reads (each
-    rank gets a disjoint, equal share of the epoch: loaders.shards)."""
+    rank gets a disjoint, equal share of the epoch: loaders.plan)."""
     objects = loader.layout == "objects"
     return LoaderConfig(
         urls=None if objects else items,

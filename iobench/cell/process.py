@@ -17,10 +17,10 @@ from pathlib import Path
 from iobench.analysis.differential import combine
 from iobench.cell.accelerator import EmulatedAccelerator, make_consumer
 from iobench.cell.diagnose import check_capacity, measure_ceilings
+from iobench.cell.files import cell_files
 from iobench.cell.lifeline import die_with_parent
 from iobench.cell.live import live_file
 from iobench.cell.measure import Measurement, measure
-from iobench.cell.summary import cell_files
 from iobench.host.cores import usable_cores
 from iobench.results.codec import from_json
 from iobench.results.spec import CellSpec, LoaderSettings, RunSettings

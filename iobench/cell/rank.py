@@ -25,12 +25,12 @@ from iobench.analysis.verdict import attribute, synchronous_verdict
 from iobench.cell.accelerator import make_consumer
 from iobench.cell.allreduce import allreduce_model
 from iobench.cell.distributed import Ranks, end_group, start_group, write_rank_error
+from iobench.cell.files import HOST_READS, cell_files
 from iobench.cell.lifeline import die_with_launcher
 from iobench.cell.live import LIVE_ENV
 from iobench.cell.measure import Measurement, measure
 from iobench.cell.process import loader_inputs, median_run, read_cell, warmup_method
 from iobench.cell.rankmetrics import Aggregate, RankRun, aggregate
-from iobench.cell.summary import HOST_READS, cell_files
 from iobench.host.cores import usable_cores
 from iobench.results.figures import Distributed, Interval, Verdict
 from iobench.results.spec import AcceleratorSpec, CellSpec, RunSettings

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import psutil
 
 from iobench.host.proctree import ProcessTree
-from loaders.nvml import GpuSample, NvmlUnavailable, open_nvml
+from loaders.observe import GpuSample, Nvml, NvmlUnavailable
 
 
 @dataclass
@@ -89,7 +89,10 @@ class TelemetrySampler:
 
     def __init__(self, interval: float = 0.25, root: int | None = None, nvml_lib: object = None) -> None:
         self.interval = interval
-        self.nvml = open_nvml(nvml_lib)
+        try:
+            self.nvml: Nvml | None = Nvml(nvml_lib)
+        except NvmlUnavailable:  # no pynvml, no driver or no GPU: no GPU figures
+            self.nvml = None
         self.telemetry = Telemetry()
         try:
             self.tree: ProcessTree | None = ProcessTree(root if root is not None else os.getpid())

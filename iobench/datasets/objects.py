@@ -33,7 +33,7 @@ def load_index(raw: Any, where: str = INDEX_NAME) -> list[dict]:
 
 def explode(dataset_dir: str | Path) -> list[dict]:
     """Write every sample of the shards as its own file (idempotent); return the index entries."""
-    from loaders.tario import iter_samples
+    from loaders.formats import iter_samples
 
     root = Path(dataset_dir)
     manifest = Manifest.load(root)

@@ -214,7 +214,7 @@ def convert_to_parquet(
     A sample without ``.cls`` gets a null label (readers report it the same way); one without
     ``.jpg`` or with extra members cannot be represented and is an error.
     """
-    from loaders.tario import iter_samples
+    from loaders.formats import iter_samples
 
     src, out = Path(wds_dataset_dir), Path(out_dir)
     if src.resolve() == out.resolve():

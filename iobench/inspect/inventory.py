@@ -8,7 +8,7 @@ from typing import Any
 
 from iobench.host.cores import usable_cores
 from iobench.host.memory import usable_memory
-from loaders.nvml import Nvml, NvmlUnavailable
+from loaders.observe import Nvml, NvmlUnavailable
 
 from .host import cpu_info, memory, numa_nodes
 from .network import nics, rdma_devices

@@ -21,7 +21,7 @@ from rich.console import Console
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
-    from loaders.nvml import Nvml
+    from loaders.observe import Nvml
 
 DEFAULT_PORT = 9451
 POLL_S = 0.2
@@ -154,7 +154,7 @@ def add_monitor_arguments(p: argparse.ArgumentParser) -> None:
 
 def _open_gpus(wanted: bool | None, console: Console | None) -> Nvml | None:
     """An NVML session; with ``wanted`` None, none where NVML is unavailable (said on ``console``)."""
-    from loaders.nvml import Nvml, NvmlUnavailable
+    from loaders.observe import Nvml, NvmlUnavailable
 
     if wanted is False:
         return None
@@ -170,7 +170,7 @@ def _open_gpus(wanted: bool | None, console: Console | None) -> Nvml | None:
 
 def monitor_command(args: argparse.Namespace, console: Console) -> int:
     # first: without prometheus-client installed, this import says which extra to install
-    from loaders.prometheus import GpuCollector  # isort: skip
+    from loaders.observe import GpuCollector  # isort: skip
     from prometheus_client import CollectorRegistry
 
     if args.pid is None and args.run_dir is None:
@@ -201,7 +201,7 @@ def monitor_command(args: argparse.Namespace, console: Console) -> int:
 def _serve(
     registry: CollectorRegistry, tree: JobCounters | None, args: argparse.Namespace, console: Console
 ) -> int:
-    from loaders.prometheus import serve_registry
+    from loaders.observe import serve_registry
 
     server = serve_registry(registry, args.port, args.addr)
     what = [f"job {args.pid}"] if tree is not None else []

@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from loaders.instrument import STAGES
+from loaders.observe import STAGES
 
 from ..results.store import cell_summaries, read_manifest
 from ..results.summary import CellManifest, CellSummary

@@ -19,7 +19,7 @@ from iobench.host.units import format_bytes
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from .options import Scenario
+    from .placements import Scenario
     from .servers import Server
 
 _COUNT_X = re.compile(r"^\s*(?:(\d+)\s*[x×*]\s*)?(\S.*?)\s*$", re.IGNORECASE)
@@ -254,7 +254,7 @@ def scenario(args: argparse.Namespace) -> Scenario:
     from iobench.cell.demand import load_accelerator_table, lookup_demand
 
     from .calibrate import Figure
-    from .options import Scenario
+    from .placements import Scenario
 
     dataset_bytes, sample_bytes, _ = _dataset(args)
     count, name = parse_count_of(args.accelerators, "--accelerators")
@@ -345,7 +345,7 @@ def recommend(args: argparse.Namespace) -> dict:
     from .calibrate import calibrate, load_cells
     from .crossovers import crossovers
     from .hypotheses import checks
-    from .options import options
+    from .placements import options
     from .scale import at_scale, ranks_of
     from .validate import check_cells
 

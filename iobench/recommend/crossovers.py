@@ -12,7 +12,7 @@ import math
 from dataclasses import asdict, dataclass, replace
 
 from .calibrate import Calibration
-from .options import Option, Scenario, options
+from .placements import Option, Scenario, options
 
 GRID_FROM, GRID_TO, PER_DECADE = 100e9, 100e12, 12
 BISECTIONS = 40  # the log-size interval shrinks 2**40-fold: far below a byte

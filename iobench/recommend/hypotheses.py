@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, replace
 
 from .calibrate import Calibration
 from .crossovers import label
-from .options import Scenario, options
+from .placements import Scenario, options
 
 SOURCE = "docs/recommend.md 'Published claims'"
 # the write-up's storage rule, checked at one size inside each of its ranges: (size, tier, rule)

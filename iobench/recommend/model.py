@@ -40,7 +40,7 @@ def hit_ratio(cache_bytes: float, dataset_bytes: float, policy: str, access: str
     everything. A smaller one depends on what it keeps:
 
     - ``static`` pins a fixed subset: ``cache / dataset`` whatever the order;
-    - ``lru`` (what loaders/cache.py does) with the same order every epoch (``sequential``) evicts
+    - ``lru`` (what loaders/storage/shardcache.py does) with the same order every epoch (``sequential``) evicts
       each shard just before it is read again: 0;
     - ``lru`` with an independent shuffle per epoch (``shuffled``, the loaders' default): a shard
       read a fraction u into one epoch and v into the next is still cached when fewer than
@@ -184,7 +184,7 @@ class RamPlan:
 def loader_buffers(workers: int, prefetch: int, batch: int, decoded_sample_bytes: float) -> float:
     """Decoded samples the loader holds: per worker, ``prefetch`` batches in flight, the one it is
     writing and the one the training loop (or the pin-memory copy) holds: the batch-buffer slots the
-    torch backend keeps per worker (loaders/shmring.py)."""
+    torch backend keeps per worker (loaders/pipeline/shmring.py)."""
     return max(1, workers) * (prefetch + 2) * batch * decoded_sample_bytes
 
 

@@ -40,8 +40,8 @@ from iobench.tiers.base import (
     check_deadline,
 )
 from iobench.tiers.local import LocalTier
-from iobench.tiers.remote import REMOTE_OPTIONS
-from loaders.objectstore import DEADLINE_KEY
+from iobench.tiers.objectstore import OBJECT_STORE_OPTIONS
+from loaders.storage import DEADLINE_KEY
 
 __all__ = ["CEPH_FS_TYPES", "CephFSMountGone", "CephFSTier"]
 
@@ -116,7 +116,7 @@ class CephFSTier(LocalTier):
             str, help="admin socket of the ceph-fuse client; found by its mount point when omitted"
         ),
         "drop_caches": LocalTier.options["drop_caches"],
-        "upload": REMOTE_OPTIONS["upload"],
+        "upload": OBJECT_STORE_OPTIONS["upload"],
         "deadline_s": DEADLINE_OPTION,
     }
 
@@ -128,7 +128,7 @@ class CephFSTier(LocalTier):
 
     def storage_options(self) -> dict[str, Any]:
         # every open, read and close of a shard returns within the deadline, or the read fails
-        # (loaders.sources.DeadlineFile): ceph-fuse waits for a dead OSD for good, in the kernel
+        # (loaders.storage.sources.DeadlineFile): ceph-fuse waits for a dead OSD for good, in the kernel
         return {DEADLINE_KEY: self.deadline_s or DEFAULT_DEADLINE_S}
 
     def __init__(self, **options: Any) -> None:

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from loaders.objectstore import exception_chain
+from loaders.storage import exception_chain
 
 MAX_CAUSE = 600  # characters of the first line; the full text is in the cell's log
 

@@ -13,13 +13,13 @@ from __future__ import annotations
 import os
 from typing import Any, ClassVar
 
-from loaders.objectstore import DEADLINE_KEY
+from loaders.storage import DEADLINE_KEY
 
 from .base import DEFAULT_DEADLINE_S, Option, TierConfigError
-from .remote import REMOTE_OPTIONS, RemoteTier
+from .objectstore import OBJECT_STORE_OPTIONS, ObjectStoreTier
 
 
-class RadosTier(RemoteTier):
+class RadosTier(ObjectStoreTier):
     """A dataset under rados://pool/prefix, read with librados directly or through a shard cache."""
 
     kind: ClassVar[str] = "rados"
@@ -37,7 +37,7 @@ class RadosTier(RemoteTier):
         ),
         "user": Option(str, default="client.admin", help="cephx user, e.g. client.admin"),
         "keyring": Option(str, help="keyring file; default: the one the configuration names, else librados'"),
-        **REMOTE_OPTIONS,
+        **OBJECT_STORE_OPTIONS,
     }
 
     def __init__(self, **options: Any) -> None:

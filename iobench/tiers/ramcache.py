@@ -139,8 +139,8 @@ def leftovers(root: str = RAM_CACHE_ROOT) -> list[Leftover]:
 def remove_partials(cache_dir: str) -> int:
     """Remove the temp files of downloads whose writer is gone (a cell killed mid-download); how many.
 
-    A live writer holds its key's lock, so its temp file stays (loaders.cache_index.CacheDir.scan)."""
-    from loaders.cache_index import CacheDir
+    A live writer holds its key's lock, so its temp file stays (loaders.storage.shardcache_index.CacheDir.scan)."""
+    from loaders.storage import CacheDir
 
     if not os.path.isdir(cache_dir):
         return 0

@@ -14,10 +14,10 @@ import urllib.parse
 import urllib.request
 from typing import Any, ClassVar
 
-from loaders.objectstore import DEADLINE_KEY, ENDPOINTS_KEY
+from loaders.storage import DEADLINE_KEY, ENDPOINTS_KEY
 
 from .base import DEFAULT_DEADLINE_S, Option, TierConfigError
-from .remote import REMOTE_OPTIONS, RemoteTier
+from .objectstore import OBJECT_STORE_OPTIONS, ObjectStoreTier
 
 
 def resolve_s3(
@@ -51,7 +51,7 @@ def s3_storage_options(
 ) -> dict[str, Any]:
     """fsspec/s3fs options; credentials stay in the environment or the profile.
 
-    ``deadline_s`` bounds a request, retries included (loaders.objectstore.ObjectReader takes it out
+    ``deadline_s`` bounds a request, retries included (loaders.storage.objectstore.ObjectReader takes it out
     of the options); botocore waits at most that long for the first byte and between bytes, and
     at most 5 s (or the deadline, if shorter) to connect."""
     client: dict[str, Any] = {}
@@ -73,7 +73,7 @@ def s3_storage_options(
     return options
 
 
-class S3Tier(RemoteTier):
+class S3Tier(ObjectStoreTier):
     """A dataset under s3://bucket/prefix, streamed or read through a shard cache."""
 
     kind: ClassVar[str] = "s3"
@@ -92,7 +92,7 @@ class S3Tier(RemoteTier):
         ),
         "path_style": Option(bool, default=True, help="path-style addressing (MinIO, Ceph RGW)"),
         "profile": Option(str, help="AWS profile holding the credentials"),
-        **REMOTE_OPTIONS,
+        **OBJECT_STORE_OPTIONS,
     }
 
     def __init__(self, **options: Any) -> None:

@@ -1,5 +1,5 @@
 """Any tier behind an emulated slower link: a bandwidth cap shared by every reader on the host and
-a latency per request, fixed or with a tail (see :mod:`loaders.throttle` for the exact
+a latency per request, fixed or with a tail (see :mod:`loaders.storage.throttle` for the exact
 definitions). Every process of a cell shares one bucket per host: the loader's workers, and in a
 multi-rank cell every rank on the host. ``only_ranks`` throttles some ranks and not the others:
 one slow node in a synchronous job.
@@ -28,7 +28,7 @@ from typing import Any, ClassVar
 import psutil
 
 from iobench.host.units import parse_bandwidth
-from loaders.throttle import ThrottleSpec, default_burst
+from loaders.storage import ThrottleSpec, default_burst
 
 from .base import CacheState, Option, Tier, TierConfigError
 

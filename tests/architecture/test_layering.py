@@ -128,16 +128,60 @@ def test_no_import_from_a_lower_layer_up():
     assert upward == []
 
 
+# what iobench may import of loaders: the top-level modules and the subpackages' faces (their __all__)
+SUBPACKAGE_FACES = {f"loaders.{face}" for face in ("storage", "formats", "pipeline", "backends", "observe")}
+LOADER_FACES = {
+    "loaders",
+    "loaders.config",
+    "loaders.contract",
+    "loaders.options",
+    "loaders.plan",
+    "loaders.registry",
+}
+LOADER_FACES |= SUBPACKAGE_FACES
+
+
+def test_iobench_reaches_loaders_only_through_their_faces():
+    deep = [
+        f"{module} -> {target}"
+        for module, targets in import_graph().items()
+        if module.startswith("iobench")
+        for target in targets
+        if target.startswith("loaders") and target not in LOADER_FACES
+    ]
+    assert deep == []
+
+
+def test_every_name_iobench_takes_from_a_face_is_in_its_all():
+    import importlib
+
+    missing = []
+    for path in (ROOT / "iobench").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and node.module in SUBPACKAGE_FACES:
+                face = importlib.import_module(node.module)
+                exported = getattr(face, "__all__", None)
+                for alias in node.names:
+                    if exported is not None and alias.name not in exported:
+                        missing.append(f"{path.relative_to(ROOT)}: {node.module}.{alias.name}")
+    assert missing == []
+    for face in sorted(SUBPACKAGE_FACES):
+        module = importlib.import_module(face)
+        assert all(hasattr(module, name) for name in getattr(module, "__all__", ())), face
+
+
 def test_the_rules_catch_what_they_forbid():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     rank = layers()
     assert rank["host"] < rank["results"] < rank["analysis"] < rank["cell"] < rank["sweep"] < rank["cli"]
 
 
-def test_the_registry_and_settings_import_without_torch():
+def test_the_registry_settings_storage_and_formats_import_without_torch():
     code = (
         "import sys, loaders.registry, loaders.config, loaders.options, iobench.sweep.config\n"
         "from loaders import LoaderConfig, available_loaders, make_loader\n"
+        "from loaders.storage import ShardSource, ThrottleSpec, ObjectReader, ShardCache\n"
+        "from loaders.formats import iter_samples, iter_parquet_samples, read_objects\n"
         "assert 'torch' not in sys.modules, sorted(m for m in sys.modules if m.startswith('torch'))[:5]\n"
         "print(available_loaders())"
     )

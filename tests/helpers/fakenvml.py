@@ -1,6 +1,6 @@
 """A fake NVML library for tests: pynvml's function names over GPUs described in Python.
 
-Only the calls `loaders.nvml` makes exist, so a new call there fails loudly here. Errors are
+Only the calls `loaders.observe.nvml` makes exist, so a new call there fails loudly here. Errors are
 raised as this module's NVMLError with NVML's own messages, the way pynvml raises them.
 """
 

@@ -16,8 +16,8 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, settings
 
-from loaders.cache_index import key_of
-from loaders.tario import iter_samples
+from loaders.formats.tar import iter_samples
+from loaders.storage.shardcache_index import key_of
 
 # property-based tests: modest counts (the CI budget), no per-example deadline (a loaded CI box)
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

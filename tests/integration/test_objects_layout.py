@@ -105,7 +105,7 @@ def test_objects_on_s3_and_rados_match_and_count_one_request_per_sample(
 
 @pytest.mark.integration
 def test_a_ram_cache_smaller_than_the_dataset_stays_within_its_limit(ceph_lab, tiny_dataset):
-    from loaders.cache import ShardCache
+    from loaders.storage.shardcache import ShardCache
 
     url = f"rados://iobench-{uuid.uuid4().hex[:6]}/ram"
     limit = 12_000_000  # about a third of the dataset

@@ -7,7 +7,7 @@ import io
 
 import pytest
 
-from loaders.objectstore import ObjectReader, ObjectStoreError, RetryPolicy, classify
+from loaders.storage.objectstore import ObjectReader, ObjectStoreError, RetryPolicy, classify
 
 FAST = RetryPolicy(attempts=4, base_delay_s=0.001, max_delay_s=0.002)
 

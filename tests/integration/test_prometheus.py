@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from loaders import Loader, make_loader
-from loaders.nvml import Nvml
-from loaders.prometheus import LoaderExporter, exported
+from loaders.observe.nvml import Nvml
+from loaders.observe.prometheus import LoaderExporter, exported
 from tests.helpers.fakenvml import GIB, FakeGpu, FakeNvmlLib
 from tests.helpers.promkit import DOC, Scrape, documented
 from tests.helpers.shardkit import make_shards, small_config, tiny_jpeg, write_shard

@@ -18,8 +18,8 @@ from iobench.datasets.upload import UploadError, upload_s3
 from iobench.tiers import make_tier
 from iobench.tiers.base import TierConfigError
 from loaders import ShardLoader
-from loaders.cache import ShardCache
-from loaders.objectstore import ObjectReader, ObjectStoreError
+from loaders.storage.objectstore import ObjectReader, ObjectStoreError
+from loaders.storage.shardcache import ShardCache
 from tests.helpers.runs import exact_epochs
 
 pytestmark = pytest.mark.integration

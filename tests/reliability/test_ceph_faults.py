@@ -25,7 +25,7 @@ from iobench.lab.daemons import alive, launch, live_daemons, stop_all
 from iobench.lab.restart import restart
 from iobench.tiers.s3 import S3Tier
 from loaders import ShardLoader
-from loaders.objectstore import ObjectStoreError
+from loaders.storage.objectstore import ObjectStoreError
 from tests.helpers.faultkit import cache_problems
 
 pytestmark = pytest.mark.integration

@@ -22,8 +22,8 @@ from iobench.sweep.config import parse_config
 from iobench.sweep.watchdog import StallWatch, describe_processes
 from iobench.tiers import TierConfigError, make_tier, ramcache
 from iobench.tiers.faults import explain, first_line, likely_cause
-from loaders.objectstore import DeadlineExceeded, ObjectReader, ObjectStoreError
-from loaders.sources import DeadlineFile, ShardSource, SourceSpec
+from loaders.storage.objectstore import DeadlineExceeded, ObjectReader, ObjectStoreError
+from loaders.storage.sources import DeadlineFile, ShardSource, SourceSpec
 
 
 @contextlib.contextmanager
@@ -172,7 +172,7 @@ def _worker_error() -> DeadlineExceeded:
     return DeadlineExceeded(
         "Caught DeadlineExceeded in DataLoader worker process 1.\nOriginal Traceback (most recent call last):\n"
         '  File "/x/torch/utils/data/_utils/worker.py", line 403, in _worker_loop\n    data = fetcher.fetch(index)\n'
-        "loaders.objectstore.DeadlineExceeded: [Errno 110] GET s3://b/k (endpoint http://h:1): no answer within "
+        "loaders.storage.objectstore.DeadlineExceeded: [Errno 110] GET s3://b/k (endpoint http://h:1): no answer within "
         "the 30 s deadline: 1 attempt in 30.0 s (each attempt: connect timeout 5 s, read timeout 30 s), last "
         "error: Read timeout\n"
     )

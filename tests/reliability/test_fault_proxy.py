@@ -25,7 +25,7 @@ import pytest
 from iobench.datasets.manifest import Manifest
 from iobench.tiers.s3 import S3Tier
 from loaders import ShardLoader
-from loaders.objectstore import ObjectReader, ObjectStoreError
+from loaders.storage.objectstore import ObjectReader, ObjectStoreError
 from tests.helpers.faultkit import cache_problems, dataset_pairs, stage_copy
 from tests.helpers.faultproxy import FaultProxy
 from tests.helpers.shardkit import key_label_pairs

@@ -24,11 +24,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from loaders.cache import ShardCache
-from loaders.instrument import StageStats
-from loaders.parquetio import ParquetFormatError, iter_parquet_samples
-from loaders.pipeline import PipelineSpec, SampleError, process_sample
-from loaders.tario import BLOCK, Sample, ShardFormatError, iter_samples, split_key
+from loaders.formats.parquet import ParquetFormatError, iter_parquet_samples
+from loaders.formats.tar import BLOCK, Sample, ShardFormatError, iter_samples, split_key
+from loaders.observe.stages import StageStats
+from loaders.pipeline.samples import PipelineSpec, SampleError, process_sample
+from loaders.storage.shardcache import ShardCache
 from tests.helpers.faultkit import FUZZ, no_hang
 from tests.helpers.paths import ROOT as REPO
 from tests.helpers.shardkit import tiny_jpeg
@@ -194,7 +194,7 @@ def test_corrupt_jpegs_are_skipped_and_counted_or_decoded(cut, flips):
 _DECODE_IN_2GB = """
 import resource, sys, types
 pkg = types.ModuleType("loaders"); pkg.__path__ = [{root!r} + "/loaders"]; sys.modules["loaders"] = pkg
-from loaders.decode import CorruptImage, decode_jpeg
+from loaders.pipeline.decode import CorruptImage, decode_jpeg
 data = bytes.fromhex(sys.argv[1])
 resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
 try:

@@ -26,7 +26,7 @@ from iobench.datasets.manifest import Manifest
 from iobench.tiers.base import TierConfigError
 from iobench.tiers.s3 import S3Tier
 from loaders import ShardLoader
-from loaders.cache import CacheError, ShardCache
+from loaders.storage.shardcache import CacheError, ShardCache
 from tests.helpers.cgroups import inside, new_group
 from tests.helpers.faultkit import cache_problems, dataset_pairs, stage_copy
 from tests.helpers.lab_fixture import ceph_missing

@@ -18,8 +18,8 @@ import yaml
 
 from iobench.tiers.s3 import S3Tier
 from loaders import LoaderConfig, ShardLoader
-from loaders.objectstore import ObjectReader, ObjectStoreError
-from loaders.sources import SourceSpec
+from loaders.storage.objectstore import ObjectReader, ObjectStoreError
+from loaders.storage.sources import SourceSpec
 from tests.helpers.faultproxy import FaultProxy
 
 pytestmark = pytest.mark.integration

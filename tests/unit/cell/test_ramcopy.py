@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from iobench.cell.ramcopy import RamCopies
-from loaders.localfile import MappedFile, open_local
+from loaders.storage.localfile import MappedFile, open_local
 
 
 def test_the_copy_is_a_memfd_that_another_process_reads():

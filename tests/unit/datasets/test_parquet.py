@@ -17,9 +17,9 @@ from iobench.datasets.manifest import Manifest, verify
 from iobench.datasets.pack import pack_imagefolder
 from iobench.datasets.parquet import SCHEMA, ParquetShardWriter, convert_to_parquet
 from iobench.datasets.synth import ensure_dataset, synthesize
-from loaders.parquetio import ParquetFormatError, iter_parquet_samples
-from loaders.pipeline import SampleError, label_of
-from loaders.tario import ShardFormatError
+from loaders.formats.parquet import ParquetFormatError, iter_parquet_samples
+from loaders.formats.tar import ShardFormatError
+from loaders.pipeline.samples import SampleError, label_of
 from tests.helpers.shardkit import tiny_jpeg
 
 ROW_GROUP = 10
@@ -73,7 +73,7 @@ class ForwardOnly:
 
 
 class NotSeekable(io.RawIOBase):
-    """Like loaders.objectstore._ChunkStream: an io object whose seekable() says False."""
+    """Like loaders.storage.objectstore._ChunkStream: an io object whose seekable() says False."""
 
     def __init__(self, data: bytes) -> None:
         self._f = io.BytesIO(data)

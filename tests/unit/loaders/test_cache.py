@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from loaders.cache import CacheError, CacheStats, ShardCache, choose_policy
+from loaders.storage.shardcache import CacheError, CacheStats, ShardCache, choose_policy
 from tests.helpers.paths import ROOT as REPO
 
 LOADERS_DIR = str(REPO / "loaders")
@@ -90,7 +90,7 @@ def test_a_static_cache_keeps_what_it_has_and_reads_the_rest_through(tmp_path):
 
 
 def test_a_static_cache_rechecks_for_room_once_it_was_full(tmp_path, monkeypatch):
-    import loaders.cache as cache_module
+    import loaders.storage.shardcache as cache_module
 
     cache = ShardCache(tmp_path, max_bytes=100, policy="static")
     assert cache.get("a", writer(100), size=100) and cache.get("b", writer(100), size=100) is None
@@ -321,12 +321,12 @@ def test_stats_reset_merge_and_clear(tmp_path):
 
 # ---- several real processes -------------------------------------------------------------------
 
-# Children import loaders.cache without running loaders/__init__ (which imports torch, ~4 s per
+# Children import loaders.storage.shardcache without running loaders/__init__ (which imports torch, ~4 s per
 # process): the cache module uses only the standard library.
 _IMPORT_CACHE = f"""
 import hashlib, io, json, os, random, sys, types, fcntl
 pkg = types.ModuleType("loaders"); pkg.__path__ = [{LOADERS_DIR!r}]; sys.modules["loaders"] = pkg
-from loaders.cache import CacheError, ShardCache
+from loaders.storage.shardcache import CacheError, ShardCache
 """
 
 _WORKER = (

@@ -56,7 +56,7 @@ def test_registry_names_and_third_party_backends(urls):
 
 def test_dali_without_dali_installed_gives_the_install_hint(urls, monkeypatch):
     # None in sys.modules makes the import fail as if the module (or nvidia.dali under it) were missing
-    monkeypatch.setitem(sys.modules, "loaders.dali", None)
+    monkeypatch.setitem(sys.modules, "loaders.backends.dali", None)
     with pytest.raises(ImportError, match=r"pip install 'iobench\[dali\]'"):
         make_loader("dali", small_config(urls))
 

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from loaders.config import LoaderConfig
-from loaders.tario import iter_samples
+from loaders.formats.tar import iter_samples
 from tests.helpers.paths import ROOT as REPO
 
 try:
@@ -25,8 +25,8 @@ except ImportError:
         )
     pytest.skip("NVIDIA DALI not installed (pip install 'iobench[dali]')", allow_module_level=True)
 
-from loaders.dali import DaliLoader, DaliPipelineError
-from loaders.pipeline import SampleError
+from loaders.backends.dali import DaliLoader, DaliPipelineError
+from loaders.pipeline.samples import SampleError
 from tests.helpers.shardkit import label_of, tiny_jpeg, write_shard
 
 ROOT = REPO

@@ -1,4 +1,4 @@
-"""Even epochs across ranks (loaders.shards.plan_epoch and every backend on it): every rank yields
+"""Even epochs across ranks (loaders.plan.plan_epoch and every backend on it): every rank yields
 exactly len(loader) batches whatever the shard sizes, each sample at most once per epoch (exactly
 once with remainder="pad"), and an epoch that cannot give every rank a batch is refused."""
 
@@ -12,7 +12,7 @@ import pytest
 
 from loaders import LoaderConfig, ShardLoader, make_loader
 from loaders.config import distributed_ranks
-from loaders.shards import EvenSplitError, Part, count_samples, plan_epoch
+from loaders.plan import EvenSplitError, Part, count_samples, plan_epoch
 from tests.helpers.shardkit import label_of, make_uneven_shards, small_config
 
 UNEVEN = [3, 17, 8, 1, 12, 5, 0, 9]  # 55 samples, one empty shard, one of a single sample

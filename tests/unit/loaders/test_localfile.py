@@ -10,9 +10,9 @@ import sys
 import tarfile
 import threading
 
-from loaders.localfile import MappedFile, open_local
-from loaders.sources import ShardSource, SourceSpec
-from loaders.tario import iter_samples
+from loaders.formats.tar import iter_samples
+from loaders.storage.localfile import MappedFile, open_local
+from loaders.storage.sources import ShardSource, SourceSpec
 
 
 def _shard(path, n: int = 3) -> bytes:
@@ -73,8 +73,8 @@ def test_the_shard_source_reads_local_shards_through_the_mapping_and_closes_it(t
 
 _READ_AFTER_A_SHRINK = """
 import os, sys
-from loaders.localfile import open_local
-from loaders.tario import ShardFormatError, iter_samples
+from loaders.storage.localfile import open_local
+from loaders.formats.tar import ShardFormatError, iter_samples
 path = sys.argv[1]
 with open_local(path) as f:
     samples = iter_samples(f, path)

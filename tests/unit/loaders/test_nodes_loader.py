@@ -11,7 +11,7 @@ import torch
 pytest.importorskip("torchdata.nodes")
 
 from loaders import AugmentSpec, LoaderConfig, SampleError, make_loader
-from loaders.nodes_loader import NodesLoader
+from loaders.backends.nodes_loader import NodesLoader
 from tests.helpers.shardkit import (
     ALL_KEYS,
     key_label_pairs,

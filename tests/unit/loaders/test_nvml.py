@@ -1,4 +1,4 @@
-"""loaders.nvml over a fake NVML library (tests/fakenvml.py), and over this machine's real one."""
+"""loaders.observe.nvml over a fake NVML library (tests/fakenvml.py), and over this machine's real one."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from loaders.nvml import GpuInfo, GpuSample, Nvml, NvmlUnavailable, open_nvml, sysfs_bus_id
+from loaders.observe.nvml import GpuInfo, GpuSample, Nvml, NvmlUnavailable, open_nvml, sysfs_bus_id
 from tests.helpers.fakenvml import DRIVER_NOT_LOADED, GIB, LIBRARY_NOT_FOUND, FakeGpu, FakeNvmlLib
 
 

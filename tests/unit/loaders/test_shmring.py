@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from loaders import make_loader
-from loaders.shmring import FREE, TAKEN, ShmRing
+from loaders.pipeline.shmring import FREE, TAKEN, ShmRing
 from tests.helpers.shardkit import make_shards, small_config
 
 

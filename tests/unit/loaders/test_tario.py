@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from loaders.instrument import set_timing
-from loaders.tario import BLOCK, SMALL_MEMBER, iter_samples
+from loaders.formats.tar import BLOCK, SMALL_MEMBER, iter_samples
+from loaders.observe.stages import set_timing
 
 
 def _tar(members: list[tuple[str, bytes]]) -> bytes:
@@ -97,7 +97,7 @@ def _reference_ok(header: bytes) -> bool:
 def test_checksum_is_exact_for_any_block():
     import random
 
-    from loaders.tario import _checksum_ok
+    from loaders.formats.tar import _checksum_ok
 
     rng = random.Random(0)
     for _ in range(2000):
@@ -111,7 +111,7 @@ def test_checksum_is_exact_for_any_block():
 
 
 def test_a_header_whose_checksum_is_off_by_the_adler_modulus_is_refused():
-    from loaders.tario import ShardFormatError
+    from loaders.formats.tar import ShardFormatError
 
     data = bytearray(_tar([("000000.jpg", b"x" * 700)]))
     stored = int(bytes(data[148:156]).split(b"\0", 1)[0], 8)

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from loaders import SampleError, ShardFormatError, ShardLoader, StallMeter, expand_urls
-from loaders.shards import shards_for
-from loaders.tario import iter_samples
+from loaders.formats.tar import iter_samples
+from loaders.plan import shards_for
 from tests.helpers.shardkit import label_of, make_shards, tiny_jpeg, write_shard
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from loaders import LoaderConfig, make_loader
-from loaders.dali.loader import DaliLoader
+from loaders.backends.dali.loader import DaliLoader
 
 
 def _image_bytes(dataset: Path) -> tuple[int, int]:

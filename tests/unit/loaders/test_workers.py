@@ -99,7 +99,7 @@ def test_an_epoch_left_early_does_not_leak_into_the_next(urls, mode):
 
 
 def _count_decodes(counter, _worker_id: int, pause_s: float = 0.0) -> None:
-    import loaders.pipeline as pipeline
+    import loaders.pipeline.samples as pipeline
 
     decode = pipeline.decode_jpeg
 

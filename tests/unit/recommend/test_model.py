@@ -48,7 +48,7 @@ from iobench.recommend.model import (
     ram_plan,
     required,
 )
-from iobench.recommend.options import Scenario, options
+from iobench.recommend.placements import Scenario, options
 from iobench.recommend.validate import check_cell
 
 GB, TB = 1e9, 1e12

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from iobench.recommend.calibrate import Calibration, Figure
-from iobench.recommend.options import options
+from iobench.recommend.placements import options
 from tests.unit.recommend.test_model import _scenario
 
 

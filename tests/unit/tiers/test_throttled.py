@@ -21,12 +21,12 @@ import torch
 from iobench.results.spec import LoaderSettings, RunSettings
 from iobench.tiers import TierConfigError, check_tier_spec, make_tier
 from loaders import AugmentSpec, make_loader
-from loaders.instrument import StageStats
-from loaders.objects import read_objects
-from loaders.pipeline import PipelineSpec, read_shards
-from loaders.sources import ShardSource, SourceSpec
-from loaders.throttle import Throttle, ThrottledFile, ThrottleSpec, default_burst
-from loaders.torch_loader import ShardStream
+from loaders.backends.torch_loader import ShardStream
+from loaders.formats.sample_objects import read_objects
+from loaders.observe.stages import StageStats
+from loaders.pipeline.samples import PipelineSpec, read_shards
+from loaders.storage.sources import ShardSource, SourceSpec
+from loaders.storage.throttle import Throttle, ThrottledFile, ThrottleSpec, default_burst
 from tests.helpers.shardkit import key_label_pairs, make_shards
 
 MB = 10**6

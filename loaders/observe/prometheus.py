@@ -1,6 +1,6 @@
 """A Prometheus endpoint for the loaders of a real training job, in one line::
 
-    from loaders.prometheus import exported
+    from loaders.observe.prometheus import exported
     loader = exported(make_loader("torch", cfg), port=9450)   # http://HOST:9450/metrics
     for batch in loader: ...                                   # the same loader, timed per batch
 
@@ -28,10 +28,10 @@ except ImportError as exc:  # an optional extra: say how to get it
         f"the Prometheus exporter needs prometheus-client: pip install 'iobench[prometheus]' ({exc})"
     ) from exc
 
-from .config import LoaderConfig
-from .instrument import STAGES, StageStats
-from .nvml import Nvml, NvmlUnavailable, open_nvml
-from .sources import OBJECT_PROTOCOLS
+from loaders.config import LoaderConfig
+from loaders.observe.nvml import Nvml, NvmlUnavailable, open_nvml
+from loaders.observe.stages import STAGES, StageStats
+from loaders.storage.sources import OBJECT_PROTOCOLS
 
 PREFIX = "iobench_loader"
 # waits run from microseconds (a prefetched batch) to seconds (a cold shard on a slow tier)

@@ -40,7 +40,7 @@ from iobench.results.summary import (
     Warmup,
     utc_now,
 )
-from loaders.instrument import STAGES
+from loaders.observe import STAGES
 
 # the summary's figures of what one host read: a multi-node cell has none (rank.py)
 HOST_READS = (

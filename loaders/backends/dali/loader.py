@@ -1,6 +1,6 @@
 """The DALI backend: decode and augment inside a DALI graph, on the GPU (nvJPEG) when present.
 
-    from loaders.dali import DaliLoader
+    from loaders.backends.dali import DaliLoader
     loader = DaliLoader(config)            # a LoaderConfig; or make_loader("dali", config)
     for batch in loader: ...               # loaders.Batch: images N x 3 x H x W uint8 channels_last
 
@@ -9,7 +9,7 @@ Three ways to get the encoded bytes into the graph (``config.options["mode"]``):
 ``reader``   DALI's ``fn.readers.webdataset`` on local/mounted shards, with the ``.idx`` beside
              each shard. Default for paths without a scheme (or ``file://``).
 ``external`` ``fn.external_source`` fed by *our* fetcher (feed.py: concurrent ranged GETs, the
-             shard cache, request counters) and :func:`loaders.tario.iter_samples`. Default for
+             shard cache, request counters) and :func:`loaders.formats.tar.iter_samples`. Default for
              ``s3://`` and ``rados://``; works for any URL, and for ``objects=[(key, url, label)]``.
 ``dali-s3``  DALI's own reader on ``s3://`` shards and ``s3://`` index files (the AWS_* environment,
              ``AWS_ENDPOINT_URL`` included). A deliberately *naive* baseline: per the project's
@@ -50,15 +50,23 @@ from collections.abc import Iterator, Sequence
 
 import torch
 
-from ..assemble import Batch
-from ..config import LoaderConfig, counted, plan_for
-from ..contract import EpochCursor, ResumableLoader
-from ..instrument import StageStats
-from ..registry import backend, check_decode
-from ..shards import EpochPlan, _batches_of, expand_urls, local_path
-from ..sources import OBJECT_PROTOCOLS
-from .feed import Feed
-from .graph import augment, cuda_devices, export_s3_env, import_dali, index_path, parse_ascii_label, protocol
+from loaders.backends.dali.feed import Feed
+from loaders.backends.dali.graph import (
+    augment,
+    cuda_devices,
+    export_s3_env,
+    import_dali,
+    index_path,
+    parse_ascii_label,
+    protocol,
+)
+from loaders.config import LoaderConfig, counted, plan_for
+from loaders.contract import EpochCursor, ResumableLoader
+from loaders.observe.stages import StageStats
+from loaders.pipeline.assemble import Batch
+from loaders.plan import EpochPlan, _batches_of, expand_urls, local_path
+from loaders.registry import backend, check_decode
+from loaders.storage.sources import OBJECT_PROTOCOLS
 
 
 class DaliPipelineError(RuntimeError):
@@ -67,7 +75,7 @@ class DaliPipelineError(RuntimeError):
 
 def _key_of(source_info: str, shard_paths: Sequence[str]) -> str:
     """DALI's source_info is ``<shard>:<data offset>:<member name>``; the key is webdataset's."""
-    from ..tario import split_key
+    from loaders.formats.tar import split_key
 
     for path in shard_paths:
         if source_info.startswith(path + ":"):
@@ -80,7 +88,7 @@ def _find_corrupt(paths: Sequence[str], limit: int = 5) -> list[str]:
     """Post-mortem for a failed DALI reader: the members whose JPEG header does not parse."""
     import simplejpeg
 
-    from ..tario import iter_samples
+    from loaders.formats.tar import iter_samples
 
     found: list[str] = []
     for path in paths:
@@ -200,7 +208,7 @@ class DaliLoader(ResumableLoader):
         )
 
     def _plan(self, epoch: int, readers: int | None = None) -> EpochPlan:
-        """External mode: this rank's share of ``epoch`` over the feed's fetchers (loaders.shards)."""
+        """External mode: this rank's share of ``epoch`` over the feed's fetchers (loaders.plan)."""
         return plan_for(self.config, self.items, self.counts, epoch, readers or self.fetchers)
 
     # -- building ---------------------------------------------------------------------------------
@@ -354,7 +362,7 @@ class DaliLoader(ResumableLoader):
 
     def __len__(self) -> int:
         """The batches this rank yields per epoch, the same on every rank. External mode: from the
-        even split (loaders.shards); reader modes: DALI's own rule (its iterator gives every shard
+        even split (loaders.plan); reader modes: DALI's own rule (its iterator gives every shard
         ``ceil(ceil(N / ranks) / batch)`` batches, or ``(N // ranks) // batch`` with drop_last),
         N read from the shards' .idx files."""
         cfg = self.config

@@ -22,10 +22,10 @@ from typing import BinaryIO
 
 import fsspec
 
-from .instrument import StageStats
-from .localfile import BUFFER, open_local
-from .objectstore import DEADLINE_KEY, fsspec_options
-from .throttle import Throttle, ThrottledFile, ThrottleSpec
+from loaders.observe.stages import StageStats
+from loaders.storage.localfile import BUFFER, open_local
+from loaders.storage.objectstore import DEADLINE_KEY, fsspec_options
+from loaders.storage.throttle import Throttle, ThrottledFile, ThrottleSpec
 
 OBJECT_PROTOCOLS = ("s3", "s3a", "rados")
 
@@ -37,7 +37,7 @@ class SourceSpec:
     storage_options: dict = field(default_factory=dict)
     cache_dir: str | None = None
     cache_bytes: int | None = None
-    # what a cache smaller than the data keeps (loaders/cache.py, Admission): "auto" is static when
+    # what a cache smaller than the data keeps (loaders/storage/shardcache.py, Admission): "auto" is static when
     # ``sizes`` say the shards are more than the cache, else lru
     cache_policy: str = "auto"
     part_bytes: int = 8 * 2**20
@@ -65,7 +65,7 @@ class ShardSource:
 
     def _make_reader(self, protocol: str):
         if protocol not in self._readers:
-            from .objectstore import ObjectReader
+            from loaders.storage.objectstore import ObjectReader
 
             self._readers[protocol] = ObjectReader(
                 self.spec.storage_options,
@@ -77,7 +77,7 @@ class ShardSource:
 
     def _shard_cache(self):
         if self._cache is None:
-            from .cache import ShardCache, choose_policy
+            from loaders.storage.shardcache import ShardCache, choose_policy
 
             limit = self.spec.cache_bytes or default_cache_bytes(self.spec.cache_dir)
             dataset = sum(self.spec.sizes.values()) if self.spec.sizes else None
@@ -248,7 +248,7 @@ class DeadlineFile(io.BufferedIOBase):
         try:
             return future.result(self.deadline_s)
         except concurrent.futures.TimeoutError:
-            from .objectstore import DeadlineExceeded
+            from loaders.storage.objectstore import DeadlineExceeded
 
             self._stuck = True
             raise DeadlineExceeded(

@@ -1,4 +1,4 @@
-"""The shard cache's on-disk layout and locks (see loaders/cache.py for the design).
+"""The shard cache's on-disk layout and locks (see loaders/storage/shardcache.py for the design).
 
     <sha256(url)>-<name>           a complete, verified shard
     .part-<sha256>.<pid>.<bytes>   an in-flight download; <bytes> is its reservation (0: size unknown)

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import torch
 
-from .instrument import StageStats, Stopwatch
-from .shmring import ShmRing, release_slot, ring_by_id
+from loaders.observe.stages import StageStats, Stopwatch
+from loaders.pipeline.shmring import ShmRing, release_slot, ring_by_id
 
 END, STALE = "end", "stale"
 

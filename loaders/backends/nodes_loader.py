@@ -26,15 +26,15 @@ import torch
 from torchdata.nodes import BaseNode, IterableWrapper, ParallelMapper, PinMemory, Prefetcher
 from torchdata.nodes import Loader as NodesRunner
 
-from .assemble import Batch, BatchAssembler
-from .config import LoaderConfig, counted, plan_for
-from .contract import EpochCursor, ResumableLoader, deliver
-from .instrument import StageStats
-from .pipeline import PipelineSpec, process_sample, raw_samples, sample_rng
-from .registry import backend
-from .shards import EpochPlan, check_splittable
-from .sources import ShardSource
-from .tario import Sample
+from loaders.config import LoaderConfig, counted, plan_for
+from loaders.contract import EpochCursor, ResumableLoader, deliver
+from loaders.formats.tar import Sample
+from loaders.observe.stages import StageStats
+from loaders.pipeline.assemble import Batch, BatchAssembler
+from loaders.pipeline.samples import PipelineSpec, process_sample, raw_samples, sample_rng
+from loaders.plan import EpochPlan, check_splittable
+from loaders.registry import backend
+from loaders.storage.sources import ShardSource
 
 Processed = tuple[tuple[np.ndarray, int, str] | None, StageStats]
 CHUNK = 8  # samples per mapper task: the hand-over is paid once per 8 samples

@@ -13,7 +13,7 @@ import math
 from dataclasses import asdict, dataclass, field, replace
 
 from iobench.analysis.decoderate import ASSUMED, DecodeRate
-from loaders.cache import choose_policy
+from loaders.storage import choose_policy
 
 from .calibrate import Calibration, Figure
 from .model import (

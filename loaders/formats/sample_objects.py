@@ -11,9 +11,9 @@ from collections import deque
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from .instrument import clocks, since
-from .sources import ShardSource
-from .tario import Sample
+from loaders.formats.tar import Sample
+from loaders.observe.stages import clocks, since
+from loaders.storage.sources import ShardSource
 
 SampleObject = tuple[str, str, int]  # (key, url, label)
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import os
 
-from ..config import AugmentSpec
-from ..decode import IMAGENET_MEAN, IMAGENET_STD
+from loaders.config import AugmentSpec
+from loaders.pipeline.decode import IMAGENET_MEAN, IMAGENET_STD
 
 INSTALL_HINT = "pip install 'iobench[dali]'  (or: pip install nvidia-dali-cuda130)"
 LABEL_DIGITS = 9  # widest ASCII label the in-graph parser reads (fits int64 trivially)

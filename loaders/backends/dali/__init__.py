@@ -7,7 +7,7 @@
 Importing this package imports DALI and torch; ``loaders.registry`` names it without importing it.
 """
 
-from .graph import cuda_devices, dali_available
-from .loader import DaliLoader, DaliPipelineError
+from loaders.backends.dali.graph import cuda_devices, dali_available
+from loaders.backends.dali.loader import DaliLoader, DaliPipelineError
 
 __all__ = ["DaliLoader", "DaliPipelineError", "cuda_devices", "dali_available"]

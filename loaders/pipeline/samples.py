@@ -14,14 +14,14 @@ from typing import TypeVar
 
 import numpy as np
 
-from .assemble import Batch, BatchAssembler
-from .config import PipelineSpec
-from .decode import CorruptImage, augment, decode_jpeg
-from .instrument import StageStats, Stopwatch, clocks, since
-from .shards import Part
-from .shmring import ShmRing
-from .sources import ShardSource
-from .tario import Sample, iter_samples
+from loaders.config import PipelineSpec
+from loaders.formats.tar import Sample, iter_samples
+from loaders.observe.stages import StageStats, Stopwatch, clocks, since
+from loaders.pipeline.assemble import Batch, BatchAssembler
+from loaders.pipeline.decode import CorruptImage, augment, decode_jpeg
+from loaders.pipeline.shmring import ShmRing
+from loaders.plan import Part
+from loaders.storage.sources import ShardSource
 
 IMAGE_EXTS = ("jpg", "jpeg", "png", "webp")
 LABEL_EXTS = ("cls", "label", "class")
@@ -36,7 +36,7 @@ class SampleError(ValueError):
 def _samples_of(raw, url: str, spec: PipelineSpec) -> Iterator[Sample]:
     """The shard format follows the name: Parquet for ``.parquet``, WebDataset tar otherwise."""
     if url.endswith(".parquet"):
-        from .parquetio import iter_parquet_samples  # pyarrow loads only for Parquet shards
+        from loaders.formats.parquet import iter_parquet_samples  # pyarrow loads only for Parquet shards
 
         return iter_parquet_samples(raw, url)
     return iter_samples(raw, url, spec.max_member_bytes)
@@ -238,7 +238,7 @@ def raw_samples(
     shuffle_rng = random.Random(rng.getrandbits(64))
     skipped = skipped if skipped is not None else StageStats()
     if objects:
-        from .objects import read_objects
+        from loaders.formats.sample_objects import read_objects
 
         order = list(shuffled(items, spec.shuffle_buffer, shuffle_rng))
         if skip:

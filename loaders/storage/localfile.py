@@ -31,7 +31,7 @@ import mmap
 import os
 from typing import BinaryIO
 
-from .tario import ShardFormatError
+from loaders.formats.tar import ShardFormatError
 
 # what cannot be mapped: ~110 KB member reads served from 4 MiB reads, not the default 8 KiB
 BUFFER = 4 * 2**20

@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 
 from iobench.host.memory import usable_memory
 from iobench.host.units import format_bytes
-from loaders.cache import POLICIES, choose_policy
+from loaders.storage import CACHE_POLICIES, choose_policy
 
 from .base import (
     DEADLINE_OPTION,
@@ -30,7 +30,7 @@ from .ramcache import RAM_MEDIUM, dir_bytes, ram_cache_path
 
 SIZE_HELP = "a size such as 20GB or 512MiB"
 
-REMOTE_OPTIONS: dict[str, Option] = {
+OBJECT_STORE_OPTIONS: dict[str, Option] = {
     "name": Option(str, help="label for reports"),
     "cache_dir": Option(str, help="local NVMe directory for the shard cache; omit to stream"),
     "cache_size": Option((str, int), help="limit of the shard cache, " + SIZE_HELP),
@@ -53,8 +53,8 @@ REMOTE_OPTIONS: dict[str, Option] = {
 }
 
 
-class RemoteTier(Tier):
-    """Subclasses set ``scheme``, declare ``options`` (``url`` + REMOTE_OPTIONS + their own) and
+class ObjectStoreTier(Tier):
+    """Subclasses set ``scheme``, declare ``options`` (``url`` + OBJECT_STORE_OPTIONS + their own) and
     implement ``storage_options``, ``describe_remote``, ``server_caches`` and ``upload_dataset``."""
 
     scheme: ClassVar[str]
@@ -88,10 +88,10 @@ class RemoteTier(Tier):
             raise TierConfigError(
                 f"{self.kind} tier: cache_size is set but cache_dir is not; give both or neither"
             )
-        if self.config["cache_policy"] not in ("auto", *POLICIES):
+        if self.config["cache_policy"] not in ("auto", *CACHE_POLICIES):
             raise TierConfigError(
                 f"{self.kind} tier: cache_policy={self.config['cache_policy']!r}: allowed values are auto, "
-                + ", ".join(POLICIES)
+                + ", ".join(CACHE_POLICIES)
             )
         self.dataset_bytes: int | None = None  # known once the manifest is read: it decides auto
         if self.config["keep_memory_cache"] and not memory:
@@ -124,7 +124,7 @@ class RemoteTier(Tier):
         return [f"{self.url}/{s.name}" for s in manifest.shards]
 
     def reader(self):
-        from loaders.objectstore import ObjectReader
+        from loaders.storage import ObjectReader
 
         return ObjectReader(
             self.storage_options(),
@@ -137,7 +137,7 @@ class RemoteTier(Tier):
         return (self.cache_dir, self.cache_medium) if self.cache_dir else None
 
     def read_json(self, name: str) -> Any:
-        from loaders.objectstore import DeadlineExceeded, ObjectStoreError
+        from loaders.storage import DeadlineExceeded, ObjectStoreError
 
         from .faults import likely_cause
 
@@ -178,12 +178,12 @@ class RemoteTier(Tier):
     def cache_limit(self) -> int | None:
         if not self.cache_dir:
             return None
-        from loaders.sources import default_cache_bytes
+        from loaders.storage import default_cache_bytes
 
         return self.cache_bytes or default_cache_bytes(self.cache_dir)
 
     def cache_policy(self) -> str:
-        """The policy the shard cache uses: auto resolved against the dataset (loaders/cache.py)."""
+        """The policy the shard cache uses: auto resolved against the dataset (loaders/storage/shardcache.py)."""
         return choose_policy(self.config["cache_policy"], self.cache_limit() or 0, self.dataset_bytes)
 
     def source_options(self, manifest: Any) -> dict[str, Any]:
@@ -211,7 +211,7 @@ class RemoteTier(Tier):
                 achieved="cold" if cache == "cold" else "unknown",
                 note=f"every byte comes from {self.url}; {self.server_caches()}",
             )
-        from loaders.cache import ShardCache
+        from loaders.storage import ShardCache
 
         self.dataset_bytes = total
         if self.cache_medium == RAM_MEDIUM:

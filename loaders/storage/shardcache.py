@@ -54,13 +54,22 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import BinaryIO
 
-from .cache_index import CacheDir, Entry, InFlight, fsync_dir, key_of, md5_of, readable_name, unlink_quiet
-from .localfile import open_local
+from loaders.storage.localfile import open_local
+from loaders.storage.shardcache_index import (
+    CacheDir,
+    Entry,
+    InFlight,
+    fsync_dir,
+    key_of,
+    md5_of,
+    readable_name,
+    unlink_quiet,
+)
 
 _MD5_RE = re.compile(r"^[0-9a-f]{32}$")
 
 Fetch = Callable[[str, BinaryIO], None]
-POLICIES = ("lru", "static")
+CACHE_POLICIES = ("lru", "static")
 # a static cache found full is not asked again for this long: misses then read through at the
 # price of one failed utime() each, not a lock and a directory scan
 _FULL_RECHECK_S = 1.0
@@ -71,8 +80,8 @@ def choose_policy(policy: str, cache_bytes: int, dataset_bytes: int | None) -> s
     other value as given (checked)."""
     if policy == "auto":
         return "static" if dataset_bytes is not None and dataset_bytes > cache_bytes else "lru"
-    if policy not in POLICIES:
-        raise ValueError(f"cache policy {policy!r}: expected auto, {' or '.join(POLICIES)}")
+    if policy not in CACHE_POLICIES:
+        raise ValueError(f"cache policy {policy!r}: expected auto, {' or '.join(CACHE_POLICIES)}")
     return policy
 
 
@@ -121,8 +130,8 @@ class ShardCache:
         ``policy``: "lru" or "static" (see Admission in the module docstring)."""
         if max_bytes <= 0:
             raise ValueError(f"max_bytes={max_bytes}: must be positive")
-        if policy not in POLICIES:
-            raise ValueError(f"policy={policy!r}: expected {' or '.join(POLICIES)}")
+        if policy not in CACHE_POLICIES:
+            raise ValueError(f"policy={policy!r}: expected {' or '.join(CACHE_POLICIES)}")
         self.directory = os.fspath(directory)
         self.max_bytes = int(max_bytes)
         self.durable = durable
@@ -204,7 +213,7 @@ class ShardCache:
             fd, _waited = self._dir.lock_key(sha, fcntl.LOCK_SH, block=True)
             assert fd is not None
             try:
-                return open_local(path)  # as a local shard is read: mapped (loaders/localfile.py)
+                return open_local(path)  # as a local shard is read: mapped (loaders/storage/localfile.py)
             except FileNotFoundError:
                 continue  # evicted between get() and the lock: the cache is thrashing; fetch again
             finally:

@@ -26,7 +26,7 @@ from typing import BinaryIO, NoReturn
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .tario import ReadCounter, Sample, ShardFormatError
+from loaders.formats.tar import ReadCounter, Sample, ShardFormatError
 
 KEY_COLUMN = "key"
 LABEL_COLUMN = "cls"

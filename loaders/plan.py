@@ -327,7 +327,7 @@ def count_samples(url: str) -> int | None:
         import pyarrow.parquet as pq
 
         return int(pq.ParquetFile(path).metadata.num_rows)
-    from .tario import count_tar_samples
+    from loaders.formats.tar import count_tar_samples
 
     return count_tar_samples(path)
 

@@ -18,7 +18,7 @@ import simplejpeg
 import torch
 from PIL import Image
 
-from .config import AugmentSpec
+from loaders.config import AugmentSpec
 
 cv2.setNumThreads(1)
 

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
-from .instrument import clocks, since
+from loaders.observe.stages import clocks, since
 
 BLOCK = 512
 DEFAULT_MAX_MEMBER_BYTES = 256 * 2**20

@@ -10,7 +10,7 @@ Workers decode and collate whole batches (DataLoader ``batch_size=None``) so tha
 stage is measured where it runs and only finished uint8 batches cross the process boundary.
 
 Under DDP (torchrun) the rank and world size come from ``torch.distributed`` or the environment,
-every rank yields exactly ``len(loader)`` batches per epoch (loaders.shards: the even split), and
+every rank yields exactly ``len(loader)`` batches per epoch (loaders.plan: the even split), and
 ``set_epoch`` reorders the shards as a DistributedSampler's does.
 
 Persistent workers (the default): the workers live across epochs, so an epoch boundary costs no
@@ -48,15 +48,15 @@ import numpy.random  # DataLoader seeds it in every worker: loaded once here, no
 import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
-from .assemble import END, STALE, Batch
-from .config import LoaderConfig, counted
-from .contract import EpochCursor, ResumableLoader, deliver
-from .instrument import StageStats
-from .pipeline import PipelineSpec, stream
-from .registry import backend
-from .shards import EpochPlan, check_splittable, plan_epoch
-from .shmring import ShmRing
-from .sources import ShardSource, SourceSpec
+from loaders.config import LoaderConfig, counted
+from loaders.contract import EpochCursor, ResumableLoader, deliver
+from loaders.observe.stages import StageStats
+from loaders.pipeline.assemble import END, STALE, Batch
+from loaders.pipeline.samples import PipelineSpec, stream
+from loaders.pipeline.shmring import ShmRing
+from loaders.plan import EpochPlan, check_splittable, plan_epoch
+from loaders.registry import backend
+from loaders.storage.sources import ShardSource, SourceSpec
 
 _CONFIG_FIELDS = frozenset(f.name for f in fields(LoaderConfig))
 START_METHODS = ("fork", "forkserver", "spawn")
@@ -66,7 +66,7 @@ ALIASES = {"num_workers": "workers", "prefetch_factor": "prefetch"}
 REFUSED = {
     "dataset": "the dataset is the shards (urls) or the objects",
     "sampler": "the even split is the sampler: shards are divided over ranks and workers by "
-    "loaders.shards (rank, world_size, remainder), reordered by set_epoch",
+    "loaders.plan (rank, world_size, remainder), reordered by set_epoch",
     "batch_sampler": "workers assemble whole batches in shared memory; set batch_size and drop_last",
     "shuffle": "shards are reordered every epoch (seed, set_epoch) and samples shuffled within a "
     "reader by shuffle_buffer (1 turns that off)",
@@ -147,7 +147,7 @@ class _Control:
 
 class ShardStream(IterableDataset):
     """An IterableDataset of collated batches from WebDataset shards (or per-sample objects), each
-    reader (worker) reading its share of the epoch's plan (loaders.shards.plan_epoch).
+    reader (worker) reading its share of the epoch's plan (loaders.plan.plan_epoch).
 
     Each batch is tagged with its reader, epoch and stream generation; ``skip`` samples of a
     reader's shuffled stream are read but not decoded (resume). A reader's stream depends only on
@@ -348,7 +348,7 @@ class ShardLoader(ResumableLoader):
     ``batch_sampler``, ``shuffle`` and ``collate_fn`` are refused, each with the reason.
 
     ``len(loader)`` is the number of batches this rank yields in the epoch the next (or current)
-    iteration runs: the same on every rank (loaders.shards).
+    iteration runs: the same on every rank (loaders.plan).
 
     ``objects=[(key, url, label), ...]`` reads one object per sample instead of shards, with
     ``concurrency`` reads in flight per reader.

@@ -18,11 +18,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..config import LoaderConfig, PipelineSpec
-from ..instrument import StageStats
-from ..pipeline import SampleError, image_of, label_of, read_shards, shuffled
-from ..shards import EpochPlan
-from ..sources import ShardSource, SourceSpec
+from loaders.config import LoaderConfig, PipelineSpec
+from loaders.observe.stages import StageStats
+from loaders.pipeline.samples import SampleError, image_of, label_of, read_shards, shuffled
+from loaders.plan import EpochPlan
+from loaders.storage.sources import ShardSource, SourceSpec
 
 _END = object()
 
@@ -41,7 +41,7 @@ class Feed:
     JPEGs, int64 labels and keys, from our own fetcher.
 
     ``fetchers`` threads each stream their share of the rank's epoch (``plan(epoch)``, the even
-    split of loaders.shards); samples are taken from them in round-robin order, so the sample order
+    split of loaders.plan); samples are taken from them in round-robin order, so the sample order
     depends only on (seed, epoch, rank), and a resume can skip the delivered samples exactly.
     """
 
@@ -82,7 +82,7 @@ class Feed:
     def _reader(self, items: list, source: ShardSource, out: queue.Queue, stop: threading.Event) -> None:
         try:
             if self.objects:
-                from ..objects import read_objects
+                from loaders.formats.sample_objects import read_objects
 
                 samples = read_objects(items, source, concurrency=source.spec.concurrency)
             else:

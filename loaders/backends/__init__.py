@@ -1,0 +1,27 @@
+"""The loader backends, each built from a ``LoaderConfig`` (``loaders.make_loader`` picks one by
+name): the torch DataLoader, torchdata.nodes, and NVIDIA DALI.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from loaders._faces import lazy_face
+
+_EXPORTS = {
+    "DaliLoader": "dali",
+    "NodesLoader": "nodes_loader",
+    "ShardLoader": "torch_loader",
+}
+__all__ = [
+    "DaliLoader",
+    "NodesLoader",
+    "ShardLoader",
+]
+
+if TYPE_CHECKING:
+    from loaders.backends.dali import DaliLoader
+    from loaders.backends.nodes_loader import NodesLoader
+    from loaders.backends.torch_loader import ShardLoader
+
+__getattr__, __dir__ = lazy_face(__name__, _EXPORTS)
