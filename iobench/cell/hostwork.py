@@ -43,16 +43,18 @@ def work_seconds(elements: int, calls: int) -> float:
 def size(host_wall_s: float, ops: int, blocks: int) -> tuple[int, int]:
     """(elements per operator, operators per step) so that a step of the work takes ``host_wall_s``:
     at least ``ops`` operators of at most ``MAX_ELEMENTS``, rescaled from the fastest of ``blocks``
-    timed steps of it (the number of operators, or below ``ops`` their size: both linear)."""
-    ops = max(1, ops)
-    per_element = work_seconds(MAX_ELEMENTS, 4) / (4 * MAX_ELEMENTS)
+    timed steps of it (the cost is linear in the elements below ``MAX_ELEMENTS``)."""
+    ops, blocks = max(1, ops), max(1, blocks)
+    per_element = min(work_seconds(MAX_ELEMENTS, 4) for _ in range(blocks)) / (4 * MAX_ELEMENTS)
     elements = max(1, min(MAX_ELEMENTS, int(host_wall_s / ops / per_element)))
     calls = max(ops, round(host_wall_s / (elements * per_element)))
-    fastest = min(work_seconds(elements, calls) for _ in range(max(1, blocks)))
-    wanted = calls * host_wall_s / fastest  # operators of this size; below ops, smaller ones
-    if wanted >= ops:
-        return elements, round(wanted)
-    return max(1, int(elements * wanted / ops)), ops
+    fastest = min(work_seconds(elements, calls) for _ in range(blocks))
+    # the elements a step of work needs, cut into as few operators over ``ops`` as the size allows:
+    # many small regions stretch under contention far more than the real step's (each waits for
+    # its slowest thread)
+    total = elements * calls * host_wall_s / fastest
+    elements = max(1, min(MAX_ELEMENTS, int(total / ops)))
+    return elements, max(1, round(total / elements))
 
 
 class HostWork:
