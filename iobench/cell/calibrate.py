@@ -18,7 +18,7 @@ import torch
 from iobench.cell.accelerator import TorchTrainStep
 from iobench.cell.alone import time_alone
 from iobench.cell.hostcost import HostCost, machine
-from iobench.cell.hostwork import MAX_ELEMENTS, seconds_per_element
+from iobench.cell.hostwork import size
 
 IMAGE_SIZE = 224  # the loaders' default crop (loaders.config.AugmentSpec.size)
 
@@ -80,8 +80,7 @@ def calibrate(model: str, device: str | None, batch_size: int) -> tuple[HostCost
         ),
         kind="calibration",
     )
-    # the host work's operator in as many blocks as there were steps, each as long as the host's
-    # share of a step, the fastest kept: the same statistic over the same spell of load as the step
-    calls = max(1, round(cost.host_wall_s / (MAX_ELEMENTS * seconds_per_element())))
-    kernel = min(seconds_per_element(calls) for _ in range(alone.steps))
-    return replace(cost, seconds_per_element=kernel), notes
+    # the host work sized on as many steps of it as the real step ran, the fastest kept: the same
+    # statistic over the same spell of load
+    elements, ops = size(cost.host_wall_s, cost.ops_per_step, alone.steps)
+    return replace(cost, elements_per_op=elements, ops_per_run=ops), notes

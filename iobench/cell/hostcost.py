@@ -40,9 +40,10 @@ class HostCost:
     device_s: float | None  # CUDA: the step's span on the device (CUDA events); None on CPU
     source: str
     kind: str  # "calibration" (measured here) | "default" (configs/accelerators.yaml)
-    # the emulated host work's operator, wall seconds per element (hostwork.py), timed beside the
-    # step so that both saw the same load; None: timed where the host work runs
-    seconds_per_element: float | None = None
+    # the emulated host work (hostwork.py): elements per operator and operators per step, sized
+    # right after the step so that both saw the same load; None: sized where the host work runs
+    elements_per_op: int | None = None
+    ops_per_run: int | None = None
 
     @property
     def host_wall_s(self) -> float:
@@ -62,6 +63,7 @@ class HostCost:
             batch_size=batch_size,
             step_alone_s=self.step_alone_s * k,
             cpu_s_per_step=self.cpu_s_per_step * k,
+            ops_per_run=max(1, round(self.ops_per_run * k)) if self.ops_per_run else None,
             source=f"{self.source}; scaled from batch {self.batch_size} to {batch_size} per sample",
         )
 

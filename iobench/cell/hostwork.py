@@ -2,17 +2,19 @@
 
 A real step is a sequence of torch operators, each one parallel region over the intra-op threads.
 Under contention a region waits for its slowest thread, so the step stretches by more than its
-fair share of the cores. The emulation keeps that shape: at least ``ops_per_step`` operators on
-``threads`` threads, together taking the host's wall time of the step alone
-(``HostCost.host_wall_s``). The work is fixed (elements), not the time: on a busy host it takes
-longer, as the real step does.
+fair share of the cores, and by more the more regions it has. The emulation keeps that shape:
+``ops_per_step`` operators on ``threads`` threads, together taking the host's wall time of the
+step alone (``HostCost.host_wall_s``). The work is fixed (elements), not the time: on a busy host
+it takes longer, as the real step does.
 
-The operator is an element-wise sine over at most ``MAX_ELEMENTS``: compute-bound and held in the
-caches, so its cost is the same per element at any size up to that (0.51 ns per element from 32 Ki
-to 512 Ki elements on the 2-core development VM, 1-8x that and erratic above), and torch runs it on
-the intra-op threads. Its speed is timed with the wall clock (the CPU clock of some virtual machines
-ticks in milliseconds): by ``iobench calibrate`` beside the real step, in blocks as long as a step so
-that both saw the same load, or, for a documented default, where it runs.
+The operator is an element-wise sine over at most ``MAX_ELEMENTS``, held in the caches, where its
+cost per element does not depend on the size (0.51 ns per element from 32 Ki to 512 Ki elements on
+the 2-core development VM, 1-8x that and erratic above); torch runs it on the intra-op threads. A
+step that needs more work than ``ops_per_step`` such operators runs more of them. Their number is
+found on whole steps of the work, the fastest of several, so that it holds at the load they ran
+under: ``iobench calibrate`` does this right after timing the real step, so that both saw the same
+spell of load; a documented default is sized where it runs. Times are wall times: the CPU clock of
+some virtual machines ticks in milliseconds.
 """
 
 from __future__ import annotations
@@ -24,26 +26,35 @@ import torch
 from iobench.cell.hostcost import HostCost
 
 MAX_ELEMENTS = 1 << 19
-PROBES = 15  # blocks timed where the host work is sized without a calibration; the fastest kept
-PROBE_CALLS = 4
+PROBE_BLOCKS = 5  # whole steps of work timed where no calibration sized it
 
 
-def seconds_per_element(calls: int = PROBE_CALLS) -> float:
-    """One block of ``calls`` operators over ``MAX_ELEMENTS``: its wall time per element."""
-    src = torch.rand(MAX_ELEMENTS)
+def work_seconds(elements: int, calls: int) -> float:
+    """Wall seconds of ``calls`` operators over ``elements``."""
+    src = torch.rand(elements)
     out = torch.empty_like(src)
     torch.sin(src, out=out)  # first touch of the output's pages
     t0 = time.perf_counter()
     for _ in range(calls):
         torch.sin(src, out=out)
-    return (time.perf_counter() - t0) / (calls * MAX_ELEMENTS)
+    return time.perf_counter() - t0
 
 
-def plan(host_wall_s: float, ops: int, per_element_s: float) -> tuple[int, int]:
-    """(elements per operator, operators per step) for ``host_wall_s`` of work cut into at least
-    ``ops`` operators."""
-    elements = max(1, min(MAX_ELEMENTS, int(host_wall_s / max(1, ops) / per_element_s)))
-    return elements, max(1, round(host_wall_s / (elements * per_element_s)))
+def size(host_wall_s: float, ops: int, blocks: int) -> tuple[int, int]:
+    """(elements per operator, operators per step) so that a step of the work takes ``host_wall_s``:
+    at least ``ops`` operators of at most ``MAX_ELEMENTS``, rescaled from the fastest of ``blocks``
+    timed steps of it (the cost is linear in the elements below ``MAX_ELEMENTS``)."""
+    ops, blocks = max(1, ops), max(1, blocks)
+    per_element = min(work_seconds(MAX_ELEMENTS, 4) for _ in range(blocks)) / (4 * MAX_ELEMENTS)
+    elements = max(1, min(MAX_ELEMENTS, int(host_wall_s / ops / per_element)))
+    calls = max(ops, round(host_wall_s / (elements * per_element)))
+    fastest = min(work_seconds(elements, calls) for _ in range(blocks))
+    # the elements a step of work needs, cut into as few operators over ``ops`` as the size allows:
+    # many small regions stretch under contention far more than the real step's (each waits for
+    # its slowest thread)
+    total = elements * calls * host_wall_s / fastest
+    elements = max(1, min(MAX_ELEMENTS, int(total / ops)))
+    return elements, max(1, round(total / elements))
 
 
 class HostWork:
@@ -53,14 +64,16 @@ class HostWork:
         self.cost = cost
         self.threads = max(1, cost.threads)
         torch.set_num_threads(self.threads)
-        per_element = cost.seconds_per_element or min(seconds_per_element() for _ in range(PROBES))
-        elements, self.calls = plan(cost.host_wall_s, cost.ops_per_step, per_element)
+        if cost.elements_per_op and cost.ops_per_run:
+            elements, self.ops = cost.elements_per_op, cost.ops_per_run
+        else:
+            elements, self.ops = size(cost.host_wall_s, cost.ops_per_step, PROBE_BLOCKS)
         self._src = torch.rand(elements)
         self._out = torch.empty_like(self._src)
 
     def run(self) -> float:
         """Seconds of host wall time the work took."""
         t0 = time.perf_counter()
-        for _ in range(self.calls):
+        for _ in range(self.ops):
             torch.sin(self._src, out=self._out)
         return time.perf_counter() - t0

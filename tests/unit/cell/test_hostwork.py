@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+import pytest
 import torch
 
 from iobench.cell.accelerator import EmulatedAccelerator, emulated_host_cost
@@ -69,12 +70,28 @@ def test_a_default_host_cost_is_said_in_the_cells_notes():
     assert host_work_warnings(EmulatedAccelerator(Demand("x", "m", "custom", 1e6, "test"))) == []
 
 
-def test_the_work_is_cut_into_at_least_the_steps_operators_each_held_in_the_caches():
-    from iobench.cell.hostwork import MAX_ELEMENTS, plan
+def test_the_work_is_sized_on_whole_steps_of_it(monkeypatch):
+    from iobench.cell import hostwork
 
-    # 36.6 ms in 67 operators at 0.5 ns per element: 0.55 ms each would be 1.1 M elements, so the
-    # operators are capped at MAX_ELEMENTS and there are more of them
-    elements, calls = plan(0.0366, 67, 0.5e-9)
-    assert elements == MAX_ELEMENTS and calls == round(0.0366 / (MAX_ELEMENTS * 0.5e-9)) > 67
-    # 20 ms in 500 operators: 40 µs each, 80,000 elements
-    assert plan(0.020, 500, 0.5e-9) == (80_000, 500)
+    # a sine that costs 1 ns per element in the caches; the timed steps run at half that speed
+    def cost(elements: int, calls: int) -> float:
+        return elements * calls * (1e-9 if calls == 4 else 2e-9)
+
+    monkeypatch.setattr(hostwork, "work_seconds", cost)
+    # 36 ms in 12 operators: 3 Mi elements each would leave the caches, so 512 Ki elements, and
+    # the operators rescaled from the steps timed: 69 at 1 ns, 34 at the speed the steps ran
+    elements, calls = hostwork.size(0.036, 12, blocks=3)
+    assert elements == hostwork.MAX_ELEMENTS
+    assert calls == 34 and cost(elements, calls) == pytest.approx(0.036, rel=0.02)
+    # a small step: its own operators, each smaller
+    elements, calls = hostwork.size(0.0012, 12, blocks=1)
+    assert calls == 12 and elements == pytest.approx(50_000, abs=1)
+
+
+def test_the_work_runs_a_calibrations_size():
+    from dataclasses import replace
+
+    from iobench.cell.hostwork import HostWork
+
+    work = HostWork(replace(_cost(30.0), ops_per_step=12, elements_per_op=1000, ops_per_run=15))
+    assert work.ops == 15 and work._src.numel() == 1000
