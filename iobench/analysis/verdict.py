@@ -7,8 +7,8 @@ with the largest share of that sum binds. A pipeline that keeps the accelerator 
 (MLPerf Storage's rule) is not the bottleneck at all.
 
 Before either: the trainer needs the host too. When its step in the cell is much slower than the
-same step alone, and that stretch costs more of the wall than waiting for data, the loader's
-workers have taken the cores the trainer needs: the cell is host-bound, whatever its AU says.
+same step alone while its data was there (it seldom waited for a batch), the trainer's own step set
+the pace and the host slowed it: the cell is host-bound, whatever its AU says.
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ AU_TARGET = 0.90
 # the trainer's median step in the cell over its step alone above which a stretched step can be
 # called host-bound (docs/method.md, The trainer's host)
 HOST_SLOWDOWN = 1.5
+# ... and the stall fraction at or below which the data was there: the trainer's step set the pace
+HOST_STALL = 0.10
 PREP_STAGES = ("decode", "augment", "collate")
 
 
@@ -135,14 +137,14 @@ def attribute(
 
 
 def host_bound(metrics: PipelineMetrics, cores: int) -> list[str] | None:
-    """The evidence that the trainer's own step was slowed by the host more than the loader made
-    it wait (its slowdown at least ``HOST_SLOWDOWN`` and the stretch a larger share of the wall than
-    the data waits), or None."""
+    """The evidence that the trainer's own step, slowed by the host, set the pace (its slowdown at
+    least ``HOST_SLOWDOWN``, its data waits at most ``HOST_STALL`` of the wall and less than the
+    stretch), or None."""
     slowdown, alone = metrics.trainer_slowdown, metrics.step_alone_s
     if slowdown is None or alone is None or metrics.wall_s <= 0 or slowdown < HOST_SLOWDOWN:
         return None
     stretch = max(0.0, metrics.compute_s - metrics.steps * alone) / metrics.wall_s
-    if stretch <= metrics.stall_fraction:
+    if metrics.stall_fraction > HOST_STALL or stretch <= metrics.stall_fraction:
         return None
     ev = [
         f"the trainer's step took {1000 * alone * slowdown:.1f} ms (median) in the cell against "

@@ -79,3 +79,6 @@ def test_a_slightly_slower_step_or_one_that_waits_more_for_data_is_not_host_boun
     assert _verdict(wait=0.0, compute=0.12, alone=0.1).bound == "accelerator"
     # stretched 2x, but the data waits take more of the wall than the stretch
     assert _verdict(wait=0.5, compute=0.2, alone=0.1).bound == "prep"
+    # stretched 3x and the stretch larger than the waits, but a fifth of the wall waiting for data:
+    # the loader sets the pace
+    assert _verdict(wait=0.1, compute=0.3, alone=0.1).bound == "prep"

@@ -73,19 +73,18 @@ def test_a_default_host_cost_is_said_in_the_cells_notes():
 def test_the_work_is_sized_on_whole_steps_of_it(monkeypatch):
     from iobench.cell import hostwork
 
-    # a sine that costs 1 ns per element in the caches; the timed steps run at half that speed
+    # an operator that costs 1 ns per element when probed; the timed steps run at half that speed
     def cost(elements: int, calls: int) -> float:
         return elements * calls * (1e-9 if calls == 4 else 2e-9)
 
     monkeypatch.setattr(hostwork, "work_seconds", cost)
-    # 36 ms in 12 operators: 3 Mi elements each would leave the caches, so 512 Ki elements, and
-    # the operators rescaled from the steps timed: 69 at 1 ns, 34 at the speed the steps ran
+    # 36 ms in the real step's 12 operators: 3 M elements each at the probe's speed, 1.5 M at the
+    # speed the steps ran
     elements, calls = hostwork.size(0.036, 12, blocks=3)
-    assert elements == hostwork.MAX_ELEMENTS
-    assert calls == 34 and cost(elements, calls) == pytest.approx(0.036, rel=0.02)
-    # a small step: its own operators, each smaller
-    elements, calls = hostwork.size(0.0012, 12, blocks=1)
-    assert calls == 12 and elements == pytest.approx(50_000, abs=1)
+    assert calls == 12 and elements == pytest.approx(1_500_000, abs=1)
+    # more than MAX_ELEMENTS each: more operators
+    elements, calls = hostwork.size(1.0, 12, blocks=1)
+    assert elements == hostwork.MAX_ELEMENTS and calls == round(0.5e9 / hostwork.MAX_ELEMENTS)
 
 
 def test_the_work_runs_a_calibrations_size():
