@@ -34,8 +34,9 @@ def _cell(name: str, tier: dict, accelerator: dict, **run) -> dict:
         "tier": {"name": name, **tier},
         "loader": {"kind": "torch", "workers": 2, "batch_size": 16, "prefetch": 2, "shuffle_buffer": 16,
                    "layout": "shards"},
+        # DLIO's sleep-only accelerators (host_work: none): these cells attribute storage and prep
         "accelerator": {"kind": "emulated", "model": "resnet50", "demand": "training", "count": 1,
-                        "samples_per_s": None, **accelerator},
+                        "samples_per_s": None, "host_work": "none", **accelerator},
         "cache": "cold",
         "run": {"cache": ["cold"], "warmup_steps": "auto", "max_steps": None, "epochs": 1, "on_error": "skip",
                 "seed": 0, "timeout_s": 600, "repeats": 1, "diagnose": True, "min_measure": exact_epochs(), **run},

@@ -80,7 +80,16 @@ def _config(dataset: Path, tier: dict, workers: list[int]) -> dict:
         # no shuffle buffer: a buffer fills before the measured window and drains into it, so a
         # short fetch-bound run would deliver faster than its link
         "loaders": [{"kind": "torch", "workers": workers, "batch_size": [16], "shuffle_buffer": 0}],
-        "accelerators": [{"kind": "emulated", "type": "h100", "model": "resnet50", "demand": "training"}],
+        # DLIO's sleep-only H100 (host_work: none): the model predicts the input pipeline against it
+        "accelerators": [
+            {
+                "kind": "emulated",
+                "type": "h100",
+                "model": "resnet50",
+                "demand": "training",
+                "host_work": "none",
+            }
+        ],
         "run": {"warmup_steps": "auto", "epochs": 1, "min_measure": exact_epochs()},
     }
 
