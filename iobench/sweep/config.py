@@ -115,10 +115,10 @@ class SweepConfig:
                     loader.workers, loader.batch_size, loader.decode
                 ):
                     rate = f"{acc.samples_per_s:g}" if acc.samples_per_s else ""
-                    rate += f"-host-{acc.host_work}" if acc.host_work else ""
                     acc_label = (
                         f"{acc.type}{rate}x{acc.count}" if acc.kind == "emulated" else f"torch-{acc.model}"
                     )
+                    acc_label += f"-host-{acc.host_work}" if acc.host_work else ""
                     layout = "" if loader.layout == "shards" else f"-{loader.layout}"
                     layout += "" if decode else "-nodecode"
                     size = f"-{dataset.label}" if several else ""

@@ -188,7 +188,10 @@ def test_recommend_reads_the_sweep(sweep_runs):
             "--ram", "1TB", "--cores", "96", "--results", *map(str, runs)]  # fmt: skip
     text = StringIO()
     assert recommend_command(parser.parse_args(argv), Console(file=text, width=200)) == 0
-    assert "Predicted vs measured" in text.getvalue() and "disk-torch-w2-b16-h100x1-cold" in text.getvalue()
+    assert (
+        "Predicted vs measured" in text.getvalue()
+        and "disk-torch-w2-b16-h100x1-host-none-cold" in text.getvalue()
+    )
     doc = StringIO()
     assert recommend_command(parser.parse_args([*argv, "--json"]), Console(file=doc)) == 0
     report = json.loads(doc.getvalue())
