@@ -31,7 +31,7 @@ from iobench.cell.ramcopy import RamCopies, ram_budget
 from iobench.results.figures import Ceiling
 from iobench.results.spec import LoaderSettings, RunSettings
 from loaders.pipeline import raw_samples
-from loaders.plan import shards_for
+from loaders.plan import plan_for
 from loaders.storage import ShardSource
 
 # the prep ceiling needs enough batches per reader for a steady state, not the whole dataset
@@ -97,13 +97,8 @@ def fetch_ceiling(
     config = loader_config(items, source_options, replace(loader, shuffle_buffer=0), run)
     objects = config.layout == "objects"
     readers = loader.readers
-    all_items = config.items()
-    if objects:
-        parts = [all_items[i::readers] for i in range(readers)]
-    else:
-        parts = [
-            shards_for(all_items, worker=i, num_workers=readers, seed=config.seed) for i in range(readers)
-        ]
+    # epoch 0 of one rank, as the loader's plan splits it over its readers (whole shards, no counts)
+    parts = [list(reader.items) for reader in plan_for(config, config.items(), None, 0, readers).readers]
     per_reader = -(-samples // readers)
     ctx = multiprocessing.get_context("fork")
     out = ctx.Queue()

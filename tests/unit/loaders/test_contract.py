@@ -146,7 +146,7 @@ def test_shardloader_keywords_and_config_are_one_path(urls):
     with pytest.raises(TypeError, match="wokers"):
         ShardLoader(urls, wokers=2)
     plain = ShardLoader(urls, batch_size=4, workers=0, shuffle_buffer=16, augment=AugmentSpec(size=32))
-    via_config = ShardLoader.from_config(small_config(urls))
+    via_config = ShardLoader(small_config(urls))
     assert [labels.tolist() for _, labels in plain] == [b.labels.tolist() for b in via_config]
 
 

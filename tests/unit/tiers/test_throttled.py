@@ -20,7 +20,7 @@ import torch
 
 from iobench.results.spec import LoaderSettings, RunSettings
 from iobench.tiers import TierConfigError, check_tier_spec, make_tier
-from loaders import AugmentSpec, make_loader
+from loaders import AugmentSpec, LoaderConfig, make_loader
 from loaders.backends.torch_loader import ShardStream
 from loaders.formats.sample_objects import read_objects
 from loaders.observe.stages import StageStats
@@ -250,8 +250,14 @@ def _expected(tier, manifest) -> Counter:
 def test_two_dataloader_workers_share_the_tiers_cap(tier):
     manifest = tier.load_manifest()
     options = tier.source_options(manifest)
-    spec = PipelineSpec(batch_size=16, shuffle_buffer=16, augment=AugmentSpec(size=32))
-    stream = ShardStream(tier.shard_urls(manifest), spec, source=SourceSpec(throttle=options["throttle"]))
+    config = LoaderConfig(
+        urls=tier.shard_urls(manifest),
+        batch_size=16,
+        shuffle_buffer=16,
+        augment=AugmentSpec(size=32),
+        throttle=options["throttle"],
+    )
+    stream = ShardStream(config)
     loader = torch.utils.data.DataLoader(stream, batch_size=None, num_workers=2)
     delivered, seconds, stats = _delivered(loader)
     rate = _rate(stats.bytes_read, seconds, tier.bytes_per_s)
