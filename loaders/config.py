@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
 from loaders.formats.tar import DEFAULT_MAX_MEMBER_BYTES
-from loaders.plan import REMAINDER_POLICIES, expand_urls, sample_counts
+from loaders.plan import REMAINDER_POLICIES, EpochPlan, expand_urls, plan_epoch, sample_counts
 from loaders.storage.throttle import ThrottleSpec
 
 if TYPE_CHECKING:
@@ -183,6 +183,25 @@ class LoaderConfig:
             concurrency=self.concurrency,
             throttle=self.throttle,
         )
+
+
+def plan_for(
+    config: LoaderConfig, items: Sequence, counts: Sequence[int] | None, epoch: int, readers: int = 1
+) -> EpochPlan:
+    """This rank's share of ``epoch`` over ``readers`` readers, as ``config`` splits it."""
+    return plan_epoch(
+        items,
+        counts,
+        rank=config.rank,  # type: ignore[arg-type]
+        world_size=config.world_size,  # type: ignore[arg-type]
+        num_workers=readers,
+        batch_size=config.batch_size,
+        drop_last=config.drop_last,
+        remainder=config.remainder,
+        seed=config.seed,
+        epoch=epoch,
+        objects=config.objects is not None,
+    )
 
 
 def distributed_ranks(rank: int | None = None, world_size: int | None = None) -> tuple[int, int]:

@@ -1,7 +1,7 @@
 """Shard URL lists: brace expansion, and the split of an epoch over ranks and loader workers.
 
-The even split (:func:`plan_epoch`; :func:`plan_for` takes its inputs from a ``LoaderConfig``, for
-every backend and for iobench's ceilings). Data-parallel training ends every step in an all-reduce,
+The even split (:func:`plan_epoch`; ``loaders.config.plan_for`` takes its inputs from a
+``LoaderConfig``, for every backend and for iobench's ceilings alike). Data-parallel training ends every step in an all-reduce,
 so a rank that runs out of batches before the others leaves them waiting for ever. With more than
 one rank, every rank therefore reads exactly the same number of samples per epoch, and so yields
 exactly the same number of batches, whatever the shards' sizes and counts:
@@ -37,10 +37,6 @@ import random
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from loaders.config import LoaderConfig
 
 _RANGE = re.compile(r"\{(\d+)\.\.(\d+)\}")
 _LIST = re.compile(r"\{([^{}]*,[^{}]*)\}")
@@ -231,27 +227,6 @@ def plan_epoch(
         total=total,
         dropped=max(0, total - r * used),
         padded=max(0, r * used - total),
-    )
-
-
-def plan_for(
-    config: LoaderConfig, items: Sequence, counts: Sequence[int] | None, epoch: int, readers: int = 1
-) -> EpochPlan:
-    """This rank's share of ``epoch`` over ``readers`` readers, as ``config`` (ranks resolved) splits
-    it: the one partition, used by every loader backend and by iobench's ceilings alike."""
-    spec = config.pipeline_spec()
-    return plan_epoch(
-        items,
-        counts,
-        rank=config.rank,  # type: ignore[arg-type]
-        world_size=config.world_size,  # type: ignore[arg-type]
-        num_workers=readers,
-        batch_size=spec.batch_size,
-        drop_last=spec.drop_last,
-        remainder=config.remainder,
-        seed=spec.seed,
-        epoch=epoch,
-        objects=config.layout == "objects",
     )
 
 

@@ -30,8 +30,8 @@ from iobench.cell.loaderfactory import build_loader, loader_config
 from iobench.cell.ramcopy import RamCopies, ram_budget
 from iobench.results.figures import Ceiling
 from iobench.results.spec import LoaderSettings, RunSettings
+from loaders.config import plan_for
 from loaders.pipeline import raw_samples
-from loaders.plan import plan_for
 from loaders.storage import ShardSource
 
 # the prep ceiling needs enough batches per reader for a steady state, not the whole dataset

@@ -26,7 +26,7 @@ import torch
 from torchdata.nodes import BaseNode, IterableWrapper, ParallelMapper, PinMemory, Prefetcher
 from torchdata.nodes import Loader as NodesRunner
 
-from loaders.contract import BaseLoader
+from loaders.backends.skeleton import BaseLoader
 from loaders.formats.tar import Sample
 from loaders.observe.stages import StageStats
 from loaders.pipeline.assemble import Batch, BatchAssembler

@@ -48,13 +48,14 @@ import numpy.random  # DataLoader seeds it in every worker: loaded once here, no
 import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
-from loaders.config import LoaderConfig
-from loaders.contract import BaseLoader, deliver
+from loaders.backends.skeleton import BaseLoader
+from loaders.config import LoaderConfig, plan_for
+from loaders.contract import deliver
 from loaders.observe.stages import StageStats
 from loaders.pipeline.assemble import END, STALE, Batch
 from loaders.pipeline.samples import stream
 from loaders.pipeline.shmring import ShmRing
-from loaders.plan import EpochPlan, plan_for
+from loaders.plan import EpochPlan
 from loaders.registry import backend
 from loaders.storage.sources import ShardSource
 

@@ -61,7 +61,7 @@ from loaders.backends.dali.graph import (
     parse_ascii_label,
     protocol,
 )
-from loaders.contract import BaseLoader
+from loaders.backends.skeleton import BaseLoader
 from loaders.observe.stages import StageStats
 from loaders.pipeline.assemble import Batch
 from loaders.plan import local_path
