@@ -148,6 +148,19 @@ def test_shardloader_keywords_and_config_are_one_path(urls):
     plain = ShardLoader(urls, batch_size=4, workers=0, shuffle_buffer=16, augment=AugmentSpec(size=32))
     via_config = ShardLoader(small_config(urls))
     assert [labels.tolist() for _, labels in plain] == [b.labels.tolist() for b in via_config]
+    with pytest.raises(TypeError, match="not both"):
+        ShardLoader(small_config(urls), workers=2)
+
+
+@pytest.mark.parametrize("name", ["torch", "nodes"])
+def test_make_loader_checks_a_backends_options_once(urls, name, monkeypatch):
+    from loaders.registry import Backend
+
+    calls = []
+    check = Backend.check
+    monkeypatch.setattr(Backend, "check", lambda self, options: calls.append(options) or check(self, options))
+    make_loader(name, small_config(urls))
+    assert len(calls) == 1
 
 
 def test_sweep_loader_kind_selects_the_backend(urls):

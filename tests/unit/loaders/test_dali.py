@@ -119,6 +119,7 @@ def test_resume_mid_epoch_loses_and_repeats_nothing(tiny_dataset, mode):
             state = first.state_dict()
             break
     assert state["consumed"] == [96]
+    assert first.state_dict()["consumed"] == [96]  # after the loop stopped too: the skeleton's cursor
     second = DaliLoader(_config(urls=urls, options={"mode": mode}))
     second.load_state_dict(state)
     assert got + _read(second) == _truth(urls)
