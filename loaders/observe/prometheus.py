@@ -31,7 +31,7 @@ except ImportError as exc:  # an optional extra: say how to get it
 from loaders.config import LoaderConfig
 from loaders.observe.nvml import Nvml, NvmlUnavailable, open_nvml
 from loaders.observe.stages import STAGES, StageStats
-from loaders.storage.sources import OBJECT_PROTOCOLS
+from loaders.storage.layers import OBJECT_PROTOCOLS
 
 PREFIX = "iobench_loader"
 # waits run from microseconds (a prefetched batch) to seconds (a cold shard on a slow tier)
