@@ -179,13 +179,10 @@ def _taken(settings: dict[str, Any], spec: type) -> dict[str, Any]:
 
 def _cache(given: CacheSpec | None, settings: dict[str, Any]) -> CacheSpec | None:
     """The source's cache with ``cache_dir``/``cache_bytes``/``cache_policy`` over it; none
-    without a directory."""
+    without a directory (``cache_dir=None`` turns a cache off, whatever its limit says)."""
     merged = {**(asdict(given) if given else {}), **settings}
-    if merged.get("dir") is None:
-        if merged.get("bytes") is not None or merged.get("policy", "auto") != "auto":
-            raise ValueError("cache_bytes and cache_policy need a cache_dir")
-        return None
-    return CacheSpec(**merged)
+    spec = CacheSpec(**{**merged, "dir": merged.get("dir") or ""})  # checks the policy either way
+    return spec if merged.get("dir") else None
 
 
 KEYWORDS = frozenset(

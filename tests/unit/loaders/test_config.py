@@ -28,6 +28,10 @@ def test_keywords_go_into_the_nested_specs(tmp_path):
     assert config.pipeline_spec() is config.pipeline and config.source_spec() is config.source
 
 
+def test_no_cache_dir_is_no_cache():
+    assert LoaderConfig(urls=["/d/a.tar"], cache_dir=None, cache_bytes=10**6).source.cache is None
+
+
 def test_keywords_go_over_a_given_source_and_a_cache_limit_is_resolved_once(tmp_path):
     given = SourceSpec(deadline_s=30, cache=CacheSpec(str(tmp_path), policy="static"))
     config = LoaderConfig(urls=["/d/a.tar"], source=given, cache_policy="lru", part_bytes=2**20)
@@ -44,8 +48,6 @@ def test_keywords_go_over_a_given_source_and_a_cache_limit_is_resolved_once(tmp_
 def test_wrong_keywords_and_values_are_refused():
     with pytest.raises(TypeError, match="batchsize"):
         LoaderConfig(urls=["/d/a.tar"], batchsize=8)
-    with pytest.raises(ValueError, match="need a cache_dir"):
-        LoaderConfig(urls=["/d/a.tar"], cache_bytes=10**6)
     with pytest.raises(ValueError, match="cache_policy='mru'"):
         LoaderConfig(urls=["/d/a.tar"], cache_dir="/tmp/x", cache_policy="mru")
     with pytest.raises(ValueError, match="prefetch=0"):
