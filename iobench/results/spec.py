@@ -30,7 +30,7 @@ class LoaderSettings:
     layout: str = "shards"
     options: dict[str, Any] = field(default_factory=dict)  # the backend's declared options
     # False: samples are read in full but not decoded or augmented (MLPerf Storage's reading)
-    decode: bool = True
+    decode: bool = default("decode")
 
     @property
     def readers(self) -> int:
