@@ -72,13 +72,13 @@ def fingerprint(config: LoaderConfig, readers: int, backend: str) -> dict:
         digest.update(repr(item).encode())
         digest.update(b"\0")
     return {
-        "batch_size": config.batch_size,
-        "drop_last": config.drop_last,
+        "batch_size": config.pipeline.batch_size,
+        "drop_last": config.pipeline.drop_last,
         "remainder": config.remainder,
         "backend": backend,
         "items": digest.hexdigest(),
-        "seed": config.seed,
-        "shuffle_buffer": config.shuffle_buffer,
+        "seed": config.pipeline.seed,
+        "shuffle_buffer": config.pipeline.shuffle_buffer,
         "rank": config.rank,
         "world_size": config.world_size,
         "readers": readers,

@@ -191,7 +191,7 @@ def undecoded_loaders() -> list[str]:
 def check_decode(name: str, config: LoaderConfig) -> None:
     """ValueError when ``config.decode`` is False and backend ``name`` always decodes: for
     make_loader, and for a backend's class built directly."""
-    if not config.decode and not backend(name).undecoded:
+    if not config.pipeline.decode and not backend(name).undecoded:
         raise ValueError(
             f"loader {name!r} always decodes: decode=False needs {', '.join(undecoded_loaders())}"
         )

@@ -171,7 +171,7 @@ class NodesLoader(ResumableLoader):
         planned = plan.batches - done if plan.split == "samples" else None
         spec = self.spec if plan.split == "shards" else replace(self.spec, drop_last=False)
         # the same reader seed as DataLoader worker 0 of 1, so the two backends agree sample for sample
-        rng = random.Random(hash((cfg.seed, epoch, cfg.rank, 0)))
+        rng = random.Random(hash((cfg.pipeline.seed, epoch, cfg.rank, 0)))
         source = ShardSource(self.source_spec)
         first = StageStats()
         samples = _Replayable(mine, source, self.spec, rng, objects, skip, first)

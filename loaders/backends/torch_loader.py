@@ -40,7 +40,7 @@ import os
 import random
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import fields, replace
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -48,7 +48,7 @@ import numpy.random  # DataLoader seeds it in every worker: loaded once here, no
 import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
-from loaders.config import LoaderConfig, counted
+from loaders.config import KEYWORDS, LoaderConfig, counted
 from loaders.contract import EpochCursor, ResumableLoader, deliver
 from loaders.observe.stages import StageStats
 from loaders.pipeline.assemble import END, STALE, Batch
@@ -56,9 +56,9 @@ from loaders.pipeline.samples import PipelineSpec, stream
 from loaders.pipeline.shmring import ShmRing
 from loaders.plan import EpochPlan, check_splittable, plan_epoch
 from loaders.registry import backend
-from loaders.storage.sources import ShardSource, SourceSpec
+from loaders.storage.sources import ShardSource
+from loaders.storage.spec import SourceSpec
 
-_CONFIG_FIELDS = frozenset(f.name for f in fields(LoaderConfig))
 START_METHODS = ("fork", "forkserver", "spawn")
 # DataLoader's names for settings LoaderConfig already has
 ALIASES = {"num_workers": "workers", "prefetch_factor": "prefetch"}
@@ -393,7 +393,7 @@ class ShardLoader(ResumableLoader):
                 if name in config:
                     raise TypeError(f"ShardLoader got both {alias} and {name}: they are the same setting")
                 config[name] = config.pop(alias)
-        unknown = sorted(set(config) - _CONFIG_FIELDS)
+        unknown = sorted(set(config) - KEYWORDS)
         if unknown:
             raise TypeError(f"ShardLoader got unexpected keyword argument(s): {', '.join(unknown)}")
         cfg = LoaderConfig(urls=urls, **config)  # type: ignore[arg-type]

@@ -22,7 +22,8 @@ from loaders.config import LoaderConfig, PipelineSpec
 from loaders.observe.stages import StageStats
 from loaders.pipeline.samples import SampleError, image_of, label_of, read_shards, shuffled
 from loaders.plan import EpochPlan
-from loaders.storage.sources import ShardSource, SourceSpec
+from loaders.storage.sources import ShardSource
+from loaders.storage.spec import SourceSpec
 
 _END = object()
 
@@ -104,7 +105,7 @@ class Feed:
             mine = list(plan.readers[worker].items)
             if len(self.sources) <= worker:
                 self.sources.append(ShardSource(self.source_spec))
-            q: queue.Queue = queue.Queue(maxsize=max(8, cfg.batch_size))
+            q: queue.Queue = queue.Queue(maxsize=max(8, cfg.pipeline.batch_size))
             threading.Thread(
                 target=self._reader,
                 args=(mine, self.sources[worker], q, stop),
@@ -126,7 +127,7 @@ class Feed:
     def _epoch(self, epoch: int, skip: int) -> Iterator[list]:
         spec = self.spec
         stop = threading.Event()
-        rng = random.Random(hash((self.config.seed, epoch, self.config.rank)))
+        rng = random.Random(hash((self.config.pipeline.seed, epoch, self.config.rank)))
         self.pending.clear()
         stats = StageStats()
         jpegs: list[np.ndarray] = []

@@ -66,7 +66,7 @@ from loaders.observe.stages import StageStats
 from loaders.pipeline.assemble import Batch
 from loaders.plan import EpochPlan, _batches_of, expand_urls, local_path
 from loaders.registry import backend, check_decode
-from loaders.storage.sources import OBJECT_PROTOCOLS
+from loaders.storage.layers import OBJECT_PROTOCOLS
 
 
 class DaliPipelineError(RuntimeError):
@@ -168,7 +168,9 @@ class DaliLoader(ResumableLoader):
         self.items = list(config.objects) if self.objects else expand_urls(config.urls)  # type: ignore[arg-type]
         if not self.items:
             raise ValueError("no shard URLs or sample objects given")
-        self.mode = _choose_mode(options["mode"], self.items, self.objects, config.throttle is not None)
+        self.mode = _choose_mode(
+            options["mode"], self.items, self.objects, config.source.throttle is not None
+        )
         if self.mode != "external" and config.remainder == "pad" and config.world_size > 1:  # type: ignore[operator]
             raise ValueError(
                 f"DALI mode {self.mode!r} splits the samples over ranks itself (ranks differ by at most "
@@ -371,7 +373,7 @@ class DaliLoader(ResumableLoader):
                 self.counts = counted(cfg)
             epoch = self._cursor.active if self._cursor.active is not None else self._cursor.next_epoch
             samples = self._plan(epoch).counted().samples
-            return _batches_of(samples, cfg.batch_size, cfg.drop_last)  # type: ignore[arg-type]
+            return _batches_of(samples, cfg.pipeline.batch_size, cfg.pipeline.drop_last)  # type: ignore[arg-type]
         total = _index_samples(self.items)
         if total is None:
             raise TypeError(
@@ -379,10 +381,10 @@ class DaliLoader(ResumableLoader):
                 "the epoch size from them); use mode='external' with shard_samples for s3:// shards"
             )
         ranks = cfg.world_size  # type: ignore[assignment]
-        if cfg.drop_last:
-            return (total // ranks) // cfg.batch_size  # type: ignore[operator]
+        if cfg.pipeline.drop_last:
+            return (total // ranks) // cfg.pipeline.batch_size  # type: ignore[operator]
         per_rank = -(-total // ranks)  # type: ignore[operator]
-        return -(-per_rank // cfg.batch_size)
+        return -(-per_rank // cfg.pipeline.batch_size)
 
     def close(self) -> None:
         self._iterator = None
