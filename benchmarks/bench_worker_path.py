@@ -29,7 +29,8 @@ from peers import decode_augment
 from loaders import LoaderConfig
 from loaders.pipeline.samples import read_shards, stream
 from loaders.pipeline.shmring import ShmRing
-from loaders.storage.sources import ShardSource, SourceSpec
+from loaders.storage.sources import ShardSource
+from loaders.storage.spec import SourceSpec
 
 
 def per_sample_us(run: Callable[[], int]) -> Callable[[], float]:

@@ -7,7 +7,7 @@ import importlib
 import os
 import sys
 from collections.abc import Callable
-from pathlib import Path
+from dataclasses import dataclass
 
 from rich.console import Console
 from rich.text import Text
@@ -17,341 +17,150 @@ console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
 err_console = Console(stderr=True, highlight=False)
 
 
-def _delegated(module: str, command: str) -> Callable[[argparse.Namespace], int]:
-    """A subcommand whose code lives in ``module`` (imported when it runs, not when parsing):
-    ``command(args, console) -> exit code``."""
+def _function(where: str) -> Callable:
+    """``"module:name"`` (module relative to this package) imported."""
+    module, _, name = where.partition(":")
+    return getattr(importlib.import_module(module, __package__), name)
+
+
+def _delegated(where: str) -> Callable[[argparse.Namespace], int]:
+    """A subcommand whose code is ``where`` (``"module:name"``, imported when it runs, not when
+    parsing): ``name(args, console) -> exit code``."""
 
     def run(args: argparse.Namespace) -> int:
-        return getattr(importlib.import_module(module, __package__), command)(args, console)
+        return _function(where)(args, console)
 
     return run
 
 
-def _cmd_synth(args: argparse.Namespace) -> int:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+@dataclass(frozen=True)
+class Command:
+    """A subcommand: where its arguments are added (its package's cli.py, imported to build the
+    parser, so cheap to import) and where its code is (imported only when it runs), as
+    ``"module:function"`` relative to this package."""
 
-    from iobench.host.units import format_bytes, parse_size
-
-    from .datasets.synth import synthesize
-
-    if (args.size is None) == (args.samples is None):
-        raise ValueError("give exactly one of --size (e.g. 2GB) or --samples (e.g. 10000)")
-    with Progress(
-        TextColumn("synth"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), console=console
-    ) as bar:
-        task = bar.add_task("synth", total=None)
-        manifest = synthesize(
-            args.out,
-            size_bytes=parse_size(args.size) if args.size else None,
-            samples=args.samples,
-            seed=args.seed,
-            shard_bytes=parse_size(args.shard_size),
-            format=args.format,
-            row_group=args.row_group,
-            progress=lambda done, total: bar.update(task, completed=done, total=total),
-        )
-    console.print(
-        f"{manifest.num_samples} samples in {len(manifest.shards)} shards, {format_bytes(manifest.total_bytes)}, "
-        f"mean JPEG {manifest.mean_sample_bytes / 1024:.1f} KiB -> {args.out}"
-    )
-    return 0
+    name: str
+    arguments: str
+    run: str
+    help: str
+    aliases: tuple[str, ...] = ()
 
 
-FEW_SHARDS = 8  # fewer shards than this starve a loader with more readers: pack warns
+@dataclass(frozen=True)
+class CommandGroup:
+    name: str
+    help: str
+    dest: str  # the attribute that names the subcommand chosen
+    commands: tuple[Command, ...]
 
 
-def _cmd_pack(args: argparse.Namespace) -> int:
-    from iobench.host.units import format_bytes, parse_size
-
-    from .datasets.pack import KEYMAP_NAME, pack_imagefolder
-
-    manifest = pack_imagefolder(
-        args.imagefolder,
-        args.out,
-        shard_bytes=parse_size(args.shard_size),
-        seed=args.seed,
-        format=args.format,
-        row_group=args.row_group,
-    )
-    console.print(
-        f"{manifest.num_samples} samples, {len(manifest.class_names or [])} classes, "
-        f"{len(manifest.shards)} shards, {format_bytes(manifest.total_bytes)} -> {args.out} "
-        f"(keys to original files: {KEYMAP_NAME})",
-        highlight=False,
-    )
-    skipped = manifest.source["skipped_files"]
-    if skipped:
-        console.print(f"[yellow]skipped {manifest.source['skipped']} file(s):[/yellow]")
-        for f in skipped[:10]:
-            console.print(Text(f"  {f['path']}: {f['why']}"))
-        if manifest.source["skipped"] > 10:
-            console.print(f"  ... all of them in {args.out}/manifest.json (source.skipped_files)")
-    if len(manifest.shards) < FEW_SHARDS:
-        size = format_bytes(manifest.total_bytes / (2 * FEW_SHARDS))
-        console.print(
-            Text(
-                f"note: {len(manifest.shards)} shard(s): a loader reading whole shards needs one per reader "
-                f"(workers x ranks), and one rank refuses fewer; for up to {FEW_SHARDS} readers pack again "
-                f"with --shard-size {size}",
-                "yellow",
-            )
-        )
-    return 0
-
-
-def _cmd_upload(args: argparse.Namespace) -> int:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-
-    from iobench.host.units import format_bytes
-
-    if "://" not in args.url:  # a mounted path: CephFS (or any shared file system it checks)
-        from .tiers import make_tier
-
-        console.print(make_tier({"kind": "cephfs", "path": args.url}).upload_dataset(args.dataset))
-        return 0
-    with Progress(TextColumn("upload"), BarColumn(), MofNCompleteColumn(), console=console) as bar:
-        task = bar.add_task("upload", total=None)
-        progress = lambda done, total: bar.update(task, completed=done, total=total)  # noqa: E731
-        if args.url.startswith("rados://"):
-            from iobench.ceph.upload import upload_rados
-
-            report = upload_rados(
-                args.dataset, args.url, workers=args.workers, verify=args.verify, progress=progress
-            )
-        else:
-            from iobench.datasets.upload import upload_s3
-
-            report = upload_s3(
-                args.dataset,
-                args.url,
-                endpoint_url=args.endpoint_url,
-                profile=args.profile,
-                workers=args.workers,
-                verify=args.verify,
-                progress=progress,
-            )
-    console.print(
-        f"{report.url}: {report.objects} object(s): {len(report.uploaded)} data object(s) uploaded "
-        f"({format_bytes(report.bytes_uploaded)}), {len(report.skipped)} already there and intact, and the "
-        f"manifest, last; verified by {report.verified}"
-        + (f"; created {report.created}" if report.created else ""),
-        highlight=False,
-    )
-    return 0
-
-
-def _cmd_lab(args: argparse.Namespace) -> int:
-    from .lab import main_lab
-
-    return main_lab(args)
-
-
-def _cmd_objects(args: argparse.Namespace) -> int:
-    from iobench.host.units import format_bytes
-
-    from .datasets.objects import explode
-
-    samples = explode(args.dataset)
-    console.print(
-        f"{len(samples)} objects ({format_bytes(sum(s['bytes'] for s in samples))}) in {args.dataset}/objects; "
-        "`iobench dataset upload` uploads them with the shards"
-    )
-    return 0
+COMMANDS: tuple[Command | CommandGroup, ...] = (
+    Command(
+        "sweep",
+        ".sweep.cli:add_sweep_arguments",
+        ".sweep.cli:sweep_command",
+        "run a sweep (no CONFIG: the embedded default on the local disk)",
+    ),
+    Command(
+        "diagnose",
+        ".sweep.cli:add_sweep_arguments",
+        ".sweep.cli:sweep_command",
+        "a sweep with the differential ceilings (accelerator, prep from RAM, fetch from the tier) "
+        "and the accelerator-capacity check in every cell",
+    ),
+    CommandGroup(
+        "dataset",
+        "make datasets",
+        "dataset_command",
+        (
+            Command(
+                "synth",
+                ".datasets.cli:add_synth_arguments",
+                ".datasets.cli:synth_command",
+                "synthesise ImageNet-like WebDataset shards",
+            ),
+            Command(
+                "pack",
+                ".datasets.cli:add_pack_arguments",
+                ".datasets.cli:pack_command",
+                "pack a train/<class>/*.JPEG tree into shards",
+            ),
+            Command(
+                "objects",
+                ".datasets.cli:add_objects_arguments",
+                ".datasets.cli:objects_command",
+                "add one object per sample (objects/NNNNNN.jpg + objects/index.json) to a shard dataset, "
+                "for the objects layout (layout: objects)",
+            ),
+            Command(
+                "upload",
+                ".datasets.cli:add_upload_arguments",
+                ".tiers.cli:upload_command",  # putting a dataset on a tier needs the tiers, above datasets
+                "upload a dataset to s3://bucket/prefix, rados://pool/prefix or a CephFS path (idempotent)",
+                aliases=("stage",),  # its name before 0.2
+            ),
+        ),
+    ),
+    Command(
+        "lab",
+        ".lab.cli:add_lab_arguments",
+        ".lab.cli:lab_command",
+        "a real single-node Ceph (S3 via radosgw, RADOS, CephFS) on 127.0.0.1",
+    ),
+    Command(
+        "report",
+        ".report.cli:add_report_arguments",
+        ".report.cli:report_command",
+        "print the report of a run directory",
+    ),
+    Command(
+        "compare",
+        ".report.cli:add_compare_arguments",
+        ".report.cli:compare_command",
+        "what changed between two run directories, cell by cell",
+    ),
+    Command(
+        "recommend",
+        ".recommend.cli:add_recommend_arguments",
+        ".recommend.cli:recommend_command",
+        "where should a dataset live, and is this server right for the job: options ranked from a "
+        "sweep's measurements, with the crossovers as the dataset grows",
+    ),
+    Command(
+        "inspect",
+        ".inspect.cli:add_inspect_arguments",
+        ".inspect.cli:inspect_command",
+        "this host's CPUs, NUMA nodes, memory, NVMe/RAID links, file systems, NICs/RDMA and GPUs, "
+        "and the pitfalls it sees",
+    ),
+    Command(
+        "monitor",
+        ".monitor.cli:add_monitor_arguments",
+        ".monitor.cli:monitor_command",
+        "Prometheus metrics beside a running job (--pid) or a running sweep (--run-dir)",
+    ),
+)
 
 
-def _cmd_report(args: argparse.Namespace) -> int:
-    from .results.api import load_summaries
-
-    summaries = load_summaries(args.run_dir)
-    if args.json:
-        import json
-
-        from .results.codec import to_json
-
-        print(json.dumps({"run_dir": str(args.run_dir), "cells": [to_json(s) for s in summaries]}, indent=2))
-    elif args.mlperf:
-        from .report.mlperf import mlperf_view
-
-        console.print(mlperf_view(summaries))
-    else:
-        from .report.terminal import print_report
-
-        print_report(summaries, console, title=f"iobench report {args.run_dir}")
-    if args.html is not None:
-        from .report.html import write_html
-
-        page = write_html(Path(args.run_dir), Path(args.html) if args.html else None)
-        (err_console if args.json else console).print(f"\nHTML report: {page}")  # stdout stays JSON
-    return 0
-
-
-def _cmd_compare(args: argparse.Namespace) -> int:
-    import json
-
-    from .report.compare import compare_runs, render_comparison
-
-    comparison = compare_runs(args.run_a, args.run_b)
-    if args.json:
-        print(json.dumps(comparison, indent=2))
-    else:
-        console.print(render_comparison(comparison))
-    return 0
+def _add_commands(sub: argparse._SubParsersAction, commands: tuple[Command | CommandGroup, ...]) -> None:
+    for c in commands:
+        if isinstance(c, CommandGroup):
+            group = sub.add_parser(c.name, help=c.help).add_subparsers(dest=c.dest, required=True)
+            _add_commands(group, c.commands)
+            continue
+        parser = sub.add_parser(c.name, help=c.help, aliases=list(c.aliases))
+        _function(c.arguments)(parser)
+        parser.set_defaults(func=_delegated(c.run))
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from iobench.monitor.cli import add_monitor_arguments
-    from iobench.sweep.cli import add_sweep_arguments
-
     from . import __version__
-    from .inspect.cli import add_inspect_arguments
-    from .recommend.cli import add_recommend_arguments
 
     p = argparse.ArgumentParser(
         prog="iobench", description="Where does the input pipeline starve the accelerators?"
     )
     p.add_argument("--version", action="version", version=f"iobench {__version__}")
-    sub = p.add_subparsers(dest="command", required=True)
-
-    s = sub.add_parser("sweep", help="run a sweep (no CONFIG: the embedded default on the local disk)")
-    add_sweep_arguments(s)
-    s.set_defaults(func=_delegated(".sweep.cli", "sweep_command"))
-
-    dg = sub.add_parser(
-        "diagnose",
-        help="a sweep with the differential ceilings (accelerator, prep from RAM, fetch from the tier) "
-        "and the accelerator-capacity check in every cell",
-    )
-    add_sweep_arguments(dg)
-    dg.set_defaults(func=_delegated(".sweep.cli", "sweep_command"))
-
-    d = sub.add_parser("dataset", help="make datasets").add_subparsers(dest="dataset_command", required=True)
-    syn = d.add_parser("synth", help="synthesise ImageNet-like WebDataset shards")
-    syn.add_argument("--out", required=True)
-    syn.add_argument("--size", help="total size, e.g. 2GB")
-    syn.add_argument("--samples", type=int, help="number of samples instead of --size")
-    syn.add_argument("--seed", type=int, default=0)
-    syn.add_argument("--shard-size", default="128MB")
-    syn.add_argument(
-        "--format", choices=("wds", "parquet"), default="wds", help="WebDataset tar (+ DALI index) or Parquet"
-    )
-    syn.add_argument("--row-group", type=int, default=1000, help="Parquet only: samples per row group")
-    syn.set_defaults(func=_cmd_synth)
-    pk = d.add_parser("pack", help="pack a train/<class>/*.JPEG tree into shards")
-    pk.add_argument("imagefolder")
-    pk.add_argument("--out", required=True)
-    pk.add_argument("--shard-size", default="128MB")
-    pk.add_argument("--seed", type=int, default=0, help="shuffle seed for the sample order")
-    pk.add_argument(
-        "--format", choices=("wds", "parquet"), default="wds", help="WebDataset tar (+ DALI index) or Parquet"
-    )
-    pk.add_argument("--row-group", type=int, default=1000, help="Parquet only: samples per row group")
-    pk.set_defaults(func=_cmd_pack)
-    ob = d.add_parser(
-        "objects",
-        help="add one object per sample (objects/NNNNNN.jpg + objects/index.json) to a shard dataset, "
-        "for the objects layout (layout: objects)",
-    )
-    ob.add_argument("dataset", help="local dataset directory (with manifest.json)")
-    ob.set_defaults(func=_cmd_objects)
-
-    st = d.add_parser(
-        "upload",
-        aliases=["stage"],  # its name before 0.2
-        help="upload a dataset to s3://bucket/prefix, rados://pool/prefix or a CephFS path (idempotent)",
-    )
-    st.add_argument("dataset", help="local dataset directory (with manifest.json)")
-    st.add_argument(
-        "url", help="s3://bucket/prefix, rados://pool/prefix (pool created when missing) or a CephFS path"
-    )
-    st.add_argument("--endpoint-url", help="S3 endpoint (default AWS_ENDPOINT_URL)")
-    st.add_argument("--profile", help="AWS profile for the credentials (default: environment)")
-    st.add_argument("--workers", type=int, default=4, help="objects uploaded in parallel")
-    st.add_argument(
-        "--verify", choices=("metadata", "full"), default="metadata", help="full: read every object back"
-    )
-    st.set_defaults(func=_cmd_upload)
-
-    lab = sub.add_parser(
-        "lab",
-        help="a real single-node Ceph (S3 via radosgw, RADOS, CephFS) on 127.0.0.1",
-        description="up: start a lab, or bring an existing one back (the same cluster: pools, buckets, "
-        "keys, files); down: stop it, keeping its data (--purge: remove it); restart [DAEMON]: one daemon "
-        "or all, keeping the cluster; status: each daemon up/down with pid and log, and the health "
-        "(exit 0 all up, 1 degraded, 3 not running).",
-    )
-    lab.add_argument("lab_cmd", choices=["up", "down", "status", "purge", "restart"])
-    lab.add_argument(
-        "daemon",
-        nargs="?",
-        choices=["mon", "mgr", "osd", "rgw", "mds", "fuse", "all"],
-        help="with restart: the daemon to restart (default all)",
-    )
-    lab.add_argument("--dir", help="lab directory (default ~/.cache/iobench/lab)")
-    lab.add_argument("--port", type=int, default=None, help="S3 port of radosgw (new lab: 7480)")
-    lab.add_argument("--cephfs", action="store_true", help="also run an MDS and mount CephFS at DIR/mnt")
-    lab.add_argument("--no-mgr", action="store_true", help="skip ceph-mgr (saves ~300 MB)")
-    lab.add_argument(
-        "--objectstore",
-        choices=["memstore", "bluestore"],
-        default=None,
-        help="new lab: memstore (default; RAM, fastest; keeps data across a clean stop only) or bluestore "
-        "(a sparse file; keeps data even when the OSD is killed)",
-    )
-    lab.add_argument("--purge", action="store_true", help="with down: also remove the lab directory")
-    lab.add_argument(
-        "--json", action="store_true", help="with status, down, restart: machine-readable output"
-    )
-    lab.set_defaults(func=_cmd_lab)
-
-    r = sub.add_parser("report", help="print the report of a run directory")
-    r.add_argument("run_dir")
-    r.add_argument(
-        "--html",
-        nargs="?",
-        const="",
-        metavar="OUT",
-        help="also write a self-contained HTML page with plots (default RUN_DIR/report.html)",
-    )
-    view = r.add_mutually_exclusive_group()
-    view.add_argument(
-        "--mlperf",
-        action="store_true",
-        help="the cells as MLPerf Storage reports them (AU per epoch, pass/fail)",
-    )
-    view.add_argument("--json", action="store_true", help="every cell's summary as one JSON document")
-    r.set_defaults(func=_cmd_report)
-
-    c = sub.add_parser("compare", help="what changed between two run directories, cell by cell")
-    c.add_argument("run_a")
-    c.add_argument("run_b")
-    c.add_argument("--json", action="store_true", help="machine-readable output")
-    c.set_defaults(func=_cmd_compare)
-
-    for name, module, add_arguments, help_text in (
-        (
-            "recommend",
-            ".recommend.cli",
-            add_recommend_arguments,
-            "where should a dataset live, and is this server right for the job: options ranked from a "
-            "sweep's measurements, with the crossovers as the dataset grows",
-        ),
-        (
-            "inspect",
-            ".inspect.cli",
-            add_inspect_arguments,
-            "this host's CPUs, NUMA nodes, memory, NVMe/RAID links, file systems, NICs/RDMA and GPUs, "
-            "and the pitfalls it sees",
-        ),
-        (
-            "monitor",
-            ".monitor.cli",
-            add_monitor_arguments,
-            "Prometheus metrics beside a running job (--pid) or a running sweep (--run-dir)",
-        ),
-    ):
-        command = sub.add_parser(name, help=help_text)
-        add_arguments(command)
-        command.set_defaults(func=_delegated(module, f"{name}_command"))
+    _add_commands(p.add_subparsers(dest="command", required=True), COMMANDS)
     return p
 
 

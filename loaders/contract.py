@@ -68,19 +68,18 @@ def deliver(batch: Batch, config: LoaderConfig) -> Batch:
 def fingerprint(config: LoaderConfig, readers: int, backend: str) -> dict:
     """What must not change between saving and loading a state: the per-reader sample order (which
     depends, with several ranks, on the batch size, drop_last and the remainder policy too)."""
-    spec = config.pipeline_spec()
     digest = hashlib.sha1()
     for item in config.items():
         digest.update(repr(item).encode())
         digest.update(b"\0")
     return {
-        "batch_size": spec.batch_size,
-        "drop_last": spec.drop_last,
+        "batch_size": config.pipeline.batch_size,
+        "drop_last": config.pipeline.drop_last,
         "remainder": config.remainder,
         "backend": backend,
         "items": digest.hexdigest(),
-        "seed": spec.seed,
-        "shuffle_buffer": spec.shuffle_buffer,
+        "seed": config.pipeline.seed,
+        "shuffle_buffer": config.pipeline.shuffle_buffer,
         "rank": config.rank,
         "world_size": config.world_size,
         "readers": readers,

@@ -40,7 +40,7 @@ class Backend:
     # can deliver batches of byte lengths without decoding (LoaderConfig.decode=False); a backend
     # that decodes inside its own graph (DALI) cannot
     undecoded: bool = False
-    # the factory checks what it is given itself (the built-ins: loaders.contract.BaseLoader, which
+    # the factory checks what it is given itself (the built-ins: loaders.backends.BaseLoader, which
     # training code also builds directly), so make_loader does not check it a second time
     checks_itself: bool = False
 

@@ -14,20 +14,19 @@ Facts behind every choice: notes/ceph.md (feasibility run on the CI machine type
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import subprocess
 import time
 from typing import Any
 
-from .bringup import DEFAULT_MON_PORTS, DEFAULT_PORT, OBJECTSTORES, remove_entries, up
+from .bringup import remove_entries, up
 from .conf import (
+    DEFAULT_MON_PORTS,
+    DEFAULT_PORT,
     FUSE,
-    MDS,
     MGR,
     MON,
-    OSD,
-    RGW,
+    OBJECTSTORES,
     SHORT,
     STORE_KEEPS,
     LabInfo,
@@ -51,6 +50,7 @@ from .daemons import (
     stop_all,
     unmount,
 )
+from .daemontable import daemon_table
 from .restart import RESTARTABLE
 from .restart import restart as restart_one
 
@@ -64,7 +64,6 @@ __all__ = [
     "default_lab_dir",
     "down",
     "install_hint",
-    "main_lab",
     "purge",
     "read_env",
     "restart",
@@ -150,16 +149,7 @@ def _purge(layout: Layout) -> None:
         layout.dir.rmdir()  # only when nothing but the lab was in it
 
 
-# a daemon that is down makes the lab unusable for what it serves (HEALTH_ERR), except the mgr,
-# which only reports (HEALTH_WARN); Ceph's own view is merged in when the mon answers
-_SERVES = {
-    MON: "no client can connect to the cluster",
-    OSD: "S3, RADOS and CephFS reads and writes hang",
-    RGW: "the S3 endpoint does not answer",
-    MDS: "CephFS metadata operations hang",
-    FUSE: "the CephFS mount is gone",
-    MGR: "no statistics (ceph df, PG stats); data is served",
-}
+# Ceph's own view of the health is merged in when the mon answers
 _LEVEL = {"HEALTH_OK": 0, "HEALTH_WARN": 1, "HEALTH_ERR": 2}
 
 
@@ -173,6 +163,7 @@ def status(lab_dir: str | os.PathLike[str] | None = None) -> dict:
     """
     layout = Layout(resolve(lab_dir))
     meta = lab_meta(layout)
+    table = daemon_table(layout, meta.get("endpoint"))
     daemons = {}
     for name, pid in recorded_pids(layout, meta.get("pids")).items():
         up_ = owned(pid, layout.conf)
@@ -181,7 +172,7 @@ def status(lab_dir: str | os.PathLike[str] | None = None) -> dict:
             "alive": up_,
             "state": "up" if up_ else "down",
             "rss_bytes": rss_bytes(pid) if up_ else None,
-            "log": str(layout.logfile(name)),
+            "log": str(table[name].log if name in table else layout.logfile(name)),
         }
     ceph_health, checks = None, {}
     if daemons.get(MON, {}).get("alive"):
@@ -193,7 +184,7 @@ def status(lab_dir: str | os.PathLike[str] | None = None) -> dict:
     level = _LEVEL.get(ceph_health or "HEALTH_OK", 1) if ceph_health or not daemons else 2
     down_ = [n for n, d in daemons.items() if not d["alive"]]
     for name in down_:
-        what = _SERVES.get(name, "its service")
+        what = table[name].serves if name in table else "its service"
         checks[f"DAEMON_DOWN {name}"] = (
             f"{name} is not running (last pid {daemons[name]['pid']}; log {daemons[name]['log']}): "
             f"{what}; `iobench lab restart {_short(name)} --dir {layout.dir}`"
@@ -227,80 +218,3 @@ def status(lab_dir: str | os.PathLike[str] | None = None) -> dict:
 
 def _short(name: str) -> str:
     return next((k for k, v in SHORT.items() if v == name), name)
-
-
-def main_lab(args: Any) -> int:
-    """CLI entry: ``args.lab_cmd`` in up/down/status/purge/restart, ``args.dir``; for up ``args.port``,
-    ``args.cephfs``, ``args.no_mgr``, ``args.objectstore``; ``args.purge`` for down; ``args.daemon``
-    for restart; ``args.json``.
-
-    Exit status of ``status``: 0 every daemon up, 1 some daemon down (the lab is degraded), 3 none
-    running."""
-    import sys
-
-    cmd = args.lab_cmd
-    lab_dir = getattr(args, "dir", None)
-    daemon = getattr(args, "daemon", None)
-    if daemon is not None and cmd != "restart":
-        print(f"iobench lab {cmd}: a daemon name ({daemon}) goes with `restart` only", file=sys.stderr)
-        return 2
-    say = lambda m: print(m, file=sys.stderr)  # noqa: E731
-    try:
-        if cmd == "up":
-            info = up(
-                lab_dir,
-                port=getattr(args, "port", None),
-                with_mgr=False if getattr(args, "no_mgr", False) else None,
-                cephfs=True if getattr(args, "cephfs", False) else None,
-                objectstore=getattr(args, "objectstore", None),
-                progress=say,
-            )
-            print(f". {info.env_file}")
-            return 0
-        if cmd in ("down", "purge"):
-            res = down(lab_dir, purge=cmd == "purge" or getattr(args, "purge", False))
-            kept = (
-                ""
-                if res["purged"]
-                else f"; the cluster's data is kept in {res['dir']} (`iobench lab up` brings it back, --purge removes it)"
-            )
-            print(
-                json.dumps(res, indent=2)
-                if getattr(args, "json", False)
-                else f"stopped {', '.join(f'{n}: {h}' for n, h in res['stopped'].items()) or 'nothing'} "
-                f"in {res['seconds']} s" + (", purged" if res["purged"] else kept)
-            )
-            return 0
-        if cmd == "restart":
-            res = restart(lab_dir, daemon, progress=say)
-            for note in res["notes"]:
-                say(f"note: {note}")
-            print(
-                json.dumps(res, indent=2)
-                if getattr(args, "json", False)
-                else f"restarted {', '.join(f'{n} (was {h})' for n, h in res['restarted'].items())} "
-                f"in {res['seconds']} s"
-            )
-            return 0
-        if cmd == "status":
-            st = status(lab_dir)
-            if getattr(args, "json", False):
-                print(json.dumps(st, indent=2))
-            else:
-                print(f"{st['dir']}: {st['health'] or 'no lab'}  endpoint {st['endpoint']}")
-                if st["ceph_health"] and st["ceph_health"] != st["health"]:
-                    print(f"  (Ceph itself says {st['ceph_health']}: its map has not caught up)")
-                for check, message in st["health_checks"].items():
-                    print(f"  {check}: {message}")
-                for name, d in st["daemons"].items():
-                    rss = f"{d['rss_bytes'] / 2**20:.0f} MiB" if d["rss_bytes"] else ""
-                    print(f"  {name:<14} {d['state']:<5} pid {d['pid']:<8} {rss:>8}  log {d['log']}")
-                if st["keeps"]:
-                    print(f"  object store: {st['keeps']}")
-            if not st["running"]:
-                return 3
-            return 0 if st["complete"] else 1
-    except LabError as e:
-        print(f"iobench lab {cmd}: {e}", file=sys.stderr)
-        return 2
-    raise ValueError(f"unknown lab command {cmd!r}")

@@ -15,6 +15,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import asdict
+from pathlib import Path
 
 from .conf import (
     ENTRIES,
@@ -26,6 +27,7 @@ from .conf import (
     RGW,
     STORE_KEEPS,
     LabInfo,
+    LabSettings,
     Layout,
     asok_too_long,
     env_vars,
@@ -40,14 +42,10 @@ from .conf import (
 from .daemons import (
     CephMissingError,
     LabError,
-    ceph,
-    ceph_json,
     ceph_ok,
     clean_env,
-    daemon_argv,
     detach,
     failure,
-    http_ready,
     install_hint,
     launch,
     live_daemons,
@@ -56,12 +54,8 @@ from .daemons import (
     recorded_pids,
     stop_all,
     unmount,
-    wait_for,
 )
-
-DEFAULT_PORT = 7480
-DEFAULT_MON_PORTS = (3300, 6789)
-OBJECTSTORES = ("memstore", "bluestore")
+from .daemontable import daemon_table
 
 
 def _missing_binaries(with_mgr: bool, cephfs: bool) -> list[str]:
@@ -106,39 +100,26 @@ def up(
     say = progress or (lambda _msg: None)
     layout = Layout(resolve(lab_dir))
     refuse_live(layout)
+    # what the caller chose; the rest is LabSettings' defaults, or the existing lab's
+    asked = {
+        "port": port,
+        "mon_ports": tuple(mon_ports) if mon_ports else None,
+        "with_mgr": with_mgr,
+        "objectstore": objectstore or None,
+        "cephfs": cephfs,
+    }
+    asked = {k: v for k, v in asked.items() if v is not None}
     meta = existing_lab(layout)
     if meta is not None:
-        asked = {
-            "port": (port, meta.get("ports", {}).get("s3")),
-            "mon_ports": (
-                tuple(mon_ports) if mon_ports else None,
-                (meta.get("ports", {}).get("mon_v2"), meta.get("ports", {}).get("mon_v1")),
-            ),
-            "with_mgr": (with_mgr, meta.get("with_mgr")),
-            "objectstore": (objectstore, meta.get("objectstore")),
-            "cephfs": (cephfs, meta.get("cephfs")),
-        }
-        for key, (given, kept) in asked.items():
-            if given is not None and given != kept:
-                say(
-                    f"warning: the lab in {layout.dir} has {key}={kept}; {key}={given} is ignored "
-                    f"(`iobench lab down --purge --dir {layout.dir}` first to make a new one)"
-                )
+        _warn_ignored(layout, meta, asked, say)
         return _bring_back(layout, meta, say, timeout)
-    port = DEFAULT_PORT if port is None else port
-    mon_ports = DEFAULT_MON_PORTS if mon_ports is None else mon_ports
-    with_mgr = True if with_mgr is None else with_mgr
-    objectstore = objectstore or "memstore"
-    cephfs = bool(cephfs)
-    if objectstore not in OBJECTSTORES:
-        raise ValueError(f"objectstore must be one of {OBJECTSTORES}, not {objectstore!r}")
-    if auth not in ("cephx", "none"):
-        raise ValueError(f"auth must be 'cephx' or 'none', not {auth!r}")
-    missing = _missing_binaries(with_mgr, cephfs)
+    settings = LabSettings(**asked, memstore_bytes=memstore_bytes, bluestore_bytes=bluestore_bytes, auth=auth)
+    missing = _missing_binaries(settings.with_mgr, settings.cephfs)
     if missing:
         raise CephMissingError(
             f"Ceph is not installed (missing {', '.join(missing)}). Install it with:\n"
-            f"  {install_hint(cephfs)}" + ("" if cephfs else f"\n(add {'ceph-mds ceph-fuse'} for --cephfs)")
+            f"  {install_hint(settings.cephfs)}"
+            + ("" if settings.cephfs else f"\n(add {'ceph-mds ceph-fuse'} for --cephfs)")
         )
     if warning := asok_too_long(layout):
         say(f"warning: {warning}")
@@ -146,45 +127,51 @@ def up(
         raise LabError(
             f"{layout.dir} is not empty and holds no lab (no ceph.conf/lab.json): choose another --dir"
         )
-    names = {"s3": port, "mon v2": mon_ports[0], "mon v1": mon_ports[1]}
+    names = {"s3": settings.port, "mon v2": settings.mon_ports[0], "mon v1": settings.mon_ports[1]}
     if len(set(names.values())) != 3:
         raise LabError(f"the S3 and mon ports must differ: {names}")
     taken = [f"{what} port {p}" for what, p in names.items() if not port_free(p)]
     if taken:
         raise LabError(f"127.0.0.1: {', '.join(taken)} already in use; choose others (--port, mon_ports=...)")
     remove_entries(layout)
-    for sub in (
-        ("run", "log", "crash", MON, OSD, RGW) + ((MGR,) if with_mgr else ()) + ((MDS,) if cephfs else ())
-    ):
+    subs = ("run", "log", "crash", MON, OSD, RGW) + ((MGR,) if settings.with_mgr else ())
+    for sub in subs + ((MDS,) if settings.cephfs else ()):
         (layout.dir / sub).mkdir(parents=True, exist_ok=True)
 
-    t0 = time.monotonic()
-    started: dict[str, int] = {}
+    bring_up = _BringUp(layout, settings, say, timeout)
     try:
-        info = _bring_up(
-            layout,
-            started,
-            say,
-            t0,
-            port=port,
-            mon_ports=mon_ports,
-            with_mgr=with_mgr,
-            objectstore=objectstore,
-            memstore_bytes=memstore_bytes,
-            bluestore_bytes=bluestore_bytes,
-            cephfs=cephfs,
-            auth=auth,
-            timeout=timeout,
-        )
+        info = bring_up.run()
     except BaseException:
         say("bring-up failed: stopping what it started")
-        if mounted(layout.mnt):
-            unmount(layout.mnt)
-        stop_all(layout, live_daemons(layout, started))
+        _stop_started(layout, bring_up.started)
         raise
     say(f"lab ready in {info.up_seconds:.1f} s: S3 {info.endpoint}, conf {layout.conf}; . {layout.env}")
-    say(f"object store: {STORE_KEEPS[objectstore]}")
+    say(f"object store: {STORE_KEEPS[settings.objectstore]}")
     return info
+
+
+def _stop_started(layout: Layout, started: dict[str, int]) -> None:
+    if mounted(layout.mnt):
+        unmount(layout.mnt)
+    stop_all(layout, live_daemons(layout, started))
+
+
+def _warn_ignored(layout: Layout, meta: dict, asked: dict, say: Callable[[str], None]) -> None:
+    """Options given for a directory that holds a lab already, which differ from that lab's."""
+    ports = meta.get("ports", {})
+    kept = {
+        "port": ports.get("s3"),
+        "mon_ports": (ports.get("mon_v2"), ports.get("mon_v1")),
+        "with_mgr": meta.get("with_mgr"),
+        "objectstore": meta.get("objectstore"),
+        "cephfs": meta.get("cephfs"),
+    }
+    for key, given in asked.items():
+        if given != kept[key]:
+            say(
+                f"warning: the lab in {layout.dir} has {key}={kept[key]}; {key}={given} is ignored "
+                f"(`iobench lab down --purge --dir {layout.dir}` first to make a new one)"
+            )
 
 
 def existing_lab(layout: Layout) -> dict | None:
@@ -201,7 +188,7 @@ def existing_lab(layout: Layout) -> dict | None:
 
 def _bring_back(layout: Layout, meta: dict, say: Callable[[str], None], timeout: float) -> LabInfo:
     """Start the daemons of the lab in ``layout`` again, in `up`'s order: the same cluster."""
-    from .restart import serving_check, start_daemon
+    from .restart import start_daemon
 
     ports = meta["ports"]
     taken = [f"{what} port {p}" for what, p in ports.items() if not port_free(p)]
@@ -224,13 +211,10 @@ def _bring_back(layout: Layout, meta: dict, say: Callable[[str], None], timeout:
             started[name] = start_daemon(layout, name, timeout=timeout, wait=name != MGR)
             say(f"{name} up ({time.monotonic() - t0:.1f} s)")
         if MGR in started:
-            what, check = serving_check(layout, MGR)
-            wait_for(check, what=what, timeout=timeout, layout=layout, daemon=MGR, pid=started[MGR])
+            daemon_table(layout, meta.get("endpoint"))[MGR].await_serving(layout, started[MGR], timeout)
     except BaseException:
         say("bringing the lab back failed: stopping what it started")
-        if mounted(layout.mnt):
-            unmount(layout.mnt)
-        stop_all(layout, live_daemons(layout, started))
+        _stop_started(layout, started)
         raise
     meta = lab_meta(layout)
     meta["pids"] = {**meta.get("pids", {}), **started}
@@ -246,199 +230,170 @@ def _bring_back(layout: Layout, meta: dict, say: Callable[[str], None], timeout:
     return info
 
 
-def _bring_up(
-    layout: Layout,
-    started: dict[str, int],
-    say,
-    t0: float,
-    *,
-    port,
-    mon_ports,
-    with_mgr,
-    objectstore,
-    memstore_bytes,
-    bluestore_bytes,
-    cephfs,
-    auth,
-    timeout,
-) -> LabInfo:
-    conf = str(layout.conf)
-    fsid = str(uuid.uuid4())
-    write_private(layout.keyring, render_keyring())
-    layout.conf.write_text(
-        render_conf(
-            layout,
-            fsid=fsid,
-            port=port,
-            mon_ports=mon_ports,
-            auth=auth,
-            objectstore=objectstore,
-            memstore_bytes=memstore_bytes,
-            bluestore_bytes=bluestore_bytes,
-            with_mgr=with_mgr,
+class _BringUp:
+    """One `up` of a new lab, step by step. ``started`` holds what it has started, so that the
+    caller can stop exactly that when a step fails."""
+
+    def __init__(
+        self, layout: Layout, settings: LabSettings, say: Callable[[str], None], timeout: float
+    ) -> None:
+        self.layout, self.settings, self.say, self.timeout = layout, settings, say, timeout
+        self.daemons = daemon_table(layout, settings.endpoint)
+        self.started: dict[str, int] = {}
+        self.t0 = time.monotonic()
+
+    def run(self) -> LabInfo:
+        fsid = str(uuid.uuid4())
+        write_private(self.layout.keyring, render_keyring())
+        self.layout.conf.write_text(render_conf(self.layout, fsid, self.settings))
+        self._make_mon(fsid)
+        self._start(MON, "mon")
+        if self.settings.with_mgr:  # starts while the OSD is being made; awaited last
+            self._launch(MGR)
+        self._make_osd()
+        self._start(OSD, "osd")
+        self._launch(RGW)
+        if self.settings.cephfs:  # overlaps with radosgw creating its pools
+            self._launch(MDS)
+            self._make_fs()
+        self._await(RGW, "rgw")
+        access, secret = self._make_s3_user()
+        mount, mount_note = self._mount() if self.settings.cephfs else (None, None)
+        if self.settings.with_mgr:
+            self._await(MGR)
+        write_private(
+            self.layout.env,
+            render_env(
+                env_vars(
+                    conf=self.layout.conf,
+                    endpoint=self.settings.endpoint,
+                    access_key=access,
+                    secret_key=secret,
+                )
+            ),
         )
-    )
-    mlog = layout.log / "mkfs.log"
-    addrs = f"[v2:127.0.0.1:{mon_ports[0]},v1:127.0.0.1:{mon_ports[1]}]"
-    for daemon, argv in (
-        (MON, ["monmaptool", "--create", "--fsid", fsid, "--addv", "a", addrs, str(layout.monmap)]),
-        (
-            MON,
+        return self._record(fsid, access, secret, mount, mount_note)
+
+    def _launch(self, name: str) -> None:
+        self.started[name] = launch(self.layout, name, self.daemons[name].argv)
+
+    def _await(self, name: str, said: str | None = None) -> None:
+        self.daemons[name].await_serving(self.layout, self.started[name], self.timeout)
+        if said:
+            self.say(f"{said} up ({time.monotonic() - self.t0:.1f} s)")
+
+    def _start(self, name: str, said: str) -> None:
+        self._launch(name)
+        self._await(name, said)
+
+    def _make_mon(self, fsid: str) -> None:
+        layout, mon_ports = self.layout, self.settings.mon_ports
+        mlog = layout.log / "mkfs.log"
+        addrs = f"[v2:127.0.0.1:{mon_ports[0]},v1:127.0.0.1:{mon_ports[1]}]"
+        monmap, keyring = str(layout.monmap), str(layout.keyring)
+        for argv in (
+            ["monmaptool", "--create", "--fsid", fsid, "--addv", "a", addrs, monmap],
             [
                 "ceph-mon",
                 "-c",
-                conf,
+                str(layout.conf),
                 "-i",
                 "a",
                 "--mkfs",
                 "--monmap",
-                str(layout.monmap),
+                monmap,
                 "--keyring",
-                str(layout.keyring),
+                keyring,
             ],
-        ),
-    ):
-        with open(mlog, "ab") as out:
-            if subprocess.run(argv, stdout=out, stderr=out, env=clean_env(), timeout=60).returncode:
-                raise failure(layout, daemon, f"`{' '.join(argv)}` failed", [mlog])
+        ):
+            with open(mlog, "ab") as out:
+                if subprocess.run(argv, stdout=out, stderr=out, env=clean_env(), timeout=60).returncode:
+                    raise failure(layout, MON, f"`{' '.join(argv)}` failed", [mlog])
 
-    started[MON] = launch(layout, MON, daemon_argv(layout, MON))
-    wait_for(
-        lambda: ceph(layout, "mon", "stat", timeout=10).returncode == 0,
-        what="mon quorum",
-        timeout=timeout,
-        layout=layout,
-        daemon=MON,
-        pid=started[MON],
-    )
-    say(f"mon up ({time.monotonic() - t0:.1f} s)")
-    if with_mgr:  # starts while the OSD is being made
-        started[MGR] = launch(layout, MGR, daemon_argv(layout, MGR))
+    def _make_osd(self) -> None:
+        osd_uuid = str(uuid.uuid4())
+        ceph_ok(self.layout, MON, "osd", "new", osd_uuid, "0")
+        osd_mkfs = self.layout.log / "osd.0.mkfs.log"
+        with open(osd_mkfs, "ab") as out:  # -d: without it a mkfs error reaches neither terminal nor log
+            argv = [
+                "ceph-osd",
+                "-c",
+                str(self.layout.conf),
+                "-i",
+                "0",
+                "--mkfs",
+                "--osd-uuid",
+                osd_uuid,
+                "-d",
+            ]
+            if subprocess.run(argv, stdout=out, stderr=out, env=clean_env(), timeout=300).returncode:
+                raise failure(self.layout, OSD, "`ceph-osd --mkfs` failed", [osd_mkfs])
 
-    osd_uuid = str(uuid.uuid4())
-    ceph_ok(layout, MON, "osd", "new", osd_uuid, "0")
-    osd_mkfs = layout.log / "osd.0.mkfs.log"
-    with open(osd_mkfs, "ab") as out:  # -d: without it a mkfs error reaches neither terminal nor log
-        argv = ["ceph-osd", "-c", conf, "-i", "0", "--mkfs", "--osd-uuid", osd_uuid, "-d"]
-        if subprocess.run(argv, stdout=out, stderr=out, env=clean_env(), timeout=300).returncode:
-            raise failure(layout, OSD, "`ceph-osd --mkfs` failed", [osd_mkfs])
-    started[OSD] = launch(layout, OSD, daemon_argv(layout, OSD))
-
-    def osd_up() -> bool:
-        dump = ceph_json(layout, "osd", "dump", timeout=10) or {}
-        return any(o.get("osd") == 0 and o.get("up") for o in dump.get("osds", []))
-
-    wait_for(osd_up, what="osd.0 up", timeout=timeout, layout=layout, daemon=OSD, pid=started[OSD])
-    say(f"osd up ({time.monotonic() - t0:.1f} s)")
-
-    started[RGW] = launch(layout, RGW, daemon_argv(layout, RGW))
-    if cephfs:  # overlaps with radosgw creating its pools
-        started[MDS] = launch(layout, MDS, daemon_argv(layout, MDS))
+    def _make_fs(self) -> None:
         for pool in ("cephfs_metadata", "cephfs_data"):
-            ceph_ok(layout, MDS, "osd", "pool", "create", pool, "8")
-        ceph_ok(layout, MDS, "fs", "new", "cephfs", "cephfs_metadata", "cephfs_data")
-        ceph_ok(layout, MDS, "fs", "set", "cephfs", "standby_count_wanted", "0")  # one MDS: no WARN
-    endpoint = f"http://127.0.0.1:{port}"
-    wait_for(
-        lambda: http_ready(endpoint + "/"),
-        what=f"radosgw serving {endpoint}",
-        timeout=timeout,
-        layout=layout,
-        daemon=RGW,
-        pid=started[RGW],
-    )
-    say(f"rgw up ({time.monotonic() - t0:.1f} s)")
+            ceph_ok(self.layout, MDS, "osd", "pool", "create", pool, "8")
+        ceph_ok(self.layout, MDS, "fs", "new", "cephfs", "cephfs_metadata", "cephfs_data")
+        ceph_ok(self.layout, MDS, "fs", "set", "cephfs", "standby_count_wanted", "0")  # one MDS: no WARN
 
-    access, secret = s3_keys()
-    argv = [
-        "radosgw-admin",
-        "-c",
-        conf,
-        "-n",
-        "client.admin",
-        "user",
-        "create",
-        "--uid=iobench",
-        "--display-name=iobench lab",
-        f"--access-key={access}",
-        f"--secret-key={secret}",
-    ]
-    r = subprocess.run(argv, capture_output=True, text=True, env=clean_env(), timeout=60)
-    if r.returncode:
-        raise failure(layout, RGW, f"radosgw-admin user create failed: {r.stderr.strip()[-500:]}")
+    def _make_s3_user(self) -> tuple[str, str]:
+        access, secret = s3_keys()
+        argv = ["radosgw-admin", "-c", str(self.layout.conf), "-n", "client.admin", "user", "create"]
+        argv += [
+            "--uid=iobench",
+            "--display-name=iobench lab",
+            f"--access-key={access}",
+            f"--secret-key={secret}",
+        ]
+        r = subprocess.run(argv, capture_output=True, text=True, env=clean_env(), timeout=60)
+        if r.returncode:
+            raise failure(self.layout, RGW, f"radosgw-admin user create failed: {r.stderr.strip()[-500:]}")
+        return access, secret
 
-    mount, mount_note = None, None
-    if cephfs:
+    def _mount(self) -> tuple[Path | None, str | None]:
+        """(the CephFS mount, or None and why not) once the MDS is active."""
+        self._await(MDS)
+        why_not = _fuse_usable()
+        if why_not is not None:
+            self.say(f"cephfs is up but not mounted: {why_not}")
+            return None, why_not
+        self.layout.mnt.mkdir(exist_ok=True)
+        self._launch(FUSE)
+        self._await(FUSE)
+        self.say(f"cephfs mounted on {self.layout.mnt} ({time.monotonic() - self.t0:.1f} s)")
+        return self.layout.mnt, None
 
-        def mds_active() -> bool:
-            dump = ceph_json(layout, "fs", "dump", timeout=10) or {}
-            return any(
-                i.get("state") == "up:active"
-                for fs in dump.get("filesystems", [])
-                for i in fs.get("mdsmap", {}).get("info", {}).values()
-            )
-
-        wait_for(
-            mds_active, what="an active MDS", timeout=timeout, layout=layout, daemon=MDS, pid=started[MDS]
+    def _record(
+        self, fsid: str, access: str, secret: str, mount: Path | None, mount_note: str | None
+    ) -> LabInfo:
+        """lab.json, written last: a lab without it is a bring-up that did not finish."""
+        settings = self.settings
+        ver = subprocess.run(["ceph-mon", "--version"], capture_output=True, text=True).stdout.split()
+        info = LabInfo(
+            dir=self.layout.dir,
+            conf=self.layout.conf,
+            env_file=self.layout.env,
+            endpoint=settings.endpoint,
+            access_key=access,
+            secret_key=secret,
+            pids=dict(self.started),
+            ports=settings.ports,
+            objectstore=settings.objectstore,
+            mount=mount,
+            ceph_version=ver[2] if len(ver) > 2 else "unknown",
+            up_seconds=round(time.monotonic() - self.t0, 2),
         )
-        mount_note = _fuse_usable()
-        if mount_note is None:
-            layout.mnt.mkdir(exist_ok=True)
-            started[FUSE] = launch(layout, FUSE, daemon_argv(layout, FUSE))
-            wait_for(
-                lambda: mounted(layout.mnt),
-                what=f"the mount on {layout.mnt}",
-                timeout=30,
-                layout=layout,
-                daemon=FUSE,
-                pid=started[FUSE],
-            )
-            mount = layout.mnt
-            say(f"cephfs mounted on {mount} ({time.monotonic() - t0:.1f} s)")
-        else:
-            say(f"cephfs is up but not mounted: {mount_note}")
-
-    if with_mgr:
-        wait_for(
-            lambda: bool((ceph_json(layout, "mgr", "stat", timeout=10) or {}).get("available")),
-            what="mgr available",
-            timeout=timeout,
-            layout=layout,
-            daemon=MGR,
-            pid=started[MGR],
+        meta = {k: v for k, v in asdict(info).items() if k != "secret_key"}
+        meta.update(
+            started_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            fsid=fsid,
+            auth=settings.auth,
+            with_mgr=settings.with_mgr,
+            cephfs=settings.cephfs,
+            mount_note=mount_note,
+            memstore_bytes=settings.memstore_bytes if settings.objectstore == "memstore" else None,
         )
-
-    write_private(
-        layout.env,
-        render_env(env_vars(conf=layout.conf, endpoint=endpoint, access_key=access, secret_key=secret)),
-    )
-    ver = subprocess.run(["ceph-mon", "--version"], capture_output=True, text=True).stdout.split()
-    info = LabInfo(
-        dir=layout.dir,
-        conf=layout.conf,
-        env_file=layout.env,
-        endpoint=endpoint,
-        access_key=access,
-        secret_key=secret,
-        pids=dict(started),
-        ports={"s3": port, "mon_v2": mon_ports[0], "mon_v1": mon_ports[1]},
-        objectstore=objectstore,
-        mount=mount,
-        ceph_version=ver[2] if len(ver) > 2 else "unknown",
-        up_seconds=round(time.monotonic() - t0, 2),
-    )
-    meta = {k: v for k, v in asdict(info).items() if k != "secret_key"}
-    meta.update(
-        started_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        fsid=fsid,
-        auth=auth,
-        with_mgr=with_mgr,
-        cephfs=cephfs,
-        mount_note=mount_note,
-        memstore_bytes=memstore_bytes if objectstore == "memstore" else None,
-    )
-    layout.lab_json.write_text(json.dumps(meta, indent=2, default=str) + "\n")
-    return info
+        self.layout.lab_json.write_text(json.dumps(meta, indent=2, default=str) + "\n")
+        return info
 
 
 def refuse_live(layout: Layout) -> None:

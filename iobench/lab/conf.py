@@ -43,6 +43,38 @@ ENTRIES = (
     MON, MGR, OSD, RGW, MDS,
 )  # fmt: skip
 UNIX_PATH_MAX = 107  # sun_path is 108 bytes including the terminating NUL
+DEFAULT_PORT = 7480
+DEFAULT_MON_PORTS = (3300, 6789)
+OBJECTSTORES = ("memstore", "bluestore")
+
+
+@dataclass(frozen=True)
+class LabSettings:
+    """What a new lab is made with: `up`'s options, checked, with their defaults."""
+
+    port: int = DEFAULT_PORT  # radosgw's S3 port
+    mon_ports: tuple[int, int] = DEFAULT_MON_PORTS  # v2, v1
+    with_mgr: bool = True
+    objectstore: str = "memstore"
+    memstore_bytes: int = 4 << 30
+    bluestore_bytes: int = 20 << 30
+    cephfs: bool = False
+    auth: str = "cephx"
+
+    def __post_init__(self) -> None:
+        if self.objectstore not in OBJECTSTORES:
+            raise ValueError(f"objectstore must be one of {OBJECTSTORES}, not {self.objectstore!r}")
+        if self.auth not in ("cephx", "none"):
+            raise ValueError(f"auth must be 'cephx' or 'none', not {self.auth!r}")
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def ports(self) -> dict[str, int]:
+        """As lab.json records them."""
+        return {"s3": self.port, "mon_v2": self.mon_ports[0], "mon_v1": self.mon_ports[1]}
 
 
 @dataclass(frozen=True)
@@ -143,20 +175,10 @@ def s3_keys() -> tuple[str, str]:
     )
 
 
-def render_conf(
-    layout: Layout,
-    *,
-    fsid: str,
-    port: int,
-    mon_ports: tuple[int, int],
-    auth: str,
-    objectstore: str,
-    memstore_bytes: int,
-    bluestore_bytes: int,
-    with_mgr: bool,
-) -> str:
+def render_conf(layout: Layout, fsid: str, settings: LabSettings) -> str:
     d = layout.dir
-    v2, v1 = mon_ports
+    v2, v1 = settings.mon_ports
+    auth = settings.auth
     # $name is a Ceph metavariable, expanded by each daemon.
     per_daemon = (
         f"pid file = {layout.run}/$name.pid\n"
@@ -165,7 +187,7 @@ def render_conf(
     )
     no_mgr = (
         ""
-        if with_mgr
+        if settings.with_mgr
         else "# no mgr on purpose: don't raise MGR_DOWN after the 120 s default grace\n"
         "mon mgr mkfs grace = 31536000\n"
     )
@@ -214,12 +236,12 @@ mgr data = {d}/$name
 {per_daemon}
 [osd]
 osd data = {d}/$name
-{per_daemon}osd objectstore = {objectstore}
-memstore device bytes = {memstore_bytes}
+{per_daemon}osd objectstore = {settings.objectstore}
+memstore device bytes = {settings.memstore_bytes}
 # bluestore: sparse file osd.0/block created at mkfs. Never set "bluestore block path" to it:
 # mkfs turns it into a self-referencing symlink ("(40) Too many levels of symbolic links").
 bluestore block create = true
-bluestore block size = {bluestore_bytes}
+bluestore block size = {settings.bluestore_bytes}
 bluestore fsck on mkfs = false
 osd memory target = 1073741824
 # Pacific's fast shutdown skips unmounting the store: memstore then loses every object on a stop
@@ -230,7 +252,7 @@ mds data = {d}/$name
 {per_daemon}
 [client.rgw.x]
 # tcp_nodelay=1: without it a GET of an object under ~64 KB takes ~45 ms (Nagle vs delayed ACK)
-rgw frontends = beast endpoint=127.0.0.1:{port} tcp_nodelay=1
+rgw frontends = beast endpoint=127.0.0.1:{settings.port} tcp_nodelay=1
 rgw data = {d}/$name
 {per_daemon}rgw enable usage log = false
 rgw enable ops log = false

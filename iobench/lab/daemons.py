@@ -338,32 +338,3 @@ def ceph_ok(layout: Layout, daemon: str, *args: str) -> str:
     if r.returncode != 0:
         raise failure(layout, daemon, f"`ceph {' '.join(args)}` failed: {r.stderr.strip()}")
     return r.stdout
-
-
-def daemon_argv(layout: Layout, name: str) -> list[str]:
-    """The command line `up` starts ``name`` with (every daemon finds the rest in ceph.conf)."""
-    conf = str(layout.conf)
-    if name == MON:
-        return ["ceph-mon", "-c", conf, "-i", "a"]
-    if name == MGR:
-        return ["ceph-mgr", "-c", conf, "-i", "x"]
-    if name == OSD:
-        return ["ceph-osd", "-c", conf, "-i", "0"]
-    if name == RGW:
-        return ["radosgw", "-c", conf, "-n", RGW]
-    if name == MDS:
-        return ["ceph-mds", "-c", conf, "-i", "a"]
-    if name == FUSE:
-        return [
-            "ceph-fuse",
-            "-c",
-            conf,
-            "--pid-file",
-            str(layout.pidfile(FUSE)),
-            "--admin-socket",
-            str(layout.asok(FUSE)),
-            "--log-file",
-            str(layout.logfile(FUSE)),
-            str(layout.mnt),
-        ]
-    raise ValueError(f"unknown daemon {name!r}")

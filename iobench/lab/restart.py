@@ -13,103 +13,29 @@ import contextlib
 import json
 import os
 import time
-from collections.abc import Callable
-from pathlib import Path
 
-from iobench.ceph.adminsocket import asok_command
-
-from .conf import FUSE, MDS, MGR, MON, OSD, RGW, SHORT, Layout, lab_meta, resolve
+from .conf import FUSE, MDS, MGR, MON, OSD, SHORT, Layout, lab_meta, resolve
 from .daemons import (
     LabError,
     ceph,
     ceph_json,
-    daemon_argv,
     detach,
-    http_ready,
     launch,
     live_daemons,
-    mounted,
     recorded_pids,
     stop_all,
-    wait_for,
 )
+from .daemontable import daemon_table
 
-__all__ = ["RESTARTABLE", "restart", "serving_check", "start_daemon", "stop_daemon"]
+__all__ = ["RESTARTABLE", "restart", "start_daemon", "stop_daemon"]
 
 RESTARTABLE = tuple(SHORT)  # mon, mgr, osd, rgw, mds, fuse
-MOUNT_PROBE_S = 5.0
-
-
-def mon_in_quorum(layout: Layout) -> bool:
-    return ceph(layout, "mon", "stat", timeout=10).returncode == 0
 
 
 def osd_up(layout: Layout) -> bool:
     """The mon's osdmap says osd.0 is up (after a kill -9 it keeps saying so for up to 15 min)."""
     dump = ceph_json(layout, "osd", "dump", timeout=10) or {}
     return any(o.get("osd") == 0 and o.get("up") for o in dump.get("osds", []))
-
-
-def osd_active(layout: Layout) -> bool:
-    """The running OSD itself says it booted and serves (its admin socket: state "active")."""
-    try:
-        return asok_command(str(layout.asok(OSD)), "status", timeout=2).get("state") == "active"
-    except (OSError, AttributeError, ValueError):
-        return False
-
-
-def mds_active(layout: Layout) -> bool:
-    dump = ceph_json(layout, "fs", "dump", timeout=10) or {}
-    return any(
-        i.get("state") == "up:active"
-        for fs in dump.get("filesystems", [])
-        for i in fs.get("mdsmap", {}).get("info", {}).values()
-    )
-
-
-def mgr_available(layout: Layout) -> bool:
-    return bool((ceph_json(layout, "mgr", "stat", timeout=10) or {}).get("available"))
-
-
-def mount_answers(path: Path, timeout: float = MOUNT_PROBE_S) -> bool:
-    """The mount is there and stat() on it returns (a dead FUSE daemon leaves it hanging or ENOTCONN)."""
-    import threading
-
-    if not mounted(path):
-        return False
-    result: list[bool] = []
-
-    def probe() -> None:
-        try:
-            os.stat(path)
-            result.append(True)
-        except OSError:
-            result.append(False)
-
-    t = threading.Thread(target=probe, daemon=True)
-    t.start()
-    t.join(timeout)
-    return bool(result and result[0])
-
-
-def serving_check(layout: Layout, name: str) -> tuple[str, Callable[[], bool]]:
-    """(what is awaited, a check that is true once ``name`` serves)."""
-    if name == MON:
-        return "mon quorum", lambda: mon_in_quorum(layout)
-    if name == MGR:
-        return "mgr available", lambda: mgr_available(layout)
-    if name == OSD:
-        return "osd.0 active", lambda: osd_active(layout)
-    if name == RGW:
-        endpoint = lab_meta(layout).get("endpoint")
-        if not endpoint:
-            raise LabError(f"{layout.lab_json} has no endpoint: is this a lab made by `iobench lab up`?")
-        return f"radosgw serving {endpoint}", lambda: http_ready(endpoint + "/")
-    if name == MDS:
-        return "an active MDS", lambda: mds_active(layout)
-    if name == FUSE:
-        return f"the mount on {layout.mnt}", lambda: mount_answers(layout.mnt, 2.0)
-    raise ValueError(f"unknown daemon {name!r}")
 
 
 def stop_daemon(layout: Layout, name: str, *, timeout: float = 15.0) -> str:
@@ -152,6 +78,7 @@ def _evict_stale_sessions(layout: Layout) -> list[int]:
 
 def start_daemon(layout: Layout, name: str, *, timeout: float = 120.0, wait: bool = True) -> int:
     """Start ``name`` with `up`'s argv; with ``wait``, return once it serves. Its pid."""
+    daemon = daemon_table(layout, lab_meta(layout).get("endpoint"))[name]
     if name == FUSE:
         layout.mnt.mkdir(exist_ok=True)
     if name == OSD:
@@ -160,7 +87,7 @@ def start_daemon(layout: Layout, name: str, *, timeout: float = 120.0, wait: boo
             layout.asok(OSD).unlink()
     for attempt in range(5):
         try:
-            pid = launch(layout, name, daemon_argv(layout, name))
+            pid = launch(layout, name, daemon.argv)
             break
         except LabError as exc:
             # the killed predecessor's last threads may still hold its store's lock for a moment
@@ -172,8 +99,7 @@ def start_daemon(layout: Layout, name: str, *, timeout: float = 120.0, wait: boo
         ceph(layout, "fs", "set", "cephfs", "joinable", "true", timeout=10)
     _record_pid(layout, name, pid)
     if wait:
-        what, check = serving_check(layout, name)
-        wait_for(check, what=what, timeout=timeout, layout=layout, daemon=name, pid=pid)
+        daemon.await_serving(layout, pid, timeout)
     return pid
 
 

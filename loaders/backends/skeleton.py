@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from loaders import registry
 from loaders.config import LoaderConfig, plan_for
@@ -16,9 +16,6 @@ from loaders.contract import EpochCursor, deliver, fingerprint
 from loaders.observe.stages import StageStats
 from loaders.pipeline.assemble import Batch
 from loaders.plan import EpochPlan, batches_of, check_splittable
-
-if TYPE_CHECKING:
-    from loaders.storage.sources import SourceSpec
 
 _Loader = TypeVar("_Loader", bound="BaseLoader")
 
@@ -102,11 +99,6 @@ class BaseLoader:
     def counts(self) -> list[int] | None:
         """Samples per item as the split needs them now (``LoaderConfig.split_counts``)."""
         return self.config.split_counts()
-
-    @cached_property
-    def source_spec(self) -> SourceSpec:
-        """How this loader reads its shards, made once (the cache's default size reads the disk)."""
-        return self.config.source_spec()
 
     @property
     def epoch(self) -> int:

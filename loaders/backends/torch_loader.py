@@ -40,7 +40,7 @@ import os
 import random
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import fields, replace
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -49,7 +49,7 @@ import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from loaders.backends.skeleton import BaseLoader
-from loaders.config import LoaderConfig, plan_for
+from loaders.config import KEYWORDS, LoaderConfig, plan_for
 from loaders.contract import deliver
 from loaders.observe.stages import StageStats
 from loaders.pipeline.assemble import END, STALE, Batch
@@ -59,7 +59,6 @@ from loaders.plan import EpochPlan
 from loaders.registry import backend
 from loaders.storage.sources import ShardSource
 
-_CONFIG_FIELDS = frozenset(f.name for f in fields(LoaderConfig))
 START_METHODS = ("fork", "forkserver", "spawn")
 # DataLoader's names for settings LoaderConfig already has
 ALIASES = {"num_workers": "workers", "prefetch_factor": "prefetch"}
@@ -541,7 +540,7 @@ def _keywords_config(urls: str | Sequence[str] | None, keywords: dict[str, Any])
         del options["multiprocessing_context"]
     else:
         context = None
-    unknown = sorted(set(keywords) - _CONFIG_FIELDS)
+    unknown = sorted(set(keywords) - KEYWORDS)
     if unknown:
         raise TypeError(f"ShardLoader got unexpected keyword argument(s): {', '.join(unknown)}")
     options = {**keywords.pop("options", {}), **options}

@@ -27,7 +27,8 @@ from iobench.sweep.estimate import CellEstimate
 from iobench.sweep.overrides import apply_overrides
 from iobench.sweep.progress import SweepProgress
 from iobench.sweep.rundir import RunDirError, SweepState, hold
-from iobench.sweep.runner import OOM_SCORE_ADJ, Sweep
+from iobench.sweep.runner import Sweep
+from iobench.sweep.supervise import OOM_SCORE_ADJ
 
 pytestmark = pytest.mark.slow
 

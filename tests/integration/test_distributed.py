@@ -24,7 +24,7 @@ from iobench.cell.torchrun import torchrun_command
 from iobench.results.figures import StepRow, Verdict
 from iobench.sweep.cli import node_place
 from iobench.sweep.config import ConfigError, parse_config
-from iobench.sweep.runner import _last_words
+from iobench.sweep.outcome import last_words
 from tests.helpers.runs import exact_epochs
 
 
@@ -345,6 +345,6 @@ Root Cause (first observed failure):
   error_file: <N/A>
 ============================================================"""
     assert (
-        _last_words(torchrun_tail) == "torchrun: host node1, rank 3 (local_rank: 1), exitcode -9 (pid: 26747)"
+        last_words(torchrun_tail) == "torchrun: host node1, rank 3 (local_rank: 1), exitcode -9 (pid: 26747)"
     )
-    assert _last_words("one\nValueError: two\n") == "ValueError: two"
+    assert last_words("one\nValueError: two\n") == "ValueError: two"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from iobench.cell.process import loader_inputs
+from iobench.cell.inputs import loader_inputs
 from iobench.datasets.manifest import Manifest
 from iobench.datasets.objects import INDEX_NAME, explode
 from iobench.datasets.upload import upload_s3
@@ -46,16 +46,10 @@ def _read(tier, layout, workers=1):
     items, source = loader_inputs(
         tier, manifest, LoaderSettings(kind="torch", workers=0, batch_size=8, layout=layout)
     )
-    kwargs = {
-        "storage_options": source["storage_options"],
-        "shard_sizes": source.get("shard_sizes"),
-        "cache_dir": source.get("cache_dir"),
-        "cache_bytes": source.get("cache_bytes"),
-    }
     if layout == "objects":
-        loader = ShardLoader(objects=items, workers=workers, return_batches=True, **kwargs)
+        loader = ShardLoader(objects=items, workers=workers, return_batches=True, source=source)
     else:
-        loader = ShardLoader(items, workers=workers, return_batches=True, **kwargs)
+        loader = ShardLoader(items, workers=workers, return_batches=True, source=source)
     return _pairs(loader), loader
 
 

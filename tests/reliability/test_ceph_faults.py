@@ -46,6 +46,7 @@ def _loader(tier: S3Tier, manifest, cache_dir: str | None = None) -> ShardLoader
         tier.shard_urls(manifest),
         workers=0,
         storage_options=tier.storage_options(),
+        deadline_s=tier.deadline_s,
         cache_dir=cache_dir,
         cache_bytes=10**9,
         return_batches=True,

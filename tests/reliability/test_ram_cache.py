@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from iobench.sweep.runner import settle_ram_leftovers
+from iobench.tiers.cachebooks import settle_ram_leftovers
 from iobench.tiers.ramcache import OWNER_FILE, ram_cache_path
 from tests.helpers.sweepkit import assert_table, env_of, resume, start, stepping, sweep_file
 

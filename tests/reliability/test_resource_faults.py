@@ -281,11 +281,11 @@ def test_a_ram_cache_over_what_the_memory_limit_leaves_is_refused(tmp_path, tiny
     leaves available would end in the OOM killer, so it is refused, naming the limit. (The limit is
     given here; tests/unit/host/test_memory.py reads real ones.)"""
     from iobench.host.memory import Memory
-    from iobench.tiers import remote
+    from iobench.tiers import objectstore
 
     manifest = Manifest.load(tiny_dataset)  # 29.5 MiB
     tight = Memory(available=16 * 2**20, limit=256 * 2**20, host_total=64 * 2**30)
-    monkeypatch.setattr(remote, "usable_memory", lambda: tight)
+    monkeypatch.setattr(objectstore, "usable_memory", lambda: tight)
     with mounted_tmpfs(tmp_path / "shm", "64m") as shm:
         tier = S3Tier(url="s3://bucket/tiny", memory_cache="1GB")
         tier.cache_dir = str(shm / "iobench-cache-s3-bucket-0")

@@ -19,7 +19,7 @@ import yaml
 from iobench.tiers.s3 import S3Tier
 from loaders import LoaderConfig, ShardLoader
 from loaders.storage.objectstore import ObjectReader, ObjectStoreError
-from loaders.storage.sources import SourceSpec
+from loaders.storage.spec import SourceSpec
 from tests.helpers.faultproxy import FaultProxy
 
 pytestmark = pytest.mark.integration

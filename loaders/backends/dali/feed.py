@@ -18,11 +18,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from loaders.config import LoaderConfig, PipelineSpec
+from loaders.config import LoaderConfig
 from loaders.observe.stages import StageStats
 from loaders.pipeline.samples import SampleError, image_of, label_of, read_shards, shuffled
 from loaders.plan import EpochPlan
-from loaders.storage.sources import ShardSource, SourceSpec
+from loaders.storage.sources import ShardSource
 
 _END = object()
 
@@ -49,13 +49,11 @@ class Feed:
         self,
         config: LoaderConfig,
         *,
-        spec: PipelineSpec,
-        source_spec: SourceSpec,
         fetchers: int,
         plan: Callable[[int], EpochPlan],
     ) -> None:
         self.objects, self.fetchers, self.plan = config.layout == "objects", fetchers, plan
-        self.rank, self.spec, self.source_spec = config.rank, spec, source_spec
+        self.rank, self.spec, self.source_spec = config.rank, config.pipeline_spec(), config.source_spec()
         self.epoch, self.skip = 0, 0
         self.pending: deque[FedBatch] = deque()  # handed to DALI, not yet taken by the loader
         self.leftover = StageStats()  # a dropped tail's and a trailing error's cost: read, not delivered

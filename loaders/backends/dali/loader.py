@@ -65,7 +65,7 @@ from loaders.backends.skeleton import BaseLoader
 from loaders.observe.stages import StageStats
 from loaders.pipeline.assemble import Batch
 from loaders.plan import local_path
-from loaders.storage.sources import OBJECT_PROTOCOLS
+from loaders.storage.layers import OBJECT_PROTOCOLS
 
 
 class DaliPipelineError(RuntimeError):
@@ -166,7 +166,7 @@ class DaliLoader(BaseLoader):
         import_dali()
         cfg, objects = self.config, self.config.layout == "objects"
         self.num_threads = max(1, int(cfg.workers))
-        throttled = self.source_spec.throttle is not None
+        throttled = cfg.source_spec().throttle is not None
         self.mode = _choose_mode(cfg.options["mode"], self.items, objects, throttled)
         if self.mode != "external":
             if cfg.remainder == "pad" and cfg.world_size > 1:  # type: ignore[operator]
@@ -191,17 +191,8 @@ class DaliLoader(BaseLoader):
         self._checkpoint: bytes | None = None
         self._iterator = None
         self._pipe = None
-        self._feed = (
-            Feed(
-                self.config,
-                spec=self.spec,
-                source_spec=self.source_spec,
-                fetchers=self.readers,
-                plan=self.plan,
-            )  # type: ignore[arg-type]
-            if self.mode == "external"
-            else None
-        )
+        external = self.mode == "external"
+        self._feed = Feed(self.config, fetchers=self.readers, plan=self.plan) if external else None  # type: ignore[arg-type]
 
     # -- building ---------------------------------------------------------------------------------
 
@@ -231,7 +222,7 @@ class DaliLoader(BaseLoader):
                 nbytes = None
             else:
                 if self.mode == "dali-s3":
-                    export_s3_env(self.source_spec.storage_options)
+                    export_s3_env(cfg.source_spec().storage_options)
                 jpegs, cls = fn.readers.webdataset(
                     paths=self.items,
                     index_paths=[index_path(u) for u in self.items],

@@ -11,6 +11,7 @@ import torch
 
 from loaders import AugmentSpec, Batch, Loader, LoaderConfig, ShardLoader, make_loader, register_loader
 from loaders.registry import available_loaders
+from loaders.storage import SourceSpec
 from tests.helpers.shardkit import ALL_KEYS, key_label_pairs, label_of, make_shards, small_config
 
 
@@ -170,7 +171,7 @@ def test_sweep_loader_kind_selects_the_backend(urls):
     from iobench.results.spec import LoaderSettings, RunSettings
 
     row = LoaderSettings(kind="nodes", workers=2, batch_size=8, prefetch=2, shuffle_buffer=16)
-    make_epoch = build_loader(urls, {}, row, RunSettings(seed=3))
+    make_epoch = build_loader(urls, SourceSpec(), row, RunSettings(seed=3))
     assert sorted(k for b in make_epoch(0) for k in b.keys) == ALL_KEYS
     with pytest.raises(ValueError, match="known loaders are"):
-        build_loader(urls, {}, replace(row, kind="nope"), RunSettings())
+        build_loader(urls, SourceSpec(), replace(row, kind="nope"), RunSettings())

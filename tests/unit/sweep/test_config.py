@@ -152,6 +152,25 @@ def test_a_decode_list_makes_the_mlperf_mode_cell_beside_the_same_cell_decoding(
             parse_config(bad)
 
 
+def test_a_loader_entrys_one_value_keys_are_the_cells_loader_settings_checked_by_the_loaders():
+    raw = _raw()
+    raw["loaders"] = [{"kind": "torch", "workers": [1, 2], "prefetch": 4, "shuffle_buffer": 0}]
+    cells = parse_config(raw).cells()
+    assert {(c.loader.workers, c.loader.prefetch, c.loader.shuffle_buffer) for c in cells} == {
+        (1, 4, 0),
+        (2, 4, 0),
+    }
+    for loader, message in (
+        ({"prefetch": "2"}, "loaders[0].prefetch='2': expected int (default 2)"),
+        ({"prefetch": 0}, "loaders[0]: prefetch=0: must be 1 or more"),
+        ({"shuffle_buffer": -1}, "loaders[0]: shuffle_buffer=-1: must be 0 or more"),
+    ):
+        bad = _raw()
+        bad["loaders"] = [{"kind": "torch", **loader}]
+        with pytest.raises(ConfigError, match=re.escape(message)):
+            parse_config(bad)
+
+
 def test_a_dataset_size_list_makes_one_dataset_and_its_cells_per_size(tmp_path, monkeypatch):
     monkeypatch.setenv("IOBENCH_CACHE", str(tmp_path / "cache"))
     raw = {

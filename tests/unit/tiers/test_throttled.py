@@ -25,7 +25,8 @@ from loaders.backends.torch_loader import ShardStream
 from loaders.formats.sample_objects import read_objects
 from loaders.observe.stages import StageStats
 from loaders.pipeline.samples import PipelineSpec, read_shards
-from loaders.storage.sources import ShardSource, SourceSpec
+from loaders.storage.sources import ShardSource
+from loaders.storage.spec import SourceSpec
 from loaders.storage.throttle import Throttle, ThrottledFile, ThrottleSpec, default_burst
 from tests.helpers.shardkit import key_label_pairs, make_shards
 
@@ -219,10 +220,9 @@ def test_tier_delegates_to_its_inner_tier(tier, tiny_dataset):
         "burst_bytes": 400_000,
         "only_ranks": None,
     }
-    options = tier.source_options(manifest)
-    spec = options["throttle"]
+    spec = tier.source(manifest).throttle
     assert (spec.bytes_per_s, spec.latency_s, spec.burst_bytes) == (20e6, 0.0, 400_000)
-    assert os.path.isfile(spec.state_path) and tier.source_options(manifest)["throttle"] == spec
+    assert os.path.isfile(spec.state_path) and tier.source(manifest).throttle == spec
 
 
 def _delivered(batches) -> tuple[Counter, float, StageStats]:
@@ -249,13 +249,12 @@ def _expected(tier, manifest) -> Counter:
 
 def test_two_dataloader_workers_share_the_tiers_cap(tier):
     manifest = tier.load_manifest()
-    options = tier.source_options(manifest)
     config = LoaderConfig(
         urls=tier.shard_urls(manifest),
         batch_size=16,
         shuffle_buffer=16,
         augment=AugmentSpec(size=32),
-        throttle=options["throttle"],
+        throttle=tier.source(manifest).throttle,
     )
     stream = ShardStream(config)
     loader = torch.utils.data.DataLoader(stream, batch_size=None, num_workers=2)
@@ -276,8 +275,10 @@ def test_make_loader_reads_a_throttled_tier_at_its_cap(tier, backend):
 
     manifest = tier.load_manifest()
     row = LoaderSettings(kind=backend, batch_size=16, workers=2, shuffle_buffer=16)
-    config = loader_config(tier.shard_urls(manifest), tier.source_options(manifest), row, RunSettings(seed=0))
-    config = dataclasses.replace(config, augment=AugmentSpec(size=32))
+    config = loader_config(tier.shard_urls(manifest), tier.source(manifest), row, RunSettings(seed=0))
+    config = dataclasses.replace(
+        config, pipeline=dataclasses.replace(config.pipeline, augment=AugmentSpec(size=32))
+    )
     loader = make_loader(backend, config)
     try:
         delivered, seconds, _ = _delivered(loader)
@@ -300,7 +301,7 @@ def test_dali_modes_that_read_past_the_throttle_are_refused(tier, mode):
 
     manifest = tier.load_manifest()
     row = LoaderSettings(kind="dali", batch_size=16, workers=2)
-    config = loader_config(tier.shard_urls(manifest), tier.source_options(manifest), row, RunSettings(seed=0))
+    config = loader_config(tier.shard_urls(manifest), tier.source(manifest), row, RunSettings(seed=0))
     config = dataclasses.replace(config, options={"mode": mode})
     with pytest.raises(ValueError, match="cannot be throttled"):
         make_loader("dali", config)
@@ -318,17 +319,9 @@ def test_with_an_inner_shard_cache_only_misses_cross_the_link(ceph_lab, tiny_dat
     tier = make_tier({"kind": "throttled", "inner": inner, "bandwidth": "20MB/s", "latency_ms": 50})
     manifest = tier.load_manifest()
     urls = tier.shard_urls(manifest)[:3]
-    opts = tier.source_options(manifest)
-    source = ShardSource(
-        SourceSpec(
-            storage_options=opts["storage_options"],
-            cache_dir=opts["cache_dir"],
-            cache_bytes=opts["cache_bytes"],
-            sizes=opts["shard_sizes"],
-            throttle=opts["throttle"],
-        )
-    )
-    nbytes = sum(opts["shard_sizes"][u] for u in urls)
+    spec = tier.source(manifest)
+    source = ShardSource(spec)
+    nbytes = sum(spec.shard_sizes[u] for u in urls)
 
     def timed_pass() -> tuple[list, float, Counter]:
         t0 = time.perf_counter()
@@ -369,9 +362,9 @@ def test_only_the_named_ranks_are_throttled(tiny_dataset, monkeypatch):
     )
     manifest = tier.load_manifest()
     monkeypatch.setenv("RANK", "1")
-    assert "throttle" in tier.source_options(manifest)
+    assert tier.source(manifest).throttle is not None
     monkeypatch.setenv("RANK", "0")
-    assert "throttle" not in tier.source_options(manifest)
+    assert tier.source(manifest).throttle is None
     with pytest.raises(TierConfigError, match="only_ranks"):
         make_tier(
             {"kind": "throttled", "inner": {"kind": "local", "path": "/x"}, "latency_ms": 5, "only_ranks": []}

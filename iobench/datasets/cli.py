@@ -1,0 +1,135 @@
+"""`iobench dataset synth | pack | objects | upload`: their arguments, and the commands that make
+datasets. Putting one on a tier (`upload`) is iobench/tiers/cli.py's: it needs the tiers and Ceph,
+which this package sits below. Importing this module is cheap: the work imports what it needs."""
+
+from __future__ import annotations
+
+import argparse
+
+from rich.console import Console
+from rich.text import Text
+
+FEW_SHARDS = 8  # fewer shards than this starve a loader with more readers: pack warns
+
+
+def _add_shard_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--format", choices=("wds", "parquet"), default="wds", help="WebDataset tar (+ DALI index) or Parquet"
+    )
+    p.add_argument("--row-group", type=int, default=1000, help="Parquet only: samples per row group")
+
+
+def add_synth_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--out", required=True)
+    p.add_argument("--size", help="total size, e.g. 2GB")
+    p.add_argument("--samples", type=int, help="number of samples instead of --size")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--shard-size", default="128MB")
+    _add_shard_arguments(p)
+
+
+def synth_command(args: argparse.Namespace, console: Console) -> int:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from iobench.host.units import format_bytes, parse_size
+
+    from .synth import synthesize
+
+    if (args.size is None) == (args.samples is None):
+        raise ValueError("give exactly one of --size (e.g. 2GB) or --samples (e.g. 10000)")
+    with Progress(
+        TextColumn("synth"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), console=console
+    ) as bar:
+        task = bar.add_task("synth", total=None)
+        manifest = synthesize(
+            args.out,
+            size_bytes=parse_size(args.size) if args.size else None,
+            samples=args.samples,
+            seed=args.seed,
+            shard_bytes=parse_size(args.shard_size),
+            format=args.format,
+            row_group=args.row_group,
+            progress=lambda done, total: bar.update(task, completed=done, total=total),
+        )
+    console.print(
+        f"{manifest.num_samples} samples in {len(manifest.shards)} shards, {format_bytes(manifest.total_bytes)}, "
+        f"mean JPEG {manifest.mean_sample_bytes / 1024:.1f} KiB -> {args.out}"
+    )
+    return 0
+
+
+def add_pack_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("imagefolder")
+    p.add_argument("--out", required=True)
+    p.add_argument("--shard-size", default="128MB")
+    p.add_argument("--seed", type=int, default=0, help="shuffle seed for the sample order")
+    _add_shard_arguments(p)
+
+
+def pack_command(args: argparse.Namespace, console: Console) -> int:
+    from iobench.host.units import format_bytes, parse_size
+
+    from .pack import KEYMAP_NAME, pack_imagefolder
+
+    manifest = pack_imagefolder(
+        args.imagefolder,
+        args.out,
+        shard_bytes=parse_size(args.shard_size),
+        seed=args.seed,
+        format=args.format,
+        row_group=args.row_group,
+    )
+    console.print(
+        f"{manifest.num_samples} samples, {len(manifest.class_names or [])} classes, "
+        f"{len(manifest.shards)} shards, {format_bytes(manifest.total_bytes)} -> {args.out} "
+        f"(keys to original files: {KEYMAP_NAME})",
+        highlight=False,
+    )
+    skipped = manifest.source["skipped_files"]
+    if skipped:
+        console.print(f"[yellow]skipped {manifest.source['skipped']} file(s):[/yellow]")
+        for f in skipped[:10]:
+            console.print(Text(f"  {f['path']}: {f['why']}"))
+        if manifest.source["skipped"] > 10:
+            console.print(f"  ... all of them in {args.out}/manifest.json (source.skipped_files)")
+    if len(manifest.shards) < FEW_SHARDS:
+        size = format_bytes(manifest.total_bytes / (2 * FEW_SHARDS))
+        console.print(
+            Text(
+                f"note: {len(manifest.shards)} shard(s): a loader reading whole shards needs one per reader "
+                f"(workers x ranks), and one rank refuses fewer; for up to {FEW_SHARDS} readers pack again "
+                f"with --shard-size {size}",
+                "yellow",
+            )
+        )
+    return 0
+
+
+def add_objects_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("dataset", help="local dataset directory (with manifest.json)")
+
+
+def objects_command(args: argparse.Namespace, console: Console) -> int:
+    from iobench.host.units import format_bytes
+
+    from .objects import explode
+
+    samples = explode(args.dataset)
+    console.print(
+        f"{len(samples)} objects ({format_bytes(sum(s['bytes'] for s in samples))}) in {args.dataset}/objects; "
+        "`iobench dataset upload` uploads them with the shards"
+    )
+    return 0
+
+
+def add_upload_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("dataset", help="local dataset directory (with manifest.json)")
+    p.add_argument(
+        "url", help="s3://bucket/prefix, rados://pool/prefix (pool created when missing) or a CephFS path"
+    )
+    p.add_argument("--endpoint-url", help="S3 endpoint (default AWS_ENDPOINT_URL)")
+    p.add_argument("--profile", help="AWS profile for the credentials (default: environment)")
+    p.add_argument("--workers", type=int, default=4, help="objects uploaded in parallel")
+    p.add_argument(
+        "--verify", choices=("metadata", "full"), default="metadata", help="full: read every object back"
+    )
