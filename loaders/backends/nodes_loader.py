@@ -128,7 +128,7 @@ class NodesLoader(BaseLoader):
     ``config.workers`` mapper threads (or processes with ``options={"method": "process"}``) decode
     and augment; ``config.prefetch`` finished batches wait in the Prefetcher. ``workers=0`` maps in
     one thread. One reader per rank (the graph's source): its plan, len(), resume and stats are the
-    skeleton's (:class:`loaders.contract.BaseLoader`); resume skips, without decoding, the samples of
+    skeleton's (:class:`loaders.backends.BaseLoader`); resume skips, without decoding, the samples of
     this rank's shuffled stream the consumer already received.
     """
 
@@ -149,7 +149,7 @@ class NodesLoader(BaseLoader):
         plan = self.plan(epoch)
         mine = list(plan.readers[0].items)
         # several ranks must step alike: skipped samples are made up with empty batches
-        planned = plan.batches - done if plan.split == "samples" else None  # type: ignore[operator]
+        planned = plan.batches - done if plan.split == "samples" else None
         spec = self.spec if plan.split == "shards" else replace(self.spec, drop_last=False)
         # the same reader seed as DataLoader worker 0 of 1, so the two backends agree sample for sample
         rng = random.Random(hash((self.spec.seed, epoch, cfg.rank, 0)))

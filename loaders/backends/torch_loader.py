@@ -147,7 +147,7 @@ class _Control:
 
 class ShardStream(IterableDataset):
     """An IterableDataset of collated batches from WebDataset shards (or per-sample objects), each
-    reader (worker) reading its share of the epoch's plan (loaders.plan.plan_for, the same
+    reader (worker) reading its share of the epoch's plan (loaders.config.plan_for, the same
     partition the loader plans with). Built from the loader's ``LoaderConfig``; ``counts``: the
     samples per item the split needs (``LoaderConfig.split_counts``).
 

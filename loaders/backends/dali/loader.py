@@ -36,7 +36,7 @@ shard(s) (found by checking the JPEG headers of the loader's shards). The extern
 each JPEG header with simplejpeg before DALI sees it, so ``on_error="skip"`` skips and counts
 corrupt samples exactly like the other backends.
 
-Resume. Through the skeleton's epoch cursor (loaders.contract.BaseLoader; one stream: the graph's
+Resume. Through the skeleton's epoch cursor (loaders.backends.BaseLoader; one stream: the graph's
 output).
 Reader modes also keep DALI 2.x's checkpoint of its reader (``enable_checkpointing=True``; the
 iterator's ``checkpoints()`` is stored in ``state_dict()`` and passed back as
