@@ -57,7 +57,7 @@ def main() -> None:
     torch.set_num_threads(1)  # as in a worker
     _, urls = loaders_dataset(args.samples)
     blobs = warm_jpegs(urls)
-    spec = LoaderConfig(urls=urls, batch_size=64, workers=0, shuffle_buffer=0).pipeline_spec()
+    spec = LoaderConfig(urls=urls, batch_size=64, workers=0, shuffle_buffer=0).pipeline
     source = ShardSource(SourceSpec())
     ring = ShmRing(1, 6, spec.batch_size * spec.image_size * spec.image_size * 3)
 

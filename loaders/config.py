@@ -161,12 +161,6 @@ class LoaderConfig:
         world_size = self.world_size if self.world_size is not None else distributed_ranks()[1]
         return self.counts(count=world_size > 1)
 
-    def pipeline_spec(self) -> PipelineSpec:
-        return self.pipeline
-
-    def source_spec(self) -> SourceSpec:
-        return self.source
-
 
 def _default_of(f: Any) -> Any:
     return f.default_factory() if f.default is MISSING else f.default

@@ -65,7 +65,7 @@ class Backend:
     def checked(self, config: LoaderConfig) -> LoaderConfig:
         """``config`` with its options checked and completed (:meth:`check`); ValueError when it asks
         not to decode (``decode=False``) and this backend always decodes."""
-        if not config.pipeline_spec().decode and not self.undecoded:
+        if not config.pipeline.decode and not self.undecoded:
             raise ValueError(
                 f"loader {self.name!r} always decodes: decode=False needs {', '.join(undecoded_loaders())}"
             )

@@ -153,7 +153,7 @@ class NodesLoader(BaseLoader):
         spec = self.spec if plan.split == "shards" else replace(self.spec, drop_last=False)
         # the same reader seed as DataLoader worker 0 of 1, so the two backends agree sample for sample
         rng = random.Random(hash((self.spec.seed, epoch, cfg.rank, 0)))
-        source = ShardSource(cfg.source_spec())
+        source = ShardSource(cfg.source)
         first = StageStats()
         samples = _Replayable(mine, source, self.spec, rng, objects, skip, first)
         base = rng.getrandbits(64)

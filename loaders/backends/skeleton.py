@@ -46,7 +46,7 @@ class BaseLoader:
         config = registry.backend(self.backend).checked(config).with_ranks()
         self.config = config
         self.items = config.items()
-        self.spec = config.pipeline_spec()
+        self.spec = config.pipeline
         self.stats = StageStats()
         self._plan: EpochPlan | None = None
         self._fingerprint: dict | None = None

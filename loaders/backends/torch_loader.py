@@ -172,7 +172,7 @@ class ShardStream(IterableDataset):
     ) -> None:
         super().__init__()
         self.config = config.with_ranks()
-        self.spec, self.source = self.config.pipeline_spec(), self.config.source_spec()
+        self.spec, self.source = self.config.pipeline, self.config.source
         self.objects = self.config.layout == "objects"
         self.persistent, self.continuous = persistent, persistent and continuous
         self.counts = None if counts is None else list(counts)

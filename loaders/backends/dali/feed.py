@@ -53,7 +53,7 @@ class Feed:
         plan: Callable[[int], EpochPlan],
     ) -> None:
         self.objects, self.fetchers, self.plan = config.layout == "objects", fetchers, plan
-        self.rank, self.spec, self.source_spec = config.rank, config.pipeline_spec(), config.source_spec()
+        self.rank, self.spec, self.source_spec = config.rank, config.pipeline, config.source
         self.epoch, self.skip = 0, 0
         self.pending: deque[FedBatch] = deque()  # handed to DALI, not yet taken by the loader
         self.leftover = StageStats()  # a dropped tail's and a trailing error's cost: read, not delivered

@@ -166,7 +166,7 @@ class DaliLoader(BaseLoader):
         import_dali()
         cfg, objects = self.config, self.config.layout == "objects"
         self.num_threads = max(1, int(cfg.workers))
-        throttled = cfg.source_spec().throttle is not None
+        throttled = cfg.source.throttle is not None
         self.mode = _choose_mode(cfg.options["mode"], self.items, objects, throttled)
         if self.mode != "external":
             if cfg.remainder == "pad" and cfg.world_size > 1:  # type: ignore[operator]
@@ -222,7 +222,7 @@ class DaliLoader(BaseLoader):
                 nbytes = None
             else:
                 if self.mode == "dali-s3":
-                    export_s3_env(cfg.source_spec().storage_options)
+                    export_s3_env(cfg.source.storage_options)
                 jpegs, cls = fn.readers.webdataset(
                     paths=self.items,
                     index_paths=[index_path(u) for u in self.items],

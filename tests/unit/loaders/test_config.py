@@ -25,7 +25,6 @@ def test_keywords_go_into_the_nested_specs(tmp_path):
     assert config.source == SourceSpec(
         deadline_s=5, cache=CacheSpec(str(tmp_path), 10**6), shard_samples={"/d/train-0.tar": 3}
     )
-    assert config.pipeline_spec() is config.pipeline and config.source_spec() is config.source
 
 
 def test_no_cache_dir_is_no_cache():
