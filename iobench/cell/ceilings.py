@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 
 from iobench.analysis.steady import steady_state
-from iobench.cell.loaderfactory import build_loader, loader_config
+from iobench.cell.loaderfactory import epoch_factory, loader_config
 from iobench.cell.ramcopy import RamCopies, ram_budget
 from iobench.results.figures import Ceiling
 from iobench.results.spec import LoaderSettings, RunSettings
@@ -200,7 +200,7 @@ def prep_ceiling(
         raise RuntimeError(f"prep ceiling: the copy of the dataset it needs: {exc}") from None
     with ram:
         local = _copy_to_ram(subset, config, objects, ram)
-        build = build_loader(local, SourceSpec(), loader, run)
+        build = epoch_factory(local, SourceSpec(), loader, run)
         arrivals, samples = [], []
         t0 = time.perf_counter()
         epochs = 0

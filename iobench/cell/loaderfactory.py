@@ -47,7 +47,7 @@ def loader_config(
     )
 
 
-def build_loader(
+def epoch_factory(
     items: list,
     source: SourceSpec,
     loader: LoaderSettings,
@@ -56,7 +56,8 @@ def build_loader(
     rank: int = 0,
     world_size: int = 1,
 ) -> EpochFactory:
-    """``items``: shard URLs, or (key, url, label) per sample when ``loader.layout`` is objects."""
+    """The cell's loader, built once, as a function of the epoch that returns that epoch's batches.
+    ``items``: shard URLs, or (key, url, label) per sample when ``loader.layout`` is objects."""
     built = make_loader(
         loader.kind, loader_config(items, source, loader, run, rank=rank, world_size=world_size)
     )

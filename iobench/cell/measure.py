@@ -23,7 +23,7 @@ from iobench.cell.allreduce import allreduce_model
 from iobench.cell.distributed import SOLO, Ranks
 from iobench.cell.inputs import CellInputs
 from iobench.cell.live import live_file
-from iobench.cell.loaderfactory import build_loader
+from iobench.cell.loaderfactory import epoch_factory
 from iobench.cell.steploop import StepLog, mark_warmup, run_steps, step_durations
 from iobench.cell.sync import StepSync
 from iobench.cell.telemetry import Telemetry, TelemetrySampler
@@ -95,7 +95,7 @@ def measure(inputs: CellInputs, ranks: Ranks = SOLO) -> Measurement:
         ranks.barrier()
         released_at = time.time()
         created_at = time.perf_counter()
-        make_epoch = build_loader(
+        make_epoch = epoch_factory(
             inputs.items, inputs.source, loader, run, rank=ranks.rank, world_size=ranks.world_size
         )
         log = run_steps(
