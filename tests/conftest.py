@@ -7,6 +7,10 @@ from pathlib import Path
 
 import pytest
 
+# registered here once for the whole session: the labs (one each per session), the processes a test
+# may start, and the hook that marks a test's cost by the fixtures it uses (tests/helpers/cost.py)
+pytest_plugins = ["pytester", "tests.helpers.cost", "tests.helpers.lab_fixture", "tests.helpers.processes"]
+
 
 @pytest.fixture(scope="session")
 def tiny_dataset(tmp_path_factory) -> Path:
@@ -32,6 +36,3 @@ def _isolated_cache(tmp_path_factory, monkeypatch):
     # never touch the user's ~/.cache/iobench from a test
     monkeypatch.setenv("IOBENCH_CACHE", str(tmp_path_factory.getbasetemp() / "iobench-cache"))
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-
-
-from tests.helpers.lab_fixture import ceph_lab_fixture  # noqa: E402, F401  (the session's Ceph lab: `ceph_lab`)

@@ -7,8 +7,6 @@ import argparse
 import json
 import math
 import socket
-import subprocess
-import sys
 import tarfile
 import uuid
 from pathlib import Path
@@ -27,12 +25,7 @@ from iobench.sweep.config import ConfigError, parse_config
 from iobench.sweep.runner import _last_words
 from tests.helpers.runs import exact_epochs
 
-
-def _iobench(*args, cwd=None) -> subprocess.CompletedProcess:
-    # the timeout guards against a hang (a rank waiting forever is the failure this file tests)
-    return subprocess.run(
-        [sys.executable, "-m", "iobench.cli", *map(str, args)], capture_output=True, text=True, timeout=300
-    )
+# every sweep here runs under a timeout of 300 s: a rank waiting forever is the failure this file tests
 
 
 def _config(tmp_path: Path, dataset: Path, name: str = "sweep.yaml", **run) -> Path:
@@ -90,11 +83,12 @@ def _check_aggregate_is_the_sum_of_ranks(summary: dict, steps: list[dict]) -> No
     assert d["slowest_rank"] == rates.index(min(rates))
 
 
-@pytest.mark.slow
-def test_a_two_rank_sweep_reads_disjoint_samples_and_sums_its_ranks(tmp_path, tiny_dataset):
+def test_a_two_rank_sweep_reads_disjoint_samples_and_sums_its_ranks(iobench_sweep, tmp_path, tiny_dataset):
     out = tmp_path / "run"
     # free-running ranks (sync: none): each reads its whole share, and the job is their sum
-    proc = _iobench("sweep", _config(tmp_path, tiny_dataset, ranks_per_node=2, sync="none"), "--out", out)
+    proc = iobench_sweep.run(
+        "sweep", _config(tmp_path, tiny_dataset, ranks_per_node=2, sync="none"), "--out", out, timeout=300
+    )
     assert proc.returncode == 0, proc.stderr + proc.stdout
     (row,) = pq.read_table(out / "results.parquet").to_pylist()
     assert row["status"] == "ok" and row["cell_id"].endswith("-r2")
@@ -112,7 +106,7 @@ def test_a_two_rank_sweep_reads_disjoint_samples_and_sums_its_ranks(tmp_path, ti
     assert row["rank_skew"] == d["skew"] and row["samples_per_s"] == d["samples_per_s"]
     assert row["rank_au_min"] == min(r["au"] for r in summary["ranks"])
     # the report shows every rank, the skew and the slowest rank
-    for text in (proc.stdout, _iobench("report", out).stdout):
+    for text in (proc.stdout, iobench_sweep.run("report", out).stdout):
         flat = " ".join(text.split())
         assert "rank 0 (" in flat and "rank 1 (" in flat, flat
         assert f"skew {d['skew']:.2f}" in flat and f"slowest rank {d['slowest_rank']} on" in flat
@@ -124,18 +118,13 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.mark.slow
-def test_two_nodes_run_one_cell_and_both_record_its_result(tmp_path, tiny_dataset):
+def test_two_nodes_run_one_cell_and_both_record_its_result(iobench_sweep, tmp_path, tiny_dataset):
     """Two sweeps, as two nodes of one rank each, meet at node 0's endpoint (here on one machine)."""
     config = _config(tmp_path, tiny_dataset, nodes=2, epochs=1, sync="none")  # every share read whole
     endpoint = f"127.0.0.1:{_free_port()}"
-    sweep = [sys.executable, "-m", "iobench.cli", "sweep", config, "--rdzv-endpoint", endpoint]
     nodes = [
-        subprocess.Popen(
-            [*sweep, "--out", tmp_path / f"node{k}", "--node-rank", str(k)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
+        iobench_sweep.start(
+            config, "--out", tmp_path / f"node{k}", "--rdzv-endpoint", endpoint, "--node-rank", k
         )
         for k in (0, 1)
     ]
@@ -153,8 +142,9 @@ def test_two_nodes_run_one_cell_and_both_record_its_result(tmp_path, tiny_datase
     assert not (tmp_path / "node1" / cell_id / "steps.parquet").exists()  # rank 0 writes the files
 
 
-@pytest.mark.slow
-def test_a_failing_rank_fails_the_cell_naming_the_rank_and_stops_the_others(tmp_path, tiny_dataset):
+def test_a_failing_rank_fails_the_cell_naming_the_rank_and_stops_the_others(
+    iobench_sweep, tmp_path, tiny_dataset
+):
     bad = tmp_path / "bad"
     bad.mkdir()
     for f in tiny_dataset.iterdir():
@@ -166,7 +156,9 @@ def test_a_failing_rank_fails_the_cell_naming_the_rank_and_stops_the_others(tmp_
         f.seek(jpeg.offset_data)
         f.write(bytes(64))
     out = tmp_path / "run"
-    proc = _iobench("sweep", _config(tmp_path, bad, ranks_per_node=2, on_error="fail"), "--out", out)
+    proc = iobench_sweep.run(
+        "sweep", _config(tmp_path, bad, ranks_per_node=2, on_error="fail"), "--out", out, timeout=300
+    )
     assert proc.returncode == 1, proc.stderr
     (row,) = pq.read_table(out / "results.parquet").to_pylist()
     assert row["status"] == "failed" and row["world_size"] == 2
@@ -183,9 +175,9 @@ def _shard_of(dataset: Path) -> dict[str, str]:
     return out
 
 
-@pytest.mark.slow
-@pytest.mark.integration
-def test_ranks_on_one_host_share_its_shard_cache(ceph_lab, monkeypatch, tiny_dataset, tmp_path):
+def test_ranks_on_one_host_share_its_shard_cache(
+    ceph_lab, iobench_sweep, monkeypatch, tiny_dataset, tmp_path
+):
     """Two ranks over the lab's S3 with one cache directory: each shard is downloaded once by the
     host, and in epoch 2 a rank hits shards the other rank downloaded in epoch 1."""
     for key, value in ceph_lab.env.items():
@@ -196,7 +188,7 @@ def test_ranks_on_one_host_share_its_shard_cache(ceph_lab, monkeypatch, tiny_dat
     cfg = yaml.safe_load(config.read_text())
     config.write_text(yaml.safe_dump({**cfg, "tiers": [{**tier, "cache_size": "200MB"}]}))
     out = tmp_path / "run"
-    proc = _iobench("sweep", config, "--out", out)
+    proc = iobench_sweep.run("sweep", config, "--out", out, timeout=300)
     assert proc.returncode == 0, proc.stderr + proc.stdout
     (row,) = pq.read_table(out / "results.parquet").to_pylist()
     summary = json.loads((out / row["cell_id"] / "summary.json").read_text())

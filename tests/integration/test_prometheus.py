@@ -120,7 +120,6 @@ def test_a_scraping_thread_sees_counters_only_grow_while_batches_arrive(tmp_path
     assert scrapes[-1].value("iobench_loader_wait_seconds_count") == batches == 20
 
 
-@pytest.mark.integration
 def test_over_s3_with_a_shard_cache_requests_hits_misses_and_bytes_per_tier(ceph_lab, tmp_path, monkeypatch):
     import boto3
 
