@@ -25,6 +25,11 @@ COSTS: dict[str, tuple[str, ...]] = {
     "iobench_sweep": ("slow",),
     "torchrun": ("slow",),
 }
+MARKERS = {
+    "integration": "needs a real service (the Ceph lab); never skipped silently in CI",
+    "slow": "starts the lab, a sweep's cells or torchrun (by its fixtures), or runs long; "
+    '`pytest -m "not slow"` is the quick loop',
+}
 SERVICES = frozenset(name for name, marks in COSTS.items() if "integration" in marks)
 
 
@@ -37,6 +42,11 @@ def marks_for(fixturenames: Iterable[str]) -> list[str]:
 def _in_unit(item: pytest.Item) -> bool:
     """Whether ``item`` is under a ``unit`` folder at the top of the tests (tests/unit/...)."""
     return "unit" in item.path.relative_to(item.config.rootpath).parts[:2]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for name, meaning in MARKERS.items():
+        config.addinivalue_line("markers", f"{name}: {meaning}")
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects by these marks
