@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 import yaml
 
 from tests.helpers.processes import Sweeps
+from tests.helpers.runs import exact_epochs
 
 STALL = 40  # run.stall_timeout in these sweeps unless given: a backstop well above the tiers' deadlines
 
@@ -27,7 +28,9 @@ def sweep_file(tmp_path: Path, dataset: Path, tier: dict, *, stall: int = STALL,
         "tiers": [tier],
         "loaders": [{"kind": "torch", "workers": list(workers), "batch_size": [16], "shuffle_buffer": 16}],
         "accelerators": [{"kind": "emulated", "type": "custom", "samples_per_s": 80}],
-        "run": {"warmup_steps": 1, "epochs": 1, "stall_timeout": stall},
+        # one epoch exactly (16 steps, 3.2 s at 80 samples/s): the default window (50 steps after
+        # warm-up) ran each cell that finishes, a resumed one included, for four epochs
+        "run": {"warmup_steps": 1, "epochs": 1, "stall_timeout": stall, "min_measure": exact_epochs()},
     }
     path = tmp_path / "sweep.yaml"
     path.write_text(yaml.safe_dump(cfg))
