@@ -148,3 +148,21 @@ def test_expensive_processes_are_started_only_through_the_fixtures():
         "start these through the iobench / iobench_sweep / torchrun fixtures "
         "(tests/helpers/processes.py), so the cost hook marks the test:\n" + "\n".join(found)
     )
+
+
+def test_the_cheap_cli_fixture_sees_the_cells_a_command_ran(tmp_path):
+    from tests.helpers.processes import cell_results_of
+
+    out = tmp_path / "run"
+    (out / "disk-torch-w0").mkdir(parents=True)
+    (out / "disk-torch-w0" / "summary.json").write_text("{}")
+    assert cell_results_of(["sweep", "s.yaml", "--out", out], None) == {
+        out / "disk-torch-w0" / "summary.json"
+    }
+    assert cell_results_of(["sweep", "s.yaml", "--out", "run"], tmp_path) == {
+        out / "disk-torch-w0" / "summary.json"
+    }
+    default = tmp_path / "iobench-runs" / "20261204-120000" / "disk-torch-w0"
+    default.mkdir(parents=True)
+    (default / "summary.json").write_text("{}")
+    assert cell_results_of(["sweep", "s.yaml"], tmp_path) == {default / "summary.json"}

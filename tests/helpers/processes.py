@@ -25,7 +25,7 @@ def _run(argv: Sequence[object], *, timeout: float, **kwargs) -> subprocess.Comp
     return subprocess.run([str(a) for a in argv], capture_output=True, text=True, timeout=timeout, **kwargs)
 
 
-def _results_of(args: Sequence[object], cwd: str | os.PathLike[str] | None) -> set[Path]:
+def cell_results_of(args: Sequence[object], cwd: str | os.PathLike[str] | None) -> set[Path]:
     """The cell summaries in the run directory a command names (or the sweep's default one)."""
     args = [str(a) for a in args]
     if "--out" in args[:-1]:
@@ -72,9 +72,9 @@ def iobench():
     """``iobench(*args, timeout=120, cwd=None, env=None)``: a CLI command that runs no cell."""
 
     def run(*args: object, timeout: float = 120, **kwargs) -> subprocess.CompletedProcess:
-        before = _results_of(args, kwargs.get("cwd"))
+        before = cell_results_of(args, kwargs.get("cwd"))
         proc = _run([*CLI, *args], timeout=timeout, **kwargs)
-        if _results_of(args, kwargs.get("cwd")) - before:
+        if cell_results_of(args, kwargs.get("cwd")) - before:
             pytest.fail(
                 f"`iobench {' '.join(map(str, args))}` ran cells: take the iobench_sweep fixture, "
                 "which marks the test slow",
