@@ -12,6 +12,7 @@ import pytest
 
 from tests.helpers.cost import COSTS, marks_for
 from tests.helpers.paths import ROOT
+from tests.helpers.processes import cell_results_of
 
 PLUGINS = '["tests.helpers.cost", "tests.helpers.lab_fixture", "tests.helpers.processes"]'
 
@@ -151,8 +152,6 @@ def test_expensive_processes_are_started_only_through_the_fixtures():
 
 
 def test_the_cheap_cli_fixture_sees_the_cells_a_command_ran(tmp_path):
-    from tests.helpers.processes import cell_results_of
-
     out = tmp_path / "run"
     (out / "disk-torch-w0").mkdir(parents=True)
     (out / "disk-torch-w0" / "summary.json").write_text("{}")
