@@ -18,8 +18,6 @@ from iobench.datasets.manifest import Manifest
 from iobench.tiers import make_tier
 from loaders import ShardLoader
 
-pytestmark = pytest.mark.integration
-
 
 @pytest.fixture(scope="module", autouse=True)
 def _disconnect_before_the_lab_goes():

@@ -22,8 +22,6 @@ from loaders.storage.objectstore import ObjectReader, ObjectStoreError
 from loaders.storage.shardcache import ShardCache
 from tests.helpers.runs import exact_epochs
 
-pytestmark = pytest.mark.integration
-
 
 @pytest.fixture
 def s3_env(ceph_lab, monkeypatch):
@@ -212,10 +210,9 @@ def test_endpoint_down_fails_fast_and_clearly(monkeypatch):
     assert "127.0.0.1:9" in str(info.value) and "gave up after" in str(info.value)
 
 
-def test_sweep_over_tiers_shows_epochs_hit_ratios_and_leaks_no_secret(s3_env, tiny_dataset, tmp_path):
-    import subprocess
-    import sys
-
+def test_sweep_over_tiers_shows_epochs_hit_ratios_and_leaks_no_secret(
+    s3_env, iobench_sweep, tiny_dataset, tmp_path
+):
     import pyarrow.parquet as pq
     import yaml
 
@@ -248,12 +245,7 @@ def test_sweep_over_tiers_shows_epochs_hit_ratios_and_leaks_no_secret(s3_env, ti
     path = tmp_path / "tiers.yaml"
     path.write_text(yaml.safe_dump(cfg))
     out = tmp_path / "run"
-    proc = subprocess.run(
-        [sys.executable, "-m", "iobench.cli", "sweep", str(path), "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    proc = iobench_sweep.run("sweep", path, "--out", out)
     import shutil
 
     from iobench.tiers import make_tier as _make

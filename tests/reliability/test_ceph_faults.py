@@ -28,8 +28,6 @@ from loaders import ShardLoader
 from loaders.storage.objectstore import ObjectStoreError
 from tests.helpers.faultkit import cache_problems
 
-pytestmark = pytest.mark.integration
-
 
 @pytest.fixture
 def staged(ceph_lab, tiny_dataset, monkeypatch):

@@ -147,7 +147,6 @@ def _until_blocked_in_flock(pid: int) -> None:
     raise AssertionError(f"process {pid} never waited on a cache lock")
 
 
-@pytest.mark.integration
 def test_a_trainer_killed_mid_download_leaves_the_shared_cache_whole(
     ceph_lab, tiny_dataset, tmp_path, monkeypatch
 ):

@@ -179,8 +179,11 @@ def test_gpu_check_cpu_smoke_prints_the_table():
             sys.executable,
             str(ROOT / "scripts" / "gpu_check.py"),
             "--cpu-smoke",
+            # 4 batches a loader (2 of them warm-up): enough for the table, half the default's work
             "--samples",
-            "128",
+            "64",
+            "--batch-size",
+            "16",
             "--workers",
             "2",
         ],
