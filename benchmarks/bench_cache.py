@@ -26,7 +26,6 @@ from s3env import s3_endpoint
 
 from iobench.host.units import format_bytes, parse_size
 from iobench.tiers.s3 import s3_storage_options
-from loaders.storage.objectstore import fsspec_options
 
 KINDS = ("iobench", "simplecache", "filecache")
 
@@ -76,9 +75,7 @@ def read_epoch(
                     pass
         return
     for u in urls:
-        with fsspec.open(
-            f"{kind}::{u}", "rb", s3=fsspec_options(options), **{kind: {"cache_storage": cache_dir}}
-        ) as f:
+        with fsspec.open(f"{kind}::{u}", "rb", s3=options, **{kind: {"cache_storage": cache_dir}}) as f:
             while f.read(8 * 2**20):
                 pass
 

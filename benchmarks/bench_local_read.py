@@ -29,7 +29,8 @@ from iobench.host.cachedir import cache_dir
 from iobench.host.units import format_bytes
 from loaders.formats.tar import iter_samples
 from loaders.storage.localfile import open_local
-from loaders.storage.sources import ShardSource, SourceSpec
+from loaders.storage.sources import ShardSource
+from loaders.storage.spec import SourceSpec
 
 
 def _tar_read(paths: list[str]) -> int:

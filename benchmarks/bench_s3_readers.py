@@ -22,7 +22,7 @@ from s3env import s3_endpoint
 
 from iobench.host.units import format_bytes, parse_size
 from iobench.tiers.s3 import s3_storage_options
-from loaders.storage.objectstore import ObjectReader, fsspec_options
+from loaders.storage.objectstore import ObjectReader
 
 
 def main() -> None:
@@ -45,7 +45,7 @@ def main() -> None:
         total = size * len(keys)
         options = s3_storage_options(endpoint, "us-east-1", True)
         reader = ObjectReader(options, concurrency=args.concurrency)
-        s3 = fsspec.filesystem("s3", skip_instance_cache=True, **fsspec_options(options))
+        s3 = fsspec.filesystem("s3", skip_instance_cache=True, **options)
         transfer = TransferConfig(max_concurrency=args.concurrency, multipart_chunksize=8 * 2**20)
 
         def ours() -> float:

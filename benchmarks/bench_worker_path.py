@@ -29,7 +29,8 @@ from peers import decode_augment
 from loaders import LoaderConfig
 from loaders.pipeline.samples import read_shards, stream
 from loaders.pipeline.shmring import ShmRing
-from loaders.storage.sources import ShardSource, SourceSpec
+from loaders.storage.sources import ShardSource
+from loaders.storage.spec import SourceSpec
 
 
 def per_sample_us(run: Callable[[], int]) -> Callable[[], float]:
@@ -56,7 +57,7 @@ def main() -> None:
     torch.set_num_threads(1)  # as in a worker
     _, urls = loaders_dataset(args.samples)
     blobs = warm_jpegs(urls)
-    spec = LoaderConfig(urls=urls, batch_size=64, workers=0, shuffle_buffer=0).pipeline_spec()
+    spec = LoaderConfig(urls=urls, batch_size=64, workers=0, shuffle_buffer=0).pipeline
     source = ShardSource(SourceSpec())
     ring = ShmRing(1, 6, spec.batch_size * spec.image_size * spec.image_size * 3)
 

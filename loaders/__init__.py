@@ -12,7 +12,7 @@ By concern, each subpackage a face of its own (``__all__``; import from the face
     storage/    local files, object stores, the shard cache, a throttled link
     formats/    tar, Parquet, one object per sample
     pipeline/   decode, augment, batch assembly, the batch-buffer ring
-    backends/   torch DataLoader, torchdata.nodes, DALI
+    backends/   torch DataLoader, torchdata.nodes, DALI, on one skeleton (ranks, plan, len, resume, stats)
     observe/    stage timers, the stall meter, NVML, Prometheus
 
 and at the top: ``config`` (every setting), ``options`` (declared plugin options), ``registry``

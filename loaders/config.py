@@ -9,15 +9,12 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, field, fields, replace
-from typing import TYPE_CHECKING, Any
+from dataclasses import MISSING, asdict, dataclass, field, fields, replace
+from typing import Any
 
 from loaders.formats.tar import DEFAULT_MAX_MEMBER_BYTES
 from loaders.plan import REMAINDER_POLICIES, EpochPlan, expand_urls, plan_epoch, sample_counts
-from loaders.storage.throttle import ThrottleSpec
-
-if TYPE_CHECKING:
-    from loaders.storage.sources import SourceSpec
+from loaders.storage.spec import CacheSpec, SourceSpec
 
 ERROR_POLICIES = ("skip", "fail")
 
@@ -57,66 +54,78 @@ class PipelineSpec:
             raise ValueError(f"on_error={self.on_error!r}: allowed values are {', '.join(ERROR_POLICIES)}")
         if self.batch_size < 1:
             raise ValueError(f"batch_size={self.batch_size}: must be at least 1")
+        if self.shuffle_buffer < 0:
+            raise ValueError(f"shuffle_buffer={self.shuffle_buffer}: must be 0 or more")
 
 
-@dataclass
+# LoaderConfig's keywords for the source's cache, which nests (SourceSpec.cache)
+CACHE_KEYWORDS = {"cache_dir": "dir", "cache_bytes": "bytes", "cache_policy": "policy"}
+
+
+@dataclass(init=False)
 class LoaderConfig:
     """Every input a backend needs. Give shard ``urls`` (brace ranges expand), or ``objects`` as
-    (key, url, label) with one object per sample. ``options`` holds the backend's own settings,
-    declared by each backend in the registry (nodes: ``method="process"``; torch: ``pin_memory``;
-    dali: ``mode``)."""
+    (key, url, label) with one object per sample. ``source`` says how to read them (a tier's
+    description: storage options, deadline, cache, throttle ...), ``pipeline`` what each reader
+    does with the samples. ``options`` holds the backend's own settings, declared by each backend
+    in the registry (nodes: ``method="process"``; torch: ``pin_memory``; dali: ``mode``).
+
+    Any field of :class:`PipelineSpec` or :class:`~loaders.storage.SourceSpec` may be given here
+    by its name, and the cache's as ``cache_dir``, ``cache_bytes``, ``cache_policy``: they go into
+    (or over) the nested specs, so training code writes
+    ``LoaderConfig(urls=..., batch_size=256, workers=8, cache_dir="/nvme/cache")``."""
 
     urls: str | Sequence[str] | None = None
     objects: Sequence[tuple[str, str, int]] | None = None
-    storage_options: dict = field(default_factory=dict, repr=False)  # may hold credentials
-    cache_dir: str | None = None
-    cache_bytes: int | None = None
-    # a cache smaller than the data: "static" keeps what it cached and reads the rest through,
-    # "lru" evicts; "auto" (default) is static when shard_sizes add up to more than the cache
-    cache_policy: str = "auto"
-    shard_sizes: dict[str, int] = field(default_factory=dict)
-    # samples per shard URL (the dataset manifest's counts): the even split over ranks and an exact
-    # len() need them; local shards missing here are counted from their tar headers
-    shard_samples: dict[str, int] = field(default_factory=dict)
-    part_bytes: int = 8 * 2**20
-    concurrency: int = 4
-    throttle: ThrottleSpec | None = None  # emulate a slower link (bandwidth cap, latency per request)
-    batch_size: int = 64
+    source: SourceSpec = field(default_factory=SourceSpec)
+    pipeline: PipelineSpec = field(default_factory=PipelineSpec)
     workers: int = 2
     prefetch: int = 2
-    shuffle_buffer: int = 1000
-    seed: int = 0
     # None: from an initialised torch.distributed, else torchrun's RANK / WORLD_SIZE, else 0 / 1;
     # a number given here is used as given
     rank: int | None = None
     world_size: int | None = None
     # several ranks: what happens to the samples that do not divide evenly over them (loaders.plan)
     remainder: str = "drop"
-    augment: AugmentSpec = field(default_factory=AugmentSpec)
-    on_error: str = "skip"
-    drop_last: bool = False
-    max_member_bytes: int = DEFAULT_MAX_MEMBER_BYTES
-    # False: read each sample's bytes in full without decoding them (MLPerf Storage's reading);
-    # batches carry ``sizes`` (bytes per sample) and no images. Backends that declare it only.
-    decode: bool = True
     # uint8 on the host stays the default output; with a device the batch is moved there, and
     # normalize=True turns it into normalised float32 on that device (cheap on a GPU, not in workers)
     normalize: bool = False
     device: str | None = None
     options: dict[str, Any] = field(default_factory=dict)
 
-    def __post_init__(self) -> None:
+    def __init__(self, urls: str | Sequence[str] | None = None, **settings: Any) -> None:
+        unknown = sorted(set(settings) - KEYWORDS)
+        if unknown:
+            raise TypeError(f"LoaderConfig got unexpected keyword argument(s): {', '.join(unknown)}")
+        self.urls = urls
+        for f in fields(self):
+            if f.name != "urls":
+                setattr(self, f.name, settings.pop(f.name) if f.name in settings else _default_of(f))
+        self.pipeline = replace(self.pipeline, **_taken(settings, PipelineSpec))
+        cache = {CACHE_KEYWORDS[k]: settings.pop(k) for k in list(settings) if k in CACHE_KEYWORDS}
+        source = _taken(settings, SourceSpec)
+        if cache:
+            source["cache"] = _cache(self.source.cache, cache)
+        self.source = replace(self.source, **source)
+        self._check()
+
+    def _check(self) -> None:
         if (self.urls is None) == (self.objects is None):
             raise ValueError("give shard urls, or objects=[(key, url, label), ...] for one object per sample")
         if self.workers < 0:
             raise ValueError(f"workers={self.workers}: must be 0 or more")
-        if self.cache_policy not in ("auto", "lru", "static"):
-            raise ValueError(f"cache_policy={self.cache_policy!r}: allowed values are auto, lru, static")
+        if self.prefetch < 1:
+            raise ValueError(f"prefetch={self.prefetch}: must be 1 or more")
         if self.remainder not in REMAINDER_POLICIES:
             raise ValueError(
                 f"remainder={self.remainder!r}: allowed values are {', '.join(REMAINDER_POLICIES)}"
             )
-        self.pipeline_spec()  # validates batch_size and on_error now, not in a worker later
+        cache = self.source.cache
+        if cache is not None and cache.bytes is None:
+            from loaders.storage.shardcache import default_cache_bytes
+
+            # resolved once, here: every reading process then keeps to the same limit
+            self.source = replace(self.source, cache=replace(cache, bytes=default_cache_bytes(cache.dir)))
 
     @property
     def layout(self) -> str:
@@ -135,12 +144,12 @@ class LoaderConfig:
         return replace(self, rank=rank, world_size=world_size)
 
     def counts(self, *, count: bool = True) -> list[int] | None:
-        """Samples per item (1 per object), from ``shard_samples`` or, with ``count``, counted for
-        local shards from their tar headers; None when some shard's count is not known."""
+        """Samples per item (1 per object), from the source's ``shard_samples`` or, with ``count``,
+        counted for local shards from their tar headers; None when some shard's count is not known."""
         items = self.items()
         if self.objects is not None:
             return [1] * len(items)
-        known = self.shard_samples or {}
+        known = self.source.shard_samples
         if not count and not all(url in known for url in items):
             return None
         return sample_counts(items, known)
@@ -152,37 +161,27 @@ class LoaderConfig:
         world_size = self.world_size if self.world_size is not None else distributed_ranks()[1]
         return self.counts(count=world_size > 1)
 
-    def pipeline_spec(self) -> PipelineSpec:
-        return PipelineSpec(
-            batch_size=self.batch_size,
-            shuffle_buffer=self.shuffle_buffer,
-            seed=self.seed,
-            augment=self.augment,
-            on_error=self.on_error,
-            drop_last=self.drop_last,
-            max_member_bytes=self.max_member_bytes,
-            decode=self.decode,
-        )
 
-    def source_spec(self) -> SourceSpec:
-        from loaders.storage.sources import (  # fsspec loads with the first reader
-            SourceSpec,
-            default_cache_bytes,
-        )
+def _default_of(f: Any) -> Any:
+    return f.default_factory() if f.default is MISSING else f.default
 
-        cache_bytes = self.cache_bytes
-        if self.cache_dir and not cache_bytes:
-            cache_bytes = default_cache_bytes(self.cache_dir)
-        return SourceSpec(
-            storage_options=dict(self.storage_options or {}),
-            cache_dir=self.cache_dir,
-            cache_bytes=cache_bytes,
-            cache_policy=self.cache_policy,
-            sizes=dict(self.shard_sizes or {}),
-            part_bytes=self.part_bytes,
-            concurrency=self.concurrency,
-            throttle=self.throttle,
-        )
+
+def _taken(settings: dict[str, Any], spec: type) -> dict[str, Any]:
+    """The settings that are fields of ``spec``, taken out of ``settings``."""
+    return {f.name: settings.pop(f.name) for f in fields(spec) if f.name in settings}
+
+
+def _cache(given: CacheSpec | None, settings: dict[str, Any]) -> CacheSpec | None:
+    """The source's cache with ``cache_dir``/``cache_bytes``/``cache_policy`` over it; none
+    without a directory (``cache_dir=None`` turns a cache off, whatever its limit says)."""
+    merged = {**(asdict(given) if given else {}), **settings}
+    spec = CacheSpec(**{**merged, "dir": merged.get("dir") or ""})  # checks the policy either way
+    return spec if merged.get("dir") else None
+
+
+KEYWORDS = frozenset(
+    [f.name for spec in (LoaderConfig, PipelineSpec, SourceSpec) for f in fields(spec)] + list(CACHE_KEYWORDS)
+)
 
 
 def plan_for(
@@ -195,23 +194,13 @@ def plan_for(
         rank=config.rank,  # type: ignore[arg-type]
         world_size=config.world_size,  # type: ignore[arg-type]
         num_workers=readers,
-        batch_size=config.batch_size,
-        drop_last=config.drop_last,
+        batch_size=config.pipeline.batch_size,
+        drop_last=config.pipeline.drop_last,
         remainder=config.remainder,
-        seed=config.seed,
+        seed=config.pipeline.seed,
         epoch=epoch,
         objects=config.objects is not None,
     )
-
-
-def counted(config: LoaderConfig) -> list[int] | None:
-    """``config.counts()`` for ``len()``: a shard that cannot be counted (truncated, unreadable)
-    makes len() a TypeError naming it (``list(loader)`` asks len() for a hint and goes on; reading
-    the shard then fails under the loader's own error policy, in the worker that reads it)."""
-    try:
-        return config.counts()
-    except (OSError, ValueError) as exc:
-        raise TypeError(f"len() could not count the shards' samples: {exc}") from exc
 
 
 def distributed_ranks(rank: int | None = None, world_size: int | None = None) -> tuple[int, int]:
@@ -246,6 +235,7 @@ def device_for(device: str | None) -> str | None:
 
 
 def default(name: str) -> Any:
-    """The default of one LoaderConfig field: the one place loader defaults are written."""
-    f = next(f for f in fields(LoaderConfig) if f.name == name)
-    return f.default
+    """The default of a loader setting (a field of LoaderConfig or of the specs it nests): the one
+    place loader defaults are written."""
+    f = next(f for spec in (LoaderConfig, PipelineSpec, SourceSpec) for f in fields(spec) if f.name == name)
+    return _default_of(f)

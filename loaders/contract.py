@@ -1,5 +1,6 @@
 """The loader contract: the protocol every backend meets, and what backends share to meet it (the
-epoch cursor that makes them resumable, delivery to a device). The settings are ``LoaderConfig``
+epoch cursor that makes them resumable, delivery to a device; the skeleton built on them is
+loaders/backends/skeleton.py). The settings are ``LoaderConfig``
 (config.py); the backends by name are the registry (registry.py).
 
 Training code switches backends by name and nothing else::
@@ -72,13 +73,13 @@ def fingerprint(config: LoaderConfig, readers: int, backend: str) -> dict:
         digest.update(repr(item).encode())
         digest.update(b"\0")
     return {
-        "batch_size": config.batch_size,
-        "drop_last": config.drop_last,
+        "batch_size": config.pipeline.batch_size,
+        "drop_last": config.pipeline.drop_last,
         "remainder": config.remainder,
         "backend": backend,
         "items": digest.hexdigest(),
-        "seed": config.seed,
-        "shuffle_buffer": config.shuffle_buffer,
+        "seed": config.pipeline.seed,
+        "shuffle_buffer": config.pipeline.shuffle_buffer,
         "rank": config.rank,
         "world_size": config.world_size,
         "readers": readers,
@@ -154,27 +155,3 @@ class EpochCursor:
         self.next_epoch = int(state["epoch"])
         self.active = None
         self._resume = (self.next_epoch, consumed, batches)
-
-
-class ResumableLoader:
-    """set_epoch / state_dict / load_state_dict for a backend that keeps an ``EpochCursor`` in
-    ``_cursor``, its ``LoaderConfig`` in ``config`` and names itself in ``backend``."""
-
-    backend: str
-    config: LoaderConfig
-    _cursor: EpochCursor
-    _fingerprint: dict | None = None
-
-    def set_epoch(self, epoch: int) -> None:
-        self._cursor.set_epoch(epoch)
-
-    def state_dict(self) -> dict:
-        return self._cursor.state(self._fp())
-
-    def load_state_dict(self, state: dict) -> None:
-        self._cursor.load(state, self._fp())
-
-    def _fp(self) -> dict:
-        if self._fingerprint is None:
-            self._fingerprint = fingerprint(self.config, self._cursor.readers, self.backend)
-        return self._fingerprint

@@ -1,8 +1,9 @@
 """Shard URL lists: brace expansion, and the split of an epoch over ranks and loader workers.
 
-The even split (:func:`plan_epoch`). Data-parallel training ends every step in an all-reduce, so a
-rank that runs out of batches before the others leaves them waiting for ever. With more than one
-rank, every rank therefore reads exactly the same number of samples per epoch, and so yields
+The even split (:func:`plan_epoch`; ``loaders.config.plan_for`` takes its inputs from a
+``LoaderConfig``, for every backend and for iobench's ceilings alike). Data-parallel training ends every step in an all-reduce,
+so a rank that runs out of batches before the others leaves them waiting for ever. With more than
+one rank, every rank therefore reads exactly the same number of samples per epoch, and so yields
 exactly the same number of batches, whatever the shards' sizes and counts:
 
 - the epoch's shard order (a permutation drawn from seed and epoch, the same on every rank) is
@@ -63,33 +64,6 @@ def expand_urls(spec: str | Sequence[str]) -> list[str]:
         raise ValueError(f"shard range {m.group(0)!r} in {spec!r} runs backwards")
     width = len(lo) if lo.startswith("0") or len(lo) == len(hi) else 0
     return [u for i in range(int(lo), int(hi) + 1) for u in expand_urls(f"{head}{i:0{width}d}{tail}")]
-
-
-def shards_for(
-    urls: Sequence[str],
-    *,
-    rank: int = 0,
-    world_size: int = 1,
-    worker: int = 0,
-    num_workers: int = 1,
-    seed: int = 0,
-    epoch: int = 0,
-    shuffle: bool = True,
-) -> list[str]:
-    """The shards one (rank, worker) reads in one epoch.
-
-    Every rank draws the same permutation (seed + epoch), then takes a disjoint stride of it, so the
-    union over all ranks and workers is every shard exactly once.
-    """
-    if not 0 <= rank < world_size:
-        raise ValueError(f"rank {rank} is outside world_size {world_size}")
-    if not 0 <= worker < num_workers:
-        raise ValueError(f"worker {worker} is outside num_workers {num_workers}")
-    order = list(urls)
-    if shuffle:
-        random.Random(seed * 1_000_003 + epoch).shuffle(order)
-    readers = world_size * num_workers
-    return order[rank * num_workers + worker :: readers]
 
 
 def check_splittable(n_shards: int, world_size: int, num_workers: int) -> None:
@@ -171,15 +145,14 @@ def _ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def _batches_of(samples: int, batch_size: int, drop_last: bool) -> int:
+def batches_of(samples: int, batch_size: int, drop_last: bool) -> int:
     return samples // batch_size if drop_last else _ceil_div(samples, batch_size)
 
 
-def epoch_order(n: int, *, seed: int, epoch: int, shuffle: bool = True) -> list[int]:
+def epoch_order(n: int, *, seed: int, epoch: int) -> list[int]:
     """The epoch's item order, the same on every rank: a permutation drawn from (seed, epoch)."""
     order = list(range(n))
-    if shuffle:
-        random.Random(seed * 1_000_003 + epoch).shuffle(order)
+    random.Random(seed * 1_000_003 + epoch).shuffle(order)
     return order
 
 
@@ -195,7 +168,6 @@ def plan_epoch(
     remainder: str = "drop",
     seed: int = 0,
     epoch: int = 0,
-    shuffle: bool = True,
     objects: bool = False,
 ) -> EpochPlan:
     """Which samples each reader of rank ``rank`` reads in ``epoch`` (module docstring: the policy).
@@ -211,7 +183,7 @@ def plan_epoch(
     if counts is not None and len(counts) != len(items):
         raise ValueError(f"{len(counts)} sample count(s) for {len(items)} item(s)")
     if world_size == 1:
-        return _whole_shards(items, counts, readers, batch_size, drop_last, seed, epoch, shuffle)
+        return _whole_shards(items, counts, readers, batch_size, drop_last, seed, epoch)
     if counts is None:
         raise EvenSplitError(
             f"an even split over {world_size} ranks needs every shard's sample count: pass "
@@ -222,7 +194,7 @@ def plan_epoch(
     r, b = world_size, batch_size
     if remainder == "drop":
         per_rank = total // r
-        batches = _batches_of(per_rank, b, drop_last)
+        batches = batches_of(per_rank, b, drop_last)
         used = batches * b if drop_last else per_rank
     else:  # pad: every sample at least once, the shortfall repeated from the epoch's start
         batches = _ceil_div(total, r * b) if drop_last else _ceil_div(_ceil_div(total, r), b)
@@ -234,7 +206,7 @@ def plan_epoch(
             f"use a smaller batch_size, fewer ranks" + (", or remainder='pad'" if total else "")
         )
     sizes = [b] * (batches - 1) + [used - (batches - 1) * b]
-    order = epoch_order(len(items), seed=seed, epoch=epoch, shuffle=shuffle)
+    order = epoch_order(len(items), seed=seed, epoch=epoch)
     ordered_counts = [int(counts[i]) for i in order]
     starts = list(itertools.accumulate(ordered_counts, initial=0))
     plans = []
@@ -284,14 +256,13 @@ def _whole_shards(
     drop_last: bool,
     seed: int,
     epoch: int,
-    shuffle: bool,
 ) -> EpochPlan:
-    order = epoch_order(len(items), seed=seed, epoch=epoch, shuffle=shuffle)
+    order = epoch_order(len(items), seed=seed, epoch=epoch)
     plans = []
     for w in range(readers):
         mine = order[w::readers]
         samples = None if counts is None else int(sum(counts[i] for i in mine))
-        batches = None if samples is None else _batches_of(samples, batch_size, drop_last)
+        batches = None if samples is None else batches_of(samples, batch_size, drop_last)
         plans.append(ReaderPlan(tuple(items[i] for i in mine), samples, batches))
     known = counts is not None
     total = int(sum(counts)) if known else None  # type: ignore[arg-type]

@@ -40,6 +40,9 @@ class Backend:
     # can deliver batches of byte lengths without decoding (LoaderConfig.decode=False); a backend
     # that decodes inside its own graph (DALI) cannot
     undecoded: bool = False
+    # the factory checks what it is given itself (the built-ins: loaders.backends.BaseLoader, which
+    # training code also builds directly), so make_loader does not check it a second time
+    checks_itself: bool = False
 
     def factory(self) -> LoaderFactory:
         if callable(self.target):
@@ -58,6 +61,15 @@ class Backend:
     def check(self, options: Mapping[str, Any]) -> dict[str, Any]:
         """``options`` checked against the declared ones, defaults filled in (OptionError if wrong)."""
         return check_options(f"loader {self.name!r}", self.options, options)
+
+    def checked(self, config: LoaderConfig) -> LoaderConfig:
+        """``config`` with its options checked and completed (:meth:`check`); ValueError when it asks
+        not to decode (``decode=False``) and this backend always decodes."""
+        if not config.pipeline.decode and not self.undecoded:
+            raise ValueError(
+                f"loader {self.name!r} always decodes: decode=False needs {', '.join(undecoded_loaders())}"
+            )
+        return replace(config, options=self.check(config.options))
 
 
 _PIN = Option(
@@ -90,10 +102,11 @@ _TORCH = {
 _BUILTIN: dict[str, Backend] = {
     "torch": Backend(
         "torch",
-        "loaders.backends.torch_loader:ShardLoader.from_config",
+        "loaders.backends.torch_loader:ShardLoader",
         _TORCH,
         "pip install torch",
         undecoded=True,
+        checks_itself=True,
     ),
     "nodes": Backend(
         "nodes",
@@ -108,6 +121,7 @@ _BUILTIN: dict[str, Backend] = {
         },
         "pip install 'iobench[torchdata]'",
         undecoded=True,
+        checks_itself=True,
     ),
     "dali": Backend(
         "dali",
@@ -127,6 +141,7 @@ _BUILTIN: dict[str, Backend] = {
             ),
         },
         "pip install 'iobench[dali]'  (or: pip install nvidia-dali-cuda130)",
+        checks_itself=True,
     ),
 }
 _REGISTERED: dict[str, Backend] = {}
@@ -188,22 +203,12 @@ def undecoded_loaders() -> list[str]:
     return sorted(n for n, b in {**_BUILTIN, **_REGISTERED}.items() if b.undecoded)
 
 
-def check_decode(name: str, config: LoaderConfig) -> None:
-    """ValueError when ``config.decode`` is False and backend ``name`` always decodes: for
-    make_loader, and for a backend's class built directly."""
-    if not config.decode and not backend(name).undecoded:
-        raise ValueError(
-            f"loader {name!r} always decodes: decode=False needs {', '.join(undecoded_loaders())}"
-        )
-
-
 def make_loader(name: str, config: LoaderConfig) -> Loader:
     """Build the backend called ``name`` ("torch", "nodes", "dali", or a registered one), its
-    ``config.options`` checked against the ones it declares and completed with their defaults."""
-    check_decode(name, config)
+    ``config.options`` checked once against the ones it declares and completed with their defaults
+    (:meth:`Backend.checked`)."""
     chosen = backend(name)
-    checked = chosen.check(config.options)
-    return chosen.factory()(replace(config, options=checked))
+    return chosen.factory()(config if chosen.checks_itself else chosen.checked(config))
 
 
 __all__ = [

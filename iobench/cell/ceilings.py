@@ -26,13 +26,13 @@ from pathlib import Path
 import torch
 
 from iobench.analysis.steady import steady_state
-from iobench.cell.loaderfactory import build_loader, loader_config
+from iobench.cell.loaderfactory import epoch_factory, loader_config
 from iobench.cell.ramcopy import RamCopies, ram_budget
 from iobench.results.figures import Ceiling
 from iobench.results.spec import LoaderSettings, RunSettings
+from loaders.config import plan_for
 from loaders.pipeline import raw_samples
-from loaders.plan import shards_for
-from loaders.storage import ShardSource
+from loaders.storage import ShardSource, SourceSpec
 
 # the prep ceiling needs enough batches per reader for a steady state, not the whole dataset
 PREP_BATCHES_PER_READER = 10
@@ -65,9 +65,9 @@ def accelerator_ceiling(
 
 def _fetch_reader(items: list, config, objects: bool, limit: int, max_seconds: float, out) -> None:
     try:
-        source = ShardSource(config.source_spec())
+        source = ShardSource(config.source)
         samples = raw_samples(
-            items, source, config.pipeline_spec(), random.Random(config.seed), objects=objects
+            items, source, config.pipeline, random.Random(config.pipeline.seed), objects=objects
         )
         n = nbytes = 0
         t0 = time.perf_counter()
@@ -83,7 +83,7 @@ def _fetch_reader(items: list, config, objects: bool, limit: int, max_seconds: f
 
 def fetch_ceiling(
     items: list,
-    source_options: dict,
+    source: SourceSpec,
     loader: LoaderSettings,
     run: RunSettings,
     *,
@@ -94,16 +94,11 @@ def fetch_ceiling(
     samples between them without decoding (each stops after ``max_seconds``: a huge dataset needs
     no full pass for a rate). Rate: samples over the wall time of the slowest."""
     # no shuffle buffer: it would hold back samples already read, and only yielded ones count
-    config = loader_config(items, source_options, replace(loader, shuffle_buffer=0), run)
+    config = loader_config(items, source, replace(loader, shuffle_buffer=0), run)
     objects = config.layout == "objects"
     readers = loader.readers
-    all_items = config.items()
-    if objects:
-        parts = [all_items[i::readers] for i in range(readers)]
-    else:
-        parts = [
-            shards_for(all_items, worker=i, num_workers=readers, seed=config.seed) for i in range(readers)
-        ]
+    # epoch 0 of one rank, as the loader's plan splits it over its readers (whole shards, no counts)
+    parts = [list(reader.items) for reader in plan_for(config, config.items(), None, 0, readers).readers]
     per_reader = -(-samples // readers)
     ctx = multiprocessing.get_context("fork")
     out = ctx.Queue()
@@ -135,7 +130,7 @@ def fetch_ceiling(
 
 
 def _copy_to_ram(items: list, config, objects: bool, ram: RamCopies) -> list:
-    source = ShardSource(config.source_spec())
+    source = ShardSource(config.source)
     copied = []
     for i, item in enumerate(items):
         url = item[1] if objects else item
@@ -176,7 +171,7 @@ def _fitting(sizes: list[tuple[int, int]], n: int, readers: int, budget: int) ->
 
 def prep_ceiling(
     items: list,
-    source_options: dict,
+    source: SourceSpec,
     loader: LoaderSettings,
     run: RunSettings,
     *,
@@ -186,7 +181,7 @@ def prep_ceiling(
 
     ``sizes`` gives (bytes, samples) per item, in the order of ``items``.
     """
-    config = loader_config(items, source_options, loader, run)
+    config = loader_config(items, source, loader, run)
     objects = config.layout == "objects"
     readers = loader.readers if not objects else 1
     want = PREP_BATCHES_PER_READER * loader.readers * loader.batch_size
@@ -205,7 +200,7 @@ def prep_ceiling(
         raise RuntimeError(f"prep ceiling: the copy of the dataset it needs: {exc}") from None
     with ram:
         local = _copy_to_ram(subset, config, objects, ram)
-        build = build_loader(local, {"storage_options": {}}, loader, run)
+        build = epoch_factory(local, SourceSpec(), loader, run)
         arrivals, samples = [], []
         t0 = time.perf_counter()
         epochs = 0

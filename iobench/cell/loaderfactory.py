@@ -9,64 +9,57 @@ statistics, so the step loop and the metrics are backend-neutral.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
 
 from iobench.results.spec import LoaderSettings, RunSettings
-from loaders import Batch, LoaderConfig, make_loader
+from loaders import LoaderConfig, make_loader
+from loaders.storage import SourceSpec
 
-EpochFactory = Callable[[int], Iterable[Batch]]
+if TYPE_CHECKING:  # a Batch holds tensors: the sweep's checks build configs here without torch
+    from loaders import Batch
+
+EpochFactory = Callable[[int], Iterable["Batch"]]
 
 
 def loader_config(
     items: list,
-    source_options: dict,
+    source: SourceSpec,
     loader: LoaderSettings,
     run: RunSettings,
     *,
     rank: int = 0,
     world_size: int = 1,
 ) -> LoaderConfig:
-    """The contract's config from a cell: the loader setting, the tier's source options (sizes and
-    sample counts per shard included), the run settings, and which rank of how many reads (each
-    rank gets a disjoint, equal share of the epoch: loaders.plan)."""
+    """The contract's config from a cell: the tier's description of its source (sizes and sample
+    counts per shard included), the loader setting, the run settings, and which rank of how many
+    reads (each rank gets a disjoint, equal share of the epoch: loaders.plan)."""
     objects = loader.layout == "objects"
     return LoaderConfig(
         urls=None if objects else items,
         objects=items if objects else None,
-        batch_size=loader.batch_size,
+        source=source,
+        pipeline=loader.pipeline(run),
         workers=loader.workers,
         prefetch=loader.prefetch,
-        shuffle_buffer=loader.shuffle_buffer,
-        seed=run.seed,
         rank=rank,
         world_size=world_size,
-        on_error=run.on_error,
-        storage_options=dict(source_options.get("storage_options") or {}),
-        cache_dir=source_options.get("cache_dir"),
-        cache_bytes=source_options.get("cache_bytes"),
-        cache_policy=source_options.get("cache_policy", "auto"),
-        shard_sizes=dict(source_options.get("shard_sizes") or {}),
-        shard_samples=dict(source_options.get("shard_samples") or {}),
-        part_bytes=source_options.get("part_bytes", 8 * 2**20),
-        concurrency=source_options.get("concurrency", 4),
-        throttle=source_options.get("throttle"),
         options=dict(loader.options),
-        decode=loader.decode,
     )
 
 
-def build_loader(
+def epoch_factory(
     items: list,
-    source_options: dict,
+    source: SourceSpec,
     loader: LoaderSettings,
     run: RunSettings,
     *,
     rank: int = 0,
     world_size: int = 1,
 ) -> EpochFactory:
-    """``items``: shard URLs, or (key, url, label) per sample when ``loader.layout`` is objects.
-    ``source_options`` come from the tier: storage options, cache directory and limit, sizes."""
+    """The cell's loader, built once, as a function of the epoch that returns that epoch's batches.
+    ``items``: shard URLs, or (key, url, label) per sample when ``loader.layout`` is objects."""
     built = make_loader(
-        loader.kind, loader_config(items, source_options, loader, run, rank=rank, world_size=world_size)
+        loader.kind, loader_config(items, source, loader, run, rank=rank, world_size=world_size)
     )
 
     def epoch(e: int) -> Iterable[Batch]:

@@ -22,8 +22,9 @@ from iobench.analysis.verdict import attribute
 from iobench.cell.allreduce import allreduce_model
 from iobench.cell.alone import time_alone
 from iobench.cell.distributed import SOLO, Ranks
+from iobench.cell.inputs import CellInputs
 from iobench.cell.live import live_file
-from iobench.cell.loaderfactory import build_loader
+from iobench.cell.loaderfactory import epoch_factory
 from iobench.cell.steploop import StepLog, mark_warmup, run_steps, step_durations
 from iobench.cell.sync import StepSync
 from iobench.cell.telemetry import Telemetry, TelemetrySampler
@@ -77,18 +78,10 @@ def window_extension(run: RunSettings, ranks: Ranks):
     return more
 
 
-def measure(
-    tier,
-    manifest,
-    cell: CellSpec,
-    items: list,
-    source_options: dict,
-    consumer,
-    cores: int,
-    ranks: Ranks = SOLO,
-) -> Measurement:
+def measure(inputs: CellInputs, ranks: Ranks = SOLO) -> Measurement:
+    cell, consumer = inputs.cell, inputs.consumer
     run, loader = cell.run, cell.loader
-    cache_state = tier.prepare(manifest, cell.cache) if ranks.host_leader else None
+    cache_state = inputs.tier.prepare(inputs.manifest, cell.cache) if ranks.host_leader else None
     auto = run.warmup_steps == "auto"
     limit = max(run.epochs, window.MAX_EPOCHS)
     live = live_file()
@@ -103,8 +96,8 @@ def measure(
         ranks.barrier()
         released_at = time.time()
         created_at = time.perf_counter()
-        make_epoch = build_loader(
-            items, source_options, loader, run, rank=ranks.rank, world_size=ranks.world_size
+        make_epoch = epoch_factory(
+            inputs.items, inputs.source, loader, run, rank=ranks.rank, world_size=ranks.world_size
         )
         log = run_steps(
             make_epoch,
@@ -150,7 +143,7 @@ def measure(
         metrics,
         log.measured_stats,
         workers=loader.workers,
-        cores=cores,
+        cores=inputs.cores,
         demand_samples_per_s=consumer.demand_samples_per_s,
     )
     return Measurement(log, metrics, verdict, cache_state, telemetry, steady, measured_window, released_at)

@@ -18,36 +18,16 @@ from iobench.analysis.differential import combine
 from iobench.cell.accelerator import EmulatedAccelerator, make_consumer
 from iobench.cell.diagnose import check_capacity, measure_ceilings
 from iobench.cell.files import cell_files
+from iobench.cell.inputs import cell_inputs
 from iobench.cell.lifeline import die_with_parent
 from iobench.cell.live import live_file
 from iobench.cell.measure import Measurement, measure
 from iobench.host.cores import usable_cores
 from iobench.results.codec import from_json
-from iobench.results.spec import CellSpec, LoaderSettings, RunSettings
+from iobench.results.spec import CellSpec, RunSettings
 from iobench.results.store import publish_cell
 from iobench.results.summary import CellSummary, utc_now
-from iobench.tiers import make_tier
 from iobench.tiers.faults import explain
-
-
-def loader_inputs(tier, manifest, loader: LoaderSettings) -> tuple[list, dict]:
-    """What the loader reads: shard URLs, or (key, url, label) per sample for the objects layout.
-    With shards, the manifest's sample count of each: the loaders split an epoch evenly over ranks
-    by them (and know their len() without reading a shard)."""
-    source = tier.source_options(manifest)
-    if loader.layout == "shards":
-        urls = tier.shard_urls(manifest)
-        source["shard_samples"] = {url: s.samples for url, s in zip(urls, manifest.shards, strict=True)}
-        return urls, source
-    from iobench.datasets.objects import INDEX_NAME, OBJECTS_DIR, load_index
-
-    samples = load_index(tier.read_json(INDEX_NAME), tier.object_url(INDEX_NAME))
-    items = [(s["key"], tier.object_url(f"{OBJECTS_DIR}/{s['name']}"), s["label"]) for s in samples]
-    # sizes from the index save a HEAD per object; per-sample objects bypass the shard cache
-    source.update(
-        shard_sizes={url: s["bytes"] for (_, url, _), s in zip(items, samples, strict=True)}, cache_dir=None
-    )
-    return items, source
 
 
 def median_run(runs: list[Measurement]) -> Measurement:
@@ -64,22 +44,15 @@ def warmup_method(m: Measurement, run: RunSettings) -> str:
 def run_cell(cell: CellSpec, run_dir: Path) -> CellSummary:
     """Measure one cell and publish its directory; returns the summary."""
     started = utc_now()
-    tier = make_tier(cell.tier)
-    manifest = tier.load_manifest()
-    items, source_options = loader_inputs(tier, manifest, cell.loader)
-    consumer = make_consumer(cell.accelerator, cell.loader.batch_size)
-    run = cell.run
-    cores = usable_cores()
-
-    ceilings = (
-        measure_ceilings(tier, manifest, cell, items, source_options, consumer) if run.diagnose else None
-    )
+    inputs = cell_inputs(cell, make_consumer(cell.accelerator, cell.loader.batch_size), usable_cores())
+    consumer, run = inputs.consumer, cell.run
+    ceilings = measure_ceilings(inputs) if run.diagnose else None
     live = live_file()
     runs = []
     for i in range(run.repeats):
         if live:  # measure() prepares the tier (a warm fill may take long) before its step loop
             live.pause(f"preparing the tier for measured run {i + 1}")
-        runs.append(measure(tier, manifest, cell, items, source_options, consumer, cores))
+        runs.append(measure(inputs))
     if live:
         live.pause("computing and writing the results")
     chosen = median_run(runs)
@@ -98,14 +71,12 @@ def run_cell(cell: CellSpec, run_dir: Path) -> CellSummary:
         )
         if isinstance(consumer, EmulatedAccelerator):
             input_ceiling = min(ceilings["prep"].samples_per_s, ceilings["fetch"].samples_per_s)
-            answer = check_capacity(
-                tier, manifest, cell, items, source_options, consumer, cores, input_ceiling
-            )
+            answer = check_capacity(inputs, input_ceiling)
             attribution = replace(attribution, capacity=answer)
     files = cell_files(
         cell,
-        tier,
-        manifest,
+        inputs.tier,
+        inputs.manifest,
         consumer,
         runs,
         chosen,

@@ -26,17 +26,17 @@ from iobench.cell.accelerator import make_consumer
 from iobench.cell.allreduce import allreduce_model
 from iobench.cell.distributed import Ranks, end_group, start_group, write_rank_error
 from iobench.cell.files import HOST_READS, cell_files
+from iobench.cell.inputs import cell_inputs
 from iobench.cell.lifeline import die_with_launcher
 from iobench.cell.live import LIVE_ENV
 from iobench.cell.measure import Measurement, measure
-from iobench.cell.process import loader_inputs, median_run, read_cell, warmup_method
+from iobench.cell.process import median_run, read_cell, warmup_method
 from iobench.cell.rankmetrics import Aggregate, RankRun, aggregate
 from iobench.host.cores import usable_cores
 from iobench.results.figures import Distributed, Interval, Verdict
 from iobench.results.spec import AcceleratorSpec, CellSpec, RunSettings
 from iobench.results.store import publish_cell
 from iobench.results.summary import CellSummary, utc_now
-from iobench.tiers import make_tier
 
 
 def _consumer(acc: AcceleratorSpec, batch_size: int, ranks: Ranks):
@@ -186,21 +186,18 @@ def _cell_files(
 def run_rank(cell: CellSpec, run_dir: Path, ranks: Ranks) -> CellSummary | None:
     """Measure this rank's share of the cell; returns the cell's summary (None where rank 0 failed)."""
     started = utc_now()
-    tier = make_tier(cell.tier)
-    manifest = tier.load_manifest()
-    items, source_options = loader_inputs(tier, manifest, cell.loader)
-    consumer = _consumer(cell.accelerator, cell.loader.batch_size, ranks)
-    run = cell.run
     cores = max(1, usable_cores() // ranks.local_world_size)
+    inputs = cell_inputs(cell, _consumer(cell.accelerator, cell.loader.batch_size, ranks), cores)
+    run = cell.run
     mine, gathered = [], []
     for _ in range(run.repeats):
-        m = measure(tier, manifest, cell, items, source_options, consumer, cores, ranks)
+        m = measure(inputs, ranks)
         mine.append(m)
         gathered.append(ranks.gather(_rank_run(m, ranks, cores, run)))
     files = None
     if ranks.rank == 0:
         try:
-            files = _cell_files(cell, tier, manifest, consumer, mine, gathered, started)
+            files = _cell_files(cell, inputs.tier, inputs.manifest, inputs.consumer, mine, gathered, started)
         except BaseException:
             ranks.broadcast(None)  # the others stop waiting; this rank's error is the cell's
             raise

@@ -3,7 +3,7 @@ measured and on which dataset. The sweep plans these (iobench/sweep/), a cell pr
 (iobench/cell/), and every result carries the spec it was measured with (``summary.cell``), which
 is how ``--resume`` knows a result still answers the planned cell.
 
-Loader defaults are ``loaders.LoaderConfig``'s: the drop-in loaders and the sweep share them.
+Loader defaults are ``loaders.config``'s (``default``): the drop-in loaders and the sweep share them.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from loaders.config import default
+from loaders.config import PipelineSpec, default
 
 CACHE_MODES = ("cold", "warm", "as-is")  # what a cell asks of the caches before it measures
 # how the ranks of a multi-rank cell end each step: a gradient all-reduce (a real collective plus
@@ -30,12 +30,22 @@ class LoaderSettings:
     layout: str = "shards"
     options: dict[str, Any] = field(default_factory=dict)  # the backend's declared options
     # False: samples are read in full but not decoded or augmented (MLPerf Storage's reading)
-    decode: bool = True
+    decode: bool = default("decode")
 
     @property
     def readers(self) -> int:
         """Processes (or threads) that read and decode: the workers, or the main process."""
         return max(1, self.workers)
+
+    def pipeline(self, run: RunSettings) -> PipelineSpec:
+        """What each reader of this setting does, under the run's seed and error policy."""
+        return PipelineSpec(
+            batch_size=self.batch_size,
+            shuffle_buffer=self.shuffle_buffer,
+            seed=run.seed,
+            on_error=run.on_error,
+            decode=self.decode,
+        )
 
 
 @dataclass(frozen=True)

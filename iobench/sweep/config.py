@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from iobench.cell.allreduce import DEFAULT_INTERCONNECT, interconnect
+from iobench.cell.loaderfactory import loader_config
 from iobench.results.spec import (
     CACHE_MODES,
     LAYOUTS,
@@ -32,39 +33,44 @@ from iobench.tiers import check_tier_spec
 from loaders.config import ERROR_POLICIES, default
 from loaders.options import OptionError
 from loaders.registry import available_loaders, backend, undecoded_loaders
+from loaders.storage import SourceSpec
 
 CUSTOM_ACCELERATOR = "custom"
 RENAMED_TIER_OPTIONS = {"stage": "upload"}  # old name -> new name
-# the keys every loader entry takes; the rest of an entry are its backend's declared options
+# what a loader entry sweeps: a list makes a cell of each value (decode: false reads each sample's
+# bytes in full without decoding, MLPerf Storage's reading, in a cell beside the one that decodes)
+SWEPT_LOADER_KEYS = {name: [default(name)] for name in ("workers", "batch_size", "decode")}
+# an entry's other keys are the other fields of the cell's LoaderSettings, one value each with the
+# default written there, and its backend's declared options: a new field is a new key
 LOADER_KEYS = {
     "kind": "torch",
-    "workers": [2],
-    "batch_size": [64],
-    "prefetch": default("prefetch"),
-    "shuffle_buffer": default("shuffle_buffer"),
-    "layout": "shards",
-    # false: each sample's bytes read in full, not decoded or augmented (MLPerf Storage's reading);
-    # a list makes a cell of each, so the cell that decodes sits beside the one that does not
-    "decode": [True],
+    **{
+        f.name: f.default
+        for f in fields(LoaderSettings)
+        if f.name not in ("kind", "options", *SWEPT_LOADER_KEYS)
+    },
+    **SWEPT_LOADER_KEYS,
 }
 
 
 @dataclass(frozen=True)
 class LoaderEntry:
-    """One entry of the sweep file's ``loaders:``: a backend with lists of workers and batch sizes."""
+    """One entry of the sweep file's ``loaders:``: its settings (with the first value of each swept
+    list) and the lists of workers, batch sizes and decode it sweeps."""
 
-    kind: str
+    settings: LoaderSettings
     workers: list[int]
     batch_size: list[int]
-    prefetch: int
-    shuffle_buffer: int
-    layout: str = "shards"  # or "objects": one object per sample (iobench dataset objects)
-    options: dict[str, Any] = field(default_factory=dict)  # as given; the backend declares them
-    decode: list[bool] = field(default_factory=lambda: [True])
+    decode: list[bool]
+
+    @property
+    def layout(self) -> str:
+        return self.settings.layout
 
     def label(self) -> str:
         """The loader's part of a cell id: its kind, and the options given (``nodes-method_process``)."""
-        return self.kind + "".join(f"-{k}={v}" for k, v in sorted(self.options.items()))
+        options = self.settings.options
+        return self.settings.kind + "".join(f"-{k}={v}" for k, v in sorted(options.items()))
 
 
 @dataclass(frozen=True)
@@ -129,15 +135,12 @@ class SweepConfig:
                         CellSpec(
                             cell_id=cell_id,
                             tier=tier,
-                            loader=LoaderSettings(
-                                kind=loader.kind,
+                            loader=replace(
+                                loader.settings,
                                 workers=workers,
                                 batch_size=batch,
-                                prefetch=loader.prefetch,
-                                shuffle_buffer=loader.shuffle_buffer,
-                                layout=loader.layout,
-                                options=dict(loader.options),
                                 decode=decode,
+                                options=dict(loader.settings.options),
                             ),
                             accelerator=acc,
                             cache=cache,
@@ -213,19 +216,32 @@ def _loaders(raw: Any) -> list[LoaderEntry]:
                 f"{where}.decode=false: the {kind!r} loader always decodes; reading without decoding "
                 f"needs kind {' or '.join(undecoded_loaders())}"
             )
-        out.append(
-            LoaderEntry(
-                kind=kind,
-                workers=int_list(d["workers"], f"{where}.workers", 0),
-                batch_size=int_list(d["batch_size"], f"{where}.batch_size", 1),
-                prefetch=integer(d["prefetch"], f"{where}.prefetch", 1),  # type: ignore[arg-type]
-                shuffle_buffer=integer(d["shuffle_buffer"], f"{where}.shuffle_buffer", 0),  # type: ignore[arg-type]
-                layout=choice(d["layout"], LAYOUTS, f"{where}.layout"),
-                options=options,
-                decode=decode,
-            )
+        workers = int_list(d["workers"], f"{where}.workers", 0)
+        batch_size = int_list(d["batch_size"], f"{where}.batch_size", 1)
+        choice(d["layout"], LAYOUTS, f"{where}.layout")
+        one = {k: d[k] for k in LOADER_KEYS if k not in SWEPT_LOADER_KEYS}
+        for key, value in one.items():
+            _check_type(value, LOADER_KEYS[key], f"{where}.{key}")
+        settings = LoaderSettings(
+            **{**one, "kind": kind},
+            workers=workers[0],
+            batch_size=batch_size[0],
+            decode=decode[0],
+            options=options,
         )
+        try:  # the values are the loaders' to judge, as they judge a cell's
+            loader_config(["check"], SourceSpec(), settings, RunSettings())
+        except ValueError as exc:
+            raise ConfigError(f"{where}: {exc}") from None
+        out.append(LoaderEntry(settings, workers, batch_size, decode))
     return out
+
+
+def _check_type(value: Any, default: Any, key: str) -> None:
+    """``value`` of the type of the setting's ``default`` (a number for a float)."""
+    want = (int, float) if type(default) is float else type(default)
+    if isinstance(value, bool) != isinstance(default, bool) or not isinstance(value, want):
+        raise ConfigError(f"{key}={value!r}: expected {type(default).__name__} (default {default!r})")
 
 
 def _accelerators(raw: Any) -> list[AcceleratorSpec]:

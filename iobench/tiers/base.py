@@ -9,6 +9,7 @@ from typing import Any, ClassVar
 from iobench.results.figures import CacheState
 from iobench.results.spec import CACHE_MODES
 from loaders.options import Option, check_options
+from loaders.storage import SourceSpec
 
 __all__ = [
     "CACHE_MODES",
@@ -96,7 +97,8 @@ class Tier(abc.ABC):
         """One URL per shard of `manifest` (iobench.datasets.manifest.Manifest)."""
 
     def storage_options(self) -> dict[str, Any]:
-        """fsspec storage options for the URLs; may hold credentials, never logged."""
+        """fsspec's storage options for the URLs (nothing of ours: the deadline and the rest are
+        fields of :meth:`source`); may hold credentials, never logged."""
         return {}
 
     def load_manifest(self) -> Any:
@@ -131,9 +133,9 @@ class Tier(abc.ABC):
         """Put a local dataset on this tier (idempotent); returns a one-line report."""
         raise TierConfigError(f"tier {self.kind!r} cannot upload datasets; put the data in place yourself")
 
-    def source_options(self, manifest: Any) -> dict[str, Any]:
-        """Keyword arguments for the loaders' shard source (storage options, cache settings)."""
-        return {"storage_options": self.storage_options()}
+    def source(self, manifest: Any) -> SourceSpec:
+        """How the loaders read this tier's copy of ``manifest``'s dataset."""
+        return SourceSpec(storage_options=self.storage_options(), deadline_s=self.deadline_s)
 
     @property
     def deadline_s(self) -> float | None:

@@ -41,7 +41,6 @@ from iobench.tiers.base import (
 )
 from iobench.tiers.local import LocalTier
 from iobench.tiers.objectstore import OBJECT_STORE_OPTIONS
-from loaders.storage import DEADLINE_KEY
 
 __all__ = ["CEPH_FS_TYPES", "CephFSMountGone", "CephFSTier"]
 
@@ -126,10 +125,11 @@ class CephFSTier(LocalTier):
         check_deadline("cephfs tier", config)
         return config
 
-    def storage_options(self) -> dict[str, Any]:
-        # every open, read and close of a shard returns within the deadline, or the read fails
-        # (loaders.storage.sources.DeadlineFile): ceph-fuse waits for a dead OSD for good, in the kernel
-        return {DEADLINE_KEY: self.deadline_s or DEFAULT_DEADLINE_S}
+    @property
+    def deadline_s(self) -> float:
+        # every open, read and close of a shard returns within it, or the read fails
+        # (loaders.storage.deadline.DeadlineFile): ceph-fuse waits for a dead OSD for good, in the kernel
+        return super().deadline_s or DEFAULT_DEADLINE_S
 
     def __init__(self, **options: Any) -> None:
         config = self.check_options(options)

@@ -15,10 +15,18 @@ from typing import Any, ClassVar
 
 from iobench.host.memory import usable_memory
 from iobench.host.units import format_bytes
-from loaders.storage import CACHE_POLICIES, choose_policy
+from loaders.storage import (
+    CACHE_POLICIES,
+    DEFAULT_CONCURRENCY,
+    DEFAULT_PART_BYTES,
+    CacheSpec,
+    SourceSpec,
+    choose_policy,
+)
 
 from .base import (
     DEADLINE_OPTION,
+    DEFAULT_DEADLINE_S,
     CacheState,
     Option,
     Tier,
@@ -35,8 +43,8 @@ OBJECT_STORE_OPTIONS: dict[str, Option] = {
     "cache_dir": Option(str, help="local NVMe directory for the shard cache; omit to stream"),
     "cache_size": Option((str, int), help="limit of the shard cache, " + SIZE_HELP),
     "memory_cache": Option((str, int), help="a shard cache in RAM (tmpfs) of this size, " + SIZE_HELP),
-    "part_size": Option((str, int), default="8MiB", help="ranged read size, " + SIZE_HELP),
-    "concurrency": Option(int, default=4, help="ranged reads in flight per reader"),
+    "part_size": Option((str, int), default=DEFAULT_PART_BYTES, help="ranged read size, " + SIZE_HELP),
+    "concurrency": Option(int, default=DEFAULT_CONCURRENCY, help="ranged reads in flight per reader"),
     "upload": Option(bool, default=False, help="upload the sweep's dataset to url first (idempotent)"),
     "cache_policy": Option(
         str,
@@ -123,6 +131,14 @@ class ObjectStoreTier(Tier):
     def shard_urls(self, manifest: Any) -> list[str]:
         return [f"{self.url}/{s.name}" for s in manifest.shards]
 
+    @property
+    def deadline_s(self) -> float:
+        return super().deadline_s or DEFAULT_DEADLINE_S
+
+    def endpoints(self) -> tuple[str, ...]:
+        """Several gateways of one store, when the tier lists them (SourceSpec.endpoints)."""
+        return ()
+
     def reader(self):
         from loaders.storage import ObjectReader
 
@@ -131,6 +147,8 @@ class ObjectStoreTier(Tier):
             part_bytes=self.part_bytes,
             concurrency=self.config["concurrency"],
             protocol=self.scheme,
+            deadline_s=self.deadline_s,
+            endpoints=self.endpoints(),
         )
 
     def client_cache(self) -> tuple[str, str] | None:
@@ -186,17 +204,20 @@ class ObjectStoreTier(Tier):
         """The policy the shard cache uses: auto resolved against the dataset (loaders/storage/shardcache.py)."""
         return choose_policy(self.config["cache_policy"], self.cache_limit() or 0, self.dataset_bytes)
 
-    def source_options(self, manifest: Any) -> dict[str, Any]:
+    def source(self, manifest: Any) -> SourceSpec:
         urls = self.shard_urls(manifest)
-        return {
-            "storage_options": self.storage_options(),
-            "cache_dir": self.cache_dir,
-            "cache_bytes": self.cache_limit(),
-            "cache_policy": self.config["cache_policy"],
-            "shard_sizes": {u: s.bytes for u, s in zip(urls, manifest.shards, strict=True)},
-            "part_bytes": self.part_bytes,
-            "concurrency": self.config["concurrency"],
-        }
+        cache = None
+        if self.cache_dir:
+            cache = CacheSpec(self.cache_dir, self.cache_limit(), self.config["cache_policy"])
+        return SourceSpec(
+            storage_options=self.storage_options(),
+            deadline_s=self.deadline_s,
+            endpoints=self.endpoints(),
+            cache=cache,
+            part_bytes=self.part_bytes,
+            concurrency=self.config["concurrency"],
+            shard_sizes={u: s.bytes for u, s in zip(urls, manifest.shards, strict=True)},
+        )
 
     def prepare(self, manifest: Any, cache: str) -> CacheState:
         self.check_cache_mode(cache)

@@ -13,9 +13,7 @@ from __future__ import annotations
 import os
 from typing import Any, ClassVar
 
-from loaders.storage import DEADLINE_KEY
-
-from .base import DEFAULT_DEADLINE_S, Option, TierConfigError
+from .base import Option, TierConfigError
 from .objectstore import OBJECT_STORE_OPTIONS, ObjectStoreTier
 
 
@@ -60,9 +58,9 @@ class RadosTier(ObjectStoreTier):
     def storage_options(self) -> dict[str, Any]:
         # no secret here: the keyring path lives in ceph.conf. The deadline bounds every librados
         # operation (rados_osd_op_timeout, rados_mon_op_timeout) and the connection to the mons
-        # (client_mount_timeout: the Python binding ignores connect()'s own timeout), and the reader's
-        # retries (it takes deadline_s out of these options)
-        deadline = self.deadline_s or DEFAULT_DEADLINE_S
+        # (client_mount_timeout: the Python binding ignores connect()'s own timeout); the reader
+        # bounds its retries by it too (SourceSpec.deadline_s)
+        deadline = self.deadline_s
         return {
             "conffile": self.conffile,
             "cluster": self.cluster_name,
@@ -70,7 +68,6 @@ class RadosTier(ObjectStoreTier):
             "keyring": self.keyring,
             "op_timeout": deadline,
             "connect_timeout": min(15.0, deadline),
-            DEADLINE_KEY: deadline,
         }
 
     def connection(self) -> dict[str, Any]:

@@ -14,8 +14,6 @@ import urllib.parse
 import urllib.request
 from typing import Any, ClassVar
 
-from loaders.storage import DEADLINE_KEY, ENDPOINTS_KEY
-
 from .base import DEFAULT_DEADLINE_S, Option, TierConfigError
 from .objectstore import OBJECT_STORE_OPTIONS, ObjectStoreTier
 
@@ -51,9 +49,9 @@ def s3_storage_options(
 ) -> dict[str, Any]:
     """fsspec/s3fs options; credentials stay in the environment or the profile.
 
-    ``deadline_s`` bounds a request, retries included (loaders.storage.objectstore.ObjectReader takes it out
-    of the options); botocore waits at most that long for the first byte and between bytes, and
-    at most 5 s (or the deadline, if shorter) to connect."""
+    botocore waits at most ``deadline_s`` for the first byte and between bytes, and at most 5 s
+    (or the deadline, if shorter) to connect (the reader bounds a request's retries by it too:
+    SourceSpec.deadline_s)."""
     client: dict[str, Any] = {}
     if endpoint_url:
         client["endpoint_url"] = endpoint_url
@@ -66,7 +64,6 @@ def s3_storage_options(
             "read_timeout": deadline_s,
             "s3": {"addressing_style": "path" if path_style else "auto"},
         },
-        DEADLINE_KEY: deadline_s,
     }
     if profile:
         options["profile"] = profile
@@ -99,32 +96,32 @@ class S3Tier(ObjectStoreTier):
         super().__init__(**options)
         self.bucket = self.container
         given = self.config["endpoint_url"]
-        self.endpoints: list[str] = list(given) if isinstance(given, list) else []
-        if self.endpoints:
+        self.gateways: tuple[str, ...] = tuple(given) if isinstance(given, list) else ()
+        if self.gateways:
             bad = [
                 e
-                for e in self.endpoints
+                for e in self.gateways
                 if not isinstance(e, str) or not e.startswith(("http://", "https://"))
             ]
-            if bad or len(self.endpoints) < 2:
+            if bad or len(self.gateways) < 2:
                 raise TierConfigError(
                     f"s3 tier: endpoint_url={given!r}: a list holds two or more http(s)://host:port endpoints"
                 )
         self.endpoint_url, self.region = resolve_s3(
-            self.endpoints[0] if self.endpoints else given, self.config["region"], self.config["profile"]
+            self.gateways[0] if self.gateways else given, self.config["region"], self.config["profile"]
         )
 
     def storage_options(self) -> dict[str, Any]:
-        options = s3_storage_options(
+        return s3_storage_options(
             self.endpoint_url,
             self.region,
             self.config["path_style"],
             self.config["profile"],
-            deadline_s=self.deadline_s or DEFAULT_DEADLINE_S,
+            deadline_s=self.deadline_s,
         )
-        if self.endpoints:
-            options[ENDPOINTS_KEY] = list(self.endpoints)
-        return options
+
+    def endpoints(self) -> tuple[str, ...]:
+        return self.gateways
 
     def access_hint(self) -> str:
         return (
@@ -153,7 +150,7 @@ class S3Tier(ObjectStoreTier):
     def describe_remote(self) -> dict[str, Any]:
         return {
             "endpoint_url": self.endpoint_url or "AWS default",
-            **({"endpoints": list(self.endpoints)} if self.endpoints else {}),
+            **({"endpoints": list(self.gateways)} if self.gateways else {}),
             "region": self.region,
             "path_style": self.config["path_style"],
             "credentials_from": f"profile {self.config['profile']}"

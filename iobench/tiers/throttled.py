@@ -28,7 +28,7 @@ from typing import Any, ClassVar
 import psutil
 
 from iobench.host.units import parse_bandwidth
-from loaders.storage import ThrottleSpec, default_burst
+from loaders.storage import SourceSpec, ThrottleSpec, default_burst
 
 from .base import CacheState, Option, Tier, TierConfigError
 
@@ -186,10 +186,10 @@ class ThrottledTier(Tier):
         ranks = self.config["only_ranks"]
         return ranks is None or int(os.environ.get("RANK", "0")) in ranks
 
-    def source_options(self, manifest: Any) -> dict[str, Any]:
+    def source(self, manifest: Any) -> SourceSpec:
         if not self.throttles_this_rank():
-            return self.inner.source_options(manifest)
-        return {**self.inner.source_options(manifest), "throttle": self.throttle_spec()}
+            return self.inner.source(manifest)
+        return replace(self.inner.source(manifest), throttle=self.throttle_spec())
 
     @property
     def deadline_s(self) -> float | None:

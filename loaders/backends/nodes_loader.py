@@ -26,14 +26,11 @@ import torch
 from torchdata.nodes import BaseNode, IterableWrapper, ParallelMapper, PinMemory, Prefetcher
 from torchdata.nodes import Loader as NodesRunner
 
-from loaders.config import LoaderConfig, counted, plan_for
-from loaders.contract import EpochCursor, ResumableLoader, deliver
+from loaders.backends.skeleton import BaseLoader
 from loaders.formats.tar import Sample
 from loaders.observe.stages import StageStats
 from loaders.pipeline.assemble import Batch, BatchAssembler
 from loaders.pipeline.samples import PipelineSpec, process_sample, raw_samples, sample_rng
-from loaders.plan import EpochPlan, check_splittable
-from loaders.registry import backend
 from loaders.storage.sources import ShardSource
 
 Processed = tuple[tuple[np.ndarray, int, str] | None, StageStats]
@@ -125,54 +122,38 @@ class _FullBatches(BaseNode[Batch]):
         return finished
 
 
-class NodesLoader(ResumableLoader):
+class NodesLoader(BaseLoader):
     """torchdata.nodes backend of :func:`loaders.make_loader` (name "nodes").
 
     ``config.workers`` mapper threads (or processes with ``options={"method": "process"}``) decode
     and augment; ``config.prefetch`` finished batches wait in the Prefetcher. ``workers=0`` maps in
-    one thread. Resume: ``state_dict()`` records how many samples of this rank's shuffled stream
-    the consumer received; a new loader reads those again without decoding them.
+    one thread. One reader per rank (the graph's source): its plan, len(), resume and stats are the
+    skeleton's (:class:`loaders.backends.BaseLoader`); resume skips, without decoding, the samples of
+    this rank's shuffled stream the consumer already received.
     """
 
     backend = "nodes"
 
-    def __init__(self, config: LoaderConfig) -> None:
-        config = config.with_ranks()
-        self.config = config
-        self.items = config.items()
-        check_splittable(len(self.items), config.world_size, 1)  # type: ignore[arg-type]
-        self.spec = config.pipeline_spec()
-        self.counts = config.split_counts()
-        self.plan(0)  # an epoch that cannot give every rank a batch fails here
-        self.source_spec = config.source_spec()
-        self.method = backend(self.backend).check(config.options)["method"]
-        self.stats = StageStats()
-        self._cursor = EpochCursor(readers=1)
-        self._fingerprint: dict | None = None
-
-    def plan(self, epoch: int | None = None) -> EpochPlan:
-        """This rank's share of ``epoch`` (default: the current or next one); one reader."""
-        if epoch is None:
-            epoch = self._cursor.active if self._cursor.active is not None else self._cursor.next_epoch
-        return plan_for(self.config, self.items, self.counts, epoch)
-
-    def __len__(self) -> int:
-        """The batches this rank yields in the current (or next) epoch: the same on every rank."""
-        if self.counts is None:  # one rank: shards are counted when first asked
-            self.counts = counted(self.config)
-        return self.plan().counted().batches  # type: ignore[return-value]
+    def _epoch(self, epoch: int, skip: list[int], done: list[int]) -> Iterator[Batch]:
+        # the mapping threads belong to this process: one intra-op thread, as in DataLoader workers
+        torch.set_num_threads(1)
+        runner, source = self._graph(epoch, skip[0], done[0])
+        try:
+            yield from runner
+        finally:
+            source.close()
 
     def _graph(self, epoch: int, skip: int, done: int) -> tuple[NodesRunner, ShardSource]:
         cfg = self.config
-        objects = cfg.objects is not None
+        objects = cfg.layout == "objects"
         plan = self.plan(epoch)
         mine = list(plan.readers[0].items)
         # several ranks must step alike: skipped samples are made up with empty batches
         planned = plan.batches - done if plan.split == "samples" else None
         spec = self.spec if plan.split == "shards" else replace(self.spec, drop_last=False)
         # the same reader seed as DataLoader worker 0 of 1, so the two backends agree sample for sample
-        rng = random.Random(hash((cfg.seed, epoch, cfg.rank, 0)))
-        source = ShardSource(self.source_spec)
+        rng = random.Random(hash((self.spec.seed, epoch, cfg.rank, 0)))
+        source = ShardSource(cfg.source)
         first = StageStats()
         samples = _Replayable(mine, source, self.spec, rng, objects, skip, first)
         base = rng.getrandbits(64)
@@ -182,7 +163,7 @@ class NodesLoader(ResumableLoader):
             _ChunkWorker(spec, base),
             num_workers=max(1, cfg.workers),
             in_order=True,  # shuffling is the shuffle buffer's job; order keeps resume exact
-            method=self.method,  # type: ignore[arg-type]
+            method=cfg.options["method"],
         )
         batcher = _FullBatches(node, spec, source.drain_into, planned)
         batcher.first = first
@@ -190,22 +171,6 @@ class NodesLoader(ResumableLoader):
         if torch.cuda.is_available():
             node = PinMemory(node)
         return NodesRunner(node, restart_on_stop_iteration=False), source
-
-    def __iter__(self) -> Iterator[Batch]:
-        # the mapping threads belong to this process: one intra-op thread, as in DataLoader workers
-        torch.set_num_threads(1)
-        epoch, skip = self._cursor.begin()
-        runner, source = self._graph(epoch, skip[0], self._cursor.batches[0])
-        try:
-            for batch in runner:
-                self.stats.merge(batch.stats)
-                self._cursor.count(batch)
-                if not batch.delivers:
-                    continue
-                yield deliver(batch, self.config)
-        finally:
-            source.close()
-        self._cursor.end()
 
 
 class _Chunks:

@@ -40,7 +40,7 @@ import os
 import random
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import fields, replace
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -48,17 +48,17 @@ import numpy.random  # DataLoader seeds it in every worker: loaded once here, no
 import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
-from loaders.config import LoaderConfig, counted
-from loaders.contract import EpochCursor, ResumableLoader, deliver
+from loaders.backends.skeleton import BaseLoader
+from loaders.config import KEYWORDS, LoaderConfig, plan_for
+from loaders.contract import deliver
 from loaders.observe.stages import StageStats
 from loaders.pipeline.assemble import END, STALE, Batch
-from loaders.pipeline.samples import PipelineSpec, stream
+from loaders.pipeline.samples import stream
 from loaders.pipeline.shmring import ShmRing
-from loaders.plan import EpochPlan, check_splittable, plan_epoch
+from loaders.plan import EpochPlan
 from loaders.registry import backend
-from loaders.storage.sources import ShardSource, SourceSpec
+from loaders.storage.sources import ShardSource
 
-_CONFIG_FIELDS = frozenset(f.name for f in fields(LoaderConfig))
 START_METHODS = ("fork", "forkserver", "spawn")
 # DataLoader's names for settings LoaderConfig already has
 ALIASES = {"num_workers": "workers", "prefetch_factor": "prefetch"}
@@ -147,7 +147,9 @@ class _Control:
 
 class ShardStream(IterableDataset):
     """An IterableDataset of collated batches from WebDataset shards (or per-sample objects), each
-    reader (worker) reading its share of the epoch's plan (loaders.plan.plan_epoch).
+    reader (worker) reading its share of the epoch's plan (loaders.config.plan_for, the same
+    partition the loader plans with). Built from the loader's ``LoaderConfig``; ``counts``: the
+    samples per item the split needs (``LoaderConfig.split_counts``).
 
     Each batch is tagged with its reader, epoch and stream generation; ``skip`` samples of a
     reader's shuffled stream are read but not decoded (resume). A reader's stream depends only on
@@ -161,37 +163,33 @@ class ShardStream(IterableDataset):
 
     def __init__(
         self,
-        urls: Sequence,
-        spec: PipelineSpec,
+        config: LoaderConfig,
         *,
-        source: SourceSpec | None = None,
-        rank: int = 0,
-        world_size: int = 1,
         counts: Sequence[int] | None = None,
         readers: int | None = None,
-        remainder: str = "drop",
-        shuffle_shards: bool = True,
-        objects: bool = False,
         persistent: bool = False,
         continuous: bool = False,
     ) -> None:
         super().__init__()
-        self.objects, self.persistent, self.continuous = objects, persistent, persistent and continuous
-        self.urls, self.spec, self.source = list(urls), spec, source or SourceSpec()
-        self.rank, self.world_size, self.shuffle_shards = rank, world_size, shuffle_shards
+        self.config = config.with_ranks()
+        self.spec, self.source = self.config.pipeline, self.config.source
+        self.objects = self.config.layout == "objects"
+        self.persistent, self.continuous = persistent, persistent and continuous
         self.counts = None if counts is None else list(counts)
-        self.readers, self.remainder = readers, remainder
+        self.readers = readers
         self.control = _Control(readers or 1)
         # where streams of one epoch start: (generation, epoch, skip and done per reader), taken
         # along by each worker as it starts (a later change reaches only later workers)
         self.start: tuple[int, int, list[int], list[int]] = (0, 0, [], [])
         self.ring: ShmRing | None = None  # batch buffers shared with the workers
+        self._items: list | None = None
         self._plan: EpochPlan | None = None
         self._source: ShardSource | None = None  # this process's: its clients serve every epoch
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
         state["_source"] = None  # network clients do not cross processes; each worker makes its own
+        state["_items"] = None  # the config holds them: not pickled twice for a spawned worker
         return state
 
     def source_here(self) -> ShardSource:
@@ -203,20 +201,9 @@ class ShardStream(IterableDataset):
         """This rank's share of ``epoch``, reader by reader (the last one asked for is kept)."""
         readers = self.readers or readers or 1
         if self._plan is None or self._plan.epoch != epoch or len(self._plan.readers) != readers:
-            self._plan = plan_epoch(
-                self.urls,
-                self.counts,
-                rank=self.rank,
-                world_size=self.world_size,
-                num_workers=readers,
-                batch_size=self.spec.batch_size,
-                drop_last=self.spec.drop_last,
-                remainder=self.remainder,
-                seed=self.spec.seed,
-                epoch=epoch,
-                shuffle=self.shuffle_shards,
-                objects=self.objects,
-            )
+            if self._items is None:
+                self._items = self.config.items()
+            self._plan = plan_for(self.config, self._items, self.counts, epoch, readers)
         return self._plan
 
     def __iter__(self) -> Iterator[Batch]:
@@ -248,7 +235,7 @@ class ShardStream(IterableDataset):
                 # an even split reads exactly its samples: a batch short of skipped (corrupt)
                 # samples is delivered short rather than dropped, so the count stays exact
                 spec = self.spec if plan.split == "shards" else replace(self.spec, drop_last=False)
-                rng = random.Random(hash((self.spec.seed, epoch, self.rank, worker)))
+                rng = random.Random(hash((self.spec.seed, epoch, self.config.rank, worker)))
                 made = done
                 batches = stream(
                     mine.items,
@@ -335,17 +322,21 @@ class _Feed:
         later.extend(held)
 
 
-class ShardLoader(ResumableLoader):
+class ShardLoader(BaseLoader):
     """Batches of (uint8 images N x 3 x H x W, int64 labels) from shards, with per-stage stats.
 
-    The "torch" backend of :func:`loaders.make_loader`; its keyword arguments are the fields of
-    :class:`loaders.LoaderConfig` (``ShardLoader.from_config(cfg)`` takes one whole) and these
-    DataLoader keywords: ``persistent_workers`` (default True: see the module docstring),
-    ``multiprocessing_context`` ("fork", "forkserver", "spawn" or a context; the batch-buffer ring
-    works under each), ``worker_init_fn`` (runs in each worker after it is set to one intra-op
-    thread), ``timeout``, ``generator``, ``pin_memory``, ``pin_memory_device``, ``in_order``, and
-    ``num_workers`` / ``prefetch_factor`` for ``workers`` / ``prefetch``. ``sampler``,
-    ``batch_sampler``, ``shuffle`` and ``collate_fn`` are refused, each with the reason.
+    The "torch" backend of :func:`loaders.make_loader`. One constructor: ``ShardLoader(config)``
+    with a :class:`loaders.LoaderConfig` (what make_loader calls; yields :class:`Batch` objects), or
+    for training code ``ShardLoader(urls, **keywords)``, the keywords being ``LoaderConfig``'s
+    fields and DataLoader's own (``persistent_workers`` (default True: see the module docstring),
+    ``prefetch_next_epoch``, ``multiprocessing_context`` ("fork", "forkserver", "spawn" or a
+    context; the batch-buffer ring works under each), ``timeout``, ``pin_memory``,
+    ``pin_memory_device``, ``in_order``, and ``num_workers`` / ``prefetch_factor`` for ``workers`` /
+    ``prefetch``), which make the config, and yielding ``(images, labels)`` pairs unless
+    ``return_batches=True``. ``sampler``, ``batch_sampler``, ``shuffle`` and ``collate_fn`` are
+    refused, each with the reason. Code rather than settings, and so taken beside a config too:
+    ``worker_init_fn`` (runs in each worker after it is set to one intra-op thread), ``generator``
+    and ``return_batches``.
 
     ``len(loader)`` is the number of batches this rank yields in the epoch the next (or current)
     iteration runs: the same on every rank (loaders.plan).
@@ -357,8 +348,6 @@ class ShardLoader(ResumableLoader):
     cache counters over everything delivered so far. s3:// shards stream with ``concurrency``
     ranged GETs of ``part_bytes`` in flight; with ``cache_dir`` they go through a bounded local
     shard cache (``cache_bytes``, default half the free space) shared by every process on the host.
-    ``return_batches=True`` yields :class:`Batch` objects (keys and stats per batch) instead of
-    ``(images, labels)``.
 
     ``state_dict()`` after k batches, given to ``load_state_dict`` of a new loader with the same
     settings, continues the epoch: every worker skips (reads, does not decode) the samples of its
@@ -369,106 +358,44 @@ class ShardLoader(ResumableLoader):
 
     def __init__(
         self,
-        urls: str | Sequence[str] | None = None,
+        config: LoaderConfig | str | Sequence[str] | None = None,
+        /,
         *,
-        pin_memory: bool | None = None,
-        return_batches: bool = False,
-        persistent_workers: bool | None = None,
-        prefetch_next_epoch: bool | None = None,
-        multiprocessing_context: str | Any | None = None,
+        return_batches: bool | None = None,
         worker_init_fn: Callable[[int], None] | None = None,
-        timeout: float = 0,
         generator: torch.Generator | None = None,
-        pin_memory_device: str = "",
-        in_order: bool = True,
-        **config: object,
+        **keywords: Any,
     ) -> None:
-        refused = sorted(set(config) & set(REFUSED))
-        if refused:
+        given = isinstance(config, LoaderConfig)
+        self._context = None  # a multiprocessing context object: code, so not among the options
+        if given and keywords:
             raise TypeError(
-                "ShardLoader does not take " + "; ".join(f"{name} ({REFUSED[name]})" for name in refused)
+                f"ShardLoader takes a LoaderConfig or its fields as keywords, not both ({', '.join(keywords)})"
             )
-        for alias, name in ALIASES.items():
-            if alias in config:
-                if name in config:
-                    raise TypeError(f"ShardLoader got both {alias} and {name}: they are the same setting")
-                config[name] = config.pop(alias)
-        unknown = sorted(set(config) - _CONFIG_FIELDS)
-        if unknown:
-            raise TypeError(f"ShardLoader got unexpected keyword argument(s): {', '.join(unknown)}")
-        cfg = LoaderConfig(urls=urls, **config)  # type: ignore[arg-type]
-        options = {
-            "pin_memory": pin_memory,
-            "timeout": timeout,
-            "pin_memory_device": pin_memory_device,
-            "in_order": in_order,
-        }
-        if persistent_workers is not None:
-            options["persistent_workers"] = persistent_workers
-        if prefetch_next_epoch is not None:
-            options["prefetch_next_epoch"] = prefetch_next_epoch
-        context = multiprocessing_context
-        if isinstance(context, str) or context is None:
-            options["multiprocessing_context"] = context
-            context = None
-        checked = backend(self.backend).check({**cfg.options, **options})
-        self._setup(
-            replace(cfg, options=checked),
-            return_batches,
-            worker_init_fn=worker_init_fn,
-            generator=generator,
-            context=context,
-        )
+        if not given:
+            config, self._context = _keywords_config(config, keywords)  # type: ignore[arg-type]
+        self.return_batches = given if return_batches is None else return_batches
+        self._worker_init_fn, self._generator = worker_init_fn, generator
+        super().__init__(config)  # type: ignore[arg-type]
 
-    @classmethod
-    def from_config(cls, config: LoaderConfig) -> ShardLoader:
-        """The contract's constructor: yields :class:`Batch` objects."""
-        loader = cls.__new__(cls)
-        checked = backend(cls.backend).check(config.options)
-        loader._setup(replace(config, options=checked), return_batches=True)
-        return loader
+    def _readers(self) -> int:
+        return max(1, self.config.workers)
 
-    def _setup(
-        self,
-        config: LoaderConfig,
-        return_batches: bool,
-        *,
-        worker_init_fn: Callable[[int], None] | None = None,
-        generator: torch.Generator | None = None,
-        context: Any = None,
-    ) -> None:
-        config = config.with_ranks()
-        self.config = config
-        options = config.options
-        self.urls = config.items()
-        self.spec = config.pipeline_spec()
-        self.workers = config.workers
-        self.readers = max(1, config.workers)
-        check_splittable(len(self.urls), config.world_size, config.workers)  # type: ignore[arg-type]
-        self.return_batches = return_batches
-        self.persistent = bool(options["persistent_workers"]) and config.workers > 0
+    def _build(self) -> None:
+        config, options = self.config, self.config.options
+        workers = config.workers
+        self.persistent = bool(options["persistent_workers"]) and workers > 0
         self.continuous = self.persistent and bool(options["prefetch_next_epoch"])
         self.dataset = ShardStream(
-            self.urls,
-            self.spec,
-            source=config.source_spec(),
-            rank=config.rank,  # type: ignore[arg-type]
-            world_size=config.world_size,  # type: ignore[arg-type]
-            counts=config.split_counts(),
+            config,
+            counts=self.counts,
             readers=self.readers,
-            remainder=config.remainder,
-            objects=config.objects is not None,
             persistent=self.persistent,
             continuous=self.continuous,
         )
-        self.dataset.plan(0)  # an epoch that cannot give every rank a batch fails here, not in a worker
-        self.stats = StageStats()
-        self._cursor = EpochCursor(readers=self.readers)
-        self._fingerprint: dict | None = None
-        workers = config.workers
-        method = options["multiprocessing_context"]
-        if context is None and method is not None:
-            context = multiprocessing.get_context(method)
+        context = self._context
+        if context is None and options["multiprocessing_context"] is not None:
+            context = multiprocessing.get_context(options["multiprocessing_context"])
         start_method = (context or multiprocessing).get_start_method()
         pin = options["pin_memory"]
         # in_order is DataLoader's from torch 2.6: passed only when asked for, so torch 2.4 works
@@ -480,41 +407,24 @@ class ShardLoader(ResumableLoader):
             prefetch_factor=config.prefetch if workers > 0 else None,
             pin_memory=torch.cuda.is_available() if pin is None else pin,
             pin_memory_device=options["pin_memory_device"],
-            worker_init_fn=_WorkerInit(worker_init_fn, start_method) if workers > 0 else None,
+            worker_init_fn=_WorkerInit(self._worker_init_fn, start_method) if workers > 0 else None,
             multiprocessing_context=context if workers > 0 else None,
             timeout=options["timeout"] if workers > 0 else 0,
-            generator=generator,
+            generator=self._generator,
             persistent_workers=self.persistent,
             **extra,
         )
         self._feed: _Feed | None = None
         self._generation = 0
 
-    @property
-    def epoch(self) -> int:
-        """The epoch the next iteration runs."""
-        return self._cursor.next_epoch
-
-    def plan(self, epoch: int | None = None) -> EpochPlan:
-        """Which samples each worker of this rank reads in ``epoch`` (default: the current or next)."""
-        if epoch is None:
-            epoch = self._cursor.active if self._cursor.active is not None else self._cursor.next_epoch
-        return self.dataset.plan(epoch)
-
-    def __len__(self) -> int:
-        if self.dataset.counts is None:  # one rank: shards are counted when first asked
-            self.dataset.counts = counted(self.config)
-            self.dataset._plan = None
-        return self.plan().counted().batches  # type: ignore[return-value]
-
     def _make_ring(self) -> ShmRing | None:
-        if self.workers == 0 or not self.spec.decode:  # byte lengths travel as a small tensor
+        if self.config.workers == 0 or not self.spec.decode:  # byte lengths travel as a small tensor
             return None
         size = self.spec.augment.size
         # per worker: the batches DataLoader keeps in flight, the one being written, the one the
         # consumer holds, one in the pin-memory thread and one waiting for the next epoch; a
         # worker finding none free falls back to torch's own shared memory
-        return ShmRing(self.workers, self.config.prefetch + 4, self.spec.batch_size * size * size * 3)
+        return ShmRing(self.config.workers, self.config.prefetch + 4, self.spec.batch_size * size * size * 3)
 
     def _start(self, epoch: int, skip: list[int], done: list[int]) -> _Feed:
         """(Re)start the readers' streams at ``epoch``: through DataLoader's reset of persistent
@@ -564,19 +474,11 @@ class ShardLoader(ResumableLoader):
         if getattr(self, "_feed", None) is not None:
             self._stop()
 
-    def __enter__(self) -> ShardLoader:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __iter__(self) -> Iterator:
-        epoch, skip = self._cursor.begin()
-        done = list(self._cursor.batches)
+    def _epoch(self, epoch: int, skip: list[int], done: list[int]) -> Iterator[Batch]:
         feed = self._feed
         if not (self.continuous and feed is not None and feed.complete == epoch - 1 and not any(skip)):
             feed = self._start(epoch, skip, done)
-        planned = self.dataset.plan(epoch).batches
+        planned = self.plan(epoch).batches
         token = object()
         feed.owner = token
         failed = False
@@ -586,14 +488,11 @@ class ShardLoader(ResumableLoader):
                     self.stats.merge(batch.stats)
                     continue
                 batch = batch.received()
-                self.stats.merge(batch.stats)
-                self._cursor.count(batch)  # before the yield: a state taken now includes this batch
-                if not batch.delivers:
-                    continue
-                if planned is not None and sum(self._cursor.batches) >= planned:
-                    feed.complete = epoch  # a consumer may stop here (zip with range(len(loader)))
-                batch = deliver(batch, self.config)
-                yield batch if self.return_batches else (batch.data, batch.labels)
+                # the skeleton counts this batch as it hands it on, and a consumer may stop right
+                # after the plan's last one (zip with range(len(loader)))
+                if batch.delivers and planned is not None and sum(self._cursor.batches) + 1 >= planned:
+                    feed.complete = epoch
+                yield batch
             feed.complete = epoch
         except GeneratorExit:
             raise
@@ -614,4 +513,35 @@ class ShardLoader(ResumableLoader):
                     self._shutdown(feed.batches)
                 elif feed.complete != epoch:
                     self._stop()  # a consumer that stopped early: the streams stop at the next sample
-        self._cursor.end()
+
+    def _deliver(self, batch: Batch) -> Batch | tuple:
+        batch = deliver(batch, self.config)
+        return batch if self.return_batches else (batch.data, batch.labels)
+
+
+def _keywords_config(urls: str | Sequence[str] | None, keywords: dict[str, Any]) -> tuple[LoaderConfig, Any]:
+    """ShardLoader's keyword form: the ``LoaderConfig`` its keywords make (DataLoader's keywords
+    that the torch backend declares become its options), and a multiprocessing context object
+    given as ``multiprocessing_context`` (code, not a setting: it rides beside the config)."""
+    refused = sorted(set(keywords) & set(REFUSED))
+    if refused:
+        raise TypeError(
+            "ShardLoader does not take " + "; ".join(f"{name} ({REFUSED[name]})" for name in refused)
+        )
+    for alias, name in ALIASES.items():
+        if alias in keywords:
+            if name in keywords:
+                raise TypeError(f"ShardLoader got both {alias} and {name}: they are the same setting")
+            keywords[name] = keywords.pop(alias)
+    declared = backend(ShardLoader.backend).options
+    options = {name: keywords.pop(name) for name in list(keywords) if name in declared}
+    context = options.get("multiprocessing_context")
+    if context is not None and not isinstance(context, str):
+        del options["multiprocessing_context"]
+    else:
+        context = None
+    unknown = sorted(set(keywords) - KEYWORDS)
+    if unknown:
+        raise TypeError(f"ShardLoader got unexpected keyword argument(s): {', '.join(unknown)}")
+    options = {**keywords.pop("options", {}), **options}
+    return LoaderConfig(urls=urls, options=options, **keywords), context

@@ -31,7 +31,7 @@ except ImportError as exc:  # an optional extra: say how to get it
 from loaders.config import LoaderConfig
 from loaders.observe.nvml import Nvml, NvmlUnavailable, open_nvml
 from loaders.observe.stages import STAGES, StageStats
-from loaders.storage.sources import OBJECT_PROTOCOLS
+from loaders.storage.layers import OBJECT_PROTOCOLS
 
 PREFIX = "iobench_loader"
 # waits run from microseconds (a prefetched batch) to seconds (a cold shard on a slow tier)
@@ -65,21 +65,23 @@ class _Tracked:
     def __init__(self, name: str, loader: Any, tier: str | None) -> None:
         self.name, self.loader = name, loader
         config = getattr(loader, "config", None)
+        if not isinstance(config, LoaderConfig):  # a loader of another kind: its settings unknown
+            config = None
         scheme = "unknown"
-        if isinstance(config, LoaderConfig):
+        if config is not None:
             first = config.items()[0]
             url = first[1] if isinstance(first, tuple) else str(first)
             scheme = url.split("://", 1)[0] if "://" in url else "file"
         self.remote = scheme in OBJECT_PROTOCOLS  # read by the object-store client: it counts requests
-        self.cached = self.remote and bool(getattr(config, "cache_dir", None))
+        self.cached = self.remote and config is not None and config.source.cache is not None
         self.storage_tier = tier or scheme
         self.read_tier = "cache" if self.cached else self.storage_tier
         self.info = {
             "loader": name,
             "backend": str(getattr(loader, "backend", type(loader).__name__)),
             "tier": self.storage_tier,
-            "workers": str(getattr(config, "workers", "")),
-            "batch_size": str(getattr(config, "batch_size", "")),
+            "workers": str(config.workers) if config else "",
+            "batch_size": str(config.pipeline.batch_size) if config else "",
         }
 
     def snapshot(self) -> StageStats | None:

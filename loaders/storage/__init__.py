@@ -1,5 +1,6 @@
 """Reading storage: local shard files, object stores (ranged GETs, retries, deadlines), the
-bounded local shard cache in front of them, and a throttled link. Importing this face imports
+bounded local shard cache in front of them, and a throttled link, stacked as layers over one
+typed description of the source (SourceSpec). Importing this face imports
 neither fsspec nor torch until a name is used.
 """
 
@@ -10,33 +11,35 @@ from typing import TYPE_CHECKING
 from loaders._faces import lazy_face
 
 _EXPORTS = {
-    "CACHE_POLICIES": "shardcache",
+    "CACHE_POLICIES": "spec",
     "CacheDir": "shardcache_index",
     "CacheError": "shardcache",
-    "DEADLINE_KEY": "objectstore",
+    "CacheSpec": "spec",
+    "DEFAULT_CONCURRENCY": "spec",
+    "DEFAULT_PART_BYTES": "spec",
     "DeadlineExceeded": "objectstore",
-    "ENDPOINTS_KEY": "objectstore",
-    "OBJECT_PROTOCOLS": "sources",
+    "OBJECT_PROTOCOLS": "layers",
     "ObjectReader": "objectstore",
     "ObjectStoreError": "objectstore",
     "ShardCache": "shardcache",
     "ShardSource": "sources",
-    "SourceSpec": "sources",
+    "SourceSpec": "spec",
     "Throttle": "throttle",
     "ThrottleSpec": "throttle",
     "choose_policy": "shardcache",
     "default_burst": "throttle",
-    "default_cache_bytes": "sources",
+    "default_cache_bytes": "shardcache",
     "exception_chain": "objectstore",
     "open_local": "localfile",
 }
 __all__ = [
     "CACHE_POLICIES",
-    "DEADLINE_KEY",
-    "ENDPOINTS_KEY",
+    "DEFAULT_CONCURRENCY",
+    "DEFAULT_PART_BYTES",
     "OBJECT_PROTOCOLS",
     "CacheDir",
     "CacheError",
+    "CacheSpec",
     "DeadlineExceeded",
     "ObjectReader",
     "ObjectStoreError",
@@ -53,18 +56,24 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    from loaders.storage.layers import OBJECT_PROTOCOLS
     from loaders.storage.localfile import open_local
-    from loaders.storage.objectstore import (
-        DEADLINE_KEY,
-        ENDPOINTS_KEY,
-        DeadlineExceeded,
-        ObjectReader,
-        ObjectStoreError,
-        exception_chain,
+    from loaders.storage.objectstore import DeadlineExceeded, ObjectReader, ObjectStoreError, exception_chain
+    from loaders.storage.shardcache import (
+        CacheError,
+        ShardCache,
+        choose_policy,
+        default_cache_bytes,
     )
-    from loaders.storage.shardcache import CACHE_POLICIES, CacheError, ShardCache, choose_policy
     from loaders.storage.shardcache_index import CacheDir
-    from loaders.storage.sources import OBJECT_PROTOCOLS, ShardSource, SourceSpec, default_cache_bytes
+    from loaders.storage.sources import ShardSource
+    from loaders.storage.spec import (
+        CACHE_POLICIES,
+        DEFAULT_CONCURRENCY,
+        DEFAULT_PART_BYTES,
+        CacheSpec,
+        SourceSpec,
+    )
     from loaders.storage.throttle import Throttle, ThrottleSpec, default_burst
 
 __getattr__, __dir__ = lazy_face(__name__, _EXPORTS)

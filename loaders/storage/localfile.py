@@ -20,7 +20,7 @@ now, and the offset, in a DataLoader worker or in the main process alike. Only a
 microseconds between that check and the copy still ends in SIGBUS. A disk's read error on a mapped
 page does too (EIO through read() becomes SIGBUS here: the worker dies by a signal that names no
 shard); a file system whose reads can stop (the CephFS tier, which always sets a deadline) is read
-through sources.DeadlineFile instead, never mapped. A shard truncated before it is opened is mapped
+through deadline.DeadlineFile instead, never mapped. A shard truncated before it is opened is mapped
 at its real size and gives ShardFormatError like any short tar.
 """
 

@@ -16,13 +16,15 @@ import threading
 import time
 import zlib
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
 import fsspec
 import fsspec.asyn
+
+from loaders.storage.spec import DEFAULT_CONCURRENCY, DEFAULT_PART_BYTES
 
 RETRYABLE_CODES = {
     "SlowDown",
@@ -37,20 +39,6 @@ RETRYABLE_CODES = {
 }
 FATAL_ERRNOS = {errno.ENOENT, errno.EACCES, errno.EPERM, errno.EINVAL}
 LATENCY_SAMPLE = 4096
-
-
-# A storage option (not an fsspec one: the reader takes it out) bounding how long one request may
-# go without an answer, retries included; the tiers set it from their ``deadline_s`` option.
-DEADLINE_KEY = "deadline_s"
-# A storage option too: several S3 endpoints of one store (gateways with no load balancer in front,
-# a common Ceph RGW setup): each shard is read from one of them, chosen by its URL, and a retry
-# goes to the next, so the reads spread over the gateways and one that fails is stepped around.
-ENDPOINTS_KEY = "endpoint_urls"
-
-
-def fsspec_options(storage_options: dict) -> dict:
-    """The storage options fsspec itself takes: ours (the deadline, the endpoints) left out."""
-    return {k: v for k, v in storage_options.items() if k not in (DEADLINE_KEY, ENDPOINTS_KEY)}
 
 
 class ObjectStoreError(OSError):
@@ -203,25 +191,27 @@ class ObjectReader:
 
     def __init__(
         self,
-        storage_options: dict | None = None,
+        storage_options: Mapping | None = None,
         *,
-        part_bytes: int = 8 * 2**20,
-        concurrency: int = 4,
+        part_bytes: int = DEFAULT_PART_BYTES,
+        concurrency: int = DEFAULT_CONCURRENCY,
         policy: RetryPolicy | None = None,
         protocol: str = "s3",
         filesystem: Any = None,
         deadline_s: float | None = None,
+        endpoints: Sequence[str] = (),
     ) -> None:
-        """``filesystem``: an fsspec filesystem to use instead of building one from the options.
+        """``storage_options``: fsspec's; ``filesystem``: an fsspec filesystem to use instead of
+        building one from them.
 
-        ``deadline_s`` (or the storage option ``deadline_s``): a request that has had no answer for
-        that long, its retries included, fails with DeadlineExceeded; no retry starts past it. Each
-        attempt's own wait is bounded by the client's timeouts (for S3 botocore's connect and read
-        timeouts, set from the deadline unless given; for RADOS librados' op timeouts)."""
+        ``deadline_s``: a request that has had no answer for that long, its retries included,
+        fails with DeadlineExceeded; no retry starts past it. Each attempt's own wait is bounded by
+        the client's timeouts (for S3 botocore's connect and read timeouts, set from the deadline
+        unless given; for RADOS librados' op timeouts). ``endpoints``: several S3 gateways of one
+        store (loaders.storage.SourceSpec.endpoints)."""
         options = dict(storage_options or {})
-        given = options.pop(DEADLINE_KEY, None)
-        endpoints = list(options.pop(ENDPOINTS_KEY, None) or [])
-        self.deadline_s: float | None = float(deadline_s if deadline_s is not None else given or 0) or None
+        endpoints = list(endpoints)
+        self.deadline_s: float | None = float(deadline_s or 0) or None
         if protocol == "s3":
             # our retries only: counted, jittered, bounded
             config = dict(options.get("config_kwargs") or {})
@@ -274,7 +264,7 @@ class ObjectReader:
 
     def _call(self, what: str, url: str, fn: Callable[[Any], Any], nbytes: Callable[[Any], int]) -> Any:
         """``fn(fs)`` with counted, jittered retries; with several endpoints, each attempt on the
-        next one from the URL's own (see ENDPOINTS_KEY)."""
+        next one from the URL's own (SourceSpec.endpoints)."""
         last: BaseException | None = None
         t_first = time.monotonic()
         made = 0

@@ -65,11 +65,11 @@ from loaders.storage.shardcache_index import (
     readable_name,
     unlink_quiet,
 )
+from loaders.storage.spec import CACHE_POLICIES
 
 _MD5_RE = re.compile(r"^[0-9a-f]{32}$")
 
 Fetch = Callable[[str, BinaryIO], None]
-CACHE_POLICIES = ("lru", "static")
 # a static cache found full is not asked again for this long: misses then read through at the
 # price of one failed utime() each, not a lock and a directory scan
 _FULL_RECHECK_S = 1.0
@@ -426,3 +426,10 @@ class ShardCache:
         os.replace(tmp, path)  # atomic: readers see no file or the whole file
         if self.durable:
             fsync_dir(self.directory)  # make the rename durable, so a power cut cannot lose the entry
+
+
+def default_cache_bytes(directory: str) -> int:
+    """Half of the free space on the cache's filesystem: a bound the user did not have to pick."""
+    os.makedirs(directory, exist_ok=True)
+    st = os.statvfs(directory)
+    return st.f_bavail * st.f_frsize // 2

@@ -6,17 +6,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from collections import Counter
-
-import pytest
 
 from tests.helpers.paths import ROOT
 from tests.helpers.shardkit import label_of, make_uneven_shards
 from tests.helpers.shm import shm_entries, shm_left_beyond
-
-pytestmark = pytest.mark.slow
 
 SIZES = [3, 29, 8, 1, 17, 5, 11]  # 74 samples: 37 per rank, 10 batches of 4 (the last of 1)
 
@@ -25,7 +19,7 @@ def _records(log_dir, rank: int) -> list[dict]:
     return [json.loads(line) for line in (log_dir / f"rank{rank}.jsonl").read_text().splitlines()]
 
 
-def test_ddp_training_over_uneven_shards_takes_equal_steps_on_every_rank(tmp_path):
+def test_ddp_training_over_uneven_shards_takes_equal_steps_on_every_rank(torchrun, tmp_path):
     urls = make_uneven_shards(tmp_path / "shards", SIZES)
     pattern = str(tmp_path / "shards" / "train-{000000..000006}.tar")
     assert len(urls) == len(SIZES)
@@ -35,25 +29,18 @@ def test_ddp_training_over_uneven_shards_takes_equal_steps_on_every_rank(tmp_pat
     env["OMP_NUM_THREADS"] = "1"
     before = shm_entries()
     # the timeout is the "no hang" assertion: a rank left waiting in an all-reduce never exits
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--standalone",
-            "--nproc-per-node=2",
-            "--max-restarts=0",
-            str(ROOT / "examples" / "ddp_train.py"),
-            f"--shards={pattern}",
-            "--epochs=2",
-            "--batch-size=4",
-            "--workers=1",
-            "--image-size=32",
-            "--classes=10",
-            f"--record={log_dir}",
-        ],
-        capture_output=True,
-        text=True,
+    proc = torchrun(
+        "--standalone",
+        "--nproc-per-node=2",
+        "--max-restarts=0",
+        ROOT / "examples" / "ddp_train.py",
+        f"--shards={pattern}",
+        "--epochs=2",
+        "--batch-size=4",
+        "--workers=1",
+        "--image-size=32",
+        "--classes=10",
+        f"--record={log_dir}",
         timeout=300,
         env=env,
         cwd=tmp_path,

@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -16,8 +17,6 @@ import yaml
 
 from tests.helpers.paths import DATA
 from tests.helpers.runs import exact_epochs
-
-pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
@@ -50,8 +49,14 @@ def plugin_site(tmp_path_factory) -> Path:
 
 
 def _sweep(
-    tmp_path: Path, site: Path, dataset: Path, loader: dict, *args: str
+    run: Callable[..., subprocess.CompletedProcess],
+    tmp_path: Path,
+    site: Path,
+    dataset: Path,
+    loader: dict,
+    *args: str,
 ) -> subprocess.CompletedProcess:
+    """``run`` is the ``iobench_sweep`` fixture's ``run`` for a sweep, ``iobench`` for a dry run."""
     config = {
         "dataset": {"path": str(dataset)},
         "tiers": [{"kind": "local", "name": "disk"}],
@@ -62,17 +67,13 @@ def _sweep(
     path = tmp_path / "sweep.yaml"
     path.write_text(yaml.safe_dump(config))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])}
-    return subprocess.run(
-        [sys.executable, "-m", "iobench.cli", "sweep", str(path), "--out", str(tmp_path / "run"), *args],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=env,
-    )
+    return run("sweep", path, "--out", tmp_path / "run", *args, timeout=600, env=env)
 
 
-def test_a_pip_installed_loader_runs_in_a_sweep_with_its_own_option(tmp_path, plugin_site, tiny_dataset):
-    proc = _sweep(tmp_path, plugin_site, tiny_dataset, {"repeat": 2})
+def test_a_pip_installed_loader_runs_in_a_sweep_with_its_own_option(
+    iobench_sweep, tmp_path, plugin_site, tiny_dataset
+):
+    proc = _sweep(iobench_sweep.run, tmp_path, plugin_site, tiny_dataset, {"repeat": 2})
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     (row,) = pq.read_table(tmp_path / "run" / "results.parquet").to_pylist()
     assert row["status"] == "ok" and row["loader"] == "tiny"
@@ -81,14 +82,14 @@ def test_a_pip_installed_loader_runs_in_a_sweep_with_its_own_option(tmp_path, pl
     assert row["samples"] == 2 * 256 and row["steps"] == 2 * 8
 
 
-def test_the_plugins_options_are_checked_like_any_other_key(tmp_path, plugin_site, tiny_dataset):
-    proc = _sweep(tmp_path, plugin_site, tiny_dataset, {"repeat": "twice"}, "--dry-run")
+def test_the_plugins_options_are_checked_like_any_other_key(iobench, tmp_path, plugin_site, tiny_dataset):
+    proc = _sweep(iobench, tmp_path, plugin_site, tiny_dataset, {"repeat": "twice"}, "--dry-run")
     assert proc.returncode == 2
     assert (
         "loaders[0]: loader 'tiny': option 'repeat' has value 'twice' of type str; expected int"
         in proc.stderr
     )
-    proc = _sweep(tmp_path, plugin_site, tiny_dataset, {"repat": 2}, "--dry-run")
+    proc = _sweep(iobench, tmp_path, plugin_site, tiny_dataset, {"repat": 2}, "--dry-run")
     assert proc.returncode == 2
     assert (
         "loaders[0].repat: unknown key; allowed keys here are batch_size, decode, kind, layout" in proc.stderr

@@ -18,8 +18,6 @@ import argparse
 import json
 import os
 import resource
-import subprocess
-import sys
 import tarfile
 from io import StringIO
 from pathlib import Path
@@ -32,9 +30,8 @@ from iobench.datasets.pack import pack_imagefolder
 from iobench.recommend.calibrate import load_cells
 from iobench.recommend.cli import add_recommend_arguments, recommend_command
 from iobench.recommend.validate import check_cells
+from tests.helpers.processes import Sweeps
 from tests.helpers.runs import exact_epochs
-
-pytestmark = pytest.mark.slow
 
 TOLERANCE = 0.15
 # copies of the session's 256-sample dataset: 2,048 samples for the disk (2-5 s per cell) and 512
@@ -94,7 +91,7 @@ def _config(dataset: Path, tier: dict, workers: list[int]) -> dict:
     }
 
 
-def _sweeps(configs: dict[str, dict], base: Path) -> tuple[list[Path], float]:
+def _sweeps(sweeps: Sweeps, configs: dict[str, dict], base: Path) -> tuple[list[Path], float]:
     """Run each sweep; returns the run directories and the share of the host's CPU time other
     processes used meanwhile."""
     base.mkdir()
@@ -104,28 +101,14 @@ def _sweeps(configs: dict[str, dict], base: Path) -> tuple[list[Path], float]:
         path = base / f"{name}.yaml"
         path.write_text(yaml.safe_dump(config))
         runs.append(base / name)
-        proc = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "iobench.cli",
-                "sweep",
-                str(path),
-                "--out",
-                str(runs[-1]),
-                "--no-progress",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
+        proc = sweeps.run("sweep", path, "--out", runs[-1], "--no-progress")
         assert proc.returncode == 0, proc.stderr
     others = (_host_busy_s() - busy0) - (_children_cpu_s() - ours0)
     return runs, max(0.0, others) / ((os.times().elapsed - wall0) * (os.cpu_count() or 1))
 
 
 @pytest.fixture(scope="module")
-def sweep_runs(tiny_dataset, tmp_path_factory) -> tuple[list[Path], float]:
+def sweep_runs(iobench_sweep, tiny_dataset, tmp_path_factory) -> tuple[list[Path], float]:
     """The run directories and the share of the host's CPU other processes took meanwhile.
 
     The disk with 0 and 1 workers (fewer than the 2 cores: they measure the loader's overhead)
@@ -144,9 +127,9 @@ def sweep_runs(tiny_dataset, tmp_path_factory) -> tuple[list[Path], float]:
         "disk": _config(disk, {"kind": "local", "name": "disk"}, [0, 1, 2, 3]),
         "link": _config(link, throttled, [0, 2]),
     }
-    runs, busy = _sweeps(configs, base / "first")
+    runs, busy = _sweeps(iobench_sweep, configs, base / "first")
     if busy > BUSY_HOST:  # the measurement, not the model, is off: measure once more
-        runs, busy = _sweeps(configs, base / "again")
+        runs, busy = _sweeps(iobench_sweep, configs, base / "again")
     return runs, busy
 
 

@@ -26,16 +26,17 @@ from iobench.results.api import load_steps
 from iobench.results.codec import from_json, to_json
 from iobench.results.store import write_results_table
 from iobench.results.summary import CellSummary
+from tests.helpers.processes import Sweeps
 from tests.helpers.runs import exact_epochs
-
-pytestmark = pytest.mark.slow
 
 HOSTILE_TIER = "<script>alert(1)</script>"
 HOSTILE_PATH = "<img src=x onerror=alert(2)>"
 PLOT_IDS = ("plot-throughput", "plot-attribution", "plot-au-workers", "plot-wait", "plot-timeline")
 
 
-def _sweep(base: Path, name: str, dataset: Path, tiers: list[dict], workers: list[int], run: dict) -> Path:
+def _sweep(
+    sweeps: Sweeps, base: Path, name: str, dataset: Path, tiers: list[dict], workers: list[int], run: dict
+) -> Path:
     cfg = {
         "dataset": {"path": str(dataset)},
         "tiers": tiers,
@@ -46,24 +47,21 @@ def _sweep(base: Path, name: str, dataset: Path, tiers: list[dict], workers: lis
     path = base / f"{name}.yaml"
     path.write_text(yaml.safe_dump(cfg))
     out = base / name
-    proc = subprocess.run(
-        [sys.executable, "-m", "iobench.cli", "sweep", str(path), "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    proc = sweeps.run("sweep", path, "--out", out)
     assert (out / "results.parquet").exists(), proc.stdout + proc.stderr
     return out
 
 
 @pytest.fixture(scope="module")
-def run_dir(tmp_path_factory, tiny_dataset) -> Path:
+def run_dir(iobench_sweep, tmp_path_factory, tiny_dataset) -> Path:
     base = tmp_path_factory.mktemp("html-report")
     hostile = {"kind": "local", "name": HOSTILE_TIER, "path": str(tiny_dataset)}
     gone = {"kind": "local", "name": "gone", "path": str(base / HOSTILE_PATH)}
-    run = _sweep(base, "diag", tiny_dataset, [hostile, gone], [1], {"diagnose": True, "max_steps": 12})
+    run = _sweep(
+        iobench_sweep, base, "diag", tiny_dataset, [hostile, gone], [1], {"diagnose": True, "max_steps": 12}
+    )
     plain = {"kind": "local", "name": "disk", "path": str(tiny_dataset)}
-    epochs = _sweep(base, "epochs", tiny_dataset, [plain], [0], {"epochs": 2})
+    epochs = _sweep(iobench_sweep, base, "epochs", tiny_dataset, [plain], [0], {"epochs": 2})
     # one run directory holding both sweeps' cells, as a sweep of both would have written it
     for cell in epochs.glob("disk-*"):
         shutil.copytree(cell, run / cell.name)

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
-from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
@@ -13,18 +11,6 @@ import yaml
 
 from iobench.results.schema import RESULT_SCHEMA, SCHEMA_VERSION
 from tests.helpers.runs import exact_epochs
-
-pytestmark = pytest.mark.slow
-
-
-def _iobench(*args, cwd=None):
-    return subprocess.run(
-        [sys.executable, "-m", "iobench.cli", *map(str, args)],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        timeout=600,
-    )
 
 
 def _config(tmp_path, dataset, **run):
@@ -50,9 +36,9 @@ def _config(tmp_path, dataset, **run):
     return path
 
 
-def test_sweep_writes_results_and_finds_decode_bound(tmp_path, tiny_dataset):
+def test_sweep_writes_results_and_finds_decode_bound(iobench_sweep, tmp_path, tiny_dataset):
     out = tmp_path / "run"
-    proc = _iobench("sweep", _config(tmp_path, tiny_dataset), "--out", out)
+    proc = iobench_sweep.run("sweep", _config(tmp_path, tiny_dataset), "--out", out)
     assert proc.returncode == 0, proc.stderr
     table = pq.read_table(out / "results.parquet")
     assert table.schema.equals(RESULT_SCHEMA)
@@ -81,12 +67,12 @@ def test_sweep_writes_results_and_finds_decode_bound(tmp_path, tiny_dataset):
     assert "per sample, each of 2 reader(s)" in proc.stdout
 
     # the report command reads the run back
-    report = _iobench("report", out)
+    report = iobench_sweep.run("report", out)
     assert report.returncode == 0 and "prep-bound" in report.stdout
 
 
 @pytest.mark.skipif(sys.version_info < (3, 11), reason="PYTHONSAFEPATH is Python 3.11's")
-def test_cells_import_iobench_not_a_namesake_in_the_working_directory(tmp_path, tiny_dataset):
+def test_cells_import_iobench_not_a_namesake_in_the_working_directory(iobench_sweep, tmp_path, tiny_dataset):
     """A user's project with its own loaders/ and iobench/ packages, where they run iobench from (the
     console script, as installed): the cell processes must import iobench's, not the project's."""
     project = tmp_path / "project"
@@ -98,26 +84,20 @@ def test_cells_import_iobench_not_a_namesake_in_the_working_directory(tmp_path, 
     path = tmp_path / "one.yaml"
     path.write_text(yaml.safe_dump(cfg))
     out = tmp_path / "run"
-    proc = subprocess.run(
-        [str(Path(sys.executable).with_name("iobench")), "sweep", str(path), "--out", str(out)],
-        capture_output=True,
-        text=True,
-        cwd=project,
-        timeout=600,
-    )
+    proc = iobench_sweep.run("sweep", path, "--out", out, script=True, cwd=project)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     (row,) = pq.read_table(out / "results.parquet").to_pylist()
     assert row["status"] == "ok", row["error"]
 
 
-def test_sweep_reports_a_failed_cell_without_losing_the_others(tmp_path, tiny_dataset):
+def test_sweep_reports_a_failed_cell_without_losing_the_others(iobench_sweep, tmp_path, tiny_dataset):
     cfg = yaml.safe_load(_config(tmp_path, tiny_dataset).read_text())
     cfg["tiers"].append({"kind": "local", "name": "gone", "path": str(tmp_path / "missing")})
     cfg["loaders"][0].update(workers=[1], kind="nodes")  # the torchdata.nodes backend, by name
     path = tmp_path / "two.yaml"
     path.write_text(yaml.safe_dump(cfg))
     out = tmp_path / "run"
-    proc = _iobench("sweep", path, "--out", out)
+    proc = iobench_sweep.run("sweep", path, "--out", out)
     assert proc.returncode == 1
     rows = {r["tier"]: r for r in pq.read_table(out / "results.parquet").to_pylist()}
     assert rows["disk"]["status"] == "ok"
@@ -145,25 +125,27 @@ def test_sweep_reports_a_failed_cell_without_losing_the_others(tmp_path, tiny_da
         (lambda c: c.update(tiers=[{"kind": "nvmeof"}]), "nvmeof"),
     ],
 )
-def test_bad_config_names_key_value_and_allowed(tmp_path, tiny_dataset, mutate, message):
+def test_bad_config_names_key_value_and_allowed(iobench, tmp_path, tiny_dataset, mutate, message):
     cfg = yaml.safe_load(_config(tmp_path, tiny_dataset).read_text())
     mutate(cfg)
     path = tmp_path / "bad.yaml"
     path.write_text(yaml.safe_dump(cfg))
-    proc = _iobench("sweep", path, "--out", tmp_path / "run")
+    proc = iobench("sweep", path, "--out", tmp_path / "run")
     assert proc.returncode == 2
     assert message in " ".join(proc.stderr.split()), proc.stderr
     assert "Traceback" not in proc.stderr
 
 
-def test_a_short_window_runs_more_epochs_and_a_capped_one_says_so(tmp_path, tiny_dataset, monkeypatch):
+def test_a_short_window_runs_more_epochs_and_a_capped_one_says_so(
+    iobench_sweep, tmp_path, tiny_dataset, monkeypatch
+):
     monkeypatch.setenv("IOBENCH_CACHE", str(tmp_path / "cache"))  # where the host's decode rate is kept
     path = _config(tmp_path, tiny_dataset, min_measure={"seconds": 1.0, "steps": 40}, cache=["cold", "warm"])
     cfg = yaml.safe_load(path.read_text())
     cfg["loaders"][0]["workers"] = [0]
     path.write_text(yaml.safe_dump(cfg))
     out = tmp_path / "run"
-    proc = _iobench("sweep", path, "--out", out)
+    proc = iobench_sweep.run("sweep", path, "--out", out)
     assert proc.returncode == 0, proc.stderr
     rows = {r["cache_requested"]: r for r in pq.read_table(out / "results.parquet").to_pylist()}
     total = json.loads((out / rows["cold"]["cell_id"] / "manifest.json").read_text())["dataset"][
@@ -192,7 +174,7 @@ def test_a_short_window_runs_more_epochs_and_a_capped_one_says_so(tmp_path, tiny
         tmp_path, tiny_dataset, max_steps=6, cache=["warm"], min_measure={"seconds": 1.0, "steps": 40}
     )
     out = tmp_path / "capped"
-    proc = _iobench("sweep", capped, "--out", out, "--json")  # the results as one document on stdout
+    proc = iobench_sweep.run("sweep", capped, "--out", out, "--json")  # the results as one document on stdout
     assert proc.returncode == 0, proc.stderr
     for row in pq.read_table(out / "results.parquet").to_pylist():
         assert row["window_met"] is False and row["window_steps"] == 4 and row["window_added_epochs"] == 0

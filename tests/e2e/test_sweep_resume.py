@@ -11,7 +11,6 @@ import os
 import random
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -29,8 +28,7 @@ from iobench.sweep.progress import SweepProgress
 from iobench.sweep.rundir import RunDirError, SweepState, hold
 from iobench.sweep.runner import Sweep
 from iobench.sweep.supervise import OOM_SCORE_ADJ
-
-pytestmark = pytest.mark.slow
+from tests.helpers.processes import Sweeps
 
 CELL_FILES = {"summary.json", "manifest.json", "steps.parquet", "telemetry.parquet"}
 RUN_FILES = {"results.parquet", "sweep.yaml", "cells.json", "sweep-state.json"}
@@ -49,21 +47,6 @@ def _config(tmp_path: Path, dataset: Path) -> Path:
     path = tmp_path / "sweep.yaml"
     path.write_text(yaml.safe_dump(cfg))
     return path
-
-
-def _iobench(*args) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "iobench.cli", *map(str, args)], capture_output=True, text=True, timeout=300
-    )
-
-
-def _start(config: Path, out: Path) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-m", "iobench.cli", "sweep", str(config), "--out", str(out)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
 
 
 def _catch_running(out: Path, proc: subprocess.Popen, min_index: int) -> str:
@@ -114,16 +97,11 @@ def _assert_clean(out: Path, cell_ids: list[str]) -> None:
         assert {p.name for p in (out / cell_id).iterdir()} == CELL_FILES, cell_id
 
 
-def _start_or_resume(config: Path, out: Path) -> subprocess.Popen:
+def _start_or_resume(sweeps: Sweeps, config: Path, out: Path) -> subprocess.Popen:
     """What a user does after a kill: --resume once the plan is saved, else start again."""
     if not (out / "cells.json").exists():
-        return _start(config, out)
-    return subprocess.Popen(
-        [sys.executable, "-m", "iobench.cli", "sweep", "--resume", "--out", str(out)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+        return sweeps.start(config, "--out", out)
+    return sweeps.start("--resume", "--out", out)
 
 
 def _finished(out: Path) -> dict[str, tuple[int, str]]:
@@ -151,14 +129,16 @@ def _assert_whole_at_rest(out: Path) -> None:
 KILL_SEED = 1
 
 
-def test_a_sweep_killed_at_random_points_resumes_to_every_cell_exactly_once(tmp_path, tiny_dataset):
+def test_a_sweep_killed_at_random_points_resumes_to_every_cell_exactly_once(
+    iobench_sweep, tmp_path, tiny_dataset
+):
     """SIGKILL at seeded random moments (start-up, inside a cell, between cells), resume after each:
     each kill loses at most the running cell, finished cells are never run again, and in the end
     every cell has exactly one ok result."""
     config, out = _config(tmp_path, tiny_dataset), tmp_path / "run"
     rng = random.Random(KILL_SEED)
     kills = []
-    proc = _start(config, out)
+    proc = iobench_sweep.start(config, "--out", out)
     for _ in range(3):
         at = rng.uniform(0.3, 14.0)  # a cell takes ~5 s here, start-up ~1.5 s
         try:
@@ -184,7 +164,7 @@ def test_a_sweep_killed_at_random_points_resumes_to_every_cell_exactly_once(tmp_
                 "done": _finished(out),
             }
         )
-        proc = _start_or_resume(config, out)
+        proc = _start_or_resume(iobench_sweep, config, out)
     output, _ = proc.communicate(timeout=300)
     assert proc.returncode == 0, output
     assert kills  # where each one landed depends on the machine's speed; the outcome may not
@@ -221,7 +201,7 @@ def test_a_sweep_killed_at_random_points_resumes_to_every_cell_exactly_once(tmp_
     assert not _processes_of(out)
 
     # and the plan, asked again, has nothing left to do
-    plan = _iobench("sweep", "--dry-run", "--resume", "--out", out)
+    plan = iobench_sweep.run("sweep", "--dry-run", "--resume", "--out", out)
     assert plan.returncode == 0 and f"{len(ids)} cell(s) done and skipped, 0 to run" in plan.stdout
     print(
         f"figures: sweep SIGKILL at {[k['at_s'] for k in kills]} s, the cell running then: "
@@ -230,12 +210,14 @@ def test_a_sweep_killed_at_random_points_resumes_to_every_cell_exactly_once(tmp_
     )
 
 
-def test_a_kill_after_a_cell_landed_but_before_the_table_was_rewritten_loses_no_row(tmp_path, tiny_dataset):
+def test_a_kill_after_a_cell_landed_but_before_the_table_was_rewritten_loses_no_row(
+    iobench_sweep, tmp_path, tiny_dataset
+):
     """The window the random kills above found (seed 1, once the loader got faster): the last cell's
     summary is published, sweep-state still names it as running, results.parquet lacks its row.
     Resuming has no cell left to run and must still put the row back."""
     config, out = _config(tmp_path, tiny_dataset), tmp_path / "run"
-    first = _iobench(
+    first = iobench_sweep.run(
         "sweep", config, "--out", out, "--set", "loader.workers=[0]", "--set", "accelerator.count=[1]"
     )
     assert first.returncode == 0, first.stdout + first.stderr
@@ -249,7 +231,7 @@ def test_a_kill_after_a_cell_landed_but_before_the_table_was_rewritten_loses_no_
     empty = pq.read_table(out / "results.parquet").slice(0, 0)
     pq.write_table(empty, out / "results.parquet")
 
-    resumed = _iobench("sweep", "--resume", "--out", out)
+    resumed = iobench_sweep.run("sweep", "--resume", "--out", out)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert "1 cell(s) done and kept, 0 to run" in resumed.stdout
     rows = pq.read_table(out / "results.parquet").to_pylist()
@@ -258,9 +240,11 @@ def test_a_kill_after_a_cell_landed_but_before_the_table_was_rewritten_loses_no_
     assert state["running"] is None and state["attempts"][-1]["status"] == "ok"
 
 
-def test_sigterm_records_the_running_cell_and_a_changed_plan_is_refused(tmp_path, tiny_dataset):
+def test_sigterm_records_the_running_cell_and_a_changed_plan_is_refused(
+    iobench_sweep, tmp_path, tiny_dataset
+):
     config, out = _config(tmp_path, tiny_dataset), tmp_path / "run"
-    proc = _start(config, out)
+    proc = iobench_sweep.start(config, "--out", out)
     stopped = _catch_running(out, proc, min_index=1)
     # memory run out: the kernel's OOM killer takes the cell (its workers) first, not the sweep
     adjust = {p.pid: _oom_score_adj(p.pid) for p in psutil.Process(proc.pid).children(recursive=True)}
@@ -280,15 +264,15 @@ def test_sigterm_records_the_running_cell_and_a_changed_plan_is_refused(tmp_path
     assert not [p.name for p in out.iterdir() if p.name.startswith(".")]  # no scratch or temporaries
     assert json.loads((out / "sweep-state.json").read_text())["running"] is None
 
-    changed = _iobench("sweep", config, "--resume", "--out", out, "--set", "run.max_steps=9")
+    changed = iobench_sweep.run("sweep", config, "--resume", "--out", out, "--set", "run.max_steps=9")
     assert changed.returncode == 2
     assert "differs" in changed.stderr and "changed" in changed.stderr and "--force" in changed.stderr
-    again = _iobench("sweep", config, "--out", out)
+    again = iobench_sweep.run("sweep", config, "--out", out)
     assert again.returncode == 2 and "--resume continues it" in " ".join(again.stderr.split())
 
     # more accelerator counts leave the cells run so far as they were: --force keeps their results
     wider = apply_overrides(yaml.safe_load(config.read_text()), ["accelerator.count=[1, 2, 4]"])
-    plan = _iobench(
+    plan = iobench_sweep.run(
         "sweep", config, "--dry-run", "--resume", "--out", out, "--set", "accelerator.count=[1,2,4]"
     )
     assert "2 new" in plan.stdout and "--resume would refuse without --force" in " ".join(plan.stdout.split())

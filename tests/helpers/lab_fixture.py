@@ -1,8 +1,10 @@
 """The Ceph lab as a pytest session fixture: one real cluster per test session.
 
-Import it in tests/conftest.py (``from tests.helpers.lab_fixture import ceph_lab_fixture  # noqa: F401``;
-the fixture's name is ``ceph_lab``). It runs on
-random non-default ports and in a short temporary directory, so a user's own lab is not disturbed.
+tests/conftest.py registers this module once as a plugin (``pytest_plugins``), so each
+session-scoped lab below is started once, on first use, and stopped at the session's end; a test
+module must not import the fixtures (that would register a second definition, and a second lab).
+It runs on random non-default ports and in a short temporary directory, so a user's own lab is not
+disturbed.
 When Ceph is not installed it fails under ``CI`` (an integration test never skips silently there)
 and skips elsewhere, both with the apt-get line that installs it.
 """
@@ -20,8 +22,6 @@ import pytest
 
 from iobench.lab import CephMissingError, LabInfo, down, install_hint, up
 from iobench.lab.daemons import port_free
-
-_SESSION: dict[str, object] = {}  # one lab even when the fixture is registered twice
 
 
 def free_ports(n: int, lo: int = 20000, hi: int = 32000) -> list[int]:
@@ -95,53 +95,47 @@ def mend(lab: LabInfo) -> list[str]:
     return down_
 
 
-@pytest.fixture(scope="session", name="ceph_lab")
-def ceph_lab_fixture(tmp_path_factory) -> Iterator[LabInfo]:
+def require_ceph() -> None:
+    """Fail under CI, skip elsewhere, when Ceph is not installed."""
+    if not shutil.which("radosgw"):
+        ceph_missing(f"Ceph is not installed; install it with: {install_hint(cephfs=True)}")
+
+
+def _session_lab(tmp_dir: Path, **kwargs) -> Iterator[LabInfo]:
+    require_ceph()
+    lab = start_lab(tmp_dir, **kwargs)
+    try:
+        yield lab
+    finally:
+        down(lab.dir, purge=True)
+
+
+@pytest.fixture(scope="session")
+def ceph_lab(tmp_path_factory) -> Iterator[LabInfo]:
     """The session's Ceph lab: ``.endpoint``, ``.access_key``, ``.secret_key``, ``.conf``, ``.dir``,
     ``.env`` (the DIR/env variables), ``.mount`` (CephFS mount point or None)."""
-    if not shutil.which("radosgw"):
-        ceph_missing(f"Ceph is not installed; install it with: {install_hint(cephfs=True)}")
-    if "lab" not in _SESSION:
-        _SESSION["lab"] = start_lab(tmp_path_factory.mktemp("ceph"))
-        _SESSION["users"] = 0
-    _SESSION["users"] = int(_SESSION["users"]) + 1  # type: ignore[call-overload]
-    lab: LabInfo = _SESSION["lab"]  # type: ignore[assignment]
-    try:
-        yield lab
-    finally:
-        _SESSION["users"] = int(_SESSION["users"]) - 1  # type: ignore[call-overload]
-        if _SESSION["users"] == 0:
-            del _SESSION["lab"]
-            down(lab.dir, purge=True)
+    yield from _session_lab(tmp_path_factory.mktemp("ceph"))
 
 
-@pytest.fixture(scope="session", name="breakable_lab")
-def breakable_lab_fixture(tmp_path_factory) -> Iterator[LabInfo]:
+@pytest.fixture(scope="session")
+def breakable_lab(tmp_path_factory) -> Iterator[LabInfo]:
     """A second lab, for tests that kill its daemons: bluestore (a sparse file, so an OSD killed
     with kill -9 loses nothing), CephFS when installed, its own directory and ports. A test that
-    breaks it mends it; ``lab_to_break`` also mends it before each test.
-
-    Import it where it is used (``from tests.helpers.lab_fixture import breakable_lab_fixture``);
-    one lab serves the session even when several modules import it."""
-    if not shutil.which("radosgw"):
-        ceph_missing(f"Ceph is not installed; install it with: {install_hint(cephfs=True)}")
-    if "breakable" not in _SESSION:
-        _SESSION["breakable"] = start_lab(tmp_path_factory.mktemp("cephb"), objectstore="bluestore")
-        _SESSION["breakable_users"] = 0
-    _SESSION["breakable_users"] = int(_SESSION["breakable_users"]) + 1  # type: ignore[call-overload]
-    lab: LabInfo = _SESSION["breakable"]  # type: ignore[assignment]
-    try:
-        yield lab
-    finally:
-        _SESSION["breakable_users"] = int(_SESSION["breakable_users"]) - 1  # type: ignore[call-overload]
-        if _SESSION["breakable_users"] == 0:
-            del _SESSION["breakable"]
-            down(lab.dir, purge=True)
+    breaks it mends it; ``lab_to_break`` also mends it before each test."""
+    yield from _session_lab(tmp_path_factory.mktemp("cephb"), objectstore="bluestore")
 
 
-@pytest.fixture(name="lab_to_break")
-def lab_to_break_fixture(breakable_lab) -> Iterator[LabInfo]:
+@pytest.fixture
+def lab_to_break(breakable_lab) -> Iterator[LabInfo]:
     """The breakable lab with every daemon up, mended again after the test whatever it killed."""
     mend(breakable_lab)
     yield breakable_lab
     mend(breakable_lab)
+
+
+@pytest.fixture
+def own_lab_dir(tmp_path) -> Path:
+    """A directory for a lab the test brings up (and takes down) itself: one it makes fail, stops
+    or restarts in ways the session's labs must not see. Ceph must be installed."""
+    require_ceph()
+    return lab_dir(tmp_path)

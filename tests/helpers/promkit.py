@@ -63,3 +63,11 @@ def _family(sample: str) -> str:
 def documented(prefix: str) -> set[str]:
     """The metric names in docs/monitoring.md's tables that start with ``prefix``."""
     return set(re.findall(rf"^\| `({prefix}[a-z_]*)`", DOC.read_text(), flags=re.M))
+
+
+def assert_never_decrease(before: Scrape, after: Scrape) -> None:
+    """Counters only grow between two scrapes, and none disappears."""
+    old, new = before.counters(), after.counters()
+    assert set(old) <= set(new)
+    went_down = {k: (old[k], new[k]) for k in old if new[k] < old[k]}
+    assert not went_down

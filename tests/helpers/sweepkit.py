@@ -1,16 +1,19 @@
-"""Running a real sweep from a test and catching its cells: started, in their step loop, failed."""
+"""A real sweep in a test (started by the ``iobench_sweep`` fixture) and its cells caught: in their
+step loop, failed, resumed."""
 
 from __future__ import annotations
 
 import json
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import yaml
+
+from tests.helpers.processes import Sweeps
+from tests.helpers.runs import exact_epochs
 
 STALL = 40  # run.stall_timeout in these sweeps unless given: a backstop well above the tiers' deadlines
 
@@ -25,21 +28,13 @@ def sweep_file(tmp_path: Path, dataset: Path, tier: dict, *, stall: int = STALL,
         "tiers": [tier],
         "loaders": [{"kind": "torch", "workers": list(workers), "batch_size": [16], "shuffle_buffer": 16}],
         "accelerators": [{"kind": "emulated", "type": "custom", "samples_per_s": 80}],
-        "run": {"warmup_steps": 1, "epochs": 1, "stall_timeout": stall},
+        # one epoch exactly (16 steps, 3.2 s at 80 samples/s): the default window (50 steps after
+        # warm-up) ran each cell that finishes, a resumed one included, for four epochs
+        "run": {"warmup_steps": 1, "epochs": 1, "stall_timeout": stall, "min_measure": exact_epochs()},
     }
     path = tmp_path / "sweep.yaml"
     path.write_text(yaml.safe_dump(cfg))
     return path
-
-
-def start(config: Path, out: Path, env: dict) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-m", "iobench.cli", "sweep", str(config), "--out", str(out)],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
 
 
 def running(out: Path) -> str | None:
@@ -87,24 +82,15 @@ def failed(out: Path, cell_id: str, proc: subprocess.Popen, timeout: float = 120
     raise AssertionError(f"no failure of {cell_id} within {timeout} s")
 
 
-def resume(out: Path, env: dict) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "iobench.cli", "sweep", "--resume", "--out", str(out)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-
-
 def assert_table(out: Path, expect: dict[str, str]) -> None:
     rows = {r["cell_id"]: r["status"] for r in pq.read_table(out / "results.parquet").to_pylist()}
     assert rows == expect, rows
 
 
-def assert_resumes(out: Path, env: dict, cell_ids: list[str]) -> float:
+def assert_resumes(sweeps: Sweeps, out: Path, env: dict, cell_ids: list[str]) -> float:
+    """``iobench sweep --resume`` finishes the run: every cell ok; how long it took."""
     t0 = time.monotonic()
-    resumed = resume(out, env)
+    resumed = sweeps.resume(out, env)
     assert resumed.returncode == 0, resumed.stdout[-4000:] + resumed.stderr[-4000:]
     assert_table(out, dict.fromkeys(cell_ids, "ok"))
     return time.monotonic() - t0

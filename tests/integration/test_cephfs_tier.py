@@ -21,8 +21,6 @@ from iobench.tiers import TierConfigError, make_tier
 from iobench.tiers.cephfs import CephFSMountGone
 from loaders import ShardLoader
 
-pytestmark = pytest.mark.integration
-
 
 @pytest.fixture
 def cephfs_mount(ceph_lab, monkeypatch) -> Path:

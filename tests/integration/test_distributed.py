@@ -1,38 +1,22 @@
 """Multi-rank cells: torchrun + gloo sweeps on this machine (one node of two ranks, and two "nodes"
-of one rank each), a rank that fails, and the arithmetic that turns ranks into one result."""
+of one rank each), a rank that fails, ranks sharing a host's shard cache. The arithmetic that turns
+ranks into one result, without processes: tests/unit/cell/test_multirank.py."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import socket
-import subprocess
-import sys
 import tarfile
 import uuid
 from pathlib import Path
 
 import pyarrow.parquet as pq
-import pytest
 import yaml
 
-from iobench.cell.distributed import first_rank_error
-from iobench.cell.rankmetrics import RankRun, aggregate, common_interval
-from iobench.cell.steploop import StepLog
-from iobench.cell.torchrun import torchrun_command
-from iobench.results.figures import StepRow, Verdict
-from iobench.sweep.cli import node_place
-from iobench.sweep.config import ConfigError, parse_config
-from iobench.sweep.outcome import last_words
 from tests.helpers.runs import exact_epochs
 
-
-def _iobench(*args, cwd=None) -> subprocess.CompletedProcess:
-    # the timeout guards against a hang (a rank waiting forever is the failure this file tests)
-    return subprocess.run(
-        [sys.executable, "-m", "iobench.cli", *map(str, args)], capture_output=True, text=True, timeout=300
-    )
+# every sweep here runs under a timeout of 300 s: a rank waiting forever is the failure this file tests
 
 
 def _config(tmp_path: Path, dataset: Path, name: str = "sweep.yaml", **run) -> Path:
@@ -90,11 +74,12 @@ def _check_aggregate_is_the_sum_of_ranks(summary: dict, steps: list[dict]) -> No
     assert d["slowest_rank"] == rates.index(min(rates))
 
 
-@pytest.mark.slow
-def test_a_two_rank_sweep_reads_disjoint_samples_and_sums_its_ranks(tmp_path, tiny_dataset):
+def test_a_two_rank_sweep_reads_disjoint_samples_and_sums_its_ranks(iobench_sweep, tmp_path, tiny_dataset):
     out = tmp_path / "run"
     # free-running ranks (sync: none): each reads its whole share, and the job is their sum
-    proc = _iobench("sweep", _config(tmp_path, tiny_dataset, ranks_per_node=2, sync="none"), "--out", out)
+    proc = iobench_sweep.run(
+        "sweep", _config(tmp_path, tiny_dataset, ranks_per_node=2, sync="none"), "--out", out, timeout=300
+    )
     assert proc.returncode == 0, proc.stderr + proc.stdout
     (row,) = pq.read_table(out / "results.parquet").to_pylist()
     assert row["status"] == "ok" and row["cell_id"].endswith("-r2")
@@ -112,7 +97,7 @@ def test_a_two_rank_sweep_reads_disjoint_samples_and_sums_its_ranks(tmp_path, ti
     assert row["rank_skew"] == d["skew"] and row["samples_per_s"] == d["samples_per_s"]
     assert row["rank_au_min"] == min(r["au"] for r in summary["ranks"])
     # the report shows every rank, the skew and the slowest rank
-    for text in (proc.stdout, _iobench("report", out).stdout):
+    for text in (proc.stdout, iobench_sweep.run("report", out).stdout):
         flat = " ".join(text.split())
         assert "rank 0 (" in flat and "rank 1 (" in flat, flat
         assert f"skew {d['skew']:.2f}" in flat and f"slowest rank {d['slowest_rank']} on" in flat
@@ -124,18 +109,13 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.mark.slow
-def test_two_nodes_run_one_cell_and_both_record_its_result(tmp_path, tiny_dataset):
+def test_two_nodes_run_one_cell_and_both_record_its_result(iobench_sweep, tmp_path, tiny_dataset):
     """Two sweeps, as two nodes of one rank each, meet at node 0's endpoint (here on one machine)."""
     config = _config(tmp_path, tiny_dataset, nodes=2, epochs=1, sync="none")  # every share read whole
     endpoint = f"127.0.0.1:{_free_port()}"
-    sweep = [sys.executable, "-m", "iobench.cli", "sweep", config, "--rdzv-endpoint", endpoint]
     nodes = [
-        subprocess.Popen(
-            [*sweep, "--out", tmp_path / f"node{k}", "--node-rank", str(k)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
+        iobench_sweep.start(
+            config, "--out", tmp_path / f"node{k}", "--rdzv-endpoint", endpoint, "--node-rank", k
         )
         for k in (0, 1)
     ]
@@ -153,8 +133,9 @@ def test_two_nodes_run_one_cell_and_both_record_its_result(tmp_path, tiny_datase
     assert not (tmp_path / "node1" / cell_id / "steps.parquet").exists()  # rank 0 writes the files
 
 
-@pytest.mark.slow
-def test_a_failing_rank_fails_the_cell_naming_the_rank_and_stops_the_others(tmp_path, tiny_dataset):
+def test_a_failing_rank_fails_the_cell_naming_the_rank_and_stops_the_others(
+    iobench_sweep, tmp_path, tiny_dataset
+):
     bad = tmp_path / "bad"
     bad.mkdir()
     for f in tiny_dataset.iterdir():
@@ -166,7 +147,9 @@ def test_a_failing_rank_fails_the_cell_naming_the_rank_and_stops_the_others(tmp_
         f.seek(jpeg.offset_data)
         f.write(bytes(64))
     out = tmp_path / "run"
-    proc = _iobench("sweep", _config(tmp_path, bad, ranks_per_node=2, on_error="fail"), "--out", out)
+    proc = iobench_sweep.run(
+        "sweep", _config(tmp_path, bad, ranks_per_node=2, on_error="fail"), "--out", out, timeout=300
+    )
     assert proc.returncode == 1, proc.stderr
     (row,) = pq.read_table(out / "results.parquet").to_pylist()
     assert row["status"] == "failed" and row["world_size"] == 2
@@ -183,9 +166,9 @@ def _shard_of(dataset: Path) -> dict[str, str]:
     return out
 
 
-@pytest.mark.slow
-@pytest.mark.integration
-def test_ranks_on_one_host_share_its_shard_cache(ceph_lab, monkeypatch, tiny_dataset, tmp_path):
+def test_ranks_on_one_host_share_its_shard_cache(
+    ceph_lab, iobench_sweep, monkeypatch, tiny_dataset, tmp_path
+):
     """Two ranks over the lab's S3 with one cache directory: each shard is downloaded once by the
     host, and in epoch 2 a rank hits shards the other rank downloaded in epoch 1."""
     for key, value in ceph_lab.env.items():
@@ -196,7 +179,7 @@ def test_ranks_on_one_host_share_its_shard_cache(ceph_lab, monkeypatch, tiny_dat
     cfg = yaml.safe_load(config.read_text())
     config.write_text(yaml.safe_dump({**cfg, "tiers": [{**tier, "cache_size": "200MB"}]}))
     out = tmp_path / "run"
-    proc = _iobench("sweep", config, "--out", out)
+    proc = iobench_sweep.run("sweep", config, "--out", out, timeout=300)
     assert proc.returncode == 0, proc.stderr + proc.stdout
     (row,) = pq.read_table(out / "results.parquet").to_pylist()
     summary = json.loads((out / row["cell_id"] / "summary.json").read_text())
@@ -216,135 +199,3 @@ def test_ranks_on_one_host_share_its_shard_cache(ceph_lab, monkeypatch, tiny_dat
         read.setdefault((k["rank"], k["epoch"]), set()).add(shard_of[k["key"]])
     # the hits of epoch 2 include shards only the other rank had read: the cache is the host's
     assert read[0, 1] & read[1, 0] or read[1, 1] & read[0, 0]
-
-
-# -- the arithmetic ------------------------------------------------------------------------------
-
-
-def _rows(rank: int, ends: list[float], samples: int = 10, wait: float = 0.05) -> list[StepRow]:
-    """Steps back to back ending at ``ends``; the first is warm-up; each waits ``wait`` then computes."""
-    rows, start = [], 0.0
-    for i, end in enumerate(ends):
-        compute = end - start - wait
-        rows.append(StepRow(i, 0, i == 0, start, wait, 0.0, compute, end, samples, 1000 * samples, rank))
-        start = end
-    return rows
-
-
-def _run(rank: int, rows: list[StepRow], host: str = "h") -> RankRun:
-    log = StepLog(rows=rows, time_to_first_batch_s=rows[0].t_end)
-    verdict = Verdict(bound="prep", binding_stage="decode", headline="")
-    return RankRun(rank, rank, 0, host, 1, log, verdict, None, "fixed", 100.0 + rank / 1000)
-
-
-def test_the_common_interval_runs_from_the_last_warmup_to_the_first_finish():
-    fast = _run(0, _rows(0, [0.5, 1.0, 1.5, 2.0, 2.5]))
-    slow = _run(1, _rows(1, [0.8, 1.6, 2.4, 3.2]), host="g")
-    assert common_interval([fast, slow]) == (0.8, 2.5)
-    agg = aggregate([fast, slow])
-    # fast: steps ending at 1.0, 1.5, 2.0, 2.5; slow: ends at 1.6, 2.4 (3.2 is past the end)
-    assert [r.samples for r in agg.ranks] == [40, 20]
-    assert agg.metrics.samples == 60 and agg.metrics.bytes_read == 60_000
-    assert agg.metrics.samples_per_s == pytest.approx(60 / 1.7)
-    assert agg.metrics.samples_per_s == pytest.approx(sum(r.samples_per_s for r in agg.ranks))
-    assert agg.skew == pytest.approx(2.0) and agg.slowest.rank == 1 and agg.slowest.host == "g"
-    # time is clipped to the interval: fast's step (0.5, 1.0] waits 0.5-0.55, outside; computes 0.55-1.0,
-    # of which 0.8-1.0 inside
-    fast_compute = 0.2 + 3 * 0.45
-    assert agg.ranks[0].au == pytest.approx(fast_compute / 1.7)
-    assert agg.ranks[0].stall_fraction == pytest.approx(3 * 0.05 / 1.7)
-    assert agg.metrics.au == pytest.approx((agg.ranks[0].au + agg.ranks[1].au) / 2)
-    assert agg.alignment_s == pytest.approx(0.001)
-    assert agg.metrics.time_to_first_batch_s == 0.8  # the job waits for its slowest first batch
-    assert len(agg.log.rows) == 9 and agg.log.measure_start == 0.8
-
-
-def test_ranks_that_never_ran_together_are_refused_with_what_to_change():
-    early = _run(0, _rows(0, [0.2, 0.4]))
-    late = _run(1, _rows(1, [1.0, 2.0]))
-    with pytest.raises(
-        ValueError, match=r"rank 0 ran its last step to 0.40 s, before rank 1's warm-up ended"
-    ):
-        aggregate([early, late])
-
-
-def test_a_rank_list_makes_one_cell_per_rank_count_and_diagnose_needs_one_rank():
-    raw = {
-        "dataset": {"path": "/data/x"},
-        "tiers": [{"kind": "local", "name": "nvme"}],
-        "loaders": [{"kind": "torch", "workers": [2]}],
-        "accelerators": [{"kind": "emulated", "type": "h100"}],
-        "run": {"ranks_per_node": [1, 2, 4], "min_measure": exact_epochs()},
-    }
-    cells = parse_config(raw).cells()
-    assert [c.cell_id for c in cells] == [
-        "nvme-torch-w2-b64-h100x1-cold",
-        "nvme-torch-w2-b64-h100x1-cold-r2",
-        "nvme-torch-w2-b64-h100x1-cold-r4",
-    ]
-    assert [c.run.ranks_per_node for c in cells] == [1, 2, 4]
-    raw["run"] = {"ranks_per_node": 2, "nodes": 3}
-    assert parse_config(raw).cells()[0].cell_id.endswith("-cold-n3r2")
-    for run, message in (
-        ({"ranks_per_node": 0}, r"run.ranks_per_node\[0\]=0: expected an integer >= 1"),
-        ({"nodes": "two"}, "run.nodes='two': expected an integer >= 1"),
-        ({"record_keys": "yes"}, "run.record_keys='yes': expected true or false"),
-        ({"ranks_per_node": 2, "diagnose": True}, "measured on one rank"),
-    ):
-        raw["run"] = run
-        with pytest.raises(ConfigError, match=message):
-            parse_config(raw)
-
-
-def test_each_node_names_its_place_and_torchrun_meets_at_node_zero(tmp_path):
-    def args(rank=None, endpoint=None):
-        return argparse.Namespace(node_rank=rank, rdzv_endpoint=endpoint)
-
-    assert node_place(args(), 1) is None
-    assert node_place(args(), 2, required=False) is None  # a dry run plans without a place
-    with pytest.raises(ValueError, match="--node-rank K"):
-        node_place(args(), 2)
-    with pytest.raises(ValueError, match=r"--node-rank=2: expected 0 \.\. 1"):
-        node_place(args(2, "h:1"), 2)
-    with pytest.raises(ValueError, match="expected HOST:PORT"):
-        node_place(args(1, "h"), 2)
-    with pytest.raises(ValueError, match=r"only for a sweep with run\.nodes > 1"):
-        node_place(args(0, "h:1"), 1)
-    place = node_place(args(1, "node0:29500"), 2)
-    cmd = torchrun_command(
-        tmp_path / "c.json", tmp_path, ranks_per_node=4, nodes=2, place=place, run_id="c", timeout_s=60
-    )
-    assert cmd[1:3] == ["-m", "iobench.cell.torchrun"]
-    for flag in (
-        "--nproc-per-node=4",
-        "--nnodes=2",
-        "--node-rank=1",
-        "--master-addr=node0",
-        "--master-port=29500",
-    ):
-        assert flag in cmd
-    assert cmd[-4:] == ["-m", "iobench.cell.rank", str(tmp_path / "c.json"), str(tmp_path)]
-    solo = torchrun_command(
-        tmp_path / "c.json", tmp_path, ranks_per_node=2, nodes=1, place=None, run_id="c", timeout_s=60
-    )
-    assert "--standalone" in solo and not any(a.startswith("--nnodes") for a in solo)
-
-
-def test_the_first_failure_is_the_cause(tmp_path):
-    for rank, t, error in ((0, 2.0, "rank 0: gloo connection closed"), (1, 1.0, "rank 1: SampleError")):
-        (tmp_path / f"rank-{rank}.error.json").write_text(json.dumps({"rank": rank, "t": t, "error": error}))
-    assert first_rank_error(tmp_path) == "rank 1: SampleError (and 1 other rank(s) failed after it)"
-    assert first_rank_error(tmp_path / "none") is None
-    torchrun_tail = """
-Root Cause (first observed failure):
-[0]:
-  time      : 2026-12-02_15:15:57
-  host      : node1
-  rank      : 3 (local_rank: 1)
-  exitcode  : -9 (pid: 26747)
-  error_file: <N/A>
-============================================================"""
-    assert (
-        last_words(torchrun_tail) == "torchrun: host node1, rank 3 (local_rank: 1), exitcode -9 (pid: 26747)"
-    )
-    assert last_words("one\nValueError: two\n") == "ValueError: two"

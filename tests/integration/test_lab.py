@@ -16,24 +16,7 @@ import pytest
 from iobench import lab
 from iobench.ceph.client import import_rados
 from iobench.lab import bringup, conf, daemons
-from tests.helpers.lab_fixture import (  # noqa: F401 (fixtures ceph_lab, breakable_lab, lab_to_break)
-    breakable_lab_fixture,
-    ceph_lab_fixture,
-    ceph_missing,
-    free_ports,
-    lab_dir,
-    lab_to_break_fixture,
-)
-
-integration = pytest.mark.integration
-
-
-def _require_ceph() -> None:
-    import shutil
-
-    if not shutil.which("radosgw"):
-        ceph_missing(f"Ceph is not installed; install it with: {lab.install_hint()}")
-
+from tests.helpers.lab_fixture import ceph_missing, free_ports, lab_dir, require_ceph
 
 # ------------------------------------------------------------------ without Ceph
 
@@ -81,7 +64,7 @@ def test_import_rados_explains_a_version_mismatch(tmp_path, monkeypatch):
 
 
 def test_refuses_a_non_lab_directory(tmp_path):
-    _require_ceph()
+    require_ceph()
     (tmp_path / "precious.txt").write_text("keep me")
     with pytest.raises(lab.LabError, match="not empty"):
         lab.up(tmp_path, port=free_ports(1)[0])
@@ -91,7 +74,6 @@ def test_refuses_a_non_lab_directory(tmp_path):
 # ------------------------------------------------------------------ the session lab
 
 
-@integration
 def test_env_file_drives_boto3(ceph_lab, monkeypatch):
     import boto3
 
@@ -112,7 +94,6 @@ def test_env_file_drives_boto3(ceph_lab, monkeypatch):
     assert [o["Key"] for o in s3.list_objects_v2(Bucket=bucket)["Contents"]] == ["a/b.bin"]
 
 
-@integration
 def test_lab_json_is_complete_and_holds_no_secret(ceph_lab):
     text = (ceph_lab.dir / "lab.json").read_text()
     meta = json.loads(text)
@@ -123,7 +104,6 @@ def test_lab_json_is_complete_and_holds_no_secret(ceph_lab):
     assert stat.S_IMODE(os.stat(ceph_lab.dir / "keyring").st_mode) == 0o600
 
 
-@integration
 def test_librados_read_write(ceph_lab):
     rados = import_rados()
     cluster = rados.Rados(conffile=str(ceph_lab.conf))
@@ -142,7 +122,6 @@ def test_librados_read_write(ceph_lab):
         cluster.shutdown()
 
 
-@integration
 def test_second_up_on_a_live_lab_is_refused(ceph_lab):
     with pytest.raises(lab.LabError, match="already running") as e:
         lab.up(ceph_lab.dir, port=free_ports(1)[0])
@@ -150,7 +129,6 @@ def test_second_up_on_a_live_lab_is_refused(ceph_lab):
     assert lab.status(ceph_lab.dir)["running"]  # and nothing was touched
 
 
-@integration
 def test_up_refuses_taken_ports(ceph_lab, tmp_path):
     with pytest.raises(lab.LabError, match="already in use"):
         lab.up(lab_dir(tmp_path), port=ceph_lab.ports["s3"], mon_ports=tuple(free_ports(2)))
@@ -160,7 +138,6 @@ def test_up_refuses_taken_ports(ceph_lab, tmp_path):
         )
 
 
-@integration
 def test_status_reports_health_and_daemons(ceph_lab):
     st = lab.status(ceph_lab.dir)
     assert st["running"] and st["endpoint"] == ceph_lab.endpoint
@@ -171,7 +148,6 @@ def test_status_reports_health_and_daemons(ceph_lab):
     assert st["complete"] and st["objectstore"] == "memstore" and "clean stop" in st["keeps"]
 
 
-@integration
 def test_cephfs_mount(ceph_lab):
     if ceph_lab.mount is None:
         meta = json.loads((ceph_lab.dir / "lab.json").read_text())
@@ -190,16 +166,14 @@ def test_cephfs_mount(ceph_lab):
 # ------------------------------------------------------------------ extra labs: failure and down
 
 
-@integration
-def test_failed_up_stops_what_it_started(tmp_path, monkeypatch):
-    _require_ceph()
+def test_failed_up_stops_what_it_started(own_lab_dir, monkeypatch):
     port = free_ports(1)[0]
     with socket.socket() as squatter:  # radosgw cannot bind its port: a real daemon failure
         squatter.bind(("127.0.0.1", port))
         squatter.listen()
         real_port_free = bringup.port_free
         monkeypatch.setattr(bringup, "port_free", lambda p: p == port or real_port_free(p))
-        d = lab_dir(tmp_path)
+        d = own_lab_dir
         with pytest.raises(lab.LabError) as e:
             lab.up(d, port=port, mon_ports=tuple(free_ports(2)), with_mgr=False, timeout=30)
     assert e.value.daemon == "client.rgw.x"
@@ -210,10 +184,8 @@ def test_failed_up_stops_what_it_started(tmp_path, monkeypatch):
     assert not (d / "lab.json").exists() and not (d / "env").exists()
 
 
-@integration
-def test_down_stops_exactly_our_processes(tmp_path):
-    _require_ceph()
-    d = lab_dir(tmp_path)
+def test_down_stops_exactly_our_processes(own_lab_dir):
+    d = own_lab_dir
     v2, v1, s3 = free_ports(3)
     info = lab.up(d, port=s3, mon_ports=(v2, v1), with_mgr=False, cephfs=False)
     # an unrelated process that looks like ceph, recorded in our run dir as if its pid was reused
@@ -310,17 +282,7 @@ def _kept(info, staged: dict) -> list[str]:
     return lost
 
 
-def _cli(*args) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "iobench.cli", "lab", *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-
-
-@integration
-def test_status_tells_the_truth_and_restart_mends_each_daemon(lab_to_break):
+def test_status_tells_the_truth_and_restart_mends_each_daemon(lab_to_break, iobench):
     """kill -9 of each daemon: `lab status` says HEALTH_ERR (the mon's own map still calls a killed
     OSD up for up to 15 min), names the daemon down with its pid and log, exits 1; `lab restart
     DAEMON` brings it back with the cluster: same S3 keys, buckets, pools and files."""
@@ -342,13 +304,13 @@ def test_status_tells_the_truth_and_restart_mends_each_daemon(lab_to_break):
         assert st["daemons"][name]["state"] == "down" and st["daemons"][name]["pid"] == pid
         assert st["daemons"][name]["log"] == str(layout.logfile(name))
         assert f"DAEMON_DOWN {name}" in st["health_checks"] and not st["complete"]
-        shown = _cli("status", "--dir", info.dir)
+        shown = iobench("lab", "status", "--dir", info.dir)
         assert (
             shown.returncode == 1
             and "HEALTH_ERR" in shown.stdout
             and f"iobench lab restart {short}" in shown.stdout
         )
-        restarted = _cli("restart", short, "--dir", info.dir)
+        restarted = iobench("lab", "restart", short, "--dir", info.dir)
         assert restarted.returncode == 0, restarted.stderr
         assert f"restarted {name} (was not running)" in restarted.stdout
         took[short] = restarted.stdout.rsplit(" in ", 1)[-1].strip()
@@ -358,15 +320,16 @@ def test_status_tells_the_truth_and_restart_mends_each_daemon(lab_to_break):
     print(f"figures: kill -9 then `lab restart`: {took}; nothing lost (S3 object, RADOS object, CephFS file)")
 
 
-@integration
-def test_down_then_up_brings_the_same_cluster_back(lab_to_break):
+def test_down_then_up_brings_the_same_cluster_back(lab_to_break, iobench):
     info = lab_to_break
     staged = _stage(info)
     fsid = json.loads((info.dir / "lab.json").read_text())["fsid"]
-    stopped = _cli("down", "--dir", info.dir)
+    stopped = iobench("lab", "down", "--dir", info.dir)
     assert stopped.returncode == 0 and "the cluster's data is kept" in stopped.stdout, stopped.stdout
     assert not lab.status(info.dir)["running"] and (info.dir / "osd.0" / "block").exists()
-    came = _cli("up", "--dir", info.dir, "--port", free_ports(1)[0])  # a new port is reported, not used
+    came = iobench(
+        "lab", "up", "--dir", info.dir, "--port", free_ports(1)[0]
+    )  # a new port is reported, not used
     assert came.returncode == 0, came.stderr
     assert "the same cluster" in came.stderr and "port=" in came.stderr and "is ignored" in came.stderr
     assert "bluestore" in came.stderr  # which store, and what it keeps
@@ -379,12 +342,10 @@ def test_down_then_up_brings_the_same_cluster_back(lab_to_break):
     assert _kept(lab.LabInfo.load(info.dir), staged) == []
 
 
-@integration
-def test_a_memstore_lab_keeps_its_data_across_a_clean_down_and_up(tmp_path):
+def test_a_memstore_lab_keeps_its_data_across_a_clean_down_and_up(own_lab_dir):
     """memstore saves its objects to DIR/osd.0 when the OSD stops cleanly (osd fast shutdown =
     false): `down` then `up` keep them. (A killed memstore OSD loses them: conf.STORE_KEEPS.)"""
-    _require_ceph()
-    d = lab_dir(tmp_path)
+    d = own_lab_dir
     v2, v1, s3 = free_ports(3)
     info = lab.up(d, port=s3, mon_ports=(v2, v1), with_mgr=False, cephfs=False, memstore_bytes=1 << 30)
     try:

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 import uuid
 from pathlib import Path
 
 import pytest
 
-from iobench.cell.process import loader_inputs
+from iobench.cell.inputs import loader_inputs
 from iobench.datasets.manifest import Manifest
 from iobench.datasets.objects import INDEX_NAME, explode
 from iobench.datasets.upload import upload_s3
@@ -21,17 +19,12 @@ from loaders import ShardLoader
 
 
 @pytest.fixture(scope="module")
-def objects_dataset(tiny_dataset, tmp_path_factory) -> Path:
+def objects_dataset(iobench, tiny_dataset, tmp_path_factory) -> Path:
     # a copy: the shared tiny dataset must keep the shards-only layout for the other tests
     root = tmp_path_factory.mktemp("objects") / "ds"
     shutil.copytree(tiny_dataset, root)
     # made the way the README says: `iobench dataset objects DATASET`
-    proc = subprocess.run(
-        [sys.executable, "-m", "iobench.cli", "dataset", "objects", str(root)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    proc = iobench("dataset", "objects", root, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert "256 objects" in proc.stdout and "objects; `iobench dataset upload` uploads them" in proc.stdout
     return root
@@ -46,16 +39,10 @@ def _read(tier, layout, workers=1):
     items, source = loader_inputs(
         tier, manifest, LoaderSettings(kind="torch", workers=0, batch_size=8, layout=layout)
     )
-    kwargs = {
-        "storage_options": source["storage_options"],
-        "shard_sizes": source.get("shard_sizes"),
-        "cache_dir": source.get("cache_dir"),
-        "cache_bytes": source.get("cache_bytes"),
-    }
     if layout == "objects":
-        loader = ShardLoader(objects=items, workers=workers, return_batches=True, **kwargs)
+        loader = ShardLoader(objects=items, workers=workers, return_batches=True, source=source)
     else:
-        loader = ShardLoader(items, workers=workers, return_batches=True, **kwargs)
+        loader = ShardLoader(items, workers=workers, return_batches=True, source=source)
     return _pairs(loader), loader
 
 
@@ -76,7 +63,6 @@ def test_local_objects_layout_reads_the_same_samples_as_the_shards(objects_datas
     assert loader.stats.wall_s["fetch"] > 0
 
 
-@pytest.mark.integration
 def test_objects_on_s3_and_rados_match_and_count_one_request_per_sample(
     ceph_lab, objects_dataset, monkeypatch
 ):
@@ -103,7 +89,6 @@ def test_objects_on_s3_and_rados_match_and_count_one_request_per_sample(
             assert got == expected, f"cephfs {layout}"
 
 
-@pytest.mark.integration
 def test_a_ram_cache_smaller_than_the_dataset_stays_within_its_limit(ceph_lab, tiny_dataset):
     from loaders.storage.shardcache import ShardCache
 

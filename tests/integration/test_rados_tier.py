@@ -18,8 +18,6 @@ from iobench.datasets.manifest import Manifest
 from iobench.tiers import make_tier
 from loaders import ShardLoader
 
-pytestmark = pytest.mark.integration
-
 
 @pytest.fixture(scope="module", autouse=True)
 def _disconnect_before_the_lab_goes():
@@ -134,7 +132,11 @@ def test_loader_reads_the_same_samples_as_local(ceph_lab, staged, tiny_dataset, 
     expected = _keys_labels(local)
     assert len(expected) == manifest.num_samples
     loader = ShardLoader(
-        tier.shard_urls(manifest), storage_options=tier.storage_options(), workers=2, return_batches=True
+        tier.shard_urls(manifest),
+        storage_options=tier.storage_options(),
+        deadline_s=tier.deadline_s,
+        workers=2,
+        return_batches=True,
     )
     assert _keys_labels(loader) == expected  # forked workers reconnect to the cluster
 

@@ -22,8 +22,6 @@ from loaders.storage.objectstore import ObjectReader, ObjectStoreError
 from loaders.storage.shardcache import ShardCache
 from tests.helpers.runs import exact_epochs
 
-pytestmark = pytest.mark.integration
-
 
 @pytest.fixture
 def s3_env(ceph_lab, monkeypatch):
@@ -93,24 +91,15 @@ def test_s3_stream_and_cached_reads_yield_the_local_samples(s3_env, staged, tiny
     assert streamed.stats.counters["requests"] >= len(manifest.shards)
     assert streamed.stats.counters["bytes_transferred"] == manifest.total_bytes
 
-    opts = tier.source_options(manifest)
-    cached = ShardLoader(tier.shard_urls(manifest), workers=2, return_batches=True, **_loader_kwargs(opts))
+    source = tier.source(manifest)
+    cached = ShardLoader(tier.shard_urls(manifest), workers=2, return_batches=True, source=source)
     assert _keys_labels(cached) == expected  # epoch 1: every shard a miss
     assert _keys_labels(cached) == expected  # epoch 2: every shard a hit
     c = cached.stats.counters
     assert c["cache_misses"] == len(manifest.shards) and c["cache_hits"] == len(manifest.shards)
-    cache = ShardCache(opts["cache_dir"], opts["cache_bytes"])
+    cache = ShardCache(source.cache.dir, source.cache.bytes)
     for u, entry in zip(tier.shard_urls(manifest), manifest.shards, strict=True):
         assert hashlib.sha256(Path(cache.path_for(u)).read_bytes()).hexdigest() == entry.sha256
-
-
-def _loader_kwargs(opts):
-    return {
-        "storage_options": opts["storage_options"],
-        "cache_dir": opts["cache_dir"],
-        "cache_bytes": opts["cache_bytes"],
-        "shard_sizes": opts["shard_sizes"],
-    }
 
 
 @pytest.mark.parametrize("policy", ["auto", "lru"])
@@ -119,8 +108,13 @@ def test_a_cache_smaller_than_the_dataset_stays_within_its_limit(s3_env, staged,
     limit = 12_000_000  # about 3.5 of the 10 shards
     tier = make_tier({"kind": "s3", "url": url, "cache_dir": str(tmp_path / "small"), "cache_size": limit})
     manifest = tier.load_manifest()
-    kwargs = {**_loader_kwargs(tier.source_options(manifest)), "cache_policy": policy}
-    loader = ShardLoader(tier.shard_urls(manifest), workers=2, return_batches=True, **kwargs)
+    loader = ShardLoader(
+        tier.shard_urls(manifest),
+        workers=2,
+        return_batches=True,
+        source=tier.source(manifest),
+        cache_policy=policy,  # over the tier's cache
+    )
     hits = []
     for _ in range(2):
         before = loader.stats.counters.get("cache_hits", 0)
@@ -147,7 +141,7 @@ def _read_all(url, cache_dir, env, out):
         tier.shard_urls(manifest),
         workers=1,
         return_batches=True,
-        **_loader_kwargs(tier.source_options(manifest)),
+        source=tier.source(manifest),
     )
     keys = [k for batch in loader for k in batch.keys]
     Path(out).write_text(json.dumps({"keys": keys, "counters": dict(loader.stats.counters)}))
@@ -216,10 +210,9 @@ def test_endpoint_down_fails_fast_and_clearly(monkeypatch):
     assert "127.0.0.1:9" in str(info.value) and "gave up after" in str(info.value)
 
 
-def test_sweep_over_tiers_shows_epochs_hit_ratios_and_leaks_no_secret(s3_env, tiny_dataset, tmp_path):
-    import subprocess
-    import sys
-
+def test_sweep_over_tiers_shows_epochs_hit_ratios_and_leaks_no_secret(
+    s3_env, iobench_sweep, tiny_dataset, tmp_path
+):
     import pyarrow.parquet as pq
     import yaml
 
@@ -252,12 +245,7 @@ def test_sweep_over_tiers_shows_epochs_hit_ratios_and_leaks_no_secret(s3_env, ti
     path = tmp_path / "tiers.yaml"
     path.write_text(yaml.safe_dump(cfg))
     out = tmp_path / "run"
-    proc = subprocess.run(
-        [sys.executable, "-m", "iobench.cli", "sweep", str(path), "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    proc = iobench_sweep.run("sweep", path, "--out", out)
     import shutil
 
     from iobench.tiers import make_tier as _make
@@ -301,17 +289,17 @@ def test_reads_spread_over_several_gateways_and_step_around_a_dead_one(s3_env, s
     names = [f"http://127.0.0.1:{port}", f"http://localhost:{port}"]
     tier = make_tier({"kind": "s3", "url": url, "endpoint_url": names})
     manifest = tier.load_manifest()
-    loader = ShardLoader(tier.shard_urls(manifest), workers=0, return_batches=True, **_loader_kwargs(
-        {**tier.source_options(manifest), "cache_dir": None, "cache_bytes": None}
-    ))  # fmt: skip
+    loader = ShardLoader(
+        tier.shard_urls(manifest), workers=0, return_batches=True, source=tier.source(manifest)
+    )
     assert len(_keys_labels(loader)) == manifest.num_samples
     c = loader.stats.counters
     assert c["endpoint_0_requests"] > 0 and c["endpoint_1_requests"] > 0 and c.get("retries", 0) == 0
     assert tier.describe()["endpoints"] == names
     dead = make_tier({"kind": "s3", "url": url, "endpoint_url": [names[0], "http://127.0.0.1:9"]})
-    loader = ShardLoader(dead.shard_urls(manifest), workers=0, return_batches=True, **_loader_kwargs(
-        {**dead.source_options(manifest), "cache_dir": None, "cache_bytes": None}
-    ))  # fmt: skip
+    loader = ShardLoader(
+        dead.shard_urls(manifest), workers=0, return_batches=True, source=dead.source(manifest)
+    )
     assert len(_keys_labels(loader)) == manifest.num_samples  # the shards the dead one picks: retried
     assert loader.stats.counters["retries"] > 0
     with pytest.raises(TierConfigError, match="a list holds two or more"):

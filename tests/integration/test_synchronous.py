@@ -8,8 +8,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -17,16 +15,22 @@ import pytest
 import yaml
 
 from iobench.datasets.manifest import ShardEntry, build_manifest, sha256_file
+from tests.helpers.processes import Sweeps
 from tests.helpers.shardkit import make_shards, tiny_jpeg
-
-pytestmark = pytest.mark.slow
 
 LATENCY_MS = 150  # per shard opened, on rank 1 only
 STEPS = 16
 
 
 def _sweep(
-    tmp_path: Path, dataset: Path, name: str, tier: dict, accelerator: dict, workers: int = 0, **run
+    sweeps: Sweeps,
+    tmp_path: Path,
+    dataset: Path,
+    name: str,
+    tier: dict,
+    accelerator: dict,
+    workers: int = 0,
+    **run,
 ) -> dict:
     config = {
         "dataset": {"path": str(dataset)},
@@ -38,12 +42,8 @@ def _sweep(
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump(config))
     out = tmp_path / name
-    proc = subprocess.run(
-        [sys.executable, "-m", "iobench.cli", "sweep", str(path), "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=300,  # a rank left waiting in a collective would hang here
-    )
+    # a rank left waiting in a collective would hang here
+    proc = sweeps.run("sweep", path, "--out", out, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     (row,) = pq.read_table(out / "results.parquet").to_pylist()
     steps = pq.read_table(out / row["cell_id"] / "steps.parquet").to_pylist()
@@ -71,7 +71,7 @@ def dataset(tmp_path_factory) -> Path:
     return out
 
 
-def test_a_slow_rank_sets_the_pace_and_its_peer_waits_for_it(tmp_path, dataset):
+def test_a_slow_rank_sets_the_pace_and_its_peer_waits_for_it(iobench_sweep, tmp_path, dataset):
     slow_rank_1 = {
         "kind": "throttled",
         "name": "slow1",
@@ -83,8 +83,8 @@ def test_a_slow_rank_sets_the_pace_and_its_peer_waits_for_it(tmp_path, dataset):
     # the slow rank's two warm-up steps (0.4 s), or the ranks' measured intervals would not overlap
     # (at 20 ms a step they ended together, 0.37 s, and a CI run lost the race)
     accelerator = {"type": "custom", "samples_per_s": 160}
-    free = _sweep(tmp_path, dataset, "free", slow_rank_1, accelerator, sync="none")
-    step = _sweep(tmp_path, dataset, "step", slow_rank_1, accelerator, sync="barrier")
+    free = _sweep(iobench_sweep, tmp_path, dataset, "free", slow_rank_1, accelerator, sync="none")
+    step = _sweep(iobench_sweep, tmp_path, dataset, "step", slow_rank_1, accelerator, sync="barrier")
 
     # free-running: today's aggregate, the sum of what each rank delivered, and nobody waited
     row = free["row"]
@@ -105,7 +105,7 @@ def test_a_slow_rank_sets_the_pace_and_its_peer_waits_for_it(tmp_path, dataset):
     assert row["verdict"] in ("fetch", "straggler") and row["straggler_cost"] > 0
 
 
-def test_an_allreduce_longer_than_the_data_wait_sets_au(tmp_path, dataset):
+def test_an_allreduce_longer_than_the_data_wait_sets_au(iobench_sweep, tmp_path, dataset):
     # ResNet-50's 102 MB of gradients over a 125 MB/s link between 2 ranks: an 818 ms ring all-reduce,
     # none of it hidden, against 80 ms of compute and batches prefetched meanwhile (the few ms a
     # step loses to the loop and the collective on this host are then within the 2 %; on a host whose
@@ -114,6 +114,7 @@ def test_an_allreduce_longer_than_the_data_wait_sets_au(tmp_path, dataset):
     local = {"kind": "local", "name": "disk", "path": str(dataset)}
     accelerator = {"type": "custom", "samples_per_s": 100}
     result = _sweep(
+        iobench_sweep,
         tmp_path,
         dataset,
         "allreduce",
@@ -132,7 +133,9 @@ def test_an_allreduce_longer_than_the_data_wait_sets_au(tmp_path, dataset):
     assert row["verdict"] == "allreduce" and row["interconnect"] == "slow-test-link"
 
 
-def test_ranks_in_step_over_unequal_shards_never_hang_and_read_no_sample_twice(tmp_path, tiny_dataset):
+def test_ranks_in_step_over_unequal_shards_never_hang_and_read_no_sample_twice(
+    iobench_sweep, tmp_path, tiny_dataset
+):
     # 9 shards of unequal size over 2 ranks: the loaders split the epoch by sample, so both ranks
     # take the same number of batches and end the epoch together (the path where one rank runs out
     # first is tests/unit/cell/test_steploop.py's)
@@ -154,12 +157,7 @@ def test_ranks_in_step_over_unequal_shards_never_hang_and_read_no_sample_twice(t
     path = tmp_path / "uneven.yaml"
     path.write_text(yaml.safe_dump(config))
     out = tmp_path / "uneven"
-    proc = subprocess.run(
-        [sys.executable, "-m", "iobench.cli", "sweep", str(path), "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    proc = iobench_sweep.run("sweep", path, "--out", out, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     (row,) = pq.read_table(out / "results.parquet").to_pylist()
     assert row["sync"] == "allreduce" and row["status"] == "ok"

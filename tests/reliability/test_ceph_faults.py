@@ -28,8 +28,6 @@ from loaders import ShardLoader
 from loaders.storage.objectstore import ObjectStoreError
 from tests.helpers.faultkit import cache_problems
 
-pytestmark = pytest.mark.integration
-
 
 @pytest.fixture
 def staged(ceph_lab, tiny_dataset, monkeypatch):
@@ -46,6 +44,7 @@ def _loader(tier: S3Tier, manifest, cache_dir: str | None = None) -> ShardLoader
         tier.shard_urls(manifest),
         workers=0,
         storage_options=tier.storage_options(),
+        deadline_s=tier.deadline_s,
         cache_dir=cache_dir,
         cache_bytes=10**9,
         return_batches=True,

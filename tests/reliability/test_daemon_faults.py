@@ -28,13 +28,7 @@ from iobench.lab.conf import MON, OSD, RGW, Layout
 from iobench.lab.daemons import alive, live_daemons
 from iobench.tiers.ramcache import ram_cache_path
 from tests.helpers.faultkit import cache_problems
-from tests.helpers.lab_fixture import (  # noqa: F401 (fixtures breakable_lab, lab_to_break)
-    breakable_lab_fixture,
-    ceph_missing,
-    cephfs_installed,
-    lab_to_break_fixture,
-    mend,
-)
+from tests.helpers.lab_fixture import ceph_missing, cephfs_installed, mend
 from tests.helpers.sweepkit import (  # STALL: run.stall_timeout, well above the deadline
     STALL,
     assert_resumes,
@@ -42,12 +36,9 @@ from tests.helpers.sweepkit import (  # STALL: run.stall_timeout, well above the
     env_of,
     failed,
     running,
-    start,
     stepping,
     sweep_file,
 )
-
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 DEADLINE = 5  # the tiers' deadline_s in these tests (the default is 30)
 SLACK = 10  # the issue's bound: time to a clear error <= deadline + 10 s
@@ -123,12 +114,12 @@ def _tier(kind: str, lab, tmp_path: Path) -> dict:
 
 @pytest.mark.parametrize("kind", ["s3-cache", "rados-ram", "cephfs"])
 def test_an_osd_killed_mid_cell_fails_it_within_the_deadline_and_resume_finishes(
-    lab_to_break, tiny_dataset, tmp_path, kind
+    lab_to_break, iobench_sweep, tiny_dataset, tmp_path, kind
 ):
     lab, env = lab_to_break, env_of(lab_to_break)
     tier = _tier(kind, lab, tmp_path)
     out = tmp_path / "run"
-    proc = start(sweep_file(tmp_path, tiny_dataset, tier), out, env)
+    proc = iobench_sweep.start(sweep_file(tmp_path, tiny_dataset, tier), "--out", out, env=env)
     cell_id = stepping(out, proc)
     _, t_fault = _kill9(lab, OSD)
     summary, t_error = failed(out, cell_id, proc)
@@ -150,7 +141,7 @@ def test_an_osd_killed_mid_cell_fails_it_within_the_deadline_and_resume_finishes
     assert not os.path.exists(ram), f"the RAM cache {ram} outlived its sweep"
 
     mend(lab)
-    again = assert_resumes(out, env, [cell_id])
+    again = assert_resumes(iobench_sweep, out, env, [cell_id])
     assert not os.path.exists(ram)
     print(f"figures: osd.0 ({kind}): mended, --resume finished the sweep in {again:.1f} s")
 
@@ -158,7 +149,9 @@ def test_an_osd_killed_mid_cell_fails_it_within_the_deadline_and_resume_finishes
 # ------------------------------------------------------------------ radosgw and the mon
 
 
-def test_radosgw_killed_mid_cell_is_a_refused_endpoint_not_a_timeout(lab_to_break, tiny_dataset, tmp_path):
+def test_radosgw_killed_mid_cell_is_a_refused_endpoint_not_a_timeout(
+    lab_to_break, iobench_sweep, tiny_dataset, tmp_path
+):
     lab, env = lab_to_break, env_of(lab_to_break)
     tag = uuid.uuid4().hex[:8]
     tier = {
@@ -169,7 +162,7 @@ def test_radosgw_killed_mid_cell_is_a_refused_endpoint_not_a_timeout(lab_to_brea
         "deadline_s": DEADLINE,
     }
     out = tmp_path / "run"
-    proc = start(sweep_file(tmp_path, tiny_dataset, tier), out, env)
+    proc = iobench_sweep.start(sweep_file(tmp_path, tiny_dataset, tier), "--out", out, env=env)
     cell_id = stepping(out, proc)
     _, t_fault = _kill9(lab, RGW)
     summary, t_error = failed(out, cell_id, proc)
@@ -180,10 +173,12 @@ def test_radosgw_killed_mid_cell_is_a_refused_endpoint_not_a_timeout(lab_to_brea
     _assert_clear_failure(out, cell_id, summary, hint="nothing answers at the endpoint")
     assert_table(out, {cell_id: "failed"})
     mend(lab)
-    assert_resumes(out, env, [cell_id])
+    assert_resumes(iobench_sweep, out, env, [cell_id])
 
 
-def test_the_mon_killed_mid_sweep_fails_the_next_cell_at_connect(lab_to_break, tiny_dataset, tmp_path):
+def test_the_mon_killed_mid_sweep_fails_the_next_cell_at_connect(
+    lab_to_break, iobench_sweep, tiny_dataset, tmp_path
+):
     """Reads need no mon (a client has the maps): the running cell finishes. The next cell cannot
     connect (librados waits client_mount_timeout = min(15 s, deadline)) and fails within the deadline."""
     lab, env = lab_to_break, env_of(lab_to_break)
@@ -196,7 +191,9 @@ def test_the_mon_killed_mid_sweep_fails_the_next_cell_at_connect(lab_to_break, t
         "deadline_s": DEADLINE,
     }
     out = tmp_path / "run"
-    proc = start(sweep_file(tmp_path, tiny_dataset, tier, workers=(0, 1)), out, env)
+    proc = iobench_sweep.start(
+        sweep_file(tmp_path, tiny_dataset, tier, workers=(0, 1)), "--out", out, env=env
+    )
     first = stepping(out, proc)
     _, t_fault = _kill9(lab, MON)
     ids = [c["cell_id"] for c in json.loads((out / "cells.json").read_text())]
@@ -220,7 +217,7 @@ def test_the_mon_killed_mid_sweep_fails_the_next_cell_at_connect(lab_to_break, t
     _assert_clear_failure(out, second, summary, hint="the storage stopped answering")
     assert_table(out, {first: "ok", second: "failed"})
     mend(lab)
-    assert_resumes(out, env, ids)
+    assert_resumes(iobench_sweep, out, env, ids)
 
 
 # ------------------------------------------------------------------ an endpoint that never answers
@@ -273,7 +270,9 @@ class Valve:
 
 
 @pytest.mark.parametrize("guard", ["deadline", "watchdog"])
-def test_an_endpoint_that_accepts_and_never_answers(lab_to_break, tiny_dataset, tmp_path, guard):
+def test_an_endpoint_that_accepts_and_never_answers(
+    lab_to_break, iobench_sweep, tiny_dataset, tmp_path, guard
+):
     """``deadline``: the tier's deadline (5 s) ends each request. ``watchdog``: with a deadline too
     long to help (60 s), the sweep's watchdog fails the cell after run.stall_timeout (8 s) without a
     batch, naming the tier, the endpoint, the last batch and when it came."""
@@ -292,8 +291,11 @@ def test_an_endpoint_that_accepts_and_never_answers(lab_to_break, tiny_dataset, 
         }
         limit = DEADLINE if guard == "deadline" else 8
         out = tmp_path / "run"
-        proc = start(
-            sweep_file(tmp_path, tiny_dataset, tier, stall=STALL if guard == "deadline" else 8), out, env
+        proc = iobench_sweep.start(
+            sweep_file(tmp_path, tiny_dataset, tier, stall=STALL if guard == "deadline" else 8),
+            "--out",
+            out,
+            env=env,
         )
         cell_id = stepping(out, proc)
         valve.shut.set()
@@ -325,6 +327,6 @@ def test_an_endpoint_that_accepts_and_never_answers(lab_to_break, tiny_dataset, 
         sha = {f"{tier['url']}/{s.name}": s.sha256 for s in Manifest.load(tiny_dataset).shards}
         assert cache_problems(tmp_path / "cache", sha) == []  # the killed download's temp was removed
         valve.shut.clear()
-        assert_resumes(out, env, [cell_id])
+        assert_resumes(iobench_sweep, out, env, [cell_id])
     finally:
         valve.close()

@@ -22,8 +22,10 @@ from iobench.sweep.config import parse_config
 from iobench.sweep.watchdog import StallWatch, describe_processes
 from iobench.tiers import TierConfigError, make_tier, ramcache
 from iobench.tiers.faults import explain, first_line, likely_cause
+from loaders.storage.deadline import DeadlineFile
 from loaders.storage.objectstore import DeadlineExceeded, ObjectReader, ObjectStoreError
-from loaders.storage.sources import DeadlineFile, ShardSource, SourceSpec
+from loaders.storage.sources import ShardSource
+from loaders.storage.spec import SourceSpec
 
 
 @contextlib.contextmanager
@@ -61,7 +63,7 @@ def _s3_options(endpoint: str, deadline: float) -> dict:
 
 def test_an_s3_endpoint_that_never_answers_fails_within_the_deadline():
     with _black_hole() as endpoint:
-        reader = ObjectReader(_s3_options(endpoint, 1.0))
+        reader = ObjectReader(_s3_options(endpoint, 1.0), deadline_s=1.0)
         t0 = time.monotonic()
         with pytest.raises(DeadlineExceeded) as info:
             reader.read_range("s3://bucket/key", 0, 10)
@@ -79,7 +81,7 @@ def test_a_refused_endpoint_exhausts_the_retry_budget_long_before_the_deadline()
     with socket.socket() as s:  # a port nothing listens on
         s.bind(("127.0.0.1", 0))
         endpoint = f"http://127.0.0.1:{s.getsockname()[1]}"
-    reader = ObjectReader(_s3_options(endpoint, 30.0))
+    reader = ObjectReader(_s3_options(endpoint, 30.0), deadline_s=30.0)
     t0 = time.monotonic()
     with pytest.raises(ObjectStoreError) as info:
         reader.read_range("s3://bucket/key", 0, 10)
@@ -158,7 +160,7 @@ def test_a_deadline_file_reads_what_open_reads(tmp_path):
         f.seek(5)
         assert f.read(3) == data[5:8] and f.tell() == 8
         assert f.read(2 << 20) == data[8 : 8 + (2 << 20)]
-    source = ShardSource(SourceSpec(storage_options={"deadline_s": 5}))
+    source = ShardSource(SourceSpec(deadline_s=5))
     with source.open(str(path)) as f:
         assert isinstance(f, DeadlineFile) and f.read() == data
     assert source.read_object(str(path)) == data

@@ -30,8 +30,6 @@ from tests.helpers.faultkit import cache_problems, dataset_pairs, stage_copy
 from tests.helpers.faultproxy import FaultProxy
 from tests.helpers.shardkit import key_label_pairs
 
-pytestmark = pytest.mark.integration
-
 RATE = 0.15
 
 

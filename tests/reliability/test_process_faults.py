@@ -36,7 +36,7 @@ def _children() -> set[int]:
 def test_a_killed_dataloader_worker_fails_the_epoch_clearly_and_leaves_no_process(tmp_path):
     urls = make_shards(tmp_path, n_shards=8, per_shard=40)
     before = _children()
-    loader = ShardLoader.from_config(small_config(urls, workers=2, batch_size=8))
+    loader = ShardLoader(small_config(urls, workers=2, batch_size=8))
     it = iter(loader)
     next(it)
     workers = _children() - before
@@ -73,7 +73,7 @@ def test_a_shard_truncated_under_a_worker_is_an_error_naming_it_not_a_bus_error(
     The reader checks the size first: a ShardFormatError naming the shard and how it shrank."""
     (url,) = make_shards(tmp_path, n_shards=1, per_shard=300)
     size = os.path.getsize(url)
-    loader = ShardLoader.from_config(small_config([url], workers=1, batch_size=8))
+    loader = ShardLoader(small_config([url], workers=1, batch_size=8))
     it = iter(loader)
     next(it)
     os.truncate(url, 8192)  # a rewrite in place: the worker's later reads fall past the end
@@ -147,7 +147,6 @@ def _until_blocked_in_flock(pid: int) -> None:
     raise AssertionError(f"process {pid} never waited on a cache lock")
 
 
-@pytest.mark.integration
 def test_a_trainer_killed_mid_download_leaves_the_shared_cache_whole(
     ceph_lab, tiny_dataset, tmp_path, monkeypatch
 ):

@@ -9,13 +9,9 @@ import os
 import shutil
 import uuid
 
-import pytest
-
 from iobench.tiers.cachebooks import settle_ram_leftovers
 from iobench.tiers.ramcache import OWNER_FILE, ram_cache_path
-from tests.helpers.sweepkit import assert_table, env_of, resume, start, stepping, sweep_file
-
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+from tests.helpers.sweepkit import assert_table, env_of, stepping, sweep_file
 
 
 def _tier(ceph_lab, **extra) -> dict:
@@ -31,12 +27,14 @@ def _tier(ceph_lab, **extra) -> dict:
     }
 
 
-def test_a_killed_sweeps_ram_cache_is_found_and_removed_by_the_next(ceph_lab, tiny_dataset, tmp_path):
+def test_a_killed_sweeps_ram_cache_is_found_and_removed_by_the_next(
+    ceph_lab, iobench_sweep, tiny_dataset, tmp_path
+):
     env = env_of(ceph_lab)
     tier = _tier(ceph_lab)
     ram = ram_cache_path(tier["name"])
     out = tmp_path / "run"
-    proc = start(sweep_file(tmp_path, tiny_dataset, tier), out, env)
+    proc = iobench_sweep.start(sweep_file(tmp_path, tiny_dataset, tier), "--out", out, env=env)
     try:
         cell_id = stepping(out, proc)
         with open(os.path.join(ram, OWNER_FILE)) as f:
@@ -48,7 +46,7 @@ def test_a_killed_sweeps_ram_cache_is_found_and_removed_by_the_next(ceph_lab, ti
         left = sum(os.path.getsize(os.path.join(ram, n)) for n in os.listdir(ram) if n.endswith(".tar"))
         assert left > 0, "nothing was left in RAM: the test shows nothing"
 
-        resumed = resume(out, env)
+        resumed = iobench_sweep.resume(out, env)
         assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
         said = " ".join(resumed.stdout.split())
         assert "removed a RAM cache left by a sweep that did not finish" in said and ram in said, said
@@ -65,13 +63,13 @@ def test_a_killed_sweeps_ram_cache_is_found_and_removed_by_the_next(ceph_lab, ti
         shutil.rmtree(ram, ignore_errors=True)
 
 
-def test_a_ram_cache_kept_on_request_is_kept_and_named(ceph_lab, tiny_dataset, tmp_path):
+def test_a_ram_cache_kept_on_request_is_kept_and_named(ceph_lab, iobench_sweep, tiny_dataset, tmp_path):
     env = env_of(ceph_lab)
     tier = _tier(ceph_lab, keep_memory_cache=True)
     ram = ram_cache_path(tier["name"])
     try:
         out = tmp_path / "run"
-        proc = start(sweep_file(tmp_path, tiny_dataset, tier), out, env)
+        proc = iobench_sweep.start(sweep_file(tmp_path, tiny_dataset, tier), "--out", out, env=env)
         output, _ = proc.communicate(timeout=300)
         assert proc.returncode == 0, output[-3000:]
         said = " ".join(output.split())

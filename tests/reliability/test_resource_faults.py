@@ -124,7 +124,6 @@ def _cached_loader(
     )
 
 
-@pytest.mark.integration
 def test_a_dataset_larger_than_the_cache_disk_and_the_cache_limit(lab_env, tiny_dataset, tmp_path):
     """The 34 MB dataset through (a) a 10 MiB cache disk with a 1 GB limit: the disk fills, and
     (b) a 12 MB limit on a roomy disk: the limit binds, under the static policy that auto picks (it
@@ -179,17 +178,12 @@ def _sweep_file(tmp_path: Path, dataset_dir: Path) -> Path:
 
 
 @pytest.mark.parametrize("where", ["the mount itself", "a new directory on it"])
-def test_a_read_only_results_directory_is_refused_before_any_work(tmp_path, where):
+def test_a_read_only_results_directory_is_refused_before_any_work(iobench, tmp_path, where):
     dataset_dir = tmp_path / "synth"
     config = _sweep_file(tmp_path, dataset_dir)
     with mounted_tmpfs(tmp_path / "ro", "1m", read_only=True) as ro:
         out = ro if where == "the mount itself" else ro / "run"
-        proc = subprocess.run(
-            [sys.executable, "-m", "iobench.cli", "sweep", str(config), "--out", str(out)],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        proc = iobench("sweep", config, "--out", out)
         assert os.listdir(ro) == []
     message = " ".join(proc.stderr.split())
     print(f"figures: read-only --out ({where}): exit {proc.returncode}: {message}")
@@ -252,7 +246,9 @@ def test_a_ram_cache_its_tmpfs_cannot_hold_is_refused_not_measured_smaller(tmp_p
         assert tier.prepare(manifest, "cold").achieved == "cold"
 
 
-def test_a_cell_the_oom_killer_ends_is_said_to_be_out_of_memory_and_the_sweep_goes_on(tmp_path, tiny_dataset):
+def test_a_cell_the_oom_killer_ends_is_said_to_be_out_of_memory_and_the_sweep_goes_on(
+    iobench_sweep, tmp_path, tiny_dataset
+):
     """A container's memory limit: the sweep in a real memory cgroup of 128 MiB, where a cell (torch
     imported: ~170 MB of anonymous memory here) cannot fit beside the sweep (~55 MB). The OOM killer
     ends it with SIGKILL, which leaves no traceback. Before: "the cell exited with status -9",
@@ -262,8 +258,9 @@ def test_a_cell_the_oom_killer_ends_is_said_to_be_out_of_memory_and_the_sweep_go
     out = tmp_path / "run"
     limit = str(128 * 2**20)
     with new_group("memory", v1={"memory.limit_in_bytes": limit}, v2={"memory.max": limit}) as group:
-        sweep = [sys.executable, "-m", "iobench.cli", "sweep", str(config), "--out", str(out)]
-        proc = subprocess.run(inside(group, sweep), capture_output=True, text=True, timeout=300)
+        proc = iobench_sweep.run(
+            "sweep", config, "--out", out, wrap=lambda argv: inside(group, argv), timeout=300
+        )
     (summary_path,) = out.glob("*/summary.json")
     error = json.loads(summary_path.read_text())["error"] or "(none)"
     print(f"figures: a cell in 128 MiB beside the sweep: exit {proc.returncode}; {' '.join(error.split())}")
@@ -281,11 +278,11 @@ def test_a_ram_cache_over_what_the_memory_limit_leaves_is_refused(tmp_path, tiny
     leaves available would end in the OOM killer, so it is refused, naming the limit. (The limit is
     given here; tests/unit/host/test_memory.py reads real ones.)"""
     from iobench.host.memory import Memory
-    from iobench.tiers import remote
+    from iobench.tiers import objectstore
 
     manifest = Manifest.load(tiny_dataset)  # 29.5 MiB
     tight = Memory(available=16 * 2**20, limit=256 * 2**20, host_total=64 * 2**30)
-    monkeypatch.setattr(remote, "usable_memory", lambda: tight)
+    monkeypatch.setattr(objectstore, "usable_memory", lambda: tight)
     with mounted_tmpfs(tmp_path / "shm", "64m") as shm:
         tier = S3Tier(url="s3://bucket/tiny", memory_cache="1GB")
         tier.cache_dir = str(shm / "iobench-cache-s3-bucket-0")

@@ -7,8 +7,6 @@ stderr of every command, exception text and tracebacks, reprs and log records.""
 from __future__ import annotations
 
 import logging
-import subprocess
-import sys
 import traceback
 import uuid
 from pathlib import Path
@@ -19,10 +17,8 @@ import yaml
 from iobench.tiers.s3 import S3Tier
 from loaders import LoaderConfig, ShardLoader
 from loaders.storage.objectstore import ObjectReader, ObjectStoreError
-from loaders.storage.sources import SourceSpec
+from loaders.storage.spec import SourceSpec
 from tests.helpers.faultproxy import FaultProxy
-
-pytestmark = pytest.mark.integration
 
 
 def _leaks(secrets: dict[str, str], where: str, data: bytes | str) -> list[str]:
@@ -34,13 +30,9 @@ def _files(*roots: Path) -> list[Path]:
     return [p for root in roots for p in sorted(root.rglob("*")) if p.is_file()]
 
 
-def _iobench(*args: object) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "iobench.cli", *map(str, args)], capture_output=True, text=True, timeout=600
-    )
-
-
-def test_no_artefact_of_a_run_holds_a_credential(ceph_lab, tiny_dataset, tmp_path, monkeypatch, caplog):
+def test_no_artefact_of_a_run_holds_a_credential(
+    ceph_lab, iobench_sweep, tiny_dataset, tmp_path, monkeypatch, caplog
+):
     for key, value in ceph_lab.env.items():
         monkeypatch.setenv(key, value)
     secrets = {
@@ -64,8 +56,8 @@ def test_no_artefact_of_a_run_holds_a_credential(ceph_lab, tiny_dataset, tmp_pat
         }
         config = tmp_path / "sweep.yaml"
         config.write_text(yaml.safe_dump(cfg))
-        runs = [_iobench("sweep", config, "--out", out)]
-    runs += [_iobench("report", out), _iobench("report", out, "--html")]
+        runs = [iobench_sweep.run("sweep", config, "--out", out)]
+    runs += [iobench_sweep.run("report", out), iobench_sweep.run("report", out, "--html")]
     summaries = {p.parent.name: yaml.safe_load(p.read_text()) for p in out.glob("*/summary.json")}
     statuses = sorted((s["cell"]["tier"]["name"], s["status"]) for s in summaries.values())
     assert statuses == [("s3-cache", "ok"), ("throttled", "failed")], runs[0].stdout + runs[0].stderr

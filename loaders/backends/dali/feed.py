@@ -18,11 +18,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from loaders.config import LoaderConfig, PipelineSpec
+from loaders.config import LoaderConfig
 from loaders.observe.stages import StageStats
 from loaders.pipeline.samples import SampleError, image_of, label_of, read_shards, shuffled
 from loaders.plan import EpochPlan
-from loaders.storage.sources import ShardSource, SourceSpec
+from loaders.storage.sources import ShardSource
 
 _END = object()
 
@@ -47,17 +47,13 @@ class Feed:
 
     def __init__(
         self,
-        items: list,
-        *,
-        objects: bool,
         config: LoaderConfig,
-        spec: PipelineSpec,
-        source_spec: SourceSpec,
+        *,
         fetchers: int,
         plan: Callable[[int], EpochPlan],
     ) -> None:
-        self.items, self.objects, self.fetchers, self.plan = items, objects, fetchers, plan
-        self.config, self.spec, self.source_spec = config, spec, source_spec
+        self.objects, self.fetchers, self.plan = config.layout == "objects", fetchers, plan
+        self.rank, self.spec, self.source_spec = config.rank, config.pipeline, config.source
         self.epoch, self.skip = 0, 0
         self.pending: deque[FedBatch] = deque()  # handed to DALI, not yet taken by the loader
         self.leftover = StageStats()  # a dropped tail's and a trailing error's cost: read, not delivered
@@ -96,7 +92,6 @@ class Feed:
             _put(out, _END, stop)
 
     def _samples(self, epoch: int, stop: threading.Event) -> Iterator:
-        cfg = self.config
         queues = []
         plan = self.plan(epoch)
         self.split = plan.split
@@ -104,7 +99,7 @@ class Feed:
             mine = list(plan.readers[worker].items)
             if len(self.sources) <= worker:
                 self.sources.append(ShardSource(self.source_spec))
-            q: queue.Queue = queue.Queue(maxsize=max(8, cfg.batch_size))
+            q: queue.Queue = queue.Queue(maxsize=max(8, self.spec.batch_size))
             threading.Thread(
                 target=self._reader,
                 args=(mine, self.sources[worker], q, stop),
@@ -126,7 +121,7 @@ class Feed:
     def _epoch(self, epoch: int, skip: int) -> Iterator[list]:
         spec = self.spec
         stop = threading.Event()
-        rng = random.Random(hash((self.config.seed, epoch, self.config.rank)))
+        rng = random.Random(hash((spec.seed, epoch, self.rank)))
         self.pending.clear()
         stats = StageStats()
         jpegs: list[np.ndarray] = []

@@ -36,7 +36,8 @@ shard(s) (found by checking the JPEG headers of the loader's shards). The extern
 each JPEG header with simplejpeg before DALI sees it, so ``on_error="skip"`` skips and counts
 corrupt samples exactly like the other backends.
 
-Resume. Through the epoch cursor every backend shares (one reader: the graph's output stream).
+Resume. Through the skeleton's epoch cursor (loaders.backends.BaseLoader; one stream: the graph's
+output).
 Reader modes also keep DALI 2.x's checkpoint of its reader (``enable_checkpointing=True``; the
 iterator's ``checkpoints()`` is stored in ``state_dict()`` and passed back as
 ``Pipeline(checkpoint=...)``); verified in CPU mode. The external mode resumes by skipping the
@@ -60,13 +61,11 @@ from loaders.backends.dali.graph import (
     parse_ascii_label,
     protocol,
 )
-from loaders.config import LoaderConfig, counted, plan_for
-from loaders.contract import EpochCursor, ResumableLoader
+from loaders.backends.skeleton import BaseLoader
 from loaders.observe.stages import StageStats
 from loaders.pipeline.assemble import Batch
-from loaders.plan import EpochPlan, _batches_of, expand_urls, local_path
-from loaders.registry import backend, check_decode
-from loaders.storage.sources import OBJECT_PROTOCOLS
+from loaders.plan import local_path
+from loaders.storage.layers import OBJECT_PROTOCOLS
 
 
 class DaliPipelineError(RuntimeError):
@@ -147,69 +146,53 @@ def _index_samples(urls: Sequence[str]) -> int | None:
     return total
 
 
-class DaliLoader(ResumableLoader):
+class DaliLoader(BaseLoader):
     """DALI backend meeting the common loader contract (see the module docstring).
 
     ``config.options`` (declared in the registry): ``mode`` (auto/reader/external/dali-s3),
     ``fetchers`` (external mode: reader threads, default ``min(workers, shards)``), ``device_id``
     (GPU index; default from ``config.device`` such as ``"cuda:1"``, else 0). DALI's
-    ``num_threads`` = ``config.workers``.
+    ``num_threads`` = ``config.workers``. ``set_epoch`` reorders the shards per epoch in the
+    external mode, like the other backends; DALI's reader draws its own per-epoch order from its
+    seed (the epoch is recorded for ``state_dict`` but cannot steer it).
     """
 
     backend = "dali"
+    merged = True  # the fetchers' samples meet in one shuffle buffer: the graph's output is one stream
 
-    def __init__(self, config: LoaderConfig) -> None:
-        check_decode(self.backend, config)  # the graph decodes: no byte-length batches
+    def _readers(self) -> int | None:
+        """External mode: the fetcher threads that split the rank's epoch; the reader modes split
+        it inside DALI (no plan)."""
         import_dali()
-        options = backend(self.backend).check(config.options)
-        config = config.with_ranks()
-        self.config = config
-        self.objects = config.objects is not None
-        self.items = list(config.objects) if self.objects else expand_urls(config.urls)  # type: ignore[arg-type]
-        if not self.items:
-            raise ValueError("no shard URLs or sample objects given")
-        self.mode = _choose_mode(options["mode"], self.items, self.objects, config.throttle is not None)
-        if self.mode != "external" and config.remainder == "pad" and config.world_size > 1:  # type: ignore[operator]
-            raise ValueError(
-                f"DALI mode {self.mode!r} splits the samples over ranks itself (ranks differ by at most "
-                "one sample and its iterator gives every rank the same number of batches); "
-                "remainder='pad' needs mode='external'"
-            )
-        self.spec = config.pipeline_spec()
-        self.source_spec = config.source_spec()
-        self.num_threads = max(1, int(config.workers))
-        device = config.device
+        cfg, objects = self.config, self.config.layout == "objects"
+        self.num_threads = max(1, int(cfg.workers))
+        throttled = cfg.source.throttle is not None
+        self.mode = _choose_mode(cfg.options["mode"], self.items, objects, throttled)
+        if self.mode != "external":
+            if cfg.remainder == "pad" and cfg.world_size > 1:  # type: ignore[operator]
+                raise ValueError(
+                    f"DALI mode {self.mode!r} splits the samples over ranks itself (ranks differ by at "
+                    "most one sample and its iterator gives every rank the same number of batches); "
+                    "remainder='pad' needs mode='external'"
+                )
+            return None
+        share = len(self.plan(0, readers=1).readers[0].items)
+        return max(1, min(cfg.options["fetchers"] or self.num_threads, share))
+
+    def _build(self) -> None:
+        device = self.config.device
         self.gpu = cuda_devices() > 0 and not (device and str(device).startswith("cpu"))
         self.device_id: int | None = None
         if self.gpu:
             default_id = int(str(device).split(":", 1)[1]) if device and ":" in str(device) else 0
-            self.device_id = options["device_id"] if options["device_id"] is not None else default_id
+            chosen = self.config.options["device_id"]
+            self.device_id = chosen if chosen is not None else default_id
         self.decode_device = "mixed" if self.gpu else "cpu"
-        self.stats = StageStats()
-        self._cursor = EpochCursor(readers=1)  # one stream: the graph's output, in order
         self._checkpoint: bytes | None = None
         self._iterator = None
         self._pipe = None
-        self.counts = config.split_counts() if self.mode == "external" else None
-        n_readers = len(self._plan(0, readers=1).readers[0].items) if self.mode == "external" else 1
-        self.fetchers = max(1, min(options["fetchers"] or self.num_threads, n_readers))
-        self._feed = (
-            Feed(
-                self.items,
-                objects=self.objects,
-                config=config,
-                spec=self.spec,
-                source_spec=self.source_spec,
-                fetchers=self.fetchers,
-                plan=self._plan,
-            )
-            if self.mode == "external"
-            else None
-        )
-
-    def _plan(self, epoch: int, readers: int | None = None) -> EpochPlan:
-        """External mode: this rank's share of ``epoch`` over the feed's fetchers (loaders.plan)."""
-        return plan_for(self.config, self.items, self.counts, epoch, readers or self.fetchers)
+        external = self.mode == "external"
+        self._feed = Feed(self.config, fetchers=self.readers, plan=self.plan) if external else None  # type: ignore[arg-type]
 
     # -- building ---------------------------------------------------------------------------------
 
@@ -239,7 +222,7 @@ class DaliLoader(ResumableLoader):
                 nbytes = None
             else:
                 if self.mode == "dali-s3":
-                    export_s3_env(self.source_spec.storage_options)
+                    export_s3_env(cfg.source.storage_options)
                 jpegs, cls = fn.readers.webdataset(
                     paths=self.items,
                     index_paths=[index_path(u) for u in self.items],
@@ -278,14 +261,7 @@ class DaliLoader(ResumableLoader):
 
     # -- the contract -----------------------------------------------------------------------------
 
-    def set_epoch(self, epoch: int) -> None:
-        """Choose the next epoch. The external mode reorders shards per epoch like the other
-        backends; DALI's reader draws its own per-epoch order from its seed (the epoch number is
-        recorded for ``state_dict`` but cannot steer it)."""
-        super().set_epoch(epoch)
-
-    def __iter__(self) -> Iterator[Batch]:
-        epoch, skip = self._cursor.begin()
+    def _epoch(self, epoch: int, skip: list[int], done: list[int]) -> Iterator[Batch]:
         if not any(skip):
             self._checkpoint = None  # a saved reader position belongs to another epoch
         if self._feed is not None:
@@ -294,13 +270,7 @@ class DaliLoader(ResumableLoader):
             self._iterator = self._make_iterator()  # prefetches at once: the feed's epoch is set
         else:
             self._iterator.reset()
-        try:
-            yield from self._run()
-        finally:
-            self._cursor.end()
-
-    def _run(self) -> Iterator[Batch]:
-        shard_paths = sorted(self.items, key=len, reverse=True) if not self.objects else []
+        shard_paths = sorted(self.items, key=len, reverse=True) if self._feed is None else []
         while True:
             w0, p0, t0 = time.perf_counter(), time.process_time(), time.thread_time()
             try:
@@ -325,12 +295,12 @@ class DaliLoader(ResumableLoader):
             stats.add_time("decode", wall, max(0.0, cpu - fetch_cpu))
             images = out["images"].permute(0, 3, 1, 2)  # NHWC storage = channels_last NCHW view
             labels = out["labels"].reshape(-1).to(torch.int64)
-            batch = Batch(images=images, labels=labels, keys=keys, stats=stats, consumed=consumed)
-            self._cursor.count(batch)  # before the yield: a state taken now includes this batch
-            self.stats.merge(stats)
-            yield batch
+            yield Batch(images=images, labels=labels, keys=keys, stats=stats, consumed=consumed)
         if self._feed is not None:  # a dropped tail's bytes and errors still count
             self.stats.merge(self._feed.take_leftover())
+
+    def _deliver(self, batch: Batch) -> Batch:
+        return batch  # on the graph's device already, normalised there when asked
 
     def _explain(self, exc: RuntimeError) -> DaliPipelineError:
         message = str(exc).strip().splitlines()
@@ -365,24 +335,19 @@ class DaliLoader(ResumableLoader):
         even split (loaders.plan); reader modes: DALI's own rule (its iterator gives every shard
         ``ceil(ceil(N / ranks) / batch)`` batches, or ``(N // ranks) // batch`` with drop_last),
         N read from the shards' .idx files."""
-        cfg = self.config
         if self.mode == "external":
-            if self.counts is None:  # one rank: shards are counted when first asked
-                self.counts = counted(cfg)
-            epoch = self._cursor.active if self._cursor.active is not None else self._cursor.next_epoch
-            samples = self._plan(epoch).counted().samples
-            return _batches_of(samples, cfg.batch_size, cfg.drop_last)  # type: ignore[arg-type]
+            return super().__len__()
         total = _index_samples(self.items)
         if total is None:
             raise TypeError(
                 "len() in DALI's reader modes needs the shards' .idx files on a local path (DALI reads "
                 "the epoch size from them); use mode='external' with shard_samples for s3:// shards"
             )
-        ranks = cfg.world_size  # type: ignore[assignment]
-        if cfg.drop_last:
-            return (total // ranks) // cfg.batch_size  # type: ignore[operator]
+        ranks, batch = self.config.world_size, self.spec.batch_size
+        if self.spec.drop_last:
+            return (total // ranks) // batch  # type: ignore[operator]
         per_rank = -(-total // ranks)  # type: ignore[operator]
-        return -(-per_rank // cfg.batch_size)
+        return -(-per_rank // batch)
 
     def close(self) -> None:
         self._iterator = None

@@ -9,6 +9,7 @@ from iobench.cell import hostcost
 from iobench.cli import main
 
 
+@pytest.mark.slow  # a real model's steps alone and its host work sized beside them: ~10 s
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks a host without CUDA")
 def test_calibrate_for_cuda_without_it_measures_the_cpu_and_says_so(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("IOBENCH_CACHE", str(tmp_path))

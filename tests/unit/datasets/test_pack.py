@@ -106,17 +106,9 @@ def test_empty_or_missing_tree_names_the_path(tmp_path):
     assert not (tmp_path / "out" / "manifest.json").exists()
 
 
-def test_the_cli_says_what_it_skipped_and_when_the_shards_are_too_few(tree, tmp_path):
-    import subprocess
-    import sys
-
+def test_the_cli_says_what_it_skipped_and_when_the_shards_are_too_few(iobench, tree, tmp_path):
     root, _ = tree
-    proc = subprocess.run(
-        [sys.executable, "-m", "iobench.cli", "dataset", "pack", str(root), "--out", str(tmp_path / "o")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    proc = iobench("dataset", "pack", root, "--out", tmp_path / "o")
     out = " ".join(proc.stdout.split())
     assert proc.returncode == 0, proc.stderr
     assert "skipped 4 file(s):" in out and "fake.JPEG: PNG data under a JPEG name" in out

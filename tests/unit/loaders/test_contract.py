@@ -11,6 +11,7 @@ import torch
 
 from loaders import AugmentSpec, Batch, Loader, LoaderConfig, ShardLoader, make_loader, register_loader
 from loaders.registry import available_loaders
+from loaders.storage import SourceSpec
 from tests.helpers.shardkit import ALL_KEYS, key_label_pairs, label_of, make_shards, small_config
 
 
@@ -146,18 +147,31 @@ def test_shardloader_keywords_and_config_are_one_path(urls):
     with pytest.raises(TypeError, match="wokers"):
         ShardLoader(urls, wokers=2)
     plain = ShardLoader(urls, batch_size=4, workers=0, shuffle_buffer=16, augment=AugmentSpec(size=32))
-    via_config = ShardLoader.from_config(small_config(urls))
+    via_config = ShardLoader(small_config(urls))
     assert [labels.tolist() for _, labels in plain] == [b.labels.tolist() for b in via_config]
+    with pytest.raises(TypeError, match="not both"):
+        ShardLoader(small_config(urls), workers=2)
+
+
+@pytest.mark.parametrize("name", ["torch", "nodes"])
+def test_make_loader_checks_a_backends_options_once(urls, name, monkeypatch):
+    from loaders.registry import Backend
+
+    calls = []
+    check = Backend.check
+    monkeypatch.setattr(Backend, "check", lambda self, options: calls.append(options) or check(self, options))
+    make_loader(name, small_config(urls))
+    assert len(calls) == 1
 
 
 def test_sweep_loader_kind_selects_the_backend(urls):
     from dataclasses import replace
 
-    from iobench.cell.loaderfactory import build_loader
+    from iobench.cell.loaderfactory import epoch_factory
     from iobench.results.spec import LoaderSettings, RunSettings
 
     row = LoaderSettings(kind="nodes", workers=2, batch_size=8, prefetch=2, shuffle_buffer=16)
-    make_epoch = build_loader(urls, {}, row, RunSettings(seed=3))
+    make_epoch = epoch_factory(urls, SourceSpec(), row, RunSettings(seed=3))
     assert sorted(k for b in make_epoch(0) for k in b.keys) == ALL_KEYS
     with pytest.raises(ValueError, match="known loaders are"):
-        build_loader(urls, {}, replace(row, kind="nope"), RunSettings())
+        epoch_factory(urls, SourceSpec(), replace(row, kind="nope"), RunSettings())

@@ -119,6 +119,7 @@ def test_resume_mid_epoch_loses_and_repeats_nothing(tiny_dataset, mode):
             state = first.state_dict()
             break
     assert state["consumed"] == [96]
+    assert first.state_dict()["consumed"] == [96]  # after the loop stopped too: the skeleton's cursor
     second = DaliLoader(_config(urls=urls, options={"mode": mode}))
     second.load_state_dict(state)
     assert got + _read(second) == _truth(urls)
@@ -178,8 +179,11 @@ def test_gpu_check_cpu_smoke_prints_the_table():
             sys.executable,
             str(ROOT / "scripts" / "gpu_check.py"),
             "--cpu-smoke",
+            # 4 batches a loader (2 of them warm-up): enough for the table, half the default's work
             "--samples",
-            "128",
+            "64",
+            "--batch-size",
+            "16",
             "--workers",
             "2",
         ],

@@ -12,7 +12,8 @@ import threading
 
 from loaders.formats.tar import iter_samples
 from loaders.storage.localfile import MappedFile, open_local
-from loaders.storage.sources import ShardSource, SourceSpec
+from loaders.storage.sources import ShardSource
+from loaders.storage.spec import SourceSpec
 
 
 def _shard(path, n: int = 3) -> bytes:

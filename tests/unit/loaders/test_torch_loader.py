@@ -9,7 +9,7 @@ import torch
 
 from loaders import SampleError, ShardFormatError, ShardLoader, StallMeter, expand_urls
 from loaders.formats.tar import iter_samples
-from loaders.plan import shards_for
+from loaders.plan import plan_epoch
 from tests.helpers.shardkit import label_of, make_shards, tiny_jpeg, write_shard
 
 
@@ -26,18 +26,14 @@ def test_expand_urls_ranges_lists_and_padding():
         expand_urls("t-{5..1}.tar")
 
 
-def test_shard_split_covers_every_shard_once_across_ranks_and_workers():
+def test_one_ranks_whole_shard_split_covers_every_shard_once_across_workers():
     urls = [f"s{i}" for i in range(23)]
-    taken = [
-        u
-        for rank in range(3)
-        for worker in range(4)
-        for u in shards_for(urls, rank=rank, world_size=3, worker=worker, num_workers=4, seed=7, epoch=2)
-    ]
+    plan = plan_epoch(urls, None, num_workers=4, seed=7, epoch=2)
+    taken = [u for reader in plan.readers for u in reader.items]
     assert sorted(taken) == sorted(urls)
     # a new epoch reorders the shards
-    e0 = shards_for(urls, worker=0, num_workers=1, epoch=0)
-    e1 = shards_for(urls, worker=0, num_workers=1, epoch=1)
+    e0 = plan_epoch(urls, None, epoch=0).readers[0].items
+    e1 = plan_epoch(urls, None, epoch=1).readers[0].items
     assert e0 != e1 and sorted(e0) == sorted(e1)
 
 

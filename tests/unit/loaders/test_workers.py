@@ -194,7 +194,7 @@ def test_dataloader_keywords_are_honoured_or_refused_with_a_reason(urls):
         urls, num_workers=1, prefetch_factor=3, timeout=30, generator=g, multiprocessing_context="spawn"
     )
     dl = loader._loader
-    assert loader.workers == 1 and dl.prefetch_factor == 3 and dl.timeout == 30 and dl.generator is g
+    assert loader.config.workers == 1 and dl.prefetch_factor == 3 and dl.timeout == 30 and dl.generator is g
     assert dl.persistent_workers is True and dl.multiprocessing_context.get_start_method() == "spawn"
     assert loader.continuous is True  # persistent and running ahead, unless told not to
     for name, why in [("sampler", "even split"), ("shuffle", "shuffle_buffer"), ("collate_fn", "in place")]:

