@@ -161,16 +161,19 @@ def main() -> None:
                 if kind != "twin"
                 else (" (within 15 %)" if abs(ratio - 1) <= 0.15 else " (**not** within 15 %)")
             )
-            lines.append(
-                f"| {workers} | {kind} | {statistics.median(values):,.0f} | {ratio:.2f}{flag} | "
-                f"{statistics.median(slowdown[(kind, workers)]):.2f} | {', '.join(sorted(set(verdicts[(kind, workers)])))} | "
-                + ", ".join(f"{v:,.0f}" for v in values)
-                + " |"
+            cells = (
+                str(workers),
+                kind,
+                f"{statistics.median(values):,.0f}",
+                f"{ratio:.2f}{flag}",
+                f"{statistics.median(slowdown[(kind, workers)]):.2f}",
+                ", ".join(sorted(set(verdicts[(kind, workers)]))),
+                ", ".join(f"{v:,.0f}" for v in values),
             )
-    text = "\n".join(lines)
-    print(text)
+            lines.append(f"| {' | '.join(cells)} |")
+    print("\n".join(lines))
     if args.write:
-        write_section(SECTION, text)
+        write_section(SECTION, "\n".join(lines))
 
 
 if __name__ == "__main__":

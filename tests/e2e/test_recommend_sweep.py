@@ -31,7 +31,7 @@ from iobench.recommend.calibrate import load_cells
 from iobench.recommend.cli import add_recommend_arguments, recommend_command
 from iobench.recommend.validate import check_cells
 from tests.helpers.processes import Sweeps
-from tests.helpers.runs import exact_epochs
+from tests.helpers.runs import SLEEPING_H100, exact_epochs
 
 TOLERANCE = 0.15
 # copies of the session's 256-sample dataset: 2,048 samples for the disk (2-5 s per cell) and 512
@@ -77,16 +77,7 @@ def _config(dataset: Path, tier: dict, workers: list[int]) -> dict:
         # no shuffle buffer: a buffer fills before the measured window and drains into it, so a
         # short fetch-bound run would deliver faster than its link
         "loaders": [{"kind": "torch", "workers": workers, "batch_size": [16], "shuffle_buffer": 0}],
-        # DLIO's sleep-only H100 (host_work: none): the model predicts the input pipeline against it
-        "accelerators": [
-            {
-                "kind": "emulated",
-                "type": "h100",
-                "model": "resnet50",
-                "demand": "training",
-                "host_work": "none",
-            }
-        ],
+        "accelerators": [SLEEPING_H100],
         "run": {"warmup_steps": "auto", "epochs": 1, "min_measure": exact_epochs()},
     }
 

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from iobench.results.schema import RESULT_SCHEMA, SCHEMA_VERSION
-from tests.helpers.runs import exact_epochs
+from tests.helpers.runs import SLEEPING_H100, exact_epochs
 
 
 def _config(tmp_path, dataset, **run):
@@ -18,17 +18,7 @@ def _config(tmp_path, dataset, **run):
         "dataset": {"path": str(dataset)},
         "tiers": [{"kind": "local", "name": "disk"}],
         "loaders": [{"kind": "torch", "workers": [0, 2], "batch_size": [16], "shuffle_buffer": 64}],
-        # DLIO's sleep-only H100 (host_work: none): with a ResNet-50 trainer's host work, a 16-sample
-        # step is the trainer's 20 ms on these 2 cores, not the H100's 2.3 ms (docs/method.md)
-        "accelerators": [
-            {
-                "kind": "emulated",
-                "type": "h100",
-                "model": "resnet50",
-                "demand": "training",
-                "host_work": "none",
-            }
-        ],
+        "accelerators": [SLEEPING_H100],
         "run": {"warmup_steps": 2, "min_measure": exact_epochs(), **run},  # run may set its own
     }
     path = tmp_path / "sweep.yaml"
