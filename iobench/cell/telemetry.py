@@ -1,6 +1,6 @@
 """Telemetry sampled beside the step loop: the host's CPU per core, memory and disk reads per
 device, the bytes the cell's own processes read (host/proctree.py), and each GPU's utilisation,
-memory and PCIe traffic where NVML is there (loaders/nvml.py)."""
+memory and PCIe traffic where NVML is there (loaders/observe/nvml.py)."""
 
 from __future__ import annotations
 
