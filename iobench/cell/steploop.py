@@ -34,7 +34,9 @@ class StepLog:
     measure_end: float | None = None
     keys: list[tuple[int, int, int, str]] = field(default_factory=list)  # (rank, epoch, step, key)
     dropped_batches: int = 0  # synchronous cells: batches unused because a peer's epoch ran out
-    last_input: tuple[object, object] | None = None  # the last step's (x, y): the step alone is timed on it
+    # the (x, y) of the last full-sized step: the step alone is timed on it (an epoch's short last
+    # batch would make the step alone short and the trainer's slowdown read many times too high)
+    last_input: tuple[object, object] | None = None
 
 
 def run_steps(
@@ -103,7 +105,8 @@ def run_steps(
             allreduce_s = sync.allreduce(compute_s) if sync is not None else 0.0
             t2 = time.perf_counter()
             trainer_cpu_s = time.process_time() - c0
-            log.last_input = (x, y)
+            if log.last_input is None or len(y) >= len(log.last_input[1]):
+                log.last_input = (x, y)
             warm = step < warmup_steps
             if not warm:
                 log.measured_stats.merge(batch.stats)

@@ -52,3 +52,12 @@ def test_a_peer_that_runs_out_first_ends_the_epoch_for_everyone():
     assert [(r.epoch, r.step) for r in log.rows] == [(0, 0), (0, 1), (0, 2), (1, 3), (1, 4), (1, 5)]
     assert log.dropped_batches == 2 and log.epochs_completed == 2
     assert sync.flags == [True, True, True, True] * 2
+
+
+def test_the_step_alone_is_timed_on_a_full_batch_not_the_epochs_short_last_one():
+    def epoch(e: int):
+        sizes = (4, 4, 1)  # the epoch's remainder comes last
+        return (Batch(images=[0] * n, labels=[n] * n, keys=[""] * n, stats=StageStats()) for n in sizes)
+
+    log = run_steps(epoch, _Consumer(), created_at=time.perf_counter(), epochs=1)  # type: ignore[arg-type]
+    assert log.last_input is not None and len(log.last_input[1]) == 4
