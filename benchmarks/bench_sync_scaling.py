@@ -1,19 +1,23 @@
-"""Does a one-rank cell predict its synchronous 2-, 3- and 4-rank twins? (docs/scale-out.md)
+"""Does a one-rank cell predict its synchronous 2- and 3-rank twins, with and without loader workers?
+(docs/scale-out.md)
 
 One sweep per round over a tier whose latency has a tail (a throttled local tier: lognormal request
-latency, median 5 ms, p99 150 ms, one request per object), one object per sample, no loader
-workers (the prediction's assumption: a rank's loader does not fill a queue while it waits for its
-peers), an emulated accelerator of 200 samples/s per rank, ``run.ranks_per_node: [1, 2, 3, 4]`` in
-step (``sync: allreduce``). Each round: every multi-rank cell's measured synchronous AU against the
-AU its one-rank twin predicted for its world size. Rounds are medianed; the errors of every round
-are written too.
+latency, median 5 ms, p99 150 ms, one request per object), one object per sample, batch 8, an
+emulated accelerator of 200 samples/s per rank, ``loaders[].workers`` 0, 1 and 2 (a worker's queue
+absorbs part of the tail while its rank waits for its peers: the model replays it) and
+``run.ranks_per_node`` 1, 2 and 3 in step (``sync: allreduce``). Each round: every multi-rank
+cell's measured synchronous AU against the AU its one-rank twin (same workers) predicted for its
+world size. Rounds are medianed; the errors of every round are written too, and each round's
+checks are appended to ``--log`` as they come (JSON lines).
 
-    python benchmarks/bench_sync_scaling.py --rounds 3 [--write]
+    python benchmarks/bench_sync_scaling.py --rounds 3 [--workers 0,1,2] [--ranks 1,2,3] [--write]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import re
 import statistics
 import subprocess
 import sys
@@ -23,7 +27,7 @@ from pathlib import Path
 import yaml
 from common import host_line, write_section
 
-from iobench.analysis.scale import checks
+from iobench.analysis.scale import ScaleCheck, checks
 from iobench.results.api import load_summaries
 
 SECTION = "sync-scaling"
@@ -39,7 +43,7 @@ def _dataset(base: Path) -> Path:
     return out
 
 
-def _round(base: Path, dataset: Path, i: int) -> list:
+def _round(base: Path, dataset: Path, i: int, workers: list[int], ranks: list[int]) -> list[ScaleCheck]:
     config = {
         "dataset": {"path": str(dataset)},
         "tiers": [
@@ -52,10 +56,10 @@ def _round(base: Path, dataset: Path, i: int) -> list:
             }
         ],
         "loaders": [
-            {"kind": "torch", "workers": [0], "batch_size": [8], "shuffle_buffer": 8, "layout": "objects"}
+            {"kind": "torch", "workers": workers, "batch_size": [8], "shuffle_buffer": 8, "layout": "objects"}
         ],
         "accelerators": [{"kind": "emulated", "type": "custom", "samples_per_s": 200}],
-        "run": {"ranks_per_node": [1, 2, 3, 4], "warmup_steps": 2, "epochs": 3, "cache": "warm", "seed": i},
+        "run": {"ranks_per_node": ranks, "warmup_steps": 2, "epochs": 3, "cache": "warm", "seed": i},
     }
     path = base / f"round{i}.yaml"
     path.write_text(yaml.safe_dump(config))
@@ -68,39 +72,57 @@ def _round(base: Path, dataset: Path, i: int) -> list:
     return checks(load_summaries(out))
 
 
+def _workers_of(c: ScaleCheck) -> int:
+    """The loader workers of a check's cell (its id names them: ``-w2``)."""
+    return int(re.search(r"-w(\d+)", c.cell_id).group(1))  # type: ignore[union-attr]
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--workers", default="0,1,2", help="loader workers per rank, one cell each")
+    p.add_argument("--ranks", default="1,2,3", help="ranks per cell (1 is the twin that predicts)")
+    p.add_argument("--log", type=Path, help="append each round's checks here (JSON lines)")
     p.add_argument(
         "--write", action="store_true", help="replace this benchmark's section of docs/benchmarks.md"
     )
     args = p.parse_args()
+    workers = [int(w) for w in args.workers.split(",")]
+    ranks = [int(r) for r in args.ranks.split(",")]
+    rounds = []
     with tempfile.TemporaryDirectory(prefix="iobench-sync-") as tmp:
         base = Path(tmp)
         dataset = _dataset(base)
-        rounds = [_round(base, dataset, i) for i in range(args.rounds)]
-    by_w: dict[int, list] = {}
+        for i in range(args.rounds):
+            found = _round(base, dataset, i, workers, ranks)
+            rounds.append(found)
+            if args.log:
+                with args.log.open("a") as f:
+                    for c in found:
+                        f.write(json.dumps({"round": i, "workers": _workers_of(c), **c.__dict__}) + "\n")
+    by_point: dict[tuple[int, int], list[ScaleCheck]] = {}
     for found in rounds:
         for c in found:
-            by_w.setdefault(c.world_size, []).append(c)
+            by_point.setdefault((_workers_of(c), c.world_size), []).append(c)
     lines = [
-        "## Synchronous scaling: predicted from one rank, measured at 2 to 4",
+        "## Synchronous scaling: predicted from one rank, measured at 2 and 3, with loader workers",
         "",
         host_line(),
         "",
-        f"`python benchmarks/bench_sync_scaling.py --rounds {args.rounds}`: a throttled local tier with a "
-        "latency tail (lognormal, median 5 ms, p99 150 ms per object), one object per sample, no loader "
-        "workers, batch 8, an emulated accelerator of 200 samples/s per rank, 3 epochs of 1,024 samples, "
-        "`sync: allreduce` on `ib-ndr-400` (ResNet-50's all-reduce is fully hidden at this compute). "
-        "Each round predicts the 2-, 3- and 4-rank cells from its one-rank cell.",
+        f"`python benchmarks/bench_sync_scaling.py --rounds {args.rounds} --workers {args.workers} "
+        f"--ranks {args.ranks}`: a throttled local tier with a latency tail (lognormal, median 5 ms, p99 "
+        "150 ms per object), one object per sample, torch loader with 0, 1 or 2 workers per rank "
+        "(prefetch 2), batch 8, an emulated accelerator of 200 samples/s per rank, 3 epochs of 1,024 "
+        "samples, `sync: allreduce` on `ib-ndr-400` (ResNet-50's all-reduce is fully hidden at this "
+        "compute). Each round predicts the multi-rank cells from the one-rank cell with the same "
+        "workers, replaying its batches through the loader's queue (docs/scale-out.md).",
         "",
-        "| ranks | measured AU (median) | predicted AU (median) | error, median | error, every round |",
-        "|---:|---:|---:|---:|---|",
+        "| workers | ranks | measured AU (median) | predicted AU (median) | error, median | error, every round |",
+        "|---:|---:|---:|---:|---:|---|",
     ]
-    for w in sorted(by_w):
-        cs = by_w[w]
+    for (w, world), cs in sorted(by_point.items()):
         lines.append(
-            f"| {w} | {statistics.median(c.measured_au for c in cs):.3f} | "
+            f"| {w} | {world} | {statistics.median(c.measured_au for c in cs):.3f} | "
             f"{statistics.median(c.predicted_au for c in cs):.3f} | "
             f"{100 * statistics.median(c.error for c in cs):+.1f} % | "
             + ", ".join(f"{100 * c.error:+.1f} %" for c in cs)

@@ -117,6 +117,9 @@ def run_steps(
                 rank=rank,
                 peer_wait_s=peer_wait_s,
                 allreduce_s=allreduce_s,
+                reader=batch.reader,
+                begun_s=batch.made[0] - created_at if batch.made else None,
+                ready_s=batch.made[1] - created_at if batch.made else None,
             )
             if record_keys:
                 log.keys.extend((rank, epoch, step, key) for key in batch.keys)

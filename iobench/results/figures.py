@@ -30,6 +30,12 @@ class StepRow:
     # the slowest rank), then the modelled exposed all-reduce on the target fabric
     peer_wait_s: float = 0.0
     allreduce_s: float = 0.0
+    # the loader worker (reader) that made the batch, and when it began and finished making it
+    # (seconds since the loader was built; None where the backend does not stamp its batches):
+    # what the at-scale model replays through the loader's queue (analysis/scale.py)
+    reader: int = 0
+    begun_s: float | None = None
+    ready_s: float | None = None
 
 
 @dataclass(frozen=True)

@@ -250,6 +250,9 @@ STEP_SCHEMA = with_version(
             ("rank", pa.int32()),  # times of a multi-rank cell's ranks count from one barrier
             ("peer_wait_s", pa.float64()),  # synchronous cells: waiting for the slowest rank
             ("allreduce_s", pa.float64()),  # synchronous cells: the modelled exposed all-reduce
+            ("reader", pa.int32()),  # the loader worker that made the batch
+            ("begun_s", pa.float64()),  # when that worker began making it (null: not stamped)
+            ("ready_s", pa.float64()),  # when it had made it
         ]
     )
 )
