@@ -17,8 +17,8 @@ from pathlib import Path
 from iobench.analysis.queue import LoaderQueue
 from iobench.analysis.scale import predict
 from iobench.cell.allreduce import AllReduceModel, gradient_bytes
-from iobench.results.api import load_steps, load_summaries
-from iobench.results.figures import ScalePoint, StepRow
+from iobench.results.api import load_summaries, step_rows
+from iobench.results.figures import ScalePoint
 
 DEFAULT_RANKS = (8, 64, 512, 4096)
 
@@ -70,10 +70,7 @@ def at_scale(run_dirs: Sequence[str | Path], ranks: Sequence[int]) -> list[AtSca
                 or not (Path(run_dir) / s.cell_id / "steps.parquet").exists()
             ):
                 continue
-            rows = [
-                StepRow(**{k: v for k, v in row.items() if k != "cell_id"})
-                for row in load_steps(run_dir, s.cell_id).to_pylist()
-            ]
+            rows = step_rows(run_dir, s.cell_id)
             model = (
                 AllReduceModel(gradient_bytes(cell.accelerator.model), fabric, cell.run.allreduce_overlap)
                 if fabric
