@@ -9,11 +9,11 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from iobench.analysis.queue import NO_QUEUE, LoaderQueue, synchronous_waits
+from iobench.analysis.queue import NO_QUEUE, LoaderQueue
 from iobench.analysis.scale import block_length, checks, predict, replayed
 from iobench.results.figures import Distributed, Interval, StepRow
 from iobench.results.summary import CellSummary
-from tests.helpers.summaries import cell_spec, ok_summary
+from tests.helpers.summaries import cell_spec, ok_summary, queued_steps
 
 
 def _rows(waits, compute=0.02, samples=64):
@@ -70,25 +70,10 @@ def test_a_multi_rank_cell_is_checked_against_its_one_rank_twins_prediction():
     assert isinstance(two, CellSummary)
 
 
-def _queued_rows(made, queue, compute=0.02):
-    """One rank's measured steps as a loader with ``queue`` makes them (analysis/queue.py), each
-    batch stamped with when its worker began and finished it."""
-    waits = synchronous_waits(made[None], np.zeros((1, len(made))), queue, compute)  # one job of one rank
-    rows, t = [], 0.0
-    for k, (m, w) in enumerate(zip(made, waits, strict=True)):
-        ready = t + w
-        rows.append(
-            StepRow(k, 0, False, t, float(w), 0.0, compute, ready + compute, 64, 0, reader=k % 2,
-                    begun_s=ready - m, ready_s=ready)
-        )  # fmt: skip
-        t = ready + compute
-    return rows
-
-
 def test_a_queue_absorbs_the_tail_that_the_model_without_one_charges_every_step():
     made = np.random.default_rng(5).lognormal(np.log(0.01), 1.0, 2000)  # mean 0.016 s < 0.02 s
     queue = LoaderQueue(2, 2)
-    rows = _queued_rows(made, queue)
+    rows = queued_steps(made, queue)
     measured = 0.02 * len(rows) / rows[-1].t_end
     points = {p.world_size: p for p in predict(rows, lambda w, c: 0.0, queue=queue, world_sizes=(1, 64))}
     assert points[1].au == pytest.approx(measured, rel=0.03)  # one rank: its own AU back
