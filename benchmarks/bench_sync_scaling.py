@@ -44,9 +44,9 @@ def _dataset(base: Path) -> Path:
     return out
 
 
-def _round(
-    base: Path, dataset: Path, i: int, workers: list[int], ranks: list[int]
-) -> list[tuple[ScaleCheck, float]]:
+def _round(base: Path, dataset: Path, i: int, workers: list[int], ranks: list[int]) -> list[dict]:
+    """One sweep; a row per multi-rank cell: its check against its one-rank twin, the production
+    drift between them, and the AU the cell's own batches predict for it (the model alone)."""
     config = {
         "dataset": {"path": str(dataset)},
         "tiers": [
@@ -72,7 +72,17 @@ def _round(
         check=True,
         capture_output=True,
     )
-    return [(c, _drift(out, c)) for c in checks(load_summaries(out))]
+    summaries = {s.cell_id: s for s in load_summaries(out)}
+    return [
+        {
+            "round": i,
+            "workers": _workers_of(c),
+            **c.__dict__,
+            "production_ratio": _drift(out, c),
+            "own_au": next(p.au for p in summaries[c.cell_id].scale if p.world_size == c.world_size),
+        }
+        for c in checks(list(summaries.values()))
+    ]
 
 
 def _drift(out: Path, c: ScaleCheck) -> float:
@@ -92,64 +102,89 @@ def _workers_of(c: ScaleCheck) -> int:
     return int(re.search(r"-w(\d+)", c.cell_id).group(1))  # type: ignore[union-attr]
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--workers", default="0,1,2", help="loader workers per rank, one cell each")
-    p.add_argument("--ranks", default="1,2,3", help="ranks per cell (1 is the twin that predicts)")
-    p.add_argument("--log", type=Path, help="append each round's checks here (JSON lines)")
-    p.add_argument(
-        "--write", action="store_true", help="replace this benchmark's section of docs/benchmarks.md"
-    )
-    args = p.parse_args()
+def _measure(args: argparse.Namespace) -> list[dict]:
     workers = [int(w) for w in args.workers.split(",")]
     ranks = [int(r) for r in args.ranks.split(",")]
-    rounds = []
+    rows: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="iobench-sync-") as tmp:
         base = Path(tmp)
         dataset = _dataset(base)
         for i in range(args.rounds):
             found = _round(base, dataset, i, workers, ranks)
-            rounds.append(found)
+            rows += found
             if args.log:
                 with args.log.open("a") as f:
-                    for c, drift in found:
-                        row = {"round": i, "workers": _workers_of(c), **c.__dict__, "production_ratio": drift}
-                        f.write(json.dumps(row) + "\n")
-    by_point: dict[tuple[int, int], list[tuple[ScaleCheck, float]]] = {}
-    for found in rounds:
-        for c, drift in found:
-            by_point.setdefault((_workers_of(c), c.world_size), []).append((c, drift))
+                    f.writelines(json.dumps(row) + "\n" for row in found)
+    return rows
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--workers", default="0,1,2", help="loader workers per rank, one cell each")
+    p.add_argument("--ranks", default="1,2,3", help="ranks per cell (1 is the twin that predicts)")
+    p.add_argument("--log", type=Path, help="append each round's rows here (JSON lines)")
+    p.add_argument(
+        "--table-from",
+        type=Path,
+        nargs="+",
+        help="make the table from these --log files instead of measuring",
+    )
+    p.add_argument(
+        "--write", action="store_true", help="replace this benchmark's section of docs/benchmarks.md"
+    )
+    args = p.parse_args()
+    if args.table_from:
+        rows = [json.loads(line) for path in args.table_from for line in path.read_text().splitlines()]
+    else:
+        rows = _measure(args)
+    by_point: dict[tuple[int, int], list[dict]] = {}
+    for row in rows:
+        by_point.setdefault((row["workers"], row["world_size"]), []).append(row)
+
+    def errors(found: list[dict], key: str) -> list[float]:
+        return [100 * (row[key] / row["measured_au"] - 1) for row in found]
+
+    def pct(values: list[float]) -> str:
+        return ", ".join(f"{v:+.1f} %" for v in values)
+
     lines = [
         "## Synchronous scaling: predicted from one rank, measured at 2 and 3, with loader workers",
         "",
         host_line(),
         "",
-        f"`python benchmarks/bench_sync_scaling.py --rounds {args.rounds} --workers {args.workers} "
-        f"--ranks {args.ranks}`: a throttled local tier with a latency tail (lognormal, median 5 ms, p99 "
-        "150 ms per object), one object per sample, torch loader with 0, 1 or 2 workers per rank "
-        "(prefetch 2), batch 8, an emulated accelerator of 200 samples/s per rank, 3 epochs of 1,024 "
-        "samples, `sync: allreduce` on `ib-ndr-400` (ResNet-50's all-reduce is fully hidden at this "
-        "compute). Each round predicts the multi-rank cells from the one-rank cell with the same "
-        "workers, replaying its batches through the loader's queue (docs/scale-out.md).",
+        f"`python benchmarks/bench_sync_scaling.py --rounds N --workers {args.workers} --ranks {args.ranks} "
+        "--log LOG` (the table: `--table-from LOG... --write`): a throttled local tier with a latency tail "
+        "(lognormal, median 5 ms, p99 150 ms per object), one object per sample, torch loader with 0, 1 or 2 "
+        "workers per rank (prefetch 2), batch 8, an emulated accelerator of 200 samples/s per rank, 3 "
+        "epochs of 1,024 samples, `sync: allreduce` on `ib-ndr-400` (ResNet-50's all-reduce is fully "
+        "hidden at this compute). Each round predicts the multi-rank cells from the one-rank cell with "
+        f"the same workers, replaying its batches through the loader's queue (docs/scale-out.md); "
+        f"{len({(r.get('run', 0), r['round']) for r in rows})} rounds.",
         "",
-        "The last column is the mean batch production time measured in the multi-rank cell over the "
-        "one-rank cell's, per round: the model takes the one-rank figure for every rank (each rank's "
-        "workers with the CPU they had alone), so where it drifts from 1, so does the prediction.",
+        "*Own batches*: the AU the multi-rank cell's own measured batches predict for it (the same model "
+        "and bootstrap, the one-rank cell's production times replaced by the cell's own): the model's "
+        "error alone. *Production drift*: the multi-rank cell's mean batch production time over the "
+        "one-rank cell's. The model takes the one-rank figure for every rank (each rank's workers with "
+        "the CPU they had alone); where the drift is off 1, so is the prediction.",
         "",
         "| workers | ranks | measured AU (median) | predicted AU (median) | error, median | error, every round "
-        "| production time, W ranks ÷ 1 rank, every round |",
-        "|---:|---:|---:|---:|---:|---|---|",
+        "| own batches: error, median (every round) | production drift, every round |",
+        "|---:|---:|---:|---:|---:|---|---|---|",
     ]
     for (w, world), found in sorted(by_point.items()):
-        cs = [c for c, _ in found]
+        predicted = errors(found, "predicted_au")
+        own = errors([row for row in found if row.get("own_au") is not None], "own_au")
         lines.append(
-            f"| {w} | {world} | {statistics.median(c.measured_au for c in cs):.3f} | "
-            f"{statistics.median(c.predicted_au for c in cs):.3f} | "
-            f"{100 * statistics.median(c.error for c in cs):+.1f} % | "
-            + ", ".join(f"{100 * c.error:+.1f} %" for c in cs)
+            f"| {w} | {world} | {statistics.median(row['measured_au'] for row in found):.3f} | "
+            f"{statistics.median(row['predicted_au'] for row in found):.3f} | "
+            f"{statistics.median(predicted):+.1f} % | {pct(predicted)} | "
+            + (f"{statistics.median(own):+.1f} % ({pct(own)})" if own else "–")
             + " | "
-            + ", ".join(f"{drift:.2f}" for _, drift in found)
+            # rows logged before the drift was recorded have none
+            + ", ".join(
+                f"{row['production_ratio']:.2f}" if "production_ratio" in row else "–" for row in found
+            )
             + " |"
         )
     text = "\n".join(lines)
