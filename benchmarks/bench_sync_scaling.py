@@ -166,7 +166,8 @@ def main() -> None:
         "and bootstrap, the one-rank cell's production times replaced by the cell's own): the model's "
         "error alone. *Production drift*: the multi-rank cell's mean batch production time over the "
         "one-rank cell's. The model takes the one-rank figure for every rank (each rank's workers with "
-        "the CPU they had alone); where the drift is off 1, so is the prediction.",
+        "the CPU they had alone); where the drift is off 1, so is the prediction. Both are listed for "
+        "the rounds that recorded them (rounds logged before they existed show – or fewer figures).",
         "",
         "| workers | ranks | measured AU (median) | predicted AU (median) | error, median | error, every round "
         "| own batches: error, median (every round) | production drift, every round |",
