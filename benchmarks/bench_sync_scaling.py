@@ -10,7 +10,8 @@ cell's measured synchronous AU against the AU its one-rank twin (same workers) p
 world size. Rounds are medianed; the errors of every round are written too, and each round's
 checks are appended to ``--log`` as they come (JSON lines).
 
-    python benchmarks/bench_sync_scaling.py --rounds 3 [--workers 0,1,2] [--ranks 1,2,3] [--write]
+    python benchmarks/bench_sync_scaling.py --rounds 3 [--workers 0,1,2] [--ranks 1,2,3] [--log LOG] [--write]
+    python benchmarks/bench_sync_scaling.py --table-from LOG [LOG...] --write
 """
 
 from __future__ import annotations
@@ -151,7 +152,8 @@ def main() -> None:
     lines = [
         "## Synchronous scaling: predicted from one rank, measured at 2 and 3, with loader workers",
         "",
-        host_line(),
+        host_line()
+        + (" (when the table was made from the logged rounds, not when they ran)" if args.table_from else ""),
         "",
         f"`python benchmarks/bench_sync_scaling.py --rounds N --workers {args.workers} --ranks {args.ranks} "
         "--log LOG` (the table: `--table-from LOG... --write`): a throttled local tier with a latency tail "
