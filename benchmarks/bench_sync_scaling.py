@@ -1,19 +1,24 @@
-"""Does a one-rank cell predict its synchronous 2-, 3- and 4-rank twins? (docs/scale-out.md)
+"""Does a one-rank cell predict its synchronous 2- and 3-rank twins, with and without loader workers?
+(docs/scale-out.md)
 
 One sweep per round over a tier whose latency has a tail (a throttled local tier: lognormal request
-latency, median 5 ms, p99 150 ms, one request per object), one object per sample, no loader
-workers (the prediction's assumption: a rank's loader does not fill a queue while it waits for its
-peers), an emulated accelerator of 200 samples/s per rank, ``run.ranks_per_node: [1, 2, 3, 4]`` in
-step (``sync: allreduce``). Each round: every multi-rank cell's measured synchronous AU against the
-AU its one-rank twin predicted for its world size. Rounds are medianed; the errors of every round
-are written too.
+latency, median 5 ms, p99 150 ms, one request per object), one object per sample, batch 8, an
+emulated accelerator of 200 samples/s per rank, ``loaders[].workers`` 0, 1 and 2 (a worker's queue
+absorbs part of the tail while its rank waits for its peers: the model replays it) and
+``run.ranks_per_node`` 1, 2 and 3 in step (``sync: allreduce``). Each round: every multi-rank
+cell's measured synchronous AU against the AU its one-rank twin (same workers) predicted for its
+world size. Rounds are medianed; the errors of every round are written too, and each round's
+checks are appended to ``--log`` as they come (JSON lines).
 
-    python benchmarks/bench_sync_scaling.py --rounds 3 [--write]
+    python benchmarks/bench_sync_scaling.py --rounds 3 [--workers 0,1,2] [--ranks 1,2,3] [--log LOG] [--write]
+    python benchmarks/bench_sync_scaling.py --table-from LOG [LOG...] --write
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import re
 import statistics
 import subprocess
 import sys
@@ -23,8 +28,9 @@ from pathlib import Path
 import yaml
 from common import host_line, write_section
 
-from iobench.analysis.scale import checks
-from iobench.results.api import load_summaries
+from iobench.analysis.queue import LoaderQueue
+from iobench.analysis.scale import ScaleCheck, checks, production, replayed
+from iobench.results.api import load_summaries, step_rows
 
 SECTION = "sync-scaling"
 
@@ -39,7 +45,9 @@ def _dataset(base: Path) -> Path:
     return out
 
 
-def _round(base: Path, dataset: Path, i: int) -> list:
+def _round(base: Path, dataset: Path, i: int, workers: list[int], ranks: list[int]) -> list[dict]:
+    """One sweep; a row per multi-rank cell: its check against its one-rank twin, the production
+    drift between them, and the AU the cell's own batches predict for it (the model alone)."""
     config = {
         "dataset": {"path": str(dataset)},
         "tiers": [
@@ -52,10 +60,10 @@ def _round(base: Path, dataset: Path, i: int) -> list:
             }
         ],
         "loaders": [
-            {"kind": "torch", "workers": [0], "batch_size": [8], "shuffle_buffer": 8, "layout": "objects"}
+            {"kind": "torch", "workers": workers, "batch_size": [8], "shuffle_buffer": 8, "layout": "objects"}
         ],
         "accelerators": [{"kind": "emulated", "type": "custom", "samples_per_s": 200}],
-        "run": {"ranks_per_node": [1, 2, 3, 4], "warmup_steps": 2, "epochs": 3, "cache": "warm", "seed": i},
+        "run": {"ranks_per_node": ranks, "warmup_steps": 2, "epochs": 3, "cache": "warm", "seed": i},
     }
     path = base / f"round{i}.yaml"
     path.write_text(yaml.safe_dump(config))
@@ -65,45 +73,121 @@ def _round(base: Path, dataset: Path, i: int) -> list:
         check=True,
         capture_output=True,
     )
-    return checks(load_summaries(out))
+    summaries = {s.cell_id: s for s in load_summaries(out)}
+    return [
+        {
+            "round": i,
+            "workers": _workers_of(c),
+            **c.__dict__,
+            "production_ratio": _drift(out, c),
+            "own_au": next(p.au for p in summaries[c.cell_id].scale if p.world_size == c.world_size),
+        }
+        for c in checks(list(summaries.values()))
+    ]
+
+
+def _drift(out: Path, c: ScaleCheck) -> float:
+    """Mean batch production time in the multi-rank cell over its one-rank twin's: what the model
+    takes as given (independent ranks, each with the CPU it had when measured), as it came out."""
+    queue = LoaderQueue(_workers_of(c), 2)
+
+    def mean_made(cell_id: str) -> float:
+        rows = [r for r in step_rows(out, cell_id) if not r.warmup]
+        return float(production(rows, replayed(rows, queue))[0].mean())
+
+    return mean_made(c.cell_id) / mean_made(c.predicted_from)
+
+
+def _workers_of(c: ScaleCheck) -> int:
+    """The loader workers of a check's cell (its id names them: ``-w2``)."""
+    return int(re.search(r"-w(\d+)", c.cell_id).group(1))  # type: ignore[union-attr]
+
+
+def _measure(args: argparse.Namespace) -> list[dict]:
+    workers = [int(w) for w in args.workers.split(",")]
+    ranks = [int(r) for r in args.ranks.split(",")]
+    rows: list[dict] = []
+    with tempfile.TemporaryDirectory(prefix="iobench-sync-") as tmp:
+        base = Path(tmp)
+        dataset = _dataset(base)
+        for i in range(args.rounds):
+            found = _round(base, dataset, i, workers, ranks)
+            rows += found
+            if args.log:
+                with args.log.open("a") as f:
+                    f.writelines(json.dumps(row) + "\n" for row in found)
+    return rows
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--workers", default="0,1,2", help="loader workers per rank, one cell each")
+    p.add_argument("--ranks", default="1,2,3", help="ranks per cell (1 is the twin that predicts)")
+    p.add_argument("--log", type=Path, help="append each round's rows here (JSON lines)")
+    p.add_argument(
+        "--table-from",
+        type=Path,
+        nargs="+",
+        help="make the table from these --log files instead of measuring",
+    )
     p.add_argument(
         "--write", action="store_true", help="replace this benchmark's section of docs/benchmarks.md"
     )
     args = p.parse_args()
-    with tempfile.TemporaryDirectory(prefix="iobench-sync-") as tmp:
-        base = Path(tmp)
-        dataset = _dataset(base)
-        rounds = [_round(base, dataset, i) for i in range(args.rounds)]
-    by_w: dict[int, list] = {}
-    for found in rounds:
-        for c in found:
-            by_w.setdefault(c.world_size, []).append(c)
+    if args.table_from:
+        rows = [json.loads(line) for path in args.table_from for line in path.read_text().splitlines()]
+    else:
+        rows = _measure(args)
+    by_point: dict[tuple[int, int], list[dict]] = {}
+    for row in rows:
+        by_point.setdefault((row["workers"], row["world_size"]), []).append(row)
+
+    def errors(found: list[dict], key: str) -> list[float]:
+        return [100 * (row[key] / row["measured_au"] - 1) for row in found]
+
+    def pct(values: list[float]) -> str:
+        return ", ".join(f"{v:+.1f} %" for v in values)
+
     lines = [
-        "## Synchronous scaling: predicted from one rank, measured at 2 to 4",
+        "## Synchronous scaling: predicted from one rank, measured at 2 and 3, with loader workers",
         "",
-        host_line(),
+        host_line()
+        + (" (when the table was made from the logged rounds, not when they ran)" if args.table_from else ""),
         "",
-        f"`python benchmarks/bench_sync_scaling.py --rounds {args.rounds}`: a throttled local tier with a "
-        "latency tail (lognormal, median 5 ms, p99 150 ms per object), one object per sample, no loader "
-        "workers, batch 8, an emulated accelerator of 200 samples/s per rank, 3 epochs of 1,024 samples, "
-        "`sync: allreduce` on `ib-ndr-400` (ResNet-50's all-reduce is fully hidden at this compute). "
-        "Each round predicts the 2-, 3- and 4-rank cells from its one-rank cell.",
+        f"`python benchmarks/bench_sync_scaling.py --rounds N --workers {args.workers} --ranks {args.ranks} "
+        "--log LOG` (the table: `--table-from LOG... --write`): a throttled local tier with a latency tail "
+        "(lognormal, median 5 ms, p99 150 ms per object), one object per sample, torch loader with 0, 1 or 2 "
+        "workers per rank (prefetch 2), batch 8, an emulated accelerator of 200 samples/s per rank, 3 "
+        "epochs of 1,024 samples, `sync: allreduce` on `ib-ndr-400` (ResNet-50's all-reduce is fully "
+        "hidden at this compute). Each round predicts the multi-rank cells from the one-rank cell with "
+        f"the same workers, replaying its batches through the loader's queue (docs/scale-out.md); "
+        f"{len({(r.get('run', 0), r['round']) for r in rows})} rounds.",
         "",
-        "| ranks | measured AU (median) | predicted AU (median) | error, median | error, every round |",
-        "|---:|---:|---:|---:|---|",
+        "*Own batches*: the AU the multi-rank cell's own measured batches predict for it (the same model "
+        "and bootstrap, the one-rank cell's production times replaced by the cell's own): the model's "
+        "error alone. *Production drift*: the multi-rank cell's mean batch production time over the "
+        "one-rank cell's. The model takes the one-rank figure for every rank (each rank's workers with "
+        "the CPU they had alone); where the drift is off 1, so is the prediction. Both are listed for "
+        "the rounds that recorded them (rounds logged before they existed show – or fewer figures).",
+        "",
+        "| workers | ranks | measured AU (median) | predicted AU (median) | error, median | error, every round "
+        "| own batches: error, median (every round) | production drift, every round |",
+        "|---:|---:|---:|---:|---:|---|---|---|",
     ]
-    for w in sorted(by_w):
-        cs = by_w[w]
+    for (w, world), found in sorted(by_point.items()):
+        predicted = errors(found, "predicted_au")
+        own = errors([row for row in found if row.get("own_au") is not None], "own_au")
         lines.append(
-            f"| {w} | {statistics.median(c.measured_au for c in cs):.3f} | "
-            f"{statistics.median(c.predicted_au for c in cs):.3f} | "
-            f"{100 * statistics.median(c.error for c in cs):+.1f} % | "
-            + ", ".join(f"{100 * c.error:+.1f} %" for c in cs)
+            f"| {w} | {world} | {statistics.median(row['measured_au'] for row in found):.3f} | "
+            f"{statistics.median(row['predicted_au'] for row in found):.3f} | "
+            f"{statistics.median(predicted):+.1f} % | {pct(predicted)} | "
+            + (f"{statistics.median(own):+.1f} % ({pct(own)})" if own else "–")
+            + " | "
+            # rows logged before the drift was recorded have none
+            + ", ".join(
+                f"{row['production_ratio']:.2f}" if "production_ratio" in row else "–" for row in found
+            )
             + " |"
         )
     text = "\n".join(lines)

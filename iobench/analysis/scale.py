@@ -1,23 +1,28 @@
 """Synchronous AU at scale, predicted from one measured cell's steps.
 
 In synchronous data-parallel training every step waits for the slowest of W ranks, so a tail that
-costs one rank little costs W ranks a lot: at W ranks a step's data wait is the *maximum* of W
-waits. From a cell's measured steps (one rank, or every rank of a multi-rank cell, pooled) the
-prediction draws W rank streams of waits by a circular block bootstrap (blocks of
-``ceil(n^(1/3))`` consecutive steps, so a stall that spans steps stays one stall), takes the
-maximum across the W streams at every step, and adds what every rank spends alike: host-to-device,
-compute, the loop's own overhead and the exposed all-reduce modelled for W ranks:
+costs one rank little costs W ranks a lot. From a cell's measured steps (one rank, or every rank of
+a multi-rank cell, pooled) the prediction draws W rank streams of batch production times by a
+circular block bootstrap (blocks of ``ceil(n^(1/3))`` consecutive steps, rounded up to whole
+rounds of the loader's workers, so a stall that spans steps stays one stall and each batch keeps
+its worker), replays them through each rank's loader queue into ranks that step together
+(analysis/queue.py), and adds what every rank spends alike: host-to-device, compute, the loop's
+own overhead and the exposed all-reduce modelled for W ranks:
 
-    step(W) = mean_k max_r wait[r, k] + h2d + compute + overhead + allreduce_exposed(W)
+    step(W) = mean_k sync_wait[k] + h2d + compute + overhead + allreduce_exposed(W)
     AU(W) = compute / step(W),  job samples/s = W x batch / step(W)
 
-It assumes the ranks' waits are independent draws of the measured ones: each rank reads its own
-share of a tier that is not slowed by the others (shared-tier contention across nodes is not in
-the measurement), and a rank's loader does not get ahead while it waits for its peers (true with
-``workers: 0``; prefetching workers absorb part of the tail, so the prediction is pessimistic
-there). With more ranks than measured steps the slowest of W draws cannot exceed the largest wait
-measured: that point is flagged, its wait a lower bound and its AU an upper bound.
-docs/scale-out.md says where it holds and where it breaks.
+A batch's production time is what its worker took to make it (``ready_s - begun_s`` of
+steps.parquet); the hand-over is the rest of the measured wait. Without workers (or a backend that
+does not stamp its batches) the production time is the step's measured wait and there is no queue:
+the step's data wait is then the slowest of W waits.
+
+It assumes the ranks' production times are independent draws of the measured ones: each rank reads
+its own share of a tier that is not slowed by the others (shared-tier contention across nodes is not
+in the measurement), and a rank's workers have the CPU they had when measured. With more ranks than
+measured steps the slowest of W draws cannot exceed the largest time measured: that point is
+flagged, its wait a lower bound and its AU an upper bound. docs/scale-out.md says where it holds
+and where it breaks.
 """
 
 from __future__ import annotations
@@ -29,19 +34,22 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from iobench.analysis.queue import NO_QUEUE, LoaderQueue, synchronous_waits
 from iobench.results.codec import to_json
 from iobench.results.figures import ScalePoint, StepRow
 from iobench.results.spec import CellSpec
 from iobench.results.summary import CellSummary
 
 WORLD_SIZES = (1, 2, 3, 4, 8, 64, 512, 4096)
-# bootstrap draws per world size: replicates x world size x steps, at most this many waits
+# bootstrap draws per world size: replicates x world size x steps, at most this many batches
 DRAW_BUDGET = 4_000_000
 MIN_REPLICATES, MAX_REPLICATES = 8, 64
+CHUNK = 1 << 20  # batches replayed at once (the arrays of one replay)
 METHOD = (
-    "circular block bootstrap of the measured steps' data waits (blocks of ceil(n^(1/3)) steps), "
-    "the slowest of W rank streams at every step, plus the measured h2d, compute and loop overhead "
-    "and the exposed all-reduce modelled for W ranks"
+    "circular block bootstrap of the measured batches' production times (blocks of ceil(n^(1/3)) "
+    "steps, whole rounds of workers), W rank streams replayed through each rank's loader queue "
+    "(workers x prefetch) into ranks that step together, plus the measured h2d, compute and loop "
+    "overhead and the exposed all-reduce modelled for W ranks"
 )
 
 
@@ -49,19 +57,42 @@ def block_length(n: int) -> int:
     return max(1, math.ceil(n ** (1 / 3)))
 
 
+def replayed(rows: Sequence[StepRow], queue: LoaderQueue) -> LoaderQueue:
+    """The queue the model replays ``rows`` through: ``queue``, or none when a batch was not
+    stamped with its production times (a backend that does not stamp: the model without a queue,
+    pessimistic with workers)."""
+    return NO_QUEUE if any(r.begun_s is None or r.ready_s is None for r in rows) else queue
+
+
+def production(rows: Sequence[StepRow], queue: LoaderQueue) -> tuple[np.ndarray, np.ndarray]:
+    """Each of ``rows``' batches' production time and hand-over cost, in the order the steps took
+    them, for a model with ``queue``; without workers the step's wait is its production time."""
+    ordered = sorted(rows, key=lambda r: (r.rank, r.step))
+    waits = np.array([r.wait_s for r in ordered])
+    if queue.workers == 0:
+        return waits, np.zeros_like(waits)
+    made = np.array([r.ready_s - r.begun_s for r in ordered])  # type: ignore[operator]
+    # a batch ready before the step asked for it still costs the hand-over (unpickling, the ring)
+    late = np.maximum(0.0, np.array([r.ready_s - r.t_start for r in ordered]))  # type: ignore[operator]
+    return np.maximum(0.0, made), np.maximum(0.0, waits - late)
+
+
 def predict(
     rows: Sequence[StepRow],
     exposed_allreduce: Callable[[int, float], float],
     *,
+    queue: LoaderQueue = NO_QUEUE,
     world_sizes: Sequence[int] = WORLD_SIZES,
     seed: int = 0,
 ) -> list[ScalePoint]:
     """The synchronous job at each of ``world_sizes`` from ``rows`` (the measured steps, warm-up
-    left out). ``exposed_allreduce(W, compute_s)`` is the modelled all-reduce a step waits for."""
+    left out), each rank's loader a ``queue``. ``exposed_allreduce(W, compute_s)`` is the modelled
+    all-reduce a step waits for."""
     measured = [r for r in rows if not r.warmup]
     if len(measured) < 2:
         raise ValueError(f"{len(measured)} measured step(s): too few to predict a synchronous job at scale")
-    waits = np.array([r.wait_s for r in measured])
+    queue = replayed(measured, queue)
+    made, taking = production(measured, queue)
     compute = float(np.mean([r.compute_s for r in measured]))
     h2d = float(np.mean([r.h2d_s for r in measured]))
     batch = float(np.mean([r.samples for r in measured]))
@@ -77,20 +108,28 @@ def predict(
             ]
         )
     )
-    n, length = len(waits), block_length(len(waits))
+    n = len(made)
+    # blocks of whole rounds of the workers, starting at a round: each batch keeps its worker
+    unit = max(1, queue.workers)
+    length = unit * -(-block_length(n) // unit)
+    rounds = max(1, n // unit)
     rng = np.random.default_rng(seed)
     out = []
     for world in world_sizes:
         replicates = int(np.clip(DRAW_BUDGET // (world * n), MIN_REPLICATES, MAX_REPLICATES))
         blocks = -(-n // length)
-        means = np.empty(replicates)
-        for i in range(replicates):
-            starts = rng.integers(0, n, size=(world, blocks))
-            index = (starts[:, :, None] + np.arange(length)) % n  # (world, blocks, length), circular
-            stream = waits[index.reshape(world, -1)[:, :n]]  # each rank's n steps of waits
-            means[i] = stream.max(axis=0).mean()
         allreduce = exposed_allreduce(world, compute)
-        steps = means + h2d + compute + overhead + allreduce
+        rest = h2d + compute + overhead + allreduce
+        means = np.empty(replicates)
+        chunk = max(1, CHUNK // (world * n))  # replicates replayed at once: bounded memory
+        for first in range(0, replicates, chunk):
+            count = min(chunk, replicates - first)
+            starts = rng.integers(0, rounds, size=(count, world, blocks)) * unit
+            index = (starts[..., None] + np.arange(length)) % n  # circular
+            index = index.reshape(count, world, -1)[..., :n]  # each rank's n batches
+            waits = synchronous_waits(made[index], taking[index], queue, rest)
+            means[first : first + count] = waits.mean(axis=-1)
+        steps = means + rest
         au = compute / steps
         step = float(steps.mean())
         out.append(

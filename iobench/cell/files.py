@@ -19,6 +19,7 @@ from iobench import __version__
 from iobench.analysis import scale
 from iobench.analysis.honesty import cache_warnings, epoch1_vs_steady, epoch_delta
 from iobench.analysis.mlperf import mlperf_figures, reading_of
+from iobench.analysis.queue import LoaderQueue
 from iobench.analysis.repeats import summarize
 from iobench.cell.allreduce import allreduce_model
 from iobench.cell.demand import mlperf_au_threshold
@@ -89,9 +90,14 @@ def _cpu_model() -> str:
     return ""
 
 
-def _at_scale(cell: CellSpec, consumer, rows) -> list:
+def _at_scale(cell: CellSpec, consumer, rows) -> tuple[list, int]:
+    """The synchronous job predicted at scale, and the loader queue depth the model replayed."""
     model = allreduce_model(cell.run, cell.accelerator, consumer)
-    return scale.predict(rows, model.exposed if model else lambda world, compute: 0.0)
+    queue = scale.replayed(
+        [r for r in rows if not r.warmup], LoaderQueue(cell.loader.workers, cell.loader.prefetch)
+    )
+    points = scale.predict(rows, model.exposed if model else lambda world, compute: 0.0, queue=queue)
+    return points, queue.depth
 
 
 def host_work_warnings(consumer) -> list[str]:
@@ -177,6 +183,7 @@ def cell_files(
     tier_description = tier.describe()
     tier_device = ((tier_description.get("storage") or {}).get("device") or {}).get("name")
     states = [m.cache_state for m in runs if m.cache_state is not None]
+    points, depth = _at_scale(cell, consumer, log.rows)
     summary = CellSummary(
         status="ok",
         cell=cell,
@@ -228,8 +235,9 @@ def cell_files(
         cpu_percent_per_core=tuple(telemetry.mean_cpu_percent(start, end)),
         gpu_utilization_pct=telemetry.mean_gpu_utilization(start, end),
         consumer=consumer.describe(),
-        scale=tuple(_at_scale(cell, consumer, log.rows)),
+        scale=tuple(points),
         scale_method=scale.METHOD,
+        scale_queue_depth=depth,
         started_at=started,
         finished_at=utc_now(),
     )

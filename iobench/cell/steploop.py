@@ -129,6 +129,9 @@ def run_steps(
                 allreduce_s=allreduce_s,
                 device_s=consumer.last_device_s,
                 trainer_cpu_s=trainer_cpu_s,
+                reader=batch.reader,
+                begun_s=batch.made[0] - created_at if batch.made else None,
+                ready_s=batch.made[1] - created_at if batch.made else None,
             )
             if record_keys:
                 log.keys.extend((rank, epoch, step, key) for key in batch.keys)

@@ -2,9 +2,10 @@
 data-parallel training of W ranks, predicted from its cells' measured steps (analysis/scale.py).
 
 A tier that feeds one accelerator can starve 512 of them: every step waits for the slowest of W
-data waits. The prediction re-runs the bootstrap at the ranks asked (``--ranks``), on every
-measured one-rank cell of the ``--results`` run directories, with the all-reduce modelled on that
-cell's fabric (its ``run.interconnect``).
+data waits, less what each rank's loader queue absorbs meanwhile. The prediction re-runs the
+bootstrap and the replay through the queue at the ranks asked (``--ranks``), on every measured
+one-rank cell of the ``--results`` run directories, with the all-reduce modelled on that cell's
+fabric (its ``run.interconnect``).
 """
 
 from __future__ import annotations
@@ -13,10 +14,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from iobench.analysis.queue import LoaderQueue
 from iobench.analysis.scale import predict
 from iobench.cell.allreduce import AllReduceModel, gradient_bytes
-from iobench.results.api import load_steps, load_summaries
-from iobench.results.figures import ScalePoint, StepRow
+from iobench.results.api import load_summaries, step_rows
+from iobench.results.figures import ScalePoint
 
 DEFAULT_RANKS = (8, 64, 512, 4096)
 
@@ -68,16 +70,18 @@ def at_scale(run_dirs: Sequence[str | Path], ranks: Sequence[int]) -> list[AtSca
                 or not (Path(run_dir) / s.cell_id / "steps.parquet").exists()
             ):
                 continue
-            rows = [
-                StepRow(**{k: v for k, v in row.items() if k != "cell_id"})
-                for row in load_steps(run_dir, s.cell_id).to_pylist()
-            ]
+            rows = step_rows(run_dir, s.cell_id)
             model = (
                 AllReduceModel(gradient_bytes(cell.accelerator.model), fabric, cell.run.allreduce_overlap)
                 if fabric
                 else None
             )
-            points = predict(rows, model.exposed if model else lambda world, compute: 0.0, world_sizes=ranks)
+            points = predict(
+                rows,
+                model.exposed if model else lambda world, compute: 0.0,
+                queue=LoaderQueue(cell.loader.workers, cell.loader.prefetch),
+                world_sizes=ranks,
+            )
             out.append(
                 AtScale(
                     cell=f"{s.cell_id} ({Path(run_dir).name})",

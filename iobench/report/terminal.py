@@ -237,7 +237,9 @@ def at_scale_line(s: CellSummary) -> str | None:
         for p in points
     ]
     fabric = s.cell.run.interconnect.name if s.cell.run.interconnect else "no fabric"
-    text = f"synchronous AU predicted at W ranks ({fabric}) — " + ", ".join(parts)
+    # summaries before the queue model (no scale_queue_depth) drew waits without a queue
+    queue = f"loader queue {s.scale_queue_depth}" if s.scale_queue_depth else "no loader queue"
+    text = f"synchronous AU predicted at W ranks ({fabric}, {queue}) — " + ", ".join(parts)
     if any(p.beyond_measured_tail for p in points):
         text += "; * more ranks than measured steps: an upper bound (measure more steps)"
     return text

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .figures import StepRow
 from .schema import RESULT_SCHEMA, summary_to_row
 from .store import RESULTS_NAME, cell_summaries
 from .summary import CellSummary
@@ -95,6 +96,14 @@ def load_steps(run_dir: str | Path, cell_id: str | None = None) -> pa.Table:
             table = table.add_column(0, "cell_id", cells)
         tables.append(table)
     return pa.concat_tables(tables, promote_options="default")
+
+
+def step_rows(run_dir: str | Path, cell_id: str) -> list[StepRow]:
+    """One cell's steps (warm-up included) as the step loop recorded them."""
+    return [
+        StepRow(**{k: v for k, v in row.items() if k != "cell_id"})
+        for row in load_steps(run_dir, cell_id).to_pylist()
+    ]
 
 
 def to_pandas(table: pa.Table) -> pandas.DataFrame:

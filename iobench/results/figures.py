@@ -35,6 +35,12 @@ class StepRow:
     # None in rows from before v6: the compute is then the device's time
     device_s: float | None = None
     trainer_cpu_s: float | None = None  # CPU of the trainer's process (all its threads) over the step
+    # the loader worker (reader) that made the batch, and when it began and finished making it
+    # (seconds since the loader was built; None where the backend does not stamp its batches):
+    # what the at-scale model replays through the loader's queue (analysis/scale.py)
+    reader: int = 0
+    begun_s: float | None = None
+    ready_s: float | None = None
 
 
 @dataclass(frozen=True)

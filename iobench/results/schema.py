@@ -253,6 +253,9 @@ STEP_SCHEMA = with_version(
             ("allreduce_s", pa.float64()),  # synchronous cells: the modelled exposed all-reduce
             ("device_s", pa.float64()),  # the device's time for the step (v6+)
             ("trainer_cpu_s", pa.float64()),  # the trainer process's CPU over the step (v6+)
+            ("reader", pa.int32()),  # the loader worker that made the batch
+            ("begun_s", pa.float64()),  # when that worker began making it (null: not stamped)
+            ("ready_s", pa.float64()),  # when it had made it
         ]
     )
 )

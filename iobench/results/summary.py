@@ -118,6 +118,8 @@ class CellSummary:
     # synchronous AU predicted at scale from this cell's steps (analysis/scale.py)
     scale: tuple[ScalePoint, ...] = ()
     scale_method: str | None = None
+    # requests the model let each rank's loader have in flight (workers x prefetch; 0: no queue)
+    scale_queue_depth: int | None = None
     started_at: str | None = None
     finished_at: str | None = None
 

@@ -38,6 +38,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import random
+import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
@@ -249,9 +250,14 @@ class ShardStream(IterableDataset):
                     reader=worker,
                     alive=alive if self.persistent else None,
                 )
+                # the generator resumes when DataLoader hands this worker its next request, so
+                # resumed -> yielded is the batch's production time, idle in the queue excluded
+                begun = time.perf_counter()
                 for batch in batches:
                     made += batch.delivers
+                    batch.made = (begun, time.perf_counter())
                     yield _tagged(batch, tags)
+                    begun = time.perf_counter()
                 if self.persistent and not alive():
                     break
                 while plan.split == "samples" and made < mine.batches:  # type: ignore[operator]

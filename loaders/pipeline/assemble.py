@@ -46,6 +46,9 @@ class Batch:
     # (its stream was abandoned, the loader is starting another)
     marker: str | None = None
     sizes: torch.Tensor | None = None
+    # when its reader began and finished making it (time.perf_counter, one clock for every process
+    # on the host): the production times a model of the loader's queue replays (iobench's scale model)
+    made: tuple[float, float] | None = None
 
     def __len__(self) -> int:
         return len(self.keys)

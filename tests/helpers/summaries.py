@@ -3,7 +3,10 @@ summary, with the figures a test cares about given and the rest filled in consis
 
 from __future__ import annotations
 
+import numpy as np
+
 from iobench.analysis.metrics import compute_metrics
+from iobench.analysis.queue import LoaderQueue, synchronous_waits
 from iobench.analysis.repeats import summarize
 from iobench.results.figures import CacheState, PipelineMetrics, StepRow, Verdict
 from iobench.results.spec import AcceleratorSpec, CellSpec, LoaderSettings, RunSettings
@@ -81,3 +84,18 @@ def cell_manifest(
         dataset=DatasetInfo("/data", "wds", 1000, int(1000 * mean_sample_bytes), 4, mean_sample_bytes),
         stage_names=("fetch", "decode", "augment", "collate"),
     )
+
+
+def queued_steps(made: np.ndarray, queue: LoaderQueue, compute: float = 0.02) -> list[StepRow]:
+    """One rank's measured steps as a loader with ``queue`` makes batches that take ``made``
+    seconds each (analysis/queue.py), each stamped with when its worker began and finished it."""
+    waits = synchronous_waits(made[None], np.zeros((1, len(made))), queue, compute)  # one rank
+    rows, t = [], 0.0
+    for k, (m, w) in enumerate(zip(made, waits, strict=True)):
+        ready = t + w
+        rows.append(
+            StepRow(k, 0, False, t, float(w), 0.0, compute, ready + compute, 64, 0,
+                    reader=k % max(1, queue.workers), begun_s=ready - m, ready_s=ready)
+        )  # fmt: skip
+        t = ready + compute
+    return rows

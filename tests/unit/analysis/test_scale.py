@@ -1,15 +1,19 @@
-"""AU at scale from a cell's steps: the order statistic of the bootstrapped waits, the all-reduce,
-the flag past the measured tail, and the check of a multi-rank cell against its one-rank twin."""
+"""AU at scale from a cell's steps: the order statistic of the bootstrapped waits, the loader's
+queue, the all-reduce, the flag past the measured tail, and the check of a multi-rank cell against
+its one-rank twin."""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
-from iobench.analysis.scale import block_length, checks, predict
+from iobench.analysis.queue import NO_QUEUE, LoaderQueue
+from iobench.analysis.scale import block_length, checks, predict, replayed
 from iobench.results.figures import Distributed, Interval, StepRow
 from iobench.results.summary import CellSummary
-from tests.helpers.summaries import cell_spec, ok_summary
+from tests.helpers.summaries import cell_spec, ok_summary, queued_steps
 
 
 def _rows(waits, compute=0.02, samples=64):
@@ -52,8 +56,6 @@ def test_the_blocks_keep_a_stall_together():
 
 
 def test_a_multi_rank_cell_is_checked_against_its_one_rank_twins_prediction():
-    from dataclasses import replace
-
     one = ok_summary("disk-r1", 500.0, cell=cell_spec("disk-r1"))
     one = replace(one, scale=tuple(predict(_rows([0.01] * 100), lambda w, c: 0.0, world_sizes=(1, 2, 4))))
     two_cell = replace(cell_spec("disk-r2"), run=replace(cell_spec("disk-r2").run, ranks_per_node=2))
@@ -66,3 +68,22 @@ def test_a_multi_rank_cell_is_checked_against_its_one_rank_twins_prediction():
     assert (check.cell_id, check.world_size, check.predicted_from) == ("disk-r2", 2, "disk-r1")
     assert check.error == pytest.approx(check.predicted_au / two.metrics.au - 1)
     assert isinstance(two, CellSummary)
+
+
+def test_a_queue_absorbs_the_tail_that_the_model_without_one_charges_every_step():
+    made = np.random.default_rng(5).lognormal(np.log(0.01), 1.0, 2000)  # mean 0.016 s < 0.02 s
+    queue = LoaderQueue(2, 2)
+    rows = queued_steps(made, queue)
+    measured = 0.02 * len(rows) / rows[-1].t_end
+    points = {p.world_size: p for p in predict(rows, lambda w, c: 0.0, queue=queue, world_sizes=(1, 64))}
+    assert points[1].au == pytest.approx(measured, rel=0.03)  # one rank: its own AU back
+    # the same batches made in the training process (no workers): every step waits for the slowest
+    unqueued = [replace(r, wait_s=r.ready_s - r.begun_s) for r in rows]
+    without = predict(unqueued, lambda w, c: 0.0, world_sizes=(64,))[0]
+    assert without.au < 0.5 < points[64].au
+
+
+def test_batches_not_stamped_are_replayed_without_a_queue():
+    rows = _rows([0.01] * 100)
+    assert replayed(rows, LoaderQueue(2, 2)) == NO_QUEUE
+    assert predict(rows, lambda w, c: 0.0, queue=LoaderQueue(2, 2)) == predict(rows, lambda w, c: 0.0)

@@ -42,6 +42,8 @@ def _collect(loader):
     for batch in loader:
         assert batch.images.dtype == torch.uint8
         assert batch.images.shape[1:] == (3, 32, 32)
+        # stamped by its reader (the scale model's production times), on this process's clock
+        assert batch.made is not None and batch.made[0] <= batch.made[1] <= time.perf_counter()
         keys += batch.keys
         labels += batch.labels.tolist()
     return keys, labels

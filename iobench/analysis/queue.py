@@ -1,0 +1,63 @@
+"""Batches replayed through a loader's bounded queue into ranks that step together.
+
+A rank's loader has ``workers`` processes, each making every ``workers``-th batch in turn (PyTorch's
+DataLoader: requests go round-robin, batches are taken in order), with at most ``prefetch x workers``
+requests in flight: a request for batch ``k + depth`` goes out when the training loop takes batch
+``k``. So a worker that is ahead stops once the queue is full, and one that hit a stall eats into
+the batches queued before it. The ranks of a synchronous job ask for step ``k`` together, each takes
+its own batch when it is ready, and step ``k + 1`` is asked for once the slowest rank has its batch
+and the step's rest (host-to-device, compute, loop overhead, exposed all-reduce) has passed. With
+``workers: 0`` the batch is made in the training process when asked for: the step's data wait is
+the slowest rank's production time, the model without a queue. docs/method.md, *Synchronous AU at
+scale*, has the definitions; docs/scale-out.md the assumptions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class LoaderQueue:
+    """What bounds a rank's read-ahead: ``workers`` makers with ``prefetch`` requests each."""
+
+    workers: int  # 0: the batch is made in the training process, when asked for
+    prefetch: int
+
+    @property
+    def depth(self) -> int:
+        """Batches requested ahead of the training loop (0: none)."""
+        return self.workers * self.prefetch
+
+
+NO_QUEUE = LoaderQueue(0, 0)
+
+
+def synchronous_waits(made: np.ndarray, taking: np.ndarray, queue: LoaderQueue, rest: float) -> np.ndarray:
+    """Each step's data wait in a synchronous job: from the step's request to the slowest rank
+    having its batch. ``made[..., r, k]``: how long rank ``r``'s worker took to make batch ``k``;
+    ``taking[..., r, k]``: what taking a ready batch cost the training loop (the hand-over from a
+    worker; 0 without workers); ``rest``: the step after the data, the same on every rank. Leading
+    dimensions are independent jobs (bootstrap replicates). Returns ``(..., steps)``."""
+    jobs, steps = made.shape[:-1], made.shape[-1]
+    asked = np.zeros(jobs[:-1])  # when the ranks ask for the current step's batch
+    waits = np.empty((*jobs[:-1], steps))
+    if queue.workers:
+        free = np.zeros((*jobs, queue.workers))  # when each worker is done with its last batch
+        taken = np.empty((*jobs, steps))  # when each rank took each batch
+    for k in range(steps):
+        if queue.workers:
+            w = k % queue.workers
+            requested = taken[..., k - queue.depth] if k >= queue.depth else 0.0
+            ready = np.maximum(free[..., w], requested) + made[..., k]
+            free[..., w] = ready
+            got = np.maximum(asked[..., None], ready) + taking[..., k]
+            taken[..., k] = got
+        else:
+            got = asked[..., None] + made[..., k] + taking[..., k]
+        everyone = got.max(axis=-1)
+        waits[..., k] = everyone - asked
+        asked = everyone + rest
+    return waits
