@@ -34,9 +34,10 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from iobench.analysis.metrics import device_busy
 from iobench.analysis.queue import NO_QUEUE, LoaderQueue, synchronous_waits
 from iobench.results.codec import to_json
-from iobench.results.figures import ScalePoint, StepRow
+from iobench.results.figures import ScalePoint, StepAlone, StepRow
 from iobench.results.spec import CellSpec
 from iobench.results.summary import CellSummary
 
@@ -84,16 +85,20 @@ def predict(
     queue: LoaderQueue = NO_QUEUE,
     world_sizes: Sequence[int] = WORLD_SIZES,
     seed: int = 0,
+    alone: StepAlone | None = None,
 ) -> list[ScalePoint]:
     """The synchronous job at each of ``world_sizes`` from ``rows`` (the measured steps, warm-up
     left out), each rank's loader a ``queue``. ``exposed_allreduce(W, compute_s)`` is the modelled
-    all-reduce a step waits for."""
+    all-reduce a step waits for. AU is the device's busy time per step (as the cell's own AU:
+    ``metrics.device_busy``, capped by the step ``alone``) over the step: a step stretched by its
+    host (an emulated trainer's host work, a starved real one) is longer, not busier."""
     measured = [r for r in rows if not r.warmup]
     if len(measured) < 2:
         raise ValueError(f"{len(measured)} measured step(s): too few to predict a synchronous job at scale")
     queue = replayed(measured, queue)
     made, taking = production(measured, queue)
     compute = float(np.mean([r.compute_s for r in measured]))
+    busy = device_busy(measured, alone) / len(measured)
     h2d = float(np.mean([r.h2d_s for r in measured]))
     batch = float(np.mean([r.samples for r in measured]))
     # what the loop itself takes between steps (timers, the live file): every rank pays it alike
@@ -130,12 +135,12 @@ def predict(
             waits = synchronous_waits(made[index], taking[index], queue, rest)
             means[first : first + count] = waits.mean(axis=-1)
         steps = means + rest
-        au = compute / steps
+        au = busy / steps
         step = float(steps.mean())
         out.append(
             ScalePoint(
                 world_size=world,
-                au=compute / step,
+                au=busy / step,
                 samples_per_s=world * batch / step,
                 step_s=step,
                 data_wait_s=float(means.mean()),

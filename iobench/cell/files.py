@@ -90,13 +90,15 @@ def _cpu_model() -> str:
     return ""
 
 
-def _at_scale(cell: CellSpec, consumer, rows) -> tuple[list, int]:
+def _at_scale(cell: CellSpec, consumer, rows, alone) -> tuple[list, int]:
     """The synchronous job predicted at scale, and the loader queue depth the model replayed."""
     model = allreduce_model(cell.run, cell.accelerator, consumer)
     queue = scale.replayed(
         [r for r in rows if not r.warmup], LoaderQueue(cell.loader.workers, cell.loader.prefetch)
     )
-    points = scale.predict(rows, model.exposed if model else lambda world, compute: 0.0, queue=queue)
+    points = scale.predict(
+        rows, model.exposed if model else lambda world, compute: 0.0, queue=queue, alone=alone
+    )
     return points, queue.depth
 
 
@@ -183,7 +185,7 @@ def cell_files(
     tier_description = tier.describe()
     tier_device = ((tier_description.get("storage") or {}).get("device") or {}).get("name")
     states = [m.cache_state for m in runs if m.cache_state is not None]
-    points, depth = _at_scale(cell, consumer, log.rows)
+    points, depth = _at_scale(cell, consumer, log.rows, chosen.alone)
     summary = CellSummary(
         status="ok",
         cell=cell,

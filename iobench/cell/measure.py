@@ -28,7 +28,7 @@ from iobench.cell.loaderfactory import epoch_factory
 from iobench.cell.steploop import StepLog, mark_warmup, run_steps, step_durations
 from iobench.cell.sync import StepSync
 from iobench.cell.telemetry import Telemetry, TelemetrySampler
-from iobench.results.figures import CacheState, PipelineMetrics, SteadyState, Verdict, Window
+from iobench.results.figures import CacheState, PipelineMetrics, SteadyState, StepAlone, Verdict, Window
 from iobench.results.spec import CellSpec, RunSettings
 
 
@@ -42,6 +42,7 @@ class Measurement:
     steady: SteadyState | None  # None when the warm-up was a fixed count
     window: Window  # what this rank measured after its warm-up, against run.min_measure
     released_at: float = 0.0  # time.time() as the loader was built: where the barrier let this rank go
+    alone: StepAlone | None = None  # the step timed alone after the loop (alone.py)
 
 
 def step_sync(cell: CellSpec, consumer, ranks: Ranks) -> StepSync | None:
@@ -146,4 +147,6 @@ def measure(inputs: CellInputs, ranks: Ranks = SOLO) -> Measurement:
         cores=inputs.cores,
         demand_samples_per_s=consumer.demand_samples_per_s,
     )
-    return Measurement(log, metrics, verdict, cache_state, telemetry, steady, measured_window, released_at)
+    return Measurement(
+        log, metrics, verdict, cache_state, telemetry, steady, measured_window, released_at, alone
+    )

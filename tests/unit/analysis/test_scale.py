@@ -32,6 +32,15 @@ def test_constant_waits_scale_only_by_the_allreduce():
     assert points[8].samples_per_s == pytest.approx(8 * 64 / 0.031)
 
 
+def test_au_at_scale_counts_the_devices_busy_time_not_a_step_stretched_by_its_host():
+    # an emulated trainer's step: 20 ms of host work around 9 ms of device time
+    rows = [replace(r, device_s=0.009) for r in _rows([0.01] * 200)]
+    points = {p.world_size: p for p in predict(rows, lambda w, c: 0.0, world_sizes=(1, 8))}
+    assert points[1].au == pytest.approx(0.009 / 0.03)  # the cell's own AU: device busy / wall
+    assert points[8].au == pytest.approx(0.009 / 0.03)
+    assert points[8].step_s == pytest.approx(0.03)  # the step still takes its host's time
+
+
 def test_the_slowest_of_w_exponential_waits_is_the_harmonic_number_times_the_mean():
     # E[max of W iid Exp(mean m)] = m (1 + 1/2 + ... + 1/W); the bootstrap recovers it while W is
     # well inside the measured sample
