@@ -65,7 +65,7 @@ def interconnect(value: str | dict) -> InterconnectSpec:
 def gradient_bytes(model: str) -> int:
     """Bytes one rank's gradient all-reduce moves per step for ``model`` (configs/accelerators.yaml)."""
     entry = load_model_table().get(model)
-    if entry is None:
+    if entry is None or "parameters" not in entry:
         raise UnknownInterconnect(f"model {model!r} has no parameter count in configs/accelerators.yaml")
     return int(entry["parameters"]) * int(entry["gradient_bytes_per_parameter"])
 

@@ -245,7 +245,13 @@ def _check_type(value: Any, default: Any, key: str) -> None:
 
 
 def _accelerators(raw: Any) -> list[AcceleratorSpec]:
-    from iobench.cell.demand import DEMANDS, load_accelerator_table, load_model_table
+    from iobench.cell.demand import (
+        DEMANDS,
+        UnknownAccelerator,
+        load_accelerator_table,
+        lookup_demand,
+        models_with_host_work,
+    )
 
     if not isinstance(raw, list) or not raw:
         raise ConfigError(f"accelerators={raw!r}: expected a non-empty list of accelerator mappings")
@@ -280,6 +286,10 @@ def _accelerators(raw: Any) -> list[AcceleratorSpec]:
         elif kind == "emulated":
             acc_type = choice(d["type"], (*sorted(table), CUSTOM_ACCELERATOR), f"{where}.type")
             choice(d["model"], tuple(sorted(table[acc_type]["models"])), f"{where}.model")
+            try:
+                lookup_demand(acc_type, d["model"], choice(d["demand"], DEMANDS, f"{where}.demand"))
+            except UnknownAccelerator as exc:
+                raise ConfigError(f"{where}: {exc}") from None
         else:
             acc_type = None
             choice(d["model"], ("small_cnn", "resnet50"), f"{where}.model")
@@ -289,7 +299,7 @@ def _accelerators(raw: Any) -> list[AcceleratorSpec]:
                 raise ConfigError(
                     f"{where}.host_work: only an emulated accelerator does host work of its own"
                 )
-            choice(host_work, ("none", *sorted(load_model_table())), f"{where}.host_work")
+            choice(host_work, ("none", *models_with_host_work()), f"{where}.host_work")
         counts = int_list(d["count"], f"{where}.count", 1)
         if kind == "torch" and len(counts) > 1:
             raise ConfigError(
