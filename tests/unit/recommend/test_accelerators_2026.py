@@ -101,3 +101,23 @@ def test_inspect_and_the_sweep_file_take_b200_and_mi355():
     with pytest.raises(ConfigError, match="allowed values are none, resnet50, small_cnn"):
         _accelerators([{"kind": "emulated", "type": "b200", "model": "unet3d", "demand": "mlperf_storage",
                         "host_work": "unet3d"}])  # fmt: skip
+
+
+def test_a_workload_with_no_parameter_count_has_no_modelled_all_reduce():
+    from iobench.cell.allreduce import gradient_size_known
+    from iobench.sweep.config import parse_config
+    from tests.unit.sweep.test_config import _raw
+
+    raw = _raw(ranks_per_node=[2], sync="allreduce")
+    raw["accelerators"] = [
+        {"kind": "emulated", "type": "b200", "model": "unet3d", "demand": "mlperf_storage"}
+    ]
+    with pytest.raises(
+        ConfigError, match=re.escape("accelerators[0].model='unet3d': configs/accelerators.yaml has no")
+    ):
+        parse_config(raw)
+    raw["run"]["sync"] = "barrier"
+    assert parse_config(raw).accelerators[0].model == "unet3d"
+    [b200] = parse_config(raw).accelerators
+    [h100] = _accelerators([{"kind": "emulated", "type": "h100"}])
+    assert not gradient_size_known(b200, None) and gradient_size_known(h100, None)
