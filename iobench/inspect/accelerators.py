@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from iobench.cell.demand import load_accelerator_table, lookup_demand
+from iobench.cell.demand import UnknownAccelerator, load_accelerator_table, lookup_demand
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,10 @@ def parse_accelerators(text: str, model: str, kind: str = "training") -> Acceler
 
 
 def _demand(count: int, acc_type: str, model: str, kind: str, found_by: str) -> AcceleratorDemand:
-    d = lookup_demand(acc_type, model, kind)  # UnknownAccelerator (a ValueError) names the allowed values
+    try:
+        d = lookup_demand(acc_type, model, kind)
+    except UnknownAccelerator as exc:  # names the allowed values, as the sweep file's keys
+        raise UnknownAccelerator(f"{exc} (here: --accelerators TYPE, --model, --demand)") from None
     memory_gib = load_accelerator_table()[acc_type].get("memory_gib") or 0
     return AcceleratorDemand(
         count, acc_type, model, kind, d.samples_per_s, d.source, found_by, memory_gib * 2**30
