@@ -107,10 +107,11 @@ class ReaderPlan:
 class EpochPlan:
     """One rank's share of one epoch, reader by reader.
 
-    ``split`` is ``"shards"`` (one rank: whole shards in a stride over the readers, as before; the
-    count of batches follows from the shards each reader drew) or ``"samples"`` (several ranks:
-    every rank reads exactly ``samples`` samples as contiguous ranges of the epoch's shard order,
-    so every rank yields exactly ``batches`` batches). ``dropped`` samples of the dataset are read
+    ``split`` is ``"shards"`` (one rank with a shard per reader: whole shards in a stride over the
+    readers, as before; the count of batches follows from the shards each reader drew) or
+    ``"samples"`` (several ranks, or fewer shards than readers: every rank reads exactly
+    ``samples`` samples as contiguous ranges of the epoch's shard order, so every rank yields
+    exactly ``batches`` batches). ``dropped`` samples of the dataset are read
     by no rank this epoch (remainder "drop"); ``padded`` are read twice (remainder "pad").
     """
 

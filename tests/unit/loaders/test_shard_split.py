@@ -200,3 +200,12 @@ def test_the_default_shard_size_gives_4_shards_per_core():
     assert auto_shard_bytes(675 * 2**20, cores=16) == 675 * 2**20 // 64  # 6,144 JPEGs: 64 shards
     assert auto_shard_bytes(10 * 2**40, cores=16) == MAX_SHARD_BYTES  # big data: 128 MiB shards
     assert auto_shard_bytes(100, cores=64) == 1
+
+
+def test_a_stream_in_a_dataloader_of_its_own_splits_too_few_shards(indexed):
+    from torch.utils.data import DataLoader
+
+    from loaders.backends.torch_loader import ShardStream
+
+    batches = list(DataLoader(ShardStream(_config(indexed)), batch_size=None, num_workers=3))
+    assert sorted(k for b in batches for k in b.keys) == KEYS
