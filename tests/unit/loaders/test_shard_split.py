@@ -78,18 +78,26 @@ def _tar_data_end(url: str) -> int:
     return end + (-end % 512)
 
 
-def test_torch_loader_4_workers_x_2_ranks_on_2_shards_reads_every_sample_once(indexed):
-    seen: Counter = Counter()
-    read = 0
-    for rank in range(2):
-        loader = ShardLoader(_config(indexed, workers=4, rank=rank, world_size=2), return_batches=True)
-        batches = list(loader)
-        assert len(batches) == len(loader) == 8  # exact len(): 16 samples per rank, batches of 2
-        seen.update(k for b in batches for k in b.keys)
-        read += loader.stats.bytes_read
-    assert sorted(seen) == KEYS and set(seen.values()) == {1}
-    # each member's bytes came off the storage once: ranged reads, no shard read from its start
-    assert read == sum(_tar_data_end(u) for u in indexed)
+def test_torch_loader_8_workers_x_2_ranks_on_2_shards_reads_every_sample_once(indexed):
+    loaders = [
+        ShardLoader(_config(indexed, workers=8, rank=rank, world_size=2), return_batches=True)
+        for rank in range(2)
+    ]
+    for epoch in range(2):
+        seen: Counter = Counter()
+        read = 0
+        for loader in loaders:
+            loader.set_epoch(epoch)
+            before = loader.stats.bytes_read
+            batches = list(loader)
+            assert len(batches) == len(loader) == 8  # exact len(): 16 samples a rank, batches of 2
+            seen.update(k for b in batches for k in b.keys)
+            read += loader.stats.bytes_read - before
+        assert sorted(seen) == KEYS and set(seen.values()) == {1}
+        # each member's bytes came off the storage once: ranged reads, no shard read from its start
+        assert read == sum(_tar_data_end(u) for u in indexed)
+    for loader in loaders:
+        loader.close()
 
 
 def test_one_rank_with_more_workers_than_shards_reads_every_sample_once_per_epoch(indexed):
