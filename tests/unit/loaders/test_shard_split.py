@@ -7,6 +7,7 @@ import argparse
 import os
 import tarfile
 from collections import Counter
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -22,7 +23,7 @@ from loaders.config import plan_for
 from loaders.formats.parquet import iter_parquet_samples
 from loaders.formats.tar_index import ShardIndexError
 from loaders.plan import Part
-from tests.helpers.shardkit import make_uneven_shards, small_config, tiny_jpeg
+from tests.helpers.shardkit import make_uneven_shards, small_config, tiny_jpeg, write_shard
 
 SIZES = [13, 19]  # 32 samples in 2 shards of different sizes
 KEYS = [f"{i:06d}" for i in range(sum(SIZES))]
@@ -202,6 +203,18 @@ def test_a_stale_index_is_an_error_naming_the_shard(tmp_path):
     message = str(err.value)
     assert f"{urls[1]}: its index " in message and "stale" in message
     assert f"`iobench dataset index {tmp_path}`" in message
+    # the same samples with other bytes (sizes): a member is not where the index says
+    write_wds_index(urls[1])
+    members = [
+        (f"{k:06d}.{ext}", tiny_jpeg(k, 40, 40) if ext == "jpg" else b"1")
+        for k in range(6)
+        for ext in ("jpg", "cls")
+    ]
+    write_shard(Path(urls[0]), members)
+    with pytest.raises(
+        ShardIndexError, match=r"train-000000.tar: its index .* \(stale\): sample 0 \(key '000000'\) is at"
+    ):
+        list(ShardLoader(_config(urls, workers=3), return_batches=True))
 
 
 def test_the_default_shard_size_gives_4_shards_per_core():
