@@ -93,6 +93,13 @@ COMMANDS: tuple[Command | CommandGroup, ...] = (
                 "for the objects layout (layout: objects)",
             ),
             Command(
+                "index",
+                ".datasets.cli:add_index_arguments",
+                ".datasets.cli:index_command",
+                "(re)write the .idx index beside each tar shard (the index a part of a shard is read "
+                "by when shards are fewer than readers, and DALI's reader)",
+            ),
+            Command(
                 "upload",
                 ".datasets.cli:add_upload_arguments",
                 ".tiers.cli:upload_command",  # putting a dataset on a tier needs the tiers, above datasets

@@ -154,12 +154,13 @@ class LoaderConfig:
             return None
         return sample_counts(items, known)
 
-    def split_counts(self) -> list[int] | None:
-        """The counts the epoch's split needs now: several ranks split by sample and need every
-        count (local shards are counted at once); one rank reads whole shards and needs them only
-        for ``len()``, so it counts nothing until asked."""
+    def split_counts(self, readers: int = 1) -> list[int] | None:
+        """The counts the epoch's split over ``readers`` readers per rank needs now: several
+        ranks, or fewer shards than readers, split by sample and need every count (local shards
+        are counted at once); one rank with a shard per reader reads whole shards and needs them
+        only for ``len()``, so it counts nothing until asked."""
         world_size = self.world_size if self.world_size is not None else distributed_ranks()[1]
-        return self.counts(count=world_size > 1)
+        return self.counts(count=world_size > 1 or len(self.items()) < readers)
 
 
 def _default_of(f: Any) -> Any:

@@ -14,6 +14,9 @@ exactly the same number of batches, whatever the shards' sizes and counts:
   contiguous range, so a shard is cut between two readers only at a range's edge (the second
   reader reads the first part of that shard again without decoding it). A shard smaller than a
   reader's share, or fewer shards than readers, is no problem: the split is by sample;
+- fewer shards than readers of all ranks (workers x ranks): most of every shard is some other
+  reader's, so each :class:`Part` is ``ranged``: read by byte range (a tar's members from its
+  index, a Parquet file's row groups) rather than from the shard's start;
 - ``remainder="drop"`` (default): n = total // ranks, the last ``total % ranks`` samples of the
   epoch's order are read by no rank this epoch (a different few every epoch);
   ``remainder="pad"``: n = ceil(total / ranks), and the shortfall is filled by repeating samples
@@ -23,10 +26,11 @@ exactly the same number of batches, whatever the shards' sizes and counts:
   without it the rank's last batch may be partial (the same size on every rank);
 - an epoch that cannot give every rank one batch is refused with the numbers.
 
-One rank alone has nobody to wait for: it reads whole shards in a stride over its readers, as it
-always did (no shard is read twice), and the number of batches per epoch follows from the shards
-each reader drew (known exactly when the counts are, possibly differing by a few partial batches
-from one epoch to the next).
+One rank alone has nobody to wait for: with at least as many shards as readers it reads whole
+shards in a stride over its readers, sequentially, as it always did (no shard is read twice), and
+the number of batches per epoch follows from the shards each reader drew (known exactly when the
+counts are, possibly differing by a few partial batches from one epoch to the next). With fewer
+shards than readers it splits by sample as several ranks do (every sample read once, ranged parts).
 """
 
 from __future__ import annotations
@@ -66,18 +70,6 @@ def expand_urls(spec: str | Sequence[str]) -> list[str]:
     return [u for i in range(int(lo), int(hi) + 1) for u in expand_urls(f"{head}{i:0{width}d}{tail}")]
 
 
-def check_splittable(n_shards: int, world_size: int, num_workers: int) -> None:
-    """One rank reading whole shards: refuse a split that would leave readers idle (they would
-    silently cap the throughput). Several ranks split by sample and need no such check."""
-    readers = world_size * max(1, num_workers)
-    if world_size == 1 and n_shards < readers:
-        raise ValueError(
-            f"{n_shards} shard(s) cannot feed {readers} readers ({world_size} rank(s) x "
-            f"{max(1, num_workers)} worker(s)); write smaller shards (`iobench dataset synth` or "
-            f"`iobench dataset pack` with --shard-size) or use fewer workers"
-        )
-
-
 # -- even epochs across ranks ---------------------------------------------------------------------
 
 REMAINDER_POLICIES = ("drop", "pad")
@@ -91,11 +83,14 @@ class EvenSplitError(ValueError):
 @dataclass(frozen=True)
 class Part:
     """Samples ``[start, stop)`` of one shard, in the shard's own order (a rank's or a worker's
-    share of a shard that the even split cut between readers)."""
+    share of a shard that the split cut between readers). ``ranged``: the shards are fewer than
+    the readers, so most of a shard is other readers'; the part is read by byte range (a tar's
+    members from its index, a Parquet file's row groups), not from the shard's start."""
 
     url: str
     start: int
     stop: int
+    ranged: bool = False
 
 
 @dataclass(frozen=True)
@@ -112,10 +107,11 @@ class ReaderPlan:
 class EpochPlan:
     """One rank's share of one epoch, reader by reader.
 
-    ``split`` is ``"shards"`` (one rank: whole shards in a stride over the readers, as before; the
-    count of batches follows from the shards each reader drew) or ``"samples"`` (several ranks:
-    every rank reads exactly ``samples`` samples as contiguous ranges of the epoch's shard order,
-    so every rank yields exactly ``batches`` batches). ``dropped`` samples of the dataset are read
+    ``split`` is ``"shards"`` (one rank with a shard per reader: whole shards in a stride over the
+    readers, as before; the count of batches follows from the shards each reader drew) or
+    ``"samples"`` (several ranks, or fewer shards than readers: every rank reads exactly
+    ``samples`` samples as contiguous ranges of the epoch's shard order, so every rank yields
+    exactly ``batches`` batches). ``dropped`` samples of the dataset are read
     by no rank this epoch (remainder "drop"); ``padded`` are read twice (remainder "pad").
     """
 
@@ -182,13 +178,19 @@ def plan_epoch(
     readers = max(1, num_workers)
     if counts is not None and len(counts) != len(items):
         raise ValueError(f"{len(counts)} sample count(s) for {len(items)} item(s)")
-    if world_size == 1:
+    if world_size == 1 and len(items) >= readers:
         return _whole_shards(items, counts, readers, batch_size, drop_last, seed, epoch)
+    # fewer shards than readers of all ranks: a part is most of some other reader's shard
+    ranged = not objects and len(items) < readers * world_size
     if counts is None:
+        why = (
+            f"an even split over {world_size} ranks"
+            if world_size > 1
+            else (f"splitting {len(items)} shard(s) over {readers} readers")
+        )
         raise EvenSplitError(
-            f"an even split over {world_size} ranks needs every shard's sample count: pass "
-            "shard_samples={url: n} (iobench fills it from the dataset's manifest), or use local "
-            "shards (counted from their tar headers)"
+            f"{why} needs every shard's sample count: pass shard_samples={{url: n}} (iobench fills "
+            "it from the dataset's manifest), or use local shards (counted from their headers)"
         )
     total = int(sum(counts))
     r, b = world_size, batch_size
@@ -214,7 +216,9 @@ def plan_epoch(
     for w in range(readers):
         mine = sizes[w::readers]  # the rank's batches go to its readers in turn
         quota = sum(mine)
-        plans.append(ReaderPlan(tuple(_segments(items, order, starts, at, quota, objects)), quota, len(mine)))
+        plans.append(
+            ReaderPlan(tuple(_segments(items, order, starts, at, quota, objects, ranged)), quota, len(mine))
+        )
         at += quota
     return EpochPlan(
         epoch=epoch,
@@ -230,7 +234,9 @@ def plan_epoch(
     )
 
 
-def _segments(items: Sequence, order: list[int], starts: list[int], at: int, quota: int, objects: bool):
+def _segments(
+    items: Sequence, order: list[int], starts: list[int], at: int, quota: int, objects: bool, ranged: bool
+):
     """The items covering positions ``[at, at + quota)`` of the epoch's concatenated sample order,
     wrapping around to its start (padding)."""
     total = starts[-1]
@@ -243,7 +249,7 @@ def _segments(items: Sequence, order: list[int], starts: list[int], at: int, quo
         if objects:
             yield item
         else:
-            yield Part(item, within, within + take)
+            yield Part(item, within, within + take, ranged)
         quota -= take
         pos = (pos + take) % total
 

@@ -97,8 +97,9 @@ def fetch_ceiling(
     config = loader_config(items, source, replace(loader, shuffle_buffer=0), run)
     objects = config.layout == "objects"
     readers = loader.readers
-    # epoch 0 of one rank, as the loader's plan splits it over its readers (whole shards, no counts)
-    parts = [list(reader.items) for reader in plan_for(config, config.items(), None, 0, readers).readers]
+    # epoch 0 of one rank, as the loader's plan splits it over its readers
+    counts = config.split_counts(readers)
+    parts = [list(reader.items) for reader in plan_for(config, config.items(), counts, 0, readers).readers]
     per_reader = -(-samples // readers)
     ctx = multiprocessing.get_context("fork")
     out = ctx.Queue()

@@ -1,18 +1,23 @@
-"""`iobench dataset synth | pack | objects | upload`: their arguments, and the commands that make
+"""`iobench dataset synth | pack | objects | index | upload`: their arguments, and the commands that make
 datasets. Putting one on a tier (`upload`) is iobench/tiers/cli.py's: it needs the tiers and Ceph,
 which this package sits below. Importing this module is cheap: the work imports what it needs."""
 
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.text import Text
 
-FEW_SHARDS = 8  # fewer shards than this starve a loader with more readers: pack warns
+if TYPE_CHECKING:
+    from .manifest import Manifest
+
+SHARD_SIZE_HELP = "bytes per shard, e.g. 128MB (default: at least 4 shards per usable core of this host)"
 
 
 def _add_shard_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--shard-size", help=SHARD_SIZE_HELP)
     p.add_argument(
         "--format", choices=("wds", "parquet"), default="wds", help="WebDataset tar (+ DALI index) or Parquet"
     )
@@ -24,7 +29,6 @@ def add_synth_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--size", help="total size, e.g. 2GB")
     p.add_argument("--samples", type=int, help="number of samples instead of --size")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--shard-size", default="128MB")
     _add_shard_arguments(p)
 
 
@@ -46,7 +50,7 @@ def synth_command(args: argparse.Namespace, console: Console) -> int:
             size_bytes=parse_size(args.size) if args.size else None,
             samples=args.samples,
             seed=args.seed,
-            shard_bytes=parse_size(args.shard_size),
+            shard_bytes=_shard_bytes(args),
             format=args.format,
             row_group=args.row_group,
             progress=lambda done, total: bar.update(task, completed=done, total=total),
@@ -55,26 +59,40 @@ def synth_command(args: argparse.Namespace, console: Console) -> int:
         f"{manifest.num_samples} samples in {len(manifest.shards)} shards, {format_bytes(manifest.total_bytes)}, "
         f"mean JPEG {manifest.mean_sample_bytes / 1024:.1f} KiB -> {args.out}"
     )
+    _say_shard_size(args, manifest, console)
     return 0
+
+
+def _shard_bytes(args: argparse.Namespace) -> int | None:
+    """--shard-size in bytes; None (the default) lets synth and pack choose from this host's cores."""
+    from iobench.host.units import parse_size
+
+    return None if args.shard_size is None else parse_size(args.shard_size)
+
+
+def _say_shard_size(args: argparse.Namespace, manifest: Manifest, console: Console) -> None:
+    if args.shard_size is None:
+        from .shardsize import describe_auto
+
+        console.print(describe_auto(manifest.source["shard_bytes"], len(manifest.shards)), highlight=False)
 
 
 def add_pack_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("imagefolder")
     p.add_argument("--out", required=True)
-    p.add_argument("--shard-size", default="128MB")
     p.add_argument("--seed", type=int, default=0, help="shuffle seed for the sample order")
     _add_shard_arguments(p)
 
 
 def pack_command(args: argparse.Namespace, console: Console) -> int:
-    from iobench.host.units import format_bytes, parse_size
+    from iobench.host.units import format_bytes
 
     from .pack import KEYMAP_NAME, pack_imagefolder
 
     manifest = pack_imagefolder(
         args.imagefolder,
         args.out,
-        shard_bytes=parse_size(args.shard_size),
+        shard_bytes=_shard_bytes(args),
         seed=args.seed,
         format=args.format,
         row_group=args.row_group,
@@ -92,16 +110,7 @@ def pack_command(args: argparse.Namespace, console: Console) -> int:
             console.print(Text(f"  {f['path']}: {f['why']}"))
         if manifest.source["skipped"] > 10:
             console.print(f"  ... all of them in {args.out}/manifest.json (source.skipped_files)")
-    if len(manifest.shards) < FEW_SHARDS:
-        size = format_bytes(manifest.total_bytes / (2 * FEW_SHARDS))
-        console.print(
-            Text(
-                f"note: {len(manifest.shards)} shard(s): a loader reading whole shards needs one per reader "
-                f"(workers x ranks), and one rank refuses fewer; for up to {FEW_SHARDS} readers pack again "
-                f"with --shard-size {size}",
-                "yellow",
-            )
-        )
+    _say_shard_size(args, manifest, console)
     return 0
 
 
@@ -119,6 +128,27 @@ def objects_command(args: argparse.Namespace, console: Console) -> int:
         f"{len(samples)} objects ({format_bytes(sum(s['bytes'] for s in samples))}) in {args.dataset}/objects; "
         "`iobench dataset upload` uploads them with the shards"
     )
+    return 0
+
+
+def add_index_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("paths", nargs="+", help="dataset directories (every *.tar in them) or tar shards")
+
+
+def index_command(args: argparse.Namespace, console: Console) -> int:
+    from pathlib import Path
+
+    from .wdsindex import write_wds_index
+
+    tars = []
+    for given in map(Path, args.paths):
+        found = sorted(given.glob("*.tar")) if given.is_dir() else [given]
+        if not found or not all(t.is_file() for t in found):
+            raise ValueError(f"{given}: no tar shards there (give a dataset directory or .tar files)")
+        tars += found
+    for tar in tars:
+        write_wds_index(tar)
+    console.print(f"wrote {len(tars)} index file(s) (.idx beside each shard)", highlight=False)
     return 0
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from iobench.datasets.manifest import MANIFEST_NAME, Manifest, build_manifest
 from iobench.datasets.parquet import DEFAULT_ROW_GROUP, check_format, open_shard_writer, remove_stale_shards
+from iobench.datasets.shardsize import auto_shard_bytes
 from iobench.host.atomic import atomic_write
 
 JPEG_SUFFIXES = frozenset({".jpg", ".jpeg"})
@@ -75,7 +76,7 @@ def pack_imagefolder(
     root: str | Path,
     out: str | Path,
     *,
-    shard_bytes: int = 128 * 2**20,
+    shard_bytes: int | None = 128 * 2**20,
     seed: int | None = 0,
     progress: Callable[[int, int], None] | None = None,
     format: str = "wds",
@@ -93,10 +94,14 @@ def pack_imagefolder(
     ``keymap.tsv`` maps each sample key to the file it came from (``key<TAB>class/file``), so a
     sample can be traced back to the original. ``format="parquet"`` writes
     ``train-NNNNNN.parquet`` (key/jpg/cls rows, ``row_group`` per row group) instead of tar.
+    ``shard_bytes=None``: at least 4 shards per usable core of this host (``auto_shard_bytes``,
+    from the files' sizes).
     """
     check_format(format)
     train = find_train_dir(root)
     classes, samples, skipped = list_samples(train)
+    if shard_bytes is None:
+        shard_bytes = auto_shard_bytes(sum(path.stat().st_size for path, _ in samples))
     if seed is not None:
         random.Random(seed).shuffle(samples)
     out = Path(out)

@@ -30,6 +30,7 @@ from iobench.datasets.manifest import (
 )
 from iobench.datasets.parquet import DEFAULT_ROW_GROUP, check_format, open_shard_writer, remove_stale_shards
 from iobench.datasets.photos import fingerprint, load_photos, noise_bank, render_jpeg
+from iobench.datasets.shardsize import auto_shard_bytes
 from iobench.datasets.shardwriter import member_bytes
 from iobench.host.atomic import atomic_write_json
 from iobench.host.cachedir import cache_dir
@@ -197,7 +198,7 @@ def synthesize(
     size_bytes: int | None = None,
     samples: int | None = None,
     seed: int = 0,
-    shard_bytes: int = 128 * 2**20,
+    shard_bytes: int | None = 128 * 2**20,
     target_kb: float = 110.0,
     workers: int | None = None,
     progress: Callable[[int, int], None] | None = None,
@@ -210,6 +211,8 @@ def synthesize(
     an exact ``samples``. Same arguments and library versions give byte-identical shards.
     ``format="parquet"`` writes ``train-NNNNNN.parquet`` instead (rows of key/jpg/cls in row
     groups of ``row_group`` samples): the very same samples as the tar shards of that seed.
+    ``shard_bytes=None``: at least 4 shards per usable core of this host (``auto_shard_bytes``,
+    from the samples and their calibrated mean size).
     """
     check_format(format)
     if (size_bytes is None) == (samples is None):
@@ -225,7 +228,7 @@ def synthesize(
     # Until the new manifest lands the directory must not look complete.
     (out / MANIFEST_NAME).unlink(missing_ok=True)
 
-    request = _request(seed, size_bytes, samples, shard_bytes, target_kb, format, row_group)
+    samples_asked = samples
     n_workers = max(1, workers if workers is not None else os.cpu_count() or 1)
     mapper = _Mapper(n_workers if samples is None or samples >= 64 else 1)
     try:
@@ -235,6 +238,9 @@ def synthesize(
             # the tar overhead for both formats: one size gives one sample count, so the two
             # formats of a request hold the same samples (Parquet files come out ~1.5% smaller)
             samples = max(1, round(size_bytes / (cal_mean + _TAR_OVERHEAD)))
+        if shard_bytes is None:  # from the calibrated mean: the estimate the writer will meet
+            shard_bytes = auto_shard_bytes(samples * (cal_mean + _TAR_OVERHEAD))
+        request = _request(seed, size_bytes, samples_asked, shard_bytes, target_kb, format, row_group)
         jpeg_bytes = 0
         with open_shard_writer(format, out, shard_bytes, row_group=row_group) as writer:
             tasks = ((seed, i, noise_scale) for i in range(samples))

@@ -15,7 +15,7 @@ from loaders.config import LoaderConfig, plan_for
 from loaders.contract import EpochCursor, deliver, fingerprint
 from loaders.observe.stages import StageStats
 from loaders.pipeline.assemble import Batch
-from loaders.plan import EpochPlan, batches_of, check_splittable
+from loaders.plan import EpochPlan, batches_of
 
 _Loader = TypeVar("_Loader", bound="BaseLoader")
 
@@ -50,9 +50,9 @@ class BaseLoader:
         self.stats = StageStats()
         self._plan: EpochPlan | None = None
         self._fingerprint: dict | None = None
+        self.readers: int | None = None  # DALI's _readers plans with one reader to count its share
         self.readers = self._readers()
         if self.readers is not None:
-            check_splittable(len(self.items), config.world_size, self.readers)  # type: ignore[arg-type]
             self.plan(0)
         self._cursor = EpochCursor(1 if self.merged or self.readers is None else self.readers)
         self._build()
@@ -98,7 +98,7 @@ class BaseLoader:
     @cached_property
     def counts(self) -> list[int] | None:
         """Samples per item as the split needs them now (``LoaderConfig.split_counts``)."""
-        return self.config.split_counts()
+        return self.config.split_counts(self.readers or 1)
 
     @property
     def epoch(self) -> int:

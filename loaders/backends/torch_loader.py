@@ -204,6 +204,8 @@ class ShardStream(IterableDataset):
         if self._plan is None or self._plan.epoch != epoch or len(self._plan.readers) != readers:
             if self._items is None:
                 self._items = self.config.items()
+            if self.counts is None:  # a stream in a DataLoader of its own may have fewer shards than workers
+                self.counts = self.config.split_counts(readers)
             self._plan = plan_for(self.config, self._items, self.counts, epoch, readers)
         return self._plan
 

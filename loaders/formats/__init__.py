@@ -14,6 +14,7 @@ _EXPORTS = {
     "ReadCounter": "tar",
     "Sample": "tar",
     "ShardFormatError": "tar",
+    "ShardIndexError": "tar_index",
     "count_tar_samples": "tar",
     "iter_parquet_samples": "parquet",
     "iter_samples": "tar",
@@ -25,6 +26,7 @@ __all__ = [
     "ReadCounter",
     "Sample",
     "ShardFormatError",
+    "ShardIndexError",
     "count_tar_samples",
     "iter_parquet_samples",
     "iter_samples",
@@ -42,5 +44,6 @@ if TYPE_CHECKING:
         count_tar_samples,
         iter_samples,
     )
+    from loaders.formats.tar_index import ShardIndexError
 
 __getattr__, __dir__ = lazy_face(__name__, _EXPORTS)

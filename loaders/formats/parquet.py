@@ -21,6 +21,7 @@ from __future__ import annotations
 import io
 import time
 from collections.abc import Iterator, Sequence
+from itertools import accumulate
 from typing import BinaryIO, NoReturn
 
 import pyarrow as pa
@@ -159,6 +160,7 @@ def iter_parquet_samples(
     *,
     verify_checksums: bool = False,
     max_buffer_bytes: int = DEFAULT_MAX_BUFFER_BYTES,
+    rows: tuple[int, int] | None = None,
 ) -> Iterator[Sample]:
     """Yield one ``Sample`` per row: ``parts`` holds the image column(s) and ``cls`` as ASCII.
 
@@ -170,7 +172,9 @@ def iter_parquet_samples(
     stored them (ours do), so corruption inside the JPEG bytes is an error here rather than a
     bad image later. Off by default, like pyarrow's: it adds ~20-40% to the read time here
     (pyarrow's CRC runs at ~1 GB/s), and the tar path it is compared with verifies no payload
-    either (the manifest's sha256 is the integrity check, at staging).
+    either (the manifest's sha256 is the integrity check, at staging). ``rows=(start, stop)``:
+    only those rows, reading only the row groups that hold them (a part of a shard that several
+    readers share); the rows of those groups outside it are read and charged to the rows yielded.
     Truncated or corrupt shards and missing columns raise ``ParquetFormatError`` (a ValueError)
     naming the file and, when known, the row group.
     """
@@ -197,7 +201,10 @@ def iter_parquet_samples(
         fail(exc, "not a readable Parquet file (truncated, or corrupt footer)")
     images, columns = _columns(pf.schema_arrow, url)
     md = pf.metadata
-    n_groups = md.num_row_groups
+    firsts = list(accumulate((md.row_group(i).num_rows for i in range(md.num_row_groups)), initial=0))
+    lo, hi = rows if rows is not None else (0, firsts[-1])
+    groups = [rg for rg in range(md.num_row_groups) if firsts[rg] < hi and firsts[rg + 1] > lo]
+    n_groups = len(groups)
     # Costs paid before any row group (the footer; for a stream, the whole file): the seekable
     # path charges them to the first row group, where a reader really waits for them; the
     # stream path shares them by row-group size, so per-batch fetch costs look alike in both.
@@ -205,7 +212,7 @@ def iter_parquet_samples(
     if counting is not None or n_groups == 0:
         upfront = [opened] + [(0, 0.0, 0.0)] * max(0, n_groups - 1)
     else:
-        sizes = [max(1, md.row_group(i).total_byte_size) for i in range(n_groups)]
+        sizes = [max(1, md.row_group(rg).total_byte_size) for rg in groups]
         upfront = list(
             zip(
                 _integer_shares(opened[0], sizes),
@@ -215,8 +222,7 @@ def iter_parquet_samples(
             )
         )
 
-    row = 0
-    for rg in range(n_groups):
+    for n, rg in enumerate(groups):
         offset = _row_group_offset(md, rg)
         bytes_before = counter.bytes
         w0, c0 = time.perf_counter(), time.thread_time()
@@ -231,13 +237,15 @@ def iter_parquet_samples(
         del table
         # Wall/CPU include decoding pages into Python bytes: that is this format's fetch cost,
         # as parsing headers and copying members is tar's.
-        nbytes = counter.bytes - bytes_before + upfront[rg][0]
-        wall = time.perf_counter() - w0 + upfront[rg][1]
-        cpu = time.thread_time() - c0 + upfront[rg][2]
-        weights = [len(k or "") + 8 + sum(len(b[i] or b"") for b in blobs) for i, k in enumerate(keys)]
+        nbytes = counter.bytes - bytes_before + upfront[n][0]
+        wall = time.perf_counter() - w0 + upfront[n][1]
+        cpu = time.thread_time() - c0 + upfront[n][2]
+        wanted = range(max(0, lo - firsts[rg]), min(len(keys), hi - firsts[rg]))
+        weights = [len(keys[i] or "") + 8 + sum(len(b[i] or b"") for b in blobs) for i in wanted]
         byte_shares = _integer_shares(nbytes, weights)
         wall_shares, cpu_shares = _spread(wall, weights), _spread(cpu, weights)
-        for i, key in enumerate(keys):
+        for share, i in enumerate(wanted):
+            key, row = keys[i], firsts[rg] + i
             parts: dict[str, bytes] = {}
             for name, column in zip(images, blobs, strict=True):
                 if column[i] is not None:
@@ -250,11 +258,10 @@ def iter_parquet_samples(
                 url=url,
                 offset=row,
                 parts=parts,
-                read_bytes=byte_shares[i],
-                fetch_wall_s=wall_shares[i],
-                fetch_cpu_s=cpu_shares[i],
+                read_bytes=byte_shares[share],
+                fetch_wall_s=wall_shares[share],
+                fetch_cpu_s=cpu_shares[share],
             )
-            row += 1
 
 
 def _row_group_offset(md: pq.FileMetaData, rg: int) -> int:

@@ -139,9 +139,14 @@ def _pax_path(data: bytes) -> str | None:
 
 
 def iter_members(
-    raw: BinaryIO, url: str, counter: ReadCounter, max_member_bytes: int = DEFAULT_MAX_MEMBER_BYTES
+    raw: BinaryIO,
+    url: str,
+    counter: ReadCounter,
+    max_member_bytes: int = DEFAULT_MAX_MEMBER_BYTES,
+    at: int = 0,
 ) -> Iterator[tuple[str, int, bytes]]:
-    """Yield (name, data offset, data) for every regular file member of a tar stream.
+    """Yield (name, data offset, data) for every regular file member of a tar stream, which
+    starts at byte ``at`` of the shard (a part of it read by range: offsets stay the shard's).
 
     A large member's data is read on its own, exactly its size, so the bytes yielded are the bytes
     read (slicing them out of a padded block would copy every image once more); its padding comes
@@ -149,7 +154,7 @@ def iter_members(
     """
     reader = _ExactReader(raw, counter)
     long_name: str | None = None
-    header_at = 0
+    header_at = at
     header = reader.read_exact(BLOCK)
     while True:
         if len(header) == 0:
@@ -207,13 +212,14 @@ def split_key(name: str) -> tuple[str, str]:
 
 
 def iter_samples(
-    raw: BinaryIO, url: str, max_member_bytes: int = DEFAULT_MAX_MEMBER_BYTES
+    raw: BinaryIO, url: str, max_member_bytes: int = DEFAULT_MAX_MEMBER_BYTES, at: int = 0
 ) -> Iterator[Sample]:
     """Group consecutive members sharing a key into samples, with the bytes and time each cost.
 
     A sample is whole once the next sample's first member is read, so each sample is charged the
     reading from the end of the previous one up to then (the shard's last sample: up to its end);
-    the clocks run once per sample, and never while the consumer holds it.
+    the clocks run once per sample, and never while the consumer holds it. ``at``: where in the
+    shard ``raw`` starts (:func:`iter_members`).
     """
     counter = ReadCounter()
     current: Sample | None = None
@@ -226,7 +232,7 @@ def iter_samples(
         sample.fetch_wall_s, sample.fetch_cpu_s = since(start)
         return sample
 
-    for name, data_at, data in iter_members(raw, url, counter, max_member_bytes):
+    for name, data_at, data in iter_members(raw, url, counter, max_member_bytes, at):
         key, ext = split_key(name)
         if current is not None and key != current.key:
             yield close(current)

@@ -16,6 +16,7 @@ import numpy as np
 
 from loaders.config import PipelineSpec
 from loaders.formats.tar import Sample, iter_samples
+from loaders.formats.tar_index import ShardIndexError, byte_range, iter_range_samples, load_index
 from loaders.observe.stages import StageStats, Stopwatch, clocks, since
 from loaders.pipeline.assemble import Batch, BatchAssembler
 from loaders.pipeline.decode import CorruptImage, augment, decode_jpeg
@@ -33,20 +34,24 @@ class SampleError(ValueError):
     """A sample that cannot be used (corrupt image, missing label); names shard and key."""
 
 
-def _samples_of(raw, url: str, spec: PipelineSpec) -> Iterator[Sample]:
+def _samples_of(raw, url: str, spec: PipelineSpec, rows: tuple[int, int] | None = None) -> Iterator[Sample]:
     """The shard format follows the name: Parquet for ``.parquet``, WebDataset tar otherwise."""
     if url.endswith(".parquet"):
         from loaders.formats.parquet import iter_parquet_samples  # pyarrow loads only for Parquet shards
 
-        return iter_parquet_samples(raw, url)
+        return iter_parquet_samples(raw, url, rows=rows)
     return iter_samples(raw, url, spec.max_member_bytes)
 
 
 def read_shards(urls: Iterable[str | Part], source: ShardSource, spec: PipelineSpec) -> Iterator[Sample]:
     """Stream the samples of each shard in turn; opening the shard counts as fetch time. A
-    :class:`Part` reads only its samples: those before it are read but not yielded (their bytes
-    and time are charged to its first sample), and reading stops after its last."""
+    :class:`Part` reads only its samples: a ranged one reads only their bytes (:func:`_ranged`);
+    otherwise those before it are read but not yielded (their bytes and time are charged to its
+    first sample), and reading stops after its last."""
     for item in urls:
+        if isinstance(item, Part) and item.ranged:
+            yield from _ranged(item, source, spec)
+            continue
         url = item.url if isinstance(item, Part) else item
         start = clocks()
         with source.open(url) as raw:
@@ -54,11 +59,42 @@ def read_shards(urls: Iterable[str | Part], source: ShardSource, spec: PipelineS
             samples = _samples_of(raw, url, spec)
             if isinstance(item, Part):
                 samples = _part_of(samples, item)
-            for sample in samples:
-                sample.fetch_wall_s += opened_wall
-                sample.fetch_cpu_s += opened_cpu
-                opened_wall = opened_cpu = 0.0
-                yield sample
+            yield from _charged(samples, opened_wall, opened_cpu)
+
+
+def _ranged(part: Part, source: ShardSource, spec: PipelineSpec) -> Iterator[Sample]:
+    """A part of a shard that most readers share: a tar's members by byte range from the shard's
+    index (read, and charged, with the part's first sample), a Parquet file's row groups."""
+    if part.stop <= part.start:
+        return
+    start = clocks()
+    if part.url.endswith(".parquet"):
+        with source.open(part.url) as raw:
+            opened_wall, opened_cpu = since(start)
+            yield from _charged(
+                _samples_of(raw, part.url, spec, (part.start, part.stop)), opened_wall, opened_cpu
+            )
+        return
+    index = load_index(part.url, source.read_object)
+    begin, end = byte_range(index, part.url, part.start, part.stop)
+    size = source.spec.shard_sizes.get(part.url)
+    if size is not None and end > size:
+        raise ShardIndexError(
+            part.url, f"its index places members up to byte {end}, but the shard has {size} (stale index)"
+        )
+    with source.open(part.url, begin, end) as raw:
+        opened_wall, opened_cpu = since(start)
+        samples = iter_range_samples(raw, part.url, index, part.start, part.stop, spec.max_member_bytes)
+        yield from _charged(samples, opened_wall, opened_cpu)
+
+
+def _charged(samples: Iterator[Sample], wall: float, cpu: float) -> Iterator[Sample]:
+    """The samples, the first one charged the time it took to open the shard."""
+    for sample in samples:
+        sample.fetch_wall_s += wall
+        sample.fetch_cpu_s += cpu
+        wall = cpu = 0.0
+        yield sample
 
 
 def _part_of(samples: Iterator[Sample], part: Part) -> Iterator[Sample]:

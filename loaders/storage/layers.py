@@ -45,8 +45,12 @@ class Layer:
     def __init__(self, inner: Opener) -> None:
         self.inner = inner
 
-    def open(self, url: str) -> contextlib.AbstractContextManager[BinaryIO]:
-        return self.inner.open(url)
+    def open(
+        self, url: str, start: int = 0, end: int | None = None
+    ) -> contextlib.AbstractContextManager[BinaryIO]:
+        """The shard as a stream from byte ``start``; ``end``: no byte at or past it is needed
+        (an object store then GETs no further; a file may read on past it)."""
+        return self.inner.open(url, start, end)
 
     def read_object(self, url: str) -> bytes:
         """A whole (small) object: one ranged GET on an object store, one read on a file system."""
@@ -92,20 +96,20 @@ class StoreOpener:
             return self._readers[protocol]
 
     @contextlib.contextmanager
-    def open(self, url: str) -> Iterator[BinaryIO]:
+    def open(self, url: str, start: int = 0, end: int | None = None) -> Iterator[BinaryIO]:
         protocol = protocol_of(url)
         if protocol == "file":
             with open_local(url.removeprefix("file://")) as f:
-                yield f
+                yield _at(f, start)
         elif protocol in OBJECT_PROTOCOLS:
-            stream = self.reader(protocol).open_stream(url, self.spec.shard_sizes.get(url))
+            stream = self.reader(protocol).open_stream(url, self.spec.shard_sizes.get(url), start, end)
             try:
                 yield stream
             finally:
                 stream.close()
         else:
             with fsspec.open(url, "rb", **self.spec.storage_options) as f:
-                yield f
+                yield _at(f, start)
 
     def read_object(self, url: str) -> bytes:
         protocol = protocol_of(url)
@@ -158,13 +162,13 @@ class DeadlineOpener(Layer):
         self.deadline_s = deadline_s
 
     @contextlib.contextmanager
-    def open(self, url: str) -> Iterator[BinaryIO]:
+    def open(self, url: str, start: int = 0, end: int | None = None) -> Iterator[BinaryIO]:
         if protocol_of(url) != "file":
-            with self.inner.open(url) as f:
+            with self.inner.open(url, start, end) as f:
                 yield f
             return
         with DeadlineFile(url.removeprefix("file://"), self.deadline_s) as f:
-            yield f  # type: ignore[misc]
+            yield _at(f, start)  # type: ignore[misc]
 
     def read_object(self, url: str) -> bytes:
         if protocol_of(url) != "file":
@@ -182,9 +186,9 @@ class ThrottleOpener(Layer):
         self.throttle = throttle
 
     @contextlib.contextmanager
-    def open(self, url: str) -> Iterator[BinaryIO]:
+    def open(self, url: str, start: int = 0, end: int | None = None) -> Iterator[BinaryIO]:
         self.throttle.request()
-        with self.inner.open(url) as f:
+        with self.inner.open(url, start, end) as f:
             yield ThrottledFile(f, self.throttle)  # type: ignore[misc]
 
     def read_object(self, url: str) -> bytes:
@@ -229,7 +233,7 @@ class CacheOpener(Layer):
         return self._cache
 
     @contextlib.contextmanager
-    def open(self, url: str) -> Iterator[BinaryIO]:
+    def open(self, url: str, start: int = 0, end: int | None = None) -> Iterator[BinaryIO]:
         cached = None
         if protocol_of(url) in OBJECT_PROTOCOLS:
             size = self.spec.shard_sizes.get(url)
@@ -240,16 +244,23 @@ class CacheOpener(Layer):
                 etag=self.spec.etags.get(url),
             )
         if cached is None:
-            with self.inner.open(url) as f:
+            with self.inner.open(url, start, end) as f:
                 yield f
             return
         with cached:
-            yield cached
+            yield _at(cached, start)  # the whole shard is cached; a part of it is read from there
 
     def drain_into(self, stats: StageStats) -> None:
         self.inner.drain_into(stats)
         if self._cache is not None:
             stats.counters.update({f"cache_{k}": v for k, v in self._cache.reset_stats().as_dict().items()})
+
+
+def _at(f: BinaryIO, start: int) -> BinaryIO:
+    """A seekable stream positioned at ``start``."""
+    if start:
+        f.seek(start)
+    return f
 
 
 def stack(spec: SourceSpec) -> Opener:

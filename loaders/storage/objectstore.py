@@ -490,8 +490,8 @@ class ObjectReader:
             ),
         )
 
-    def _ranges(self, size: int) -> list[tuple[int, int]]:
-        return [(s, min(size, s + self.part_bytes)) for s in range(0, size, self.part_bytes)] or [(0, 0)]
+    def _ranges(self, size: int, start: int = 0) -> list[tuple[int, int]]:
+        return [(s, min(size, s + self.part_bytes)) for s in range(start, size, self.part_bytes)] or [(0, 0)]
 
     def download(self, url: str, out: BinaryIO, size: int | None = None) -> int:
         """Write the whole object to ``out`` with up to ``concurrency`` ranged GETs in flight.
@@ -560,10 +560,14 @@ class ObjectReader:
                 pending.append(pool.submit(self.read_range, url, *nxt))
             yield chunk
 
-    def open_stream(self, url: str, size: int | None = None) -> BinaryIO:
-        """A read-only stream of the object with read-ahead; no local copy is made."""
-        size = self.info(url)["size"] if size is None else size
-        return _ChunkStream(self._ordered(url, self._ranges(size)))
+    def open_stream(
+        self, url: str, size: int | None = None, start: int = 0, end: int | None = None
+    ) -> BinaryIO:
+        """A read-only stream of the object (of its bytes [start, end) when given) with
+        read-ahead; no local copy is made."""
+        if end is None:
+            end = self.info(url)["size"] if size is None else size
+        return _ChunkStream(self._ordered(url, self._ranges(end, start)))
 
     def close(self) -> None:
         if self._pool is not None:

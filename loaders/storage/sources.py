@@ -24,8 +24,12 @@ class ShardSource:
         self.spec = spec
         self._opener = stack(spec)
 
-    def open(self, url: str) -> contextlib.AbstractContextManager[BinaryIO]:
-        return self._opener.open(url)
+    def open(
+        self, url: str, start: int = 0, end: int | None = None
+    ) -> contextlib.AbstractContextManager[BinaryIO]:
+        """The shard as a stream from byte ``start``; past ``end`` nothing is needed (an object
+        store GETs only [start, end); a file may read on)."""
+        return self._opener.open(url, start, end)
 
     def read_object(self, url: str) -> bytes:
         """A whole (small) object: one ranged GET on an object store, one read on a file system."""

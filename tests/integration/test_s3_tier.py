@@ -8,6 +8,7 @@ import multiprocessing as mp
 import os
 import time
 import uuid
+from dataclasses import replace
 from pathlib import Path
 
 import boto3
@@ -100,6 +101,40 @@ def test_s3_stream_and_cached_reads_yield_the_local_samples(s3_env, staged, tiny
     cache = ShardCache(source.cache.dir, source.cache.bytes)
     for u, entry in zip(tier.shard_urls(manifest), manifest.shards, strict=True):
         assert hashlib.sha256(Path(cache.path_for(u)).read_bytes()).hexdigest() == entry.sha256
+
+
+@pytest.mark.parametrize("cached", [False, True])
+def test_two_shards_over_2_ranks_x_4_workers_are_read_by_range_once(
+    s3_env, staged, tiny_dataset, tmp_path, cached
+):
+    # 8 readers for 2 shards: every part is a ranged GET of its members (their offsets from the
+    # shard's .idx, uploaded beside it); with a cache, a part is read from the cached whole shard
+    url, _ = staged
+    config = {"kind": "s3", "url": url} | (
+        {"cache_dir": str(tmp_path / "c"), "cache_size": "100MB"} if cached else {}
+    )
+    tier = make_tier(config)
+    manifest = tier.load_manifest()
+    urls, shards = tier.shard_urls(manifest)[:2], manifest.shards[:2]
+    source = replace(
+        tier.source(manifest), shard_samples={u: e.samples for u, e in zip(urls, shards, strict=True)}
+    )
+    local = [str(Path(tiny_dataset) / e.name) for e in shards]
+    expected = _keys_labels(ShardLoader(local, workers=0, return_batches=True))
+    got, transferred = [], 0
+    for rank in range(2):
+        loader = ShardLoader(
+            urls, workers=4, rank=rank, world_size=2, batch_size=4, return_batches=True, source=source
+        )
+        assert all(p.ranged for r in loader.plan(0).readers for p in r.items)
+        got += _keys_labels(loader)
+        transferred += loader.stats.counters["bytes_transferred"]
+    assert sorted(got) == expected  # 64 samples: 32 a rank, every one once
+    shard_bytes = sum(e.bytes for e in shards)
+    if cached:  # each whole shard downloaded once, on its first miss
+        assert transferred >= shard_bytes
+    else:  # the members' bytes and the parts' indexes: no shard read from its start by every reader
+        assert transferred < 1.05 * shard_bytes
 
 
 @pytest.mark.parametrize("policy", ["auto", "lru"])

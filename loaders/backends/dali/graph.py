@@ -1,5 +1,5 @@
 """What runs inside DALI's graph, and what DALI needs around it: its import, the CUDA probe, the
-in-graph label parser and augmentation, the shard index paths and the S3 environment.
+in-graph label parser and augmentation and the S3 environment.
 
 The augmentation: ``decoders.image_random_crop`` (fused ROI decode with RandomResizedCrop's
 parameters; ``device="mixed"`` = nvJPEG when a CUDA device is visible, else ``"cpu"`` with
@@ -45,12 +45,6 @@ def cuda_devices() -> int:
 
 def protocol(url: str) -> str:
     return url.split("://", 1)[0] if "://" in url else "file"
-
-
-def index_path(url: str) -> str:
-    """``.../train-000000.tar`` -> ``.../train-000000.idx`` (works for s3:// too)."""
-    stem = url[: -len(".tar")] if url.endswith(".tar") else url
-    return stem + ".idx"
 
 
 def parse_ascii_label(cls):

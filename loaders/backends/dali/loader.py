@@ -57,11 +57,11 @@ from loaders.backends.dali.graph import (
     cuda_devices,
     export_s3_env,
     import_dali,
-    index_path,
     parse_ascii_label,
     protocol,
 )
 from loaders.backends.skeleton import BaseLoader
+from loaders.formats.tar_index import index_path
 from loaders.observe.stages import StageStats
 from loaders.pipeline.assemble import Batch
 from loaders.plan import local_path

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import tarfile
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from PIL import Image
 
 from iobench.datasets.manifest import Manifest, verify
 from iobench.datasets.pack import PackError, pack_imagefolder
+from iobench.host.cores import usable_cores
 
 CLASSES = ["n01440764", "n01443537", "n01484850"]  # deliberately created out of order below
 
@@ -106,12 +108,20 @@ def test_empty_or_missing_tree_names_the_path(tmp_path):
     assert not (tmp_path / "out" / "manifest.json").exists()
 
 
-def test_the_cli_says_what_it_skipped_and_when_the_shards_are_too_few(iobench, tree, tmp_path):
+def test_the_cli_says_what_it_skipped_and_the_shard_size_it_chose(iobench, tree, tmp_path):
     root, _ = tree
     proc = iobench("dataset", "pack", root, "--out", tmp_path / "o")
     out = " ".join(proc.stdout.split())
     assert proc.returncode == 0, proc.stderr
     assert "skipped 4 file(s):" in out and "fake.JPEG: PNG data under a JPEG name" in out
     assert "empty.jpg: empty file" in out and "README.txt: not a .jpg/.jpeg name (.txt)" in out
-    # 12 small images in the default 128 MB shards: one shard, and the note says what to do
-    assert "note: 1 shard(s)" in out and "pack again with --shard-size" in out
+    # no --shard-size: at least 4 shards per usable core, and it says so
+    cores = usable_cores()
+    shards = json.loads((tmp_path / "o" / "manifest.json").read_text())["shards"]
+    assert len(shards) >= min(4 * cores, 8), shards  # 8 images: never more shards than samples
+    assert f"chosen for {len(shards)} shard(s): at least 4 per usable core ({cores} here)" in out
+    assert "--shard-size sets it" in out
+    proc = iobench("dataset", "pack", root, "--out", tmp_path / "p", "--shard-size", "128MB")
+    assert proc.returncode == 0, proc.stderr
+    assert "chosen" not in proc.stdout
+    assert len(json.loads((tmp_path / "p" / "manifest.json").read_text())["shards"]) == 1

@@ -243,3 +243,13 @@ def test_missing_source_photos_are_a_clear_error(tmp_path, monkeypatch):
         photos.PhotoSourceError, match=r"astronaut\.png.*ships with iobench.*reinstall iobench"
     ):
         photos.load_photos.__wrapped__()  # uncached: the real load, from the empty directory
+
+
+def test_without_a_shard_size_synth_writes_4_shards_per_usable_core(tmp_path):
+    from iobench.datasets.shardsize import MAX_SHARD_BYTES
+    from iobench.host.cores import usable_cores
+
+    manifest = synthesize(tmp_path / "auto", samples=96, seed=2, shard_bytes=None)
+    assert len(manifest.shards) >= min(96, 4 * usable_cores())  # a shard holds one sample at least
+    chosen = manifest.source["shard_bytes"]
+    assert chosen < MAX_SHARD_BYTES and all(s.bytes <= chosen for s in manifest.shards)

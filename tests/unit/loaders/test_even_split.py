@@ -67,8 +67,9 @@ def test_every_rank_gets_the_same_batches_and_no_sample_twice(remainder, drop_la
 def test_too_few_shards_are_split_by_sample():
     plans = [plan_epoch(["only"], [10], rank=r, world_size=2, num_workers=2, batch_size=2) for r in (0, 1)]
     # 5 samples a rank, batches of 2, 2 and 1: worker 0 makes the first and the last
-    assert [r.items for r in plans[0].readers] == [(Part("only", 0, 3),), (Part("only", 3, 5),)]
-    assert [r.items for r in plans[1].readers] == [(Part("only", 5, 8),), (Part("only", 8, 10),)]
+    # one shard for four readers: every part is read by byte range (ranged)
+    assert [r.items for r in plans[0].readers] == [(Part("only", 0, 3, True),), (Part("only", 3, 5, True),)]
+    assert [r.items for r in plans[1].readers] == [(Part("only", 5, 8, True),), (Part("only", 8, 10, True),)]
     assert [p.batches for p in plans] == [3, 3]
 
 

@@ -69,6 +69,16 @@ def test_a_short_body_is_completed_not_returned_torn():
     assert reader.take_stats().fault_kinds == {"truncated_body": 2}
 
 
+def test_a_ranged_stream_gets_only_its_bytes():
+    # a part of a shard that several readers share: GETs of [start, end) alone, in part-sized pieces
+    data = bytes(range(256)) * 20
+    reader = _reader(FlakyFS(data, []))
+    with reader.open_stream("s3://b/k", len(data), 1536, 4100) as stream:
+        assert stream.read() == data[1536:4100]
+    stats = reader.take_stats()
+    assert stats.bytes == 4100 - 1536 and stats.requests == 3  # 1000-byte parts: 1536-2536-3536-4100
+
+
 def test_beyond_the_retry_budget_fails_with_the_url_and_the_last_error():
     fs = FlakyFS(b"abc", [ClientError("SlowDown")] * 10)
     reader = _reader(fs)

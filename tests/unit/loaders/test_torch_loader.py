@@ -77,11 +77,12 @@ def test_ranks_read_disjoint_samples_covering_the_dataset(tmp_path):
     assert set(seen.values()) == {1}
 
 
-def test_too_few_shards_for_one_ranks_readers_is_refused(tmp_path):
-    # one rank reads whole shards: a worker without a shard would silently cap the throughput
+def test_too_few_shards_for_one_ranks_readers_are_split_by_sample(tmp_path):
+    # no worker left without samples (tests/unit/loaders/test_shard_split.py reads them)
     urls = make_shards(tmp_path, n_shards=2, per_shard=2)
-    with pytest.raises(ValueError, match="2 shard"):
-        ShardLoader(urls, workers=3, rank=0, world_size=1)
+    loader = ShardLoader(urls, workers=3, rank=0, world_size=1, batch_size=1)
+    assert loader.plan(0).split == "samples" and len(loader) == 4
+    assert [r.samples for r in loader.plan(0).readers] == [2, 1, 1]
     # several ranks split by sample: two shards feed 2 ranks x 2 workers
     assert len(ShardLoader(urls, workers=2, rank=1, world_size=2, batch_size=1)) == 2
 
