@@ -1,7 +1,8 @@
 """The consumer side of the step loop: an emulated accelerator or a real torch training step.
 
 Both expose ``h2d(images, labels)`` and ``step(x, y)``, each returning the host seconds it took, and
-``last_device_s``, the device's time for the last step (docs/method.md, *The trainer's host*), so
+``last_device_s``, the device's time for the last step (docs/method.md, *The trainer's host*), and
+``last_draw_s``, the device time an emulated accelerator drew for it (None for a real model), so
 the step loop and the metrics do not care which one runs.
 """
 
@@ -15,7 +16,8 @@ import torch
 from iobench.cell.demand import Demand, demand_of
 from iobench.cell.hostcost import HostCost, host_cost
 from iobench.cell.hostwork import HostWork
-from iobench.results.spec import AcceleratorSpec
+from iobench.cell.jitter import factors
+from iobench.results.spec import AcceleratorSpec, ComputeSpec
 from loaders import normalize_batch
 
 
@@ -23,6 +25,7 @@ class Consumer(Protocol):
     device: torch.device
     demand_samples_per_s: float | None
     last_device_s: float  # the device's time for the last step (CUDA events; the step on CPU)
+    last_draw_s: float | None  # emulated: the device time drawn for the last step; None: a real model
     au_basis: str  # what AU divides by the wall (docs/method.md, The trainer's host)
 
     def h2d(self, images: torch.Tensor, labels: torch.Tensor) -> tuple[object, object, float]: ...
@@ -42,12 +45,25 @@ class EmulatedAccelerator:
     lasts the device time, and on a host whose cores the loader takes the host work stretches it
     as it stretches a real trainer's step. ``host=None`` sleeps only (DLIO's emulation).
     There is no device, so host-to-device time is reported as zero.
+
+    ``compute`` draws each step's device time around that mean (cell/jitter.py), from rank
+    ``rank``'s stream of its seed; None holds it constant.
     """
 
-    def __init__(self, demand: Demand, count: int = 1, host: HostCost | None = None) -> None:
+    def __init__(
+        self,
+        demand: Demand,
+        count: int = 1,
+        host: HostCost | None = None,
+        compute: ComputeSpec | None = None,
+        rank: int = 0,
+    ) -> None:
         if count < 1:
             raise ValueError(f"accelerator.count={count}: must be at least 1")
         self.demand, self.count = demand, count
+        self.compute, self.rank = compute, rank
+        self._factor = factors(compute, rank) if compute is not None else (lambda: 1.0)
+        self.last_draw_s: float | None = None
         self.device = torch.device("cpu")
         self.demand_samples_per_s = demand.samples_per_s * count
         self.host = host
@@ -60,7 +76,8 @@ class EmulatedAccelerator:
 
     def step(self, x: torch.Tensor, y: torch.Tensor) -> float:
         t0 = time.perf_counter()
-        device_s = len(y) / self.demand_samples_per_s
+        device_s = len(y) / self.demand_samples_per_s * self._factor()
+        self.last_draw_s = device_s
         host_s = self.host_work.run() if self.host_work is not None else 0.0
         deadline = t0 + device_s
         while (left := deadline - time.perf_counter()) > 0:
@@ -85,6 +102,18 @@ class EmulatedAccelerator:
             ),
             "source": self.demand.source,
             "host_work": self.host.describe() if self.host else "none (sleeps only, as DLIO)",
+            # the device time's distribution per step: steps.parquet's compute_draw_s holds each draw
+            "compute": (
+                {
+                    "dist": c.dist,
+                    "cv": c.cv,
+                    "seed": c.seed,
+                    "rank_streams": "SeedSequence([seed, rank])",
+                    "source": c.source,
+                }
+                if (c := self.compute)
+                else {"dist": "constant", "cv": 0.0}
+            ),
         }
 
 
@@ -108,6 +137,7 @@ class TorchTrainStep:
         self.amp = self.device.type == "cuda"
         self.demand_samples_per_s = None
         self.last_device_s = 0.0
+        self.last_draw_s = None
         self.au_basis = "GPU busy (CUDA events)" if self.amp else "CPU step (the host is the device)"
         if self.amp:  # the step's span on the device, beside the host's wall time
             self._events = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
@@ -156,9 +186,12 @@ def emulated_host_cost(acc: AcceleratorSpec, batch_size: int) -> HostCost | None
     return None if name == "none" else host_cost(name, batch_size)
 
 
-def make_consumer(acc: AcceleratorSpec, batch_size: int, device: str | None = None) -> Consumer:
-    """The cell's accelerator; ``device`` places a torch model (a rank's own GPU)."""
+def make_consumer(
+    acc: AcceleratorSpec, batch_size: int, device: str | None = None, rank: int = 0
+) -> Consumer:
+    """The cell's accelerator; ``device`` places a torch model (a rank's own GPU); ``rank`` picks an
+    emulated accelerator's stream of compute draws."""
     demand = demand_of(acc)
     if demand is None:
         return TorchTrainStep(acc.model, device=device)
-    return EmulatedAccelerator(demand, acc.count, emulated_host_cost(acc, batch_size))
+    return EmulatedAccelerator(demand, acc.count, emulated_host_cost(acc, batch_size), acc.compute, rank)

@@ -65,9 +65,16 @@ def interconnect(value: str | dict) -> InterconnectSpec:
 def gradient_bytes(model: str) -> int:
     """Bytes one rank's gradient all-reduce moves per step for ``model`` (configs/accelerators.yaml)."""
     entry = load_model_table().get(model)
-    if entry is None:
+    if entry is None or "parameters" not in entry:
         raise UnknownInterconnect(f"model {model!r} has no parameter count in configs/accelerators.yaml")
     return int(entry["parameters"]) * int(entry["gradient_bytes_per_parameter"])
+
+
+def gradient_size_known(accelerator: AcceleratorSpec, consumer: object) -> bool:
+    """A real model's parameters are counted; the table has counts for some models only (MLPerf
+    Storage's workloads beyond ResNet-50 give their whole step's compute, no parameter count)."""
+    entry = load_model_table().get(accelerator.model) or {}
+    return getattr(consumer, "model", None) is not None or "parameters" in entry
 
 
 def gradient_bytes_of(accelerator: AcceleratorSpec, consumer: object) -> int:
@@ -100,7 +107,8 @@ class AllReduceModel:
 def allreduce_model(
     run: RunSettings, accelerator: AcceleratorSpec, consumer: object
 ) -> AllReduceModel | None:
-    """The cell's modelled all-reduce (None when its run settings name no fabric)."""
-    if run.interconnect is None:
+    """The cell's modelled all-reduce (None when its run settings name no fabric, or the model's
+    gradient size is unknown: the files' notes then say the all-reduce is not modelled)."""
+    if run.interconnect is None or not gradient_size_known(accelerator, consumer):
         return None
     return AllReduceModel(gradient_bytes_of(accelerator, consumer), run.interconnect, run.allreduce_overlap)

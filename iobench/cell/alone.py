@@ -27,10 +27,13 @@ def time_alone(consumer, x: object, y: object, *, min_steps: int = 5, min_second
         devices.append(consumer.last_device_s)
     cpu = time.process_time() - c0
     on_gpu = getattr(consumer, "device", None) is not None and consumer.device.type == "cuda"
+    spread = devices if on_gpu else walls
+    mean = statistics.fmean(spread)
     return StepAlone(
         step_s=statistics.median(walls),
         fastest_s=min(walls),
         device_s=statistics.median(devices) if on_gpu else None,
         cpu_s=cpu / len(walls),
         steps=len(walls),
+        cv=statistics.stdev(spread) / mean if len(spread) > 1 and mean > 0 else None,
     )

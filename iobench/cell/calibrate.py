@@ -79,6 +79,7 @@ def calibrate(model: str, device: str | None, batch_size: int) -> tuple[HostCost
             f"{alone.steps} steps alone"
         ),
         kind="calibration",
+        step_cv=alone.cv,
     )
     # the host work sized on as many steps of it as the real step ran, the fastest kept: the same
     # statistic over the same spell of load

@@ -29,5 +29,7 @@ def calibrate_command(args: argparse.Namespace, console: Console) -> int:
     console.print(cost.describe())
     if cost.device_s is not None:
         console.print(f"device span per step alone (CUDA events): {1000 * cost.device_s:.1f} ms")
+    if cost.step_cv is not None:  # what an emulated accelerator's compute: {cv: calibrated} draws with
+        console.print(f"step spread alone: cv {cost.step_cv:.3f} (sd / mean)")
     console.print(f"{cost.ops_per_step} torch operators per step; kept in {path}")
     return 0

@@ -54,6 +54,12 @@ def lookup_demand(accelerator: str, model: str = "resnet50", kind: str = "traini
         )
     if kind not in DEMANDS:
         raise UnknownAccelerator(f"accelerator.demand={kind!r}: allowed values are {', '.join(DEMANDS)}")
+    if kind not in models[model]:
+        have = ", ".join(k for k in DEMANDS if k in models[model])
+        raise UnknownAccelerator(
+            f"accelerator.demand={kind!r} for {accelerator}/{model}: configs/accelerators.yaml has no such "
+            f"figure (no public source gives one); it has: {have} (demand: {have.split(', ')[0]})"
+        )
     entry = models[model][kind]
     source = " ".join(entry["source"].split())
     if "computation_time_s" in entry:  # one figure, as DLIO writes it: the rate follows from it
@@ -75,6 +81,11 @@ def demand_of(acc: AcceleratorSpec) -> Demand | None:
 def load_model_table() -> dict:
     """Each model's parameter count and gradient size (the ``models:`` section of the same file)."""
     return _table()["models"]
+
+
+def models_with_host_work() -> list[str]:
+    """The models whose trainer's host work the table (or a calibration) can give (cell/hostcost.py)."""
+    return sorted(m for m, entry in load_model_table().items() if "host_work" in entry)
 
 
 def mlperf_au_threshold(model: str) -> float | None:

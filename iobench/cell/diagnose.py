@@ -57,7 +57,8 @@ def check_capacity(inputs: CellInputs, input_ceiling: float) -> Capacity:
     for count in [n, n + 1] if n >= 1 else [1]:
         if live:  # the tier is prepared again before each check's step loop
             live.pause(f"preparing the tier for the capacity check at {count} accelerators")
-        m = measure(replace(inputs, consumer=EmulatedAccelerator(consumer.demand, count)))
+        checking = EmulatedAccelerator(consumer.demand, count, compute=consumer.compute, rank=consumer.rank)
+        m = measure(replace(inputs, consumer=checking))
         checks.append(CapacityCheck(count=count, au=m.metrics.au, samples_per_s=m.metrics.samples_per_s))
     return replace(
         answer,

@@ -21,7 +21,8 @@ from iobench.analysis.honesty import cache_warnings, epoch1_vs_steady, epoch_del
 from iobench.analysis.mlperf import mlperf_figures, reading_of
 from iobench.analysis.queue import LoaderQueue
 from iobench.analysis.repeats import summarize
-from iobench.cell.allreduce import allreduce_model
+from iobench.analysis.steptimes import step_times
+from iobench.cell.allreduce import allreduce_model, gradient_size_known
 from iobench.cell.demand import mlperf_au_threshold
 from iobench.cell.measure import Measurement
 from iobench.cell.steploop import epoch_rows
@@ -112,6 +113,17 @@ def host_work_warnings(consumer) -> list[str]:
         f"configs/accelerators.yaml ({1000 * cost.cpu_s_per_step:.1f} CPU-ms per step on {cost.threads} thread(s) "
         f"at batch {cost.batch_size}); "
         f"`iobench calibrate --model {cost.model}` measures it here"
+    ]
+
+
+def allreduce_warnings(cell: CellSpec, consumer) -> list[str]:
+    """A fabric named but no gradient size to move over it: the prediction at scale leaves it out."""
+    if cell.run.interconnect is None or gradient_size_known(cell.accelerator, consumer):
+        return []
+    return [
+        f"all-reduce not modelled: configs/accelerators.yaml has no parameter count for {cell.accelerator.model}, "
+        "so the synchronous AU predicted at scale has no all-reduce in it (MLPerf Storage's computation_time "
+        "is its whole step)"
     ]
 
 
@@ -221,7 +233,11 @@ def cell_files(
         ),
         ceilings=ceilings,
         attribution=attribution,
-        warnings=(*cache_warnings(cell.cache, states, epochs, tier, manifest), *host_work_warnings(consumer)),
+        warnings=(
+            *cache_warnings(cell.cache, states, epochs, tier, manifest),
+            *host_work_warnings(consumer),
+            *allreduce_warnings(cell, consumer),
+        ),
         epoch_delta=epoch_delta(epochs),
         epoch1_vs_steady=epoch1_vs_steady(epochs, metrics.samples_per_s),
         device_read_bytes=device_bytes,
@@ -237,6 +253,7 @@ def cell_files(
         cpu_percent_per_core=tuple(telemetry.mean_cpu_percent(start, end)),
         gpu_utilization_pct=telemetry.mean_gpu_utilization(start, end),
         consumer=consumer.describe(),
+        step_times=step_times(log.rows, metrics.au_basis or ""),
         scale=tuple(points),
         scale_method=scale.METHOD,
         scale_queue_depth=depth,

@@ -44,6 +44,9 @@ class HostCost:
     # right after the step so that both saw the same load; None: sized where the host work runs
     elements_per_op: int | None = None
     ops_per_run: int | None = None
+    # the spread of the step alone (sd / mean of its device spans on CUDA, of its walls on CPU): what
+    # an emulated accelerator's ``compute: {cv: calibrated}`` draws with; None: not measured
+    step_cv: float | None = None
 
     @property
     def host_wall_s(self) -> float:

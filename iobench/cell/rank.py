@@ -44,7 +44,7 @@ def _consumer(acc: AcceleratorSpec, batch_size: int, ranks: Ranks):
     if acc.kind == "torch" and torch.cuda.is_available():
         torch.cuda.set_device(ranks.local_rank)
         return make_consumer(acc, batch_size, device=f"cuda:{ranks.local_rank}")
-    return make_consumer(acc, batch_size)
+    return make_consumer(acc, batch_size, rank=ranks.rank)
 
 
 def _rank_run(m: Measurement, ranks: Ranks, cores: int, run: RunSettings) -> RankRun:

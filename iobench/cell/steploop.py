@@ -128,6 +128,7 @@ def run_steps(
                 peer_wait_s=peer_wait_s,
                 allreduce_s=allreduce_s,
                 device_s=consumer.last_device_s,
+                compute_draw_s=consumer.last_draw_s,
                 trainer_cpu_s=trainer_cpu_s,
                 reader=batch.reader,
                 begun_s=batch.made[0] - created_at if batch.made else None,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from iobench.cell.demand import load_accelerator_table, lookup_demand
+from iobench.cell.demand import UnknownAccelerator, load_accelerator_table, lookup_demand
 
 
 @dataclass(frozen=True)
@@ -14,6 +14,7 @@ class AcceleratorDemand:
     count: int
     type: str  # a key of configs/accelerators.yaml
     model: str
+    kind: str  # "training" (what a real job consumes) | "mlperf_storage" (MLPerf Storage's emulation)
     samples_per_s_each: float
     source: str  # the figure's source, from configs/accelerators.yaml
     found_by: str  # "--accelerators" or "NVML"
@@ -24,21 +25,28 @@ class AcceleratorDemand:
         return self.count * self.samples_per_s_each
 
 
-def parse_accelerators(text: str, model: str) -> AcceleratorDemand:
-    """``8xH100`` (count x type, case-insensitive) → its training demand for ``model``."""
+def parse_accelerators(text: str, model: str, kind: str = "training") -> AcceleratorDemand:
+    """``8xH100`` (count x type, case-insensitive) → its ``kind`` of demand for ``model``."""
     m = re.fullmatch(r"\s*(\d+)\s*[xX×]\s*([A-Za-z0-9_-]+)\s*", text)
     if not m or int(m.group(1)) < 1:
         raise ValueError(f"--accelerators {text!r}: expected COUNTxTYPE, e.g. 8xH100 or 4xA100")
-    return _demand(int(m.group(1)), m.group(2).lower(), model, "--accelerators")
+    return _demand(int(m.group(1)), m.group(2).lower(), model, kind, "--accelerators")
 
 
-def _demand(count: int, acc_type: str, model: str, found_by: str) -> AcceleratorDemand:
-    d = lookup_demand(acc_type, model, "training")  # ConfigError (a ValueError) names the allowed values
+def _demand(count: int, acc_type: str, model: str, kind: str, found_by: str) -> AcceleratorDemand:
+    try:
+        d = lookup_demand(acc_type, model, kind)
+    except UnknownAccelerator as exc:  # names the allowed values, as the sweep file's keys
+        raise UnknownAccelerator(f"{exc} (here: --accelerators TYPE, --model, --demand)") from None
     memory_gib = load_accelerator_table()[acc_type].get("memory_gib") or 0
-    return AcceleratorDemand(count, acc_type, model, d.samples_per_s, d.source, found_by, memory_gib * 2**30)
+    return AcceleratorDemand(
+        count, acc_type, model, kind, d.samples_per_s, d.source, found_by, memory_gib * 2**30
+    )
 
 
-def demand_of_gpus(gpus: list[dict], model: str) -> tuple[AcceleratorDemand | None, str | None]:
+def demand_of_gpus(
+    gpus: list[dict], model: str, kind: str = "training"
+) -> tuple[AcceleratorDemand | None, str | None]:
     """The demand of the GPUs found, when every one's name matches one table entry; else a note why not."""
     if not gpus:
         return None, None
@@ -55,4 +63,4 @@ def demand_of_gpus(gpus: list[dict], model: str) -> tuple[AcceleratorDemand | No
         types.add(matches[0])
     if len(types) > 1:
         return None, f"demand: mixed GPU types ({', '.join(sorted(types))}); give --accelerators NxTYPE"
-    return _demand(len(gpus), types.pop(), model, "NVML"), None
+    return _demand(len(gpus), types.pop(), model, kind, "NVML"), None

@@ -27,6 +27,13 @@ def add_inspect_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--model", default="resnet50", help="the model trained, for the demand (default resnet50)"
     )
+    parser.add_argument(
+        "--demand",
+        choices=("training", "mlperf_storage"),
+        default="training",
+        help="per-accelerator demand: achieved training (default) or MLPerf Storage's emulated rate "
+        "(the only figure configs/accelerators.yaml has for b200 and mi355)",
+    )
     rate = parser.add_mutually_exclusive_group()
     rate.add_argument(
         "--decode-rate",
@@ -63,8 +70,8 @@ def _decode_rate(
 
     if args.decode_rate is not None or args.results:
         return decoderate.resolve(rate=args.decode_rate, results=[args.results] if args.results else None)
-    if demand is None:
-        return None  # nothing to compare a rate with: spare the measurement
+    if demand is None or demand.kind == "mlperf_storage":
+        return None  # nothing to compare a rate with (MLPerf Storage does not decode): spare the measurement
     if os.path.realpath(args.root) != "/":
         notes.append("decode rate: not measured for a recorded tree (this CPU is not its CPU)")
         return None
@@ -87,11 +94,11 @@ def inspect_command(args: argparse.Namespace, console: Console, nvml_lib: Any = 
 
     if not os.path.isdir(args.root):
         raise ValueError(f"--root {args.root}: not a directory (it should hold sys/ and proc/)")
-    demand = parse_accelerators(args.accelerators, args.model) if args.accelerators else None
+    demand = parse_accelerators(args.accelerators, args.model, args.demand) if args.accelerators else None
     inv = collect_inventory(args.root, nvml_lib)
     notes = list(inv.notes)
     if demand is None:
-        demand, why_not = demand_of_gpus(inv.gpus, args.model)
+        demand, why_not = demand_of_gpus(inv.gpus, args.model, args.demand)
         if why_not:
             notes.append(why_not)
     rate = _decode_rate(args, demand, notes)

@@ -144,8 +144,11 @@ def _usable(inv: Inventory) -> int | None:
     return min(known) if known else None
 
 
-def _trainers(demand: AcceleratorDemand) -> tuple[int, HostCost]:
-    """Cores the accelerators' trainer processes keep (cell/hostcost.py), and the cost behind it."""
+def _trainers(demand: AcceleratorDemand) -> tuple[int, HostCost | None]:
+    """Cores the accelerators' trainer processes keep (cell/hostcost.py), and the cost behind it;
+    none for MLPerf Storage's emulation, which sleeps (as iobench's emulation of it does)."""
+    if demand.kind == "mlperf_storage":
+        return 0, None
     cost = host_cost(demand.model, 256)
     return cost.reserved_cores * demand.count, cost
 
@@ -169,7 +172,8 @@ def _oversubscribed(
         "warning",
         "loader workers and trainers want more cores than the host has",
         f"{workers} worker(s) x {demand.count} rank(s) + {trainer} core(s) for the {demand.count} trainer "
-        f"process(es) ({cost.reserved_cores} each: {cost.describe()}) = {wanted}, and {usable} are usable",
+        f"process(es) ({f'{cost.reserved_cores} each: {cost.describe()}' if cost else 'none: a sleep'}) = "
+        f"{wanted}, and {usable} are usable",
         "Workers that take the trainers' cores slow the training step itself (issue 31: a ResNet-50 step "
         "2.4x slower beside 14 CPU-decoding workers, and 14 workers trained slower than 8). Use fewer "
         "workers, or decode on the GPU; `iobench diagnose` with several worker counts finds the fastest.",
@@ -179,6 +183,8 @@ def _oversubscribed(
 def _cores(inv: Inventory, demand: AcceleratorDemand | None, rate: DecodeRate | None) -> Pitfall | str | None:
     if demand is None:
         return "cores for decode: no accelerator demand (no GPU matched, no --accelerators); not checked"
+    if demand.kind == "mlperf_storage":
+        return "cores for decode: MLPerf Storage's emulation reads without decoding; not checked"
     if rate is None:
         return "cores for decode: no per-core decode rate (--decode-rate or --results); not checked"
     logical, usable = inv.cpu.get("logical_cpus"), inv.cpu.get("usable_cpus")
@@ -200,7 +206,7 @@ def _cores(inv: Inventory, demand: AcceleratorDemand | None, rate: DecodeRate | 
         "too_few_cores",
         "high",
         "too few CPU cores to decode and augment at the accelerators' demand",
-        f"{demand.count}x {demand.type} training {demand.model} demand {demand.samples_per_s:,.0f} samples/s "
+        f"{demand.count}x {demand.type} {demand.kind} {demand.model} demand {demand.samples_per_s:,.0f} samples/s "
         f"({demand.samples_per_s_each:,.0f} each: {demand.source.rstrip('.')}); decode+augment runs at "
         f"{rate.describe(REFERENCE_SAMPLE_BYTES)}; with {trainer} core(s) kept for the trainers, at least "
         f"{math.ceil(needed)} cores are needed and {have}",

@@ -148,7 +148,7 @@ def render(
     _gpus(console, inv)
     if demand:
         console.print(
-            f"[bold]Demand[/bold] {demand.count}x {demand.type} training {demand.model} "
+            f"[bold]Demand[/bold] {demand.count}x {demand.type} {demand.kind} {demand.model} "
             f"(from {demand.found_by}): {demand.samples_per_s:,.0f} samples/s"
         )
     if rate:

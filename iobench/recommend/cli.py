@@ -306,9 +306,12 @@ def scenario(args: argparse.Namespace) -> Scenario:
         if args.dali_per_gpu <= 0:
             raise ValueError(f"--dali-per-gpu {args.dali_per_gpu}: must be above 0 samples/s")
         dali = Figure(args.dali_per_gpu, "given with --dali-per-gpu")
+    from iobench.cell.demand import models_with_host_work
     from iobench.cell.hostcost import host_cost
 
-    trainer = host_cost(args.model, args.batch_size)
+    # MLPerf Storage's emulation sleeps: no trainer's host work, as iobench's emulation of it
+    sleeps = args.demand == "mlperf_storage" or args.model not in models_with_host_work()
+    trainer = None if sleeps else host_cost(args.model, args.batch_size)
     return Scenario(
         dataset_bytes=dataset_bytes,
         sample_bytes=sample_bytes,
@@ -333,7 +336,9 @@ def scenario(args: argparse.Namespace) -> Scenario:
         trainer_cores=Figure(
             trainer.reserved_cores,
             f"{trainer.cores:.2f} cores busy per step alone, rounded up to whole cores: {trainer.describe()}",
-        ),
+        )
+        if trainer
+        else None,
     )
 
 

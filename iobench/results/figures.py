@@ -34,6 +34,9 @@ class StepRow:
     # CPU, where the host is the device), the modelled device time (emulated); docs/method.md
     # None in rows from before v6: the compute is then the device's time
     device_s: float | None = None
+    # an emulated accelerator's device time drawn for the step (its compute distribution, v7+);
+    # None for a real model, whose device_s is measured
+    compute_draw_s: float | None = None
     trainer_cpu_s: float | None = None  # CPU of the trainer's process (all its threads) over the step
     # the loader worker (reader) that made the batch, and when it began and finished making it
     # (seconds since the loader was built; None where the backend does not stamp its batches):
@@ -41,6 +44,19 @@ class StepRow:
     reader: int = 0
     begun_s: float | None = None
     ready_s: float | None = None
+
+
+@dataclass(frozen=True)
+class StepTimes:
+    """The spread of the compute per step over a cell's measured steps (analysis/steptimes.py)."""
+
+    basis: str  # "emulated draw" (compute_draw_s), else the AU basis of device_s
+    steps: int  # every rank's measured steps
+    mean_s: float
+    cv: float  # sample sd / mean
+    p50_s: float
+    p99_s: float
+    max_s: float
 
 
 @dataclass(frozen=True)
@@ -52,6 +68,7 @@ class StepAlone:
     device_s: float | None  # median device span of a step (CUDA events); None where not a GPU
     cpu_s: float  # the trainer's process's CPU per step, mean (the CPU clock may tick in ms)
     steps: int
+    cv: float | None = None  # sd / mean of the device spans (CUDA), else of the walls; None: < 2 steps
 
 
 @dataclass(frozen=True)

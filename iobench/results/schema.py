@@ -252,6 +252,7 @@ STEP_SCHEMA = with_version(
             ("peer_wait_s", pa.float64()),  # synchronous cells: waiting for the slowest rank
             ("allreduce_s", pa.float64()),  # synchronous cells: the modelled exposed all-reduce
             ("device_s", pa.float64()),  # the device's time for the step (v6+)
+            ("compute_draw_s", pa.float64()),  # emulated: the device time drawn for the step (v7+)
             ("trainer_cpu_s", pa.float64()),  # the trainer process's CPU over the step (v6+)
             ("reader", pa.int32()),  # the loader worker that made the batch
             ("begun_s", pa.float64()),  # when that worker began making it (null: not stamped)

@@ -49,6 +49,16 @@ class LoaderSettings:
 
 
 @dataclass(frozen=True)
+class ComputeSpec:
+    """How an emulated accelerator's device time varies from step to step (cell/jitter.py)."""
+
+    dist: str  # constant | normal | gamma | lognormal | uniform | exponential
+    cv: float  # the device time's coefficient of variation: sd / mean
+    seed: int  # rank r draws from numpy's SeedSequence([seed, r])
+    source: str = "given in the sweep file"  # or the calibration the cv came from
+
+
+@dataclass(frozen=True)
 class AcceleratorSpec:
     kind: str  # "emulated" | "torch"
     type: str | None  # emulated: h100, a100, ..., custom
@@ -59,6 +69,7 @@ class AcceleratorSpec:
     # emulated: whose trainer host work each step does ("none", or a model); None: its own model's
     # (none at demand mlperf_storage). cell/hostcost.py, docs/method.md
     host_work: str | None = None
+    compute: ComputeSpec | None = None  # emulated: the device time's distribution; None: constant
 
     @property
     def label(self) -> str:

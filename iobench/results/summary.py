@@ -24,11 +24,14 @@ from .figures import (
     RankFigures,
     RepeatSummary,
     ScalePoint,
+    StepTimes,
     Verdict,
     Window,
 )
 from .spec import CellSpec
 
+# 7: compute jitter: steps.parquet compute_draw_s (an emulated accelerator's drawn device time),
+#    summary.step_times (the compute's spread), consumer.compute (the distribution and its seed)
 # 6: the trainer's host: steps.parquet device_s and trainer_cpu_s; device_busy_s, au_basis,
 #    step_alone_s, trainer_slowdown, trainer_cpu_ms_per_step, loader_cores; AU is device busy / wall;
 #    the verdict "host"; the mean GPU utilisation NVML sampled (gpu_utilization_pct)
@@ -39,7 +42,7 @@ from .spec import CellSpec
 #    list); steps.parquet and telemetry.parquet carry cell_id; the schema version is in the
 #    Parquet metadata of results.parquet
 # 3: multi-rank cells (world_size .. rank_au_max; steps.parquet rank)
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 STATUSES = ("ok", "failed", "interrupted")
 
 
@@ -113,6 +116,7 @@ class CellSummary:
     cpu_percent_per_core: tuple[float, ...] = ()
     gpu_utilization_pct: float | None = None  # NVML, mean over the GPUs and the window (v6+)
     consumer: dict[str, Any] = field(default_factory=dict)  # the accelerator's own description
+    step_times: StepTimes | None = None  # v7+: the spread of the compute per measured step
     distributed: Distributed | None = None  # multi-rank cells
     ranks: tuple[RankFigures, ...] = ()
     # synchronous AU predicted at scale from this cell's steps (analysis/scale.py)

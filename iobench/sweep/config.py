@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from iobench.cell.allreduce import DEFAULT_INTERCONNECT, interconnect
+from iobench.cell.allreduce import DEFAULT_INTERCONNECT, gradient_size_known, interconnect
 from iobench.cell.loaderfactory import loader_config
 from iobench.results.spec import (
     CACHE_MODES,
@@ -28,6 +28,7 @@ from iobench.results.spec import (
     RunSettings,
 )
 from iobench.sweep.checks import ConfigError, as_list, check_keys, choice, int_list, integer, slug
+from iobench.sweep.computespec import parse_compute
 from iobench.sweep.datasetspec import DATASET_PLACEHOLDER, DatasetSpec, bind_tier, parse_datasets
 from iobench.tiers import check_tier_spec
 from loaders.config import ERROR_POLICIES, default
@@ -124,7 +125,9 @@ class SweepConfig:
                     acc_label = (
                         f"{acc.type}{rate}x{acc.count}" if acc.kind == "emulated" else f"torch-{acc.model}"
                     )
+                    acc_label += f"-{acc.model}" if acc.kind == "emulated" and acc.model != "resnet50" else ""
                     acc_label += f"-host-{acc.host_work}" if acc.host_work else ""
+                    acc_label += f"-{acc.compute.dist}{acc.compute.cv:g}" if acc.compute else ""
                     layout = "" if loader.layout == "shards" else f"-{loader.layout}"
                     layout += "" if decode else "-nodecode"
                     size = f"-{dataset.label}" if several else ""
@@ -244,8 +247,15 @@ def _check_type(value: Any, default: Any, key: str) -> None:
         raise ConfigError(f"{key}={value!r}: expected {type(default).__name__} (default {default!r})")
 
 
-def _accelerators(raw: Any) -> list[AcceleratorSpec]:
-    from iobench.cell.demand import DEMANDS, load_accelerator_table, load_model_table
+def _accelerators(raw: Any, run_seed: int = 0) -> list[AcceleratorSpec]:
+    from iobench.cell.demand import (
+        DEMANDS,
+        Demand,
+        UnknownAccelerator,
+        load_accelerator_table,
+        lookup_demand,
+        models_with_host_work,
+    )
 
     if not isinstance(raw, list) or not raw:
         raise ConfigError(f"accelerators={raw!r}: expected a non-empty list of accelerator mappings")
@@ -263,6 +273,7 @@ def _accelerators(raw: Any) -> list[AcceleratorSpec]:
                 "count": 1,
                 "samples_per_s": None,
                 "host_work": None,
+                "compute": None,
             },
             where,
         )
@@ -277,19 +288,29 @@ def _accelerators(raw: Any) -> list[AcceleratorSpec]:
             if rate <= 0:
                 raise ConfigError(f"{where}.samples_per_s={rate!r}: expected a number > 0")
             acc_type = CUSTOM_ACCELERATOR
+            demand = Demand(CUSTOM_ACCELERATOR, d["model"], "custom", float(rate), "given in the sweep file")
         elif kind == "emulated":
             acc_type = choice(d["type"], (*sorted(table), CUSTOM_ACCELERATOR), f"{where}.type")
             choice(d["model"], tuple(sorted(table[acc_type]["models"])), f"{where}.model")
+            try:
+                demand = lookup_demand(acc_type, d["model"], choice(d["demand"], DEMANDS, f"{where}.demand"))
+            except UnknownAccelerator as exc:
+                raise ConfigError(f"{where}: {exc}") from None
         else:
-            acc_type = None
+            acc_type, demand = None, None
             choice(d["model"], ("small_cnn", "resnet50"), f"{where}.model")
+            if d["compute"] is not None:
+                raise ConfigError(
+                    f"{where}.compute: a torch model's step takes what it takes; compute is for kind: emulated"
+                )
         host_work = d["host_work"]
         if host_work is not None:
             if kind != "emulated":
                 raise ConfigError(
                     f"{where}.host_work: only an emulated accelerator does host work of its own"
                 )
-            choice(host_work, ("none", *sorted(load_model_table())), f"{where}.host_work")
+            choice(host_work, ("none", *models_with_host_work()), f"{where}.host_work")
+        compute = parse_compute(d["compute"], f"{where}.compute", demand, run_seed)
         counts = int_list(d["count"], f"{where}.count", 1)
         if kind == "torch" and len(counts) > 1:
             raise ConfigError(
@@ -306,6 +327,7 @@ def _accelerators(raw: Any) -> list[AcceleratorSpec]:
                     count=count,
                     samples_per_s=float(rate) if rate is not None else None,
                     host_work=host_work,
+                    compute=compute,
                 )
             )
     return out
@@ -407,19 +429,29 @@ def parse_config(raw: Any, source: str = "<config>") -> SweepConfig:
         if top[key] is None:
             raise ConfigError(f"{key}: missing; see configs/default.yaml for an example")
     datasets = parse_datasets(top["dataset"])
-    loaders, accelerators = _loaders(top["loaders"]), _accelerators(top["accelerators"])
+    run = _run(top["run"])
+    loaders, accelerators = _loaders(top["loaders"]), _accelerators(top["accelerators"], run.settings.seed)
     if any(False in entry.decode for entry in loaders) and any(a.kind == "torch" for a in accelerators):
         raise ConfigError(
             "loaders: decode=false delivers byte lengths, not images, and a torch model trains on "
             "images; read without decoding for an emulated accelerator (kind: emulated, demand: "
             "mlperf_storage for MLPerf Storage's compute time)"
         )
+    several_ranks = run.settings.nodes * max(run.ranks_per_node) > 1
+    if several_ranks and run.settings.sync == "allreduce" and run.settings.interconnect is not None:
+        for i, acc in enumerate(accelerators):
+            if acc.kind == "emulated" and not gradient_size_known(acc, None):
+                raise ConfigError(
+                    f"accelerators[{i}].model={acc.model!r}: configs/accelerators.yaml has no parameter count "
+                    "for it, so its gradient all-reduce cannot be modelled; set run.sync: barrier (MLPerf "
+                    "Storage's computation_time is its whole step, all-reduce included)"
+                )
     return SweepConfig(
         datasets=datasets,
         tiers=_tiers(top["tiers"], datasets),
         loaders=loaders,
         accelerators=accelerators,
-        run=_run(top["run"]),
+        run=run,
         source=source,
         raw=raw,
     )

@@ -91,6 +91,7 @@ class _Clock:
     """A consumer whose step takes a fixed time: the window grows by known amounts."""
 
     demand_samples_per_s = None
+    last_draw_s = None
 
     def __init__(self, step_s: float) -> None:
         self.step_s = self.last_device_s = step_s

@@ -23,6 +23,8 @@ def test_calibrate_for_cuda_without_it_measures_the_cpu_and_says_so(tmp_path, mo
     # the emulated host work's operators sized beside the step
     assert cost.elements_per_op and cost.ops_per_run and cost.ops_per_run >= cost.ops_per_step
     assert hostcost.host_cost("small_cnn", 4).kind == "calibration"
+    # the step's spread alone, kept for compute: {cv: calibrated}
+    assert cost.step_cv is not None and 0 < cost.step_cv < 1 and "step spread alone: cv" in out
 
 
 def test_calibrate_refuses_an_empty_batch(tmp_path, monkeypatch):

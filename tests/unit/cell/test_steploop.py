@@ -13,6 +13,7 @@ from loaders import Batch, StageStats
 class _Consumer:
     demand_samples_per_s = None
     last_device_s = 0.0
+    last_draw_s = None
 
     def h2d(self, images, labels):
         return images, labels, 0.0

@@ -214,7 +214,9 @@ def test_demand_from_the_command_line_and_from_gpu_names():
     )
     with pytest.raises(ValueError, match="expected COUNTxTYPE"):
         parse_accelerators("H100", "resnet50")
-    with pytest.raises(ValueError, match="allowed values are a100, h100, h200"):
+    with pytest.raises(ValueError, match="allowed values are a100, b200, h100, h200, mi355"):
+        parse_accelerators("2xB300", "resnet50")
+    with pytest.raises(ValueError, match="for b200: allowed values are dlrm, flux, retinanet, unet3d"):
         parse_accelerators("2xB200", "resnet50")
     a100s = [{"index": 0, "name": "NVIDIA A100-SXM4-80GB"}, {"index": 1, "name": "NVIDIA A100-SXM4-80GB"}]
     assert demand_of_gpus(a100s, "resnet50")[0].samples_per_s == 2 * 2600
