@@ -22,7 +22,7 @@ from ..results.store import read_manifest
 from ..results.summary import CellSummary
 from . import plots
 from .mlperf import decoding_adds
-from .terminal import at_scale_line, diagnosis_lines, reading_line, window_cell
+from .terminal import at_scale_line, diagnosis_lines, outage_line, reading_line, window_cell
 
 REPORT_NAME = "report.html"
 
@@ -67,6 +67,7 @@ def _environment():
     env.globals.update(
         diagnosis=diagnosis_lines,
         at_scale=at_scale_line,
+        outage=outage_line,
         window_cell=window_cell,
         reading=reading_line,
         decoding_adds=decoding_adds,

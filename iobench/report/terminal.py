@@ -192,6 +192,8 @@ def _print_cells(summaries: list[CellSummary], console: Console) -> None:
             _say(console, f"   - {line}")
         if s.cache_state and s.cache_state.note:
             _say(console, f"   - cache: {s.cache_state.note}")
+        if line := outage_line(s):
+            _say(console, f"   - {line}")
         errors = s.loader_stats.errors
         if errors:
             _say(console, f"   - skipped samples: {errors} (e.g. {list(s.loader_stats.error_examples[:1])})")
@@ -243,6 +245,20 @@ def at_scale_line(s: CellSummary) -> str | None:
     if any(p.beyond_measured_tail for p in points):
         text += "; * more ranks than measured steps: an upper bound (measure more steps)"
     return text
+
+
+def outage_line(s: CellSummary) -> str | None:
+    """The storage outage a cell rode through (loaders/storage/outage.py), in one line; None when
+    no connection was refused."""
+    c = s.loader_stats_all_steps.counters
+    refused = c.get("refused_connections", 0)
+    if not refused:
+        return None
+    return (
+        f"storage outage ridden through: {refused:,.0f} connections refused or reset by the store after "
+        f"it had answered, each retried; {c.get('outage_s', 0.0):.1f} s of reading lost (summed over the "
+        "reader processes)"
+    )
 
 
 def scaling_lines(summaries: list[CellSummary]) -> list[str]:

@@ -145,6 +145,12 @@ COLUMNS: list[Column] = [
         pa.int64(),
         _ok(lambda s: s.loader_stats_all_steps.counters.get("request_failures")),
     ),
+    Column(
+        "refused_connections",
+        pa.int64(),
+        _ok(lambda s: s.loader_stats_all_steps.counters.get("refused_connections")),
+    ),
+    Column("outage_s", pa.float64(), _ok(lambda s: s.loader_stats_all_steps.counters.get("outage_s"))),
     Column("request_p99_ms", pa.float64(), _ok(lambda s: s.loader_stats_all_steps.request_latency_ms.p99)),
     Column("warmup_steps", pa.int32(), lambda s: s.warmup.steps if s.warmup else None),
     Column("warmup_method", pa.string(), lambda s: s.warmup.method if s.warmup else None),

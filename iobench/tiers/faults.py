@@ -62,6 +62,7 @@ _REFUSED_WORDS = (
     "Cannot connect",
     "EndpointConnectionError",
     "Errno 111",
+    "has not answered before",  # a connect timeout at an endpoint that never answered (objectstore.py)
 )
 
 

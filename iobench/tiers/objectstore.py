@@ -102,6 +102,9 @@ class ObjectStoreTier(Tier):
                 + ", ".join(CACHE_POLICIES)
             )
         self.dataset_bytes: int | None = None  # known once the manifest is read: it decides auto
+        # endpoints that answered this tier's reads here (the manifest's): the loader's readers ride
+        # through their restarts (SourceSpec.answered_endpoints)
+        self.answered: set[str] = set()
         if self.config["keep_memory_cache"] and not memory:
             raise TierConfigError(f"{self.kind} tier: keep_memory_cache is set but memory_cache is not")
         if memory:
@@ -163,7 +166,9 @@ class ObjectStoreTier(Tier):
         where = self.object_url(name)
         try:
             size = reader.info(where)["size"]
-            return json.loads(reader.read_range(where, 0, size))
+            data = reader.read_range(where, 0, size)
+            self.answered.update(reader.answered_endpoints())
+            return json.loads(data)
         except json.JSONDecodeError as exc:
             raise ValueError(f"{where}: not valid JSON: {exc}") from None
         except OSError as exc:
@@ -213,6 +218,7 @@ class ObjectStoreTier(Tier):
             storage_options=self.storage_options(),
             deadline_s=self.deadline_s,
             endpoints=self.endpoints(),
+            answered_endpoints=tuple(sorted(self.answered)),
             cache=cache,
             part_bytes=self.part_bytes,
             concurrency=self.config["concurrency"],

@@ -43,6 +43,16 @@ _STORAGE_COUNTERS = (
     ("request_retries", "retries", "Object-store requests repeated after a retryable failure."),
     ("request_failures", "request_failures", "Object-store requests that failed for good."),
     ("transferred_bytes", "bytes_transferred", "Bytes in successful object-store responses."),
+    (
+        "refused_connections",
+        "refused_connections",
+        "Connections refused or reset by an object store after it had answered (an outage ridden through).",
+    ),
+    (
+        "outage_seconds",
+        "outage_s",
+        "Seconds readers had requests held up by such refusals, summed over readers.",
+    ),
 )
 _CACHE_COUNTERS = (
     ("cache_hits", "cache_hits", "Shard-cache lookups that found the shard complete (or waited for it)."),

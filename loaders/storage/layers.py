@@ -87,6 +87,7 @@ class StoreOpener:
                     protocol="s3" if protocol in ("s3", "s3a") else protocol,
                     deadline_s=self.spec.deadline_s,
                     endpoints=self.spec.endpoints,
+                    answered=self.spec.answered_endpoints,
                 )
             return self._readers[protocol]
 
@@ -132,6 +133,8 @@ class StoreOpener:
                     "retries": rs.retries,
                     "request_failures": rs.failures,
                     "bytes_transferred": rs.bytes,
+                    "refused_connections": rs.refused_connections,
+                    "outage_s": rs.outage_s,
                     **{f"fault_{kind}": n for kind, n in rs.fault_kinds.items()},
                     **{f"endpoint_{i}_requests": n for i, n in rs.by_endpoint.items()},
                 }

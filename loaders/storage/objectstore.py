@@ -3,7 +3,9 @@
 The read path goes through fsspec (s3fs for s3://), with fsspec's and botocore's own retries
 turned off so that every request, retry and failure is ours to count. Retries back off
 exponentially with full jitter; errors that retrying cannot fix (wrong credentials, missing
-bucket or key) fail at once with the URL in the message.
+bucket or key) fail at once with the URL in the message. A store that has answered and then
+refuses or resets connections (a gateway restarting) is retried until the deadline instead of
+within the attempt budget (loaders/storage/outage.py); one that never answered fails fast.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import threading
 import time
 import zlib
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
@@ -24,6 +26,7 @@ from typing import Any, BinaryIO
 import fsspec
 import fsspec.asyn
 
+from loaders.storage.outage import OUTAGE_FAULTS, OutageClock
 from loaders.storage.spec import DEFAULT_CONCURRENCY, DEFAULT_PART_BYTES
 
 RETRYABLE_CODES = {
@@ -38,6 +41,7 @@ RETRYABLE_CODES = {
     "504",
 }
 FATAL_ERRNOS = {errno.ENOENT, errno.EACCES, errno.EPERM, errno.EINVAL}
+NO_CONNECTION = OUTAGE_FAULTS | {"connect_timeout"}  # faults after which another gateway is tried at once
 LATENCY_SAMPLE = 4096
 
 
@@ -62,6 +66,8 @@ class RequestStats:
     latencies_ms: list[float] = field(default_factory=list)  # a bounded sample
     fault_kinds: dict[str, int] = field(default_factory=dict)
     by_endpoint: dict[int, int] = field(default_factory=dict)  # requests per endpoint (several only)
+    refused_connections: int = 0  # attempts refused or reset by a store that had answered (an outage)
+    outage_s: float = 0.0  # seconds with a request waiting out an outage (OutageClock)
 
     def record(self, seconds: float, nbytes: int) -> None:
         self.requests += 1
@@ -81,6 +87,8 @@ class RequestStats:
         self.retries += other.retries
         self.failures += other.failures
         self.bytes += other.bytes
+        self.refused_connections += other.refused_connections
+        self.outage_s += other.outage_s
         room = LATENCY_SAMPLE - len(self.latencies_ms)
         self.latencies_ms.extend(other.latencies_ms[: max(0, room)])
         for k, v in other.fault_kinds.items():
@@ -102,6 +110,8 @@ class RequestStats:
             "retries": self.retries,
             "failures": self.failures,
             "bytes": self.bytes,
+            "refused_connections": self.refused_connections,
+            "outage_s": self.outage_s,
             "latency_ms": pct,
             "faults": dict(self.fault_kinds),
         }
@@ -162,6 +172,8 @@ def classify(exc: BaseException) -> str | None:
         for c in ("Connection reset", "ServerDisconnected", "ConnectionClosed", "RemoteDisconnected")
     ):
         return "connection_reset"
+    if any("ConnectTimeout" in type(e).__name__ for e in chain) or "Connect timeout" in text:
+        return "connect_timeout"  # no TCP connection at all: nothing is known to listen there
     if any(isinstance(e, TimeoutError) or "Timeout" in type(e).__name__ for e in chain):
         return "timeout"
     if isinstance(exc, ConnectionError) or any(
@@ -180,10 +192,13 @@ class RetryPolicy:
     attempts: int = 6
     base_delay_s: float = 0.05
     max_delay_s: float = 2.0
+    # backoff cap while an outage is ridden through: a gateway back is found within a second
+    outage_max_delay_s: float = 1.0
 
-    def delay(self, attempt: int) -> float:
+    def delay(self, attempt: int, cap: float | None = None) -> float:
         # full jitter (AWS architecture blog): spreads retries of many workers apart
-        return random.uniform(0.0, min(self.max_delay_s, self.base_delay_s * 2**attempt))
+        limit = self.max_delay_s if cap is None else cap
+        return random.uniform(0.0, min(limit, self.base_delay_s * 2**attempt))
 
 
 class ObjectReader:
@@ -200,6 +215,7 @@ class ObjectReader:
         filesystem: Any = None,
         deadline_s: float | None = None,
         endpoints: Sequence[str] = (),
+        answered: Collection[str] = (),
     ) -> None:
         """``storage_options``: fsspec's; ``filesystem``: an fsspec filesystem to use instead of
         building one from them.
@@ -208,7 +224,9 @@ class ObjectReader:
         fails with DeadlineExceeded; no retry starts past it. Each attempt's own wait is bounded by
         the client's timeouts (for S3 botocore's connect and read timeouts, set from the deadline
         unless given; for RADOS librados' op timeouts). ``endpoints``: several S3 gateways of one
-        store (loaders.storage.SourceSpec.endpoints)."""
+        store (loaders.storage.SourceSpec.endpoints). ``answered``: endpoints known to have
+        answered already (SourceSpec.answered_endpoints): their refusals are an outage to ride
+        through from the first request, as are those of an endpoint once it answers here."""
         options = dict(storage_options or {})
         endpoints = list(endpoints)
         self.deadline_s: float | None = float(deadline_s or 0) or None
@@ -248,6 +266,11 @@ class ObjectReader:
             self.endpoint = client.get("endpoint_url") or (_env_endpoint() if protocol == "s3" else None)
             if len(self._filesystems) > 1:
                 self.endpoint = ", ".join(endpoints)
+        # each filesystem's endpoint, as SourceSpec.answered_endpoints names it
+        self._names = list(endpoints) if len(endpoints) == len(self._filesystems) else []
+        self._names = self._names or [str(self.endpoint or protocol)] * len(self._filesystems)
+        self._answered = {i for i, name in enumerate(self._names) if name in answered}
+        self._outage = OutageClock()
         self.part_bytes, self.concurrency = part_bytes, max(1, concurrency)
         self.policy = policy or RetryPolicy()
         self.stats = RequestStats()
@@ -262,55 +285,95 @@ class ObjectReader:
     def _where(self, what: str, url: str) -> str:
         return f"{what} {url}" + (f" (endpoint {self.endpoint})" if self.endpoint else "")
 
+    def answered_endpoints(self) -> tuple[str, ...]:
+        """The endpoints that have answered this reader (or were known to: ``answered``)."""
+        with self._lock:
+            return tuple(sorted({self._names[i] for i in self._answered}))
+
     def _call(self, what: str, url: str, fn: Callable[[Any], Any], nbytes: Callable[[Any], int]) -> Any:
         """``fn(fs)`` with counted, jittered retries; with several endpoints, each attempt on the
-        next one from the URL's own (SourceSpec.endpoints)."""
+        next one from the URL's own (SourceSpec.endpoints), a refusing one left for the next at once.
+
+        Refused or reset connections of a store that has answered (an outage: a gateway
+        restarting) are retried until the deadline, outside the attempt budget; without a deadline,
+        or from a store that never answered, they spend the budget like any fault."""
         last: BaseException | None = None
         t_first = time.monotonic()
-        made = 0
+        made = spent = refused_in_row = 0  # attempts; those the budget counts; connection faults in a row
+        held = False  # this request waits out an outage (counted by the outage clock)
         n = len(self._filesystems)
         first = zlib.crc32(url.encode()) % n if n > 1 else 0
-        for attempt in range(self.policy.attempts):
-            t0 = time.perf_counter()
-            made += 1
-            index = (first + attempt) % n
-            if n > 1:
-                with self._lock:
-                    self.stats.by_endpoint[index] = self.stats.by_endpoint.get(index, 0) + 1
-            try:
-                result = fn(self._filesystems[index])
-            except _WriteFailed as failed:  # our disk, not the store: no request fault, no retry
-                raise failed.error from None
-            except Exception as exc:
-                kind = classify(exc)
-                with self._lock:
-                    self.stats.requests += 1
+        try:
+            while True:
+                t0 = time.perf_counter()
+                index = (first + made) % n
+                made += 1
+                if n > 1:
+                    with self._lock:
+                        self.stats.by_endpoint[index] = self.stats.by_endpoint.get(index, 0) + 1
+                try:
+                    result = fn(self._filesystems[index])
+                except _WriteFailed as failed:  # our disk, not the store: no request fault, no retry
+                    raise failed.error from None
+                except Exception as exc:
+                    kind = classify(exc)
+                    outage = kind in OUTAGE_FAULTS and self.deadline_s is not None and bool(self._answered)
+                    with self._lock:
+                        self.stats.requests += 1
+                        if kind is None:
+                            self.stats.failures += 1
+                        else:
+                            self.stats.fault(kind)
+                        if kind in ("throttled_or_5xx", "truncated_body"):  # the server spoke HTTP
+                            self._answered.add(index)
+                        if outage:
+                            self.stats.refused_connections += 1
                     if kind is None:
-                        self.stats.failures += 1
+                        # s3fs says only the key of a missing object (or "None"): say what it means
+                        detail = "no such bucket or object" if isinstance(exc, FileNotFoundError) else exc
+                        raise ObjectStoreError(
+                            getattr(exc, "errno", None) or errno.EIO, f"{self._where(what, url)}: {detail}"
+                        ) from None
+                    last = exc
+                    if kind == "connect_timeout" and not self._answered and made >= n:
+                        break  # no connection to a store that never answered: a wrong or dead host
+                    if outage and not held:
+                        self._outage.hold()
+                        held = True
+                    spent += not outage
+                    refused_in_row = refused_in_row + 1 if kind in NO_CONNECTION else 0
+                    if spent >= self.policy.attempts:
+                        break
+                    if refused_in_row % n:
+                        delay = 0.0  # another gateway of the store first
+                    elif outage:
+                        delay = self.policy.delay(refused_in_row // n - 1, self.policy.outage_max_delay_s)
                     else:
-                        self.stats.fault(kind)
-                if kind is None:
-                    # s3fs says only the key of a missing object (or "None"): say what it means
-                    detail = "no such bucket or object" if isinstance(exc, FileNotFoundError) else exc
-                    raise ObjectStoreError(
-                        getattr(exc, "errno", None) or errno.EIO, f"{self._where(what, url)}: {detail}"
-                    ) from None
-                last = exc
-                if attempt + 1 < self.policy.attempts:
-                    delay = self.policy.delay(attempt)
+                        delay = self.policy.delay(spent - 1)
                     if self._past_deadline(t_first, delay):
                         break
                     with self._lock:
                         self.stats.retries += 1
                     time.sleep(delay)
-                continue
-            with self._lock:
-                self.stats.record(time.perf_counter() - t0, nbytes(result))
-            return result
+                    continue
+                with self._lock:
+                    self.stats.record(time.perf_counter() - t0, nbytes(result))
+                    self._answered.add(index)
+                return result
+        finally:
+            if held:
+                lost = self._outage.release()
+                with self._lock:
+                    self.stats.outage_s += lost
         with self._lock:
             self.stats.failures += 1
         detail = f"last error: {_describe(last)}"
-        if made < self.policy.attempts or (last is not None and classify(last) == "timeout"):
+        kind = classify(last) if last is not None else None
+        if kind == "connect_timeout" and not self._answered:
+            raise DeadlineExceeded(errno.ETIMEDOUT, self._no_connection(what, url, t_first, detail))
+        if held and kind in OUTAGE_FAULTS:
+            raise ObjectStoreError(errno.ECONNREFUSED, self._outlasted(what, url, t_first, made, detail))
+        if spent < self.policy.attempts or kind in ("timeout", "connect_timeout"):
             raise DeadlineExceeded(errno.ETIMEDOUT, self._timed_out(what, url, t_first, made, detail))
         raise ObjectStoreError(errno.EIO, self._gave_up(what, url, t_first, detail))
 
@@ -325,6 +388,23 @@ class ObjectReader:
             f"{self._where(what, url)}: gave up after {p.attempts} attempts in "
             f"{time.monotonic() - since:.1f} s (retry budget: {p.attempts} attempts, backoff up to "
             f"{p.max_delay_s:g} s{limits}), {detail}"
+        )
+
+    def _outlasted(self, what: str, url: str, since: float, made: int, detail: str) -> str:
+        """The message of an outage longer than the deadline: the store had answered, then refused."""
+        return (
+            f"{self._where(what, url)}: the store answered earlier, then refused or reset connections "
+            f"until the {self.deadline_s:g} s deadline ({made} attempts in {time.monotonic() - since:.1f} s, "
+            f"backoff up to {self.policy.outage_max_delay_s:g} s): down, or a restart longer than the "
+            f"deadline; {detail}"
+        )
+
+    def _no_connection(self, what: str, url: str, since: float, detail: str) -> str:
+        """The message of a store that never answered and took no connection within the timeout."""
+        return (
+            f"{self._where(what, url)}: no connection within the connect timeout, and the endpoint has not "
+            f"answered before (a wrong endpoint, or a host that drops connections?): 1 attempt in "
+            f"{time.monotonic() - since:.1f} s (each attempt: {self.attempt_limits}), {detail}"
         )
 
     def _timed_out(self, what: str, url: str, since: float, made: int, detail: str) -> str:

@@ -49,6 +49,10 @@ class SourceSpec:
     # several S3 gateways of one store with no load balancer in front: each shard is read from one
     # of them, chosen by its URL, and a retry goes to the next (loaders/storage/objectstore.py)
     endpoints: tuple[str, ...] = ()
+    # endpoints that answered the process that built this spec (its tier's first read): a reader
+    # process rides through their restarts from its own first request (loaders/storage/outage.py);
+    # an endpoint not here is ridden through only once it has answered that process
+    answered_endpoints: tuple[str, ...] = ()
     cache: CacheSpec | None = None
     throttle: ThrottleSpec | None = None  # emulate a slower link: bandwidth cap + latency per request
     part_bytes: int = DEFAULT_PART_BYTES

@@ -1,6 +1,6 @@
 """What the fault-injection tests share: the samples a dataset must deliver, a dataset staged in
-the lab, an independent check that a shard cache holds nothing torn, stale or locked, and the
-hypothesis settings and hang guard of the hostile-input tests."""
+the lab, a lab daemon killed with kill -9, an independent check that a shard cache holds nothing
+torn, stale or locked, and the hypothesis settings and hang guard of the hostile-input tests."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import fcntl
 import hashlib
 import os
 import signal
+import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -16,6 +17,8 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, settings
 
+from iobench.lab.conf import Layout
+from iobench.lab.daemons import alive, live_daemons
 from loaders.formats.tar import iter_samples
 from loaders.storage.shardcache_index import key_of
 
@@ -88,3 +91,13 @@ def cache_problems(cache_dir: str | Path, want_sha256: dict[str, str]) -> list[s
         finally:
             os.close(fd)
     return problems
+
+
+def kill9(lab, name: str) -> tuple[int, float]:
+    """kill -9 the lab's daemon ``name`` (its pid from this lab's own pid file); (pid, when)."""
+    pid = live_daemons(Layout(lab.dir))[name]
+    os.kill(pid, signal.SIGKILL)
+    t = time.monotonic()
+    while alive(pid) and time.monotonic() - t < 10:
+        time.sleep(0.01)
+    return pid, t

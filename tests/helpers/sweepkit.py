@@ -1,12 +1,14 @@
 """A real sweep in a test (started by the ``iobench_sweep`` fixture) and its cells caught: in their
-step loop, failed, resumed."""
+step loop, failed, resumed; and the samples a cell's ranks read, checked against its dataset."""
 
 from __future__ import annotations
 
 import json
 import os
 import subprocess
+import tarfile
 import time
+import uuid
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -22,19 +24,42 @@ def env_of(lab) -> dict[str, str]:
     return {**os.environ, **lab.env}
 
 
-def sweep_file(tmp_path: Path, dataset: Path, tier: dict, *, stall: int = STALL, workers=(1,)) -> Path:
+def sweep_file(
+    tmp_path: Path,
+    dataset: Path,
+    tier: dict,
+    *,
+    stall: int = STALL,
+    workers=(1,),
+    samples_per_s: int = 80,
+    **run,
+) -> Path:
+    """One tier, the torch loader, the emulated accelerator at ``samples_per_s`` (a rank), one epoch
+    exactly; ``run`` adds or overrides run settings (epochs, ranks_per_node, record_keys, ...)."""
     cfg = {
         "dataset": {"path": str(dataset)},
         "tiers": [tier],
         "loaders": [{"kind": "torch", "workers": list(workers), "batch_size": [16], "shuffle_buffer": 16}],
-        "accelerators": [{"kind": "emulated", "type": "custom", "samples_per_s": 80}],
+        "accelerators": [{"kind": "emulated", "type": "custom", "samples_per_s": samples_per_s}],
         # one epoch exactly (16 steps, 3.2 s at 80 samples/s): the default window (50 steps after
         # warm-up) ran each cell that finishes, a resumed one included, for four epochs
-        "run": {"warmup_steps": 1, "epochs": 1, "stall_timeout": stall, "min_measure": exact_epochs()},
+        "run": {"warmup_steps": 1, "epochs": 1, "stall_timeout": stall, "min_measure": exact_epochs(), **run},
     }
     path = tmp_path / "sweep.yaml"
     path.write_text(yaml.safe_dump(cfg))
     return path
+
+
+def s3_tier(what: str, deadline_s: float) -> dict:
+    """A streamed S3 tier over a fresh bucket of the lab, the sweep's dataset uploaded to it."""
+    tag = uuid.uuid4().hex[:8]
+    return {
+        "kind": "s3",
+        "name": f"s3-{tag}",
+        "url": f"s3://{what}-{tag}/tiny",
+        "upload": True,
+        "deadline_s": deadline_s,
+    }
 
 
 def running(out: Path) -> str | None:
@@ -94,3 +119,29 @@ def assert_resumes(sweeps: Sweeps, out: Path, env: dict, cell_ids: list[str]) ->
     assert resumed.returncode == 0, resumed.stdout[-4000:] + resumed.stderr[-4000:]
     assert_table(out, dict.fromkeys(cell_ids, "ok"))
     return time.monotonic() - t0
+
+
+def dataset_keys(dataset: Path) -> list[str]:
+    """The sample keys of a local dataset's shards, read from their tar headers."""
+    keys = []
+    for shard in sorted(dataset.glob("*.tar")):
+        with tarfile.open(shard) as tf:
+            keys += [m.name.rsplit(".", 1)[0] for m in tf.getmembers() if m.name.endswith(".jpg")]
+    return keys
+
+
+def assert_each_sample_once(cell_dir: Path, dataset: Path, world_size: int, epochs: int) -> None:
+    """Every epoch of the cell (run.record_keys) read each sample of the dataset exactly once across
+    its ranks, and every rank read some."""
+    everything = dataset_keys(dataset)
+    assert len(set(everything)) == len(everything) == 256
+    keys = pq.read_table(cell_dir / "keys.parquet").to_pylist()
+    assert {k["epoch"] for k in keys} == set(range(epochs))
+    for epoch in range(epochs):
+        by_rank = [
+            [k["key"] for k in keys if k["epoch"] == epoch and k["rank"] == r] for r in range(world_size)
+        ]
+        assert all(by_rank), f"epoch {epoch}: a rank read nothing"
+        read = [key for rank_keys in by_rank for key in rank_keys]
+        assert len(read) == len(set(read)), f"epoch {epoch}: a sample was read twice"
+        assert sorted(read) == sorted(everything), f"epoch {epoch}: the ranks did not read the whole dataset"

@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 import yaml
 
 from tests.helpers.runs import exact_epochs
+from tests.helpers.sweepkit import assert_each_sample_once
 
 # every sweep here runs under a timeout of 300 s: a rank waiting forever is the failure this file tests
 
@@ -30,28 +31,6 @@ def _config(tmp_path: Path, dataset: Path, name: str = "sweep.yaml", **run) -> P
     path = tmp_path / name
     path.write_text(yaml.safe_dump(cfg))
     return path
-
-
-def _dataset_keys(dataset: Path) -> list[str]:
-    keys = []
-    for shard in sorted(dataset.glob("*.tar")):
-        with tarfile.open(shard) as tf:
-            keys += [m.name.rsplit(".", 1)[0] for m in tf.getmembers() if m.name.endswith(".jpg")]
-    return keys
-
-
-def _check_disjoint_and_covering(cell_dir: Path, dataset: Path, world_size: int, epochs: int) -> None:
-    everything = _dataset_keys(dataset)
-    assert len(set(everything)) == len(everything) == 256
-    keys = pq.read_table(cell_dir / "keys.parquet").to_pylist()
-    for epoch in range(epochs):
-        by_rank = [
-            [k["key"] for k in keys if k["epoch"] == epoch and k["rank"] == r] for r in range(world_size)
-        ]
-        assert all(by_rank), f"epoch {epoch}: a rank read nothing"
-        read = [key for rank_keys in by_rank for key in rank_keys]
-        assert len(read) == len(set(read)), f"epoch {epoch}: a sample was read twice"
-        assert sorted(read) == sorted(everything), f"epoch {epoch}: the ranks did not read the whole dataset"
 
 
 def _check_aggregate_is_the_sum_of_ranks(summary: dict, steps: list[dict]) -> None:
@@ -89,7 +68,7 @@ def test_a_two_rank_sweep_reads_disjoint_samples_and_sums_its_ranks(iobench_swee
     assert {s["rank"] for s in steps} == {0, 1}
     # every sample once per epoch across the two ranks: the shard split is disjoint and covering
     assert sum(s["samples"] for s in steps) == 2 * 256
-    _check_disjoint_and_covering(cell_dir, tiny_dataset, world_size=2, epochs=2)
+    assert_each_sample_once(cell_dir, tiny_dataset, world_size=2, epochs=2)
     _check_aggregate_is_the_sum_of_ranks(summary, steps)
     assert [e["samples"] for e in summary["epochs"]] == [256, 256]
     d = summary["distributed"]
@@ -128,7 +107,7 @@ def test_two_nodes_run_one_cell_and_both_record_its_result(iobench_sweep, tmp_pa
     assert summaries[0]["distributed"]["nodes"] == 2 and summaries[0]["device_read_bytes_per_s"] is None
     assert [r["node_rank"] for r in summaries[0]["ranks"]] == [0, 1]
     steps = pq.read_table(tmp_path / "node0" / cell_id / "steps.parquet").to_pylist()
-    _check_disjoint_and_covering(tmp_path / "node0" / cell_id, tiny_dataset, world_size=2, epochs=1)
+    assert_each_sample_once(tmp_path / "node0" / cell_id, tiny_dataset, world_size=2, epochs=1)
     _check_aggregate_is_the_sum_of_ranks(summaries[0], steps)
     assert not (tmp_path / "node1" / cell_id / "steps.parquet").exists()  # rank 0 writes the files
 

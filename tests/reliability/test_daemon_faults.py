@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import signal
 import socket
 import threading
 import time
@@ -24,10 +23,9 @@ from pathlib import Path
 
 import pytest
 
-from iobench.lab.conf import MON, OSD, RGW, Layout
-from iobench.lab.daemons import alive, live_daemons
+from iobench.lab.conf import MON, OSD, RGW
 from iobench.tiers.ramcache import ram_cache_path
-from tests.helpers.faultkit import cache_problems
+from tests.helpers.faultkit import cache_problems, kill9
 from tests.helpers.lab_fixture import ceph_missing, cephfs_installed, mend
 from tests.helpers.sweepkit import (  # STALL: run.stall_timeout, well above the deadline
     STALL,
@@ -36,6 +34,7 @@ from tests.helpers.sweepkit import (  # STALL: run.stall_timeout, well above the
     env_of,
     failed,
     running,
+    s3_tier,
     stepping,
     sweep_file,
 )
@@ -45,16 +44,6 @@ SLACK = 10  # the issue's bound: time to a clear error <= deadline + 10 s
 
 
 # ------------------------------------------------------------------ a sweep to break
-
-
-def _kill9(lab, name: str) -> tuple[int, float]:
-    """kill -9 the lab's daemon ``name`` (its pid from this lab's own pid file); (pid, when)."""
-    pid = live_daemons(Layout(lab.dir))[name]
-    os.kill(pid, signal.SIGKILL)
-    t = time.monotonic()
-    while alive(pid) and time.monotonic() - t < 10:
-        time.sleep(0.01)
-    return pid, t
 
 
 def _assert_clear_failure(out: Path, cell_id: str, summary: dict, *, hint: str) -> None:
@@ -121,7 +110,7 @@ def test_an_osd_killed_mid_cell_fails_it_within_the_deadline_and_resume_finishes
     out = tmp_path / "run"
     proc = iobench_sweep.start(sweep_file(tmp_path, tiny_dataset, tier), "--out", out, env=env)
     cell_id = stepping(out, proc)
-    _, t_fault = _kill9(lab, OSD)
+    _, t_fault = kill9(lab, OSD)
     summary, t_error = failed(out, cell_id, proc)
     took = t_error - t_fault
     output, _ = proc.communicate(timeout=120)
@@ -152,25 +141,22 @@ def test_an_osd_killed_mid_cell_fails_it_within_the_deadline_and_resume_finishes
 def test_radosgw_killed_mid_cell_is_a_refused_endpoint_not_a_timeout(
     lab_to_break, iobench_sweep, tiny_dataset, tmp_path
 ):
+    """radosgw killed for good: the store had answered, so its refusals are ridden through until the
+    deadline (a restart would have been: test_gateway_restart.py); then the cell fails as a refused
+    endpoint, not a timeout."""
     lab, env = lab_to_break, env_of(lab_to_break)
-    tag = uuid.uuid4().hex[:8]
-    tier = {
-        "kind": "s3",
-        "name": f"s3-{tag}",
-        "url": f"s3://rgw-{tag}/tiny",
-        "upload": True,
-        "deadline_s": DEADLINE,
-    }
+    tier = s3_tier("rgw", DEADLINE)
     out = tmp_path / "run"
     proc = iobench_sweep.start(sweep_file(tmp_path, tiny_dataset, tier), "--out", out, env=env)
     cell_id = stepping(out, proc)
-    _, t_fault = _kill9(lab, RGW)
+    _, t_fault = kill9(lab, RGW)
     summary, t_error = failed(out, cell_id, proc)
     took = t_error - t_fault
     proc.communicate(timeout=120)
     _figure("radosgw kill -9 mid-cell (S3, streamed)", took, summary)
     assert took <= DEADLINE + SLACK
     _assert_clear_failure(out, cell_id, summary, hint="nothing answers at the endpoint")
+    assert "then refused or reset connections until the 5 s deadline" in summary["error"]
     assert_table(out, {cell_id: "failed"})
     mend(lab)
     assert_resumes(iobench_sweep, out, env, [cell_id])
@@ -195,7 +181,7 @@ def test_the_mon_killed_mid_sweep_fails_the_next_cell_at_connect(
         sweep_file(tmp_path, tiny_dataset, tier, workers=(0, 1)), "--out", out, env=env
     )
     first = stepping(out, proc)
-    _, t_fault = _kill9(lab, MON)
+    _, t_fault = kill9(lab, MON)
     ids = [c["cell_id"] for c in json.loads((out / "cells.json").read_text())]
     second = ids[1]
     while running(out) != second:  # the first cell ends (ok: reads need no mon) and the next starts

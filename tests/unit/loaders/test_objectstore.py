@@ -90,5 +90,10 @@ def test_errors_retrying_cannot_fix_fail_at_once(exc):
 def test_classification():
     assert classify(ClientError("SlowDown")) == "throttled_or_5xx"
     assert classify(TimeoutError()) == "timeout"
+    # botocore's, when no TCP connection came within connect_timeout (a host dropping SYNs)
+    assert classify(type("ConnectTimeoutError", (Exception,), {})("Connect timeout on endpoint URL")) == (
+        "connect_timeout"
+    )
+    assert classify(ConnectionRefusedError(111, "Connection refused")) == "connect_failed"
     assert classify(PermissionError()) is None
     assert classify(ValueError("bad")) is None

@@ -21,7 +21,7 @@ from tests.helpers.shardkit import make_shards, small_config, tiny_jpeg, write_s
 
 LOADER_METRICS = documented("iobench_loader_")
 # counted by the object-store client and the shard cache: a loader reading files has none
-REMOTE_METRICS = {m for m in LOADER_METRICS if re.search(r"request|transferred|cache_", m)}
+REMOTE_METRICS = {m for m in LOADER_METRICS if re.search(r"request|transferred|refused|outage|cache_", m)}
 
 
 def _shards_with_a_corrupt_sample(directory: Path) -> list[str]:
