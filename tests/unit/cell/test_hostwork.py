@@ -94,3 +94,12 @@ def test_the_work_runs_a_calibrations_size():
 
     work = HostWork(replace(_cost(30.0), ops_per_step=12, elements_per_op=1000, ops_per_run=15))
     assert work.ops == 15 and work._src.numel() == 1000
+
+
+def test_a_region_larger_than_the_limit_is_cut_into_more_regions_of_the_same_work():
+    from dataclasses import replace
+
+    from iobench.cell.hostwork import MAX_ELEMENTS, HostWork
+
+    work = HostWork(replace(_cost(30.0), elements_per_op=3 * MAX_ELEMENTS, ops_per_run=2))
+    assert work.ops == 6 and work._src.numel() == MAX_ELEMENTS
