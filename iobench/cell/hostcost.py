@@ -75,6 +75,20 @@ class HostCost:
             source=f"{self.source}; scaled from batch {self.batch_size} to {batch_size} per sample",
         )
 
+    def for_trainers(self, count: int) -> HostCost:
+        """The host work of ``count`` trainers stepping together (an emulated ``count`` of
+        accelerators in one process): ``count`` times the CPU on ``count`` times the threads, so
+        alone it takes the same wall time where the cores suffice, and longer where they do not."""
+        if count == 1:
+            return self
+        return replace(
+            self,
+            threads=self.threads * count,
+            cpu_s_per_step=self.cpu_s_per_step * count,
+            elements_per_op=self.elements_per_op * count if self.elements_per_op else None,
+            source=f"{self.source}; {count} trainers' host work",
+        )
+
     @property
     def cores(self) -> float:
         """The cores the trainer keeps busy while it steps alone: its CPU per step over the step."""

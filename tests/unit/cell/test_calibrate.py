@@ -23,7 +23,9 @@ def test_calibrate_for_cuda_without_it_measures_the_cpu_and_says_so(tmp_path, mo
     # the emulated host work cut as the step stretches beside busy processes, with the evidence
     assert cost.elements_per_op and cost.ops_per_run and 1 <= cost.regions <= cost.ops_per_step
     assert cost.contention["regions"] == cost.regions and len(cost.contention["real_stretch"]) >= 1
-    assert f"{cost.regions} parallel region(s), of {cost.ops_per_step} torch operators" in " ".join(out.split())
+    assert f"{cost.regions} parallel region(s), of {cost.ops_per_step} torch operators" in " ".join(
+        out.split()
+    )
     assert hostcost.host_cost("small_cnn", 4).kind == "calibration"
     # the step's spread alone, kept for compute: {cv: calibrated}
     assert cost.step_cv is not None and 0 < cost.step_cv < 1 and "step spread alone: cv" in out
