@@ -29,7 +29,7 @@ import yaml
 from common import host_line, write_section
 
 from iobench.analysis.queue import LoaderQueue
-from iobench.analysis.scale import ScaleCheck, checks, production, replayed
+from iobench.analysis.scale import ScaleCheck, checks, predict, production, replayed
 from iobench.results.api import load_summaries, step_rows
 
 SECTION = "sync-scaling"
@@ -45,7 +45,7 @@ def _dataset(base: Path) -> Path:
     return out
 
 
-def _round(base: Path, dataset: Path, i: int, workers: list[int], ranks: list[int]) -> list[dict]:
+def _round(base: Path, dataset: Path, i: int, workers: list[int], ranks: list[int], cv: float) -> list[dict]:
     """One sweep; a row per multi-rank cell: its check against its one-rank twin, the production
     drift between them, and the AU the cell's own batches predict for it (the model alone)."""
     config = {
@@ -62,7 +62,14 @@ def _round(base: Path, dataset: Path, i: int, workers: list[int], ranks: list[in
         "loaders": [
             {"kind": "torch", "workers": workers, "batch_size": [8], "shuffle_buffer": 8, "layout": "objects"}
         ],
-        "accelerators": [{"kind": "emulated", "type": "custom", "samples_per_s": 200}],
+        "accelerators": [
+            {
+                "kind": "emulated",
+                "type": "custom",
+                "samples_per_s": 200,
+                **({"compute": {"dist": "gamma", "cv": cv}} if cv else {}),
+            }
+        ],
         "run": {"ranks_per_node": ranks, "warmup_steps": 2, "epochs": 3, "cache": "warm", "seed": i},
     }
     path = base / f"round{i}.yaml"
@@ -78,9 +85,11 @@ def _round(base: Path, dataset: Path, i: int, workers: list[int], ranks: list[in
         {
             "round": i,
             "workers": _workers_of(c),
+            "compute_cv": cv,
             **c.__dict__,
             "production_ratio": _drift(out, c),
             "own_au": next(p.au for p in summaries[c.cell_id].scale if p.world_size == c.world_size),
+            **_on_this_host(out, c),
         }
         for c in checks(list(summaries.values()))
     ]
@@ -98,6 +107,22 @@ def _drift(out: Path, c: ScaleCheck) -> float:
     return mean_made(c.cell_id) / mean_made(c.predicted_from)
 
 
+def _on_this_host(out: Path, c: ScaleCheck) -> dict:
+    """The fabric this host gave the multi-rank cell: its collective's own cost per step (the wait
+    in the step's collective of the rank that arrived last, which waited for no peer: gloo over
+    loopback, and the scheduling of every rank's processes on shared cores), and the prediction of
+    the one-rank twin with that cost as the exposed all-reduce in place of the modelled fabric's."""
+    rows = [r for r in step_rows(out, c.cell_id) if not r.warmup]
+    by_step: dict[int, list[float]] = {}
+    for r in rows:
+        by_step.setdefault(r.step, []).append(r.peer_wait_s)
+    collective = statistics.mean(min(w) for w in by_step.values() if len(w) == c.world_size)
+    twin = step_rows(out, c.predicted_from)
+    queue = replayed([r for r in twin if not r.warmup], LoaderQueue(_workers_of(c), 2))
+    (point,) = predict(twin, lambda world, compute: collective, queue=queue, world_sizes=(c.world_size,))
+    return {"collective_s": collective, "predicted_on_host_au": point.au}
+
+
 def _workers_of(c: ScaleCheck) -> int:
     """The loader workers of a check's cell (its id names them: ``-w2``)."""
     return int(re.search(r"-w(\d+)", c.cell_id).group(1))  # type: ignore[union-attr]
@@ -111,7 +136,7 @@ def _measure(args: argparse.Namespace) -> list[dict]:
         base = Path(tmp)
         dataset = _dataset(base)
         for i in range(args.rounds):
-            found = _round(base, dataset, i, workers, ranks)
+            found = _round(base, dataset, i, workers, ranks, args.compute_cv)
             rows += found
             if args.log:
                 with args.log.open("a") as f:
@@ -124,6 +149,12 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--workers", default="0,1,2", help="loader workers per rank, one cell each")
     p.add_argument("--ranks", default="1,2,3", help="ranks per cell (1 is the twin that predicts)")
+    p.add_argument(
+        "--compute-cv",
+        type=float,
+        default=0.0,
+        help="the emulated compute drawn per step (gamma, this cv; 0: a constant)",
+    )
     p.add_argument("--log", type=Path, help="append each round's rows here (JSON lines)")
     p.add_argument(
         "--table-from",
@@ -139,9 +170,9 @@ def main() -> None:
         rows = [json.loads(line) for path in args.table_from for line in path.read_text().splitlines()]
     else:
         rows = _measure(args)
-    by_point: dict[tuple[int, int], list[dict]] = {}
+    by_point: dict[tuple[float, int, int], list[dict]] = {}
     for row in rows:
-        by_point.setdefault((row["workers"], row["world_size"]), []).append(row)
+        by_point.setdefault((row.get("compute_cv", 0.0), row["workers"], row["world_size"]), []).append(row)
 
     def errors(found: list[dict], key: str) -> list[float]:
         return [100 * (row[key] / row["measured_au"] - 1) for row in found]
@@ -158,11 +189,19 @@ def main() -> None:
         f"`python benchmarks/bench_sync_scaling.py --rounds N --workers {args.workers} --ranks {args.ranks} "
         "--log LOG` (the table: `--table-from LOG... --write`): a throttled local tier with a latency tail "
         "(lognormal, median 5 ms, p99 150 ms per object), one object per sample, torch loader with 0, 1 or 2 "
-        "workers per rank (prefetch 2), batch 8, an emulated accelerator of 200 samples/s per rank, 3 "
+        "workers per rank (prefetch 2), batch 8, an emulated accelerator of 200 samples/s per rank "
+        "(its compute a constant, or with `--compute-cv CV` drawn per step from a gamma of that cv), 3 "
         "epochs of 1,024 samples, `sync: allreduce` on `ib-ndr-400` (ResNet-50's all-reduce is fully "
         "hidden at this compute). Each round predicts the multi-rank cells from the one-rank cell with "
         f"the same workers, replaying its batches through the loader's queue (docs/scale-out.md); "
         f"{len({(r.get('run', 0), r['round']) for r in rows})} rounds.",
+        "",
+        "*On this host's collective*: the same prediction with the exposed all-reduce set to what the "
+        "multi-rank cell's collective itself cost per step on this host (the wait in the collective of "
+        "the rank that arrived last, which waited for no peer: gloo over loopback and the scheduling "
+        "of every rank's processes on 2 shared cores; its median in the next column) in place of the "
+        "modelled fabric's, which ResNet-50's all-reduce on `ib-ndr-400` hides entirely: the model "
+        "takes the fabric's cost as an input, and this host's fabric is not the one it was given.",
         "",
         "*Own batches*: the AU the multi-rank cell's own measured batches predict for it (the same model "
         "and bootstrap, the one-rank cell's production times replaced by the cell's own): the model's "
@@ -171,17 +210,24 @@ def main() -> None:
         "the CPU they had alone); where the drift is off 1, so is the prediction. Both are listed for "
         "the rounds that recorded them (rounds logged before they existed show – or fewer figures).",
         "",
-        "| workers | ranks | measured AU (median) | predicted AU (median) | error, median | error, every round "
+        "| compute cv | workers | ranks | measured AU (median) | predicted AU (median) | error, median | error, every round "
+        "| on this host's collective: error, median (every round) | collective, ms (median) "
         "| own batches: error, median (every round) | production drift, every round |",
-        "|---:|---:|---:|---:|---:|---|---|---|",
+        "|---:|---:|---:|---:|---:|---:|---|---|---:|---|---|",
     ]
-    for (w, world), found in sorted(by_point.items()):
+    for (cv, w, world), found in sorted(by_point.items()):
         predicted = errors(found, "predicted_au")
         own = errors([row for row in found if row.get("own_au") is not None], "own_au")
+        hosted = [row for row in found if row.get("predicted_on_host_au") is not None]
+        on_host = errors(hosted, "predicted_on_host_au")
         lines.append(
-            f"| {w} | {world} | {statistics.median(row['measured_au'] for row in found):.3f} | "
+            f"| {cv:g} | {w} | {world} | {statistics.median(row['measured_au'] for row in found):.3f} | "
             f"{statistics.median(row['predicted_au'] for row in found):.3f} | "
             f"{statistics.median(predicted):+.1f} % | {pct(predicted)} | "
+            + (f"{statistics.median(on_host):+.1f} % ({pct(on_host)})" if on_host else "–")
+            + " | "
+            + (f"{1000 * statistics.median(row['collective_s'] for row in hosted):.1f}" if hosted else "–")
+            + " | "
             + (f"{statistics.median(own):+.1f} % ({pct(own)})" if own else "–")
             + " | "
             # rows logged before the drift was recorded have none

@@ -35,15 +35,23 @@ class LoaderQueue:
 NO_QUEUE = LoaderQueue(0, 0)
 
 
-def synchronous_waits(made: np.ndarray, taking: np.ndarray, queue: LoaderQueue, rest: float) -> np.ndarray:
-    """Each step's data wait in a synchronous job: from the step's request to the slowest rank
-    having its batch. ``made[..., r, k]``: how long rank ``r``'s worker took to make batch ``k``;
-    ``taking[..., r, k]``: what taking a ready batch cost the training loop (the hand-over from a
-    worker; 0 without workers); ``rest``: the step after the data, the same on every rank. Leading
-    dimensions are independent jobs (bootstrap replicates). Returns ``(..., steps)``."""
+def synchronous_waits(
+    made: np.ndarray, taking: np.ndarray, queue: LoaderQueue, rest: float, compute: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each step of a synchronous job: its data wait (from the step's request to the slowest rank
+    having its batch) and its span (from the request to the slowest rank's end of compute).
+    ``made[..., r, k]``: how long rank ``r``'s worker took to make batch ``k``; ``taking[..., r, k]``:
+    what taking a ready batch cost the training loop (the hand-over from a worker; 0 without
+    workers); ``compute[..., r, k]``: rank ``r``'s compute of step ``k`` (a compute that jitters: the
+    job waits for the slowest; None: none here, all of it in ``rest``); ``rest``: what follows on
+    every rank alike (host-to-device, the loop, the exposed all-reduce). Leading dimensions are
+    independent jobs (bootstrap replicates). Returns two ``(..., steps)`` arrays."""
     jobs, steps = made.shape[:-1], made.shape[-1]
+    if compute is None:
+        compute = np.zeros_like(made)
     asked = np.zeros(jobs[:-1])  # when the ranks ask for the current step's batch
     waits = np.empty((*jobs[:-1], steps))
+    spans = np.empty((*jobs[:-1], steps))
     if queue.workers:
         free = np.zeros((*jobs, queue.workers))  # when each worker is done with its last batch
         taken = np.empty((*jobs, steps))  # when each rank took each batch
@@ -57,7 +65,8 @@ def synchronous_waits(made: np.ndarray, taking: np.ndarray, queue: LoaderQueue, 
             taken[..., k] = got
         else:
             got = asked[..., None] + made[..., k] + taking[..., k]
-        everyone = got.max(axis=-1)
-        waits[..., k] = everyone - asked
-        asked = everyone + rest
-    return waits
+        done = (got + compute[..., k]).max(axis=-1)
+        waits[..., k] = got.max(axis=-1) - asked
+        spans[..., k] = done - asked
+        asked = done + rest
+    return waits, spans

@@ -6,11 +6,13 @@ a multi-rank cell, pooled) the prediction draws W rank streams of batch producti
 circular block bootstrap (blocks of ``ceil(n^(1/3))`` consecutive steps, rounded up to whole
 rounds of the loader's workers, so a stall that spans steps stays one stall and each batch keeps
 its worker), replays them through each rank's loader queue into ranks that step together
-(analysis/queue.py), and adds what every rank spends alike: host-to-device, compute, the loop's
-own overhead and the exposed all-reduce modelled for W ranks:
+(analysis/queue.py), each rank's step computing for the time the measured step that took that
+batch computed (so a compute that jitters, an emulated accelerator's drawn device time or a real
+model's spread, is paid at the slowest rank as the data is), and adds what every rank spends alike:
+host-to-device, the loop's own overhead and the exposed all-reduce modelled for W ranks:
 
-    step(W) = mean_k sync_wait[k] + h2d + compute + overhead + allreduce_exposed(W)
-    AU(W) = compute / step(W),  job samples/s = W x batch / step(W)
+    step(W) = mean_k max_r (ready[r, k] + compute[r, k]) - asked[k]  + h2d + overhead + allreduce_exposed(W)
+    AU(W) = device busy / step(W),  job samples/s = W x batch / step(W)
 
 A batch's production time is what its worker took to make it (``ready_s - begun_s`` of
 steps.parquet); the hand-over is the rest of the measured wait. Without workers (or a backend that
@@ -65,17 +67,19 @@ def replayed(rows: Sequence[StepRow], queue: LoaderQueue) -> LoaderQueue:
     return NO_QUEUE if any(r.begun_s is None or r.ready_s is None for r in rows) else queue
 
 
-def production(rows: Sequence[StepRow], queue: LoaderQueue) -> tuple[np.ndarray, np.ndarray]:
-    """Each of ``rows``' batches' production time and hand-over cost, in the order the steps took
-    them, for a model with ``queue``; without workers the step's wait is its production time."""
+def production(rows: Sequence[StepRow], queue: LoaderQueue) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each of ``rows``' batches' production time and hand-over cost, and the compute of the step
+    that took it, in the order the steps took them, for a model with ``queue``; without workers the
+    step's wait is its production time."""
     ordered = sorted(rows, key=lambda r: (r.rank, r.step))
     waits = np.array([r.wait_s for r in ordered])
+    compute = np.array([r.compute_s for r in ordered])
     if queue.workers == 0:
-        return waits, np.zeros_like(waits)
+        return waits, np.zeros_like(waits), compute
     made = np.array([r.ready_s - r.begun_s for r in ordered])  # type: ignore[operator]
     # a batch ready before the step asked for it still costs the hand-over (unpickling, the ring)
     late = np.maximum(0.0, np.array([r.ready_s - r.t_start for r in ordered]))  # type: ignore[operator]
-    return np.maximum(0.0, made), np.maximum(0.0, waits - late)
+    return np.maximum(0.0, made), np.maximum(0.0, waits - late), compute
 
 
 def predict(
@@ -96,8 +100,8 @@ def predict(
     if len(measured) < 2:
         raise ValueError(f"{len(measured)} measured step(s): too few to predict a synchronous job at scale")
     queue = replayed(measured, queue)
-    made, taking = production(measured, queue)
-    compute = float(np.mean([r.compute_s for r in measured]))
+    made, taking, computes = production(measured, queue)
+    compute = float(computes.mean())
     busy = device_busy(measured, alone) / len(measured)
     h2d = float(np.mean([r.h2d_s for r in measured]))
     batch = float(np.mean([r.samples for r in measured]))
@@ -124,17 +128,18 @@ def predict(
         replicates = int(np.clip(DRAW_BUDGET // (world * n), MIN_REPLICATES, MAX_REPLICATES))
         blocks = -(-n // length)
         allreduce = exposed_allreduce(world, compute)
-        rest = h2d + compute + overhead + allreduce
-        means = np.empty(replicates)
+        rest = h2d + overhead + allreduce  # every rank alike; each rank's compute is drawn
+        means, spans = np.empty(replicates), np.empty(replicates)
         chunk = max(1, CHUNK // (world * n))  # replicates replayed at once: bounded memory
         for first in range(0, replicates, chunk):
             count = min(chunk, replicates - first)
             starts = rng.integers(0, rounds, size=(count, world, blocks)) * unit
             index = (starts[..., None] + np.arange(length)) % n  # circular
             index = index.reshape(count, world, -1)[..., :n]  # each rank's n batches
-            waits = synchronous_waits(made[index], taking[index], queue, rest)
+            waits, span = synchronous_waits(made[index], taking[index], queue, rest, computes[index])
             means[first : first + count] = waits.mean(axis=-1)
-        steps = means + rest
+            spans[first : first + count] = span.mean(axis=-1)
+        steps = spans + rest
         au = busy / steps
         step = float(steps.mean())
         out.append(

@@ -181,9 +181,12 @@ class TorchTrainStep:
 def emulated_host_cost(acc: AcceleratorSpec, batch_size: int) -> HostCost | None:
     """The host work an emulated accelerator does per step: ``acc.host_work`` ("none", or a model
     whose calibration, else documented default, hostcost.py gives), by default its own model's,
-    and none in MLPerf Storage's emulation, which sleeps only."""
+    and none in MLPerf Storage's emulation, which sleeps only; ``acc.count`` trainers' of it."""
     name = acc.host_work or ("none" if acc.demand == "mlperf_storage" else acc.model)
-    return None if name == "none" else host_cost(name, batch_size)
+    if name == "none":
+        return None
+    # ``count`` accelerators share each batch: as many trainers, each stepping on its share
+    return host_cost(name, max(1, batch_size // acc.count)).for_trainers(acc.count)
 
 
 def make_consumer(

@@ -47,6 +47,10 @@ class HostCost:
     # the spread of the step alone (sd / mean of its device spans on CUDA, of its walls on CPU): what
     # an emulated accelerator's ``compute: {cv: calibrated}`` draws with; None: not measured
     step_cv: float | None = None
+    # parallel regions the host work is cut into: the cut that stretched as the real step did beside
+    # busy processes (cell/contention.py); None: ``ops_per_step``. ``contention``: that evidence
+    regions: int | None = None
+    contention: dict | None = None
 
     @property
     def host_wall_s(self) -> float:
@@ -66,8 +70,23 @@ class HostCost:
             batch_size=batch_size,
             step_alone_s=self.step_alone_s * k,
             cpu_s_per_step=self.cpu_s_per_step * k,
-            ops_per_run=max(1, round(self.ops_per_run * k)) if self.ops_per_run else None,
+            # the same regions, each k times the work: the cut is what sets how the step stretches
+            elements_per_op=max(1, round(self.elements_per_op * k)) if self.elements_per_op else None,
             source=f"{self.source}; scaled from batch {self.batch_size} to {batch_size} per sample",
+        )
+
+    def for_trainers(self, count: int) -> HostCost:
+        """The host work of ``count`` trainers stepping together (an emulated ``count`` of
+        accelerators in one process): ``count`` times the CPU on ``count`` times the threads, so
+        alone it takes the same wall time where the cores suffice, and longer where they do not."""
+        if count == 1:
+            return self
+        return replace(
+            self,
+            threads=self.threads * count,
+            cpu_s_per_step=self.cpu_s_per_step * count,
+            elements_per_op=self.elements_per_op * count if self.elements_per_op else None,
+            source=f"{self.source}; {count} trainers' host work",
         )
 
     @property
@@ -129,6 +148,7 @@ def default_cost(model: str) -> HostCost:
         cpu_s_per_step=float(entry["cpu_ms_per_step"]) / 1000.0,
         threads=int(entry["threads"]),
         ops_per_step=int(entry["ops_per_step"]),
+        regions=int(entry["regions"]) if entry.get("regions") else None,
         device_s=float(entry["device_ms"]) / 1000.0 if entry.get("device_ms") else None,
         source=" ".join(entry["source"].split()),
         kind="default",

@@ -115,8 +115,13 @@ def measure(inputs: CellInputs, ranks: Ranks = SOLO) -> Measurement:
             max_epochs=limit,
         )
         ranks.barrier()
-    # the workers are gone: the same step on the last batch, with the host to itself
-    alone = time_alone(consumer, *log.last_input, min_seconds=0.5) if log.last_input is not None else None
+    # the workers are gone: the same step on the last batch, with the host to itself (a host's
+    # ranks one at a time, each while the others wait)
+    alone = None
+    for turn in range(ranks.local_world_size):
+        if turn == ranks.local_rank and log.last_input is not None:
+            alone = time_alone(consumer, *log.last_input, min_seconds=0.5)
+        ranks.barrier()
     log.last_input = None
     steady = None
     if auto and log.rows:

@@ -61,6 +61,9 @@ def _rank_run(m: Measurement, ranks: Ranks, cores: int, run: RunSettings) -> Ran
         released_at=m.released_at,
         window=m.window,
         cache_state=m.cache_state,
+        alone=m.alone,
+        au_basis=m.metrics.au_basis,
+        loader_cores=m.metrics.loader_cores,
     )
 
 

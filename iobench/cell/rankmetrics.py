@@ -7,13 +7,21 @@ Every rank's step rows count from one instant, the barrier that released all the
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from iobench.analysis.metrics import epoch_boundary_wait_ms
+from iobench.analysis.metrics import device_busy, epoch_boundary_wait_ms
 from iobench.cell.steploop import StepLog
-from iobench.results.figures import CacheState, PipelineMetrics, RankFigures, StepRow, Verdict, Window
+from iobench.results.figures import (
+    CacheState,
+    PipelineMetrics,
+    RankFigures,
+    StepAlone,
+    StepRow,
+    Verdict,
+    Window,
+)
 from loaders import StageStats
 
 
@@ -33,6 +41,11 @@ class RankRun:
     released_at: float  # time.time() as the barrier released it (measure.py)
     window: Window | None = None  # what it measured after its warm-up (measure.py)
     cache_state: CacheState | None = None  # its host's, from the first rank on the host
+    # the trainer's host (docs/method.md): its step timed alone (one rank of a host at a time), the
+    # basis of its AU, and the cores its loader's readers used over its measured steps
+    alone: StepAlone | None = None
+    au_basis: str | None = None
+    loader_cores: float | None = None
 
 
 @dataclass
@@ -181,6 +194,38 @@ def merged_log(runs: list[RankRun], start: float, end: float) -> StepLog:
     return log
 
 
+def trainer_host(
+    runs: list[RankRun], per_rank: list[list[StepRow]], computes: list[float], wall: float
+) -> dict:
+    """The job's figures of the trainer's host over the common interval: AU as the devices' busy
+    time (each rank's compute inside the interval, ``computes``, in the proportion of its device's
+    busy time to its compute, capped by its own step alone as a one-rank cell's), the median rank's
+    step alone and slowdown, the trainer CPU per step and the cores every rank's readers used."""
+    n = len(runs)
+    busy = sum(
+        inside * device_busy(rows, run.alone) / total
+        for run, rows, inside in zip(runs, per_rank, computes, strict=True)
+        if (total := sum(r.compute_s for r in rows)) > 0
+    )
+    slowdowns = [
+        float(np.median([r.compute_s for r in rows])) / run.alone.step_s
+        for run, rows in zip(runs, per_rank, strict=True)
+        if rows and run.alone is not None and run.alone.step_s > 0
+    ]
+    alone = [run.alone.step_s for run in runs if run.alone is not None]
+    cpu = [r.trainer_cpu_s for rows in per_rank for r in rows if r.trainer_cpu_s is not None]
+    loader = [run.loader_cores for run in runs]
+    return {
+        "au": busy / (n * wall) if wall > 0 else 0.0,
+        "device_busy_s": busy,
+        "au_basis": runs[0].au_basis,
+        "step_alone_s": float(np.median(alone)) if alone else None,
+        "trainer_slowdown": float(np.median(slowdowns)) if slowdowns else None,
+        "trainer_cpu_ms_per_step": 1000.0 * float(np.mean(cpu)) if cpu else None,
+        "loader_cores": sum(loader) if None not in loader else None,  # type: ignore[arg-type]
+    }
+
+
 def aggregate(runs: list[RankRun], synchronous: bool = False) -> Aggregate:
     """The job's figures from its ranks' runs (one run per rank, in rank order).
 
@@ -229,6 +274,7 @@ def aggregate(runs: list[RankRun], synchronous: bool = False) -> Aggregate:
         time_to_first_batch_s=None if None in firsts else max(firsts),  # type: ignore[type-var]
         epoch_boundary_wait_ms=epoch_boundary_wait_ms([r for run in runs for r in run.log.rows]),
     )
+    metrics = replace(metrics, **trainer_host(runs, per_rank, [s.compute for s in splits], wall))
     if synchronous:  # in step, every rank delivers alike: the slowest is the one the others waited for
         slowest = min(ranks, key=lambda f: (f.peer_wait_s, -f.wait_s, f.rank))
     else:

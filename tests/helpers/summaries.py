@@ -89,7 +89,7 @@ def cell_manifest(
 def queued_steps(made: np.ndarray, queue: LoaderQueue, compute: float = 0.02) -> list[StepRow]:
     """One rank's measured steps as a loader with ``queue`` makes batches that take ``made``
     seconds each (analysis/queue.py), each stamped with when its worker began and finished it."""
-    waits = synchronous_waits(made[None], np.zeros((1, len(made))), queue, compute)  # one rank
+    waits, _ = synchronous_waits(made[None], np.zeros((1, len(made))), queue, compute)  # one rank
     rows, t = [], 0.0
     for k, (m, w) in enumerate(zip(made, waits, strict=True)):
         ready = t + w

@@ -43,7 +43,7 @@ def _steady_step(waits: np.ndarray, skip: int = 50) -> float:
 )
 def test_a_periodic_stall_costs_what_the_closed_form_says(queue: LoaderQueue, step: float) -> None:
     made = _staggered_stalls(10, 400, fast=0.5 * C, stall=3 * C, period=10)
-    waits = synchronous_waits(made, np.zeros_like(made), queue, C)
+    waits, _ = synchronous_waits(made, np.zeros_like(made), queue, C)
     assert _steady_step(waits) == pytest.approx(step, rel=1e-9)
 
 
@@ -51,15 +51,15 @@ def test_a_slow_producer_sets_the_pace_however_deep_the_queue() -> None:
     # production 1.5 C per batch per worker, two workers: 0.75 C per batch, faster than the step;
     # one worker: 1.5 C, the job steps at the producer's pace
     made = np.full((4, 300), 1.5 * C)
-    one = synchronous_waits(made, np.zeros_like(made), LoaderQueue(1, 8), C)
-    two = synchronous_waits(made, np.zeros_like(made), LoaderQueue(2, 2), C)
+    one, _ = synchronous_waits(made, np.zeros_like(made), LoaderQueue(1, 8), C)
+    two, _ = synchronous_waits(made, np.zeros_like(made), LoaderQueue(2, 2), C)
     assert _steady_step(one) == pytest.approx(1.5 * C) and _steady_step(two) == pytest.approx(C)
 
 
 def test_without_workers_a_step_waits_for_the_slowest_ranks_batch() -> None:
     rng = np.random.default_rng(0)
     made, taking = rng.exponential(0.02, (3, 5, 100)), rng.exponential(0.001, (3, 5, 100))
-    waits = synchronous_waits(made, taking, NO_QUEUE, C)
+    waits, _ = synchronous_waits(made, taking, NO_QUEUE, C)
     assert waits == pytest.approx((made + taking).max(axis=-2))
 
 
@@ -131,4 +131,16 @@ def test_the_replay_matches_an_event_by_event_simulation(queue: LoaderQueue) -> 
     made = rng.lognormal(np.log(0.05), 1.0, (3, 200))
     taking = rng.exponential(0.002, (3, 200))
     expected = _event_by_event(made, taking, queue, C)
-    assert synchronous_waits(made, taking, queue, C) == pytest.approx(expected, abs=1e-12)
+    assert synchronous_waits(made, taking, queue, C)[0] == pytest.approx(expected, abs=1e-12)
+
+
+def test_a_compute_that_jitters_costs_each_step_the_slowest_ranks() -> None:
+    # data always ready, each rank's compute uniform on [a, b]: the synchronous step takes the
+    # largest of W draws, E = a + (b - a) W / (W + 1)
+    a, b, ranks = 0.05, 0.15, 4
+    rng = np.random.default_rng(5)
+    compute = rng.uniform(a, b, (2000, ranks, 50))
+    made = np.zeros_like(compute)
+    waits, spans = synchronous_waits(made, made, NO_QUEUE, 0.0, compute)
+    assert waits == pytest.approx(0.0)
+    assert spans.mean() == pytest.approx(a + (b - a) * ranks / (ranks + 1), rel=0.005)

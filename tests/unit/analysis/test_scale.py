@@ -96,3 +96,21 @@ def test_batches_not_stamped_are_replayed_without_a_queue():
     rows = _rows([0.01] * 100)
     assert replayed(rows, LoaderQueue(2, 2)) == NO_QUEUE
     assert predict(rows, lambda w, c: 0.0, queue=LoaderQueue(2, 2)) == predict(rows, lambda w, c: 0.0)
+
+
+def test_a_compute_that_jitters_is_paid_at_its_slowest_rank():
+    # no data wait, compute drawn per step (an emulated accelerator with cv 0.2): W ranks step at
+    # the largest of W draws from the measured computes, whose expectation over the empirical
+    # distribution is sum_i x_(i) ((i/n)^W - ((i-1)/n)^W)
+    rng = np.random.default_rng(7)
+    computes = rng.gamma(25.0, 0.02 / 25.0, 3000)  # mean 20 ms, cv 0.2
+    rows, t = [], 0.0
+    for k, c in enumerate(computes):
+        rows.append(StepRow(k, 0, False, t, 0.0, 0.0, float(c), t + float(c), 64, 0, device_s=float(c)))
+        t += float(c)
+    x, n = np.sort(computes), len(computes)
+    i = np.arange(1, n + 1)
+    for p in predict(rows, lambda w, c: 0.0, world_sizes=(1, 2, 8, 64), seed=2):
+        expected = float(np.sum(x * ((i / n) ** p.world_size - ((i - 1) / n) ** p.world_size)))
+        assert p.step_s == pytest.approx(expected, rel=0.02), p.world_size
+        assert p.au == pytest.approx(0.02 / expected, rel=0.03)

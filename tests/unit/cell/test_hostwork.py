@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import pytest
 import torch
@@ -94,3 +95,25 @@ def test_the_work_runs_a_calibrations_size():
 
     work = HostWork(replace(_cost(30.0), ops_per_step=12, elements_per_op=1000, ops_per_run=15))
     assert work.ops == 15 and work._src.numel() == 1000
+
+
+def test_a_region_larger_than_the_limit_is_cut_into_more_regions_of_the_same_work():
+    from dataclasses import replace
+
+    from iobench.cell.hostwork import MAX_ELEMENTS, HostWork
+
+    work = HostWork(replace(_cost(30.0), elements_per_op=3 * MAX_ELEMENTS, ops_per_run=2))
+    assert work.ops == 6 and work._src.numel() == MAX_ELEMENTS
+
+
+def test_a_count_of_emulated_accelerators_does_as_many_trainers_host_work():
+    one = emulated_host_cost(AcceleratorSpec("emulated", "h100", "resnet50", "training", 1), 256)
+    eight = emulated_host_cost(AcceleratorSpec("emulated", "h100", "resnet50", "training", 8), 256)
+    assert eight.threads == 8 * one.threads and eight.cpu_s_per_step == pytest.approx(8 * one.cpu_s_per_step)
+    assert eight.host_wall_s == pytest.approx(one.host_wall_s)  # alone, where the cores suffice
+    # on CPU each trainer steps on its share of the batch: the same work in all
+    cpu = AcceleratorSpec("emulated", "h100", "resnet50", "training", 2, host_work="small_cnn")
+    two = emulated_host_cost(cpu, 64)
+    assert two.batch_size == 32 and two.cpu_s_per_step == pytest.approx(
+        emulated_host_cost(replace(cpu, count=1), 64).cpu_s_per_step
+    )

@@ -56,3 +56,32 @@ def test_free_running_ranks_sum_what_each_delivered():
     assert agg.metrics.samples_per_s == pytest.approx(sum(r.samples_per_s for r in agg.ranks))
     assert agg.peer_wait_fraction == 0.0 and agg.straggler_cost == pytest.approx(0.0)
     assert agg.slowest.rank == 1  # by samples/s
+
+
+def test_the_job_counts_each_devices_busy_time_and_its_trainers_host():
+    from dataclasses import replace
+
+    from iobench.results.figures import StepAlone
+
+    # an emulated trainer's step: 20 ms of compute of which 8 ms on the device (the host worked the
+    # rest); rank 0 alone steps in 10 ms, rank 1 in 20 ms; their readers used 0.5 and 0.7 cores
+    runs = []
+    for rank, alone_s, cores in ((0, 0.010, 0.5), (1, 0.020, 0.7)):
+        run = _rank(rank, [0.01] * 10, [0.0] * 10)
+        run.log.rows[:] = [replace(r, device_s=0.008, trainer_cpu_s=0.015) for r in run.log.rows]
+        runs.append(
+            replace(
+                run,
+                alone=StepAlone(alone_s, alone_s, None, 0.015, 10),
+                au_basis="emulated device time",
+                loader_cores=cores,
+            )
+        )
+    agg = aggregate(runs, synchronous=True)
+    wall = agg.end - agg.start
+    assert agg.metrics.au == pytest.approx(2 * agg.steps * 0.008 / (2 * wall))  # device busy, not compute
+    assert agg.metrics.au_basis == "emulated device time"
+    assert agg.metrics.step_alone_s == pytest.approx(0.015)  # the median of the ranks'
+    assert agg.metrics.trainer_slowdown == pytest.approx((0.02 / 0.010 + 0.02 / 0.020) / 2)
+    assert agg.metrics.trainer_cpu_ms_per_step == pytest.approx(15.0)
+    assert agg.metrics.loader_cores == pytest.approx(1.2)
