@@ -36,12 +36,12 @@ MIN_STEPS = 4
 
 
 @contextmanager
-def busy_processes(count: int) -> Iterator[None]:
+def busy_processes(count: int) -> Iterator[list[subprocess.Popen]]:
     """``count`` single-threaded busy loops, stopped on exit."""
     procs = [subprocess.Popen([sys.executable, "-c", BUSY]) for _ in range(count)]
     try:
         time.sleep(SETTLE_S if procs else 0.0)
-        yield
+        yield procs
     finally:
         for p in procs:
             p.kill()
