@@ -1,6 +1,6 @@
 """Where a loader's CPU goes, per sample, the training process and the workers apart.
 
-    python benchmarks/bench_loader_cpu.py [--samples 3072] [--workers 2] [--rounds 5]
+    python benchmarks/bench_loader_cpu.py [--samples 3072] [--workers 2] [--rounds 5] [--step-ms 20]
 
 Each contender is built once and then read epoch after epoch (warm workers, page cache warm): the
 steady state of training, start-up left out (bench_loaders.py counts it). Per epoch:
@@ -18,6 +18,10 @@ steady state of training, start-up left out (bench_loaders.py counts it). Per ep
 - *bare decode + augment*: the same decode + augment of the JPEGs already in memory, alone, in
   ``workers`` forked processes (their user + system CPU, fork to join): the work itself, at the same
   parallelism.
+
+Beside them, each loader again with a training step of pure Python after every batch (``--step-ms``,
+holding the GIL but for the interpreter's switch interval): its samples/s against its own without the
+step, what a Python-bound training loop costs reader threads that share its GIL, and processes not.
 
 Interleaved rounds, medians (the ratio: median of the per-round ratios).
 """
@@ -59,8 +63,9 @@ def _children_cpu() -> float:
 class SteadyEpochs:
     """One loader, an epoch per call; each call appends its per-sample CPU breakdown (ms) to ``rows``."""
 
-    def __init__(self, backend: str, config: LoaderConfig) -> None:
+    def __init__(self, backend: str, config: LoaderConfig, step_s: float = 0.0) -> None:
         self.loader = make_loader(backend, config)
+        self.step_s = step_s  # a training step of pure Python after each batch: it holds the GIL
         self.threads = backend == "threads"
         self.epoch = 0
         self.rows: list[dict[str, float]] = []
@@ -79,6 +84,9 @@ class SteadyEpochs:
         n = 0
         for batch in batches:
             n += len(batch)
+            end = time.perf_counter() + self.step_s
+            while time.perf_counter() < end:
+                pass
         main, process = time.thread_time() - main, _process_cpu() - process
         wall = time.perf_counter() - wall
         del first
@@ -114,6 +122,7 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--step-ms", type=float, default=20.0, help="the GIL-holding training step per batch")
     args = ap.parse_args()
 
     _, urls = loaders_dataset(args.samples)
@@ -123,9 +132,16 @@ def main() -> None:
         "torch DataLoader (processes)": SteadyEpochs("torch", config),
         "threads": SteadyEpochs("threads", config),
     }
+    step = args.step_ms / 1e3
+    stepped = {
+        f"{name}, {args.step_ms:g} ms Python step": SteadyEpochs(c.loader.backend, config, step)
+        for name, c in contenders.items()
+    }
     bare: list[dict[str, float]] = []
     started = host_line()
-    rates = interleaved({**contenders, BARE: bare_cpu(blobs, args.workers, bare)}, rounds=args.rounds)
+    rates = interleaved(
+        {**contenders, **stepped, BARE: bare_cpu(blobs, args.workers, bare)}, rounds=args.rounds
+    )
     bare = bare[1:]  # the warm-up round left out, as interleaved() leaves out its rate
     reference = [r[BARE] for r in bare]
     lines = [STAGES[0], *STAGES[1:], HANDOVER, WORKERS, CONSUMER, OTHER, WHOLE]
@@ -149,6 +165,11 @@ def main() -> None:
         f"({'met' if consumer[name] <= 0.05 else 'not met'}), {median(rates[name]):,.0f} samples/s"
         for name in contenders
     )
+    stepped_line = "; ".join(
+        f"{name.split(',')[0]}: {median(rates[name]):,.0f} "
+        f"({paired(rates[name], rates[name.split(',')[0]]):.2f} × without the step)"
+        for name in stepped
+    )
     write_section(
         "loader-cpu",
         f"""## Where a loader's CPU goes (`python benchmarks/bench_loader_cpu.py --workers {args.workers} --rounds {args.rounds}`)
@@ -166,6 +187,9 @@ in {args.workers} forked processes, fork to join: {median(reference):.3f} ms per
 | ms of CPU per sample | {" | ".join(contenders)} |
 |---|{"---:|" * len(contenders)}
 {table}
+
+With a training step of pure Python ({args.step_ms:g} ms per batch, holding the GIL but for the
+interpreter's switch interval), samples/s: {stepped_line}.
 
 Goals (issue 33, at 2 workers): the whole loader ≤ 1.08 × bare decode + augment, and the consumer
 ≤ 0.05 ms per sample — {verdicts}.

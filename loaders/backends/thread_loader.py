@@ -26,6 +26,7 @@ from __future__ import annotations
 import queue
 import random
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import replace
 
@@ -115,11 +116,15 @@ class ThreadLoader(BaseLoader):
                 reader=reader,
                 alive=lambda: not stop.is_set(),
             )
+            # resumed -> finished is the batch's production time, a wait on a full queue excluded
+            # (what iobench's scale model replays, as it does the DataLoader workers')
+            begun = time.perf_counter()
             for batch in batches:
                 made += batch.delivers
-                batch.reader, batch.epoch = reader, plan.epoch
+                batch.reader, batch.epoch, batch.made = reader, plan.epoch, (begun, time.perf_counter())
                 if not put(batch):
                     return
+                begun = time.perf_counter()
             while plan.split == "samples" and made < mine.batches:  # type: ignore[operator]
                 made += 1  # skipped samples left this reader short: every rank steps alike
                 if not put(Batch.empty(self.spec.image_size, reader=reader, epoch=plan.epoch)):

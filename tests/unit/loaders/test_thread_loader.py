@@ -42,6 +42,7 @@ def test_each_reader_delivers_the_dataloader_workers_batches(urls, workers):
             assert [b.keys for b in batches] == [b.keys for b in theirs[reader]]
             assert all(torch.equal(a.images, b.images) for a, b in zip(batches, theirs[reader], strict=True))
     assert threads.stats.samples == 80 and threads.stats.cpu_s["decode"] > 0
+    assert all(b.made[0] < b.made[1] for b in ours[0])  # production times, as the workers stamp them
     processes.close()
 
 
