@@ -239,6 +239,10 @@ def run_at(
         CEILING: ceiling,
         BARE: lambda: parallel_rate(blobs, min(workers, cores)),
         "iobench torch DataLoader": lambda: epoch_rate(lambda: make_loader("torch", cfg()), n),
+        # one epoch per loader: the workers' read-ahead into the next epoch is decoded for nothing
+        "iobench torch DataLoader, no read-ahead": lambda: epoch_rate(
+            lambda: make_loader("torch", cfg(options={"prefetch_next_epoch": False})), n
+        ),
         "iobench threads": lambda: epoch_rate(lambda: make_loader("threads", cfg()), n),
         "iobench torchdata.nodes (threads)": lambda: epoch_rate(lambda: make_loader("nodes", cfg()), n),
         "iobench DALI (CPU)": lambda: dali_epoch_rate(lambda: make_loader("dali", cfg()), n),
@@ -301,9 +305,12 @@ def section_at(workers: int, run: dict, rounds: int, cores: int) -> str:
         for name, x in dali_rows.items()
         for r in [[v / c for v, c in zip(results[name], results[DALI_CEILING], strict=True)]]
     )
-    return f"""### {workers} workers
-
-{workers} workers{f" on {cores} cores: oversubscribed, the ceiling and bare decode use {cores}" if workers > cores else ""}.
+    crowded = (
+        f" on {cores} cores: oversubscribed, the ceiling and bare decode use {cores}"
+        if workers > cores
+        else ""
+    )
+    return f"""### {workers} workers{crowded}
 
 | loader | samples/s | spread | × ceiling | × best peer | CPU ms/sample | CPU × bare |
 |---|---:|---:|---:|---:|---:|---:|
@@ -349,6 +356,7 @@ def main() -> None:
         for name in names
     )
     counts = ",".join(str(w) for w in args.workers)
+    sections = "\n".join(section_at(w, run, args.rounds, cores) for w, run in runs.items())
     write_section(
         "loaders",
         f"""## Loaders against peers and the decode ceiling (`python benchmarks/bench_loaders.py --workers {counts} --rounds {args.rounds}`)
@@ -368,7 +376,11 @@ hand-over included; *CPU × bare*: that against bare decode's, round by round. *
 own decode-only rate, its graph (decode + RandomResizedCrop, resize, flip on the CPU) over the same
 JPEGs in memory with the same threads, batch, prefetch and iterator; DALI's CPU operators are slower
 than simplejpeg + OpenCV, so the DALI rows are judged against it. *External feed*: the DALI loader fed
-by our own tar reader (`mode="external"`). {spdl_line(spdl_available())}
+by our own tar reader (`mode="external"`). *No read-ahead*: the DataLoader backend with
+`prefetch_next_epoch=False`: every run here reads one epoch and drops its loader, so what the default
+loader's workers make of the next epoch (up to `prefetch` batches each, more from a worker that
+finished its share first) is decoded for nothing here; in training it is the next epoch's first
+batches. {spdl_line(spdl_available())}
 {mosaic_line(next(iter(runs.values()))["mosaic"])}
 
 CPU ms per sample (× bare decode's), per worker count:
@@ -377,7 +389,7 @@ CPU ms per sample (× bare decode's), per worker count:
 |---|{"---:|" * len(runs)}
 {summary}
 
-{"".join(section_at(w, run, args.rounds, cores) for w, run in runs.items())}""",
+{sections}""",
     )
     print(summary)
 

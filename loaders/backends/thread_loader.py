@@ -5,20 +5,19 @@ training process instead of worker processes.
       straight into its batch's slots, collate -> a queue of ``prefetch`` finished batches
     main thread: takes one batch from each reader in turn (DataLoader's in-order round robin)
 
-simplejpeg and OpenCV release the GIL while they decode and resize (~95 % of a sample's CPU here),
-so the readers run in parallel; what holds the GIL per sample (tar parsing, bookkeeping, ~5 %) is
-what bounds how many threads still scale. What threads save: no worker processes to start (an
-epoch starts in milliseconds, not the ~30 ms and ~8 MB per worker of a fork), no copy or
-shared-memory hand-over of a batch (it is made where it is consumed), one storage client per
-reader in one process. What they cost: every reader shares the training process's GIL with the
-training loop, so Python-heavy augmentations, or a training step holding the GIL, slow them;
-docs/loaders.md says when each wins.
+simplejpeg and OpenCV release the GIL while they decode and resize (92 % of a worker's CPU here),
+so the readers run in parallel; what holds the GIL per sample (tar headers, bookkeeping, the
+member's copy: ~8 %) bounds how many threads still scale. What threads save: no worker processes
+to start (an epoch starts without a fork, imports or new storage clients per worker) and no
+shared-memory hand-over of a batch (it is made where it is consumed). What they cost: the readers
+share the training process's GIL with the training loop, so Python-heavy augmentations, or a
+training step holding the GIL, slow them; docs/loaders.md says when each wins.
 
 Every reader reads exactly the stream of the DataLoader backend's worker of the same number (the
 same plan, shuffle and crops), so with the same settings both backends deliver the same batches,
 each reader's in the same order (across readers, the DataLoader's order in an epoch its workers
-started early differs). Ranks, ``len()``,
-resume and stats are the skeleton's (:class:`loaders.backends.BaseLoader`).
+started early differs). Ranks, ``len()``, resume and stats are the skeleton's
+(:class:`loaders.backends.BaseLoader`).
 """
 
 from __future__ import annotations
