@@ -14,7 +14,9 @@ steady state of training, start-up left out (bench_loaders.py counts it). Per ep
   workers keep (thread CPU): read/parse (``fetch``: tar headers, the member copied out), decode,
   augment (crop, resize, flip into the batch slot), collate (the slot's buffer, the labels tensor);
   the rest of a worker's CPU is *hand-over and the rest*: the batch pickled and queued, DataLoader's
-  worker loop, the stage clocks themselves;
+  worker loop, the stage clocks themselves. Worker processes are read when they have settled (their
+  CPU no longer growing) before and after the epoch, so the window holds their read-ahead into the
+  next epoch, standing for this epoch's own read-ahead, made during the last one;
 - *bare decode + augment*: the same decode + augment of the JPEGs already in memory, alone, in
   ``workers`` forked processes (their user + system CPU, fork to join): the work itself, at the same
   parallelism.
@@ -70,26 +72,32 @@ class SteadyEpochs:
         self.epoch = 0
         self.rows: list[dict[str, float]] = []
 
+    def _workers(self) -> list[psutil.Process]:
+        # this loader's own worker processes (DataLoader's, a private attribute): another loader's,
+        # idle or reading ahead, are not this one's cost; none before the first epoch
+        batches = None if self.threads else self.loader._loader._iterator
+        return [] if batches is None else [psutil.Process(w.pid) for w in batches._workers]
+
     def __call__(self) -> float:
         loader = self.loader
         loader.set_epoch(self.epoch)
         self.epoch += 1
-        batches = iter(loader)
-        first = next(batches)  # the workers of the first epoch exist from here on
-        workers = [] if self.threads else psutil.Process().children()
-        before = [sum(w.cpu_times()[:2]) for w in workers]
+        workers = self._workers()
+        before = _settled(workers)
         stages = {s: loader.stats.cpu_s[s] for s in STAGES}
         samples = loader.stats.samples
         main, process, wall = time.thread_time(), _process_cpu(), time.perf_counter()
         n = 0
-        for batch in batches:
+        for batch in loader:
             n += len(batch)
             end = time.perf_counter() + self.step_s
             while time.perf_counter() < end:
                 pass
         main, process = time.thread_time() - main, _process_cpu() - process
         wall = time.perf_counter() - wall
-        del first
+        # the workers' read-ahead into the next epoch, done: as much as this epoch's own read-ahead,
+        # made during the last one, that the window missed
+        after = _settled(workers)
         ms = 1e3 / n
         row = {
             s: (loader.stats.cpu_s[s] - stages[s]) * 1e3 / (loader.stats.samples - samples) for s in STAGES
@@ -98,12 +106,24 @@ class SteadyEpochs:
         if self.threads:
             row[WORKERS], row[OTHER] = (process - main) * ms, 0.0
         else:
-            row[WORKERS] = sum(sum(w.cpu_times()[:2]) - b for w, b in zip(workers, before, strict=True)) * ms
+            row[WORKERS] = (after - before) * ms
             row[OTHER] = (process - main) * ms
         row[HANDOVER] = row[WORKERS] - sum(row[s] for s in STAGES)
         row[WHOLE] = row[WORKERS] + row[CONSUMER] + row[OTHER]
         self.rows.append(row)
         return n / wall
+
+
+def _settled(workers: list[psutil.Process]) -> float:
+    """The workers' user + system CPU once it stops growing (read at 0.1 s intervals, 2 s at most)."""
+    total = sum(sum(w.cpu_times()[:2]) for w in workers)
+    for _ in range(20):
+        time.sleep(0.1)
+        now = sum(sum(w.cpu_times()[:2]) for w in workers)
+        if now == total:
+            break
+        total = now
+    return total
 
 
 def bare_cpu(blobs: list[bytes], workers: int, rows: list[dict[str, float]]) -> Callable[[], float]:
