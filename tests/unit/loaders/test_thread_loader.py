@@ -7,7 +7,7 @@ import threading
 import pytest
 import torch
 
-from loaders import SampleError, make_loader
+from loaders import AugmentSpec, LoaderConfig, SampleError, make_loader
 from loaders.backends import ThreadLoader
 from tests.helpers.shardkit import ALL_KEYS, make_shards, small_config, tiny_jpeg, write_shard
 
@@ -67,3 +67,20 @@ def test_a_readers_error_reaches_the_consumer_and_no_reader_is_left(tmp_path):
     assert _readers_alive() == []
     skipping = make_loader("threads", small_config([bad, *good], workers=2))
     assert sum(len(b) for b in skipping) == 17 and skipping.stats.errors == {"corrupt_sample": 1}
+
+
+def test_objects_read_as_the_dataloader_workers_read_them(tmp_path):
+    objects = []
+    for i in range(12):
+        path = tmp_path / f"{i:06d}.jpg"
+        path.write_bytes(tiny_jpeg(i))
+        objects.append((f"{i:06d}", str(path), i % 1000))
+    cfg = LoaderConfig(
+        objects=objects, batch_size=4, workers=2, shuffle_buffer=8, augment=AugmentSpec(size=32)
+    )
+    ours = _by_reader(make_loader("threads", cfg))
+    theirs = _by_reader(make_loader("torch", cfg))
+    assert {r: [b.keys for b in bs] for r, bs in ours.items()} == {
+        r: [b.keys for b in bs] for r, bs in theirs.items()
+    }
+    assert sorted(k for bs in ours.values() for b in bs for k in b.keys) == [k for k, _, _ in objects]
