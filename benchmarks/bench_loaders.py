@@ -1,6 +1,6 @@
 """Our loaders against peer loaders and against the decode ceiling, on one shard set.
 
-    python benchmarks/bench_loaders.py [--samples 3072] [--workers 2] [--rounds 3]
+    python benchmarks/bench_loaders.py [--samples 3072] [--workers 2,4,8,14] [--rounds 3]
 
 Same shards (local, page cache warm: this measures the loaders, not the disk), the same decode +
 RandomResizedCrop + flip work per sample (simplejpeg + OpenCV, uint8 out), the same worker count
@@ -11,8 +11,10 @@ min(workers, cores): what perfect parallelism of this work would give. Beside it
 that many bare forked processes (no reading, batching or IPC) shows how much of the gap is the
 machine's own parallel scaling rather than loader overhead. The DALI loader is judged against DALI's
 own decode-only ceiling (its graph over the same JPEGs in memory, the same threads), measured in the
-same rounds. 3,072 samples make 23 shards (the last of
-two samples), split 1,542 / 1,530 over 2 workers, so neither idles long through the other's last shard.
+same rounds. 3,072 samples make 22 shards, enough for 14 workers.
+
+``--workers`` sweeps worker counts (2,4,8,14 on a 16-core server), each with its own interleaved
+rounds; beside each contender's rate, its CPU per sample against bare decode's at the same count.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from common import (
     warm_jpegs,
     write_section,
 )
-from peers import decode_augment, litdata_convert, litdata_loader, webdataset_loader
+from peers import decode_augment, litdata_convert, litdata_loader, spdl_loader, webdataset_loader
 
 from loaders import LoaderConfig, make_loader
 
@@ -181,28 +183,46 @@ class MosaicPeer:
         return result["samples_per_s"]
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--samples", type=int, default=3072)
-    ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--batch", type=int, default=64)
-    ap.add_argument("--rounds", type=int, default=3)
-    args = ap.parse_args()
+def worker_counts(text: str) -> list[int]:
+    try:
+        counts = [int(part) for part in text.split(",")]
+    except ValueError:
+        counts = []
+    if not counts or min(counts) < 1:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: worker counts, comma-separated, each >= 1 (e.g. 2,4,8,14)"
+        )
+    return counts
 
-    _, urls = loaders_dataset(args.samples)
-    blobs = warm_jpegs(urls)
+
+def spdl_available() -> bool:
+    try:
+        import spdl.pipeline  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+CEILING = "decode ceiling (1-core rate x workers)"
+BARE = "bare decode in `workers` processes"
+PEERS = ("webdataset", "litdata", "mosaicml", "SPDL")
+
+
+def run_at(
+    workers: int, args: argparse.Namespace, urls: list[str], blobs: list[bytes], lit_dir: Path
+) -> dict:
+    """Every contender at ``workers`` workers, interleaved rounds: samples/s and CPU ms per sample."""
     n = len(blobs)
     cores = len(os.sched_getaffinity(0))
-    lit_dir = litdata_convert(urls, Path(tempfile.gettempdir()) / f"iobench-litdata-{args.samples}")
     mosaic = MosaicPeer(
-        urls, Path(tempfile.gettempdir()) / f"iobench-mds-{args.samples}", args.workers, args.batch
+        urls, Path(tempfile.gettempdir()) / f"iobench-mds-{args.samples}", workers, args.batch
     )
     if mosaic.available():
         mosaic.convert()
 
     def cfg(**kw):
         # no sample shuffle: the peers here do not shuffle either, so all do the same work
-        return LoaderConfig(urls=urls, batch_size=args.batch, workers=args.workers, shuffle_buffer=0, **kw)
+        return LoaderConfig(urls=urls, batch_size=args.batch, workers=workers, shuffle_buffer=0, **kw)
 
     def ceiling() -> float:
         import torch
@@ -213,42 +233,55 @@ def main() -> None:
         t0 = time.perf_counter()
         for b in sample:
             decode_augment(b, rng)
-        return len(sample) / (time.perf_counter() - t0) * min(args.workers, cores)
+        return len(sample) / (time.perf_counter() - t0) * min(workers, cores)
 
     contenders = {
-        "decode ceiling (1-core rate x workers)": ceiling,
-        "bare decode in `workers` processes": lambda: parallel_rate(blobs, min(args.workers, cores)),
+        CEILING: ceiling,
+        BARE: lambda: parallel_rate(blobs, min(workers, cores)),
         "iobench torch DataLoader": lambda: epoch_rate(lambda: make_loader("torch", cfg()), n),
+        # one epoch per loader: the workers' read-ahead into the next epoch is decoded for nothing
+        "iobench torch DataLoader, no read-ahead": lambda: epoch_rate(
+            lambda: make_loader("torch", cfg(options={"prefetch_next_epoch": False})), n
+        ),
+        "iobench threads": lambda: epoch_rate(lambda: make_loader("threads", cfg()), n),
         "iobench torchdata.nodes (threads)": lambda: epoch_rate(lambda: make_loader("nodes", cfg()), n),
         "iobench DALI (CPU)": lambda: dali_epoch_rate(lambda: make_loader("dali", cfg()), n),
         "iobench DALI (CPU), external feed": lambda: dali_epoch_rate(
             lambda: make_loader("dali", cfg(options={"mode": "external"})), n
         ),
-        DALI_CEILING: lambda: dali_ceiling_rate(blobs, args.workers, args.batch),
-        "webdataset WebLoader": lambda: epoch_rate(
-            lambda: webdataset_loader(urls, args.workers, args.batch), n
-        ),
+        DALI_CEILING: lambda: dali_ceiling_rate(blobs, workers, args.batch),
+        "webdataset WebLoader": lambda: epoch_rate(lambda: webdataset_loader(urls, workers, args.batch), n),
         "litdata StreamingDataLoader": lambda: epoch_rate(
-            lambda: litdata_loader(lit_dir, args.workers, args.batch), n
+            lambda: litdata_loader(lit_dir, workers, args.batch), n
         ),
     }
-    ceil_name = "decode ceiling (1-core rate x workers)"
-    counted = {ceil_name: n // 2}  # the ceiling decodes half the samples, every other contender all
+    if spdl_available():
+        contenders["SPDL pipeline (threads)"] = lambda: epoch_rate(
+            lambda: spdl_loader(urls, workers, args.batch), n
+        )
+    counted = {CEILING: n // 2}  # the ceiling decodes half the samples, every other contender all
     cpu: dict[str, list[float]] = {name: [] for name in contenders}
     timed = {name: with_cpu(run, counted.get(name, n), cpu[name]) for name, run in contenders.items()}
     if mosaic.available():
         timed["mosaicml-streaming (own venv)"] = mosaic
         cpu["mosaicml-streaming (own venv)"] = mosaic.cpu_ms
     results = interleaved(timed, rounds=args.rounds)
-    ceil = results[ceil_name]
-    peers = [k for k in results if k.startswith(("webdataset", "litdata", "mosaicml"))]
+    # the warm-up round left out of the CPU figures, as interleaved() leaves it out of the rates
+    return {"results": results, "cpu": {name: v[1:] for name, v in cpu.items()}, "mosaic": mosaic.available()}
+
+
+def section_at(workers: int, run: dict, rounds: int, cores: int) -> str:
+    """One worker count's tables and verdicts."""
+    results, cpu = run["results"], run["cpu"]
+    ceil = results[CEILING]
+    peers = [k for k in results if k.startswith(PEERS)]
     # the best peer of each round: ratios are taken within a round, whose contenders ran minutes
     # apart at most, so a slow spell of this shared host moves both sides of a ratio alike
-    best_peer = [max(results[k][i] for k in peers) for i in range(args.rounds)]
+    best_peer = [max(results[k][i] for k in peers) for i in range(rounds)]
     ours_name = max((k for k in results if k.startswith("iobench")), key=lambda k: median(results[k]))
     ours = results[ours_name]
     x_ceil, x_peer = paired(ours, ceil), paired(ours, best_peer)
-    x_bare = paired(ours, results["bare decode in `workers` processes"])
+    x_bare = paired(ours, results[BARE])
     verdict = (
         f"{'met' if x_ceil >= 0.92 and x_peer >= 1.15 else 'not met'} in this run "
         f"(best, {ours_name}: {x_ceil:.2f} × ceiling, {x_peer:.2f} × best peer, "
@@ -262,10 +295,9 @@ def main() -> None:
         f"{name.removeprefix('iobench ')}: {x:.2f} × ({'met' if x >= 0.8 else 'not met'})"
         for name, x in dali_rows.items()
     )
-
     rows = "\n".join(
         f"| {name} | {median(v):,.0f} | {spread(v):.0f} % | {paired(v, ceil):.2f} | {paired(v, best_peer):.2f} "
-        f"| {median(cpu[name][1:]):.2f} |"  # the warm-up round left out, as for the rates
+        f"| {median(cpu[name]):.2f} | {paired(cpu[name], cpu[BARE]):.2f} |"
         for name, v in results.items()
     )
     dali_table = "\n".join(
@@ -273,30 +305,16 @@ def main() -> None:
         for name, x in dali_rows.items()
         for r in [[v / c for v, c in zip(results[name], results[DALI_CEILING], strict=True)]]
     )
-    write_section(
-        "loaders",
-        f"""## Loaders against peers and the decode ceiling (`python benchmarks/bench_loaders.py --rounds {args.rounds}`)
+    crowded = (
+        f" on {cores} cores: oversubscribed, the ceiling and bare decode use {cores}"
+        if workers > cores
+        else ""
+    )
+    return f"""### {workers} workers{crowded}
 
-{host_line()}. {n} ImageNet-like JPEGs (~110 KB) in {len(urls)} tar shards (litdata and mosaicml-streaming:
-their own formats, converted from the same samples by `litdata.optimize` and `MDSWriter`), page cache warm, {args.workers} workers,
-batch {args.batch}, the same simplejpeg + OpenCV decode/RandomResizedCrop/flip per sample (uint8 out),
-one epoch per run including start-up, {args.rounds} interleaved rounds, medians of samples/s;
-the ratios are medians of the per-round ratios (a round's contenders ran close together in time).
-*Bare decode*: the same decode + augment alone in {min(args.workers, cores)} forked processes (no reading,
-batching or IPC), the parallel scaling this machine really gives. *CPU ms/sample*: user + system
-CPU of the benchmark process and of the workers it started and joined (median over the rounds):
-what each sample cost in all, start-up, reading, collating and hand-over included.
-{mosaic_line(mosaic.available())}
-
-| loader | samples/s | spread | × ceiling | × best peer | CPU ms/sample |
-|---|---:|---:|---:|---:|---:|
+| loader | samples/s | spread | × ceiling | × best peer | CPU ms/sample | CPU × bare |
+|---|---:|---:|---:|---:|---:|---:|
 {rows}
-
-*DALI's ceiling*: DALI's own decode-only rate, its graph (the DALI loader's decode +
-RandomResizedCrop, resize, flip on the CPU) over the same JPEGs already in memory, with the same
-{args.workers} threads, batch, prefetch and iterator: no reading, parsing or feeding. DALI's CPU operators
-are slower than simplejpeg + OpenCV, so the DALI rows are judged against this ceiling. *External
-feed*: the DALI loader fed by our own tar reader (`mode="external"`) instead of DALI's webdataset reader.
 
 | DALI loader | × DALI's ceiling (per-round ratios: median, min–max) |
 |---|---:|
@@ -305,9 +323,83 @@ feed*: the DALI loader fed by our own tar reader (`mode="external"`) instead of 
 Goal (issue 21): the best CPU loader ≥ 0.92 × the decode ceiling and ≥ 1.15 × the best peer — {verdict}.
 
 Goal (issue 21): DALI on the CPU ≥ 0.8 × DALI's own decode-only ceiling — {dali_verdict}.
-""",
+"""
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--samples", type=int, default=3072)
+    ap.add_argument(
+        "--workers",
+        type=worker_counts,
+        default=[2],
+        help="worker counts to sweep, comma-separated (2,4,8,14)",
     )
-    print(rows)
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--rounds", type=int, default=3)
+    args = ap.parse_args()
+
+    _, urls = loaders_dataset(args.samples)
+    blobs = warm_jpegs(urls)
+    cores = len(os.sched_getaffinity(0))
+    lit_dir = litdata_convert(urls, Path(tempfile.gettempdir()) / f"iobench-litdata-{args.samples}")
+    started = host_line()
+    runs = {workers: run_at(workers, args, urls, blobs, lit_dir) for workers in args.workers}
+    names = list(next(iter(runs.values()))["results"])
+    summary = "\n".join(
+        f"| {name} | "
+        + " | ".join(
+            f"{median(run['cpu'][name]):.2f} ({paired(run['cpu'][name], run['cpu'][BARE]):.2f} ×)"
+            for run in runs.values()
+        )
+        + " |"
+        for name in names
+    )
+    counts = ",".join(str(w) for w in args.workers)
+    sections = "\n".join(section_at(w, run, args.rounds, cores) for w, run in runs.items())
+    write_section(
+        "loaders",
+        f"""## Loaders against peers and the decode ceiling (`python benchmarks/bench_loaders.py --workers {counts} --rounds {args.rounds}`)
+
+Started {started}; ended at load {host_line().rsplit("load ", 1)[1]}. {len(blobs)} ImageNet-like JPEGs
+(~110 KB) in {len(urls)} tar shards (litdata and mosaicml-streaming: their own formats, converted from
+the same samples by `litdata.optimize` and `MDSWriter`; SPDL: a pipeline over our tar reader, having none
+of its own), page cache warm, batch {args.batch}, the same simplejpeg + OpenCV
+decode/RandomResizedCrop/flip per sample (uint8 out), one epoch per run including start-up,
+{args.rounds} interleaved rounds per worker count, medians of samples/s; the ratios are medians of the
+per-round ratios (a round's contenders ran close together in time). The ceiling is the single-core
+decode + augment rate times min(workers, cores). *Bare decode*: the same decode + augment alone in
+min(workers, cores) forked processes (no reading, batching or IPC), the parallel scaling this machine
+really gives. *CPU ms/sample*: user + system CPU of the benchmark process and of the workers it started
+and joined (median over the rounds): what each sample cost in all, start-up, reading, collating and
+hand-over included; *CPU × bare*: that against bare decode's, round by round. *DALI's ceiling*: DALI's
+own decode-only rate, its graph (decode + RandomResizedCrop, resize, flip on the CPU) over the same
+JPEGs in memory with the same threads, batch, prefetch and iterator; DALI's CPU operators are slower
+than simplejpeg + OpenCV, so the DALI rows are judged against it. *External feed*: the DALI loader fed
+by our own tar reader (`mode="external"`). *No read-ahead*: the DataLoader backend with
+`prefetch_next_epoch=False`: every run here reads one epoch and drops its loader, so what the default
+loader's workers make of the next epoch (up to `prefetch` batches each, more from a worker that
+finished its share first) is decoded for nothing here; in training it is the next epoch's first
+batches. {spdl_line(spdl_available())}
+{mosaic_line(next(iter(runs.values()))["mosaic"])}
+
+CPU ms per sample (× bare decode's), per worker count:
+
+| loader | {" | ".join(f"{w} workers" for w in runs)} |
+|---|{"---:|" * len(runs)}
+{summary}
+
+{sections}""",
+    )
+    print(summary)
+
+
+def spdl_line(ran: bool) -> str:
+    if ran:
+        return (
+            "SPDL: `spdl.pipeline` (`pip install 'iobench[peers]'`), its decode stage on `workers` threads."
+        )
+    return "SPDL did not run: not installed (`pip install 'iobench[peers]'`, or `pip install spdl`)."
 
 
 def mosaic_line(ran: bool) -> str:

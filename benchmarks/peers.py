@@ -3,6 +3,7 @@
 Each adapter returns an iterable of (images, labels) batches. Peers that need their own format get
 a real conversion of the same samples (litdata's optimize), never a fake.
 """
+# SPDL (Meta's thread-pool pipelines, ``pip install spdl``) is the one peer of threads, not processes
 
 from __future__ import annotations
 
@@ -114,3 +115,41 @@ def litdata_loader(data_dir: Path, workers: int, batch: int) -> Iterable:
     return litdata.StreamingDataLoader(
         ds, batch_size=batch, num_workers=workers, collate_fn=collate, worker_init_fn=_one_thread
     )
+
+
+class SpdlLoader:
+    """SPDL's pipeline as its documentation builds one: a source of (jpg, cls) pairs, the decode +
+    augment stage on ``workers`` threads (``concurrency``), ``aggregate`` into batches, collate. SPDL
+    has no tar reader of its own, so its source reads the shards with ours (``shard_samples``: the
+    members as bytes, the same reading every peer's format was written from). One epoch per
+    iteration, the pipeline started and stopped with it."""
+
+    def __init__(self, urls: list[str], workers: int, batch: int) -> None:
+        from spdl.pipeline import PipelineBuilder
+
+        torch.set_num_threads(1)  # the decode threads are the parallelism, as in every other contender
+        self.urls, self.workers, self.batch = urls, workers, batch
+        self.builder = PipelineBuilder
+
+    def _pairs(self):
+        for url in self.urls:
+            for sample in shard_samples(url):
+                yield sample["jpg"], sample["cls"]
+
+    def __iter__(self):
+        decode = _DecodePair()
+        pipeline = (
+            self.builder()
+            .add_source(self._pairs())
+            .pipe(decode, concurrency=self.workers)
+            .aggregate(self.batch)
+            .pipe(collate)
+            .add_sink(3)
+            .build(num_threads=self.workers)
+        )
+        with pipeline.auto_stop():
+            yield from pipeline.get_iterator()
+
+
+def spdl_loader(urls: list[str], workers: int, batch: int) -> Iterable:
+    return SpdlLoader(urls, workers, batch)

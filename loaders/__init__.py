@@ -2,7 +2,7 @@
 
 This package never imports iobench: training code can use it alone. Pick a backend by name::
 
-    loader = make_loader("torch" | "nodes" | "dali", LoaderConfig(urls=..., batch_size=256))
+    loader = make_loader("torch" | "threads" | "nodes" | "dali", LoaderConfig(urls=..., batch_size=256))
 
 Names load on first use (PEP 562), so ``import loaders.registry`` or ``loaders.config`` costs no
 torch: a sweep file is checked against the backends' declared options before torch is imported.
@@ -12,7 +12,7 @@ By concern, each subpackage a face of its own (``__all__``; import from the face
     storage/    local files, object stores, the shard cache, a throttled link
     formats/    tar, Parquet, one object per sample
     pipeline/   decode, augment, batch assembly, the batch-buffer ring
-    backends/   torch DataLoader, torchdata.nodes, DALI, on one skeleton (ranks, plan, len, resume, stats)
+    backends/   torch DataLoader (processes or threads), torchdata.nodes, DALI, on one skeleton (ranks, plan, len, resume, stats)
     observe/    stage timers, the stall meter, NVML, Prometheus
 
 and at the top: ``config`` (every setting), ``options`` (declared plugin options), ``registry``

@@ -123,6 +123,14 @@ _BUILTIN: dict[str, Backend] = {
         undecoded=True,
         checks_itself=True,
     ),
+    "threads": Backend(
+        "threads",
+        "loaders.backends.thread_loader:ThreadLoader",
+        {},
+        "pip install torch",
+        undecoded=True,
+        checks_itself=True,
+    ),
     "dali": Backend(
         "dali",
         "loaders.backends.dali:DaliLoader",
@@ -204,7 +212,7 @@ def undecoded_loaders() -> list[str]:
 
 
 def make_loader(name: str, config: LoaderConfig) -> Loader:
-    """Build the backend called ``name`` ("torch", "nodes", "dali", or a registered one), its
+    """Build the backend called ``name`` ("torch", "threads", "nodes", "dali", or a registered one), its
     ``config.options`` checked once against the ones it declares and completed with their defaults
     (:meth:`Backend.checked`)."""
     chosen = backend(name)

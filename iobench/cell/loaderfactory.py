@@ -1,8 +1,8 @@
 """Loader backends by name: each turns (shard URLs, settings) into an epoch -> batches callable.
 
-The sweep's ``loaders[i].kind`` is a name in the loaders' registry ("torch", "nodes", "dali", or one
-a plugin registered), so the runner builds every backend the same way training code does, with
-the same declared options. Every backend yields :class:`loaders.Batch` objects with the same stage
+The sweep's ``loaders[i].kind`` is a name in the loaders' registry ("torch", "threads", "nodes",
+"dali", or one a plugin registered), so the runner builds every backend the same way training code
+does, with the same declared options. Every backend yields :class:`loaders.Batch` objects with the same stage
 statistics, so the step loop and the metrics are backend-neutral.
 """
 

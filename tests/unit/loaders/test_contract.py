@@ -72,9 +72,10 @@ def test_torch_backend_by_name_yields_batches_and_meets_the_protocol(urls):
     assert loader.stats.samples == 40
 
 
+@pytest.mark.parametrize("name", ["torch", "threads"])
 @pytest.mark.parametrize("workers", [0, 2])
-def test_torch_every_epoch_is_the_same_multiset_in_a_new_order(urls, workers):
-    loader = make_loader("torch", small_config(urls, workers=workers))
+def test_every_epoch_is_the_same_multiset_in_a_new_order(urls, name, workers):
+    loader = make_loader(name, small_config(urls, workers=workers))
     orders = []
     for epoch in range(2):
         loader.set_epoch(epoch)
@@ -84,12 +85,13 @@ def test_torch_every_epoch_is_the_same_multiset_in_a_new_order(urls, workers):
     assert orders[0] != orders[1]
 
 
-def test_torch_ranks_read_disjoint_samples_covering_the_dataset(urls):
+@pytest.mark.parametrize("name", ["torch", "threads"])
+def test_ranks_read_disjoint_samples_covering_the_dataset(urls, name):
     seen = Counter()
     for rank in range(2):
         seen.update(
             k
-            for b in make_loader("torch", small_config(urls, workers=2, rank=rank, world_size=2))
+            for b in make_loader(name, small_config(urls, workers=2, rank=rank, world_size=2))
             for k in b.keys
         )
     assert sorted(seen) == ALL_KEYS and set(seen.values()) == {1}
@@ -111,17 +113,18 @@ def _resume(name: str, cfg: LoaderConfig, k: int, epoch: int = 1) -> tuple[list[
     return before, list(second), state
 
 
+@pytest.mark.parametrize("name", ["torch", "threads"])
 @pytest.mark.parametrize("workers", [0, 2])
 @pytest.mark.parametrize("k", [1, 3])
-def test_torch_resume_mid_epoch_loses_and_repeats_nothing(urls, workers, k):
+def test_resume_mid_epoch_loses_and_repeats_nothing(urls, name, workers, k):
     cfg = small_config(urls, workers=workers)
-    before, after, state = _resume("torch", cfg, k)
+    before, after, state = _resume(name, cfg, k)
     assert state["epoch"] == 1 and sum(state["consumed"]) == 4 * k
     keys = [key for b in before + after for key in b.keys]
     assert sorted(keys) == ALL_KEYS  # the union is one epoch, no duplicates
     if workers == 0:
         # one reader: the resumed epoch is the uninterrupted one, crops included
-        whole = make_loader("torch", cfg)
+        whole = make_loader(name, cfg)
         whole.set_epoch(1)
         reference = list(whole)
         assert [b.keys for b in before + after] == [b.keys for b in reference]
@@ -153,7 +156,7 @@ def test_shardloader_keywords_and_config_are_one_path(urls):
         ShardLoader(small_config(urls), workers=2)
 
 
-@pytest.mark.parametrize("name", ["torch", "nodes"])
+@pytest.mark.parametrize("name", ["torch", "threads", "nodes"])
 def test_make_loader_checks_a_backends_options_once(urls, name, monkeypatch):
     from loaders.registry import Backend
 

@@ -96,7 +96,7 @@ def _epoch(loader, epoch):
     return list(loader)
 
 
-@pytest.mark.parametrize(("backend", "workers"), [("torch", 0), ("torch", 1), ("nodes", 1)])
+@pytest.mark.parametrize(("backend", "workers"), [("torch", 0), ("torch", 1), ("threads", 2), ("nodes", 1)])
 @pytest.mark.parametrize("remainder", ["drop", "pad"])
 def test_backends_give_every_rank_len_batches_over_uneven_shards(tmp_path, backend, workers, remainder):
     urls = make_uneven_shards(tmp_path, UNEVEN)

@@ -23,7 +23,7 @@ def _image_bytes(dataset: Path) -> tuple[int, int]:
     return n, total
 
 
-@pytest.mark.parametrize(("kind", "workers"), [("torch", 0), ("torch", 1), ("nodes", 1)])
+@pytest.mark.parametrize(("kind", "workers"), [("torch", 0), ("torch", 1), ("threads", 2), ("nodes", 1)])
 def test_every_sample_is_read_in_full_and_batched_as_its_byte_length(tiny_dataset, kind, workers):
     if kind == "nodes":
         pytest.importorskip("torchdata")
@@ -47,7 +47,7 @@ def test_every_sample_is_read_in_full_and_batched_as_its_byte_length(tiny_datase
 
 def test_a_backend_that_decodes_in_its_own_graph_refuses(tiny_dataset):
     config = LoaderConfig(urls=[str(next(tiny_dataset.glob("*.tar")))], decode=False)
-    with pytest.raises(ValueError, match="always decodes: decode=False needs nodes, torch"):
+    with pytest.raises(ValueError, match="always decodes: decode=False needs nodes, threads, torch"):
         make_loader("dali", config)
     with pytest.raises(ValueError, match="always decodes"):  # the class built directly, too
         DaliLoader(config)

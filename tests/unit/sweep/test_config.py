@@ -127,7 +127,7 @@ def test_a_decode_list_makes_the_mlperf_mode_cell_beside_the_same_cell_decoding(
         (
             {"kind": "dali", "decode": False},
             {},
-            "the 'dali' loader always decodes; reading without decoding needs kind nodes or torch",
+            "the 'dali' loader always decodes; reading without decoding needs kind nodes or threads or torch",
         ),
         ({"decode": [False]}, {"kind": "torch", "model": "small_cnn"}, "a torch model trains on images"),
     ):
