@@ -101,8 +101,9 @@ def test_torch_loader_8_workers_x_2_ranks_on_2_shards_reads_every_sample_once(in
         loader.close()
 
 
-def test_one_rank_with_more_workers_than_shards_reads_every_sample_once_per_epoch(indexed):
-    loader = ShardLoader(_config(indexed, workers=3), return_batches=True)
+@pytest.mark.parametrize("backend", ["torch", "threads"])
+def test_one_rank_with_more_workers_than_shards_reads_every_sample_once_per_epoch(indexed, backend):
+    loader = make_loader(backend, _config(indexed, workers=3))
     for epoch in range(2):
         loader.set_epoch(epoch)
         batches = list(loader)
