@@ -34,8 +34,8 @@ def _env(cache: Path) -> dict[str, str]:
     return {**os.environ, "IOBENCH_CACHE": str(cache), "PYTHONPATH": str(REPO)}
 
 
-def _calibrate(cache: Path, batch: int) -> float:
-    """This round's small_cnn step alone, seconds."""
+def _calibrate(cache: Path, batch: int):
+    """This round's calibration of small_cnn (hostcost.HostCost)."""
     subprocess.run(
         [
             sys.executable,
@@ -53,9 +53,7 @@ def _calibrate(cache: Path, batch: int) -> float:
     from iobench.cell.hostcost import load_calibrations
 
     os.environ["IOBENCH_CACHE"] = str(cache)
-    return next(
-        c for c in load_calibrations() if c.model == "small_cnn" and c.batch_size == batch
-    ).step_alone_s
+    return next(c for c in load_calibrations() if c.model == "small_cnn" and c.batch_size == batch)
 
 
 def _accelerator(kind: str, rate: float) -> dict:
@@ -109,6 +107,7 @@ def main() -> None:
     slowdown: dict[tuple[str, int], list[float]] = {}
     verdicts: dict[tuple[str, int], list[str]] = {}
     alone: list[float] = []
+    cuts: list = []
     contenders = [(k, w) for w in (1, 2) for k in KINDS]
     with tempfile.TemporaryDirectory(prefix="iobench-trainer-host-") as tmp:
         base = Path(tmp)
@@ -116,8 +115,14 @@ def main() -> None:
         dataset = base / "ds"
         synthesize(dataset, samples=args.samples, seed=3, shard_bytes=12_000_000)
         for r in range(args.rounds):
-            step = _calibrate(cache, args.batch)
+            cost = _calibrate(cache, args.batch)
+            step = cost.step_alone_s
             alone.append(step)
+            cuts.append(cost)
+            print(
+                f"round {r}: step alone {1000 * step:.1f} ms, host work cut into {cost.regions} region(s)",
+                flush=True,
+            )
             order = contenders[r % len(contenders) :] + contenders[: r % len(contenders)]
             for kind, workers in order:
                 s = _cell(
@@ -144,7 +149,14 @@ def main() -> None:
         f"page cache warm, the torch loader, batch {args.batch}. Each round calibrates small_cnn on the CPU",
         f"(step alone, median over rounds {1000 * statistics.median(alone):.1f} ms; every round: "
         + ", ".join(f"{1000 * a:.1f}" for a in alone)
-        + " ms), then runs every cell once in a rotating order. *twin*: emulated at the calibrated step's",
+        + " ms; the twin's host work cut into "
+        + ", ".join(
+            f"{c.regions} ({'/'.join(f'{x:.2f}' for x in c.contention['cut_stretch'][str(c.regions)])}x "
+            f"against the real step's {'/'.join(f'{x:.2f}' for x in c.contention['real_stretch'])}x beside "
+            f"{'/'.join(str(b) for b in c.contention['busy_processes'])} busy processes)"
+            for c in cuts
+        )
+        + " region(s) by the calibration), then runs every cell once in a rotating order. *twin*: emulated at the calibrated step's",
         "rate with `host_work: small_cnn`; *sleep*: the same rate, `host_work: none` (DLIO's emulation).",
         "Ratios: the median of the per-round ratios to the real cell. Goal (issue 31): the twin within 15 %.",
         "",
