@@ -16,6 +16,7 @@ reads nor replaces this host's own calibration.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
@@ -26,8 +27,10 @@ from pathlib import Path
 import yaml
 from common import REPO, host_line, paired, write_section
 
+from iobench.cell.hostcost import CALIBRATION_FILE
+
 SECTION = "trainer-host"
-KINDS = ("real", "twin", "sleep")
+KINDS = ("real", "twin", "twin-ops", "sleep")
 
 
 def _env(cache: Path) -> dict[str, str]:
@@ -63,8 +66,18 @@ def _accelerator(kind: str, rate: float) -> dict:
         "kind": "emulated",
         "type": "custom",
         "samples_per_s": round(rate, 1),
-        "host_work": "small_cnn" if kind == "twin" else "none",
+        "host_work": "small_cnn" if kind.startswith("twin") else "none",
     }
+
+
+def _every_operator_a_region(cache: Path, control: Path) -> None:
+    """``control``: this round's calibration with its host work uncut, so that a cell sizes it where
+    it starts as one region per top-level operator (the cut before issue 31's calibration of it)."""
+    control.mkdir(parents=True, exist_ok=True)
+    found = json.loads((cache / CALIBRATION_FILE).read_text())
+    for entry in found["calibrations"]:
+        entry.update(regions=None, elements_per_op=None, ops_per_run=None, contention=None)
+    (control / CALIBRATION_FILE).write_text(json.dumps(found))
 
 
 def _cell(base: Path, cache: Path, dataset: Path, kind: str, workers: int, batch: int, rate: float, tag: str):
@@ -85,7 +98,7 @@ def _cell(base: Path, cache: Path, dataset: Path, kind: str, workers: int, batch
         [sys.executable, "-m", "iobench.cli", "sweep", str(path), "--out", str(out), "--no-progress"],
         check=True,
         capture_output=True,
-        env=_env(cache),
+        env=_env(cache if kind != "twin-ops" else cache / "every-operator"),
     )
     (summary,) = load_summaries(out)
     return summary
@@ -119,6 +132,7 @@ def main() -> None:
             step = cost.step_alone_s
             alone.append(step)
             cuts.append(cost)
+            _every_operator_a_region(cache, cache / "every-operator")
             print(
                 f"round {r}: step alone {1000 * step:.1f} ms, host work cut into {cost.regions} region(s)",
                 flush=True,
@@ -157,7 +171,9 @@ def main() -> None:
             for c in cuts
         )
         + " region(s) by the calibration), then runs every cell once in a rotating order. *twin*: emulated at the calibrated step's",
-        "rate with `host_work: small_cnn`; *sleep*: the same rate, `host_work: none` (DLIO's emulation).",
+        "rate with `host_work: small_cnn`; *twin-ops*: the same with the host work cut into one region per",
+        "top-level operator of the step, sized where the cell starts (the cut before the calibration chose",
+        "it: the control); *sleep*: the same rate, `host_work: none` (DLIO's emulation).",
         "Ratios: the median of the per-round ratios to the real cell. Goal (issue 31): the twin within 15 %.",
         "",
         "| workers | cell | samples/s (median) | ÷ real | trainer slowdown (median) | verdicts | every round |",
