@@ -16,7 +16,6 @@ reads nor replaces this host's own calibration.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -27,18 +26,16 @@ from pathlib import Path
 import yaml
 from common import REPO, host_line, paired, write_section
 
-from iobench.cell.hostcost import CALIBRATION_FILE
-
 SECTION = "trainer-host"
-KINDS = ("real", "twin", "twin-ops", "sleep")
+KINDS = ("real", "twin", "sleep")
 
 
 def _env(cache: Path) -> dict[str, str]:
     return {**os.environ, "IOBENCH_CACHE": str(cache), "PYTHONPATH": str(REPO)}
 
 
-def _calibrate(cache: Path, batch: int):
-    """This round's calibration of small_cnn (hostcost.HostCost)."""
+def _calibrate(cache: Path, batch: int) -> float:
+    """This round's small_cnn step alone, seconds."""
     subprocess.run(
         [
             sys.executable,
@@ -56,7 +53,9 @@ def _calibrate(cache: Path, batch: int):
     from iobench.cell.hostcost import load_calibrations
 
     os.environ["IOBENCH_CACHE"] = str(cache)
-    return next(c for c in load_calibrations() if c.model == "small_cnn" and c.batch_size == batch)
+    return next(
+        c for c in load_calibrations() if c.model == "small_cnn" and c.batch_size == batch
+    ).step_alone_s
 
 
 def _accelerator(kind: str, rate: float) -> dict:
@@ -66,18 +65,8 @@ def _accelerator(kind: str, rate: float) -> dict:
         "kind": "emulated",
         "type": "custom",
         "samples_per_s": round(rate, 1),
-        "host_work": "small_cnn" if kind.startswith("twin") else "none",
+        "host_work": "small_cnn" if kind == "twin" else "none",
     }
-
-
-def _every_operator_a_region(cache: Path, control: Path) -> None:
-    """``control``: this round's calibration with its host work uncut, so that a cell sizes it where
-    it starts as one region per top-level operator (the cut before issue 31's calibration of it)."""
-    control.mkdir(parents=True, exist_ok=True)
-    found = json.loads((cache / CALIBRATION_FILE).read_text())
-    for entry in found["calibrations"]:
-        entry.update(regions=None, elements_per_op=None, ops_per_run=None, contention=None)
-    (control / CALIBRATION_FILE).write_text(json.dumps(found))
 
 
 def _cell(base: Path, cache: Path, dataset: Path, kind: str, workers: int, batch: int, rate: float, tag: str):
@@ -98,7 +87,7 @@ def _cell(base: Path, cache: Path, dataset: Path, kind: str, workers: int, batch
         [sys.executable, "-m", "iobench.cli", "sweep", str(path), "--out", str(out), "--no-progress"],
         check=True,
         capture_output=True,
-        env=_env(cache if kind != "twin-ops" else cache / "every-operator"),
+        env=_env(cache),
     )
     (summary,) = load_summaries(out)
     return summary
@@ -120,7 +109,6 @@ def main() -> None:
     slowdown: dict[tuple[str, int], list[float]] = {}
     verdicts: dict[tuple[str, int], list[str]] = {}
     alone: list[float] = []
-    cuts: list = []
     contenders = [(k, w) for w in (1, 2) for k in KINDS]
     with tempfile.TemporaryDirectory(prefix="iobench-trainer-host-") as tmp:
         base = Path(tmp)
@@ -128,15 +116,8 @@ def main() -> None:
         dataset = base / "ds"
         synthesize(dataset, samples=args.samples, seed=3, shard_bytes=12_000_000)
         for r in range(args.rounds):
-            cost = _calibrate(cache, args.batch)
-            step = cost.step_alone_s
+            step = _calibrate(cache, args.batch)
             alone.append(step)
-            cuts.append(cost)
-            _every_operator_a_region(cache, cache / "every-operator")
-            print(
-                f"round {r}: step alone {1000 * step:.1f} ms, host work cut into {cost.regions} region(s)",
-                flush=True,
-            )
             order = contenders[r % len(contenders) :] + contenders[: r % len(contenders)]
             for kind, workers in order:
                 s = _cell(
@@ -163,17 +144,8 @@ def main() -> None:
         f"page cache warm, the torch loader, batch {args.batch}. Each round calibrates small_cnn on the CPU",
         f"(step alone, median over rounds {1000 * statistics.median(alone):.1f} ms; every round: "
         + ", ".join(f"{1000 * a:.1f}" for a in alone)
-        + " ms; the twin's host work cut into "
-        + ", ".join(
-            f"{c.regions} ({'/'.join(f'{x:.2f}' for x in c.contention['cut_stretch'][str(c.regions)])}x "
-            f"against the real step's {'/'.join(f'{x:.2f}' for x in c.contention['real_stretch'])}x beside "
-            f"{'/'.join(str(b) for b in c.contention['busy_processes'])} busy processes)"
-            for c in cuts
-        )
-        + " region(s) by the calibration), then runs every cell once in a rotating order. *twin*: emulated at the calibrated step's",
-        "rate with `host_work: small_cnn`; *twin-ops*: the same with the host work cut into one region per",
-        "top-level operator of the step, sized where the cell starts (the cut before the calibration chose",
-        "it: the control); *sleep*: the same rate, `host_work: none` (DLIO's emulation).",
+        + " ms), then runs every cell once in a rotating order. *twin*: emulated at the calibrated step's",
+        "rate with `host_work: small_cnn`; *sleep*: the same rate, `host_work: none` (DLIO's emulation).",
         "Ratios: the median of the per-round ratios to the real cell. Goal (issue 31): the twin within 15 %.",
         "",
         "| workers | cell | samples/s (median) | ÷ real | trainer slowdown (median) | verdicts | every round |",

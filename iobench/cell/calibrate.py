@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import datetime as dt
 import time
+from dataclasses import replace
 
 import torch
 
 from iobench.cell.accelerator import TorchTrainStep
 from iobench.cell.alone import time_alone
-from iobench.cell.contention import busy_levels, match_cut
 from iobench.cell.hostcost import HostCost, machine
-from iobench.host.cores import usable_cores
+from iobench.cell.hostwork import size
 
 IMAGE_SIZE = 224  # the loaders' default crop (loaders.config.AugmentSpec.size)
 
@@ -81,7 +81,7 @@ def calibrate(model: str, device: str | None, batch_size: int) -> tuple[HostCost
         kind="calibration",
         step_cv=alone.cv,
     )
-    # the host work cut as the real step stretches beside busy processes, each cut sized on steps
-    # of it right after the real step's: the same spell of load
-    matched, _ = match_cut(lambda: consumer.step(images, labels), cost, busy_levels(usable_cores()))
-    return matched, notes
+    # the host work sized on as many steps of it as the real step ran, the fastest kept: the same
+    # statistic over the same spell of load
+    elements, ops = size(cost.host_wall_s, cost.ops_per_step, alone.steps)
+    return replace(cost, elements_per_op=elements, ops_per_run=ops), notes

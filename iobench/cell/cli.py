@@ -31,13 +31,5 @@ def calibrate_command(args: argparse.Namespace, console: Console) -> int:
         console.print(f"device span per step alone (CUDA events): {1000 * cost.device_s:.1f} ms")
     if cost.step_cv is not None:  # what an emulated accelerator's compute: {cv: calibrated} draws with
         console.print(f"step spread alone: cv {cost.step_cv:.3f} (sd / mean)")
-    if cost.contention:
-        c = cost.contention
-        console.print(
-            f"host work for emulated twins: {cost.regions} parallel region(s), of {cost.ops_per_step} torch "
-            f"operators per step: stretch beside {c['busy_processes']} busy process(es) "
-            f"{', '.join(f'{s:.2f}x' for s in c['cut_stretch'][str(cost.regions)])} against the real "
-            f"step's {', '.join(f'{s:.2f}x' for s in c['real_stretch'])}"
-        )
-    console.print(f"kept in {path}")
+    console.print(f"{cost.ops_per_step} torch operators per step; kept in {path}")
     return 0

@@ -47,10 +47,6 @@ class HostCost:
     # the spread of the step alone (sd / mean of its device spans on CUDA, of its walls on CPU): what
     # an emulated accelerator's ``compute: {cv: calibrated}`` draws with; None: not measured
     step_cv: float | None = None
-    # parallel regions the host work is cut into: the cut that stretched as the real step did beside
-    # busy processes (cell/contention.py); None: ``ops_per_step``. ``contention``: that evidence
-    regions: int | None = None
-    contention: dict | None = None
 
     @property
     def host_wall_s(self) -> float:
@@ -70,7 +66,7 @@ class HostCost:
             batch_size=batch_size,
             step_alone_s=self.step_alone_s * k,
             cpu_s_per_step=self.cpu_s_per_step * k,
-            # the same regions, each k times the work: the cut is what sets how the step stretches
+            # the same operators, each k times the work: the cut is what sets how the step stretches
             elements_per_op=max(1, round(self.elements_per_op * k)) if self.elements_per_op else None,
             source=f"{self.source}; scaled from batch {self.batch_size} to {batch_size} per sample",
         )
@@ -148,7 +144,6 @@ def default_cost(model: str) -> HostCost:
         cpu_s_per_step=float(entry["cpu_ms_per_step"]) / 1000.0,
         threads=int(entry["threads"]),
         ops_per_step=int(entry["ops_per_step"]),
-        regions=int(entry["regions"]) if entry.get("regions") else None,
         device_s=float(entry["device_ms"]) / 1000.0 if entry.get("device_ms") else None,
         source=" ".join(entry["source"].split()),
         kind="default",

@@ -1,23 +1,24 @@
 """The host work of an emulated trainer step: a fixed amount of CPU work, cut as the real step is.
 
-A real step is a sequence of torch operators; those large enough run as a parallel region over the
-intra-op threads. Under contention a region waits for its slowest thread, so a step stretches by
-more than its fair share of the cores, and by more the more barriers it has. The emulation keeps
-that shape: ``regions`` parallel regions on ``threads`` threads, together taking the host's wall
-time of the step alone (``HostCost.host_wall_s``). How many regions stretch as the real step does
-is measured by ``iobench calibrate`` (cell/contention.py): the profiler's count of top-level
-operators (``ops_per_step``) is only the upper bound, since most of them are too small to run in
-parallel. The work is fixed (elements), not the time: on a busy host it takes longer, as the real
-step does.
+A real step is a sequence of torch operators, each one parallel region over the intra-op threads.
+Under contention a region waits for its slowest thread, so the step stretches by more than its
+fair share of the cores, and by more the more regions it has. The emulation keeps that shape:
+``ops_per_step`` operators on ``threads`` threads, together taking the host's wall time of the
+step alone (``HostCost.host_wall_s``). The work is fixed (elements), not the time: on a busy host
+it takes longer, as the real step does.
 
 The operator is an element-wise modified Bessel function (``torch.special.i0``), which torch runs
 on the intra-op threads: 11.7 ns per element on the 2-core development VM, compute-bound, so its
 cost per element does not depend on where the tensor sits in the caches (a sine, at 0.5 ns, became
-memory-bound above 512 Ki elements and 1-8x dearer). A region stays within ``MAX_ELEMENTS``; a step
-that needs more work has more regions. Their size is found on whole steps of the work, the fastest
-of several, so that it holds at the load they ran under: ``iobench calibrate`` does this right after
-timing the real step, so that both saw the same spell of load; a documented default is sized where
-it runs. Times are wall times: the CPU clock of some virtual machines ticks in milliseconds.
+memory-bound above 512 Ki elements and 1-8x dearer), and a region as long as a real operator's
+stays within ``MAX_ELEMENTS``. Under contention a step stretches with its number of regions (each
+may wait a scheduler's time slice for a preempted thread: 195 regions of 0.27 ms stretched 10-15x
+where the real step's 67 stretched 3x, issue 31), so the work has exactly ``ops_per_step`` of them
+unless it needs more than ``MAX_ELEMENTS`` each. Their size is found on whole steps of the work, the
+fastest of several, so that it holds at the load they ran under: ``iobench calibrate`` does this
+right after timing the real step, so that both saw the same spell of load; a documented default is
+sized where it runs. Times are wall times: the CPU clock of some virtual machines ticks in
+milliseconds.
 """
 
 from __future__ import annotations
@@ -70,11 +71,11 @@ class HostWork:
         torch.set_num_threads(self.threads)
         if cost.elements_per_op and cost.ops_per_run:
             elements, self.ops = cost.elements_per_op, cost.ops_per_run
-            if elements > MAX_ELEMENTS:  # scaled to a larger batch: more regions of at most MAX_ELEMENTS
+            if elements > MAX_ELEMENTS:  # scaled to a larger batch: more operators of at most MAX_ELEMENTS
                 self.ops = math.ceil(self.ops * elements / MAX_ELEMENTS)
                 elements = round(cost.elements_per_op * cost.ops_per_run / self.ops)
         else:
-            elements, self.ops = size(cost.host_wall_s, cost.regions or cost.ops_per_step, PROBE_BLOCKS)
+            elements, self.ops = size(cost.host_wall_s, cost.ops_per_step, PROBE_BLOCKS)
         self._src = torch.rand(elements)
         self._out = torch.empty_like(self._src)
 

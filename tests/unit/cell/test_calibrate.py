@@ -9,7 +9,7 @@ from iobench.cell import hostcost
 from iobench.cli import main
 
 
-@pytest.mark.slow  # a real model's steps alone, then beside busy processes with each cut of its host work: ~40 s
+@pytest.mark.slow  # a real model's steps alone and its host work sized beside them: ~10 s
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks a host without CUDA")
 def test_calibrate_for_cuda_without_it_measures_the_cpu_and_says_so(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("IOBENCH_CACHE", str(tmp_path))
@@ -20,12 +20,8 @@ def test_calibrate_for_cuda_without_it_measures_the_cpu_and_says_so(tmp_path, mo
     assert cost.device == "cpu" and cost.device_s is None and cost.kind == "calibration"
     assert cost.step_alone_s > 0 and cost.cpu_s_per_step > 0 and cost.ops_per_step > 5
     assert cost.threads == torch.get_num_threads()
-    # the emulated host work cut as the step stretches beside busy processes, with the evidence
-    assert cost.elements_per_op and cost.ops_per_run and 1 <= cost.regions <= cost.ops_per_step
-    assert cost.contention["regions"] == cost.regions and len(cost.contention["real_stretch"]) >= 1
-    assert f"{cost.regions} parallel region(s), of {cost.ops_per_step} torch operators" in " ".join(
-        out.split()
-    )
+    # the emulated host work's operators sized beside the step
+    assert cost.elements_per_op and cost.ops_per_run and cost.ops_per_run >= cost.ops_per_step
     assert hostcost.host_cost("small_cnn", 4).kind == "calibration"
     # the step's spread alone, kept for compute: {cv: calibrated}
     assert cost.step_cv is not None and 0 < cost.step_cv < 1 and "step spread alone: cv" in out
