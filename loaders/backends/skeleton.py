@@ -6,7 +6,10 @@ Modelled on torchdata.nodes' ``BaseNode``, whose subclasses write only next/rese
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import random
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import replace
 from functools import cached_property
 from typing import Any, TypeVar
 
@@ -15,7 +18,10 @@ from loaders.config import LoaderConfig, plan_for
 from loaders.contract import EpochCursor, deliver, fingerprint
 from loaders.observe.stages import StageStats
 from loaders.pipeline.assemble import Batch
+from loaders.pipeline.samples import stream
+from loaders.pipeline.shmring import ShmRing
 from loaders.plan import EpochPlan, batches_of
+from loaders.storage.sources import ShardSource
 
 _Loader = TypeVar("_Loader", bound="BaseLoader")
 
@@ -149,3 +155,52 @@ class BaseLoader:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def share_batches(
+    config: LoaderConfig,
+    plan: EpochPlan,
+    reader: int,
+    source: ShardSource,
+    *,
+    skip: int,
+    done: int,
+    alive: Callable[[], bool] | None = None,
+    shared: bool = False,
+    ring: ShmRing | None = None,
+) -> Iterator[Batch]:
+    """Reader ``reader``'s share of ``plan``: its batches (``skip`` samples of its shuffled stream
+    read but not decoded, ``done`` batches already delivered), each tagged with its reader and epoch
+    and stamped with when it was begun and finished (the generator resumes when its consumer asks
+    for the next batch, so time waiting to be asked is not counted: what iobench's scale model
+    replays); on an even split, made up to the plan's count with empty batches where skipped
+    samples left it short, so every rank steps alike. ``alive`` false: it stops at the next sample."""
+    mine = plan.readers[reader]
+    # an even split reads exactly its samples: a batch short of skipped (corrupt) samples is
+    # delivered short rather than dropped, so the count stays exact
+    spec = config.pipeline if plan.split == "shards" else replace(config.pipeline, drop_last=False)
+    rng = random.Random(hash((config.pipeline.seed, plan.epoch, config.rank, reader)))
+    made = done
+    batches = stream(
+        mine.items,
+        source,
+        spec,
+        rng,
+        objects=config.layout == "objects",
+        skip=skip,
+        shared=shared,
+        ring=ring,
+        reader=reader,
+        alive=alive,
+    )
+    begun = time.perf_counter()
+    for batch in batches:
+        made += batch.delivers
+        batch.reader, batch.epoch, batch.made = reader, plan.epoch, (begun, time.perf_counter())
+        yield batch
+        begun = time.perf_counter()
+    if alive is not None and not alive():
+        return
+    while plan.split == "samples" and made < mine.batches:  # type: ignore[operator]
+        made += 1
+        yield Batch.empty(config.pipeline.image_size, reader=reader, epoch=plan.epoch)

@@ -23,17 +23,13 @@ started early differs). Ranks, ``len()``, resume and stats are the skeleton's
 from __future__ import annotations
 
 import queue
-import random
 import threading
-import time
 from collections.abc import Iterator
-from dataclasses import replace
 
 import torch
 
-from loaders.backends.skeleton import BaseLoader
+from loaders.backends.skeleton import BaseLoader, share_batches
 from loaders.pipeline.assemble import Batch
-from loaders.pipeline.samples import stream
 from loaders.plan import EpochPlan
 from loaders.storage.sources import ShardSource
 
@@ -99,34 +95,10 @@ class ThreadLoader(BaseLoader):
 
         source = ShardSource(self.config.source)  # one per reader: clients are not shared between threads
         try:
-            mine = plan.readers[reader]
-            # an even split reads exactly its samples: a batch short of skipped (corrupt) samples
-            # is delivered short rather than dropped, so the count stays exact
-            spec = self.spec if plan.split == "shards" else replace(self.spec, drop_last=False)
-            rng = random.Random(hash((self.spec.seed, plan.epoch, self.config.rank, reader)))
-            made = done
-            batches = stream(
-                mine.items,
-                source,
-                spec,
-                rng,
-                objects=self.config.layout == "objects",
-                skip=skip,
-                reader=reader,
-                alive=lambda: not stop.is_set(),
-            )
-            # resumed -> finished is the batch's production time, a wait on a full queue excluded
-            # (what iobench's scale model replays, as it does the DataLoader workers')
-            begun = time.perf_counter()
-            for batch in batches:
-                made += batch.delivers
-                batch.reader, batch.epoch, batch.made = reader, plan.epoch, (begun, time.perf_counter())
+            for batch in share_batches(
+                self.config, plan, reader, source, skip=skip, done=done, alive=lambda: not stop.is_set()
+            ):
                 if not put(batch):
-                    return
-                begun = time.perf_counter()
-            while plan.split == "samples" and made < mine.batches:  # type: ignore[operator]
-                made += 1  # skipped samples left this reader short: every rank steps alike
-                if not put(Batch.empty(self.spec.image_size, reader=reader, epoch=plan.epoch)):
                     return
             put(_END)
         except BaseException as exc:  # handed to the consumer, who raises it

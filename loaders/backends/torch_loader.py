@@ -37,11 +37,8 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-import random
-import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -49,12 +46,11 @@ import numpy.random  # DataLoader seeds it in every worker: loaded once here, no
 import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
-from loaders.backends.skeleton import BaseLoader
+from loaders.backends.skeleton import BaseLoader, share_batches
 from loaders.config import KEYWORDS, LoaderConfig, plan_for
 from loaders.contract import deliver
 from loaders.observe.stages import StageStats
 from loaders.pipeline.assemble import END, STALE, Batch
-from loaders.pipeline.samples import stream
 from loaders.pipeline.shmring import ShmRing
 from loaders.plan import EpochPlan
 from loaders.registry import backend
@@ -233,38 +229,23 @@ class ShardStream(IterableDataset):
         try:
             while True:
                 plan = self.plan(epoch, readers)
-                mine = plan.readers[worker]
                 tags = {"reader": worker, "epoch": epoch, "generation": generation}
-                # an even split reads exactly its samples: a batch short of skipped (corrupt)
-                # samples is delivered short rather than dropped, so the count stays exact
-                spec = self.spec if plan.split == "shards" else replace(self.spec, drop_last=False)
-                rng = random.Random(hash((self.spec.seed, epoch, self.config.rank, worker)))
-                made = done
-                batches = stream(
-                    mine.items,
+                # the generator resumes when DataLoader hands this worker its next request, so a
+                # batch's stamps leave out its time idle in the queue
+                for batch in share_batches(
+                    self.config,
+                    plan,
+                    worker,
                     source,
-                    spec,
-                    rng,
-                    objects=self.objects,
                     skip=skip,
+                    done=done,
+                    alive=alive if self.persistent else None,
                     shared=shared,
                     ring=self.ring if shared else None,
-                    reader=worker,
-                    alive=alive if self.persistent else None,
-                )
-                # the generator resumes when DataLoader hands this worker its next request, so
-                # resumed -> yielded is the batch's production time, idle in the queue excluded
-                begun = time.perf_counter()
-                for batch in batches:
-                    made += batch.delivers
-                    batch.made = (begun, time.perf_counter())
+                ):
                     yield _tagged(batch, tags)
-                    begun = time.perf_counter()
                 if self.persistent and not alive():
                     break
-                while plan.split == "samples" and made < mine.batches:  # type: ignore[operator]
-                    made += 1  # skipped samples left this reader short: every rank steps alike
-                    yield _tagged(Batch.empty(self.spec.image_size), tags)
                 if not self.continuous:
                     return  # the end of the stream ends the epoch
                 yield _tagged(Batch(None, None, marker=END), tags)
