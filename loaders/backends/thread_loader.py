@@ -30,11 +30,9 @@ import torch
 
 from loaders.backends.skeleton import BaseLoader, share_batches
 from loaders.pipeline.assemble import Batch
+from loaders.pipeline.handoff import END, in_turn, put
 from loaders.plan import EpochPlan
 from loaders.storage.sources import ShardSource
-
-_END = object()  # a reader's share of the epoch is complete
-_POLL_S = 0.1  # how often a reader waiting on a full queue checks whether the epoch was abandoned
 
 
 class ThreadLoader(BaseLoader):
@@ -64,16 +62,7 @@ class ThreadLoader(BaseLoader):
         for thread in threads:
             thread.start()
         try:
-            live = list(range(len(queues)))
-            while live:
-                for reader in list(live):
-                    item = queues[reader].get()
-                    if item is _END:
-                        live.remove(reader)
-                    elif isinstance(item, BaseException):
-                        raise item
-                    else:
-                        yield item
+            yield from in_turn(queues)
         finally:
             stop.set()  # a consumer that stopped early: each reader stops at its next sample
             for thread in threads:
@@ -82,26 +71,17 @@ class ThreadLoader(BaseLoader):
     def _read(
         self, plan: EpochPlan, reader: int, skip: int, done: int, out: queue.Queue, stop: threading.Event
     ) -> None:
-        """Reader ``reader``'s share of ``plan`` into ``out``, then _END (or the error that ended it)."""
-
-        def put(item: object) -> bool:
-            while not stop.is_set():
-                try:
-                    out.put(item, timeout=_POLL_S)
-                    return True
-                except queue.Full:
-                    continue
-            return False
+        """Reader ``reader``'s share of ``plan`` into ``out``, then END (or the error that ended it)."""
 
         source = ShardSource(self.config.source)  # one per reader: clients are not shared between threads
         try:
             for batch in share_batches(
                 self.config, plan, reader, source, skip=skip, done=done, alive=lambda: not stop.is_set()
             ):
-                if not put(batch):
+                if not put(out, batch, stop):
                     return
-            put(_END)
+            put(out, END, stop)
         except BaseException as exc:  # handed to the consumer, who raises it
-            put(exc)
+            put(out, exc, stop)
         finally:
             source.close()

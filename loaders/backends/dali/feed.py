@@ -20,11 +20,10 @@ import numpy as np
 
 from loaders.config import LoaderConfig
 from loaders.observe.stages import StageStats
+from loaders.pipeline.handoff import END, in_turn, put
 from loaders.pipeline.samples import SampleError, image_of, label_of, read_shards, shuffled
 from loaders.plan import EpochPlan
 from loaders.storage.sources import ShardSource
-
-_END = object()
 
 
 @dataclass
@@ -84,12 +83,12 @@ class Feed:
             else:
                 samples = read_shards(items, source, self.spec)
             for sample in samples:
-                if not _put(out, sample, stop):
+                if not put(out, sample, stop):
                     return
         except BaseException as exc:  # handed to the consumer, which re-raises it
-            _put(out, exc, stop)
+            put(out, exc, stop)
         finally:
-            _put(out, _END, stop)
+            put(out, END, stop)
 
     def _samples(self, epoch: int, stop: threading.Event) -> Iterator:
         queues = []
@@ -107,16 +106,7 @@ class Feed:
                 name=f"dali-fetch-{worker}",
             ).start()
             queues.append(q)
-        live = list(queues)
-        while live:
-            for q in list(live):
-                item = q.get()
-                if item is _END:
-                    live.remove(q)
-                elif isinstance(item, BaseException):
-                    raise item
-                else:
-                    yield item
+        yield from in_turn(queues)
 
     def _epoch(self, epoch: int, skip: int) -> Iterator[list]:
         spec = self.spec
@@ -170,16 +160,6 @@ class Feed:
         self.pending.append(FedBatch(stats, list(keys), consumed))
         key_arrays = [np.frombuffer(k.encode(), dtype=np.uint8) for k in keys]
         return [jpegs, [np.array(label, dtype=np.int64) for label in labels], key_arrays]
-
-
-def _put(out: queue.Queue, item: object, stop: threading.Event) -> bool:
-    while not stop.is_set():
-        try:
-            out.put(item, timeout=0.1)
-            return True
-        except queue.Full:
-            continue
-    return False
 
 
 def _check_jpeg(data: bytes, sample) -> None:
