@@ -3,8 +3,9 @@
 The model steps on one synthetic batch (no loader, nothing else of iobench running), each step with
 its batch's copy to the device and normalisation, as a cell's step loop does them (an emulated
 accelerator has no copy of its own, so its host work carries it): the host's wall time per step,
-the trainer process's CPU per step, the torch operators per step and, on CUDA, the step's span on
-the device. hostcost.py keeps the result where sweeps read it.
+the trainer process's CPU per step, the torch operators per step with each one's share of the
+step's operator time (how the emulated host work is cut) and, on CUDA, the step's span on the
+device. hostcost.py keeps the result where sweeps read it.
 """
 
 from __future__ import annotations
@@ -38,14 +39,27 @@ class CopyAndStep:
         return time.perf_counter() - t0
 
 
-def operators_per_step(consumer: CopyAndStep, images: torch.Tensor, labels: torch.Tensor) -> int:
-    """Top-level torch operators one step runs (nested ones are part of their caller's region)."""
+def operator_shares(
+    consumer: CopyAndStep, images: torch.Tensor, labels: torch.Tensor, steps: int = 3
+) -> tuple[float, ...]:
+    """Each top-level torch operator's share of a step's operator time, in the order they ran
+    (nested operators are part of their caller's region), summed over ``steps`` profiled steps."""
     from torch.profiler import ProfilerActivity, profile
 
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
-        consumer.step(images, labels)
-    aten = [e for e in prof.events() if e.name.startswith("aten::")]
-    return sum(1 for e in aten if e.cpu_parent is None or not e.cpu_parent.name.startswith("aten::"))
+    totals: list[float] = []
+    for _ in range(steps):
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            consumer.step(images, labels)
+        aten = [e for e in prof.events() if e.name.startswith("aten::")]
+        times = [
+            e.cpu_time_total
+            for e in aten
+            if e.cpu_parent is None or not e.cpu_parent.name.startswith("aten::")
+        ]
+        # a step whose operators differ from the first's (it should not) replaces the sum
+        totals = [a + b for a, b in zip(totals, times, strict=True)] if len(totals) == len(times) else times
+    whole = sum(totals) or 1.0
+    return tuple(t / whole for t in totals)
 
 
 def calibrate(model: str, device: str | None, batch_size: int) -> tuple[HostCost, list[str]]:
@@ -64,6 +78,7 @@ def calibrate(model: str, device: str | None, batch_size: int) -> tuple[HostCost
     consumer = CopyAndStep(trainer)
     alone = time_alone(consumer, images, labels, min_steps=10, min_seconds=3.0)
     on = trainer.device.type
+    shares = operator_shares(consumer, images, labels)
     # the fastest step, and the CPU per step in proportion: on a shared host, what an idle one gives
     cost = HostCost(
         model=model,
@@ -72,7 +87,8 @@ def calibrate(model: str, device: str | None, batch_size: int) -> tuple[HostCost
         step_alone_s=alone.fastest_s,
         cpu_s_per_step=alone.cpu_s * alone.fastest_s / alone.step_s,
         threads=torch.get_num_threads(),
-        ops_per_step=operators_per_step(consumer, images, labels),
+        ops_per_step=len(shares),
+        op_shares=shares,
         device_s=alone.device_s,
         source=(
             f"iobench calibrate on {machine()}, {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC: the fastest of "
@@ -83,5 +99,4 @@ def calibrate(model: str, device: str | None, batch_size: int) -> tuple[HostCost
     )
     # the host work sized on as many steps of it as the real step ran, the fastest kept: the same
     # statistic over the same spell of load
-    elements, ops = size(cost.host_wall_s, cost.ops_per_step, alone.steps)
-    return replace(cost, elements_per_op=elements, ops_per_run=ops), notes
+    return replace(cost, elements_per_step=size(cost.host_wall_s, cost.shares, alone.steps)), notes

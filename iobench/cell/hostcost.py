@@ -16,7 +16,7 @@ import json
 import math
 import platform
 import socket
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
 from iobench.cell.demand import load_model_table
@@ -36,17 +36,24 @@ class HostCost:
     step_alone_s: float  # host wall time of the step (synchronised with the device)
     cpu_s_per_step: float  # the trainer process's CPU time per step, all its threads
     threads: int  # torch intra-op threads the step ran with
-    ops_per_step: int  # top-level torch operators per step: how finely the host work is cut
+    ops_per_step: int  # top-level torch operators per step
     device_s: float | None  # CUDA: the step's span on the device (CUDA events); None on CPU
     source: str
     kind: str  # "calibration" (measured here) | "default" (configs/accelerators.yaml)
-    # the emulated host work (hostwork.py): elements per operator and operators per step, sized
-    # right after the step so that both saw the same load; None: sized where the host work runs
-    elements_per_op: int | None = None
-    ops_per_run: int | None = None
+    # each top-level operator's share of the step's operator time, in the order they ran
+    # (torch.profiler): how the emulated host work is cut; None: ``ops_per_step`` equal shares
+    op_shares: tuple[float, ...] | None = None
+    # the emulated host work's elements per step (hostwork.py), sized right after the step so that
+    # both saw the same load; None: sized where the host work runs
+    elements_per_step: int | None = None
     # the spread of the step alone (sd / mean of its device spans on CUDA, of its walls on CPU): what
     # an emulated accelerator's ``compute: {cv: calibrated}`` draws with; None: not measured
     step_cv: float | None = None
+
+    @property
+    def shares(self) -> tuple[float, ...]:
+        """How the host work is cut: the measured shares, else ``ops_per_step`` equal ones."""
+        return tuple(self.op_shares) if self.op_shares else (1.0 / self.ops_per_step,) * self.ops_per_step
 
     @property
     def host_wall_s(self) -> float:
@@ -67,7 +74,7 @@ class HostCost:
             step_alone_s=self.step_alone_s * k,
             cpu_s_per_step=self.cpu_s_per_step * k,
             # the same operators, each k times the work: the cut is what sets how the step stretches
-            elements_per_op=max(1, round(self.elements_per_op * k)) if self.elements_per_op else None,
+            elements_per_step=max(1, round(self.elements_per_step * k)) if self.elements_per_step else None,
             source=f"{self.source}; scaled from batch {self.batch_size} to {batch_size} per sample",
         )
 
@@ -81,7 +88,7 @@ class HostCost:
             self,
             threads=self.threads * count,
             cpu_s_per_step=self.cpu_s_per_step * count,
-            elements_per_op=self.elements_per_op * count if self.elements_per_op else None,
+            elements_per_step=self.elements_per_step * count if self.elements_per_step else None,
             source=f"{self.source}; {count} trainers' host work",
         )
 
@@ -111,7 +118,10 @@ def load_calibrations() -> list[HostCost]:
     """This host's calibrations; none when the file is missing or unreadable."""
     try:
         entries = json.loads(_path().read_text())["calibrations"]
-        return [HostCost(**e) for e in entries]
+        # an entry of an older iobench keeps what this one still reads; the host work is then
+        # sized where it runs
+        known = {f.name for f in fields(HostCost)}
+        return [HostCost(**{k: v for k, v in e.items() if k in known}) for e in entries]
     except (OSError, ValueError, KeyError, TypeError):
         return []
 
@@ -144,6 +154,7 @@ def default_cost(model: str) -> HostCost:
         cpu_s_per_step=float(entry["cpu_ms_per_step"]) / 1000.0,
         threads=int(entry["threads"]),
         ops_per_step=int(entry["ops_per_step"]),
+        op_shares=tuple(float(x) for x in entry["op_shares"]) if entry.get("op_shares") else None,
         device_s=float(entry["device_ms"]) / 1000.0 if entry.get("device_ms") else None,
         source=" ".join(entry["source"].split()),
         kind="default",

@@ -20,8 +20,10 @@ def test_calibrate_for_cuda_without_it_measures_the_cpu_and_says_so(tmp_path, mo
     assert cost.device == "cpu" and cost.device_s is None and cost.kind == "calibration"
     assert cost.step_alone_s > 0 and cost.cpu_s_per_step > 0 and cost.ops_per_step > 5
     assert cost.threads == torch.get_num_threads()
-    # the emulated host work's operators sized beside the step
-    assert cost.elements_per_op and cost.ops_per_run and cost.ops_per_run >= cost.ops_per_step
+    # each operator's share of the step, and the emulated host work sized beside the step
+    assert len(cost.op_shares) == cost.ops_per_step and sum(cost.op_shares) == pytest.approx(1.0)
+    assert max(cost.op_shares) > 2 / cost.ops_per_step  # a few operators hold most of the step
+    assert cost.elements_per_step > 0
     assert hostcost.host_cost("small_cnn", 4).kind == "calibration"
     # the step's spread alone, kept for compute: {cv: calibrated}
     assert cost.step_cv is not None and 0 < cost.step_cv < 1 and "step spread alone: cv" in out

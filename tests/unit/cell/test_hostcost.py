@@ -43,11 +43,21 @@ def test_a_cpu_cost_scales_with_the_batch():
     from dataclasses import replace
 
     # the same operators, each twice the work: the cut is what sets how the step stretches
-    scaled = replace(_cost("cpu", 64), elements_per_op=1000, ops_per_run=60).at_batch(128)
-    assert (scaled.elements_per_op, scaled.ops_per_run) == (2000, 60)
+    scaled = replace(_cost("cpu", 64), elements_per_step=1000, op_shares=(0.75, 0.25)).at_batch(128)
+    assert (scaled.elements_per_step, scaled.shares) == (2000, (0.75, 0.25))
     cost = _cost("cpu", 64).at_batch(128)
     assert cost.cpu_s_per_step == pytest.approx(0.100) and cost.step_alone_s == pytest.approx(0.050)
     assert "scaled from batch 64 to 128" in cost.source
+
+
+def test_an_older_calibration_keeps_what_is_still_read(tmp_path):
+    import json
+    from dataclasses import asdict
+
+    entry = {**asdict(_cost()), "elements_per_op": 1000, "ops_per_run": 49}
+    (tmp_path / hostcost.CALIBRATION_FILE).write_text(json.dumps({"calibrations": [entry]}))
+    (kept,) = hostcost.load_calibrations()
+    assert kept.cpu_s_per_step == pytest.approx(0.050) and kept.elements_per_step is None
 
 
 def test_an_unreadable_calibration_file_falls_back_to_the_default(tmp_path):

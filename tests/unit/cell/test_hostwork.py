@@ -75,35 +75,28 @@ def test_the_work_is_sized_on_whole_steps_of_it(monkeypatch):
     from iobench.cell import hostwork
 
     # an operator that costs 1 ns per element when probed; the timed steps run at half that speed
-    def cost(elements: int, calls: int) -> float:
-        return elements * calls * (1e-9 if calls == 4 else 2e-9)
+    def probe(sizes) -> float:
+        return sum(sizes) * 1e-9
 
-    monkeypatch.setattr(hostwork, "work_seconds", cost)
-    # 36 ms in the real step's 12 operators: 3 M elements each at the probe's speed, 1.5 M at the
-    # speed the steps ran
-    elements, calls = hostwork.size(0.036, 12, blocks=3)
-    assert calls == 12 and elements == pytest.approx(1_500_000, abs=1)
-    # more than MAX_ELEMENTS each: more operators
-    elements, calls = hostwork.size(1.0, 12, blocks=1)
-    assert elements == hostwork.MAX_ELEMENTS and calls == round(0.5e9 / hostwork.MAX_ELEMENTS)
+    def step(self) -> float:
+        return sum(src.numel() for src, _ in self.views) * 2e-9
 
-
-def test_the_work_runs_a_calibrations_size():
-    from dataclasses import replace
-
-    from iobench.cell.hostwork import HostWork
-
-    work = HostWork(replace(_cost(30.0), ops_per_step=12, elements_per_op=1000, ops_per_run=15))
-    assert work.ops == 15 and work._src.numel() == 1000
+    monkeypatch.setattr(hostwork, "work_seconds", probe)
+    monkeypatch.setattr(hostwork._Operators, "run", step)
+    # 36 ms of the real step: 36 M elements at the probe's speed, 18 M at the speed the steps ran
+    assert hostwork.size(0.036, (0.5, 0.25, 0.25), blocks=3) == pytest.approx(18_000_000, abs=2)
 
 
-def test_a_region_larger_than_the_limit_is_cut_into_more_regions_of_the_same_work():
-    from dataclasses import replace
+def test_the_work_is_cut_in_the_real_steps_shares():
+    from iobench.cell.hostwork import MAX_ELEMENTS, HostWork, regions
 
-    from iobench.cell.hostwork import MAX_ELEMENTS, HostWork
-
-    work = HostWork(replace(_cost(30.0), elements_per_op=3 * MAX_ELEMENTS, ops_per_run=2))
-    assert work.ops == 6 and work._src.numel() == MAX_ELEMENTS
+    work = HostWork(replace(_cost(30.0), op_shares=(0.6, 0.3, 0.1), elements_per_step=10_000))
+    assert work.sizes == [6000, 3000, 1000]
+    # no shares measured (a documented default): ops_per_step equal ones
+    assert HostWork(replace(_cost(30.0), elements_per_step=1000)).sizes == [100] * 10
+    # an operator over the limit becomes several of the same work; the smallest keeps an element
+    assert regions(3 * MAX_ELEMENTS, (1.0, 1e-9)) == [MAX_ELEMENTS] * 3 + [1]
+    assert regions(3 * MAX_ELEMENTS + 3, (1.0,)) == [MAX_ELEMENTS * 3 // 4 + 1] * 4
 
 
 def test_a_count_of_emulated_accelerators_does_as_many_trainers_host_work():
