@@ -27,7 +27,9 @@ from loaders import Batch
 trainer = TorchTrainStep("small_cnn", device="cpu")
 images = torch.randint(0, 256, (16, 3, 112, 112), dtype=torch.uint8)
 batch = Batch(images=images, labels=torch.zeros(16, dtype=torch.int64), keys=[""] * 16)
-time_alone(trainer, *trainer.h2d(images, batch.labels)[:2], min_steps=3, min_seconds=0.0)  # warm
+# alone before the hogs and after them, the faster kept: a process another test left running for
+# a while slows one of them, not both
+before = time_alone(trainer, *trainer.h2d(images, batch.labels)[:2], min_steps=10, min_seconds=0.5)
 cores = usable_cores()
 hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2 * cores)]
 try:
@@ -38,7 +40,7 @@ finally:
     for h in hogs:
         h.kill()
         h.wait()
-alone = time_alone(trainer, *log.last_input)
+alone = min(before, time_alone(trainer, *log.last_input), key=lambda a: a.step_s)
 metrics = compute_metrics(log.rows, alone=alone, au_basis=trainer.au_basis, loader_cpu_s=0.0)
 verdict = attribute(metrics, log.measured_stats, workers=0, cores=cores, demand_samples_per_s=None)
 print(json.dumps({
