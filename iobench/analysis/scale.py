@@ -38,6 +38,7 @@ import numpy as np
 
 from iobench.analysis.metrics import device_busy
 from iobench.analysis.queue import NO_QUEUE, LoaderQueue, synchronous_waits
+from iobench.analysis.resample import draw_streams, epochs_of
 from iobench.results.codec import to_json
 from iobench.results.figures import ScalePoint, StepAlone, StepRow
 from iobench.results.spec import CellSpec
@@ -69,14 +70,26 @@ def replayed(rows: Sequence[StepRow], queue: LoaderQueue) -> LoaderQueue:
 
 def production(rows: Sequence[StepRow], queue: LoaderQueue) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Each of ``rows``' batches' production time and hand-over cost, and the compute of the step
-    that took it, in the order the steps took them, for a model with ``queue``; without workers the
-    step's wait is its production time."""
+    that took it, in (rank, step) order, for a model with ``queue``; without workers the step's
+    wait is its production time.
+
+    With workers a batch's production time is what its worker took to make it, from when the model
+    lets the worker start it (its previous batch done and the batch requested: when the loop took
+    the batch ``depth`` before it) to ready, and never less than from ``begun_s``: so what delays a
+    worker beyond that (waking up, starting an epoch's stream) is in the time the model replays."""
     ordered = sorted(rows, key=lambda r: (r.rank, r.step))
     waits = np.array([r.wait_s for r in ordered])
     compute = np.array([r.compute_s for r in ordered])
     if queue.workers == 0:
         return waits, np.zeros_like(waits), compute
     made = np.array([r.ready_s - r.begun_s for r in ordered])  # type: ignore[operator]
+    taken = [r.t_start + r.wait_s for r in ordered]
+    done: dict[tuple[int, int], float] = {}  # (rank, worker): when its last batch was ready
+    for i, r in enumerate(ordered):
+        asked = i - queue.depth
+        if (r.rank, r.reader) in done and asked >= 0 and ordered[asked].rank == r.rank:
+            made[i] = max(made[i], r.ready_s - max(done[(r.rank, r.reader)], taken[asked]))  # type: ignore[operator]
+        done[(r.rank, r.reader)] = r.ready_s  # type: ignore[assignment]
     # a batch ready before the step asked for it still costs the hand-over (unpickling, the ring)
     late = np.maximum(0.0, np.array([r.ready_s - r.t_start for r in ordered]))  # type: ignore[operator]
     return np.maximum(0.0, made), np.maximum(0.0, waits - late), compute
@@ -101,6 +114,8 @@ def predict(
         raise ValueError(f"{len(measured)} measured step(s): too few to predict a synchronous job at scale")
     queue = replayed(measured, queue)
     made, taking, computes = production(measured, queue)
+    ordered = sorted(measured, key=lambda r: (r.rank, r.step))
+    epochs = epochs_of([r.rank for r in ordered], [r.epoch for r in ordered])
     compute = float(computes.mean())
     busy = device_busy(measured, alone) / len(measured)
     h2d = float(np.mean([r.h2d_s for r in measured]))
@@ -121,21 +136,25 @@ def predict(
     # blocks of whole rounds of the workers, starting at a round: each batch keeps its worker
     unit = max(1, queue.workers)
     length = unit * -(-block_length(n) // unit)
-    rounds = max(1, n // unit)
     rng = np.random.default_rng(seed)
     out = []
     for world in world_sizes:
         replicates = int(np.clip(DRAW_BUDGET // (world * n), MIN_REPLICATES, MAX_REPLICATES))
-        blocks = -(-n // length)
         allreduce = exposed_allreduce(world, compute)
         rest = h2d + overhead + allreduce  # every rank alike; each rank's compute is drawn
         means, spans = np.empty(replicates), np.empty(replicates)
         chunk = max(1, CHUNK // (world * n))  # replicates replayed at once: bounded memory
         for first in range(0, replicates, chunk):
             count = min(chunk, replicates - first)
-            starts = rng.integers(0, rounds, size=(count, world, blocks)) * unit
-            index = (starts[..., None] + np.arange(length)) % n  # circular
-            index = index.reshape(count, world, -1)[..., :n]  # each rank's n batches
+            index = draw_streams(
+                n,
+                (count, world),
+                block=length,
+                unit=unit,
+                rng=rng,
+                epochs=epochs,
+                segment=max(1, queue.depth),
+            )
             waits, span = synchronous_waits(made[index], taking[index], queue, rest, computes[index])
             means[first : first + count] = waits.mean(axis=-1)
             spans[first : first + count] = span.mean(axis=-1)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from iobench.analysis.metrics import compute_metrics
-from iobench.analysis.queue import LoaderQueue, synchronous_waits
+from iobench.analysis.queue import LoaderQueue
 from iobench.analysis.repeats import summarize
 from iobench.results.figures import CacheState, PipelineMetrics, StepRow, Verdict
 from iobench.results.spec import AcceleratorSpec, CellSpec, LoaderSettings, RunSettings
@@ -88,14 +88,19 @@ def cell_manifest(
 
 def queued_steps(made: np.ndarray, queue: LoaderQueue, compute: float = 0.02) -> list[StepRow]:
     """One rank's measured steps as a loader with ``queue`` makes batches that take ``made``
-    seconds each (analysis/queue.py), each stamped with when its worker began and finished it."""
-    waits, _ = synchronous_waits(made[None], np.zeros((1, len(made))), queue, compute)  # one rank
-    rows, t = [], 0.0
-    for k, (m, w) in enumerate(zip(made, waits, strict=True)):
-        ready = t + w
+    seconds each (analysis/queue.py: worker ``k mod workers``, the request for batch ``k`` sent when
+    the loop took batch ``k - depth``), each stamped with when its worker began and finished it."""
+    workers = max(1, queue.workers)
+    free, taken, rows, t = [0.0] * workers, [], [], 0.0
+    for k, m in enumerate(made):
+        requested = taken[k - queue.depth] if k >= queue.depth else 0.0
+        begun = max(free[k % workers], requested)
+        ready = free[k % workers] = begun + float(m)
+        got = max(t, ready)
+        taken.append(got)
         rows.append(
-            StepRow(k, 0, False, t, float(w), 0.0, compute, ready + compute, 64, 0,
-                    reader=k % max(1, queue.workers), begun_s=ready - m, ready_s=ready)
+            StepRow(k, 0, False, t, got - t, 0.0, compute, got + compute, 64, 0,
+                    reader=k % workers, begun_s=begun, ready_s=ready)
         )  # fmt: skip
-        t = ready + compute
+        t = got + compute
     return rows
