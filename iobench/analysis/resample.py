@@ -62,7 +62,8 @@ def draw_streams(
     at_start = set()
     for s in segments:
         at_start.update(range(s, s + segment))
-    steady = np.array([i for i in range(n) if i not in at_start])
+    # every batch an epoch's start (a few steps per epoch): the bootstrap draws from all of them
+    steady = np.array([i for i in range(n) if i not in at_start]) if len(at_start) < n else np.arange(n)
     m = len(steady)
     rounds = max(1, m // unit)
     blocks = -(-n // block)
