@@ -46,42 +46,45 @@ def epochs_of(ranks: Sequence[int], epochs: Sequence[int]) -> Epochs | None:
     return Epochs(starts=starts, steps_at_one=steps * len(set(ranks)))
 
 
-def draw_streams(
-    n: int,
-    shape: tuple[int, int],
-    *,
-    block: int,
-    unit: int,
-    rng: np.random.Generator,
-    epochs: Epochs | None = None,
-    segment: int = 1,
-) -> np.ndarray:
-    """``shape = (replicates, world)`` streams of ``n`` indices into the ``n`` measured batches."""
-    count, world = shape
-    segments = [s for s in (epochs.starts if epochs else ()) if s + segment <= n]
-    at_start = set()
-    for s in segments:
-        at_start.update(range(s, s + segment))
-    # every batch an epoch's start (a few steps per epoch): the bootstrap draws from all of them
-    steady = np.array([i for i in range(n) if i not in at_start]) if len(at_start) < n else np.arange(n)
-    m = len(steady)
-    rounds = max(1, m // unit)
-    blocks = -(-n // block)
-    starts = rng.integers(0, rounds, size=(count, world, blocks)) * unit
-    drawn = steady[((starts[..., None] + np.arange(block)) % m).reshape(count, world, -1)[..., :n]]
-    if not segments:
-        return drawn
-    length = epochs.length(world)  # type: ignore[union-attr]
-    phase = rng.integers(0, length, size=(count, 1, 1))
-    k = np.arange(n)
-    offset = (k + phase) % length  # steps since the job's last epoch start
-    boundary = offset < segment
-    occurrence = (k + phase) // length
-    chosen = rng.integers(0, len(segments), size=(count, world, int(occurrence.max()) + 1))
-    first = np.asarray(segments)[
-        np.take_along_axis(chosen, np.broadcast_to(occurrence, (count, world, n)), -1)
-    ]
-    # the steady batches fill the steps between epoch starts in the order drawn
-    filled = np.cumsum(~boundary, axis=-1) - 1
-    steady_at = np.take_along_axis(drawn, np.broadcast_to(np.maximum(filled, 0), (count, world, n)), -1)
-    return np.where(boundary, first + offset, steady_at)
+class StreamDraw:
+    """Draws rank streams of ``n`` indices into the ``n`` measured batches: blocks of ``block``
+    batches starting at a multiple of ``unit`` from the steady state, and at the job's epoch starts
+    the measured epoch starts' first ``segment`` batches (none without ``epochs``)."""
+
+    def __init__(
+        self, n: int, *, block: int, unit: int, epochs: Epochs | None = None, segment: int = 1
+    ) -> None:
+        self.n, self.block, self.unit, self.epochs = n, block, unit, epochs
+        self.segment = segment
+        self.segments = [s for s in (epochs.starts if epochs else ()) if s + segment <= n]
+        at_start = {i for s in self.segments for i in range(s, s + segment)}
+        # every batch an epoch's start (a few steps per epoch): the bootstrap draws from all of them
+        self.steady = (
+            np.array([i for i in range(n) if i not in at_start]) if len(at_start) < n else np.arange(n)
+        )
+
+    def __call__(self, shape: tuple[int, int], rng: np.random.Generator) -> np.ndarray:
+        """``shape = (replicates, world)`` streams."""
+        count, world = shape
+        n, m = self.n, len(self.steady)
+        blocks = -(-n // self.block)
+        starts = rng.integers(0, max(1, m // self.unit), size=(count, world, blocks)) * self.unit
+        drawn = self.steady[
+            ((starts[..., None] + np.arange(self.block)) % m).reshape(count, world, -1)[..., :n]
+        ]
+        if not self.segments:
+            return drawn
+        length = self.epochs.length(world)  # type: ignore[union-attr]
+        phase = rng.integers(0, length, size=(count, 1, 1))
+        k = np.arange(n)
+        offset = (k + phase) % length  # steps since the job's last epoch start
+        boundary = offset < self.segment
+        occurrence = (k + phase) // length
+        chosen = rng.integers(0, len(self.segments), size=(count, world, int(occurrence.max()) + 1))
+        first = np.asarray(self.segments)[
+            np.take_along_axis(chosen, np.broadcast_to(occurrence, (count, world, n)), -1)
+        ]
+        # the steady batches fill the steps between epoch starts in the order drawn
+        filled = np.cumsum(~boundary, axis=-1) - 1
+        steady_at = np.take_along_axis(drawn, np.broadcast_to(np.maximum(filled, 0), (count, world, n)), -1)
+        return np.where(boundary, first + offset, steady_at)

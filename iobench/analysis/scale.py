@@ -38,7 +38,7 @@ import numpy as np
 
 from iobench.analysis.metrics import device_busy
 from iobench.analysis.queue import NO_QUEUE, LoaderQueue, synchronous_waits
-from iobench.analysis.resample import draw_streams, epochs_of
+from iobench.analysis.resample import StreamDraw, epochs_of
 from iobench.results.codec import to_json
 from iobench.results.figures import ScalePoint, StepAlone, StepRow
 from iobench.results.spec import CellSpec
@@ -68,6 +68,11 @@ def replayed(rows: Sequence[StepRow], queue: LoaderQueue) -> LoaderQueue:
     return NO_QUEUE if any(r.begun_s is None or r.ready_s is None for r in rows) else queue
 
 
+def in_order(rows: Sequence[StepRow]) -> list[StepRow]:
+    """``rows`` in (rank, step) order: each rank's batches as its loop took them."""
+    return sorted(rows, key=lambda r: (r.rank, r.step))
+
+
 def production(rows: Sequence[StepRow], queue: LoaderQueue) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Each of ``rows``' batches' production time and hand-over cost, and the compute of the step
     that took it, in (rank, step) order, for a model with ``queue``; without workers the step's
@@ -77,7 +82,7 @@ def production(rows: Sequence[StepRow], queue: LoaderQueue) -> tuple[np.ndarray,
     lets the worker start it (its previous batch done and the batch requested: when the loop took
     the batch ``depth`` before it) to ready, and never less than from ``begun_s``: so what delays a
     worker beyond that (waking up, starting an epoch's stream) is in the time the model replays."""
-    ordered = sorted(rows, key=lambda r: (r.rank, r.step))
+    ordered = in_order(rows)
     waits = np.array([r.wait_s for r in ordered])
     compute = np.array([r.compute_s for r in ordered])
     if queue.workers == 0:
@@ -114,7 +119,7 @@ def predict(
         raise ValueError(f"{len(measured)} measured step(s): too few to predict a synchronous job at scale")
     queue = replayed(measured, queue)
     made, taking, computes = production(measured, queue)
-    ordered = sorted(measured, key=lambda r: (r.rank, r.step))
+    ordered = in_order(measured)
     epochs = epochs_of([r.rank for r in ordered], [r.epoch for r in ordered])
     compute = float(computes.mean())
     busy = device_busy(measured, alone) / len(measured)
@@ -136,6 +141,7 @@ def predict(
     # blocks of whole rounds of the workers, starting at a round: each batch keeps its worker
     unit = max(1, queue.workers)
     length = unit * -(-block_length(n) // unit)
+    draw = StreamDraw(n, block=length, unit=unit, epochs=epochs, segment=max(1, queue.depth))
     rng = np.random.default_rng(seed)
     out = []
     for world in world_sizes:
@@ -146,15 +152,7 @@ def predict(
         chunk = max(1, CHUNK // (world * n))  # replicates replayed at once: bounded memory
         for first in range(0, replicates, chunk):
             count = min(chunk, replicates - first)
-            index = draw_streams(
-                n,
-                (count, world),
-                block=length,
-                unit=unit,
-                rng=rng,
-                epochs=epochs,
-                segment=max(1, queue.depth),
-            )
+            index = draw((count, world), rng)
             waits, span = synchronous_waits(made[index], taking[index], queue, rest, computes[index])
             means[first : first + count] = waits.mean(axis=-1)
             spans[first : first + count] = span.mean(axis=-1)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from iobench.analysis.queue import LoaderQueue
-from iobench.analysis.resample import Epochs, draw_streams, epochs_of
+from iobench.analysis.resample import Epochs, StreamDraw, epochs_of
 from iobench.analysis.scale import predict, production
 from tests.helpers.summaries import queued_steps
 
@@ -36,9 +36,7 @@ def test_the_epochs_are_found_in_rank_and_step_order():
 
 def test_every_rank_reaches_the_jobs_epoch_start_at_the_same_step():
     epochs = Epochs(starts=(60, 120), steps_at_one=60)
-    index = draw_streams(
-        180, (16, 3), block=6, unit=2, rng=np.random.default_rng(0), epochs=epochs, segment=2
-    )
+    index = StreamDraw(180, block=6, unit=2, epochs=epochs, segment=2)((16, 3), np.random.default_rng(0))
     at_start = np.isin(index, [60, 61, 120, 121])
     assert (at_start == at_start[:, :1]).all()  # all ranks alike
     assert (at_start.sum(axis=-1) == 2 * 180 // 20).all()  # every 20 steps at 3 ranks, 2 batches each
