@@ -11,11 +11,24 @@ import pytest
 
 from tests.helpers.paths import ROOT
 
-# run in a fresh interpreter: inside a long test session the same scenario read slowdowns of
-# 1.1-1.4 (state other tests leave in the process), alone 5-8x
+# A fresh interpreter: inside a long test session the scenario once read slowdowns of 1.1-1.4 (state
+# other tests leave in the process). What keeps it from reading the machine's other load instead of
+# the hogs (CI once read 1.26 with two torch threads and four hogs over both CPUs):
+# - the trainer (one thread) and three hogs share one CPU;
+# - its step (32 images of 224 px, ~14 ms) is longer than a scheduler slice: a 2 ms step ran whole
+#   between the hogs' slices, its median barely moved (1.2x), and the waits fell between steps;
+# - where it may (root, as in CI), the trainer runs ahead of other processes (nice -5) and the hogs
+#   ahead of it (nice -10). Read 9-12x, also beside three other spinning processes; 4x unprivileged.
 SCENARIO = r"""
 import json, os, subprocess, sys, time
+os.sched_setaffinity(0, {max(os.sched_getaffinity(0))})
+try:  # ahead of whatever else runs (as root, as in CI); the hogs further ahead of the trainer
+    os.setpriority(os.PRIO_PROCESS, 0, -5)
+    HOG = "import os; os.setpriority(os.PRIO_PROCESS, 0, -10)\nwhile True: pass"
+except PermissionError:
+    HOG = "while True: pass"
 import torch
+torch.set_num_threads(1)
 from iobench.analysis.metrics import compute_metrics
 from iobench.analysis.verdict import attribute
 from iobench.cell.accelerator import TorchTrainStep
@@ -25,17 +38,17 @@ from iobench.host.cores import usable_cores
 from loaders import Batch
 
 trainer = TorchTrainStep("small_cnn", device="cpu")
-images = torch.randint(0, 256, (16, 3, 112, 112), dtype=torch.uint8)
-batch = Batch(images=images, labels=torch.zeros(16, dtype=torch.int64), keys=[""] * 16)
+images = torch.randint(0, 256, (32, 3, 224, 224), dtype=torch.uint8)
+batch = Batch(images=images, labels=torch.zeros(32, dtype=torch.int64), keys=[""] * 32)
 # alone before the hogs and after them, the faster kept: a process another test left running for
 # a while slows one of them, not both
 before = time_alone(trainer, *trainer.h2d(images, batch.labels)[:2], min_steps=10, min_seconds=0.5)
 cores = usable_cores()
-hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2 * cores)]
+hogs = [subprocess.Popen([sys.executable, "-c", HOG]) for _ in range(3)]
 try:
     time.sleep(0.5)  # every hog running before the first step
     assert all(h.poll() is None for h in hogs)
-    log = run_steps(lambda epoch: (batch for _ in range(80)), trainer, created_at=time.perf_counter(), warmup_steps=5)
+    log = run_steps(lambda epoch: (batch for _ in range(30)), trainer, created_at=time.perf_counter(), warmup_steps=5)
 finally:
     for h in hogs:
         h.kill()
@@ -51,14 +64,14 @@ print(json.dumps({
 """
 
 
-@pytest.mark.slow  # a real trainer beside CPU hogs, then alone: 10-30 s on 2 cores
+@pytest.mark.slow  # a real trainer beside CPU hogs, then alone: about 12 s
 def test_a_cpu_hog_beside_a_real_trainer_makes_the_cell_host_bound():
     proc = subprocess.run(
         [sys.executable, "-c", SCENARIO], capture_output=True, text=True, timeout=300, cwd=ROOT
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     got = json.loads(proc.stdout.strip().splitlines()[-1])
-    print(f"figures: trainer slowdown {got['slowdown']:.2f} beside 2 hogs per core")
+    print(f"figures: trainer slowdown {got['slowdown']:.2f} beside 3 hogs on its CPU")
     assert got["slowdown"] is not None and got["slowdown"] > 1.5
     assert got["cpu_measured"]
     assert got["bound"] == "host", got["headline"]
