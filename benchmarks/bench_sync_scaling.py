@@ -3,14 +3,17 @@
 
 One sweep per round over a tier whose latency has a tail (a throttled local tier: lognormal request
 latency, median 5 ms, p99 150 ms, one request per object), one object per sample, batch 8, an
-emulated accelerator of 200 samples/s per rank, ``loaders[].workers`` 0, 1 and 2 (a worker's queue
+emulated accelerator of 200 samples/s per rank (with no host work of its own unless
+``--host-work`` names a model: then three ranks' trainers contend for this host's 2 cores with the
+loaders' workers, which the model does not take in), ``loaders[].workers`` 0, 1 and 2 (a worker's queue
 absorbs part of the tail while its rank waits for its peers: the model replays it) and
 ``run.ranks_per_node`` 1, 2 and 3 in step (``sync: allreduce``). Each round: every multi-rank
 cell's measured synchronous AU against the AU its one-rank twin (same workers) predicted for its
 world size. Rounds are medianed; the errors of every round are written too, and each round's
 checks are appended to ``--log`` as they come (JSON lines).
 
-    python benchmarks/bench_sync_scaling.py --rounds 3 [--workers 0,1,2] [--ranks 1,2,3] [--log LOG] [--write]
+    python benchmarks/bench_sync_scaling.py --rounds 3 [--workers 0,1,2] [--ranks 1,2,3] [--host-work none]
+        [--compute-cv CV] [--log LOG] [--write]
     python benchmarks/bench_sync_scaling.py --table-from LOG [LOG...] --write
 """
 
@@ -33,6 +36,7 @@ from iobench.analysis.scale import ScaleCheck, checks, predict, production, repl
 from iobench.results.api import load_summaries, step_rows
 
 SECTION = "sync-scaling"
+DEFAULT_HOST_WORK = "resnet50"
 
 
 def _dataset(base: Path) -> Path:
@@ -45,7 +49,9 @@ def _dataset(base: Path) -> Path:
     return out
 
 
-def _round(base: Path, dataset: Path, i: int, workers: list[int], ranks: list[int], cv: float) -> list[dict]:
+def _round(
+    base: Path, dataset: Path, i: int, workers: list[int], ranks: list[int], cv: float, host_work: str
+) -> list[dict]:
     """One sweep; a row per multi-rank cell: its check against its one-rank twin, the production
     drift between them, and the AU the cell's own batches predict for it (the model alone)."""
     config = {
@@ -67,6 +73,7 @@ def _round(base: Path, dataset: Path, i: int, workers: list[int], ranks: list[in
                 "kind": "emulated",
                 "type": "custom",
                 "samples_per_s": 200,
+                "host_work": host_work,
                 **({"compute": {"dist": "gamma", "cv": cv}} if cv else {}),
             }
         ],
@@ -86,6 +93,7 @@ def _round(base: Path, dataset: Path, i: int, workers: list[int], ranks: list[in
             "round": i,
             "workers": _workers_of(c),
             "compute_cv": cv,
+            "host_work": host_work,
             **c.__dict__,
             "production_ratio": _drift(out, c),
             "own_au": next(p.au for p in summaries[c.cell_id].scale if p.world_size == c.world_size),
@@ -135,8 +143,8 @@ def _measure(args: argparse.Namespace) -> list[dict]:
     with tempfile.TemporaryDirectory(prefix="iobench-sync-") as tmp:
         base = Path(tmp)
         dataset = _dataset(base)
-        for i in range(args.rounds):
-            found = _round(base, dataset, i, workers, ranks, args.compute_cv)
+        for i in range(args.first_round, args.first_round + args.rounds):
+            found = _round(base, dataset, i, workers, ranks, args.compute_cv, args.host_work)
             rows += found
             if args.log:
                 with args.log.open("a") as f:
@@ -147,6 +155,12 @@ def _measure(args: argparse.Namespace) -> list[dict]:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument(
+        "--first-round",
+        type=int,
+        default=0,
+        help="number (and seed) of the first round: to add rounds to a log",
+    )
     p.add_argument("--workers", default="0,1,2", help="loader workers per rank, one cell each")
     p.add_argument("--ranks", default="1,2,3", help="ranks per cell (1 is the twin that predicts)")
     p.add_argument(
@@ -154,6 +168,12 @@ def main() -> None:
         type=float,
         default=0.0,
         help="the emulated compute drawn per step (gamma, this cv; 0: a constant)",
+    )
+    p.add_argument(
+        "--host-work",
+        default="none",
+        help="the emulated trainer's host work per step (none: the loader's queue alone is checked; "
+        "a model: its calibrated or default CPU work, which ranks sharing this host's 2 cores contend for)",
     )
     p.add_argument("--log", type=Path, help="append each round's rows here (JSON lines)")
     p.add_argument(
@@ -170,9 +190,16 @@ def main() -> None:
         rows = [json.loads(line) for path in args.table_from for line in path.read_text().splitlines()]
     else:
         rows = _measure(args)
-    by_point: dict[tuple[float, int, int], list[dict]] = {}
+    by_point: dict[tuple[str, float, int, int], list[dict]] = {}
     for row in rows:
-        by_point.setdefault((row.get("compute_cv", 0.0), row["workers"], row["world_size"]), []).append(row)
+        # rows logged before --host-work ran with the accelerator's default: resnet50's host work
+        key = (
+            row.get("host_work", DEFAULT_HOST_WORK),
+            row.get("compute_cv", 0.0),
+            row["workers"],
+            row["world_size"],
+        )
+        by_point.setdefault(key, []).append(row)
 
     def errors(found: list[dict], key: str) -> list[float]:
         return [100 * (row[key] / row["measured_au"] - 1) for row in found]
@@ -190,11 +217,13 @@ def main() -> None:
         "--log LOG` (the table: `--table-from LOG... --write`): a throttled local tier with a latency tail "
         "(lognormal, median 5 ms, p99 150 ms per object), one object per sample, torch loader with 0, 1 or 2 "
         "workers per rank (prefetch 2), batch 8, an emulated accelerator of 200 samples/s per rank "
-        "(its compute a constant, or with `--compute-cv CV` drawn per step from a gamma of that cv), 3 "
+        "(its compute a constant, or with `--compute-cv CV` drawn per step from a gamma of that cv; "
+        "*host work*: the CPU work per step it does beside its device time, `--host-work`, none by "
+        "default; rows logged before the option ran with the accelerator's default, resnet50's), 3 "
         "epochs of 1,024 samples, `sync: allreduce` on `ib-ndr-400` (ResNet-50's all-reduce is fully "
         "hidden at this compute). Each round predicts the multi-rank cells from the one-rank cell with "
-        f"the same workers, replaying its batches through the loader's queue (docs/scale-out.md); "
-        f"{len({(r.get('run', 0), r['round']) for r in rows})} rounds.",
+        "the same workers, replaying its batches through the loader's queue (docs/scale-out.md); "
+        "a row's rounds are its errors listed.",
         "",
         "*On this host's collective*: the same prediction with the exposed all-reduce set to what the "
         "multi-rank cell's collective itself cost per step on this host (the wait in the collective of "
@@ -210,18 +239,20 @@ def main() -> None:
         "the CPU they had alone); where the drift is off 1, so is the prediction. Both are listed for "
         "the rounds that recorded them (rounds logged before they existed show – or fewer figures).",
         "",
-        "| compute cv | workers | ranks | measured AU (median) | predicted AU (median) | error, median | error, every round "
+        "| host work | compute cv | workers | ranks | measured AU (median) | predicted AU (median) | error, median | error, every round "
         "| on this host's collective: error, median (every round) | collective, ms (median) "
         "| own batches: error, median (every round) | production drift, every round |",
-        "|---:|---:|---:|---:|---:|---:|---|---|---:|---|---|",
+        "|---|---:|---:|---:|---:|---:|---:|---|---|---:|---|---|",
     ]
-    for (cv, w, world), found in sorted(by_point.items()):
+    for (host_work, cv, w, world), found in sorted(
+        by_point.items(), key=lambda kv: (kv[0][0] != "none", kv[0])
+    ):
         predicted = errors(found, "predicted_au")
         own = errors([row for row in found if row.get("own_au") is not None], "own_au")
         hosted = [row for row in found if row.get("predicted_on_host_au") is not None]
         on_host = errors(hosted, "predicted_on_host_au")
         lines.append(
-            f"| {cv:g} | {w} | {world} | {statistics.median(row['measured_au'] for row in found):.3f} | "
+            f"| {host_work} | {cv:g} | {w} | {world} | {statistics.median(row['measured_au'] for row in found):.3f} | "
             f"{statistics.median(row['predicted_au'] for row in found):.3f} | "
             f"{statistics.median(predicted):+.1f} % | {pct(predicted)} | "
             + (f"{statistics.median(on_host):+.1f} % ({pct(on_host)})" if on_host else "–")

@@ -153,8 +153,8 @@ def host_bound(metrics: PipelineMetrics, cores: int) -> list[str] | None:
     ]
     if metrics.trainer_cpu_ms_per_step is not None:
         ev.append(f"the trainer's process used {metrics.trainer_cpu_ms_per_step:.1f} CPU-ms per step")
-    if metrics.loader_cores is not None and metrics.trainer_cpu_ms_per_step is not None:
-        trainer_cores = metrics.trainer_cpu_ms_per_step * metrics.steps / 1000.0 / metrics.wall_s
+    trainer_cores = metrics.trainer_cores
+    if metrics.loader_cores is not None and trainer_cores is not None:
         used = metrics.loader_cores + trainer_cores
         ev.append(
             f"the loader's readers used {metrics.loader_cores:.1f} and the trainer {trainer_cores:.1f} of the "

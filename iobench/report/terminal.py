@@ -244,6 +244,14 @@ def at_scale_line(s: CellSummary) -> str | None:
     text = f"synchronous AU predicted at W ranks ({fabric}, {queue}) — " + ", ".join(parts)
     if any(p.beyond_measured_tail for p in points):
         text += "; * more ranks than measured steps: an upper bound (measure more steps)"
+    m, world = s.metrics, s.cell.run.world_size
+    if m is not None and m.loader_cores is not None and m.trainer_cores is not None:
+        # the model gives every rank the CPU the measured one had (docs/scale-out.md)
+        loader, trainer = m.loader_cores / world, m.trainer_cores / world
+        text += (
+            f"; a rank used {loader + trainer:.2f} cores here (loader {loader:.2f}, trainer {trainer:.2f}): "
+            "ranks that share a host need as many each, or they slow each other and these AUs are high"
+        )
     return text
 
 

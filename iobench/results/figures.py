@@ -134,6 +134,14 @@ class PipelineMetrics:
     trainer_cpu_ms_per_step: float | None = None
     loader_cores: float | None = None
 
+    @property
+    def trainer_cores(self) -> float | None:
+        """The cores the trainer's process used over the measured steps (every rank's, in a
+        multi-rank cell, as ``loader_cores``)."""
+        if self.trainer_cpu_ms_per_step is None or self.wall_s <= 0:
+            return None
+        return self.trainer_cpu_ms_per_step * self.steps / 1000.0 / self.wall_s
+
 
 @dataclass(frozen=True)
 class StageEvidence:

@@ -7,8 +7,8 @@ from dataclasses import replace
 from rich.console import Console
 
 from iobench.analysis.metrics import compute_metrics
-from iobench.report.terminal import print_report, trainer_lines
-from iobench.results.figures import StepAlone, StepRow
+from iobench.report.terminal import at_scale_line, print_report, trainer_lines
+from iobench.results.figures import ScalePoint, StepAlone, StepRow
 from tests.helpers.summaries import ok_summary
 
 
@@ -47,3 +47,24 @@ def test_gpu_utilisation_and_an_emulated_trainers_host_work_are_said():
     lines = trainer_lines(s)
     assert "GPU utilisation (NVML, mean over the window): 16 %" in lines
     assert "emulated trainer's host work per step: resnet50 on cuda, batch 256: 20.0 CPU-ms per step" in lines
+
+
+def test_the_prediction_at_scale_says_the_cores_a_rank_used_that_ranks_sharing_a_host_each_need():
+    s = _real_cell()  # 10 steps in 3 s of wall, 450 CPU-ms per step: the trainer used 1.5 cores
+    metrics = replace(s.metrics, loader_cores=0.3)
+    point = ScalePoint(
+        world_size=8,
+        au=0.5,
+        samples_per_s=1000.0,
+        step_s=0.5,
+        data_wait_s=0.1,
+        allreduce_s=0.0,
+        au_low=0.4,
+        au_high=0.6,
+    )
+    line = at_scale_line(replace(s, metrics=metrics, scale=(point,)))
+    assert line is not None
+    assert line.endswith(
+        "a rank used 1.80 cores here (loader 0.30, trainer 1.50): ranks that share a host need as many each, "
+        "or they slow each other and these AUs are high"
+    )
