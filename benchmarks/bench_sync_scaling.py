@@ -37,6 +37,9 @@ from iobench.results.api import load_summaries, step_rows
 
 SECTION = "sync-scaling"
 DEFAULT_HOST_WORK = "resnet50"
+# what the prediction replays: rows logged before the bytes read ahead were stamped replayed the
+# loader's queue alone
+MODEL, QUEUE_ALONE = "queue + bytes read ahead", "queue alone"
 
 
 def _dataset(base: Path) -> Path:
@@ -94,8 +97,9 @@ def _round(
             "workers": _workers_of(c),
             "compute_cv": cv,
             "host_work": host_work,
+            "model": MODEL,
             **c.__dict__,
-            "production_ratio": _drift(out, c),
+            **_drift(out, c),
             "own_au": next(p.au for p in summaries[c.cell_id].scale if p.world_size == c.world_size),
             **_on_this_host(out, c),
         }
@@ -103,16 +107,16 @@ def _round(
     ]
 
 
-def _drift(out: Path, c: ScaleCheck) -> float:
+def _drift(out: Path, c: ScaleCheck) -> dict:
     """Mean batch production time in the multi-rank cell over its one-rank twin's: what the model
     takes as given (independent ranks, each with the CPU it had when measured), as it came out."""
     queue = LoaderQueue(_workers_of(c), 2)
 
     def mean_made(cell_id: str) -> float:
         rows = [r for r in step_rows(out, cell_id) if not r.warmup]
-        return float(production(rows, replayed(rows, queue))[0].mean())
+        return float(production(rows, replayed(rows, queue)).made.mean())
 
-    return mean_made(c.cell_id) / mean_made(c.predicted_from)
+    return {"production_ratio": mean_made(c.cell_id) / mean_made(c.predicted_from)}
 
 
 def _on_this_host(out: Path, c: ScaleCheck) -> dict:
@@ -190,12 +194,13 @@ def main() -> None:
         rows = [json.loads(line) for path in args.table_from for line in path.read_text().splitlines()]
     else:
         rows = _measure(args)
-    by_point: dict[tuple[str, float, int, int], list[dict]] = {}
+    by_point: dict[tuple[str, float, str, int, int], list[dict]] = {}
     for row in rows:
         # rows logged before --host-work ran with the accelerator's default: resnet50's host work
         key = (
             row.get("host_work", DEFAULT_HOST_WORK),
             row.get("compute_cv", 0.0),
+            row.get("model", QUEUE_ALONE),
             row["workers"],
             row["world_size"],
         )
@@ -223,7 +228,9 @@ def main() -> None:
         "epochs of 1,024 samples, `sync: allreduce` on `ib-ndr-400` (ResNet-50's all-reduce is fully "
         "hidden at this compute). Each round predicts the multi-rank cells from the one-rank cell with "
         "the same workers, replaying its batches through the loader's queue (docs/scale-out.md); "
-        "a row's rounds are its errors listed.",
+        "*model*: `queue + bytes read ahead` replays also when the bytes each batch's reader read ahead "
+        "of it were in (one object per sample, 4 reads in flight), `queue alone` is the rounds logged "
+        "before those were stamped; a row's rounds are its errors listed.",
         "",
         "*On this host's collective*: the same prediction with the exposed all-reduce set to what the "
         "multi-rank cell's collective itself cost per step on this host (the wait in the collective of "
@@ -239,20 +246,20 @@ def main() -> None:
         "the CPU they had alone); where the drift is off 1, so is the prediction. Both are listed for "
         "the rounds that recorded them (rounds logged before they existed show – or fewer figures).",
         "",
-        "| host work | compute cv | workers | ranks | measured AU (median) | predicted AU (median) | error, median | error, every round "
+        "| host work | compute cv | model | workers | ranks | measured AU (median) | predicted AU (median) | error, median | error, every round "
         "| on this host's collective: error, median (every round) | collective, ms (median) "
         "| own batches: error, median (every round) | production drift, every round |",
-        "|---|---:|---:|---:|---:|---:|---:|---|---|---:|---|---|",
+        "|---|---:|---|---:|---:|---:|---:|---:|---|---|---:|---|---|",
     ]
-    for (host_work, cv, w, world), found in sorted(
-        by_point.items(), key=lambda kv: (kv[0][0] != "none", kv[0])
+    for (host_work, cv, model, w, world), found in sorted(
+        by_point.items(), key=lambda kv: (kv[0][0] != "none", kv[0][2] != MODEL, kv[0])
     ):
         predicted = errors(found, "predicted_au")
         own = errors([row for row in found if row.get("own_au") is not None], "own_au")
         hosted = [row for row in found if row.get("predicted_on_host_au") is not None]
         on_host = errors(hosted, "predicted_on_host_au")
         lines.append(
-            f"| {host_work} | {cv:g} | {w} | {world} | {statistics.median(row['measured_au'] for row in found):.3f} | "
+            f"| {host_work} | {cv:g} | {model} | {w} | {world} | {statistics.median(row['measured_au'] for row in found):.3f} | "
             f"{statistics.median(row['predicted_au'] for row in found):.3f} | "
             f"{statistics.median(predicted):+.1f} % | {pct(predicted)} | "
             + (f"{statistics.median(on_host):+.1f} % ({pct(on_host)})" if on_host else "–")

@@ -8,8 +8,14 @@ the batches queued before it. The ranks of a synchronous job ask for step ``k`` 
 its own batch when it is ready, and step ``k + 1`` is asked for once the slowest rank has its batch
 and the step's rest (host-to-device, compute, loop overhead, exposed all-reduce) has passed. With
 ``workers: 0`` the batch is made in the training process when asked for: the step's data wait is
-the slowest rank's production time, the model without a queue. docs/method.md, *Synchronous AU at
-scale*, has the definitions; docs/scale-out.md the assumptions.
+the slowest rank's production time, the model without a queue.
+
+A reader with reads in flight (one object per sample) reads ahead of its maker: the reads for a
+batch's first samples are asked for while the maker is finishing the batch before it, and go on
+while the maker waits to be asked for the next. So a batch is made no sooner than its own time
+after the maker began it and after those bytes are in, ``ahead`` after the maker's previous batch
+was done (as measured): a maker that waited meanwhile finds them in. docs/method.md, *Synchronous
+AU at scale*, has the definitions; docs/scale-out.md the assumptions.
 """
 
 from __future__ import annotations
@@ -36,7 +42,12 @@ NO_QUEUE = LoaderQueue(0, 0)
 
 
 def synchronous_waits(
-    made: np.ndarray, taking: np.ndarray, queue: LoaderQueue, rest: float, compute: np.ndarray | None = None
+    made: np.ndarray,
+    taking: np.ndarray,
+    queue: LoaderQueue,
+    rest: float,
+    compute: np.ndarray | None = None,
+    ahead: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Each step of a synchronous job: its data wait (from the step's request to the slowest rank
     having its batch) and its span (from the request to the slowest rank's end of compute).
@@ -44,7 +55,9 @@ def synchronous_waits(
     what taking a ready batch cost the training loop (the hand-over from a worker; 0 without
     workers); ``compute[..., r, k]``: rank ``r``'s compute of step ``k`` (a compute that jitters: the
     job waits for the slowest; None: none here, all of it in ``rest``); ``rest``: what follows on
-    every rank alike (host-to-device, the loop, the exposed all-reduce). Leading dimensions are
+    every rank alike (host-to-device, the loop, the exposed all-reduce); ``ahead[..., r, k]``: when
+    the bytes read ahead of batch ``k`` were in, after its maker's previous batch was done (-inf:
+    none read ahead; ``made`` is then counted from the later of the two). Leading dimensions are
     independent jobs (bootstrap replicates). Returns two ``(..., steps)`` arrays."""
     jobs, steps = made.shape[:-1], made.shape[-1]
     if compute is None:
@@ -52,19 +65,26 @@ def synchronous_waits(
     asked = np.zeros(jobs[:-1])  # when the ranks ask for the current step's batch
     waits = np.empty((*jobs[:-1], steps))
     spans = np.empty((*jobs[:-1], steps))
+    makers = max(1, queue.workers)  # without workers the training process makes the batches
+    free = np.zeros((*jobs, makers))  # when each maker was done with its last batch
     if queue.workers:
-        free = np.zeros((*jobs, queue.workers))  # when each worker is done with its last batch
         taken = np.empty((*jobs, steps))  # when each rank took each batch
     for k in range(steps):
+        w = k % makers
         if queue.workers:
-            w = k % queue.workers
             requested = taken[..., k - queue.depth] if k >= queue.depth else 0.0
-            ready = np.maximum(free[..., w], requested) + made[..., k]
-            free[..., w] = ready
+            began = np.maximum(free[..., w], requested)
+        else:
+            began = np.broadcast_to(asked[..., None], jobs)
+        if ahead is not None:
+            began = np.maximum(began, free[..., w] + ahead[..., k])
+        ready = began + made[..., k]
+        free[..., w] = ready
+        if queue.workers:
             got = np.maximum(asked[..., None], ready) + taking[..., k]
             taken[..., k] = got
         else:
-            got = asked[..., None] + made[..., k] + taking[..., k]
+            got = ready + taking[..., k]
         done = (got + compute[..., k]).max(axis=-1)
         waits[..., k] = got.max(axis=-1) - asked
         spans[..., k] = done - asked

@@ -17,7 +17,9 @@ host-to-device, the loop's own overhead and the exposed all-reduce modelled for 
 A batch's production time is what its worker took to make it (``ready_s - begun_s`` of
 steps.parquet); the hand-over is the rest of the measured wait. Without workers (or a backend that
 does not stamp its batches) the production time is the step's measured wait and there is no queue:
-the step's data wait is then the slowest of W waits.
+the step's data wait is then the slowest of W waits. Where a reader read bytes ahead of a batch
+(one object per sample, reads in flight: ``ahead_in_s``), when they were in after its maker's
+previous batch is replayed too: a maker that waits longer (for its peers) finds more of them in.
 
 It assumes the ranks' production times are independent draws of the measured ones: each rank reads
 its own share of a tier that is not slowed by the others (shared-tier contention across nodes is not
@@ -52,7 +54,8 @@ CHUNK = 1 << 20  # batches replayed at once (the arrays of one replay)
 METHOD = (
     "circular block bootstrap of the measured batches' production times (blocks of ceil(n^(1/3)) "
     "steps, whole rounds of workers), W rank streams replayed through each rank's loader queue "
-    "(workers x prefetch) into ranks that step together, plus the measured h2d, compute and loop "
+    "(workers x prefetch), with the bytes its reader read ahead of each batch, into ranks that step "
+    "together, plus the measured h2d, compute and loop "
     "overhead and the exposed all-reduce modelled for W ranks"
 )
 
@@ -73,31 +76,58 @@ def in_order(rows: Sequence[StepRow]) -> list[StepRow]:
     return sorted(rows, key=lambda r: (r.rank, r.step))
 
 
-def production(rows: Sequence[StepRow], queue: LoaderQueue) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+@dataclass(frozen=True)
+class Production:
+    """The measured batches, in (rank, step) order, as the model replays them."""
+
+    made: np.ndarray  # what making each took
+    taking: np.ndarray  # the hand-over to the training loop
+    compute: np.ndarray  # the compute of the step that took it
+    # when the bytes read ahead of each were in, after its maker's previous batch was done (-inf:
+    # none read ahead); None: nothing was
+    ahead: np.ndarray | None = None
+
+
+def production(rows: Sequence[StepRow], queue: LoaderQueue) -> Production:
     """Each of ``rows``' batches' production time and hand-over cost, and the compute of the step
-    that took it, in (rank, step) order, for a model with ``queue``; without workers the step's
-    wait is its production time.
+    that took it, for a model with ``queue``; without workers the step's wait is its production
+    time.
 
     With workers a batch's production time is what its worker took to make it, from when the model
     lets the worker start it (its previous batch done and the batch requested: when the loop took
     the batch ``depth`` before it) to ready, and never less than from ``begun_s``: so what delays a
-    worker beyond that (waking up, starting an epoch's stream) is in the time the model replays."""
+    worker beyond that (waking up, starting an epoch's stream) is in the time the model replays.
+    Where bytes were read ahead of a batch (``ahead_in_s``) its production time counts from no
+    sooner than when they were in, and when that was, after its maker's previous batch was done,
+    is kept: a maker that waits longer between batches finds more of its bytes in."""
     ordered = in_order(rows)
     waits = np.array([r.wait_s for r in ordered])
     compute = np.array([r.compute_s for r in ordered])
     if queue.workers == 0:
-        return waits, np.zeros_like(waits), compute
-    made = np.array([r.ready_s - r.begun_s for r in ordered])  # type: ignore[operator]
-    taken = [r.t_start + r.wait_s for r in ordered]
-    done: dict[tuple[int, int], float] = {}  # (rank, worker): when its last batch was ready
+        made, taking = waits.copy(), np.zeros_like(waits)
+        ready = [r.t_start + r.wait_s for r in ordered]
+    else:
+        made = np.array([r.ready_s - r.begun_s for r in ordered])  # type: ignore[operator]
+        ready = [r.ready_s for r in ordered]
+        taken = [r.t_start + r.wait_s for r in ordered]
+        done: dict[tuple[int, int], float] = {}  # (rank, worker): when its last batch was ready
+        for i, r in enumerate(ordered):
+            asked = i - queue.depth
+            if (r.rank, r.reader) in done and asked >= 0 and ordered[asked].rank == r.rank:
+                made[i] = max(made[i], r.ready_s - max(done[(r.rank, r.reader)], taken[asked]))  # type: ignore[operator]
+            done[(r.rank, r.reader)] = r.ready_s  # type: ignore[assignment]
+        # a batch ready before the step asked for it still costs the hand-over (unpickling, the ring)
+        late = np.maximum(0.0, np.array([r.ready_s - r.t_start for r in ordered]))  # type: ignore[operator]
+        made, taking = np.maximum(0.0, made), np.maximum(0.0, waits - late)
+    ahead = np.full(len(ordered), -np.inf)
+    previous: dict[tuple[int, int], float] = {}  # (rank, maker): when its last batch was ready
     for i, r in enumerate(ordered):
-        asked = i - queue.depth
-        if (r.rank, r.reader) in done and asked >= 0 and ordered[asked].rank == r.rank:
-            made[i] = max(made[i], r.ready_s - max(done[(r.rank, r.reader)], taken[asked]))  # type: ignore[operator]
-        done[(r.rank, r.reader)] = r.ready_s  # type: ignore[assignment]
-    # a batch ready before the step asked for it still costs the hand-over (unpickling, the ring)
-    late = np.maximum(0.0, np.array([r.ready_s - r.t_start for r in ordered]))  # type: ignore[operator]
-    return np.maximum(0.0, made), np.maximum(0.0, waits - late), compute
+        before = previous.get((r.rank, r.reader))
+        if r.ahead_in_s is not None and before is not None:
+            ahead[i] = r.ahead_in_s - before
+            made[i] = max(0.0, min(made[i], ready[i] - r.ahead_in_s))
+        previous[(r.rank, r.reader)] = ready[i]  # type: ignore[assignment]
+    return Production(made, taking, compute, ahead if np.isfinite(ahead).any() else None)
 
 
 def predict(
@@ -118,10 +148,10 @@ def predict(
     if len(measured) < 2:
         raise ValueError(f"{len(measured)} measured step(s): too few to predict a synchronous job at scale")
     queue = replayed(measured, queue)
-    made, taking, computes = production(measured, queue)
+    batches = production(measured, queue)
     ordered = in_order(measured)
     epochs = epochs_of([r.rank for r in ordered], [r.epoch for r in ordered])
-    compute = float(computes.mean())
+    compute = float(batches.compute.mean())
     busy = device_busy(measured, alone) / len(measured)
     h2d = float(np.mean([r.h2d_s for r in measured]))
     batch = float(np.mean([r.samples for r in measured]))
@@ -137,7 +167,7 @@ def predict(
             ]
         )
     )
-    n = len(made)
+    n = len(batches.made)
     # blocks of whole rounds of the workers, starting at a round: each batch keeps its worker
     unit = max(1, queue.workers)
     length = unit * -(-block_length(n) // unit)
@@ -153,7 +183,10 @@ def predict(
         for first in range(0, replicates, chunk):
             count = min(chunk, replicates - first)
             index = draw((count, world), rng)
-            waits, span = synchronous_waits(made[index], taking[index], queue, rest, computes[index])
+            ahead = batches.ahead[index] if batches.ahead is not None else None
+            waits, span = synchronous_waits(
+                batches.made[index], batches.taking[index], queue, rest, batches.compute[index], ahead
+            )
             means[first : first + count] = waits.mean(axis=-1)
             spans[first : first + count] = span.mean(axis=-1)
         steps = spans + rest

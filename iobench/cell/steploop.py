@@ -133,6 +133,7 @@ def run_steps(
                 reader=batch.reader,
                 begun_s=batch.made[0] - created_at if batch.made else None,
                 ready_s=batch.made[1] - created_at if batch.made else None,
+                ahead_in_s=batch.ahead_in - created_at if batch.ahead_in is not None else None,
             )
             if record_keys:
                 log.keys.extend((rank, epoch, step, key) for key in batch.keys)

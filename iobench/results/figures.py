@@ -44,6 +44,9 @@ class StepRow:
     reader: int = 0
     begun_s: float | None = None
     ready_s: float | None = None
+    # when the bytes read ahead of the batch (asked for before its worker began it: one object per
+    # sample, reads in flight) were all in (since the loader was built; None: none read ahead)
+    ahead_in_s: float | None = None
 
 
 @dataclass(frozen=True)

@@ -263,6 +263,7 @@ STEP_SCHEMA = with_version(
             ("reader", pa.int32()),  # the loader worker that made the batch
             ("begun_s", pa.float64()),  # when that worker began making it (null: not stamped)
             ("ready_s", pa.float64()),  # when it had made it
+            ("ahead_in_s", pa.float64()),  # its bytes read ahead all in (null: none read ahead)
         ]
     )
 )

@@ -1,6 +1,7 @@
 """Batches replayed through a loader's queue into ranks that step together (analysis/queue.py):
 closed forms for a synthetic producer with a periodic stall, and an event-by-event simulation of
-the same queue that the vectorised replay must match."""
+the same queue (with and without a reader ahead of the workers) that the vectorised replay must
+match."""
 
 from __future__ import annotations
 
@@ -63,9 +64,12 @@ def test_without_workers_a_step_waits_for_the_slowest_ranks_batch() -> None:
     assert waits == pytest.approx((made + taking).max(axis=-2))
 
 
-def _event_by_event(made: np.ndarray, taking: np.ndarray, queue: LoaderQueue, rest: float) -> np.ndarray:
+def _event_by_event(
+    made: np.ndarray, taking: np.ndarray, queue: LoaderQueue, rest: float, ahead: np.ndarray | None = None
+) -> np.ndarray:
     """The same job simulated one event at a time: requests into each worker's FIFO, a worker
-    making one batch at a time, each rank taking its batch in order, a request for batch
+    making one batch at a time (beginning it once the bytes its reader read ahead are in, ``ahead``
+    after it finished its previous one), each rank taking its batch in order, a request for batch
     ``k + depth`` sent when batch ``k`` is taken, the next step asked for ``rest`` after the
     slowest rank took its batch."""
     ranks, steps = made.shape
@@ -81,11 +85,14 @@ def _event_by_event(made: np.ndarray, taking: np.ndarray, queue: LoaderQueue, re
     asked_at, step, took = 0.0, 0, [None] * ranks
     waits = np.empty(steps)
 
+    finished = np.zeros((ranks, queue.workers))  # when each worker finished its last batch
+
     def start_next(r: int, w: int, t: float) -> None:
         if not busy[r][w] and fifo[r][w]:
             k = fifo[r][w].pop(0)
             busy[r][w] = True
-            at(t + made[r, k], "made", r, k)
+            bytes_in = finished[r, w] + ahead[r, k] if ahead is not None else t
+            at(max(t, bytes_in) + made[r, k], "made", r, k)
 
     def request(r: int, k: int, t: float) -> None:
         if k < steps:
@@ -105,6 +112,7 @@ def _event_by_event(made: np.ndarray, taking: np.ndarray, queue: LoaderQueue, re
         t, _, kind, r, k = heapq.heappop(events)
         if kind == "made":
             busy[r][k % queue.workers] = False
+            finished[r, k % queue.workers] = t
             ready[r][k] = t
             start_next(r, k % queue.workers, t)
             try_take(r)
@@ -132,6 +140,30 @@ def test_the_replay_matches_an_event_by_event_simulation(queue: LoaderQueue) -> 
     taking = rng.exponential(0.002, (3, 200))
     expected = _event_by_event(made, taking, queue, C)
     assert synchronous_waits(made, taking, queue, C)[0] == pytest.approx(expected, abs=1e-12)
+
+
+@pytest.mark.parametrize("queue", [LoaderQueue(1, 1), LoaderQueue(1, 3), LoaderQueue(2, 2)])
+def test_bytes_read_ahead_replay_as_an_event_by_event_simulation(queue: LoaderQueue) -> None:
+    # a reader ahead of its worker (one object per sample, reads in flight): its bytes in
+    # ``ahead`` after the worker's previous batch, sometimes long after (a latency tail)
+    rng = np.random.default_rng(11)
+    made = rng.lognormal(np.log(0.01), 0.5, (3, 200))
+    ahead = rng.lognormal(np.log(0.03), 1.2, (3, 200))
+    ahead[:, ::7] = -np.inf  # nothing read ahead (an epoch's first batch)
+    taking = rng.exponential(0.002, (3, 200))
+    expected = _event_by_event(made, taking, queue, C, ahead)
+    got = synchronous_waits(made, taking, queue, C, ahead=ahead)[0]
+    assert got == pytest.approx(expected, abs=1e-12)
+    assert got.mean() > synchronous_waits(made, taking, queue, C)[0].mean() + 0.001  # the bytes count
+
+
+@pytest.mark.parametrize(("ahead", "wait"), [(0.5 * C, 0.2 * C), (2 * C, 1.2 * C)])
+def test_without_workers_a_reader_ahead_hides_its_reads_behind_the_step(ahead: float, wait: float) -> None:
+    # the training process makes each batch (0.2 C of its own) when asked, C after its last one:
+    # bytes in 0.5 C after the last batch are in by then; bytes in 2 C after it cost C more
+    made = np.full((2, 3, 100), 0.2 * C)
+    waits, _ = synchronous_waits(made, np.zeros_like(made), NO_QUEUE, C, ahead=np.full_like(made, ahead))
+    assert waits[..., 1:] == pytest.approx(wait)
 
 
 def test_a_compute_that_jitters_costs_each_step_the_slowest_ranks() -> None:

@@ -9,6 +9,7 @@ import importlib.util
 import io
 import multiprocessing as mp
 import os
+import random
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -23,7 +24,7 @@ from loaders import AugmentSpec, LoaderConfig, make_loader
 from loaders.backends.torch_loader import ShardStream
 from loaders.formats.sample_objects import read_objects
 from loaders.observe.stages import StageStats
-from loaders.pipeline.samples import PipelineSpec, read_shards
+from loaders.pipeline.samples import PipelineSpec, batches, read_shards
 from loaders.storage.sources import ShardSource
 from loaders.storage.spec import SourceSpec
 from loaders.storage.throttle import Throttle, ThrottledFile, ThrottleSpec, default_burst
@@ -149,12 +150,15 @@ def test_latency_is_charged_per_opened_shard_not_per_read(tmp_path):
     assert stats.counters["throttle_requests"] == 1
 
 
+def _objects(where: Path, n: int) -> list[tuple[str, str, int]]:
+    """``n`` objects of 1,000 bytes each, as (key, path, label)."""
+    for i in range(n):
+        (where / f"{i:06d}.jpg").write_bytes(bytes([i]) * 1000)
+    return [(f"{i:06d}", str(where / f"{i:06d}.jpg"), i) for i in range(n)]
+
+
 def test_objects_are_one_request_each_and_their_latencies_overlap(tmp_path):
-    objects = []
-    for i in range(8):
-        path = tmp_path / f"{i:06d}.jpg"
-        path.write_bytes(bytes([i]) * 1000)
-        objects.append((f"{i:06d}", str(path), i))
+    objects = _objects(tmp_path, 8)
     source = ShardSource(SourceSpec(throttle=_spec(tmp_path, latency_s=0.1)))
     t0 = time.perf_counter()
     got = list(read_objects(objects, source, concurrency=8))
@@ -164,6 +168,24 @@ def test_objects_are_one_request_each_and_their_latencies_overlap(tmp_path):
     stats = StageStats()
     source.drain_into(stats)
     assert stats.counters["throttle_requests"] == 8
+
+
+def test_reads_go_on_while_the_reader_waits_to_be_asked_and_its_batch_says_when_they_were_in(tmp_path):
+    objects = _objects(tmp_path, 16)
+    source = ShardSource(SourceSpec(throttle=_spec(tmp_path, latency_s=0.1)))
+    spec = PipelineSpec(batch_size=8, shuffle_buffer=1, decode=False)
+    made = batches(read_objects(objects, source, concurrency=4), spec, random.Random(0))
+    first = next(made)
+    assert first.ahead_in is None  # its reads were asked for once it was: none ahead of it
+    time.sleep(0.3)  # the consumer takes its time: the next batch's first 4 reads go on meanwhile
+    asked = time.perf_counter()
+    second = next(made)
+    took = time.perf_counter() - asked
+    assert second.ahead_in is not None and second.ahead_in < asked
+    assert 0.1 <= took < 0.18  # its other 4 reads, one latency (not two): the first 4 were in
+    shards = make_shards(tmp_path / "shards", n_shards=1, per_shard=16)
+    streamed = batches(read_shards(shards, ShardSource(SourceSpec()), spec), spec, random.Random(0))
+    assert all(b.ahead_in is None for b in streamed)  # a shard stream reads as it goes
 
 
 # -- the tier ------------------------------------------------------------------------------------
