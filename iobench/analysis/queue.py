@@ -11,10 +11,10 @@ and the step's rest (host-to-device, compute, loop overhead, exposed all-reduce)
 the slowest rank's production time, the model without a queue.
 
 A reader with reads in flight (one object per sample) reads ahead of its maker: the reads for a
-batch's first samples are asked for while the maker is finishing the batch before it, and go on
-while the maker waits to be asked for the next. So a batch is made no sooner than its own time
-after the maker began it and after those bytes are in, ``ahead`` after the maker's previous batch
-was done (as measured): a maker that waited meanwhile finds them in. docs/method.md, *Synchronous
+batch's first samples are asked for while the maker finishes the batch before it and go on while
+the maker waits to be asked for the next. Such a batch is ready no sooner than ``made`` after its
+maker began it (its making with those bytes in) and no sooner than ``ahead`` after the maker's
+previous batch was ready (its making paced by those bytes as measured): analysis/readahead.py. docs/method.md, *Synchronous
 AU at scale*, has the definitions; docs/scale-out.md the assumptions.
 """
 
@@ -55,9 +55,9 @@ def synchronous_waits(
     what taking a ready batch cost the training loop (the hand-over from a worker; 0 without
     workers); ``compute[..., r, k]``: rank ``r``'s compute of step ``k`` (a compute that jitters: the
     job waits for the slowest; None: none here, all of it in ``rest``); ``rest``: what follows on
-    every rank alike (host-to-device, the loop, the exposed all-reduce); ``ahead[..., r, k]``: when
-    the bytes read ahead of batch ``k`` were in, after its maker's previous batch was done (-inf:
-    none read ahead; ``made`` is then counted from the later of the two). Leading dimensions are
+    every rank alike (host-to-device, the loop, the exposed all-reduce); ``ahead[..., r, k]``: where a
+    reader read ahead of batch ``k``, its making from when its maker's previous batch was ready
+    (-inf: nothing read ahead of it; ``made`` is then its making with those bytes in). Leading dimensions are
     independent jobs (bootstrap replicates). Returns two ``(..., steps)`` arrays."""
     jobs, steps = made.shape[:-1], made.shape[-1]
     if compute is None:
@@ -76,9 +76,9 @@ def synchronous_waits(
             began = np.maximum(free[..., w], requested)
         else:
             began = np.broadcast_to(asked[..., None], jobs)
-        if ahead is not None:
-            began = np.maximum(began, free[..., w] + ahead[..., k])
         ready = began + made[..., k]
+        if ahead is not None:
+            ready = np.maximum(ready, free[..., w] + ahead[..., k])
         free[..., w] = ready
         if queue.workers:
             got = np.maximum(asked[..., None], ready) + taking[..., k]

@@ -40,6 +40,7 @@ import numpy as np
 
 from iobench.analysis.metrics import device_busy
 from iobench.analysis.queue import NO_QUEUE, LoaderQueue, synchronous_waits
+from iobench.analysis.readahead import two_ways
 from iobench.analysis.resample import StreamDraw, epochs_of
 from iobench.results.codec import to_json
 from iobench.results.figures import ScalePoint, StepAlone, StepRow
@@ -80,11 +81,11 @@ def in_order(rows: Sequence[StepRow]) -> list[StepRow]:
 class Production:
     """The measured batches, in (rank, step) order, as the model replays them."""
 
-    made: np.ndarray  # what making each took
+    made: np.ndarray  # what making each took, from when its maker began it
     taking: np.ndarray  # the hand-over to the training loop
     compute: np.ndarray  # the compute of the step that took it
-    # when the bytes read ahead of each were in, after its maker's previous batch was done (-inf:
-    # none read ahead); None: nothing was
+    # where a reader read ahead: each batch's making from when its maker's previous batch was ready
+    # (-inf: nothing read ahead of it; analysis/readahead.py); None: nothing was
     ahead: np.ndarray | None = None
 
 
@@ -97,18 +98,16 @@ def production(rows: Sequence[StepRow], queue: LoaderQueue) -> Production:
     lets the worker start it (its previous batch done and the batch requested: when the loop took
     the batch ``depth`` before it) to ready, and never less than from ``begun_s``: so what delays a
     worker beyond that (waking up, starting an epoch's stream) is in the time the model replays.
-    Where bytes were read ahead of a batch (``ahead_in_s``) its production time counts from no
-    sooner than when they were in, and when that was, after its maker's previous batch was done,
-    is kept: a maker that waits longer between batches finds more of its bytes in."""
+    Where a reader read ahead of a batch (stamped reads), its making is replayed two ways
+    (analysis/readahead.py): from when its maker began it with every byte read ahead in, plus that
+    delay, and from when its maker's previous batch was ready."""
     ordered = in_order(rows)
     waits = np.array([r.wait_s for r in ordered])
     compute = np.array([r.compute_s for r in ordered])
     if queue.workers == 0:
         made, taking = waits.copy(), np.zeros_like(waits)
-        ready = [r.t_start + r.wait_s for r in ordered]
     else:
         made = np.array([r.ready_s - r.begun_s for r in ordered])  # type: ignore[operator]
-        ready = [r.ready_s for r in ordered]
         taken = [r.t_start + r.wait_s for r in ordered]
         done: dict[tuple[int, int], float] = {}  # (rank, worker): when its last batch was ready
         for i, r in enumerate(ordered):
@@ -122,11 +121,18 @@ def production(rows: Sequence[StepRow], queue: LoaderQueue) -> Production:
     ahead = np.full(len(ordered), -np.inf)
     previous: dict[tuple[int, int], float] = {}  # (rank, maker): when its last batch was ready
     for i, r in enumerate(ordered):
+        if r.begun_s is None or r.ready_s is None:
+            continue
         before = previous.get((r.rank, r.reader))
-        if r.ahead_in_s is not None and before is not None:
-            ahead[i] = r.ahead_in_s - before
-            made[i] = max(0.0, min(made[i], ready[i] - r.ahead_in_s))
-        previous[(r.rank, r.reader)] = ready[i]  # type: ignore[assignment]
+        previous[(r.rank, r.reader)] = r.ready_s
+        if before is None or r.read_asked_s is None or r.read_in_s is None:
+            continue
+        stamped = r.ready_s - r.begun_s
+        own = max(0.0, stamped - (r.fetch_wait_s or 0.0))  # its making less its waits for bytes
+        both = two_ways(r.read_asked_s, r.read_in_s, r.begun_s, before, own)
+        if both is not None:
+            # what kept the maker from beginning when the model lets it stays in its making
+            made[i], ahead[i] = both[0] + max(0.0, made[i] - stamped), both[1]
     return Production(made, taking, compute, ahead if np.isfinite(ahead).any() else None)
 
 

@@ -133,7 +133,9 @@ def run_steps(
                 reader=batch.reader,
                 begun_s=batch.made[0] - created_at if batch.made else None,
                 ready_s=batch.made[1] - created_at if batch.made else None,
-                ahead_in_s=batch.ahead_in - created_at if batch.ahead_in is not None else None,
+                fetch_wait_s=batch.stats.wall_s["fetch"],
+                read_asked_s=[a - created_at for a, _ in batch.reads] if batch.reads else None,
+                read_in_s=[b - created_at for _, b in batch.reads] if batch.reads else None,
             )
             if record_keys:
                 log.keys.extend((rank, epoch, step, key) for key in batch.keys)

@@ -7,6 +7,7 @@ nothing here computes anything. Records are frozen: a figure, once measured, is 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 
@@ -44,9 +45,12 @@ class StepRow:
     reader: int = 0
     begun_s: float | None = None
     ready_s: float | None = None
-    # when the bytes read ahead of the batch (asked for before its worker began it: one object per
-    # sample, reads in flight) were all in (since the loader was built; None: none read ahead)
-    ahead_in_s: float | None = None
+    # what making the batch waited for its samples' bytes (its fetch stage), and where the reads are
+    # made ahead of the pipeline (one object per sample, reads in flight) when each sample's read was
+    # asked for and when its bytes were in (since the loader was built; None: read as it went)
+    fetch_wait_s: float | None = None
+    read_asked_s: Sequence[float] | None = None
+    read_in_s: Sequence[float] | None = None
 
 
 @dataclass(frozen=True)

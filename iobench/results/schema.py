@@ -263,7 +263,10 @@ STEP_SCHEMA = with_version(
             ("reader", pa.int32()),  # the loader worker that made the batch
             ("begun_s", pa.float64()),  # when that worker began making it (null: not stamped)
             ("ready_s", pa.float64()),  # when it had made it
-            ("ahead_in_s", pa.float64()),  # its bytes read ahead all in (null: none read ahead)
+            ("fetch_wait_s", pa.float64()),  # what making it waited for its samples' bytes
+            # reads made ahead of the pipeline: each sample's asked for, and its bytes in (null: none)
+            ("read_asked_s", pa.list_(pa.float64())),
+            ("read_in_s", pa.list_(pa.float64())),
         ]
     )
 )

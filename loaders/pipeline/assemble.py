@@ -49,10 +49,11 @@ class Batch:
     # when its reader began and finished making it (time.perf_counter, one clock for every process
     # on the host): the production times a model of the loader's queue replays (iobench's scale model)
     made: tuple[float, float] | None = None
-    # when the bytes its reader read ahead of it (asked for before its making began: one object per
-    # sample, reads in flight) were all in; None: nothing read ahead. The reads run on while the
-    # reader waits to be asked for a batch, which iobench's scale model replays
-    ahead_in: float | None = None
+    # each of its samples' reads, where they are made ahead of the pipeline (one object per sample,
+    # reads in flight): when it was asked for and when its bytes were in (time.perf_counter); None:
+    # read as it went. The first reads of a batch are asked for while the batch before it is
+    # finished and run on while the reader waits to be asked for it: iobench's scale model replays that
+    reads: tuple[tuple[float, float], ...] | None = None
 
     def __len__(self) -> int:
         return len(self.keys)

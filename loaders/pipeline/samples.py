@@ -8,7 +8,6 @@ compares backends rather than accidental differences in the work done.
 from __future__ import annotations
 
 import random
-import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import islice
 from typing import TypeVar
@@ -234,12 +233,11 @@ def batches(
     batch = BatchAssembler(
         spec.batch_size, spec.image_size, shared=shared, stats=start, ring=ring, ring_owner=reader
     )
-    began = time.perf_counter()  # when this batch's making began (the generator resumed)
-    ahead_in: float | None = None  # its bytes read ahead of it (asked before it began) all in
+    reads: list[tuple[float, float]] = []  # each sample's read: when asked for, when its bytes were in
     for sample in samples:
         batch.consumed += 1
-        if sample.read_asked is not None and sample.read_asked < began:
-            ahead_in = max(ahead_in or sample.read_done, sample.read_done)  # type: ignore[type-var]
+        if sample.read_asked is not None and sample.read_done is not None:
+            reads.append((sample.read_asked, sample.read_done))
         slot = batch.slot() if spec.decode else None
         out = process_sample(sample, spec, sample_rng(base, sample), batch.stats, slot)
         if out is None:
@@ -253,14 +251,13 @@ def batches(
                 drain(batch.stats)
             full = batch.take()
             assert full is not None
-            full.ahead_in, ahead_in = ahead_in, None
+            full.reads, reads = tuple(reads) or None, []
             yield full
-            began = time.perf_counter()
     if drain:
         drain(batch.stats)
     tail = batch.take(drop_partial=spec.drop_last)
     if tail is not None:
-        tail.ahead_in = ahead_in
+        tail.reads = tuple(reads) or None
         yield tail
 
 

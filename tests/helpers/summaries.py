@@ -86,27 +86,21 @@ def cell_manifest(
     )
 
 
-def queued_steps(
-    made: np.ndarray, queue: LoaderQueue, compute: float = 0.02, ahead: np.ndarray | None = None
-) -> list[StepRow]:
+def queued_steps(made: np.ndarray, queue: LoaderQueue, compute: float = 0.02) -> list[StepRow]:
     """One rank's measured steps as a loader with ``queue`` makes batches that take ``made``
     seconds each (analysis/queue.py: worker ``k mod workers``, the request for batch ``k`` sent when
-    the loop took batch ``k - depth``), each stamped with when its worker began and finished it;
-    with ``ahead``, its reader's bytes for batch ``k`` in ``ahead[k]`` after the worker's previous
-    batch was done (-inf: none read ahead), and a batch made no sooner than ``made`` after both."""
+    the loop took batch ``k - depth``), each stamped with when its worker began and finished it."""
     workers = max(1, queue.workers)
     free, taken, rows, t = [0.0] * workers, [], [], 0.0
     for k, m in enumerate(made):
-        w = k % workers
         requested = taken[k - queue.depth] if k >= queue.depth else 0.0
-        begun = max(free[w], requested)
-        bytes_in = free[w] + float(ahead[k]) if ahead is not None and k >= workers else -np.inf
-        ready = free[w] = max(begun, bytes_in) + float(m)
+        begun = max(free[k % workers], requested)
+        ready = free[k % workers] = begun + float(m)
         got = max(t, ready)
         taken.append(got)
         rows.append(
-            StepRow(k, 0, False, t, got - t, 0.0, compute, got + compute, 64, 0, reader=w,
-                    begun_s=begun, ready_s=ready, ahead_in_s=bytes_in if np.isfinite(bytes_in) else None)
+            StepRow(k, 0, False, t, got - t, 0.0, compute, got + compute, 64, 0,
+                    reader=k % workers, begun_s=begun, ready_s=ready)
         )  # fmt: skip
         t = got + compute
     return rows

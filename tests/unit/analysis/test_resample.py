@@ -64,14 +64,3 @@ def test_a_workers_delay_beyond_its_begun_stamp_is_in_its_production_time():
         replace(r, begun_s=r.begun_s + 0.05, ready_s=r.ready_s + 0.05) if r.step == 20 else r for r in rows
     ]
     assert production(late, queue).made[20] == pytest.approx(0.06)
-
-
-def test_bytes_read_ahead_come_out_of_the_production_time_and_are_kept_apart():
-    rng = np.random.default_rng(3)
-    made, ahead = rng.lognormal(np.log(0.01), 0.5, 60), rng.lognormal(np.log(0.03), 1.0, 60)
-    queue = LoaderQueue(2, 2)
-    got = production(queued_steps(made, queue, ahead=ahead), queue)
-    # the workers' first batches had nothing read ahead of them: their own time is all there is
-    assert got.made == pytest.approx(made)
-    assert got.ahead[2:] == pytest.approx(ahead[2:]) and np.isneginf(got.ahead[:2]).all()
-    assert production(queued_steps(made, queue), queue).ahead is None  # nothing read ahead

@@ -170,22 +170,24 @@ def test_objects_are_one_request_each_and_their_latencies_overlap(tmp_path):
     assert stats.counters["throttle_requests"] == 8
 
 
-def test_reads_go_on_while_the_reader_waits_to_be_asked_and_its_batch_says_when_they_were_in(tmp_path):
+def test_reads_go_on_while_the_reader_waits_to_be_asked_and_each_batch_says_when(tmp_path):
     objects = _objects(tmp_path, 16)
     source = ShardSource(SourceSpec(throttle=_spec(tmp_path, latency_s=0.1)))
     spec = PipelineSpec(batch_size=8, shuffle_buffer=1, decode=False)
     made = batches(read_objects(objects, source, concurrency=4), spec, random.Random(0))
+    begun = time.perf_counter()
     first = next(made)
-    assert first.ahead_in is None  # its reads were asked for once it was: none ahead of it
+    assert len(first.reads) == 8 and all(begun <= asked < done for asked, done in first.reads)
     time.sleep(0.3)  # the consumer takes its time: the next batch's first 4 reads go on meanwhile
     asked = time.perf_counter()
     second = next(made)
     took = time.perf_counter() - asked
-    assert second.ahead_in is not None and second.ahead_in < asked
+    # its first 4 reads were asked for while the first batch was made, and in before it was asked for
+    assert [a < asked and b < asked for a, b in second.reads] == [True] * 4 + [False] * 4
     assert 0.1 <= took < 0.18  # its other 4 reads, one latency (not two): the first 4 were in
     shards = make_shards(tmp_path / "shards", n_shards=1, per_shard=16)
     streamed = batches(read_shards(shards, ShardSource(SourceSpec()), spec), spec, random.Random(0))
-    assert all(b.ahead_in is None for b in streamed)  # a shard stream reads as it goes
+    assert all(b.reads is None for b in streamed)  # a shard stream reads as it goes
 
 
 # -- the tier ------------------------------------------------------------------------------------
