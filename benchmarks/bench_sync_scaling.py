@@ -242,7 +242,7 @@ def main() -> None:
         "*Own batches*: the AU the multi-rank cell's own measured batches predict for it (the same model "
         "and bootstrap, the one-rank cell's production times replaced by the cell's own): the model's "
         "error alone. *Production drift*: the multi-rank cell's mean batch production time over the "
-        "one-rank cell's. The model takes the one-rank figure for every rank (each rank's workers with "
+        "one-rank cell's (with the bytes read ahead replayed: the making with those bytes in). The model takes the one-rank figure for every rank (each rank's workers with "
         "the CPU they had alone); where the drift is off 1, so is the prediction. Both are listed for "
         "the rounds that recorded them (rounds logged before they existed show – or fewer figures).",
         "",

@@ -18,8 +18,8 @@ A batch's production time is what its worker took to make it (``ready_s - begun_
 steps.parquet); the hand-over is the rest of the measured wait. Without workers (or a backend that
 does not stamp its batches) the production time is the step's measured wait and there is no queue:
 the step's data wait is then the slowest of W waits. Where a reader read bytes ahead of a batch
-(one object per sample, reads in flight: ``ahead_in_s``), when they were in after its maker's
-previous batch is replayed too: a maker that waits longer (for its peers) finds more of them in.
+(one object per sample, reads in flight: ``read_asked_s``, ``read_in_s``), the batch is replayed two
+ways (analysis/readahead.py): a maker that waits longer (for its peers) finds more of them in.
 
 It assumes the ranks' production times are independent draws of the measured ones: each rank reads
 its own share of a tier that is not slowed by the others (shared-tier contention across nodes is not
