@@ -14,8 +14,9 @@ A reader with reads in flight (one object per sample) reads ahead of its maker: 
 batch's first samples are asked for while the maker finishes the batch before it and go on while
 the maker waits to be asked for the next. Such a batch is ready no sooner than ``made`` after its
 maker began it (its making with those bytes in) and no sooner than ``ahead`` after the maker's
-previous batch was ready (its making paced by those bytes as measured): analysis/readahead.py. docs/method.md, *Synchronous
-AU at scale*, has the definitions; docs/scale-out.md the assumptions.
+previous batch was ready (its making paced by those bytes as measured): analysis/readahead.py.
+
+docs/method.md, *Synchronous AU at scale*, has the definitions; docs/scale-out.md the assumptions.
 """
 
 from __future__ import annotations
@@ -55,10 +56,10 @@ def synchronous_waits(
     what taking a ready batch cost the training loop (the hand-over from a worker; 0 without
     workers); ``compute[..., r, k]``: rank ``r``'s compute of step ``k`` (a compute that jitters: the
     job waits for the slowest; None: none here, all of it in ``rest``); ``rest``: what follows on
-    every rank alike (host-to-device, the loop, the exposed all-reduce); ``ahead[..., r, k]``: where a
-    reader read ahead of batch ``k``, its making from when its maker's previous batch was ready
-    (-inf: nothing read ahead of it; ``made`` is then its making with those bytes in). Leading dimensions are
-    independent jobs (bootstrap replicates). Returns two ``(..., steps)`` arrays."""
+    every rank alike (host-to-device, the loop, the exposed all-reduce); ``ahead[..., r, k]``: where
+    a reader read ahead of batch ``k``, its making from when its maker's previous batch was ready
+    (-inf: nothing read ahead of it; ``made`` is then its making with those bytes in). Leading
+    dimensions are independent jobs (bootstrap replicates). Returns two ``(..., steps)`` arrays."""
     jobs, steps = made.shape[:-1], made.shape[-1]
     if compute is None:
         compute = np.zeros_like(made)

@@ -35,7 +35,7 @@ def two_ways(
     ``previous``, when its maker's previous batch was ready; ``own``, the maker's own time on the
     batch (its making less its waits for bytes). None: no read was asked for before it began."""
     ahead = sum(1 for a in asked if a < began)
-    if ahead == 0 or not asked:
+    if ahead == 0:
         return None
     latency = [b - a for a, b in zip(asked, arrived, strict=True)]
     each = own / len(asked)
