@@ -99,7 +99,7 @@ def _round(
             "host_work": host_work,
             "model": MODEL,
             **c.__dict__,
-            **_drift(out, c),
+            "production_ratio": _drift(out, c),
             "own_au": next(p.au for p in summaries[c.cell_id].scale if p.world_size == c.world_size),
             **_on_this_host(out, c),
         }
@@ -107,7 +107,7 @@ def _round(
     ]
 
 
-def _drift(out: Path, c: ScaleCheck) -> dict:
+def _drift(out: Path, c: ScaleCheck) -> float:
     """Mean batch production time in the multi-rank cell over its one-rank twin's: what the model
     takes as given (independent ranks, each with the CPU it had when measured), as it came out."""
     queue = LoaderQueue(_workers_of(c), 2)
@@ -116,7 +116,7 @@ def _drift(out: Path, c: ScaleCheck) -> dict:
         rows = [r for r in step_rows(out, cell_id) if not r.warmup]
         return float(production(rows, replayed(rows, queue)).made.mean())
 
-    return {"production_ratio": mean_made(c.cell_id) / mean_made(c.predicted_from)}
+    return mean_made(c.cell_id) / mean_made(c.predicted_from)
 
 
 def _on_this_host(out: Path, c: ScaleCheck) -> dict:

@@ -77,6 +77,18 @@ def in_order(rows: Sequence[StepRow]) -> list[StepRow]:
     return sorted(rows, key=lambda r: (r.rank, r.step))
 
 
+def _previous_ready(ordered: Sequence[StepRow]) -> list[float | None]:
+    """For each of ``ordered``'s batches, when its maker's previous one was ready (``ready_s``;
+    None: its maker's first, or not stamped)."""
+    last: dict[tuple[int, int], float] = {}  # (rank, maker): when its last batch was ready
+    out: list[float | None] = []
+    for r in ordered:
+        out.append(last.get((r.rank, r.reader)))
+        if r.ready_s is not None:
+            last[(r.rank, r.reader)] = r.ready_s
+    return out
+
+
 @dataclass(frozen=True)
 class Production:
     """The measured batches, in (rank, step) order, as the model replays them."""
@@ -102,6 +114,7 @@ def production(rows: Sequence[StepRow], queue: LoaderQueue) -> Production:
     (analysis/readahead.py): from when its maker began it with every byte read ahead in, plus that
     delay, and from when its maker's previous batch was ready."""
     ordered = in_order(rows)
+    before = _previous_ready(ordered)
     waits = np.array([r.wait_s for r in ordered])
     compute = np.array([r.compute_s for r in ordered])
     if queue.workers == 0:
@@ -109,27 +122,20 @@ def production(rows: Sequence[StepRow], queue: LoaderQueue) -> Production:
     else:
         made = np.array([r.ready_s - r.begun_s for r in ordered])  # type: ignore[operator]
         taken = [r.t_start + r.wait_s for r in ordered]
-        done: dict[tuple[int, int], float] = {}  # (rank, worker): when its last batch was ready
         for i, r in enumerate(ordered):
             asked = i - queue.depth
-            if (r.rank, r.reader) in done and asked >= 0 and ordered[asked].rank == r.rank:
-                made[i] = max(made[i], r.ready_s - max(done[(r.rank, r.reader)], taken[asked]))  # type: ignore[operator]
-            done[(r.rank, r.reader)] = r.ready_s  # type: ignore[assignment]
+            if before[i] is not None and asked >= 0 and ordered[asked].rank == r.rank:
+                made[i] = max(made[i], r.ready_s - max(before[i], taken[asked]))  # type: ignore[operator]
         # a batch ready before the step asked for it still costs the hand-over (unpickling, the ring)
         late = np.maximum(0.0, np.array([r.ready_s - r.t_start for r in ordered]))  # type: ignore[operator]
         made, taking = np.maximum(0.0, made), np.maximum(0.0, waits - late)
     ahead = np.full(len(ordered), -np.inf)
-    previous: dict[tuple[int, int], float] = {}  # (rank, maker): when its last batch was ready
     for i, r in enumerate(ordered):
-        if r.begun_s is None or r.ready_s is None:
+        if before[i] is None or r.read_asked_s is None or r.read_in_s is None or r.begun_s is None:
             continue
-        before = previous.get((r.rank, r.reader))
-        previous[(r.rank, r.reader)] = r.ready_s
-        if before is None or r.read_asked_s is None or r.read_in_s is None:
-            continue
-        stamped = r.ready_s - r.begun_s
+        stamped = r.ready_s - r.begun_s  # type: ignore[operator]
         own = max(0.0, stamped - (r.fetch_wait_s or 0.0))  # its making less its waits for bytes
-        both = two_ways(r.read_asked_s, r.read_in_s, r.begun_s, before, own)
+        both = two_ways(r.read_asked_s, r.read_in_s, r.begun_s, before[i], own)  # type: ignore[arg-type]
         if both is not None:
             # what kept the maker from beginning when the model lets it stays in its making
             made[i], ahead[i] = both[0] + max(0.0, made[i] - stamped), both[1]

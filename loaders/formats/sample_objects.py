@@ -57,6 +57,5 @@ def read_objects(
                 read_bytes=len(data),
                 fetch_wall_s=(fetched := since(start))[0],
                 fetch_cpu_s=fetched[1],
-                read_asked=asked,
-                read_done=done,
+                read=(asked, done),
             )

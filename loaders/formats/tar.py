@@ -52,10 +52,9 @@ class Sample:
     read_bytes: int = 0
     fetch_wall_s: float = 0.0
     fetch_cpu_s: float = 0.0
-    # a read made ahead of the pipeline (one object per sample): when it was asked for and when its
-    # bytes were in (time.perf_counter); None where the pipeline reads as it goes (a shard stream)
-    read_asked: float | None = None
-    read_done: float | None = None
+    # a read made ahead of the pipeline (one object per sample): (when it was asked for, when its
+    # bytes were in), time.perf_counter; None where the pipeline reads as it goes (a shard stream)
+    read: tuple[float, float] | None = None
 
 
 class _ExactReader:

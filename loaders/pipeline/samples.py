@@ -236,8 +236,8 @@ def batches(
     reads: list[tuple[float, float]] = []  # each sample's read: when asked for, when its bytes were in
     for sample in samples:
         batch.consumed += 1
-        if sample.read_asked is not None and sample.read_done is not None:
-            reads.append((sample.read_asked, sample.read_done))
+        if sample.read is not None:
+            reads.append(sample.read)
         slot = batch.slot() if spec.decode else None
         out = process_sample(sample, spec, sample_rng(base, sample), batch.stats, slot)
         if out is None:
