@@ -43,6 +43,18 @@ class Backend:
     # the factory checks what it is given itself (the built-ins: loaders.backends.BaseLoader, which
     # training code also builds directly), so make_loader does not check it a second time
     checks_itself: bool = False
+    # its readers are threads of the training process even with workers (their CPU is in that
+    # process's CPU): "always", "never", or the name of the option whose value "process" says not
+    reader_threads: str = "never"
+
+    def readers_in_process(self, options: Mapping[str, Any], workers: int) -> bool:
+        """Whether the readers run in the training process: without workers every backend reads
+        there; with workers, as ``reader_threads`` says."""
+        if workers == 0 or self.reader_threads == "always":
+            return True
+        if self.reader_threads == "never":
+            return False
+        return options.get(self.reader_threads, "thread") != "process"
 
     def factory(self) -> LoaderFactory:
         if callable(self.target):
@@ -122,6 +134,7 @@ _BUILTIN: dict[str, Backend] = {
         "pip install 'iobench[torchdata]'",
         undecoded=True,
         checks_itself=True,
+        reader_threads="method",
     ),
     "threads": Backend(
         "threads",
@@ -130,6 +143,7 @@ _BUILTIN: dict[str, Backend] = {
         "pip install torch",
         undecoded=True,
         checks_itself=True,
+        reader_threads="always",
     ),
     "dali": Backend(
         "dali",
@@ -150,6 +164,7 @@ _BUILTIN: dict[str, Backend] = {
         },
         "pip install 'iobench[dali]'  (or: pip install nvidia-dali-cuda130)",
         checks_itself=True,
+        reader_threads="always",
     ),
 }
 _REGISTERED: dict[str, Backend] = {}

@@ -48,8 +48,11 @@ def _release_dali_pipelines():
         gc.collect()
 
 
-@pytest.fixture(autouse=True)
-def _isolated_cache(tmp_path_factory, monkeypatch):
-    # never touch the user's ~/.cache/iobench from a test
-    monkeypatch.setenv("IOBENCH_CACHE", str(tmp_path_factory.getbasetemp() / "iobench-cache"))
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
+@pytest.fixture(scope="session", autouse=True)
+def _isolated_cache(tmp_path_factory):
+    # never touch the user's ~/.cache/iobench from a test: session-scoped and autouse, so it is set
+    # before any other session fixture (a dataset, a sweep) runs, and every subprocess inherits it
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("IOBENCH_CACHE", str(tmp_path_factory.getbasetemp() / "iobench-cache"))
+        patch.setenv("OMP_NUM_THREADS", os.environ.get("OMP_NUM_THREADS", "1"))
+        yield

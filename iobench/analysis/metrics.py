@@ -1,107 +1,120 @@
-"""Pipeline metrics from the step rows. Each definition here is documented in docs/method.md."""
+"""Pipeline metrics from the steps' accounts (analysis/ledger.py). Each definition here is
+documented in docs/method.md."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from iobench.results.figures import PipelineMetrics, StepAlone, StepRow
+from iobench.results.figures import PipelineMetrics, StepAccount, StepAlone
+
+from .ledger import Totals
 
 
-def device_busy(rows: Sequence[StepRow], alone: StepAlone | None) -> float:
-    """The device's busy time over ``rows``. A CUDA span counts the device's idle gaps while a slow
-    host launches the step's kernels, so it is capped at the span of the same step alone (the
-    device's work per step does not depend on the host)."""
-    cap = alone.device_s if alone is not None and alone.device_s is not None else float("inf")
-    return float(sum(min(r.compute_s if r.device_s is None else r.device_s, cap) for r in rows))
-
-
-def compute_metrics(
-    rows: Sequence[StepRow],
-    time_to_first_batch_s: float | None = None,
+def pipeline_metrics(
+    window: Sequence[StepAccount],
+    totals: Totals,
     *,
-    alone: StepAlone | None = None,
+    ranks: int = 1,
+    every_step: Sequence[StepAccount] = (),
+    time_to_first_batch_s: float | None = None,
+    alone: Mapping[int, StepAlone] | None = None,
     au_basis: str | None = None,
-    loader_cpu_s: float | None = None,
+    readers_in_process: bool = False,
+    waits: Sequence[float] | None = None,
 ) -> PipelineMetrics:
-    """The metrics of docs/method.md over the measured rows. ``alone`` is the step timed alone (the
-    trainer's slowdown is the median step in the cell over it), ``au_basis`` names the device time
-    AU divides (docs/method.md), ``loader_cpu_s`` the CPU its readers used over the measured steps."""
-    measured = [r for r in rows if not r.warmup]
-    if not measured:
-        raise ValueError(
-            f"no measured steps: all {len(rows)} step(s) were warm-up; run more steps or fewer warm-up steps"
-        )
-    wall = measured[-1].t_end - measured[0].t_start
-    waits = np.array([r.wait_s for r in measured])
-    compute = float(sum(r.compute_s for r in measured))
-    samples = int(sum(r.samples for r in measured))
-    bytes_read = int(sum(r.bytes_read for r in measured))
+    """The metrics of docs/method.md over the measured window: ``window``, its steps' accounts (every
+    rank's, clipped to the common interval in a multi-rank cell) and ``totals``, their sum over
+    ``ranks`` times the window's wall. ``every_step`` (warm-up included) gives DLIO's AU and the epoch
+    boundaries' waits; ``alone`` each rank's step timed alone; ``readers_in_process``: the loader's readers
+    ran in the trainer's process, whose CPU then holds theirs (counted once, as the loader's);
+    ``waits``: the steps' whole waits, for their percentiles, where the window clipped some."""
+    delivered = [e for e in window if e.delivered]
+    if not delivered:
+        raise ValueError("no measured steps: every step was warm-up; run more steps or fewer warm-up steps")
+    wall = totals.span_s / ranks
+    waits = np.array([e.wait for e in delivered] if waits is None else waits)
     pct = np.percentile(waits * 1000.0, [50, 95, 99])
-    au_mlperf = dlio_au(rows)
-    busy = device_busy(measured, alone)
-    cpu = [r.trainer_cpu_s for r in measured if r.trainer_cpu_s is not None]
+    process_cpu = [e.trainer_cpu_s for e in window if e.trainer_cpu_s is not None]
+    reader_cpu = float(sum(e.reader_cpu_s for e in window))
+    trainer_cpu = float(sum(process_cpu)) - (reader_cpu if readers_in_process else 0.0)
+    by_rank = {}
+    for e in every_step:
+        by_rank.setdefault(e.rank, []).append(e)
+    mlperf = [au for entries in by_rank.values() if (au := dlio_au(entries)) is not None]
+    samples_per_step = float(np.median([e.samples for e in delivered]))
+    alone = alone or {}
+    slowdowns = [
+        float(np.median([e.compute for e in delivered if e.rank == rank])) / a.step_s
+        for rank, a in alone.items()
+        if a.step_s > 0 and any(e.rank == rank for e in delivered)
+    ]
+    # the median rank's step alone
+    steps_alone = sorted(a.step_s for a in alone.values())
+    step_alone = steps_alone[(len(steps_alone) - 1) // 2] if steps_alone else None
     return PipelineMetrics(
-        steps=len(measured),
-        samples=samples,
+        steps=totals.steps,
+        samples=totals.samples,
         wall_s=wall,
-        samples_per_s=samples / wall if wall > 0 else 0.0,
-        bytes_read=bytes_read,
-        bytes_per_s=bytes_read / wall if wall > 0 else 0.0,
-        wait_s=float(waits.sum()),
-        h2d_s=float(sum(r.h2d_s for r in measured)),
-        compute_s=compute,
-        au=busy / wall if wall > 0 else 0.0,
-        au_mlperf=au_mlperf,
-        stall_fraction=float(waits.sum()) / wall if wall > 0 else 0.0,
+        samples_per_s=totals.samples / wall if wall > 0 else 0.0,
+        bytes_read=totals.bytes_read,
+        bytes_per_s=totals.bytes_read / wall if wall > 0 else 0.0,
+        wait_s=totals.wait,
+        h2d_s=totals["h2d"],
+        compute_s=totals.compute,
+        au=totals.au,
+        au_mlperf=float(np.mean(mlperf)) if mlperf else None,
+        stall_fraction=totals.wait / totals.span_s if totals.span_s > 0 else 0.0,
         wait_p50_ms=float(pct[0]),
         wait_p95_ms=float(pct[1]),
         wait_p99_ms=float(pct[2]),
         wait_max_ms=float(waits.max() * 1000.0),
         time_to_first_batch_s=time_to_first_batch_s,
-        epoch_boundary_wait_ms=epoch_boundary_wait_ms(rows),
-        device_busy_s=busy,
+        epoch_boundary_wait_ms=epoch_boundary_wait_ms(every_step),
+        device_busy_s=totals["device"],
         au_basis=au_basis,
-        step_alone_s=alone.step_s if alone else None,
-        trainer_slowdown=float(np.median([r.compute_s for r in measured])) / alone.step_s
-        if alone and alone.step_s > 0
-        else None,
-        trainer_cpu_ms_per_step=1000.0 * float(np.mean(cpu)) if cpu else None,
-        loader_cores=loader_cpu_s / wall if loader_cpu_s is not None and wall > 0 else None,
+        step_alone_s=step_alone,
+        trainer_slowdown=float(np.median(slowdowns)) if slowdowns else None,
+        trainer_cpu_ms_per_step=1000.0 * trainer_cpu / len(process_cpu) if process_cpu else None,
+        loader_cores=reader_cpu / wall if wall > 0 else None,
+        trainer_cores=trainer_cpu / wall if process_cpu and wall > 0 else None,
+        trainer_alone_samples_per_s=samples_per_step / step_alone if step_alone else None,
     )
 
 
-def dlio_au(rows: Sequence[StepRow]) -> float | None:
-    """AU as DLIO (MLPerf Storage's engine) computes it over one rank's steps: the compute of steps
-    2..n over the time from the end of the first step to the end of the last, warm-up included.
-    None with fewer than two steps."""
-    if len(rows) < 2:
+def dlio_au(entries: Sequence[StepAccount]) -> float | None:
+    """AU as DLIO (MLPerf Storage's engine) computes it over one rank's steps, on the device busy
+    (where DLIO sleeps, the device time it sleeps): the device busy of steps 2..n over the time from
+    the end of the first step to the end of the last, warm-up included. None with fewer than two
+    steps."""
+    if len(entries) < 2:
         return None
-    wall = rows[-1].t_end - rows[0].t_end
-    return float(sum(r.compute_s for r in rows[1:]) / wall) if wall > 0 else None
+    ordered = sorted(entries, key=lambda e: e.end_s)
+    wall = ordered[-1].end_s - ordered[0].end_s
+    return float(sum(e.device for e in ordered[1:]) / wall) if wall > 0 else None
 
 
-def epoch_dlio_au(rows: Sequence[StepRow]) -> float | None:
+def epoch_dlio_au(entries: Sequence[StepAccount]) -> float | None:
     """One epoch's DLIO AU over ranks: each rank's, weighted by its steps (as DLIO weights blocks)."""
-    by_rank: dict[int, list[StepRow]] = {}
-    for r in rows:
-        by_rank.setdefault(r.rank, []).append(r)
-    pairs = [(au, len(rs)) for rs in by_rank.values() if (au := dlio_au(rs)) is not None]
+    by_rank: dict[int, list[StepAccount]] = {}
+    for e in entries:
+        by_rank.setdefault(e.rank, []).append(e)
+    pairs = [(au, len(es)) for es in by_rank.values() if (au := dlio_au(es)) is not None]
     steps = sum(n for _, n in pairs)
     return sum(au * n for au, n in pairs) / steps if steps else None
 
 
-def epoch_boundary_wait_ms(rows: Sequence[StepRow]) -> float | None:
+def epoch_boundary_wait_ms(entries: Sequence[StepAccount]) -> float | None:
     """The mean wait of the first step of each epoch after the first (per rank, warm-up or not):
     what the loader's epoch boundary costs the training loop. None with one epoch."""
-    firsts: dict[tuple[int, int], StepRow] = {}
-    for r in rows:
-        key = (r.rank, r.epoch)
-        if key not in firsts or r.step < firsts[key].step:
-            firsts[key] = r
+    firsts: dict[tuple[int, int], StepAccount] = {}
+    for e in entries:
+        key = (e.rank, e.epoch)
+        if key not in firsts or e.step < firsts[key].step:
+            firsts[key] = e
     if not firsts:
         return None
     first_epoch = min(epoch for _, epoch in firsts)
-    later = [r.wait_s for (_, epoch), r in firsts.items() if epoch > first_epoch]
+    later = [e.wait for (_, epoch), e in firsts.items() if epoch > first_epoch]
     return float(np.mean(later) * 1000.0) if later else None

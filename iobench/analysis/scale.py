@@ -38,7 +38,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from iobench.analysis.metrics import device_busy
+from iobench.analysis.ledger import device_busy, device_cap
 from iobench.analysis.queue import NO_QUEUE, LoaderQueue, synchronous_waits
 from iobench.analysis.readahead import two_ways
 from iobench.analysis.resample import StreamDraw, epochs_of
@@ -154,7 +154,7 @@ def predict(
     """The synchronous job at each of ``world_sizes`` from ``rows`` (the measured steps, warm-up
     left out), each rank's loader a ``queue``. ``exposed_allreduce(W, compute_s)`` is the modelled
     all-reduce a step waits for. AU is the device's busy time per step (as the cell's own AU:
-    ``metrics.device_busy``, capped by the step ``alone``) over the step: a step stretched by its
+    ``ledger.device_busy``, capped by the step ``alone``) over the step: a step stretched by its
     host (an emulated trainer's host work, a starved real one) is longer, not busier."""
     measured = [r for r in rows if not r.warmup]
     if len(measured) < 2:
@@ -164,7 +164,8 @@ def predict(
     ordered = in_order(measured)
     epochs = epochs_of([r.rank for r in ordered], [r.epoch for r in ordered])
     compute = float(batches.compute.mean())
-    busy = device_busy(measured, alone) / len(measured)
+    cap = device_cap(alone)
+    busy = sum(device_busy(r, cap) for r in measured) / len(measured)
     h2d = float(np.mean([r.h2d_s for r in measured]))
     batch = float(np.mean([r.samples for r in measured]))
     # what the loop itself takes between steps (timers, the live file): every rank pays it alike
@@ -229,6 +230,8 @@ class ScaleCheck:
     measured_au: float
     predicted_au: float
     predicted_from: str  # the one-rank cell whose steps made the prediction
+    predicted_low: float = 0.0  # the prediction's 95 % bootstrap interval
+    predicted_high: float = 0.0
 
     @property
     def error(self) -> float:
@@ -254,5 +257,9 @@ def checks(summaries: Sequence[CellSummary]) -> list[ScaleCheck]:
         twin = ones.get(_twin_key(s.cell))
         point = next((p for p in twin.scale if p.world_size == d.world_size), None) if twin else None
         if twin is not None and point is not None:
-            out.append(ScaleCheck(s.cell_id, d.world_size, s.metrics.au, point.au, twin.cell_id))
+            out.append(
+                ScaleCheck(
+                    s.cell_id, d.world_size, s.metrics.au, point.au, twin.cell_id, point.au_low, point.au_high
+                )
+            )
     return out

@@ -61,8 +61,13 @@ def attribute(
         f"{100 * metrics.stall_fraction:.0f} % of the time (wait p50 {metrics.wait_p50_ms:.1f} ms, "
         f"p99 {metrics.wait_p99_ms:.1f} ms)"
     ]
-    if demand_samples_per_s:
+    short = trainer_short_of_demand(metrics, demand_samples_per_s)
+    if short:
+        ev.insert(0, short)
+    elif demand_samples_per_s:
         ev.append(f"the accelerator demands {_fmt_rate(demand_samples_per_s)}")
+    # what feeding the trainer takes: its demand, or less where the trainer alone cannot reach it
+    takes = trainer_takes(metrics, demand_samples_per_s)
     if total_wall > 0:
         parts = ", ".join(f"{s.stage} {s.wall_ms_per_sample:.2f} ms ({100 * s.share:.0f} %)" for s in stages)
         ev.append(f"per sample, each of {readers} reader(s) spends {total_wall:.2f} ms: {parts}")
@@ -92,6 +97,12 @@ def attribute(
             f"host-bound (the trainer starved of CPU): its step took {metrics.trainer_slowdown:.1f}x as long "
             "in the cell as alone, while the loader's workers held the cores",
         )
+    if short and metrics.stall_fraction <= HOST_STALL:
+        return verdict(
+            "host",
+            "host-bound (the trainer's own step): " + short + "; the data kept up with it",
+            "trainer",
+        )
     if metrics.au >= AU_TARGET:
         if pipeline_cap and demand_samples_per_s:
             ev.append(f"pipeline headroom over demand: {pipeline_cap / demand_samples_per_s:.1f}x")
@@ -109,11 +120,8 @@ def attribute(
             f"fetch is {binding.wall_ms_per_sample:.2f} ms per sample of which {max(0.0, io_wait):.2f} ms "
             "waiting on storage, not CPU: a faster tier or more parallel reads would help"
         )
-        return verdict(
-            "fetch",
-            f"fetch-bound (storage): reading takes {100 * binding.share:.0f} % of each reader's time per sample",
-            binding.stage,
-        )
+        headline = f"fetch-bound (storage): reading takes {100 * binding.share:.0f} % of each reader's time per sample"
+        return verdict("fetch", f"{short}; and {headline}" if short else headline, binding.stage)
     prep_share = sum(s.share for s in stages if s.stage in PREP_STAGES)
     what = "JPEG decode" if binding.stage == "decode" else binding.stage
     fetch = next(s for s in stages if s.stage == "fetch")
@@ -121,18 +129,39 @@ def attribute(
         f"fetch is only {fetch.wall_ms_per_sample:.2f} ms per sample "
         f"(alone it could feed {_fmt_rate(fetch.capacity_samples_per_s)}): storage is not the limit"
     )
-    if demand_samples_per_s and total_cpu > 0:
-        need = demand_samples_per_s * total_cpu / 1000.0
+    if takes and total_cpu > 0:
+        need = takes * total_cpu / 1000.0
+        whom = "the trainer can take" if takes < (demand_samples_per_s or 0) else "demanded"
         ev.append(
-            f"feeding {_fmt_rate(demand_samples_per_s)} needs about {need:.0f} cores of decode+augment "
+            f"feeding the {_fmt_rate(takes)} {whom} needs about {need:.0f} cores of decode+augment "
             f"at the measured {total_cpu:.2f} CPU-ms per sample (the cell had {cores}); "
             "or decode on the GPU (DALI mixed)"
         )
-    return verdict(
-        "prep",
+    headline = (
         f"prep-bound (CPU {what}): decode+augment+collate take {100 * prep_share:.0f} % of each "
-        f"reader's time, {binding.stage} alone {100 * binding.share:.0f} %",
-        binding.stage,
+        f"reader's time, {binding.stage} alone {100 * binding.share:.0f} %"
+    )
+    return verdict("prep", f"{short}; and {headline}" if short else headline, binding.stage)
+
+
+def trainer_takes(metrics: PipelineMetrics, demand: float | None) -> float | None:
+    """The samples/s the trainer can take: its demand, or what it steps at alone where that is less
+    (an emulated trainer whose host work outlasts its device time; a real one that cannot keep up)."""
+    alone = metrics.trainer_alone_samples_per_s
+    if demand and alone:
+        return min(demand, alone)
+    return demand or None
+
+
+def trainer_short_of_demand(metrics: PipelineMetrics, demand: float | None) -> str | None:
+    """The finding that the trainer alone cannot reach its demand (it steps slower than AU_TARGET
+    of it with the data in memory), or None."""
+    alone = metrics.trainer_alone_samples_per_s
+    if not demand or not alone or alone >= AU_TARGET * demand:
+        return None
+    return (
+        f"the trainer alone steps at {_fmt_rate(alone)} of the {_fmt_rate(demand)} demanded, so its AU "
+        f"cannot pass {min(1.0, alone / demand):.2f} whatever feeds it: host-bound before any data"
     )
 
 

@@ -18,17 +18,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from iobench.analysis.ledger import totals
 from iobench.analysis.repeats import summarize
 from iobench.analysis.steady import steady_state
-from iobench.results.figures import SteadyState, StepRow, Window
+from iobench.results.figures import SteadyState, StepAccount, StepRow, Window
 from iobench.results.spec import MinMeasure
 
 MAX_EPOCHS = 50
 BATCHES = 10
-
-
-def _measured(rows: Sequence[StepRow]) -> list[StepRow]:
-    return [r for r in rows if not r.warmup]
 
 
 START_UP_STEPS = 1  # the loader's first step carries its start-up (workers, first opens): never steady
@@ -53,29 +50,35 @@ def short_of(minimum: MinMeasure, steps: int, seconds: float) -> bool:
     return steps < minimum.steps or seconds < minimum.seconds
 
 
-def rel_ci(rows: Sequence[StepRow]) -> float | None:
-    """Half-width of the 95 % interval of samples/s over its mean, by batch means; None with fewer
-    than two steps per batch."""
-    per = len(rows) // BATCHES
+def rel_ci(entries: Sequence[StepAccount], figure: str = "samples_per_s") -> float | None:
+    """Half-width of the 95 % interval of ``figure`` ("samples_per_s" or "au") over its mean, by
+    batch means over one rank's measured steps' accounts; None with fewer than two steps per batch."""
+    per = len(entries) // BATCHES
     if per < 2:
         return None
-    rates = []
+    values = []
     for i in range(BATCHES):
-        batch = rows[i * per : (i + 1) * per]
-        span = batch[-1].t_end - batch[0].t_start
-        rates.append(sum(r.samples for r in batch) / span if span > 0 else 0.0)
-    s = summarize(rates)
+        t = totals(entries[i * per : (i + 1) * per])
+        values.append((t.samples / t.span_s if figure == "samples_per_s" else t.au) if t.span_s > 0 else 0.0)
+    s = summarize(values)
     if s.ci_low is None or s.ci_high is None or s.mean <= 0:
         return None
     return (s.ci_high - s.ci_low) / 2 / s.mean
 
 
 def window_of(
-    rows: Sequence[StepRow], minimum: MinMeasure, *, epochs: int, requested: int, capped: str | None
+    entries: Sequence[StepAccount],
+    minimum: MinMeasure,
+    *,
+    epochs: int,
+    requested: int,
+    capped: str | None,
+    device_read_share: float | None = None,
 ) -> Window:
-    """The measured window of a finished repeat (warm-up already marked on ``rows``)."""
-    measured = _measured(rows)
-    seconds = measured[-1].t_end - measured[0].t_start if measured else 0.0
+    """The measured window of a finished repeat of one rank (warm-up already marked on its steps'
+    ``entries``)."""
+    measured = [e for e in entries if not e.warmup]
+    seconds = totals(measured).span_s
     met = not short_of(minimum, len(measured), seconds)
     return Window(
         steps=len(measured),
@@ -85,6 +88,8 @@ def window_of(
         samples_per_s_rel_ci=rel_ci(measured),
         met=met,
         short_because=None if met else capped,
+        au_rel_ci=rel_ci(measured, "au"),
+        device_read_share=device_read_share,
     )
 
 
@@ -100,4 +105,8 @@ def weakest(windows: Sequence[Window]) -> Window:
         samples_per_s_rel_ci=None if None in cis else max(cis),  # type: ignore[type-var]
         met=short is None,
         short_because=short.short_because if short else None,
+        au_rel_ci=None if None in (aus := [w.au_rel_ci for w in windows]) else max(aus),  # type: ignore[type-var]
+        device_read_share=min(
+            (w.device_read_share for w in windows if w.device_read_share is not None), default=None
+        ),
     )

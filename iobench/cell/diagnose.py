@@ -7,7 +7,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from iobench.analysis.differential import capacity
-from iobench.cell.accelerator import EmulatedAccelerator
+from iobench.analysis.verdict import AU_TARGET
+from iobench.cell.accelerator import EmulatedAccelerator, make_consumer
 from iobench.cell.ceilings import accelerator_ceiling, fetch_ceiling, prep_ceiling
 from iobench.cell.inputs import CellInputs
 from iobench.cell.live import live_file
@@ -46,18 +47,21 @@ def measure_ceilings(inputs: CellInputs) -> dict[str, Ceiling]:
     return out
 
 
-def check_capacity(inputs: CellInputs, input_ceiling: float) -> Capacity:
-    """The predicted largest count at >= 90 % AU, then measured runs at that count and one more."""
+def check_capacity(inputs: CellInputs, input_ceiling: float, takes: float | None) -> Capacity:
+    """The predicted largest count at >= 90 % AU, then measured runs of the cell's own trainer (its
+    host work and compute distribution, for that many accelerators) at that count and one more.
+    ``takes``: the samples/s one accelerator's trainer steps at alone."""
     consumer = inputs.consumer
     assert isinstance(consumer, EmulatedAccelerator)
-    answer = capacity(input_ceiling, consumer.demand.samples_per_s)
+    answer = capacity(input_ceiling, consumer.demand.samples_per_s, takes=takes)
     n = answer.max_accelerators
     checks = []
     live = live_file()
+    acc, batch = inputs.cell.accelerator, inputs.cell.loader.batch_size
     for count in [n, n + 1] if n >= 1 else [1]:
         if live:  # the tier is prepared again before each check's step loop
             live.pause(f"preparing the tier for the capacity check at {count} accelerators")
-        checking = EmulatedAccelerator(consumer.demand, count, compute=consumer.compute, rank=consumer.rank)
+        checking = make_consumer(replace(acc, count=count), batch, rank=consumer.rank)
         m = measure(replace(inputs, consumer=checking))
         checks.append(CapacityCheck(count=count, au=m.metrics.au, samples_per_s=m.metrics.samples_per_s))
     return replace(
@@ -66,5 +70,5 @@ def check_capacity(inputs: CellInputs, input_ceiling: float) -> Capacity:
         model=consumer.demand.model,
         demand=consumer.demand.kind,
         checks=tuple(checks),
-        confirmed=all((c.au >= 0.9) == (c.count <= n) for c in checks),
+        confirmed=all((c.au >= AU_TARGET) == (c.count <= n) for c in checks),
     )

@@ -10,7 +10,6 @@ import json
 import os
 import platform
 import socket
-from dataclasses import replace
 
 import pyarrow as pa
 import torch
@@ -25,13 +24,12 @@ from iobench.analysis.steptimes import step_times
 from iobench.cell.allreduce import allreduce_model, gradient_size_known
 from iobench.cell.demand import mlperf_au_threshold
 from iobench.cell.measure import Measurement
-from iobench.cell.steploop import epoch_rows
 from iobench.host.cores import usable_cores
 from iobench.host.memory import usable_memory
 from iobench.results.codec import from_json
-from iobench.results.figures import Attribution, Ceiling, LoaderStats, Verdict, Window
-from iobench.results.schema import KEYS_SCHEMA, STEP_SCHEMA, TELEMETRY_SCHEMA
-from iobench.results.spec import CellSpec, MinMeasure
+from iobench.results.figures import Attribution, Ceiling, LoaderStats
+from iobench.results.schema import KEYS_SCHEMA, STEP_SCHEMA, TELEMETRY_SCHEMA, account_columns
+from iobench.results.spec import CellSpec
 from iobench.results.summary import (
     CellManifest,
     CellSummary,
@@ -127,26 +125,19 @@ def allreduce_warnings(cell: CellSpec, consumer) -> list[str]:
     ]
 
 
-def short_window_said(verdict: Verdict, window: Window, minimum: MinMeasure) -> Verdict:
-    """A verdict over a window short of ``run.min_measure`` says so in its headline."""
-    if window.met:
-        return verdict
-    said = (
-        f"measured only {window.steps} steps over {window.seconds:.2f} s after warm-up (run.min_measure: "
-        f"{minimum.steps} steps, {minimum.seconds:g} s), stopped by {window.short_because}: "
-        "treat the figures as indicative"
-    )
-    return replace(verdict, headline=f"{verdict.headline} [{said}]")
-
-
 def loader_stats(stats) -> LoaderStats:
     """The loader's StageStats as the summary records them."""
     return from_json(LoaderStats, stats.as_dict())
 
 
 def _steps_table(cell_id: str, chosen: Measurement) -> pa.Table:
+    """Each step's row and its account (the ledger: ``account_*`` columns)."""
     return pa.Table.from_pylist(
-        [{"cell_id": cell_id, **r.__dict__} for r in chosen.log.rows], schema=STEP_SCHEMA
+        [
+            {"cell_id": cell_id, **r.__dict__, **account_columns(e)}
+            for r, e in zip(chosen.log.rows, chosen.analysis.entries, strict=True)
+        ],
+        schema=STEP_SCHEMA,
     )
 
 
@@ -191,7 +182,7 @@ def cell_files(
     its steps also give the synchronous AU predicted at scale."""
     log, metrics, telemetry = chosen.log, chosen.metrics, chosen.telemetry
     assert chosen.cache_state is not None
-    epochs = epoch_rows(log)
+    epochs = chosen.analysis.epochs
     start, end = log.measure_start or 0.0, log.measure_end or 0.0
     device_bytes = telemetry.disk_read_bytes(start, end)
     tier_description = tier.describe()
@@ -202,7 +193,7 @@ def cell_files(
         status="ok",
         cell=cell,
         metrics=metrics,
-        verdict=short_window_said(chosen.verdict, chosen.window, cell.run.min_measure),
+        verdict=chosen.verdict,
         stage_ms_per_sample=log.measured_stats.per_sample_ms("wall"),
         stage_cpu_ms_per_sample=log.measured_stats.per_sample_ms("cpu"),
         loader_stats=loader_stats(log.measured_stats),
@@ -238,6 +229,7 @@ def cell_files(
             *host_work_warnings(consumer),
             *allreduce_warnings(cell, consumer),
         ),
+        split=chosen.analysis.split,
         epoch_delta=epoch_delta(epochs),
         epoch1_vs_steady=epoch1_vs_steady(epochs, metrics.samples_per_s),
         device_read_bytes=device_bytes,

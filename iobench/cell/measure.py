@@ -17,8 +17,7 @@ import time
 from dataclasses import dataclass
 
 from iobench.analysis import window
-from iobench.analysis.metrics import compute_metrics
-from iobench.analysis.verdict import attribute
+from iobench.analysis.cellfigures import Analysis, RunFacts, analyse
 from iobench.cell.allreduce import allreduce_model
 from iobench.cell.alone import time_alone
 from iobench.cell.distributed import SOLO, Ranks
@@ -30,19 +29,30 @@ from iobench.cell.sync import StepSync
 from iobench.cell.telemetry import Telemetry, TelemetrySampler
 from iobench.results.figures import CacheState, PipelineMetrics, SteadyState, StepAlone, Verdict, Window
 from iobench.results.spec import CellSpec, RunSettings
+from loaders.registry import backend
 
 
 @dataclass
 class Measurement:
     log: StepLog
-    metrics: PipelineMetrics
-    verdict: Verdict
+    analysis: Analysis  # every figure of the run, from its steps' ledger (analysis/cellfigures.py)
     cache_state: CacheState | None  # None on a rank that is not the first on its host
     telemetry: Telemetry  # empty on a rank that is not the first on its host
     steady: SteadyState | None  # None when the warm-up was a fixed count
-    window: Window  # what this rank measured after its warm-up, against run.min_measure
     released_at: float = 0.0  # time.time() as the loader was built: where the barrier let this rank go
     alone: StepAlone | None = None  # the step timed alone after the loop (alone.py)
+
+    @property
+    def metrics(self) -> PipelineMetrics:
+        return self.analysis.metrics
+
+    @property
+    def verdict(self) -> Verdict:
+        return self.analysis.verdict
+
+    @property
+    def window(self) -> Window:
+        return self.analysis.window
 
 
 def step_sync(cell: CellSpec, consumer, ranks: Ranks) -> StepSync | None:
@@ -135,23 +145,35 @@ def measure(inputs: CellInputs, ranks: Ranks = SOLO) -> Measurement:
         if started >= limit
         else "an epoch that delivered no batch"
     )
-    measured_window = window.window_of(
-        log.rows, run.min_measure, epochs=started, requested=run.epochs, capped=capped
-    )
-    metrics = compute_metrics(
-        log.rows,
-        log.time_to_first_batch_s,
-        alone=alone,
-        au_basis=consumer.au_basis,
-        loader_cpu_s=sum(log.measured_stats.cpu_s.values()),
-    )
-    verdict = attribute(
-        metrics,
-        log.measured_stats,
+    cold = cell.cache == "cold"
+    facts = RunFacts(
         workers=loader.workers,
         cores=inputs.cores,
         demand_samples_per_s=consumer.demand_samples_per_s,
+        au_basis=consumer.au_basis,
+        readers_in_process=backend(loader.kind).readers_in_process(loader.options, loader.workers),
+        min_measure=run.min_measure,
+        requested_epochs=run.epochs,
+        capped=capped,
+        cold=cold and ranks.host_leader and inputs.tier.reads_block_devices,
     )
-    return Measurement(
-        log, metrics, verdict, cache_state, telemetry, steady, measured_window, released_at, alone
+    analysis = analyse(
+        log.rows,
+        facts=facts,
+        epoch_stats=log.epoch_stats,
+        measured_stats=log.measured_stats,
+        alone=alone,
+        time_to_first_batch_s=log.time_to_first_batch_s,
+        device_read_bytes=window_device_reads(log, telemetry) if facts.cold else None,
     )
+    return Measurement(log, analysis, cache_state, telemetry, steady, released_at, alone)
+
+
+def window_device_reads(log: StepLog, telemetry: Telemetry) -> int | None:
+    """Bytes the cell's processes caused to be read from block devices over the measured window."""
+    measured = [r for r in log.rows if not r.warmup]
+    if not measured:
+        return None
+    start = log.created_at + measured[0].t_start
+    rate = telemetry.rate(start, log.created_at + measured[-1].t_end, lambda t: t.process_read_bytes)
+    return None if rate is None else int(rate * (measured[-1].t_end - measured[0].t_start))

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import sys
 import traceback
-from dataclasses import replace
 from pathlib import Path
 
 from iobench.analysis.differential import combine
@@ -56,23 +55,21 @@ def run_cell(cell: CellSpec, run_dir: Path) -> CellSummary:
     if live:
         live.pause("computing and writing the results")
     chosen = median_run(runs)
-    log, metrics = chosen.log, chosen.metrics
+    metrics = chosen.metrics
     attribution = None
     if ceilings:
+        answer = None
+        if isinstance(consumer, EmulatedAccelerator):
+            input_ceiling = min(ceilings["prep"].samples_per_s, ceilings["fetch"].samples_per_s)
+            takes = metrics.trainer_alone_samples_per_s
+            answer = check_capacity(inputs, input_ceiling, takes / consumer.count if takes else None)
         attribution = combine(
             {k: c.samples_per_s for k, c in ceilings.items()},
             chosen.verdict,
             measured_samples_per_s=metrics.samples_per_s,
             au=metrics.au,
-            wall_s=metrics.wall_s,
-            wait_s=metrics.wait_s,
-            h2d_s=metrics.h2d_s,
-            stage_ms=log.measured_stats.per_sample_ms("wall"),
+            capacity=answer,
         )
-        if isinstance(consumer, EmulatedAccelerator):
-            input_ceiling = min(ceilings["prep"].samples_per_s, ceilings["fetch"].samples_per_s)
-            answer = check_capacity(inputs, input_ceiling)
-            attribution = replace(attribution, capacity=answer)
     files = cell_files(
         cell,
         inputs.tier,

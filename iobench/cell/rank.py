@@ -21,6 +21,7 @@ from pathlib import Path
 import torch
 
 from iobench.analysis import window
+from iobench.analysis.cellfigures import Analysis, marked
 from iobench.analysis.verdict import attribute, synchronous_verdict
 from iobench.cell.accelerator import make_consumer
 from iobench.cell.allreduce import allreduce_model
@@ -34,9 +35,10 @@ from iobench.cell.process import median_run, read_cell, warmup_method
 from iobench.cell.rankmetrics import Aggregate, RankRun, aggregate
 from iobench.host.cores import usable_cores
 from iobench.results.figures import Distributed, Interval, Verdict
-from iobench.results.spec import AcceleratorSpec, CellSpec, RunSettings
+from iobench.results.spec import AcceleratorSpec, CellSpec
 from iobench.results.store import publish_cell
 from iobench.results.summary import CellSummary, utc_now
+from loaders.registry import backend
 
 
 def _consumer(acc: AcceleratorSpec, batch_size: int, ranks: Ranks):
@@ -47,7 +49,8 @@ def _consumer(acc: AcceleratorSpec, batch_size: int, ranks: Ranks):
     return make_consumer(acc, batch_size, rank=ranks.rank)
 
 
-def _rank_run(m: Measurement, ranks: Ranks, cores: int, run: RunSettings) -> RankRun:
+def _rank_run(m: Measurement, ranks: Ranks, cores: int, cell: CellSpec) -> RankRun:
+    run, run_loader = cell.run, cell.loader
     return RankRun(
         rank=ranks.rank,
         local_rank=ranks.local_rank,
@@ -56,14 +59,15 @@ def _rank_run(m: Measurement, ranks: Ranks, cores: int, run: RunSettings) -> Ran
         cores=cores,
         log=m.log,
         verdict=m.verdict,
-        au_mlperf=m.metrics.au_mlperf,
         warmup_method=warmup_method(m, run),
         released_at=m.released_at,
         window=m.window,
         cache_state=m.cache_state,
         alone=m.alone,
         au_basis=m.metrics.au_basis,
-        loader_cores=m.metrics.loader_cores,
+        readers_in_process=backend(run_loader.kind).readers_in_process(
+            run_loader.options, run_loader.workers
+        ),
     )
 
 
@@ -124,18 +128,27 @@ def _cell_files(
     """Rank 0: the cell's files from every repeat's gathered runs."""
     run = cell.run
     aggs = [aggregate(runs, synchronous=run.sync != "none") for runs in gathered]
-    merged = [
-        Measurement(
-            log=a.log,
+    merged = []
+    for a, runs, m in zip(aggs, gathered, mine, strict=True):
+        job_window = window.weakest([r.window for r in runs if r.window is not None])
+        verdict = job_verdict(a, runs, cell, consumer.demand_samples_per_s)
+        analysis = Analysis(
+            entries=a.entries,
             metrics=a.metrics,
-            verdict=job_verdict(a, runs, cell, consumer.demand_samples_per_s),
-            cache_state=m.cache_state,  # this host's; the other hosts' are in the rank rows
-            telemetry=m.telemetry,  # this host's
-            steady=None,
-            window=window.weakest([run.window for run in runs if run.window is not None]),
+            split=a.split,
+            epochs=a.epochs,
+            window=job_window,
+            verdict=marked(verdict, job_window, run.min_measure),
         )
-        for a, runs, m in zip(aggs, gathered, mine, strict=True)
-    ]
+        merged.append(
+            Measurement(
+                log=a.log,
+                analysis=analysis,
+                cache_state=m.cache_state,  # this host's; the other hosts' are in the rank rows
+                telemetry=m.telemetry,  # this host's
+                steady=None,
+            )
+        )
     chosen = median_run(merged)
     i = next(k for k, m in enumerate(merged) if m is chosen)
     agg, runs = aggs[i], gathered[i]
@@ -196,7 +209,7 @@ def run_rank(cell: CellSpec, run_dir: Path, ranks: Ranks) -> CellSummary | None:
     for _ in range(run.repeats):
         m = measure(inputs, ranks)
         mine.append(m)
-        gathered.append(ranks.gather(_rank_run(m, ranks, cores, run)))
+        gathered.append(ranks.gather(_rank_run(m, ranks, cores, cell)))
     files = None
     if ranks.rank == 0:
         try:

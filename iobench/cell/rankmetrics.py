@@ -11,15 +11,20 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from iobench.analysis.metrics import device_busy, epoch_boundary_wait_ms
+from iobench.analysis.cellfigures import stage_shares
+from iobench.analysis.epochs import epoch_figures
+from iobench.analysis.ledger import Totals, clipped, ledger, totals
+from iobench.analysis.metrics import pipeline_metrics
 from iobench.cell.steploop import StepLog
 from iobench.results.figures import (
     CacheState,
+    EpochFigures,
     PipelineMetrics,
     RankFigures,
+    StepAccount,
     StepAlone,
-    StepRow,
     Verdict,
+    WallSplit,
     Window,
 )
 from loaders import StageStats
@@ -36,16 +41,19 @@ class RankRun:
     cores: int  # this rank's share of its host's usable cores
     log: StepLog
     verdict: Verdict  # the rank's own verdict, over its own measured steps
-    au_mlperf: float | None
     warmup_method: str
     released_at: float  # time.time() as the barrier released it (measure.py)
     window: Window | None = None  # what it measured after its warm-up (measure.py)
     cache_state: CacheState | None = None  # its host's, from the first rank on the host
-    # the trainer's host (docs/method.md): its step timed alone (one rank of a host at a time), the
-    # basis of its AU, and the cores its loader's readers used over its measured steps
+    # the trainer's host (docs/method.md): its step timed alone (one rank of a host at a time), how
+    # its device busy was measured, and whether its loader's readers ran in its process
     alone: StepAlone | None = None
     au_basis: str | None = None
-    loader_cores: float | None = None
+    readers_in_process: bool = False
+
+    def entries(self) -> tuple[StepAccount, ...]:
+        """This rank's steps' accounts (analysis/ledger.py)."""
+        return ledger(self.log.rows, self.alone, stage_shares(self.log.measured_stats))
 
 
 @dataclass
@@ -54,6 +62,9 @@ class Aggregate:
     end: float
     ranks: list[RankFigures]  # per-rank figures over the common interval, in rank order
     metrics: PipelineMetrics  # the whole job over the common interval
+    split: WallSplit  # where every rank's time over the interval went
+    entries: tuple[StepAccount, ...]  # every rank's steps' accounts, in the merged log's row order
+    epochs: tuple[EpochFigures, ...]
     skew: float | None  # fastest rank's samples/s over the slowest's; None when the slowest delivered none
     slowest: RankFigures
     alignment_s: float  # spread of the barrier's release over the ranks (wall clocks: exact on one host)
@@ -92,43 +103,6 @@ def common_interval(runs: list[RankRun]) -> tuple[float, float]:
     return start, end
 
 
-def counted(rows: list[StepRow], start: float, end: float) -> list[StepRow]:
-    """The steps whose samples and bytes count in (start, end]: those that end inside it, as a
-    step delivers its batch when it ends. The rank that sets each bound counts exactly its steps
-    inside; for the others a step across an edge counts at its end."""
-    return [r for r in rows if start < r.t_end <= end]
-
-
-def _overlap(a: float, b: float, start: float, end: float) -> float:
-    return max(0.0, min(b, end) - max(a, start))
-
-
-@dataclass
-class TimeSplit:
-    """Seconds of one rank's steps that fell inside the interval, by what the rank was doing."""
-
-    wait: float = 0.0  # for its own batch
-    peer_wait: float = 0.0  # for the slowest rank (synchronous cells)
-    h2d: float = 0.0
-    compute: float = 0.0
-    allreduce: float = 0.0  # the modelled exposed all-reduce (synchronous cells)
-
-
-def times_inside(rows: list[StepRow], start: float, end: float) -> TimeSplit:
-    """A step runs data wait, peer wait, host-to-device copy, compute, then the all-reduce, which
-    ends it; each part is clipped to [start, end] (fractions of the interval then never exceed 1,
-    however the ranks' steps straddle its edges)."""
-    split = TimeSplit()
-    for r in rows:
-        t = r.t_start
-        for name, seconds in (("wait", r.wait_s), ("peer_wait", r.peer_wait_s), ("h2d", r.h2d_s)):
-            setattr(split, name, getattr(split, name) + _overlap(t, t + seconds, start, end))
-            t += seconds
-        split.allreduce += _overlap(r.t_end - r.allreduce_s, r.t_end, start, end)
-        split.compute += _overlap(r.t_end - r.allreduce_s - r.compute_s, r.t_end - r.allreduce_s, start, end)
-    return split
-
-
 def lockstep(runs: list[RankRun]) -> tuple[int, int]:
     """Synchronous ranks share step numbers: the first step after every rank's warm-up and the last
     step every rank completed."""
@@ -143,35 +117,40 @@ def lockstep(runs: list[RankRun]) -> tuple[int, int]:
     return k0, k1
 
 
-def rank_figures(run: RankRun, start: float, end: float, rows: list[StepRow]) -> RankFigures:
-    """One rank over [start, end]; ``rows``: the steps whose samples count in it."""
+def rank_figures(run: RankRun, start: float, end: float, inside: list[StepAccount]) -> RankFigures:
+    """One rank over [start, end]; ``inside``: its steps' accounts clipped to it."""
     wall = end - start
-    samples = sum(r.samples for r in rows)
-    bytes_read = sum(r.bytes_read for r in rows)
-    split = times_inside(run.log.rows, start, end)
+    t = totals(inside, span_s=wall)
+    delivered = [e for e in inside if e.delivered]
     return RankFigures(
         rank=run.rank,
         local_rank=run.local_rank,
         node_rank=run.node_rank,
         host=run.host,
-        steps=len(rows),
-        samples=samples,
-        bytes_read=bytes_read,
-        samples_per_s=samples / wall,
-        bytes_per_s=bytes_read / wall,
-        wait_s=split.wait,
-        compute_s=split.compute,
-        au=split.compute / wall,
-        stall_fraction=split.wait / wall,
-        wait_p99_ms=float(np.percentile([r.wait_s * 1000.0 for r in rows], 99)) if rows else None,
+        steps=t.steps,
+        samples=t.samples,
+        bytes_read=t.bytes_read,
+        samples_per_s=t.samples / wall,
+        bytes_per_s=t.bytes_read / wall,
+        wait_s=t.wait,
+        compute_s=t.compute,
+        au=t.au,
+        stall_fraction=t.wait / wall,
+        wait_p99_ms=float(np.percentile([e.wait * 1000.0 for e in delivered], 99)) if delivered else None,
         warmup_steps=sum(r.warmup for r in run.log.rows),
         verdict=run.verdict.bound,
         binding_stage=run.verdict.binding_stage,
         cache=run.cache_state.achieved if run.cache_state else None,
-        peer_wait_s=split.peer_wait,
-        allreduce_s=split.allreduce,
-        free_running_au=split.compute / (wall - split.peer_wait) if wall > split.peer_wait else None,
+        peer_wait_s=t["peer_wait"],
+        allreduce_s=t["allreduce"],
+        free_running_au=free_running_au(t),
     )
+
+
+def free_running_au(t: Totals) -> float | None:
+    """The AU of ``t`` had its rank not waited for peers: its device busy over its span less that wait."""
+    rest = t.span_s - t["peer_wait"]
+    return t["device"] / rest if rest > 0 else None
 
 
 def merged_log(runs: list[RankRun], start: float, end: float) -> StepLog:
@@ -194,87 +173,48 @@ def merged_log(runs: list[RankRun], start: float, end: float) -> StepLog:
     return log
 
 
-def trainer_host(
-    runs: list[RankRun], per_rank: list[list[StepRow]], computes: list[float], wall: float
-) -> dict:
-    """The job's figures of the trainer's host over the common interval: AU as the devices' busy
-    time (each rank's compute inside the interval, ``computes``, in the proportion of its device's
-    busy time to its compute, capped by its own step alone as a one-rank cell's), the median rank's
-    step alone and slowdown, the trainer CPU per step and the cores every rank's readers used."""
-    n = len(runs)
-    busy = sum(
-        inside * device_busy(rows, run.alone) / total
-        for run, rows, inside in zip(runs, per_rank, computes, strict=True)
-        if (total := sum(r.compute_s for r in rows)) > 0
-    )
-    slowdowns = [
-        float(np.median([r.compute_s for r in rows])) / run.alone.step_s
-        for run, rows in zip(runs, per_rank, strict=True)
-        if rows and run.alone is not None and run.alone.step_s > 0
-    ]
-    alone = [run.alone.step_s for run in runs if run.alone is not None]
-    cpu = [r.trainer_cpu_s for rows in per_rank for r in rows if r.trainer_cpu_s is not None]
-    loader = [run.loader_cores for run in runs]
-    return {
-        "au": busy / (n * wall) if wall > 0 else 0.0,
-        "device_busy_s": busy,
-        "au_basis": runs[0].au_basis,
-        "step_alone_s": float(np.median(alone)) if alone else None,
-        "trainer_slowdown": float(np.median(slowdowns)) if slowdowns else None,
-        "trainer_cpu_ms_per_step": 1000.0 * float(np.mean(cpu)) if cpu else None,
-        "loader_cores": sum(loader) if None not in loader else None,  # type: ignore[arg-type]
-    }
-
-
 def aggregate(runs: list[RankRun], synchronous: bool = False) -> Aggregate:
-    """The job's figures from its ranks' runs (one run per rank, in rank order).
+    """The job's figures from its ranks' runs (one run per rank, in rank order): the same functions
+    as a one-rank cell's over every rank's steps' accounts clipped to the common interval.
 
     Free-running ranks (``sync: none``): the interval in which every rank was past its warm-up and
     still running, and the job's samples the sum of what every rank delivered in it. Synchronous
     ranks share step numbers: the interval runs from the start of the first step after every
     rank's warm-up to the end of the last step every rank completed, and the job's samples are
     those steps' (steps all ranks completed x global batch)."""
+    ledgers = [run.entries() for run in runs]
     if synchronous:
         k0, k1 = lockstep(runs)
-        per_rank = [[r for r in run.log.rows if k0 <= r.step <= k1] for run in runs]
-        start = min(rows[0].t_start for rows in per_rank)
-        end = max(rows[-1].t_end for rows in per_rank)
+        kept = [[e for e in entries if k0 <= e.step <= k1] for entries in ledgers]
+        start = min(next(r.t_start for r in run.log.rows if r.step == k0) for run in runs)
+        end = max(entries[-1].end_s for entries in kept)
     else:
         start, end = common_interval(runs)
-        per_rank = [counted(run.log.rows, start, end) for run in runs]
+        kept = [list(entries) for entries in ledgers]
     wall = end - start
-    ranks = [rank_figures(run, start, end, rows) for run, rows in zip(runs, per_rank, strict=True)]
-    rows = [r for rank_rows in per_rank for r in rank_rows]
     n = len(runs)
-    samples = sum(r.samples for r in rows)
-    bytes_read = sum(r.bytes_read for r in rows)
-    splits = [times_inside(run.log.rows, start, end) for run in runs]
-    wait, h2d, compute = (sum(getattr(s, k) for s in splits) for k in ("wait", "h2d", "compute"))
-    waits = np.array([r.wait_s for r in rows])
-    pct = np.percentile(waits * 1000.0, [50, 95, 99])
-    mlperf = [run.au_mlperf for run in runs]
-    firsts = [run.log.time_to_first_batch_s for run in runs]
-    metrics = PipelineMetrics(
-        steps=len(rows),
-        samples=samples,
-        wall_s=wall,
-        samples_per_s=samples / wall,
-        bytes_read=bytes_read,
-        bytes_per_s=bytes_read / wall,
-        wait_s=wait,
-        h2d_s=h2d,
-        compute_s=compute,
-        au=compute / (n * wall),
-        au_mlperf=None if None in mlperf else float(np.mean(mlperf)),  # type: ignore[arg-type]
-        stall_fraction=wait / (n * wall),
-        wait_p50_ms=float(pct[0]),
-        wait_p95_ms=float(pct[1]),
-        wait_p99_ms=float(pct[2]),
-        wait_max_ms=float(waits.max() * 1000.0),
-        time_to_first_batch_s=None if None in firsts else max(firsts),  # type: ignore[type-var]
-        epoch_boundary_wait_ms=epoch_boundary_wait_ms([r for run in runs for r in run.log.rows]),
+    inside = [[c for e in entries if (c := clipped(e, start, end)) is not None] for entries in ledgers]
+    if synchronous:  # the job's samples: the steps every rank completed
+        steps = set(range(k0, k1 + 1))
+        inside = [[c if c.step in steps else _undelivered(c) for c in rank] for rank in inside]
+    ranks = [rank_figures(run, start, end, rank) for run, rank in zip(runs, inside, strict=True)]
+    window = [c for rank in inside for c in rank]
+    job = totals(window, span_s=n * wall)
+    every = tuple(e for entries in ledgers for e in entries)
+    counted_waits = [e.wait for entries in kept for e in entries if start < e.end_s <= end]
+    methods = {run.readers_in_process for run in runs}
+    log = merged_log(runs, start, end)
+    metrics = pipeline_metrics(
+        window,
+        job,
+        ranks=n,
+        every_step=every,
+        time_to_first_batch_s=log.time_to_first_batch_s,
+        alone={run.rank: run.alone for run in runs if run.alone is not None},
+        au_basis=runs[0].au_basis,
+        readers_in_process=methods == {True},
+        waits=counted_waits or None,
     )
-    metrics = replace(metrics, **trainer_host(runs, per_rank, [s.compute for s in splits], wall))
     if synchronous:  # in step, every rank delivers alike: the slowest is the one the others waited for
         slowest = min(ranks, key=lambda f: (f.peer_wait_s, -f.wait_s, f.rank))
     else:
@@ -287,14 +227,21 @@ def aggregate(runs: list[RankRun], synchronous: bool = False) -> Aggregate:
         end=end,
         ranks=ranks,
         metrics=metrics,
+        split=job.split(),
+        entries=every,
+        epochs=epoch_figures(every, window, log.epoch_stats),
         skew=fastest / slowest.samples_per_s if slowest.samples_per_s > 0 else None,
         slowest=slowest,
         alignment_s=max(released) - min(released),
-        log=merged_log(runs, start, end),
+        log=log,
         synchronous=synchronous,
-        steps=min(len(rank_rows) for rank_rows in per_rank),
-        peer_wait_fraction=sum(s.peer_wait for s in splits) / (n * wall),
-        allreduce_fraction=sum(s.allreduce for s in splits) / (n * wall),
+        steps=min(rank.steps for rank in ranks),
+        peer_wait_fraction=job["peer_wait"] / job.span_s,
+        allreduce_fraction=job["allreduce"] / job.span_s,
         free_running_au=None if None in free else float(np.mean(free)),  # type: ignore[arg-type]
         dropped_batches=sum(run.log.dropped_batches for run in runs),
     )
+
+
+def _undelivered(entry: StepAccount) -> StepAccount:
+    return replace(entry, samples=0, bytes_read=0, delivered=False)

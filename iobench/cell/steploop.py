@@ -13,10 +13,9 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from iobench.analysis.metrics import epoch_dlio_au
 from iobench.cell.accelerator import Consumer
 from iobench.cell.sync import StepSync
-from iobench.results.figures import EpochFigures, Latency, StepRow
+from iobench.results.figures import StepRow
 from loaders import Batch, StageStats
 
 
@@ -69,20 +68,30 @@ def run_steps(
     log = StepLog(created_at=created_at)
     step = 0
     epoch = 0
+    batches = None
+    # where the wait of the next step began, when before its own call to next(): at an epoch's
+    # opening, or at a worker's stats-only tail (no step of its own), so no second goes unaccounted
+    waiting_since: tuple[float, float] | None = None  # (perf_counter, process_time)
     while epoch < epochs or (more is not None and epoch < max_epochs and more(log)):
         if max_steps is not None and step >= max_steps:
             break
+        # the training loop waits while the last epoch's iterator shuts down and this one's starts:
+        # the epoch's first step counts it in its wait (open_s)
+        waiting_since = waiting_since or (time.perf_counter(), time.process_time())
+        batches = None
         batches = iter(make_epoch(epoch))
+        opening = time.perf_counter() - waiting_since[0]
         log.epoch_stats.append(StageStats())
         while max_steps is None or step < max_steps:
-            c0 = time.process_time()
-            t0 = time.perf_counter()
+            t0, c0 = waiting_since or (time.perf_counter(), time.process_time())
+            waiting_since = None
             try:
                 batch = next(batches)
             except StopIteration:
                 if sync is not None:
                     sync.agree(False)
                 log.epochs_completed += 1
+                waiting_since = (t0, c0)  # the loop waits on until the next epoch's first batch
                 break
             t1 = time.perf_counter()
             peer_wait_s = 0.0
@@ -93,10 +102,12 @@ def run_steps(
                     log.epoch_stats[-1].merge(batch.stats)
                     log.dropped_batches += 1
                     log.epochs_completed += 1
+                    waiting_since = (t0, c0)
                     break
             log.all_stats.merge(batch.stats)
             log.epoch_stats[-1].merge(batch.stats)
             if not batch.delivers:  # a stats-only tail from a worker: no step happens
+                waiting_since = (t0, c0)
                 continue
             if log.time_to_first_batch_s is None:
                 log.time_to_first_batch_s = t1 - created_at
@@ -136,6 +147,11 @@ def run_steps(
                 fetch_wait_s=batch.stats.wall_s["fetch"],
                 read_asked_s=[a - created_at for a, _ in batch.reads] if batch.reads else None,
                 read_in_s=[b - created_at for _, b in batch.reads] if batch.reads else None,
+                open_s=opening,
+                decode_s=batch.stats.wall_s["decode"],
+                augment_s=batch.stats.wall_s["augment"],
+                collate_s=batch.stats.wall_s["collate"],
+                reader_cpu_s=sum(batch.stats.cpu_s.values()),
             )
             if record_keys:
                 log.keys.extend((rank, epoch, step, key) for key in batch.keys)
@@ -143,9 +159,10 @@ def run_steps(
             log.row_stats.append(batch.stats)
             if on_step:
                 on_step(row)
+            opening = 0.0
             step += 1
-        del batches  # shuts the workers down before the next epoch builds new ones
         epoch += 1
+    del batches  # the last epoch's workers, before the caller times the step alone
     return log
 
 
@@ -168,44 +185,3 @@ def mark_warmup(log: StepLog, warmup_steps: int) -> None:
     if log.rows:
         log.measure_start = log.created_at + log.rows[d].t_start
         log.measure_end = log.created_at + log.rows[-1].t_end
-
-
-def epoch_rows(log: StepLog) -> list[EpochFigures]:
-    """Per-epoch throughput and cache behaviour, so epoch 1 and the steady state can be compared.
-
-    Epoch rows include warm-up steps: an epoch is the unit a cache fills over. The rows may come
-    from several ranks on a common clock: the wall is then from the first start to the last end,
-    and the stall fraction is the ranks' mean.
-    """
-    out = []
-    for epoch, stats in enumerate(log.epoch_stats):
-        rows = [r for r in log.rows if r.epoch == epoch]
-        if not rows:
-            continue
-        wall = max(r.t_end for r in rows) - min(r.t_start for r in rows)
-        ranks = len({r.rank for r in rows})
-        c = stats.counters
-        hits, misses = c.get("cache_hits", 0), c.get("cache_misses", 0)
-        out.append(
-            EpochFigures(
-                epoch=epoch,
-                steps=len(rows),
-                samples=sum(r.samples for r in rows),
-                wall_s=wall,
-                samples_per_s=sum(r.samples for r in rows) / wall if wall > 0 else 0.0,
-                bytes_read=stats.bytes_read,
-                bytes_per_s=stats.bytes_read / wall if wall > 0 else 0.0,
-                stall_fraction=sum(r.wait_s for r in rows) / (ranks * wall) if wall > 0 else 0.0,
-                cache_hits=hits,
-                cache_misses=misses,
-                cache_hit_ratio=hits / (hits + misses) if hits + misses else None,
-                cache_evictions=c.get("cache_evictions", 0),
-                bytes_transferred=c.get("bytes_transferred", 0),
-                requests=c.get("requests", 0),
-                retries=c.get("retries", 0),
-                request_latency_ms=Latency(**stats.as_dict()["request_latency_ms"]),
-                au=sum(r.compute_s for r in rows) / (ranks * wall) if wall > 0 else None,
-                au_mlperf=epoch_dlio_au(sorted(rows, key=lambda r: r.t_end)),
-            )
-        )
-    return out

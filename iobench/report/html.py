@@ -157,7 +157,6 @@ def render_html(summaries: list[CellSummary], steps: dict[str, pa.Table], title:
             summaries=summaries,
             failed=sum(not s.ok for s in summaries),
             figures=figures,
-            split_sources=sorted({plots.wall_split(s)[1] for s in ok}),
             timeline=shown,
             no_cache=NO_CACHE,
             scaling=checks(summaries),

@@ -14,10 +14,12 @@ from iobench.results.spec import CellSpec
 from iobench.results.summary import CellSummary
 
 NOTE = (
-    "AU: DLIO's form per epoch (compute of steps 2..n over the time from the end of the first step to "
-    "the end of the last, warm-up included), then their mean and population standard deviation, as "
+    "AU % per epoch: DLIO's form (the device busy of steps 2..n over the time from the end of the first "
+    "step to the end of the last, warm-up included; where DLIO sleeps, the device time it sleeps, so at "
+    "demand mlperf_storage it is DLIO's figure), then their mean and population standard deviation, as "
     "train_au_mean_percentage and train_au_stdev_percentage; result: the mean against the model's pass "
-    "mark (train_au_meet_expectation). MiB/s: the bytes the loader really read over the measured "
+    "mark (train_au_meet_expectation). Cell AU: the cell's own AU over its measured window (warm-up left "
+    "out), on the same basis. MiB/s: the bytes the loader really read over the measured "
     "window, where DLIO multiplies samples/s by a nominal record size. reading: mlperf = each sample's "
     "bytes read in full, not decoded, at MLPerf Storage's compute time (what MLPerf Storage does); "
     "decode = decoded and augmented. docs/method.md, 'MLPerf Storage view'."
@@ -66,6 +68,7 @@ def mlperf_view(summaries: list[CellSummary]) -> RenderableType:
         ("workload", "left"),
         ("reading", "left"),
         ("accelerators", "right"),
+        ("cell AU %", "right"),
         ("AU % (mean ± sd)", "right"),
         ("AU % per epoch", "left"),
         ("pass mark", "right"),
@@ -78,13 +81,14 @@ def mlperf_view(summaries: list[CellSummary]) -> RenderableType:
         m, acc = s.mlperf, s.cell.accelerator
         workload = f"{acc.model} on {acc.type or acc.kind} ({acc.demand})"
         if not s.ok or m is None:
-            table.add_row(Text(s.cell_id), workload, "-", "-", "-", "-", "-", Text(s.status, "red"), "-", "-")
+            table.add_row(Text(s.cell_id), workload, "-", "-", "-", "-", "-", "-", Text(s.status, "red"), "-", "-")
             continue
         table.add_row(
             Text(s.cell_id),
             workload,
             Text(m.reading, "bold" if m.reading == "mlperf" else ""),
             str(m.accelerators),
+            f"{100 * s.metrics.au:.2f}" if s.metrics else "-",
             f"{100 * m.au_mean:.2f} ± {100 * m.au_stdev:.2f}",
             ", ".join(f"{100 * a:.1f}" for a in m.epoch_au),
             "-" if m.threshold is None else f"{100 * m.threshold:.0f} %",

@@ -24,23 +24,29 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from iobench.results.codec import to_json
+from iobench.results.figures import PART_LABELS
 from iobench.results.spec import CellSpec
 from iobench.results.summary import CellSummary
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-# the lost-time split of docs/method.md, in the order a reader walks the pipeline
-SEGMENTS = (
-    ("compute", "accelerator compute (AU)", "#2e7d32"),
-    ("fetch", "fetch", "#1565c0"),
-    ("decode", "decode", "#ef6c00"),
-    ("augment", "augment", "#f9a825"),
-    ("collate", "collate/IPC", "#6a1b9a"),
-    ("h2d", "host-to-device", "#546e7a"),
-    ("wait", "wait, not attributed", "#c62828"),
-    ("other", "loop overhead", "#cfd8dc"),
-)
+# the wall split of docs/method.md, in the order a reader walks the pipeline
+SPLIT_COLOURS = {
+    "device": "#2e7d32",
+    "host": "#a5d6a7",
+    "loader_start": "#90caf9",
+    "fetch": "#1565c0",
+    "decode": "#ef6c00",
+    "augment": "#f9a825",
+    "collate": "#6a1b9a",
+    "unsplit": "#8d6e63",
+    "handover": "#ce93d8",
+    "peer_wait": "#c62828",
+    "h2d": "#546e7a",
+    "allreduce": "#00838f",
+    "loop": "#cfd8dc",
+}
 # a step in the order it runs: its own data wait, waiting for peers, copy, compute, all-reduce
 _STEP_PARTS = (
     ("wait_s", "wait for data", "#c62828"),
@@ -223,47 +229,20 @@ def _patch(colour: str):
     return Patch(color=colour)
 
 
-def wall_split(summary: CellSummary) -> tuple[dict[str, float], str]:
-    """Where one cell's wall time went, as fractions keyed like ``SEGMENTS``, and their source.
-
-    With the differential attribution (``run.diagnose``) it is its ``lost_fraction``. Without it the
-    stall fraction is split over the stages in proportion to their per-sample wall times from the
-    online stage timers, which cannot tell queueing in collate/IPC from the stages themselves.
-    """
-    m = summary.metrics
-    assert m is not None
-    a = summary.attribution
-    if a is not None and a.lost_fraction:
-        split = {"compute": a.au, **a.lost_fraction}
-        source = "differential"
-    else:
-        split = {"compute": m.au, "h2d": m.h2d_s / m.wall_s if m.wall_s else 0.0}
-        stages = {k: v for k, v in summary.stage_ms_per_sample.items() if v}
-        total = sum(stages.values())
-        if total > 0:
-            split.update({k: m.stall_fraction * v / total for k, v in stages.items()})
-        else:
-            split["wait"] = m.stall_fraction
-        source = "stage timers"
-    split["other"] = max(0.0, 1.0 - sum(split.values()))
-    return split, source
-
-
 @_in_rc
 def attribution_svg(summaries: list[CellSummary], styles: dict[str, CellStyle], prefix: str) -> str | None:
     """One stacked bar per cell: the fraction of wall time the accelerator computed, and where the rest went."""
-    cells = _ok(summaries)
+    cells = [s for s in _ok(summaries) if s.split is not None]
     if not cells:
         return None
     fig = _figure(1.6 + 0.32 * len(cells))
-    splits = [wall_split(s) for s in cells]
-    labels = [f"{s.cell_id} ({src})" for s, (_, src) in zip(cells, splits, strict=True)]
-    ax, y = _keyed_rows(fig, cells, styles, labels)
+    splits = [s.split.parts() for s in cells]  # type: ignore[union-attr]
+    ax, y = _keyed_rows(fig, cells, styles, [s.cell_id for s in cells])
     left = np.zeros(len(cells))
-    for key, label, colour in SEGMENTS:
-        widths = np.array([split.get(key, 0.0) for split, _ in splits])
+    for key, colour in SPLIT_COLOURS.items():
+        widths = np.array([max(0.0, split[key]) for split in splits])
         if widths.any():
-            ax.barh(y, widths, left=left, color=colour, label=label)
+            ax.barh(y, widths, left=left, color=colour, label=PART_LABELS[key])
             left += widths
     ax.set_xlim(0, 1)
     ax.xaxis.set_major_formatter(_percent())

@@ -12,10 +12,8 @@ from iobench.analysis.knee import knees
 from iobench.analysis.mlperf import READING, reading_of
 from iobench.host.units import format_bytes
 from iobench.report.mlperf import decoding_adds
-from iobench.results.figures import RepeatSummary, Window
+from iobench.results.figures import PART_LABELS, Capacity, RepeatSummary, Window
 from iobench.results.summary import CellSummary
-
-LOST_ORDER = ("fetch", "decode", "augment", "collate", "h2d")
 
 
 def _say(console: Console, line: str) -> None:
@@ -65,7 +63,10 @@ def results_table(summaries: list[CellSummary], title: str = "iobench sweep") ->
             f"{m.au:.2f}",
             _pct(m.stall_fraction),
             f"{m.wait_p99_ms:.0f} ms",
-            Text(window_cell(s.window), "" if s.window is None or s.window.met else "red"),
+            Text(
+                window_cell(s.window),
+                "" if s.window is None or (s.window.met and not s.window.cached) else "red",
+            ),
             Text(v.bound + (f" ({v.binding_stage})" if v.binding_stage else "")),
         )
     return table
@@ -84,7 +85,7 @@ def window_cell(w: Window | None) -> str:
     if w is None:
         return "-"  # a run older than the window record
     ci = f" ±{100 * w.samples_per_s_rel_ci:.1f} %" if w.samples_per_s_rel_ci is not None else ""
-    return f"{w.seconds:.1f} s/{w.steps}{ci}" + ("" if w.met else " SHORT")
+    return f"{w.seconds:.1f} s/{w.steps}{ci}" + ("" if w.met else " SHORT") + (" CACHED" if w.cached else "")
 
 
 def window_lines(s: CellSummary) -> list[tuple[str, str]]:
@@ -235,22 +236,25 @@ def at_scale_line(s: CellSummary) -> str | None:
     if not points:
         return None
     parts = [
-        f"{p.world_size:,}: AU {p.au:.2f}{'*' if p.beyond_measured_tail else ''} ({p.samples_per_s:,.0f}/s)"
+        f"{p.world_size:,}: AU {p.au:.2f} [{p.au_low:.2f}-{p.au_high:.2f}]{'*' if p.beyond_measured_tail else ''} "
+        f"({p.samples_per_s:,.0f}/s)"
         for p in points
     ]
     fabric = s.cell.run.interconnect.name if s.cell.run.interconnect else "no fabric"
     # summaries before the queue model (no scale_queue_depth) drew waits without a queue
     queue = f"loader queue {s.scale_queue_depth}" if s.scale_queue_depth else "no loader queue"
-    text = f"synchronous AU predicted at W ranks ({fabric}, {queue}) — " + ", ".join(parts)
+    text = f"synchronous AU predicted at W ranks ({fabric}, {queue}; 95 % bootstrap interval) — " + ", ".join(
+        parts
+    )
     if any(p.beyond_measured_tail for p in points):
         text += "; * more ranks than measured steps: an upper bound (measure more steps)"
     m, world = s.metrics, s.cell.run.world_size
-    if m is not None and m.loader_cores is not None and m.trainer_cores is not None:
+    if m is not None and m.cores_used is not None:
         # the model gives every rank the CPU the measured one had (docs/scale-out.md)
-        loader, trainer = m.loader_cores / world, m.trainer_cores / world
+        loader, trainer = m.loader_cores / world, m.trainer_cores / world  # type: ignore[operator]
         text += (
-            f"; a rank used {loader + trainer:.2f} cores here (loader {loader:.2f}, trainer {trainer:.2f}): "
-            "ranks that share a host need as many each, or they slow each other and these AUs are high"
+            f"; a rank used {loader + trainer:.2f} cores here (its loader's readers {loader:.2f}, its trainer "
+            f"{trainer:.2f}): ranks that share a host need as many each, or they slow each other and these AUs are high"
         )
     return text
 
@@ -272,8 +276,8 @@ def outage_line(s: CellSummary) -> str | None:
 def scaling_lines(summaries: list[CellSummary]) -> list[str]:
     """Each synchronous multi-rank cell beside what its one-rank twin predicted for it."""
     return [
-        f"{c.cell_id}: measured AU {c.measured_au:.3f}, predicted {c.predicted_au:.3f} from {c.predicted_from} "
-        f"({100 * c.error:+.1f} %)"
+        f"{c.cell_id}: predicted AU {c.predicted_au:.3f} [{c.predicted_low:.3f}-{c.predicted_high:.3f}] from "
+        f"{c.predicted_from}, measured {c.measured_au:.3f}: {100 * c.error:+.1f} %"
         for c in scale.checks(summaries)
     ]
 
@@ -293,34 +297,20 @@ def diagnosis_lines(s: CellSummary) -> list[tuple[str, str]]:
         out.append((f"repeats: samples/s {_interval(sps, '{:,.0f}')}; AU {_interval(au, '{:.2f}')}", ""))
         if s.stability.unstable:
             out.append(("UNSTABLE: the runs disagree by more than 5 %", "warn"))
+    if said := split_line(s):
+        out.append((said, ""))
     a = s.attribution
     if a:
-        lost = a.lost_fraction
         out += [
             (a.statement, ""),
             (
-                f"measured {a.measured_samples_per_s:,.0f}/s against the predicted "
-                f"{a.predicted_samples_per_s:,.0f}/s ({100 * a.prediction_error:+.0f} %)",
-                "",
-            ),
-            (
-                f"of the wall time, the accelerator computed {_pct(a.au)}; lost to "
-                + ", ".join(f"{k} {100 * lost[k]:.1f} %" for k in LOST_ORDER if k in lost),
+                f"predicted {a.predicted_samples_per_s:,.0f}/s (the lowest ceiling) against the measured "
+                f"{a.measured_samples_per_s:,.0f}/s: {100 * a.prediction_error:+.0f} %",
                 "",
             ),
         ]
-        cap = a.capacity
-        if cap:
-            n, each = cap.max_accelerators, cap.demand_per_accelerator
-            what = f"{cap.accelerator} ({cap.model}, {each:,.0f} samples/s each)"
-            answer = (
-                f"feeds at most {n} x {what} at >= 90 % AU"
-                if n
-                else f"cannot keep one {what} at 90 % AU: it feeds {cap.input_ceiling_samples_per_s / each:.0%} of one"
-            )
-            checks = "; ".join(f"x{c.count}: AU {c.au:.2f}" for c in cap.checks)
-            out.append((f"capacity: this tier + loader {answer}; checked by running it ({checks}):", ""))
-            out.append(("confirmed", "ok") if cap.confirmed else ("NOT confirmed", "warn"))
+        if a.capacity:
+            out += capacity_lines(a.capacity)
     out += [(line, "") for line in trainer_lines(s)]
     m = s.metrics
     if m is not None and m.epoch_boundary_wait_ms is not None:
@@ -343,6 +333,45 @@ def diagnosis_lines(s: CellSummary) -> list[tuple[str, str]]:
     return out
 
 
+def split_line(s: CellSummary) -> str | None:
+    """Where the measured window's wall went, every part named and summing to 100 % (the parts
+    under half a percent gathered)."""
+    split = s.split
+    if split is None:
+        return None
+    parts = sorted(split.parts().items(), key=lambda kv: -kv[1])
+    shown = [(k, v) for k, v in parts if v >= 0.005]
+    rest = sum(v for k, v in parts if v < 0.005)
+    text = ", ".join(f"{PART_LABELS[k]} {100 * v:.1f} %" for k, v in shown)
+    if rest > 0:
+        text += f", the rest {100 * rest:.1f} %"
+    return f"the wall split (sums to {100 * sum(split.parts().values()):.0f} %): {text}"
+
+
+def capacity_lines(cap: Capacity) -> list[tuple[str, str]]:
+    """How many accelerators the input pipeline keeps at >= 90 % AU, and the runs that checked it."""
+    n, each = cap.max_accelerators, cap.demand_per_accelerator
+    what = f"{cap.accelerator} ({cap.model}, {each:,.0f} samples/s each)"
+    takes = cap.trainer_takes_per_accelerator
+    if n:
+        answer = f"feeds at most {n} x {what} at >= 90 % AU"
+    elif takes is not None and takes < 0.9 * each:
+        answer = (
+            f"cannot keep one {what} at 90 % AU: its trainer alone takes {takes:,.0f}/s (AU at most "
+            f"{takes / each:.2f}), whatever the storage"
+        )
+    else:
+        answer = (
+            f"cannot keep one {what} at 90 % AU: it feeds "
+            f"{min(cap.input_ceiling_samples_per_s, takes or each) / each:.0%} of one"
+        )
+    checks = "; ".join(f"x{c.count}: AU {c.au:.2f}" for c in cap.checks)
+    return [
+        (f"capacity: this tier + loader {answer}; checked by running the cell's own trainer ({checks}):", ""),
+        ("confirmed", "ok") if cap.confirmed else ("NOT confirmed", "warn"),
+    ]
+
+
 def trainer_lines(s: CellSummary) -> list[str]:
     """The trainer's host (docs/method.md): what AU divides, the step in the cell against the step
     alone, the trainer's CPU per step, the GPU's utilisation NVML saw, and an emulated trainer's host
@@ -352,7 +381,12 @@ def trainer_lines(s: CellSummary) -> list[str]:
         return []
     out = []
     if m.au_basis:
-        out.append(f"AU = {m.au_basis} / wall")
+        out.append(f"AU = the device busy ({m.au_basis}) / wall")
+    if m.trainer_alone_samples_per_s is not None and s.verdict and s.verdict.demand_samples_per_s:
+        out.append(
+            f"the trainer alone takes {m.trainer_alone_samples_per_s:,.0f} samples/s of the "
+            f"{s.verdict.demand_samples_per_s:,.0f}/s demanded"
+        )
     if m.trainer_slowdown is not None and m.step_alone_s is not None:
         cpu = (
             f"; the trainer's process used {m.trainer_cpu_ms_per_step:.1f} CPU-ms per step"

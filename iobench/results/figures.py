@@ -51,6 +51,130 @@ class StepRow:
     fetch_wait_s: float | None = None
     read_asked_s: Sequence[float] | None = None
     read_in_s: Sequence[float] | None = None
+    # of wait_s, the part spent opening the epoch: the previous epoch's iterator shut down and this
+    # one's built (worker start-up where workers do not persist); only an epoch's first step has it
+    open_s: float = 0.0
+    # the batch's readers' wall time in its other stages (fetch_wait_s is the fetch stage): what the
+    # ledger splits a wait for a batch still being made by (analysis/ledger.py); None: not reported
+    decode_s: float | None = None
+    augment_s: float | None = None
+    collate_s: float | None = None
+    reader_cpu_s: float = 0.0  # the CPU its readers spent making the batch, every stage (thread CPU)
+
+
+# the parts of a step's account, in the order a step runs them (analysis/ledger.py): every second of
+# a cell's wall falls in exactly one
+ACCOUNT_PARTS = (
+    "loop",
+    "loader_start",
+    "fetch",
+    "decode",
+    "augment",
+    "collate",
+    "unsplit",
+    "handover",
+    "peer_wait",
+    "h2d",
+    "device",
+    "host",
+    "allreduce",
+)
+# of those, the data wait: the step blocked in next() on the loader
+WAIT_PARTS = ("loader_start", "fetch", "decode", "augment", "collate", "unsplit", "handover")
+# each part in words, wherever a split is shown (docs/method.md, The wall split)
+PART_LABELS = {
+    "device": "computing (the device busy)",
+    "host": "the trainer's host beyond the device",
+    "loader_start": "waiting: the loader opening an epoch",
+    "fetch": "waiting: fetch",
+    "decode": "waiting: decode",
+    "augment": "waiting: augment",
+    "collate": "waiting: collate",
+    "unsplit": "waiting: the loader (no stage times)",
+    "handover": "waiting: hand-over of a made batch",
+    "peer_wait": "waiting for the slowest rank",
+    "h2d": "host-to-device copy",
+    "allreduce": "all-reduce",
+    "loop": "the step loop's own bookkeeping",
+}
+
+
+@dataclass(frozen=True)
+class StepAccount:
+    """One step's account of the wall (analysis/ledger.py): the seconds from the end of its rank's
+    previous step (a rank's first step: its own start) to its end, each in exactly one part, so the
+    parts sum to ``end_s - start_s``. Every figure of a cell is derived from these."""
+
+    rank: int
+    epoch: int
+    step: int
+    warmup: bool
+    start_s: float
+    end_s: float
+    samples: int
+    bytes_read: int
+    loop: float  # the step loop's own bookkeeping between steps and around the parts below
+    loader_start: float  # waiting while the loader opened the epoch
+    # waiting while the batch was still being made, split by its readers' time in each stage
+    fetch: float
+    decode: float
+    augment: float
+    collate: float
+    unsplit: float  # ... where the loader reported no stage times
+    handover: float  # waiting for a batch already made: IPC, unpickling, pinning
+    peer_wait: float  # synchronous ranks: waiting for the slowest rank
+    h2d: float
+    device: float  # the device busy: the part of the step the accelerator computed
+    host: float  # the trainer's host time beyond the device (its step's wall less the device busy)
+    allreduce: float  # the modelled exposed all-reduce
+    # not time parts: the trainer's process's CPU over the step (None: not measured), and the CPU
+    # its batch's readers spent making it
+    trainer_cpu_s: float | None = None
+    reader_cpu_s: float = 0.0
+    # its batch counts here: False where an interval clipped it before its end (a step delivers its
+    # batch as it ends), its samples and bytes then 0
+    delivered: bool = True
+
+    @property
+    def span_s(self) -> float:
+        return self.end_s - self.start_s
+
+    @property
+    def wait(self) -> float:
+        return sum(getattr(self, p) for p in WAIT_PARTS)
+
+    @property
+    def compute(self) -> float:
+        """The trainer's step: the device busy and its host's time beyond it."""
+        return self.device + self.host
+
+
+@dataclass(frozen=True)
+class WallSplit:
+    """Where a cell's wall went, as fractions of ``wall_s`` (every rank's, in a multi-rank cell)
+    that sum to 1: one per part of ACCOUNT_PARTS (docs/method.md, The wall split)."""
+
+    wall_s: float
+    loop: float
+    loader_start: float
+    fetch: float
+    decode: float
+    augment: float
+    collate: float
+    unsplit: float
+    handover: float
+    peer_wait: float
+    h2d: float
+    device: float
+    host: float
+    allreduce: float
+
+    def parts(self) -> dict[str, float]:
+        return {p: getattr(self, p) for p in ACCOUNT_PARTS}
+
+    @property
+    def wait(self) -> float:
+        return sum(getattr(self, p) for p in WAIT_PARTS)
 
 
 @dataclass(frozen=True)
@@ -78,6 +202,11 @@ class StepAlone:
     cv: float | None = None  # sd / mean of the device spans (CUDA), else of the walls; None: < 2 steps
 
 
+# a cold window whose reads from the tier's devices are less than this share of what the loader
+# read was served from a cache
+COLD_READ_SHARE = 0.05
+
+
 @dataclass(frozen=True)
 class Window:
     """What a measured repeat measured after its warm-up, against ``run.min_measure``."""
@@ -89,6 +218,15 @@ class Window:
     samples_per_s_rel_ci: float | None  # half-width of the 95 % interval of samples/s over mean (batch means)
     met: bool  # at least run.min_measure's seconds and steps
     short_because: str | None = None  # why not: "run.max_steps" or "the epoch limit"
+    au_rel_ci: float | None = None  # the same for AU (v8+)
+    # a cold cell on a tier read from this host's block devices: what its processes read from them
+    # over the window, as a share of what the loader read (v8+); below 5 %, the window was cached
+    device_read_share: float | None = None
+
+    @property
+    def cached(self) -> bool:
+        """A cold window served (almost) wholly from a cache (analysis/cellfigures.py)."""
+        return self.device_read_share is not None and self.device_read_share < COLD_READ_SHARE
 
 
 @dataclass(frozen=True)
@@ -117,11 +255,12 @@ class PipelineMetrics:
     samples_per_s: float
     bytes_read: int  # bytes the loader read from the tier during the measured steps
     bytes_per_s: float
-    wait_s: float
+    wait_s: float  # blocked in next() on the loader, the epochs' openings included
     h2d_s: float
-    compute_s: float
-    au: float  # accelerator utilisation: compute / wall
-    au_mlperf: float | None  # MLPerf Storage form over all steps: compute(2..n) / (wall - first step)
+    compute_s: float  # the trainer's steps: the device busy and its host's time beyond it
+    au: float  # accelerator utilisation: device busy / wall, the one basis (docs/method.md)
+    # DLIO's form over one rank's steps, warm-up included: device busy (2..n) / (end n - end 1)
+    au_mlperf: float | None
     stall_fraction: float  # wait / wall
     wait_p50_ms: float
     wait_p95_ms: float
@@ -133,21 +272,25 @@ class PipelineMetrics:
     epoch_boundary_wait_ms: float | None = None
     # the trainer's host (docs/method.md, The trainer's host): the device's busy time over the
     # measured steps, which AU is taken from; the step timed alone; the median step in the cell
-    # over it; the trainer process's CPU per step; the cores the loader's readers used
+    # over it; the trainer's own CPU per step (its process's, less the loader's readers that ran in
+    # it); the cores the loader's readers and the trainer used (counted once, cores_used)
     device_busy_s: float | None = None
-    au_basis: str | None = None  # what AU divides: "device busy" | "emulated device" (see method.md)
+    au_basis: str | None = None  # how the device busy was measured (see method.md)
     step_alone_s: float | None = None
     trainer_slowdown: float | None = None
     trainer_cpu_ms_per_step: float | None = None
     loader_cores: float | None = None
+    trainer_cores: float | None = None
+    # what the trainer alone takes: its batch over its step alone (v8+); below the demand, the
+    # trainer cannot reach the demand whatever feeds it
+    trainer_alone_samples_per_s: float | None = None
 
     @property
-    def trainer_cores(self) -> float | None:
-        """The cores the trainer's process used over the measured steps (every rank's, in a
-        multi-rank cell, as ``loader_cores``)."""
-        if self.trainer_cpu_ms_per_step is None or self.wall_s <= 0:
+    def cores_used(self) -> float | None:
+        """The cores the cell's readers and trainer used together over the measured steps."""
+        if self.loader_cores is None or self.trainer_cores is None:
             return None
-        return self.trainer_cpu_ms_per_step * self.steps / 1000.0 / self.wall_s
+        return self.loader_cores + self.trainer_cores
 
 
 @dataclass(frozen=True)
@@ -251,6 +394,8 @@ class Capacity:
     demand: str | None = None
     checks: tuple[CapacityCheck, ...] = ()
     confirmed: bool | None = None
+    # what each accelerator's trainer takes alone (v8+): below demand x 0.9 no count reaches the target
+    trainer_takes_per_accelerator: float | None = None
 
 
 @dataclass(frozen=True)
@@ -260,10 +405,9 @@ class Attribution:
     headroom: dict[str, float]  # each part's ceiling over the binding one (1.0 for the binding)
     predicted_samples_per_s: float  # min of the ceilings
     measured_samples_per_s: float
-    prediction_error: float  # measured / predicted - 1
+    prediction_error: float  # predicted / measured - 1 (v8+; before: measured / predicted - 1)
     online_bound: str
     agree: bool
-    lost_fraction: dict[str, float]  # of wall time: fetch, decode, augment, collate/IPC, h2d
     au: float
     statement: str
     capacity: Capacity | None = None
@@ -317,8 +461,12 @@ class EpochFigures:
     requests: int
     retries: int
     request_latency_ms: Latency = field(default_factory=Latency)
-    au: float | None = None  # Σ compute ÷ (ranks × wall) over the epoch (v5+)
-    au_mlperf: float | None = None  # DLIO's AU of the epoch, ranks weighted by steps (v5+)
+    au: float | None = None  # device busy ÷ wall over the epoch, warm-up included (v8+; v5-7: Σ compute)
+    au_mlperf: float | None = None  # DLIO's AU of the epoch (device busy), ranks weighted by steps (v5+)
+    # the part of the epoch inside the measured window: its seconds (per rank) and its AU; weighted
+    # by window_s the epochs' window_au give the cell's AU (v8+)
+    window_s: float = 0.0
+    window_au: float | None = None
 
 
 @dataclass(frozen=True)

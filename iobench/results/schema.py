@@ -16,7 +16,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from .figures import EpochFigures, PipelineMetrics
+from .figures import ACCOUNT_PARTS, EpochFigures, PipelineMetrics, StepAccount
 from .summary import SCHEMA_VERSION, CellSummary
 
 VERSION_KEY = b"iobench_schema_version"
@@ -59,8 +59,8 @@ def _attribution(s: CellSummary, read: Callable) -> Any:
     return read(s.attribution) if s.attribution is not None else None
 
 
-def _lost(stage: str) -> Callable[[CellSummary], Any]:
-    return lambda s: _attribution(s, lambda a: a.lost_fraction.get(stage))
+def _split(part: str) -> Callable[[CellSummary], Any]:
+    return lambda s: getattr(s.split, part) if s.split is not None else None
 
 
 def _capacity(read: Callable) -> Callable[[CellSummary], Any]:
@@ -160,6 +160,7 @@ COLUMNS: list[Column] = [
     Column("window_epochs", pa.int32(), _window(lambda w: w.epochs)),
     Column("window_added_epochs", pa.int32(), _window(lambda w: w.added_epochs)),
     Column("samples_per_s_rel_ci", pa.float64(), _window(lambda w: w.samples_per_s_rel_ci)),
+    Column("au_rel_ci", pa.float64(), _window(lambda w: w.au_rel_ci)),
     Column("window_met", pa.bool_(), _window(lambda w: w.met)),
     # as MLPerf Storage reports it (analysis/mlperf.py): DLIO's AU per epoch, their mean against the
     # model's pass mark; MiB/s of the bytes really read
@@ -187,10 +188,8 @@ COLUMNS: list[Column] = [
     Column("differential_binding", pa.string(), lambda s: _attribution(s, lambda a: a.binding)),
     Column("methods_agree", pa.bool_(), lambda s: _attribution(s, lambda a: a.agree)),
     Column("prediction_error", pa.float64(), lambda s: _attribution(s, lambda a: a.prediction_error)),
-    *(
-        Column(f"lost_{part}", pa.float64(), _lost(part))
-        for part in ("fetch", "decode", "augment", "collate", "h2d")
-    ),
+    # the wall split (docs/method.md): each part's share of the measured window's wall; they sum to 1
+    *(Column(f"split_{part}", pa.float64(), _split(part)) for part in ACCOUNT_PARTS),
     Column("max_accelerators", pa.int32(), _capacity(lambda c: c.max_accelerators)),
     Column("capacity_confirmed", pa.bool_(), _capacity(lambda c: c.confirmed)),
     # ranks in the cell: run.nodes x run.ranks_per_node
@@ -267,9 +266,29 @@ STEP_SCHEMA = with_version(
             # reads made ahead of the pipeline: each sample's asked for, and its bytes in (null: none)
             ("read_asked_s", pa.list_(pa.float64())),
             ("read_in_s", pa.list_(pa.float64())),
+            ("open_s", pa.float64()),  # of wait_s: the epoch's opening (v8+)
+            ("decode_s", pa.float64()),  # the batch's readers' wall in decode, augment, collate (v8+)
+            ("augment_s", pa.float64()),
+            ("collate_s", pa.float64()),
+            ("reader_cpu_s", pa.float64()),  # the CPU its readers spent making it (v8+)
+            # the step's account (analysis/ledger.py, v8+): from the rank's previous step's end to
+            # this step's end, each second in one part; the parts sum to account_span_s
+            ("account_start_s", pa.float64()),
+            ("account_span_s", pa.float64()),
+            *((f"account_{part}_s", pa.float64()) for part in ACCOUNT_PARTS),
         ]
     )
 )
+
+
+def account_columns(entry: StepAccount) -> dict[str, float]:
+    """A step's account as its steps.parquet columns."""
+    return {
+        "account_start_s": entry.start_s,
+        "account_span_s": entry.span_s,
+        **{f"account_{part}_s": getattr(entry, part) for part in ACCOUNT_PARTS},
+    }
+
 
 TELEMETRY_SCHEMA = with_version(
     pa.schema(

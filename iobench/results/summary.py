@@ -26,10 +26,17 @@ from .figures import (
     ScalePoint,
     StepTimes,
     Verdict,
+    WallSplit,
     Window,
 )
 from .spec import CellSpec
 
+# 8: one ledger per step: AU is device busy / wall everywhere (the epochs' au and au_mlperf too);
+#    summary.split (the wall split, every part named, summing to 1) replaces attribution.lost_fraction;
+#    steps.parquet open_s, decode_s, augment_s, collate_s, reader_cpu_s and each step's account;
+#    epochs' window_s and window_au; metrics.trainer_cores and trainer_alone_samples_per_s (the
+#    trainer's own CPU, the readers' counted once); window.au_rel_ci; prediction errors are
+#    predicted / measured - 1
 # 7: compute jitter: steps.parquet compute_draw_s (an emulated accelerator's drawn device time),
 #    summary.step_times (the compute's spread), consumer.compute (the distribution and its seed)
 # 6: the trainer's host: steps.parquet device_s and trainer_cpu_s; device_busy_s, au_basis,
@@ -42,7 +49,7 @@ from .spec import CellSpec
 #    list); steps.parquet and telemetry.parquet carry cell_id; the schema version is in the
 #    Parquet metadata of results.parquet
 # 3: multi-rank cells (world_size .. rank_au_max; steps.parquet rank)
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 STATUSES = ("ok", "failed", "interrupted")
 
 
@@ -103,6 +110,7 @@ class CellSummary:
     ceilings: dict[str, Ceiling] | None = None  # diagnose: accelerator, prep, fetch
     attribution: Attribution | None = None
     warnings: tuple[str, ...] = ()
+    split: WallSplit | None = None  # v8+: where the measured window's wall went (docs/method.md)
     epoch_delta: float | None = None
     epoch1_vs_steady: float | None = None
     device_read_bytes: dict[str, int] = field(default_factory=dict)  # per block device, host-wide

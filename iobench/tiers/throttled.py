@@ -140,6 +140,10 @@ class ThrottledTier(Tier):
         self.burst_bytes = burst or default_burst(self.bytes_per_s)
         self._state_path: str | None = None
 
+    @property
+    def reads_block_devices(self) -> bool:  # type: ignore[override]
+        return self.inner.reads_block_devices
+
     def __getattr__(self, name: str) -> Any:
         # tier-specific extras (server_caches, access_hint, shard_paths ...) are the inner tier's
         if name == "inner":

@@ -61,7 +61,8 @@ def test_a_throttled_tier_is_fetch_bound_at_its_cap(tmp_path, tiny_dataset):
     # before it: docs/method.md), the pipeline never read faster than the link
     steps = pq.read_table(tmp_path / "throttled" / "steps.parquet").to_pylist()
     assert s["loader_stats_all_steps"]["bytes_read"] / steps[-1]["t_end"] < 1.05 * CAP_MB * 1e6
-    assert a["lost_fraction"]["fetch"] > max(a["lost_fraction"]["decode"], a["lost_fraction"]["augment"])
+    split = s["split"]
+    assert split["fetch"] > max(split["decode"], split["augment"])
     # one H100 wants 7,000/s; this link feeds a few dozen: not even one, and running it agrees
     cap = a["capacity"]
     assert cap["max_accelerators"] == 0 and [c["count"] for c in cap["checks"]] == [1]
@@ -90,7 +91,7 @@ def test_the_unthrottled_local_tier_is_prep_bound_here(tmp_path, tiny_dataset):
     assert s["verdict"]["bound"] == "prep" and s["verdict"]["binding_stage"] == "decode"
     assert a["binding"] == "prep" and a["agree"], a["statement"]
     assert s["ceilings"]["fetch"]["samples_per_s"] > 2 * s["ceilings"]["prep"]["samples_per_s"]
-    assert a["lost_fraction"]["decode"] > a["lost_fraction"]["fetch"]
+    assert s["split"]["decode"] > s["split"]["fetch"]
     # two runs, each from a freshly evicted cache, with an interval over both
     assert len(s["repeats"]) == 2 and all(r["cache"] == "cold" for r in s["repeats"])
     stats = s["stability"]["samples_per_s"]

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from iobench.analysis.metrics import compute_metrics
+from iobench.analysis.ledger import ledger, totals
+from iobench.analysis.metrics import pipeline_metrics
 from iobench.analysis.queue import LoaderQueue
 from iobench.analysis.repeats import summarize
-from iobench.results.figures import CacheState, PipelineMetrics, StepRow, Verdict
+from iobench.results.figures import CacheState, PipelineMetrics, StepAlone, StepRow, Verdict, WallSplit
 from iobench.results.spec import AcceleratorSpec, CellSpec, LoaderSettings, RunSettings
 from iobench.results.summary import CellManifest, CellSummary, DatasetInfo, HostInfo, Stability
 
@@ -27,18 +28,49 @@ def cell_spec(cell_id: str = "disk-torch-w2", *, tier: str = "disk", workers: in
     )
 
 
-def metrics(samples_per_s: float, *, au: float | None = None, steps: int = 10) -> PipelineMetrics:
-    """Metrics computed (as a cell computes them) from ``steps`` identical 64-sample steps that
-    deliver ``samples_per_s`` at ``au``: every field a new metric adds is filled in by itself."""
+def metrics_of(
+    rows: list[StepRow],
+    time_to_first_batch_s: float | None = None,
+    *,
+    alone: StepAlone | None = None,
+    au_basis: str | None = None,
+    readers_in_process: bool = False,
+) -> PipelineMetrics:
+    """One rank's metrics from its step rows, as a cell computes them: the ledger's measured window."""
+    entries = ledger(rows, alone)
+    measured = [e for e in entries if not e.warmup]
+    return pipeline_metrics(
+        measured,
+        totals(measured),
+        every_step=entries,
+        time_to_first_batch_s=time_to_first_batch_s,
+        alone={rows[0].rank: alone} if alone is not None else None,
+        au_basis=au_basis,
+        readers_in_process=readers_in_process,
+    )
+
+
+def _steady_rows(samples_per_s: float, au: float | None, steps: int) -> list[StepRow]:
+    """``steps`` identical 64-sample steps that deliver ``samples_per_s`` at ``au``."""
     au = samples_per_s / 1000 if au is None else au
     step_s = 64 / samples_per_s
-    rows = [
+    return [
         StepRow(
             i, 0, False, i * step_s, (1 - au) * step_s, 0.0, au * step_s, (i + 1) * step_s, 64, 64 * 110_000
         )
         for i in range(steps)
     ]
-    return compute_metrics(rows, time_to_first_batch_s=0.5)
+
+
+def metrics(samples_per_s: float, *, au: float | None = None, steps: int = 10) -> PipelineMetrics:
+    """Metrics computed (as a cell computes them) from ``steps`` identical 64-sample steps that
+    deliver ``samples_per_s`` at ``au``: every field a new metric adds is filled in by itself."""
+    return metrics_of(_steady_rows(samples_per_s, au, steps), time_to_first_batch_s=0.5)
+
+
+def split(samples_per_s: float, *, au: float | None = None, steps: int = 10) -> WallSplit:
+    """The wall split of the same steps as :func:`metrics`."""
+    return totals(ledger(_steady_rows(samples_per_s, au, steps))).split()
 
 
 def ok_summary(
@@ -58,6 +90,7 @@ def ok_summary(
         status="ok",
         cell=cell or cell_spec(cell_id),
         metrics=metrics(samples_per_s),
+        split=split(samples_per_s),
         verdict=Verdict(bound=bound, binding_stage=binding_stage, headline=f"{bound}-bound"),
         cache_state=CacheState("cold", "posix_fadvise(DONTNEED)", 0, 1000, 0.0, "cold", ""),
         stability=stability,

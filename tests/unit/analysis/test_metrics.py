@@ -6,7 +6,7 @@ from dataclasses import replace
 import pytest
 import torch
 
-from iobench.analysis.metrics import compute_metrics
+from tests.helpers.summaries import metrics_of
 from iobench.analysis.verdict import attribute
 from iobench.cell.accelerator import EmulatedAccelerator
 from iobench.cell.demand import Demand, lookup_demand
@@ -34,7 +34,7 @@ def test_metrics_from_known_rows():
     for i, (wait, compute) in enumerate([(1.0, 0.5), (0.1, 0.4), (0.3, 0.2), (0.0, 0.5)]):
         rows.append(_row(i, t, wait, compute, warmup=(i == 0)))
         t = rows[-1].t_end
-    m = compute_metrics(rows, time_to_first_batch_s=1.0)
+    m = metrics_of(rows, time_to_first_batch_s=1.0)
     assert m.steps == 3 and m.samples == 30
     assert m.wall_s == pytest.approx(1.5)
     assert m.compute_s == pytest.approx(1.1)
@@ -49,7 +49,7 @@ def test_metrics_from_known_rows():
 
 def test_metrics_refuse_all_warmup():
     with pytest.raises(ValueError, match="warm-up"):
-        compute_metrics([_row(0, 0.0, 0.1, 0.1, warmup=True)])
+        metrics_of([_row(0, 0.0, 0.1, 0.1, warmup=True)])
 
 
 class _InjectedWaits:
@@ -75,7 +75,7 @@ def test_step_loop_measures_injected_waits_and_emulated_compute():
     consumer = EmulatedAccelerator(Demand("x", "m", "training", samples_per_s=8 / 0.020, source="test"))
     created = time.perf_counter()
     log = run_steps(lambda e: _InjectedWaits(waits), consumer, created_at=created, warmup_steps=1)
-    m = compute_metrics(log.rows, log.time_to_first_batch_s)
+    m = metrics_of(log.rows, log.time_to_first_batch_s)
     assert m.steps == 20 and m.samples == 160
     assert log.time_to_first_batch_s >= 0.05
     # each measured step: 10 ms wait + 20 ms compute (sleep overshoot makes both a little longer)
@@ -118,7 +118,7 @@ def _stats(fetch_ms, decode_ms, augment_ms, collate_ms, n=1000, io_fraction=0.0)
 
 def _metrics(au, stall, rate=1000.0):
     rows = [_row(0, 0.0, 0.0, 0.0, warmup=True)]
-    return replace(compute_metrics([*rows, _row(1, 0.0, stall, au)]), samples_per_s=rate)
+    return replace(metrics_of([*rows, _row(1, 0.0, stall, au)]), samples_per_s=rate)
 
 
 def test_verdict_prep_bound_names_decode_with_evidence():
@@ -156,9 +156,9 @@ def test_epoch_boundary_wait_is_the_first_wait_of_each_later_epoch():
         for wait in waits:
             rows.append(replace(_row(step, t, wait, 0.1, warmup=step == 0), epoch=epoch))
             t, step = rows[-1].t_end, step + 1
-    m = compute_metrics(rows)
+    m = metrics_of(rows)
     assert m.epoch_boundary_wait_ms == pytest.approx((90 + 30) / 2)  # epoch 0's start-up is not one
-    assert compute_metrics(rows[:3]).epoch_boundary_wait_ms is None  # one epoch: no boundary
+    assert metrics_of(rows[:3]).epoch_boundary_wait_ms is None  # one epoch: no boundary
     # several ranks: each rank's first step of each later epoch
     two = rows + [replace(r, rank=1, wait_s=r.wait_s * 2) for r in rows]
-    assert compute_metrics(two).epoch_boundary_wait_ms == pytest.approx((90 + 30 + 180 + 60) / 4)
+    assert metrics_of(two).epoch_boundary_wait_ms == pytest.approx((90 + 30 + 180 + 60) / 4)

@@ -8,15 +8,16 @@ from dataclasses import replace
 import pytest
 from rich.console import Console
 
-from iobench.analysis.metrics import compute_metrics, dlio_au, epoch_dlio_au
+from iobench.analysis.epochs import epoch_figures
+from iobench.analysis.ledger import ledger
+from iobench.analysis.metrics import dlio_au, epoch_dlio_au
 from iobench.analysis.mlperf import mlperf_figures, reading_of
 from iobench.cell.demand import lookup_demand, mlperf_au_threshold
-from iobench.cell.steploop import StepLog, epoch_rows
 from iobench.report.html import render_html
 from iobench.report.mlperf import decoding_adds, mlperf_view
 from iobench.results.figures import StepRow
 from loaders import StageStats
-from tests.helpers.summaries import cell_spec, ok_summary
+from tests.helpers.summaries import cell_spec, metrics_of, ok_summary
 
 
 def _epoch(epoch: int, start: float, waits: list[float], compute: float, rank: int = 0) -> list[StepRow]:
@@ -28,38 +29,42 @@ def _epoch(epoch: int, start: float, waits: list[float], compute: float, rank: i
     return rows
 
 
+def epoch_rows(rows: list[StepRow], epochs: int):
+    """The epochs' figures of one log's rows, as a cell computes them."""
+    entries = ledger(rows)
+    return epoch_figures(entries, [e for e in entries if not e.warmup], [StageStats() for _ in range(epochs)])
+
+
 def test_dlio_au_leaves_out_the_first_steps_time_and_compute():
     # step 1 waits 1 s (start-up), then 4 steps of 0.1 s wait + 0.4 s compute: DLIO counts the
     # compute of steps 2..5 (1.6 s) over the end of step 1 to the end of step 5 (2.0 s): 0.80
     rows = _epoch(0, 0.0, [1.0, 0.1, 0.1, 0.1, 0.1], 0.4)
-    assert dlio_au(rows) == pytest.approx(0.8)
-    assert dlio_au(rows[:1]) is None
+    assert dlio_au(ledger(rows)) == pytest.approx(0.8)
+    assert dlio_au(ledger(rows[:1])) is None
     # two ranks in one epoch, weighted by their steps: (0.8 x 5 + 0.5 x 3) / 8
     other = _epoch(0, 0.0, [0.0, 0.4, 0.4], 0.4, rank=1)
-    assert dlio_au(other) == pytest.approx(0.5)
-    assert epoch_dlio_au(rows + other) == pytest.approx((0.8 * 5 + 0.5 * 3) / 8)
+    assert dlio_au(ledger(other)) == pytest.approx(0.5)
+    assert epoch_dlio_au(ledger(rows + other)) == pytest.approx((0.8 * 5 + 0.5 * 3) / 8)
 
 
 def test_the_view_averages_the_epochs_and_judges_the_mean_against_the_pass_mark():
     e0 = _epoch(0, 0.0, [1.0, 0.05, 0.05, 0.05, 0.05], 0.4)  # AU 1.6 / 1.8
     e1 = _epoch(1, e0[-1].t_end, [0.2, 0.0, 0.0, 0.0, 0.0], 0.4)  # AU 1.00
-    log = StepLog(rows=e0 + e1, epoch_stats=[StageStats(), StageStats()])
-    epochs = epoch_rows(log)
+    rows = e0 + e1
+    epochs = epoch_rows(rows, 2)
     assert [e.au_mlperf for e in epochs] == [pytest.approx(1.6 / 1.8), pytest.approx(1.0)]
-    m = mlperf_figures(
-        epochs, compute_metrics(log.rows), accelerators=8, threshold=mlperf_au_threshold("resnet50")
-    )
+    m = mlperf_figures(epochs, metrics_of(rows), accelerators=8, threshold=mlperf_au_threshold("resnet50"))
     assert m is not None and m.threshold == 0.9 and m.accelerators == 8
     mean = (1.6 / 1.8 + 1.0) / 2
     assert m.au_mean == pytest.approx(mean) and m.au_stdev == pytest.approx(
         1.0 - mean
     )  # population sd, as np.std
     assert m.passed is True  # DLIO: mean >= threshold is a success
-    failing = mlperf_figures(epochs[:1], compute_metrics(e0), accelerators=8, threshold=0.9)
+    failing = mlperf_figures(epochs[:1], metrics_of(e0), accelerators=8, threshold=0.9)
     assert failing is not None and failing.passed is False
-    assert mlperf_figures(epochs, compute_metrics(log.rows), 1, threshold=None).passed is None
+    assert mlperf_figures(epochs, metrics_of(rows), 1, threshold=None).passed is None
     # MiB/s are the bytes really read over the measured window
-    assert m.mib_per_s == pytest.approx(compute_metrics(log.rows).bytes_per_s / 2**20)
+    assert m.mib_per_s == pytest.approx(metrics_of(rows).bytes_per_s / 2**20)
 
 
 def test_the_mlperf_mode_au_is_dlios_rule_at_mlperf_storages_compute_time():
@@ -73,17 +78,15 @@ def test_the_mlperf_mode_au_is_dlios_rule_at_mlperf_storages_compute_time():
     # epoch 2: 0.5 s at the boundary, then 0.112 s before each step: 0.672 / (3 x 0.336) -> 0.667
     e0 = _epoch(0, 0.0, [1.0, 0.0, 0.056, 0.0], compute)
     e1 = _epoch(1, e0[-1].t_end, [0.5, 0.112, 0.112, 0.112], compute)
-    log = StepLog(rows=e0 + e1, epoch_stats=[StageStats(), StageStats()])
-    epochs = epoch_rows(log)
+    rows = e0 + e1
+    epochs = epoch_rows(rows, 2)
     assert [e.au_mlperf for e in epochs] == [pytest.approx(0.672 / 0.728), pytest.approx(0.672 / 1.008)]
     cell = replace(
         cell_spec(),
         loader=replace(cell_spec().loader, decode=False),
         accelerator=replace(cell_spec().accelerator, demand="mlperf_storage"),
     )
-    m = mlperf_figures(
-        epochs, compute_metrics(log.rows), 1, mlperf_au_threshold("resnet50"), reading_of(cell)
-    )
+    m = mlperf_figures(epochs, metrics_of(rows), 1, mlperf_au_threshold("resnet50"), reading_of(cell))
     assert m is not None and m.reading == "mlperf"
     mean = (0.672 / 0.728 + 0.672 / 1.008) / 2  # 0.795: below MLPerf Storage's 90 %
     assert m.au_mean == pytest.approx(mean) and m.au_stdev == pytest.approx(0.672 / 0.728 - mean)
@@ -123,5 +126,4 @@ def test_the_report_says_what_decoding_adds_beside_the_mlperf_mode_twin():
 def _one_epoch(s):
     """One epoch of 0.1 s steps at the helper summary's AU."""
     au = s.metrics.au
-    rows = [_epoch(0, 0.0, [0.1 * (1 - au)] * 5, 0.1 * au)]
-    return epoch_rows(StepLog(rows=rows[0], epoch_stats=[StageStats()]))
+    return epoch_rows(_epoch(0, 0.0, [0.1 * (1 - au)] * 5, 0.1 * au), 1)

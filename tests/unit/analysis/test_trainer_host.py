@@ -5,21 +5,31 @@ from __future__ import annotations
 
 import pytest
 
-from iobench.analysis.metrics import compute_metrics
+from tests.helpers.summaries import metrics_of
 from iobench.analysis.verdict import attribute
 from iobench.results.figures import StepAlone, StepRow
 from loaders import StageStats
 
 
 def _rows(
-    n: int, *, wait: float, compute: float, device: float | None, cpu: float | None = 0.05
+    n: int,
+    *,
+    wait: float,
+    compute: float,
+    device: float | None,
+    cpu: float | None = 0.05,
+    loader_cpu_s: float = 0.0,
 ) -> list[StepRow]:
+    """``n`` steps; ``loader_cpu_s``: the readers' CPU over all of them."""
     rows, t = [], 0.0
     for i in range(n):
         end = t + wait + compute
         rows.append(
-            StepRow(i, 0, False, t, wait, 0.0, compute, end, 64, 1000, device_s=device, trainer_cpu_s=cpu)
-        )
+            StepRow(
+                i, 0, False, t, wait, 0.0, compute, end, 64, 1000, device_s=device, trainer_cpu_s=cpu,
+                reader_cpu_s=loader_cpu_s / n,
+            )
+        )  # fmt: skip
         t = end
     return rows
 
@@ -33,31 +43,41 @@ def _stats(loader_cpu_s: float) -> StageStats:
 def test_au_is_the_device_busy_time_capped_at_the_step_alone_on_a_gpu():
     # a GPU whose step spans 0.10 s in the cell (a slow host launching it) but 0.04 s alone
     rows = _rows(10, wait=0.0, compute=0.10, device=0.10)
-    gpu = compute_metrics(rows, alone=StepAlone(0.05, 0.05, 0.04, 0.02, 5), au_basis="GPU busy (CUDA events)")
+    gpu = metrics_of(rows, alone=StepAlone(0.05, 0.05, 0.04, 0.02, 5), au_basis="GPU busy (CUDA events)")
     assert gpu.device_busy_s == pytest.approx(0.4)
     assert gpu.au == pytest.approx(0.4)
     assert gpu.trainer_slowdown == pytest.approx(2.0) and gpu.step_alone_s == 0.05
     assert gpu.au_basis == "GPU busy (CUDA events)"
     # on CPU (no device span alone) nothing caps it: the host is the device
-    cpu = compute_metrics(rows, alone=StepAlone(0.05, 0.05, None, 0.05, 5))
+    cpu = metrics_of(rows, alone=StepAlone(0.05, 0.05, None, 0.05, 5))
     assert cpu.au == pytest.approx(1.0)
 
 
 def test_rows_without_device_time_take_the_compute_and_no_alone_means_no_slowdown():
-    m = compute_metrics(_rows(4, wait=0.1, compute=0.1, device=None, cpu=None))
+    m = metrics_of(_rows(4, wait=0.1, compute=0.1, device=None, cpu=None))
     assert m.au == pytest.approx(0.5) and m.device_busy_s == pytest.approx(0.4)
     assert m.trainer_slowdown is None and m.trainer_cpu_ms_per_step is None
 
 
 def test_trainer_cpu_and_loader_cores():
-    m = compute_metrics(_rows(10, wait=0.0, compute=0.1, device=0.1, cpu=0.03), loader_cpu_s=0.5)
+    m = metrics_of(_rows(10, wait=0.0, compute=0.1, device=0.1, cpu=0.03, loader_cpu_s=0.5))
     assert m.trainer_cpu_ms_per_step == pytest.approx(30.0)
+    assert m.loader_cores == pytest.approx(0.5) and m.trainer_cores == pytest.approx(0.3)
+    assert m.cores_used == pytest.approx(0.8)
+
+
+def test_readers_in_the_trainers_process_are_counted_once_as_the_loaders():
+    # no workers: the readers' 0.5 CPU-s is inside the process's 0.8 CPU-s, not beside it
+    rows = _rows(10, wait=0.0, compute=0.1, device=0.1, cpu=0.08, loader_cpu_s=0.5)
+    m = metrics_of(rows, readers_in_process=True)
     assert m.loader_cores == pytest.approx(0.5)
+    assert m.trainer_cores == pytest.approx(0.3) and m.trainer_cpu_ms_per_step == pytest.approx(30.0)
+    assert m.cores_used == pytest.approx(0.8)
 
 
 def _verdict(*, wait: float, compute: float, alone: float, loader_cpu_s: float = 1.5, cores: int = 2):
-    rows = _rows(10, wait=wait, compute=compute, device=compute, cpu=compute)
-    m = compute_metrics(rows, alone=StepAlone(alone, alone, None, alone, 5), loader_cpu_s=loader_cpu_s)
+    rows = _rows(10, wait=wait, compute=compute, device=compute, cpu=compute, loader_cpu_s=loader_cpu_s)
+    m = metrics_of(rows, alone=StepAlone(alone, alone, None, alone, 5))
     return attribute(m, _stats(loader_cpu_s), workers=2, cores=cores, demand_samples_per_s=None)
 
 

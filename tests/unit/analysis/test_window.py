@@ -8,11 +8,17 @@ import time
 import pytest
 
 from iobench.analysis import window
+from iobench.analysis.ledger import ledger
 from iobench.analysis.steady import steady_state
 from iobench.cell.steploop import run_steps, step_durations
 from iobench.results.figures import StepRow, Window
 from iobench.results.spec import MinMeasure
 from loaders import Batch, StageStats
+
+
+def _entries(durations: list[float], samples: int = 10, warm: int = 0):
+    """The steps' accounts (analysis/ledger.py) of steps of these durations, all compute."""
+    return ledger(_rows(durations, samples, warm))
 
 
 def _rows(durations: list[float], samples: int = 10, warm: int = 0) -> list[StepRow]:
@@ -43,21 +49,23 @@ def test_short_of_needs_both_the_seconds_and_the_steps():
 
 
 def test_constant_steps_give_a_zero_interval_and_alternating_ones_a_known_one():
-    assert window.rel_ci(_rows([0.1] * 40)) == pytest.approx(0.0, abs=1e-12)
+    assert window.rel_ci(_entries([0.1] * 40)) == pytest.approx(0.0, abs=1e-12)
     # batches of 4 steps: each batch's rate is 40 samples / 0.4 s, whatever the order inside it
-    assert window.rel_ci(_rows([0.05, 0.15] * 20)) == pytest.approx(0.0, abs=1e-9)
+    assert window.rel_ci(_entries([0.05, 0.15] * 20)) == pytest.approx(0.0, abs=1e-9)
     # half the batches at 100/s, half at 50/s: mean 75, sd of ten values 26.35, t(9) 2.262
-    rows = _rows([0.1] * 20 + [0.2] * 20)
+    rows = _entries([0.1] * 20 + [0.2] * 20)
     expected = 2.2622 * (25 * (10 / 9) ** 0.5 / 10**0.5) / 75
     assert window.rel_ci(rows) == pytest.approx(expected, rel=1e-3)
+    # every step all compute: AU 1 in every batch, no spread
+    assert window.rel_ci(rows, "au") == pytest.approx(0.0, abs=1e-12)
 
 
 def test_too_few_steps_for_ten_batches_have_no_interval():
-    assert window.rel_ci(_rows([0.1] * 19)) is None
+    assert window.rel_ci(_entries([0.1] * 19)) is None
 
 
 def test_the_window_of_a_repeat_counts_only_its_measured_steps():
-    rows = _rows([1.0] + [0.1] * 60, warm=1)
+    rows = _entries([1.0] + [0.1] * 60, warm=1)
     w = window.window_of(rows, MinMeasure(5.0, 50), epochs=3, requested=1, capped=None)
     assert (w.steps, w.epochs, w.added_epochs, w.met) == (60, 3, 2, True)
     assert w.seconds == pytest.approx(6.0)

@@ -5,7 +5,7 @@ import time
 import pytest
 import torch
 
-from iobench.analysis.metrics import compute_metrics
+from tests.helpers.summaries import metrics_of
 from iobench.cell.accelerator import TorchTrainStep
 from iobench.cell.steploop import run_steps
 from loaders import ShardLoader
@@ -17,7 +17,7 @@ def test_real_cpu_training_step_on_real_batches(tiny_dataset):
     consumer = TorchTrainStep("small_cnn", device="cpu")
     before = [p.detach().clone() for p in consumer.model.parameters()]
     log = run_steps(lambda e: loader, consumer, created_at=time.perf_counter(), warmup_steps=1, max_steps=4)
-    m = compute_metrics(log.rows, log.time_to_first_batch_s)
+    m = metrics_of(log.rows, log.time_to_first_batch_s)
     assert m.steps == 3 and m.samples == 48
     assert all(r.compute_s > 0 and r.h2d_s > 0 for r in log.rows)
     assert m.au + m.stall_fraction <= 1.0 + 1e-6

@@ -29,7 +29,7 @@ except PermissionError:
     HOG = "while True: pass"
 import torch
 torch.set_num_threads(1)
-from iobench.analysis.metrics import compute_metrics
+from tests.helpers.summaries import metrics_of
 from iobench.analysis.verdict import attribute
 from iobench.cell.accelerator import TorchTrainStep
 from iobench.cell.alone import time_alone
@@ -54,7 +54,7 @@ finally:
         h.kill()
         h.wait()
 alone = min(before, time_alone(trainer, *log.last_input), key=lambda a: a.step_s)
-metrics = compute_metrics(log.rows, alone=alone, au_basis=trainer.au_basis, loader_cpu_s=0.0)
+metrics = metrics_of(log.rows, alone=alone, au_basis=trainer.au_basis, loader_cpu_s=0.0)
 verdict = attribute(metrics, log.measured_stats, workers=0, cores=cores, demand_samples_per_s=None)
 print(json.dumps({
     "slowdown": metrics.trainer_slowdown,

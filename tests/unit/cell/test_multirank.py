@@ -33,7 +33,7 @@ def _rows(rank: int, ends: list[float], samples: int = 10, wait: float = 0.05) -
 def _run(rank: int, rows: list[StepRow], host: str = "h") -> RankRun:
     log = StepLog(rows=rows, time_to_first_batch_s=rows[0].t_end)
     verdict = Verdict(bound="prep", binding_stage="decode", headline="")
-    return RankRun(rank, rank, 0, host, 1, log, verdict, None, "fixed", 100.0 + rank / 1000)
+    return RankRun(rank, rank, 0, host, 1, log, verdict, "fixed", 100.0 + rank / 1000)
 
 
 def test_the_common_interval_runs_from_the_last_warmup_to_the_first_finish():

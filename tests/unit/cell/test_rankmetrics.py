@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from iobench.cell.rankmetrics import RankRun, aggregate, times_inside
+from iobench.cell.rankmetrics import RankRun, aggregate
 from iobench.cell.steploop import StepLog
 from iobench.results.figures import StepRow, Verdict
+from loaders import StageStats
 
 
 def _rank(rank: int, waits: list[float], peers: list[float], compute=0.02, allreduce=0.005) -> RankRun:
@@ -17,17 +18,7 @@ def _rank(rank: int, waits: list[float], peers: list[float], compute=0.02, allre
         rows.append(StepRow(i, 0, i == 0, t, w, 0.0, compute, end, 8, 800, rank, p, allreduce))
         t = end
     verdict = Verdict(bound="fetch" if rank else "prep", binding_stage=None, headline="")
-    return RankRun(rank, rank, 0, "h", 1, StepLog(rows=rows), verdict, None, "fixed", 0.0)
-
-
-def test_times_inside_follow_the_order_of_a_step():
-    (row,) = _rank(0, [0.1], [0.05]).log.rows
-    split = times_inside([row], 0.0, 1.0)
-    assert (split.wait, split.peer_wait, split.compute, split.allreduce) == pytest.approx(
-        (0.1, 0.05, 0.02, 0.005)
-    )
-    late = times_inside([row], 0.12, 1.0)  # clipped: 0.03 of the peer wait, all the rest
-    assert (late.wait, late.peer_wait, late.compute) == pytest.approx((0.0, 0.03, 0.02))
+    return RankRun(rank, rank, 0, "h", 1, StepLog(rows=rows, epoch_stats=[StageStats()]), verdict, "fixed", 0.0)
 
 
 def test_a_synchronous_job_counts_the_steps_every_rank_completed():
@@ -64,24 +55,31 @@ def test_the_job_counts_each_devices_busy_time_and_its_trainers_host():
     from iobench.results.figures import StepAlone
 
     # an emulated trainer's step: 20 ms of compute of which 8 ms on the device (the host worked the
-    # rest); rank 0 alone steps in 10 ms, rank 1 in 20 ms; their readers used 0.5 and 0.7 cores
+    # rest); rank 0 alone steps in 10 ms, rank 1 in 20 ms; each step's batch took its readers 6 ms
+    # of CPU in worker processes
     runs = []
-    for rank, alone_s, cores in ((0, 0.010, 0.5), (1, 0.020, 0.7)):
+    for rank, alone_s in ((0, 0.010), (1, 0.020)):
         run = _rank(rank, [0.01] * 10, [0.0] * 10)
-        run.log.rows[:] = [replace(r, device_s=0.008, trainer_cpu_s=0.015) for r in run.log.rows]
+        run.log.rows[:] = [
+            replace(r, device_s=0.008, trainer_cpu_s=0.015, reader_cpu_s=0.006) for r in run.log.rows
+        ]
         runs.append(
-            replace(
-                run,
-                alone=StepAlone(alone_s, alone_s, None, 0.015, 10),
-                au_basis="emulated device time",
-                loader_cores=cores,
-            )
+            replace(run, alone=StepAlone(alone_s, alone_s, None, 0.015, 10), au_basis="emulated device time")
         )
     agg = aggregate(runs, synchronous=True)
     wall = agg.end - agg.start
-    assert agg.metrics.au == pytest.approx(2 * agg.steps * 0.008 / (2 * wall))  # device busy, not compute
+    # device busy over every rank's time, not compute: the steps inside, and the parts of the
+    # steps across the interval's edges that ran inside it
+    busy = sum(e.device for e in agg.entries if agg.start <= e.start_s and e.end_s <= agg.end)
+    assert agg.metrics.au == pytest.approx(busy / (2 * wall), rel=0.05)
+    assert agg.metrics.au == pytest.approx(agg.split.device)
+    assert sum(agg.split.parts().values()) == pytest.approx(1.0)
     assert agg.metrics.au_basis == "emulated device time"
-    assert agg.metrics.step_alone_s == pytest.approx(0.015)  # the median of the ranks'
+    assert agg.metrics.step_alone_s == pytest.approx(0.010)  # the median rank's (the lower of two)
     assert agg.metrics.trainer_slowdown == pytest.approx((0.02 / 0.010 + 0.02 / 0.020) / 2)
     assert agg.metrics.trainer_cpu_ms_per_step == pytest.approx(15.0)
-    assert agg.metrics.loader_cores == pytest.approx(1.2)
+    assert agg.metrics.loader_cores == pytest.approx(2 * 0.006 * agg.steps / wall, rel=0.15)
+    # the epochs, weighted by their window seconds, give the job's AU
+    epochs = agg.epochs
+    weighted = sum(e.window_au * e.window_s for e in epochs if e.window_au is not None)
+    assert weighted / sum(e.window_s for e in epochs) == pytest.approx(agg.metrics.au)

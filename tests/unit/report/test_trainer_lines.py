@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from rich.console import Console
 
-from iobench.analysis.metrics import compute_metrics
+from tests.helpers.summaries import metrics_of
 from iobench.report.terminal import at_scale_line, print_report, trainer_lines
 from iobench.results.figures import ScalePoint, StepAlone, StepRow
 from tests.helpers.summaries import ok_summary
@@ -19,7 +19,7 @@ def _real_cell():
         )
         for i in range(10)
     ]
-    metrics = compute_metrics(
+    metrics = metrics_of(
         rows, alone=StepAlone(0.1, 0.1, None, 0.2, 5), au_basis="CPU step (the host is the device)"
     )
     s = ok_summary("disk-torch-w2", 213.0, bound="host", binding_stage=None)
@@ -28,7 +28,7 @@ def _real_cell():
 
 def test_a_real_cell_names_the_trainers_slowdown_and_what_au_divides():
     lines = trainer_lines(_real_cell())
-    assert lines[0] == "AU = CPU step (the host is the device) / wall"
+    assert lines[0] == "AU = the device busy (CPU step (the host is the device)) / wall"
     assert lines[1] == (
         "trainer: its step took 300.0 ms (median) in the cell against 100.0 ms alone: slowdown 3.00x; "
         "the trainer's process used 450.0 CPU-ms per step"
@@ -65,6 +65,6 @@ def test_the_prediction_at_scale_says_the_cores_a_rank_used_that_ranks_sharing_a
     line = at_scale_line(replace(s, metrics=metrics, scale=(point,)))
     assert line is not None
     assert line.endswith(
-        "a rank used 1.80 cores here (loader 0.30, trainer 1.50): ranks that share a host need as many each, "
-        "or they slow each other and these AUs are high"
+        "a rank used 1.80 cores here (its loader's readers 0.30, its trainer 1.50): ranks that share a host "
+        "need as many each, or they slow each other and these AUs are high"
     )
