@@ -14,6 +14,7 @@ from iobench.results.store import read_summary
 from iobench.sweep.config import SweepConfig
 from iobench.sweep.estimate import CellEstimate, format_duration, method
 from iobench.sweep.rundir import CELLS_FILE, SweepState, plan_differences, saved_plan
+from loaders.storage import CLIENT_NAMES, DEFAULT_CLIENT, installed_clients, resolve_client
 
 
 def resume_states(run_dir: Path, cells: list[CellSpec]) -> dict[str, str]:
@@ -39,6 +40,26 @@ def _accelerator(acc: AcceleratorSpec) -> str:
         return f"torch {acc.model}"
     rate = f" {acc.samples_per_s:g}/s" if acc.samples_per_s else ""
     return f"{acc.count} x {acc.type}{rate} {acc.model}"
+
+
+def _tier(cell: CellSpec) -> str:
+    """The tier's name and kind, and for S3 the object client that will read it."""
+    if cell.tier_kind != "s3":
+        return f"{cell.tier_name} ({cell.tier_kind})"
+    asked = cell.tier.get("client", DEFAULT_CLIENT)
+    try:
+        client = resolve_client(asked) if isinstance(asked, str) else str(asked)
+    except (ValueError, ImportError):
+        client = f"{asked}: not installed"
+    return f"{cell.tier_name} (s3, client {client})"
+
+
+def clients_line(here: list[str]) -> str:
+    """Which object clients S3 tiers can use on this host, and how to get the others."""
+    missing = [c for c in CLIENT_NAMES if c not in here]
+    return f"object clients installed: {', '.join(here)}" + (
+        f"; not installed: {', '.join(missing)} (pip install 'iobench[s3clients]')" if missing else ""
+    )
 
 
 def print_plan(
@@ -83,7 +104,7 @@ def print_plan(
         table.add_row(
             str(i + 1),
             cell.cell_id,
-            f"{cell.tier_name} ({cell.tier_kind})",
+            _tier(cell),
             cell.loader.kind + ("" if cell.loader.layout == "shards" else f" {cell.loader.layout}"),
             str(cell.loader.workers),
             str(cell.loader.batch_size),
@@ -98,6 +119,8 @@ def print_plan(
     for d in config.datasets:
         where = "generated once if missing" if d.synth else "given"
         console.print(f"dataset {d.label}: {d.path} ({where})")
+    if any(cell.tier_kind == "s3" for cell in cells):
+        console.print(clients_line(installed_clients()))
     note = (
         f"; {unknown} cell(s) without an estimate (dataset size unknown until it exists)" if unknown else ""
     )

@@ -17,6 +17,7 @@ from iobench.host.memory import usable_memory
 from iobench.host.units import format_bytes
 from loaders.storage import (
     CACHE_POLICIES,
+    DEFAULT_CLIENT,
     DEFAULT_CONCURRENCY,
     DEFAULT_PART_BYTES,
     CacheSpec,
@@ -142,11 +143,17 @@ class ObjectStoreTier(Tier):
         """Several gateways of one store, when the tier lists them (SourceSpec.endpoints)."""
         return ()
 
+    def client_name(self) -> str:
+        """The object client the tier is read with (loaders/storage/clients/); a store other than S3
+        is read through fsspec whatever it says."""
+        return DEFAULT_CLIENT
+
     def reader(self):
         from loaders.storage import ObjectReader
 
         return ObjectReader(
             self.storage_options(),
+            client=self.client_name(),
             part_bytes=self.part_bytes,
             concurrency=self.config["concurrency"],
             protocol=self.scheme,
@@ -216,6 +223,7 @@ class ObjectStoreTier(Tier):
             cache = CacheSpec(self.cache_dir, self.cache_limit(), self.config["cache_policy"])
         return SourceSpec(
             storage_options=self.storage_options(),
+            client=self.client_name(),
             deadline_s=self.deadline_s,
             endpoints=self.endpoints(),
             answered_endpoints=tuple(sorted(self.answered)),

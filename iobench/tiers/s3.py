@@ -3,7 +3,8 @@ cache on local NVMe or in RAM (see remote.py).
 
 Credentials come from the environment (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, as written by
 `iobench lab up` into DIR/env) or an AWS profile — never from the sweep file, so they cannot end
-up in results. The endpoint and region are resolved as botocore resolves them (resolve_s3).
+up in results. The endpoint and region are resolved as botocore resolves them (resolve_s3), and
+handed to whichever object client reads the tier (``client``: loaders/storage/clients/).
 """
 
 from __future__ import annotations
@@ -12,7 +13,10 @@ import os
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Mapping
 from typing import Any, ClassVar
+
+from loaders.storage import CLIENT_CHOICES, DEFAULT_CLIENT, describe_client, resolve_client
 
 from .base import DEFAULT_DEADLINE_S, Option, TierConfigError
 from .objectstore import OBJECT_STORE_OPTIONS, ObjectStoreTier
@@ -89,8 +93,41 @@ class S3Tier(ObjectStoreTier):
         ),
         "path_style": Option(bool, default=True, help="path-style addressing (MinIO, Ceph RGW)"),
         "profile": Option(str, help="AWS profile holding the credentials"),
+        "client": Option(
+            str,
+            default=DEFAULT_CLIENT,
+            choices=CLIENT_CHOICES,
+            help="the object client that reads the tier: s3fs, minio, s3torchconnector, obstore or s3dlio; "
+            "auto (default): the best measured one installed (docs/tiers.md)",
+        ),
         **OBJECT_STORE_OPTIONS,
     }
+
+    @classmethod
+    def check_options(cls, options: Any) -> dict[str, Any]:
+        config = super().check_options(options)
+        try:
+            client = resolve_client(config["client"], profile=bool(config["profile"]))
+        except ImportError as exc:
+            raise TierConfigError(f"s3 tier: {exc}") from None
+        if client == "s3dlio" and config["profile"]:
+            raise TierConfigError(
+                f"s3 tier: client s3dlio with profile {config['profile']!r}: s3dlio reads its credentials "
+                "from the environment only; leave profile out and set AWS_PROFILE instead"
+            )
+        return config
+
+    @classmethod
+    def one_per_client(cls, spec: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """A tier mapping whose ``client`` is a list, as one mapping per client (its name suffixed
+        with the client's: one cell each); any other mapping as it is."""
+        clients = spec.get("client")
+        if not isinstance(clients, list):
+            return [dict(spec)]
+        if not clients or len(set(map(str, clients))) != len(clients):
+            raise TierConfigError(f"s3 tier: client={clients!r}: a list names each client once")
+        name = spec.get("name") or spec.get("kind", "s3")
+        return [{**spec, "client": c, "name": f"{name}-{c}"} for c in clients]
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
@@ -110,6 +147,11 @@ class S3Tier(ObjectStoreTier):
         self.endpoint_url, self.region = resolve_s3(
             self.gateways[0] if self.gateways else given, self.config["region"], self.config["profile"]
         )
+        # "auto" made the one that will read
+        self.client = resolve_client(self.config["client"], profile=bool(self.config["profile"]))
+
+    def client_name(self) -> str:
+        return self.client
 
     def storage_options(self) -> dict[str, Any]:
         return s3_storage_options(
@@ -157,6 +199,7 @@ class S3Tier(ObjectStoreTier):
             if self.config["profile"]
             else "environment",
             "server": _server_header(self.endpoint_url),
+            **describe_client(self.client),
         }
 
 

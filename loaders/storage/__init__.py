@@ -1,7 +1,7 @@
-"""Reading storage: local shard files, object stores (ranged GETs, retries, deadlines), the
-bounded local shard cache in front of them, and a throttled link, stacked as layers over one
-typed description of the source (SourceSpec). Importing this face imports
-neither fsspec nor torch until a name is used.
+"""Reading storage: local shard files, object stores (ranged GETs, retries, deadlines, through
+the object client chosen by name: clients/), the bounded local shard cache in front of them, and a
+throttled link, stacked as layers over one typed description of the source (SourceSpec).
+Importing this face imports neither fsspec nor torch until a name is used.
 """
 
 from __future__ import annotations
@@ -12,15 +12,18 @@ from loaders._faces import lazy_face
 
 _EXPORTS = {
     "CACHE_POLICIES": "spec",
+    "CLIENT_CHOICES": "clients",
+    "CLIENT_NAMES": "clients",
+    "DEFAULT_CLIENT": "clients",
     "CacheDir": "shardcache_index",
     "CacheError": "shardcache",
     "CacheSpec": "spec",
     "DEFAULT_CONCURRENCY": "spec",
     "DEFAULT_PART_BYTES": "spec",
-    "DeadlineExceeded": "objectstore",
+    "DeadlineExceeded": "faults",
     "OBJECT_PROTOCOLS": "layers",
     "ObjectReader": "objectstore",
-    "ObjectStoreError": "objectstore",
+    "ObjectStoreError": "faults",
     "ShardCache": "shardcache",
     "ShardSource": "sources",
     "SourceSpec": "spec",
@@ -29,11 +32,17 @@ _EXPORTS = {
     "choose_policy": "shardcache",
     "default_burst": "throttle",
     "default_cache_bytes": "shardcache",
-    "exception_chain": "objectstore",
+    "describe_client": "clients",
+    "exception_chain": "faults",
+    "installed_clients": "clients",
+    "resolve_client": "clients",
     "open_local": "localfile",
 }
 __all__ = [
     "CACHE_POLICIES",
+    "CLIENT_CHOICES",
+    "CLIENT_NAMES",
+    "DEFAULT_CLIENT",
     "DEFAULT_CONCURRENCY",
     "DEFAULT_PART_BYTES",
     "OBJECT_PROTOCOLS",
@@ -51,14 +60,26 @@ __all__ = [
     "choose_policy",
     "default_burst",
     "default_cache_bytes",
+    "describe_client",
     "exception_chain",
+    "installed_clients",
     "open_local",
+    "resolve_client",
 ]
 
 if TYPE_CHECKING:
+    from loaders.storage.clients import (
+        CLIENT_CHOICES,
+        CLIENT_NAMES,
+        DEFAULT_CLIENT,
+        describe_client,
+        installed_clients,
+        resolve_client,
+    )
+    from loaders.storage.faults import DeadlineExceeded, ObjectStoreError, exception_chain
     from loaders.storage.layers import OBJECT_PROTOCOLS
     from loaders.storage.localfile import open_local
-    from loaders.storage.objectstore import DeadlineExceeded, ObjectReader, ObjectStoreError, exception_chain
+    from loaders.storage.objectstore import ObjectReader
     from loaders.storage.shardcache import (
         CacheError,
         ShardCache,

@@ -14,6 +14,7 @@ import stat
 import threading
 from collections.abc import Callable
 
+from loaders.storage.faults import DeadlineExceeded
 from loaders.storage.localfile import BUFFER
 
 
@@ -38,12 +39,10 @@ class DeadlineFile(io.BufferedIOBase):
         self._fd, self._regular = self._within(f"opening {path}", _open_sequential, path)
 
     def _within(self, what: str, fn: Callable, *args):
-        future = _helpers().submit(fn, *args)
+        future = helper_threads().submit(fn, *args)
         try:
             return future.result(self.deadline_s)
         except concurrent.futures.TimeoutError:
-            from loaders.storage.objectstore import DeadlineExceeded
-
             self._stuck = True
             raise DeadlineExceeded(
                 errno.ETIMEDOUT,
@@ -130,7 +129,7 @@ class DeadlineFile(io.BufferedIOBase):
     def close(self) -> None:
         fd, self._fd = self._fd, None
         if fd is not None and self._stuck:
-            _helpers().submit(os.close, fd)  # it may block as the read did: never wait for it
+            helper_threads().submit(os.close, fd)  # it may block as the read did: never wait for it
         elif fd is not None:
             with contextlib.suppress(OSError):  # a close that blocks is left to its helper
                 self._within(f"closing {self.path}", os.close, fd)
@@ -151,14 +150,14 @@ def _open_sequential(path: str) -> tuple[int, bool]:
 
 
 class _Helpers:
-    """Daemon threads that run DeadlineFile's system calls. Not a ThreadPoolExecutor: its threads
-    are joined when the interpreter exits, so a thread blocked in the kernel would keep a DataLoader
+    """Daemon threads that run calls that may never return (DeadlineFile's system calls, an object
+    client's attempt without a timeout of its own). Not a ThreadPoolExecutor: its threads are
+    joined when the interpreter exits, so a thread blocked in the kernel would keep a DataLoader
     worker from exiting (measured: the cell's failure came 5 s late, torch's join time-out, before
     it killed the worker). A daemon thread is not waited for; killable waits end with the process."""
 
-    MAX_THREADS = 16
-
-    def __init__(self) -> None:
+    def __init__(self, name: str, max_threads: int) -> None:
+        self.name, self.max_threads = name, max_threads
         self.tasks: queue.SimpleQueue = queue.SimpleQueue()
         self.lock = threading.Lock()
         self.threads = 0
@@ -169,9 +168,9 @@ class _Helpers:
         with self.lock:
             if self.idle:  # a thread waits for work: it takes this task
                 self.idle -= 1
-            elif self.threads < self.MAX_THREADS:  # else one more, unless all are busy (or blocked)
+            elif self.threads < self.max_threads:  # else one more, unless all are busy (or blocked)
                 self.threads += 1
-                threading.Thread(target=self._work, name="iobench-read", daemon=True).start()
+                threading.Thread(target=self._work, name=self.name, daemon=True).start()
         self.tasks.put((future, fn, args))
         return future
 
@@ -187,17 +186,18 @@ class _Helpers:
                 self.idle += 1
 
 
-_HELPERS: dict[int, _Helpers] = {}
+_HELPERS: dict[tuple[int, str], _Helpers] = {}
 _HELPERS_LOCK = threading.Lock()
 
 
-def _helpers() -> _Helpers:
-    """This process's helper threads for DeadlineFile (a forked DataLoader worker makes its own: the
+def helper_threads(name: str = "iobench-read", max_threads: int = 16) -> _Helpers:
+    """This process's helper threads called ``name`` (a forked DataLoader worker makes its own: the
     parent's threads do not exist in the child)."""
     pid = os.getpid()
     with _HELPERS_LOCK:
-        pool = _HELPERS.get(pid)
+        pool = _HELPERS.get((pid, name))
         if pool is None:
-            _HELPERS.clear()
-            pool = _HELPERS[pid] = _Helpers()
+            for key in [k for k in _HELPERS if k[0] != pid]:
+                del _HELPERS[key]
+            pool = _HELPERS[(pid, name)] = _Helpers(name, max_threads)
         return pool

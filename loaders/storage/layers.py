@@ -86,6 +86,7 @@ class StoreOpener:
 
                 self._readers[protocol] = ObjectReader(
                     self.spec.storage_options,
+                    client=self.spec.client,
                     part_bytes=self.spec.part_bytes,
                     concurrency=self.spec.concurrency,
                     protocol="s3" if protocol in ("s3", "s3a") else protocol,
@@ -139,6 +140,8 @@ class StoreOpener:
                     "bytes_transferred": rs.bytes,
                     "refused_connections": rs.refused_connections,
                     "outage_s": rs.outage_s,
+                    "client_cpu_s": rs.client_cpu_s,
+                    "client_retries": rs.client_retries,
                     **{f"fault_{kind}": n for kind, n in rs.fault_kinds.items()},
                     **{f"endpoint_{i}_requests": n for i, n in rs.by_endpoint.items()},
                 }

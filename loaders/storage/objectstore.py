@@ -1,15 +1,18 @@
 """Reading objects from S3-compatible stores: concurrent ranged GETs, bounded retries, counters.
 
-The read path goes through fsspec (s3fs for s3://), with fsspec's and botocore's own retries
-turned off so that every request, retry and failure is ours to count. Retries back off
-exponentially with full jitter; errors that retrying cannot fix (wrong credentials, missing
-bucket or key) fail at once with the URL in the message. A store that has answered and then
-refuses or resets connections (a gateway restarting) is retried until the deadline instead of
-within the attempt budget (loaders/storage/outage.py); one that never answered fails fast.
+The requests go through an object client chosen by name (loaders/storage/clients/: s3fs, the MinIO
+SDK, s3torchconnector, obstore, s3dlio; fsspec for ``rados://``), each making one attempt per call
+with its own retries turned off where they can be, so that every request, retry and failure is
+ours to count whatever the client. Retries back off exponentially with full jitter; errors that
+retrying cannot fix (wrong credentials, missing bucket or key) fail at once with the URL in the
+message. A store that has answered and then refuses or resets connections (a gateway restarting)
+is retried until the deadline instead of within the attempt budget (loaders/storage/outage.py); one
+that never answered fails fast.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import errno
 import io
 import os
@@ -23,36 +26,26 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
-import fsspec
-import fsspec.asyn
-
+from loaders.storage.clients import DEFAULT_CLIENT, make_client, resolve_client, threadcpu
+from loaders.storage.clients.base import ClientSettings, ObjectClient
+from loaders.storage.clients.fsspec_client import FsspecClient
+from loaders.storage.deadline import helper_threads
+from loaders.storage.faults import DeadlineExceeded, ObjectStoreError, classify, exception_chain
 from loaders.storage.outage import OUTAGE_FAULTS, OutageClock
 from loaders.storage.spec import DEFAULT_CONCURRENCY, DEFAULT_PART_BYTES
 
-RETRYABLE_CODES = {
-    "SlowDown",
-    "ServiceUnavailable",
-    "InternalError",
-    "RequestTimeout",
-    "RequestTimeTooSkewed",
-    "500",
-    "502",
-    "503",
-    "504",
-}
-FATAL_ERRNOS = {errno.ENOENT, errno.EACCES, errno.EPERM, errno.EINVAL}
+__all__ = [
+    "DeadlineExceeded",
+    "ObjectReader",
+    "ObjectStoreError",
+    "RetryPolicy",
+    "classify",
+    "exception_chain",
+]
+
 NO_CONNECTION = OUTAGE_FAULTS | {"connect_timeout"}  # faults after which another gateway is tried at once
 LATENCY_SAMPLE = 4096
-
-
-class ObjectStoreError(OSError):
-    """A request failed for good: names the URL, what happened, and the attempts made."""
-
-
-class DeadlineExceeded(ObjectStoreError):
-    """The storage gave no answer (or no progress) within the deadline: a timeout, not a refusal.
-
-    Its message says which request, how many attempts in how long, and each attempt's own limits."""
+ATTEMPT_THREADS = 256  # helper threads waiting on attempts of clients without a read timeout
 
 
 @dataclass
@@ -68,6 +61,9 @@ class RequestStats:
     by_endpoint: dict[int, int] = field(default_factory=dict)  # requests per endpoint (several only)
     refused_connections: int = 0  # attempts refused or reset by a store that had answered (an outage)
     outage_s: float = 0.0  # seconds with a request waiting out an outage (OutageClock)
+    # CPU seconds of the client: the calling threads' during its requests, and its own I/O threads'
+    client_cpu_s: float = 0.0
+    client_retries: int = 0  # retries the client made by itself that it let be known (clients/base.py)
 
     def record(self, seconds: float, nbytes: int) -> None:
         self.requests += 1
@@ -89,6 +85,8 @@ class RequestStats:
         self.bytes += other.bytes
         self.refused_connections += other.refused_connections
         self.outage_s += other.outage_s
+        self.client_cpu_s += other.client_cpu_s
+        self.client_retries += other.client_retries
         room = LATENCY_SAMPLE - len(self.latencies_ms)
         self.latencies_ms.extend(other.latencies_ms[: max(0, room)])
         for k, v in other.fault_kinds.items():
@@ -112,79 +110,11 @@ class RequestStats:
             "bytes": self.bytes,
             "refused_connections": self.refused_connections,
             "outage_s": self.outage_s,
+            "client_cpu_s": self.client_cpu_s,
+            "client_retries": self.client_retries,
             "latency_ms": pct,
             "faults": dict(self.fault_kinds),
         }
-
-
-def exception_chain(exc: BaseException) -> list[BaseException]:
-    """The exception, what it wraps (botocore keeps the transport error in ``kwargs["error"]``) and
-    its causes: s3fs turns a ClientError into an OSError and aiohttp's errors hide behind botocore's."""
-    out: list[BaseException] = []
-    todo: list[BaseException | None] = [exc]
-    while todo and len(out) < 16:
-        e = todo.pop(0)
-        if e is None or any(e is seen for seen in out):
-            continue
-        out.append(e)
-        inner = (getattr(e, "kwargs", None) or {}).get("error") if isinstance(e, Exception) else None
-        todo += [inner if isinstance(inner, BaseException) else None, e.__cause__, e.__context__]
-    return out
-
-
-def _describe(exc: BaseException | None) -> str:
-    """The error and, when botocore's words hide it ("Could not connect"), the transport error."""
-    if exc is None:
-        return "none"
-    inner = (getattr(exc, "kwargs", None) or {}).get("error")
-    return f"{exc} ({type(inner).__name__}: {inner})" if isinstance(inner, BaseException) else str(exc)
-
-
-def _s3_code(exc: BaseException) -> str | None:
-    response = getattr(exc, "response", None)
-    if not isinstance(response, dict):
-        return None
-    code = (response.get("Error") or {}).get("Code")
-    status = (response.get("ResponseMetadata") or {}).get("HTTPStatusCode")
-    return str(code or status or "") or None
-
-
-def classify(exc: BaseException) -> str | None:
-    """The retryable fault kind of an exception, or None when retrying cannot help."""
-    chain = exception_chain(exc)
-    codes = [c for c in map(_s3_code, chain) if c]
-    text = " ".join(f"{type(e).__name__} {e}" for e in chain)
-    if any(c in RETRYABLE_CODES for c in codes) or any(
-        c in text for c in ("SlowDown", "ServiceUnavailable", "reduce your request rate", "InternalError")
-    ):
-        return "throttled_or_5xx"
-    if codes:  # the server answered, and not with something a retry can fix (403, 404, ...)
-        return None
-    # s3fs maps SlowDown/503/409 to EBUSY and 500 to EREMOTEIO, sometimes without the cause attached
-    if isinstance(exc, OSError) and exc.errno in (errno.EBUSY, errno.EREMOTEIO):
-        return "throttled_or_5xx"
-    if isinstance(exc, (PermissionError, FileNotFoundError, IsADirectoryError)):
-        return None
-    if "IncompleteRead" in text or "ClientPayloadError" in text or "ResponseStreamingError" in text:
-        return "truncated_body"
-    if any(isinstance(e, ConnectionResetError) for e in chain) or any(
-        c in text
-        for c in ("Connection reset", "ServerDisconnected", "ConnectionClosed", "RemoteDisconnected")
-    ):
-        return "connection_reset"
-    if any("ConnectTimeout" in type(e).__name__ for e in chain) or "Connect timeout" in text:
-        return "connect_timeout"  # no TCP connection at all: nothing is known to listen there
-    if any(isinstance(e, TimeoutError) or "Timeout" in type(e).__name__ for e in chain):
-        return "timeout"
-    if isinstance(exc, ConnectionError) or any(
-        c in text for c in ("EndpointConnectionError", "Could not connect", "Cannot connect")
-    ):
-        return "connect_failed"
-    if isinstance(exc, OSError) and exc.errno in FATAL_ERRNOS:
-        return None
-    if isinstance(exc, OSError) and exc.errno in (errno.EIO, None):
-        return "io_error"
-    return None
 
 
 @dataclass(frozen=True)
@@ -208,6 +138,7 @@ class ObjectReader:
         self,
         storage_options: Mapping | None = None,
         *,
+        client: str = DEFAULT_CLIENT,
         part_bytes: int = DEFAULT_PART_BYTES,
         concurrency: int = DEFAULT_CONCURRENCY,
         policy: RetryPolicy | None = None,
@@ -217,61 +148,53 @@ class ObjectReader:
         endpoints: Sequence[str] = (),
         answered: Collection[str] = (),
     ) -> None:
-        """``storage_options``: fsspec's; ``filesystem``: an fsspec filesystem to use instead of
-        building one from them.
+        """``storage_options``: fsspec's (for S3, s3fs's form: every client reads its endpoint,
+        region, addressing style, profile and timeouts from them); ``client``: the S3 client by
+        name (loaders.storage.clients; "auto": the best measured one installed); ``filesystem``:
+        an fsspec filesystem to read through instead.
 
         ``deadline_s``: a request that has had no answer for that long, its retries included,
         fails with DeadlineExceeded; no retry starts past it. Each attempt's own wait is bounded by
-        the client's timeouts (for S3 botocore's connect and read timeouts, set from the deadline
-        unless given; for RADOS librados' op timeouts). ``endpoints``: several S3 gateways of one
-        store (loaders.storage.SourceSpec.endpoints). ``answered``: endpoints known to have
-        answered already (SourceSpec.answered_endpoints): their refusals are an outage to ride
-        through from the first request, as are those of an endpoint once it answers here."""
+        the client's timeouts (for S3 connect and read timeouts set from the deadline unless given;
+        for RADOS librados' op timeouts), or, for a client without a read timeout, by the deadline
+        itself. ``endpoints``: several S3 gateways of one store (loaders.storage.SourceSpec.endpoints).
+        ``answered``: endpoints known to have answered already (SourceSpec.answered_endpoints): their
+        refusals are an outage to ride through from the first request, as are those of an endpoint
+        once it answers here."""
         options = dict(storage_options or {})
         endpoints = list(endpoints)
         self.deadline_s: float | None = float(deadline_s or 0) or None
+        self.part_bytes, self.concurrency = part_bytes, max(1, concurrency)
+        connections = max(self.concurrency, 16)
         if protocol == "s3":
-            # our retries only: counted, jittered, bounded
             config = dict(options.get("config_kwargs") or {})
-            # botocore's "max_attempts" counts retries (1 would mean two tries); the total is what we want
-            config.setdefault("retries", {"total_max_attempts": 1, "mode": "standard"})
             if self.deadline_s:
                 config.setdefault("connect_timeout", min(5.0, self.deadline_s))
                 config.setdefault("read_timeout", self.deadline_s)
             options["config_kwargs"] = config
-            self.attempt_limits = (
-                f"connect timeout {config.get('connect_timeout', 60):g} s, "
-                f"read timeout {config.get('read_timeout', 60):g} s"
-            )
-        else:  # rados: librados' own limits (iobench.ceph.connection)
-            limits = [
-                f"{what} {options[key]:g} s"
-                for key, what in (("connect_timeout", "connect timeout"), ("op_timeout", "op timeout"))
-                if isinstance(options.get(key), int | float)
-            ]
-            self.attempt_limits = ", ".join(limits)
-        # a fresh instance: fsspec caches filesystems by arguments, which would pin old credentials
-        self.fs = filesystem or fsspec.filesystem(protocol, skip_instance_cache=True, **options)
         if protocol == "s3" and filesystem is None:
-            self.fs.retries = 1  # s3fs's own retry loop (a class attribute, not a constructor option)
-        self._filesystems = [self.fs]
-        for url in endpoints[1:] if filesystem is None else []:
-            client = {**(options.get("client_kwargs") or {}), "endpoint_url": url}
-            fs = fsspec.filesystem(protocol, skip_instance_cache=True, **{**options, "client_kwargs": client})
-            fs.retries = 1
-            self._filesystems.append(fs)
-        self.endpoint = None  # named in error messages
-        if filesystem is None:
-            client = options.get("client_kwargs") or {}
-            self.endpoint = client.get("endpoint_url") or (_env_endpoint() if protocol == "s3" else None)
-            if len(self._filesystems) > 1:
-                self.endpoint = ", ".join(endpoints)
-        # each filesystem's endpoint, as SourceSpec.answered_endpoints names it
-        self._names = list(endpoints) if len(endpoints) == len(self._filesystems) else []
-        self._names = self._names or [str(self.endpoint or protocol)] * len(self._filesystems)
+            name = resolve_client(client, keys=bool(options.get("key")), profile=bool(options.get("profile")))
+            self._clients: list[ObjectClient] = [
+                make_client(
+                    name,
+                    ClientSettings.from_storage_options(
+                        options, url, part_bytes=part_bytes, connections=connections
+                    ),
+                )
+                for url in endpoints or [None]
+            ]
+            self.endpoint = ", ".join(endpoints) if len(endpoints) > 1 else self._clients[0].endpoint
+        else:
+            settings = ClientSettings(storage_options=options, part_bytes=part_bytes, connections=connections)
+            self._clients = [FsspecClient(settings, protocol=protocol, filesystem=filesystem)]
+            self.endpoint = None
+        self.client = self._clients[0].name  # the client's name, as the tier's description says it
+        self.attempt_limits = self._clients[0].attempt_limits
+        # each client's endpoint, as SourceSpec.answered_endpoints names it
+        self._names = list(endpoints) if len(endpoints) == len(self._clients) else []
+        self._names = self._names or [str(self.endpoint or protocol)] * len(self._clients)
         self._answered = {i for i, name in enumerate(self._names) if name in answered}
         self._outage = OutageClock()
-        self.part_bytes, self.concurrency = part_bytes, max(1, concurrency)
         self.policy = policy or RetryPolicy()
         self.stats = RequestStats()
         self._lock = threading.Lock()
@@ -290,18 +213,21 @@ class ObjectReader:
         with self._lock:
             return tuple(sorted({self._names[i] for i in self._answered}))
 
-    def _call(self, what: str, url: str, fn: Callable[[Any], Any], nbytes: Callable[[Any], int]) -> Any:
-        """``fn(fs)`` with counted, jittered retries; with several endpoints, each attempt on the
+    def _call(
+        self, what: str, url: str, fn: Callable[[ObjectClient], Any], nbytes: Callable[[Any], int]
+    ) -> Any:
+        """``fn(client)`` with counted, jittered retries; with several endpoints, each attempt on the
         next one from the URL's own (SourceSpec.endpoints), a refusing one left for the next at once.
 
         Refused or reset connections of a store that has answered (an outage: a gateway
         restarting) are retried until the deadline, outside the attempt budget; without a deadline,
         or from a store that never answered, they spend the budget like any fault."""
         last: BaseException | None = None
+        last_client = self._clients[0]
         t_first = time.monotonic()
         made = spent = refused_in_row = 0  # attempts; those the budget counts; connection faults in a row
         held = False  # this request waits out an outage (counted by the outage clock)
-        n = len(self._filesystems)
+        n = len(self._clients)
         first = zlib.crc32(url.encode()) % n if n > 1 else 0
         try:
             while True:
@@ -311,12 +237,13 @@ class ObjectReader:
                 if n > 1:
                     with self._lock:
                         self.stats.by_endpoint[index] = self.stats.by_endpoint.get(index, 0) + 1
+                client = self._clients[index]
                 try:
-                    result = fn(self._filesystems[index])
+                    result = self._attempt(client, fn, t_first)
                 except _WriteFailed as failed:  # our disk, not the store: no request fault, no retry
                     raise failed.error from None
                 except Exception as exc:
-                    kind = classify(exc)
+                    kind = client.classify(exc)
                     outage = kind in OUTAGE_FAULTS and self.deadline_s is not None and bool(self._answered)
                     with self._lock:
                         self.stats.requests += 1
@@ -324,6 +251,7 @@ class ObjectReader:
                             self.stats.failures += 1
                         else:
                             self.stats.fault(kind)
+                            self.stats.client_retries += client.hidden_retries_per_fault
                         if kind in ("throttled_or_5xx", "truncated_body"):  # the server spoke HTTP
                             self._answered.add(index)
                         if outage:
@@ -334,7 +262,7 @@ class ObjectReader:
                         raise ObjectStoreError(
                             getattr(exc, "errno", None) or errno.EIO, f"{self._where(what, url)}: {detail}"
                         ) from None
-                    last = exc
+                    last, last_client = exc, client
                     if kind == "connect_timeout" and not self._answered and made >= n:
                         break  # no connection to a store that never answered: a wrong or dead host
                     if outage and not held:
@@ -367,8 +295,8 @@ class ObjectReader:
                     self.stats.outage_s += lost
         with self._lock:
             self.stats.failures += 1
-        detail = f"last error: {_describe(last)}"
-        kind = classify(last) if last is not None else None
+        detail = f"last error: {last_client.describe(last) if last is not None else 'none'}"
+        kind = last_client.classify(last) if last is not None else None
         if kind == "connect_timeout" and not self._answered:
             raise DeadlineExceeded(errno.ETIMEDOUT, self._no_connection(what, url, t_first, detail))
         if held and kind in OUTAGE_FAULTS:
@@ -376,6 +304,31 @@ class ObjectReader:
         if spent < self.policy.attempts or kind in ("timeout", "connect_timeout"):
             raise DeadlineExceeded(errno.ETIMEDOUT, self._timed_out(what, url, t_first, made, detail))
         raise ObjectStoreError(errno.EIO, self._gave_up(what, url, t_first, detail))
+
+    def _attempt(self, client: ObjectClient, fn: Callable[[ObjectClient], Any], since: float) -> Any:
+        """One attempt, ``fn(client)``, its CPU on the thread that runs it counted as the client's.
+        A client whose own timeouts do not bound an attempt runs it on a helper thread, waited for
+        until the deadline (counted from ``since``); one that passes it is left running there."""
+
+        def run() -> Any:
+            cpu = time.thread_time()
+            try:
+                return fn(client)
+            finally:
+                spent = time.thread_time() - cpu
+                with self._lock:
+                    self.stats.client_cpu_s += spent
+
+        if client.bounds_attempts or self.deadline_s is None:
+            return run()
+        future = helper_threads("iobench-attempt", ATTEMPT_THREADS).submit(run)
+        try:
+            return future.result(max(0.0, self.deadline_s - (time.monotonic() - since)))
+        except concurrent.futures.TimeoutError:
+            raise TimeoutError(
+                f"Read timeout: {client.name} gave no answer within the {self.deadline_s:g} s deadline "
+                "(the attempt is left running on a helper thread)"
+            ) from None
 
     def _past_deadline(self, since: float, delay: float = 0.0) -> bool:
         """True when a retry after ``delay`` would start past the deadline."""
@@ -420,32 +373,37 @@ class ObjectReader:
         )
 
     def take_stats(self) -> RequestStats:
-        """The counters since the last call; the reader starts new ones (per-batch accounting)."""
+        """The counters since the last call; the reader starts new ones (per-batch accounting). The
+        client's I/O threads' CPU since the last take is added to its calling threads'."""
+        threads = set().union(*(client.thread_ids() for client in self._clients))
         with self._lock:
             stats, self.stats = self.stats, RequestStats()
+        stats.client_cpu_s += threadcpu.take(threads)
         return stats
 
     def info(self, url: str) -> dict:
         """Size and ETag (HEAD)."""
-        info = self._call("HEAD", url, lambda fs: fs.info(url), lambda _: 0)
-        return {
-            "size": int(info["size"]),
-            "etag": (info.get("ETag") or info.get("etag") or "").strip('"') or None,
-        }
+        size, etag = self._call("HEAD", url, lambda client: client.head(url), lambda _: 0)
+        return {"size": size, "etag": etag}
 
     def read_range(self, url: str, start: int, end: int) -> bytes:
         """Bytes [start, end) of the object, exactly (see _range), in memory."""
-        parts: list[bytes] = []
+        data = self._read_buffer(url, start, end)
+        return data if isinstance(data, bytes) else bytes(data)
 
-        def get(fs: Any, at: int) -> int:
-            parts.append(fs.cat_file(url, start=at, end=end))  # one body, read whole: one copy
+    def _read_buffer(self, url: str, start: int, end: int) -> bytes | memoryview:
+        """As read_range, in the buffer the client returned (no copy of a client's own buffer)."""
+        parts: list[bytes | memoryview] = []
+
+        def get(client: ObjectClient, at: int) -> int:
+            parts.append(client.get(url, at, end))  # one body, read whole: one copy
             return len(parts[-1])
 
         self._range(url, start, end, get)
         return parts[0] if len(parts) == 1 else b"".join(parts)
 
-    def _range(self, url: str, start: int, end: int, get: Callable[[Any, int], int]) -> None:
-        """Bytes [start, end) of the object through ``get(fs, at)``, which GETs [at, end), hands the
+    def _range(self, url: str, start: int, end: int, get: Callable[[ObjectClient, int], int]) -> None:
+        """Bytes [start, end) of the object through ``get(client, at)``, which GETs [at, end), hands the
         bytes on and says how many came: exactly, for a short body is a fault like any other and
         the rest is fetched rather than a torn range handed on. Up to ``attempts`` short bodies per
         range; each of those GETs has its own ``attempts`` for errors (so a range costs at most
@@ -463,7 +421,7 @@ class ObjectReader:
                         f"the bodies stopped short: {pos - start} of {end - start} bytes",
                     ),
                 )
-            pos += self._call("GET", url, lambda fs, at=pos: get(fs, at), int)
+            pos += self._call("GET", url, lambda client, at=pos: get(client, at), int)
             if pos >= end:
                 if pos > end:
                     raise ObjectStoreError(
@@ -516,33 +474,30 @@ class ObjectReader:
 
     def _download_into(self, url: str, fd: int, base: int, ranges: list[tuple[int, int]]) -> None:
         """Every range GET into the file at ``base`` + its offset; all of them have ended (done,
-        failed or never started) before this returns, so none writes to the descriptor later."""
+        failed or never started) before this returns, and no write reaches the descriptor after
+        it: an attempt left running past the deadline (a client without a read timeout) is shut
+        out by the gate."""
         stop = threading.Event()
-
-        def write(at: int, chunk: bytes) -> None:
-            view = memoryview(chunk)
-            try:
-                while view:
-                    n = os.pwrite(fd, view, base + at)
-                    view, at = view[n:], at + n
-            except OSError as exc:
-                raise _WriteFailed(exc) from None
+        gate = _WriteGate(fd, base)
 
         def one(start: int, end: int) -> None:
             if not stop.is_set():
-                self._range(url, start, end, lambda fs, at: _get_into(fs, url, at, end, write))
+                self._range(url, start, end, lambda client, at: client.get_into(url, at, end, gate.write))
 
-        if len(ranges) == 1:
-            one(*ranges[0])
-            return
-        futures = [self._executor().submit(one, *r) for r in ranges]
         try:
-            for f in futures:
-                f.result()
-        except BaseException:
-            stop.set()  # the ranges not yet started give up; those running end on their own
-            wait(futures)
-            raise
+            if len(ranges) == 1:
+                one(*ranges[0])
+                return
+            futures = [self._executor().submit(one, *r) for r in ranges]
+            try:
+                for f in futures:
+                    f.result()
+            except BaseException:
+                stop.set()  # the ranges not yet started give up; those running end on their own
+                wait(futures)
+                raise
+        finally:
+            gate.close()
 
     def _ordered(self, url: str, ranges: list[tuple[int, int]]):
         """Yield the ranges' bytes in order, keeping ``concurrency`` GETs in flight ahead of the reader."""
@@ -550,14 +505,14 @@ class ObjectReader:
         pending: deque[Future] = deque()
         todo = iter(ranges)
         for start, end in todo:
-            pending.append(pool.submit(self.read_range, url, start, end))
+            pending.append(pool.submit(self._read_buffer, url, start, end))
             if len(pending) >= self.concurrency:
                 break
         while pending:
             chunk = pending.popleft().result()
             nxt = next(todo, None)
             if nxt is not None:
-                pending.append(pool.submit(self.read_range, url, *nxt))
+                pending.append(pool.submit(self._read_buffer, url, *nxt))
             yield chunk
 
     def open_stream(
@@ -573,6 +528,8 @@ class ObjectReader:
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = None
+        for client in self._clients:
+            client.close()
 
 
 class _WriteFailed(Exception):
@@ -584,45 +541,38 @@ class _WriteFailed(Exception):
         self.error = error
 
 
-STREAM_CHUNK = 2**20
+class _WriteGate:
+    """Writes of a download's bodies into its file, each where it belongs (``pwrite``), until the
+    download ends: then the gate closes, waiting for writes under way, and a write that comes later
+    (from an attempt abandoned at the deadline) fails instead of reaching a descriptor the cache
+    has closed, whose number may be another file's by then."""
 
+    def __init__(self, fd: int, base: int) -> None:
+        self.fd, self.base = fd, base
+        self._cond = threading.Condition()
+        self._open, self._writing = True, 0
 
-def _get_into(fs: Any, url: str, start: int, end: int, write: Callable[[int, bytes], None]) -> int:
-    """One GET of bytes [start, end), each piece handed to ``write(offset, bytes)`` as it arrives;
-    the number of bytes that came. An S3 body is streamed (s3fs' own client, as its get_file
-    does); other stores' reads come whole. A server that ignores the Range is cut short past
-    ``end`` (the caller sees the overrun)."""
-    if end <= start:
-        return 0
-    if not hasattr(fs, "_call_s3"):
-        data = fs.cat_file(url, start=start, end=end)
-        write(start, data)
-        return len(data)
-    bucket, key, version = fs.split_path(url)
-
-    async def get() -> int:
-        version_kw = {"VersionId": version} if version else {}
-        response = await fs._call_s3(
-            "get_object", Bucket=bucket, Key=key, Range=f"bytes={start}-{end - 1}", **version_kw
-        )
-        body, at = response["Body"], start
+    def write(self, at: int, chunk: Any) -> None:
+        with self._cond:
+            if not self._open:
+                raise _WriteFailed(OSError(errno.ECANCELED, "the download this body belongs to ended"))
+            self._writing += 1
+        view = memoryview(chunk)
         try:
-            while chunk := await body.read(STREAM_CHUNK):
-                if at < end:  # never past the range, into the next one's bytes
-                    write(at, chunk[: end - at])
-                at += len(chunk)
-                if at > end:
-                    break
+            while view:
+                n = os.pwrite(self.fd, view, self.base + at)
+                view, at = view[n:], at + n
+        except OSError as exc:
+            raise _WriteFailed(exc) from None
         finally:
-            body.close()
-        return at - start
+            with self._cond:
+                self._writing -= 1
+                self._cond.notify_all()
 
-    return fsspec.asyn.sync(fs.loop, get)
-
-
-def _env_endpoint() -> str | None:
-    # where botocore sends requests when no endpoint_url is given (AWS_ENDPOINT_URL and its S3 form)
-    return os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+    def close(self) -> None:
+        with self._cond:
+            self._open = False
+            self._cond.wait_for(lambda: self._writing == 0)
 
 
 class _ChunkStream(io.RawIOBase):

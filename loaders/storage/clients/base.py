@@ -1,0 +1,166 @@
+"""What iobench asks of an object client, and what it tells one: the small protocol every client
+of loaders/storage/clients/ meets, and the settings it is built from.
+
+A client makes *one* attempt per call: no retries of its own where they can be turned off, so
+that the reader (loaders/storage/objectstore.py) counts, backs off and bounds every retry alike
+whatever the client. A client says what it cannot turn off (``own_retries``) and whether its own
+timeouts bound an attempt (``bounds_attempts``; if not, the reader waits for it on a helper thread
+and gives up at the deadline).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal, NoReturn
+from urllib.parse import urlsplit
+
+from loaders.storage.faults import KIND_WORDS, classify
+
+Write = Callable[[int, Any], None]  # (offset in the object, a bytes-like piece)
+STREAM_CHUNK = 2**20  # what a streamed body is handed on in
+DEFAULT_TIMEOUT_S = 60.0  # botocore's, where the storage options set none
+
+
+@dataclass(frozen=True)
+class ClientSettings:
+    """Where and how a client connects, read from fsspec/s3fs storage options (the form the S3
+    tier writes: loaders.storage.SourceSpec.storage_options), so one description serves every
+    client. Credentials are not here unless given explicitly: each client finds them its own usual
+    way (the environment, a profile)."""
+
+    endpoint: str | None = None
+    region: str | None = None
+    path_style: bool = True
+    profile: str | None = None
+    key: str | None = field(default=None, repr=False)
+    secret: str | None = field(default=None, repr=False)
+    token: str | None = field(default=None, repr=False)
+    connect_timeout_s: float = DEFAULT_TIMEOUT_S
+    read_timeout_s: float = DEFAULT_TIMEOUT_S
+    part_bytes: int = 8 * 2**20
+    connections: int = 16  # the most requests one client has in flight (its connection pool)
+    storage_options: Mapping = field(default_factory=dict, repr=False)  # as given (s3fs reads them)
+
+    @classmethod
+    def from_storage_options(
+        cls, options: Mapping, endpoint: str | None = None, *, part_bytes: int, connections: int
+    ) -> ClientSettings:
+        client = options.get("client_kwargs") or {}
+        config = options.get("config_kwargs") or {}
+        style = (config.get("s3") or {}).get("addressing_style", "path")
+        return cls(
+            endpoint=endpoint or client.get("endpoint_url") or options.get("endpoint_url") or env_endpoint(),
+            region=client.get("region_name")
+            or os.environ.get("AWS_REGION")
+            or os.environ.get("AWS_DEFAULT_REGION"),
+            path_style=style == "path",
+            profile=options.get("profile"),
+            key=options.get("key") or client.get("aws_access_key_id"),
+            secret=options.get("secret") or client.get("aws_secret_access_key"),
+            token=options.get("token") or client.get("aws_session_token"),
+            connect_timeout_s=float(config.get("connect_timeout", DEFAULT_TIMEOUT_S)),
+            read_timeout_s=float(config.get("read_timeout", DEFAULT_TIMEOUT_S)),
+            part_bytes=part_bytes,
+            connections=connections,
+            storage_options=options,
+        )
+
+    @property
+    def secure(self) -> bool:
+        return self.endpoint is None or self.endpoint.startswith("https://")
+
+    @property
+    def host_port(self) -> str | None:
+        """``host:port`` of the endpoint, the port written out (the scheme's own when omitted)."""
+        if not self.endpoint:
+            return None
+        parts = urlsplit(self.endpoint)
+        return f"{parts.hostname}:{parts.port or (443 if parts.scheme == 'https' else 80)}"
+
+
+def raise_final(what: Literal["missing", "denied"], url: str, detail: str, exc: BaseException) -> NoReturn:
+    """A missing object or bucket, or refused access, raised as the OSError every client raises for
+    it: the reader fails at once, saying so, whatever the client's own exception."""
+    if what == "missing":
+        raise FileNotFoundError(errno.ENOENT, f"no such bucket or object ({detail})", url) from exc
+    raise PermissionError(errno.EACCES, f"access denied ({detail})", url) from exc
+
+
+def env_endpoint() -> str | None:
+    """Where botocore sends requests when no endpoint_url is given (AWS_ENDPOINT_URL and its S3 form)."""
+    return os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+
+
+def split_url(url: str) -> tuple[str, str]:
+    """(bucket, key) of ``s3://bucket/key``."""
+    path = url.split("://", 1)[1] if "://" in url else url
+    bucket, _, key = path.partition("/")
+    return bucket, key
+
+
+class ObjectClient:
+    """One client of one endpoint. Subclasses set ``name`` and the class facts, and write ``head``
+    and ``get``; ``get_into``, ``classify`` and ``describe`` have defaults."""
+
+    name: ClassVar[str]
+    # None: the client makes one attempt per call; else what it retries by itself, which the
+    # reader cannot see (said in the docs and the tier's description)
+    own_retries: ClassVar[str | None] = None
+    # retries the client made by itself that the reader knows of, per fault it passes on
+    hidden_retries_per_fault: ClassVar[int] = 0
+    # the client's own timeouts bound every attempt; if not, the reader bounds it (a helper thread)
+    bounds_attempts: ClassVar[bool] = True
+
+    def __init__(self, settings: ClientSettings) -> None:
+        self.settings = settings
+        self.endpoint = settings.endpoint
+
+    @property
+    def attempt_limits(self) -> str:
+        """Each attempt's own limits, as error messages name them."""
+        s = self.settings
+        return f"connect timeout {s.connect_timeout_s:g} s, read timeout {s.read_timeout_s:g} s"
+
+    def head(self, url: str) -> tuple[int, str | None]:
+        """(size, ETag without quotes) of the object: one HEAD."""
+        raise NotImplementedError
+
+    def get(self, url: str, start: int, end: int) -> bytes | memoryview:
+        """Bytes [start, end) of the object (bytes, or a view of the client's own buffer): one
+        ranged GET, whole in memory.
+        A missing object or bucket raises FileNotFoundError, refused access PermissionError."""
+        raise NotImplementedError
+
+    def get_into(self, url: str, start: int, end: int, write: Write) -> int:
+        """One ranged GET of [start, end), its pieces handed to ``write(offset, piece)`` as they
+        come; the number of bytes that came (the caller sees a short or long body)."""
+        data = self.get(url, start, end)
+        write(start, data)
+        return len(data)
+
+    def classify(self, exc: BaseException) -> str | None:
+        """The fault kind of an error this client raised (loaders/storage/faults.py), None when a
+        retry cannot mend it."""
+        return classify(exc)
+
+    def describe(self, exc: BaseException) -> str:
+        """The error in one line, its kind first in the words the hints look for."""
+        kind = self.classify(exc)
+        text = self.message(exc)
+        return f"{KIND_WORDS[kind]}: {text}" if kind else text
+
+    def message(self, exc: BaseException) -> str:
+        """The client's own words for the error, one line."""
+        lines = str(exc).strip().splitlines()
+        return " ".join(lines[0].split())[:400] if lines else type(exc).__name__
+
+    def thread_ids(self) -> set[int]:
+        """Native ids of the threads the client does its I/O on beside the caller's (an event loop,
+        a runtime): their CPU is the client's too (threadcpu.py)."""
+        return set()
+
+    def close(self) -> None:
+        """Let go of connections; the client is not used again."""
