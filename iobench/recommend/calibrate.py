@@ -22,6 +22,7 @@ import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from loaders.observe import STAGES
 
@@ -33,6 +34,14 @@ from .model import hit_ratio
 STORAGE_WAIT_CPU_BOUND = 0.10
 
 
+# where a figure comes from: measured by a sweep's cells; given by the user (a flag, a file, a
+# benchmark's JSON); published (a datasheet, a vendor's guide, a claim); iobench's own reference
+# measurement on another machine (docs/recommend.md); or an assumption of the model
+Origin = Literal["measured", "given", "published", "reference", "assumed"]
+# the figures an answer may be judged on: what was measured or given for this case
+KNOWN: tuple[Origin, ...] = ("measured", "given")
+
+
 @dataclass(frozen=True)
 class Figure:
     """A number and where it came from; ``lower_bound``: the tier can do at least this."""
@@ -40,9 +49,33 @@ class Figure:
     value: float
     source: str
     lower_bound: bool = False
+    origin: Origin = "assumed"
+
+    @property
+    def known(self) -> bool:
+        return self.origin in KNOWN
 
     def as_dict(self) -> dict:
-        return {"value": self.value, "source": self.source, "lower_bound": self.lower_bound}
+        return {
+            "value": self.value,
+            "source": self.source,
+            "lower_bound": self.lower_bound,
+            "origin": self.origin,
+        }
+
+
+@dataclass(frozen=True)
+class MeasuredOn:
+    """Where a cell measured: its host and the storage under its tier (the cell's manifest)."""
+
+    hostname: str
+    cpu_model: str
+    usable_cpus: int
+    memory_bytes: int
+    cuda: bool
+    device_kind: str  # nvme | nvme-raid | virtio | disk | remote | unknown
+    device: str  # the same in words, e.g. "md0: raid0 of 4 NVMe (SAMSUNG MZQL23T8HCLS)"
+    loopback: bool = False  # a remote tier served from this very host (the lab on 127.0.0.1)
 
 
 @dataclass(frozen=True)
@@ -57,7 +90,7 @@ class CellFacts:
     cores: int  # the host's usable CPUs when the cell ran
     demand: float | None  # samples/s the consumer takes: emulated demand, else the accelerator ceiling
     samples_per_s: float
-    au: float
+    au: float  # the summary's AU: device busy / wall
     verdict: str
     cache_achieved: str | None
     cpu_ms: dict[str, float]  # thread CPU per sample, per stage
@@ -72,11 +105,20 @@ class CellFacts:
     request_p50_ms: float | None
     request_p99_ms: float | None
     throttle_bytes_per_s: float | None = None  # a throttled tier's configured cap
-    # the consumer's measured step time per sample (an emulated accelerator's sleep overshoots)
+    # the consumer's measured step time per sample in the cell (an emulated accelerator's sleep
+    # overshoots; with host work, the step as the loader's workers let it run)
     compute_s_per_sample: float | None = None
+    # the trainer's step timed alone, per sample: what the consumer can take with no loader beside it
+    alone_s_per_sample: float | None = None
+    # the device busy per sample: what AU counts (AU = samples/s x this)
+    device_s_per_sample: float | None = None
     cuda: bool = False  # the host had a CUDA device: a DALI cell decoded on the GPU
     # the cell process's CPU per sample (the trainer's, and a DALI loader's threads): v6+
     trainer_cpu_ms_per_sample: float | None = None
+    # the repeats' 95 % intervals of the measured figures (None: one repeat, no interval)
+    au_interval: tuple[float, float] | None = None
+    rate_interval: tuple[float, float] | None = None
+    measured_on: MeasuredOn | None = None
 
     @property
     def readers(self) -> int:
@@ -87,9 +129,25 @@ class CellFacts:
         return sum(self.cpu_ms.values()) / 1000.0
 
     @property
+    def trainer_alone_rate(self) -> float | None:
+        """Samples/s the trainer takes alone: its step timed alone, else its step in the cell."""
+        step = self.alone_s_per_sample or self.compute_s_per_sample
+        return 1.0 / step if step else None
+
+    @property
     def consumer_rate(self) -> float | None:
-        """Samples/s the consumer takes: its measured step time, else the configured demand."""
-        return 1.0 / self.compute_s_per_sample if self.compute_s_per_sample else self.demand
+        """Samples/s the consumer can take: the slower of its nominal demand and the trainer's own
+        step alone (an emulated trainer whose host work per step exceeds its device time cannot
+        reach its demand)."""
+        rates = [r for r in (self.demand, self.trainer_alone_rate) if r]
+        return min(rates) if rates else None
+
+    def au_at(self, samples_per_s: float) -> float | None:
+        """The AU this cell would show delivering ``samples_per_s``: on the summary's basis, the
+        device busy per sample times the rate (without the device time, rate over demand)."""
+        if self.device_s_per_sample:
+            return samples_per_s * self.device_s_per_sample
+        return min(1.0, samples_per_s / self.demand) if self.demand else None
 
     @property
     def cold(self) -> bool:
@@ -114,7 +172,43 @@ def load_cells(run_dirs: Iterable[str | Path]) -> list[CellFacts]:
     return cells
 
 
+def _device(tier: dict) -> tuple[str, str, bool]:
+    """The kind of storage under a tier's description, in words, and whether it is on loopback."""
+    remote = tier.get("endpoint_url") or tier.get("conffile") or (tier.get("endpoints") or [None])[0]
+    if remote:
+        where = str(remote)
+        loopback = any(h in where for h in ("127.0.0.1", "localhost", "[::1]"))
+        return "remote", f"{tier.get('kind', 'remote')} at {where}", loopback
+    dev = (tier.get("storage") or {}).get("device") or {}
+    if not dev:
+        return "unknown", "storage not described", False
+    raid = dev.get("raid")
+    if raid:
+        members = raid.get("members") or []
+        transports = {m.get("transport") for m in members}
+        models = sorted({m.get("model") for m in members if m.get("model")})
+        kind = "nvme-raid" if transports == {"nvme"} else "disk"
+        what = f"{'NVMe' if kind == 'nvme-raid' else '/'.join(sorted(t for t in transports if t))}"
+        return (
+            kind,
+            f"{dev['name']}: {raid.get('level')} of {len(members)} {what}"
+            + (f" ({', '.join(models)})" if models else ""),
+            False,
+        )
+    transport = dev.get("transport") or "unknown"
+    kind = {"nvme": "nvme", "virtio": "virtio"}.get(transport, "disk")
+    words = f"{dev.get('name')}: {transport}" + (f" ({dev['model']})" if dev.get("model") else "")
+    return kind, words + (" disk of a virtual machine" if kind == "virtio" else ""), False
+
+
+def _interval(stability: object, name: str) -> tuple[float, float] | None:
+    summary = getattr(stability, name, None) if stability is not None else None
+    low, high = getattr(summary, "ci_low", None), getattr(summary, "ci_high", None)
+    return (low, high) if low is not None and high is not None else None
+
+
 def _facts(run: str, s: CellSummary, manifest: CellManifest | None) -> CellFacts:
+    """Everything recommend reads from a cell's summary and manifest, read here and only here."""
     assert s.metrics is not None and s.verdict is not None
     m, stats = s.metrics, s.loader_stats_all_steps
     wall = {stage: s.stage_ms_per_sample.get(stage) or 0.0 for stage in STAGES}
@@ -127,6 +221,12 @@ def _facts(run: str, s: CellSummary, manifest: CellManifest | None) -> CellFacts
     tier = manifest.tier if manifest else {}
     accelerator = s.ceilings.get("accelerator") if s.ceilings else None
     last = s.epochs[-1] if s.epochs else None
+    per_step = m.samples / m.steps if m.steps else None
+    on = None
+    if manifest:
+        kind, words, loopback = _device(tier)
+        h = manifest.host
+        on = MeasuredOn(h.hostname, h.cpu_model, h.usable_cpus, h.memory_bytes, h.cuda, kind, words, loopback)
     return CellFacts(
         run=run,
         cell_id=s.cell_id,
@@ -156,10 +256,15 @@ def _facts(run: str, s: CellSummary, manifest: CellManifest | None) -> CellFacts
         request_p99_ms=stats.request_latency_ms.p99,
         throttle_bytes_per_s=(tier.get("throttle") or {}).get("bandwidth_bytes_per_s"),
         compute_s_per_sample=m.compute_s / m.samples if m.compute_s and m.samples else None,
+        alone_s_per_sample=m.step_alone_s / per_step if m.step_alone_s and per_step else None,
+        device_s_per_sample=m.device_busy_s / m.samples if m.device_busy_s and m.samples else None,
         cuda=bool(manifest and manifest.host.cuda),
         trainer_cpu_ms_per_sample=m.trainer_cpu_ms_per_step * m.steps / m.samples
         if m.trainer_cpu_ms_per_step is not None and m.samples
         else None,
+        au_interval=_interval(s.stability, "au"),
+        rate_interval=_interval(s.stability, "samples_per_s"),
+        measured_on=on,
     )
 
 
@@ -175,6 +280,7 @@ class TierFigures:
     request_p50_ms: float | None
     request_p99_ms: float | None
     fetch_cpu_ms: float | None  # thread CPU per sample of the fetch stage
+    measured_on: MeasuredOn | None = None  # the host and storage its cells measured
 
 
 @dataclass(frozen=True)
@@ -265,15 +371,22 @@ def tier_bandwidth(cells: list[CellFacts]) -> Figure | None:
     ceilings = [(c.fetch_ceiling_bytes_per_s, c) for c in cold if c.fetch_ceiling_bytes_per_s]
     if ceilings:
         value, c = max(ceilings, key=lambda vc: vc[0])
-        return Figure(value, f"fetch ceiling of {_cell_ref(c)}, {c.readers} reader(s)")
+        return Figure(value, f"fetch ceiling of {_cell_ref(c)}, {c.readers} reader(s)", origin="measured")
     delivered = [(c.samples_per_s * c.sample_bytes, c) for c in cold if not c.last_epoch_hit_ratio]
     limited = [(v, c) for v, c in delivered if fetch_limited(c)]
     if limited:
         value, c = max(limited, key=lambda vc: vc[0])
-        return Figure(value, f"delivered by fetch-limited {_cell_ref(c)}, {c.readers} reader(s)")
+        return Figure(
+            value, f"delivered by fetch-limited {_cell_ref(c)}, {c.readers} reader(s)", origin="measured"
+        )
     if delivered:
         value, c = max(delivered, key=lambda vc: vc[0])
-        return Figure(value, f"delivered by {_cell_ref(c)}, which the tier did not limit", lower_bound=True)
+        return Figure(
+            value,
+            f"delivered by {_cell_ref(c)}, which the tier did not limit",
+            lower_bound=True,
+            origin="measured",
+        )
     return None
 
 
@@ -283,7 +396,9 @@ def _median_figure(found: list[tuple[float, CellFacts]]) -> Figure | None:
         return None
     refs = ", ".join(_cell_ref(c) for _, c in found[:3]) + (" ..." if len(found) > 3 else "")
     return Figure(
-        max(0.0, statistics.median([v for v, _ in found])) * 1000.0, f"median over CPU-bound {refs}"
+        max(0.0, statistics.median([v for v, _ in found])) * 1000.0,
+        f"median over CPU-bound {refs}",
+        origin="measured",
     )
 
 
@@ -294,7 +409,9 @@ def dali_gpu(cells: list[CellFacts]) -> Figure | None:
     if not found:
         return None
     best = max(found, key=lambda c: c.samples_per_s)
-    return Figure(best.samples_per_s, f"measured: DALI on the GPU, decode-bound {_cell_ref(best)}")
+    return Figure(
+        best.samples_per_s, f"measured: DALI on the GPU, decode-bound {_cell_ref(best)}", origin="measured"
+    )
 
 
 def dali_host_ms(cells: list[CellFacts]) -> Figure | None:
@@ -309,6 +426,7 @@ def dali_host_ms(cells: list[CellFacts]) -> Figure | None:
         value,
         f"measured: the process CPU per sample of {len(found)} DALI cell(s) on the GPU, median "
         f"({', '.join(_cell_ref(c) for c in found[:3])}); the trainer's share included",
+        origin="measured",
     )
 
 
@@ -332,7 +450,9 @@ def calibrate(cells: list[CellFacts], *, loader: str | None = None, batch: int |
     match = {k: v for k, v in (("loader", loader), ("batch_size", batch)) if v is not None}
     pool = _prefer(cells, **match)
     collate = [c.cpu_ms["collate"] for c in pool]
-    collate_fig = Figure(statistics.median(collate), f"median collate thread CPU of {len(collate)} cell(s)")
+    collate_fig = Figure(
+        statistics.median(collate), f"median collate thread CPU of {len(collate)} cell(s)", origin="measured"
+    )
     overhead_fig = _median_figure([(o, c) for c in pool if (o := overhead_of(c)) is not None])
     overhead_s = overhead_fig.value / 1000.0 if overhead_fig else 0.0
     main_fig = _median_figure([(m, c) for c in pool if (m := main_share_of(c, overhead_s)) is not None])
@@ -348,6 +468,7 @@ def calibrate(cells: list[CellFacts], *, loader: str | None = None, batch: int |
             request_p50_ms=statistics.median(p50) if p50 else None,
             request_p99_ms=statistics.median(p99) if p99 else None,
             fetch_cpu_ms=statistics.median([c.cpu_ms["fetch"] for c in of_tier]),
+            measured_on=of_tier[0].measured_on,
         )
     caches = [
         CacheCheck(

@@ -19,6 +19,7 @@ from iobench.host.units import format_bytes
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from .calibrate import Figure
     from .placements import Scenario
     from .servers import Server
 
@@ -65,19 +66,29 @@ def add_recommend_arguments(p: argparse.ArgumentParser) -> None:
         "--accelerators", required=True, metavar="NxTYPE", help="e.g. 8xH100 (configs/accelerators.yaml)"
     )
     job.add_argument(
-        "--model", default="resnet50", help="model of configs/accelerators.yaml (default resnet50)"
+        "--model",
+        help="model of configs/accelerators.yaml (default resnet50 where the accelerator has it)",
     )
     job.add_argument(
         "--demand",
         choices=DEMANDS,
-        default="training",
-        help="per-accelerator demand: achieved training (default) or MLPerf Storage's emulated rate",
+        help="per-accelerator demand: achieved training (the default where the table has it) or MLPerf "
+        "Storage's emulated rate (the only figure for b200 and mi355)",
+    )
+    job.add_argument(
+        "--decode",
+        choices=("jpeg", "none"),
+        help="what the loader does to a sample: jpeg (decode and augment; the default for --demand training) "
+        "or none (read its bytes only: MLPerf Storage's emulation, unet3d's NPZ volumes, Parquet)",
     )
     job.add_argument(
         "--per-accelerator", type=float, metavar="SAMPLES_PER_S", help="override the demand figure"
     )
     job.add_argument(
-        "--batch-size", type=int, default=256, help="per accelerator, for RAM sizing (default 256)"
+        "--batch-size",
+        type=int,
+        help="per accelerator, for RAM sizing (default: the batch of MLPerf Storage's workload with "
+        "--demand mlperf_storage, else 256)",
     )
     host = p.add_argument_group(
         "the target server (what is not given comes from --server, else the reference server of the "
@@ -86,13 +97,33 @@ def add_recommend_arguments(p: argparse.ArgumentParser) -> None:
     host.add_argument(
         "--server",
         metavar="NAME",
-        help="a reference server of configs/servers.yaml (dgx-h100, dgx-h200, dgx-a100), or this-host",
+        help="a reference node of configs/servers.yaml (dgx-h100, dgx-h200, dgx-b200, dgx-a100), or this-host",
     )
-    host.add_argument("--nvme", metavar="[N x]SIZE", help="local NVMe, e.g. 2x3.84TB or 7.68TB, or none")
-    host.add_argument("--ram", metavar="SIZE", help="host RAM, e.g. 1TB")
-    host.add_argument("--cores", type=int, help="CPU cores for the input pipeline")
     host.add_argument(
-        "--nic", metavar="RATE", help="the storage network's bandwidth, bytes/s, e.g. 50GB/s (400 Gb/s)"
+        "--inspect",
+        metavar="FILE",
+        help="the node as `iobench inspect --json` described it: cores, RAM, data NVMe and their PCIe "
+        "generation, GPUs",
+    )
+    host.add_argument(
+        "--accelerators-per-node",
+        type=int,
+        metavar="N",
+        help="accelerators on one node: a larger job runs on several such nodes (default: the node's, else 8)",
+    )
+    host.add_argument(
+        "--nvme", metavar="[N x]SIZE", help="one node's local NVMe, e.g. 2x3.84TB or 7.68TB, or none"
+    )
+    host.add_argument(
+        "--nvme-gen",
+        type=int,
+        metavar="GEN",
+        help="the NVMe drives' PCIe generation, for their datasheet read rate (default: the node's, else 4)",
+    )
+    host.add_argument("--ram", metavar="SIZE", help="one node's RAM, e.g. 1TB")
+    host.add_argument("--cores", type=int, help="one node's CPU cores for the input pipeline")
+    host.add_argument(
+        "--nic", metavar="RATE", help="one node's storage network, bytes/s, e.g. 50GB/s (400 Gb/s)"
     )
     host.add_argument(
         "--memory-cache", metavar="SIZE", help="RAM for a dataset cache (default: half the RAM)"
@@ -130,12 +161,33 @@ def add_recommend_arguments(p: argparse.ArgumentParser) -> None:
         metavar="SAMPLES_PER_S",
         help="DALI GPU decode rate per GPU (default: a sweep's DALI cell on a GPU, else 7,000)",
     )
+    rates = p.add_argument_group("measured rates of the target's storage (replace the model's assumptions)")
+    rates.add_argument(
+        "--tier-rate",
+        action="append",
+        default=[],
+        metavar="KEY=RATE|FILE",
+        help="a tier's read rate as measured: KEY nvme (the node's array), nvme-device (one drive), object "
+        "(what one node reads from the object store), ceph; RATE e.g. 24GB/s, or a fio, warp or rados bench "
+        "JSON file (repeatable)",
+    )
+    rates.add_argument(
+        "--rates",
+        metavar="FILE",
+        help="a YAML file of measured rates (docs/recommend.md, 'Your measured rates')",
+    )
     p.add_argument(
         "--results",
         nargs="+",
         metavar="RUN_DIR",
-        help="run directories of sweeps on this hardware (without --sample-size or --manifest, the "
-        "sample size is the runs' datasets')",
+        help="run directories of sweeps (without --sample-size or --manifest, the sample size is the runs' "
+        "datasets'); which measured figures carry over to the target is said in the output",
+    )
+    p.add_argument(
+        "--same-storage",
+        action="store_true",
+        help="with --results: the runs measured the target's own storage (else a rate measured on another "
+        "kind of device, or on a lab on the measuring host's loopback, does not carry over)",
     )
     p.add_argument(
         "--ranks",
@@ -146,7 +198,7 @@ def add_recommend_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
 
-def _dataset(args: argparse.Namespace) -> tuple[float, float, str]:
+def _dataset(args: argparse.Namespace, model: str) -> tuple[float, float, str]:
     if args.manifest:
         if args.dataset_size or args.sample_size:
             raise ValueError("give --manifest or --dataset-size/--sample-size, not both")
@@ -166,7 +218,7 @@ def _dataset(args: argparse.Namespace) -> tuple[float, float, str]:
     elif args.results:
         sample, said = _runs_sample_bytes(args.results)
     else:
-        sample, said = _model_sample_bytes(args.model)
+        sample, said = _model_sample_bytes(model)
     if sample > total:
         raise ValueError(
             f"the sample size ({format_bytes(sample)}) is larger than --dataset-size {args.dataset_size}"
@@ -215,17 +267,70 @@ def _model_sample_bytes(model: str) -> tuple[float, str]:
     )
 
 
+def _demand(args: argparse.Namespace, kind: str) -> tuple[str, str, Figure, int | None]:
+    """The model, the kind of demand and the rate per accelerator, every error naming its flag.
+    Without --model, resnet50 where the accelerator has it; without --demand, training where the
+    table has it, else the one figure it has (and the source says so)."""
+    from iobench.cell.demand import DEMANDS, load_accelerator_table, lookup_demand
+
+    from .calibrate import Figure
+
+    table = load_accelerator_table()
+    if kind not in table:
+        raise ValueError(
+            f"--accelerators {args.accelerators}: unknown type {args.accelerators.split('x')[-1].strip()!r}; "
+            f"known: {', '.join(sorted(table))} "
+            "(or give its rate with --per-accelerator N and the node with --nvme, --ram, --cores)"
+        )
+    models = table[kind]["models"]
+    model = args.model or "resnet50"
+    if model not in models:
+        raise ValueError(
+            f"--model {model}: configs/accelerators.yaml has no {model} figure for {kind}; give --model one of "
+            f"{', '.join(sorted(models))}, e.g. --model {sorted(models)[-1]} (or your own rate with --per-accelerator N)"
+        )
+    have = [d for d in DEMANDS if d in models[model]]
+    demand = args.demand or ("training" if "training" in have else have[0])
+    if demand not in have:
+        raise ValueError(
+            f"--demand {demand} for {kind}/{model}: configs/accelerators.yaml has no such figure (no public "
+            f"source gives one); give --demand {' or '.join(have)}, or --per-accelerator N"
+        )
+    chose = (
+        f" (--demand not given: {demand}, the only figure the table has)"
+        if not args.demand and demand != "training"
+        else ""
+    )
+    d = lookup_demand(kind, model, demand)
+    return (
+        model,
+        demand,
+        Figure(
+            d.samples_per_s,
+            f"configs/accelerators.yaml {kind}/{model}/{demand}{chose}: {d.source}",
+            origin="published",
+        ),
+        d.step_batch,
+    )
+
+
 def _target(args: argparse.Namespace, kind: str) -> tuple[Server | None, str]:
-    """The server the flags leave to a profile, and how the target was described, in words."""
-    from .servers import THIS_HOST, for_accelerator, profile, this_host
+    """The node the flags leave to a profile, and how the target was described, in words."""
+    from .servers import THIS_HOST, for_accelerator, from_inspect, profile, this_host
 
     given = [
         f"{flag} {v}"
         for flag, v in (("--nvme", args.nvme), ("--ram", args.ram), ("--cores", args.cores))
         if v is not None
     ]
-    if args.server:
+    if args.server and args.inspect:
+        raise ValueError("give --server NAME or --inspect FILE, not both")
+    if args.inspect:
+        server = from_inspect(args.inspect)
+        how = "described by --inspect"
+    elif args.server:
         server = this_host() if args.server == THIS_HOST else profile(args.server)
+        how = "chosen with --server"
     elif len(given) == 3:
         return None, "as given: " + ", ".join(given)
     else:
@@ -233,54 +338,60 @@ def _target(args: argparse.Namespace, kind: str) -> tuple[Server | None, str]:
         if server is None:
             missing = [f for f in ("--nvme", "--ram", "--cores") if getattr(args, f[2:]) is None]
             raise ValueError(
-                f"the target server: {', '.join(missing)} not given, and configs/servers.yaml has no "
-                f"reference server for {kind}; give them, or --server NAME, or --server {THIS_HOST} to model "
-                "this machine"
+                f"the target node: {', '.join(missing)} not given, and configs/servers.yaml has no "
+                f"reference node for {kind}; give them, or --server NAME, --inspect FILE, or --server {THIS_HOST} "
+                "to model this machine"
             )
-    how = (
-        "chosen with --server"
-        if args.server
-        else f"the reference server for {kind}, as --server was not given"
-    )
+        how = f"the reference node for {kind}, as --server was not given"
     said = f"{server.name}: {server.summary()} ({how}; {server.source})"
     if given:
         said += "; given instead: " + ", ".join(given)
     return server, said
 
 
+def _positive(value: float | None, flag: str) -> None:
+    if value is not None and value <= 0:
+        raise ValueError(f"{flag} {value}: must be above 0")
+
+
 def scenario(args: argparse.Namespace) -> Scenario:
-    """The scenario the arguments describe, every value checked."""
+    """The scenario the arguments describe, every value checked, every error naming its flag."""
     from iobench.analysis import decoderate
-    from iobench.cell.demand import load_accelerator_table, lookup_demand
+    from iobench.cell.demand import load_accelerator_table, models_with_host_work
+    from iobench.cell.hostcost import host_cost
 
     from .calibrate import Figure
     from .placements import Scenario
+    from .rates import MeasuredRates, load_rates, parse_tier_rate
+    from .servers import known_generations, nvme_read_per_device
 
-    dataset_bytes, sample_bytes, _ = _dataset(args)
     count, name = parse_count_of(args.accelerators, "--accelerators")
-    table = load_accelerator_table()
     kind = name.lower()
+    table = load_accelerator_table()
     if args.per_accelerator is not None:
-        if args.per_accelerator <= 0:
-            raise ValueError(f"--per-accelerator {args.per_accelerator}: must be above 0 samples/s")
-        per = Figure(args.per_accelerator, "given with --per-accelerator")
+        _positive(args.per_accelerator, "--per-accelerator")
+        model, demand, step_batch = args.model or "resnet50", args.demand or "training", None
+        per = Figure(args.per_accelerator, "given with --per-accelerator", origin="given")
     else:
-        if kind not in table:
-            raise ValueError(
-                f"--accelerators {args.accelerators}: unknown type {name!r}; known: {', '.join(sorted(table))} "
-                "(or give its rate with --per-accelerator)"
-            )
-        d = lookup_demand(kind, args.model, args.demand)
-        per = Figure(
-            d.samples_per_s, f"configs/accelerators.yaml {kind}/{args.model}/{args.demand}: {d.source}"
-        )
+        model, demand, per, step_batch = _demand(args, kind)
+    batch = args.batch_size or step_batch or 256
+    dataset_bytes, sample_bytes, dataset_said = _dataset(args, model)
     memory_gib = (table.get(kind) or {}).get("memory_gib")
     server, target = _target(args, kind)
+    per_node = args.accelerators_per_node or (server.accelerators_per_node if server else None) or 8
+    if per_node < 1:
+        raise ValueError(f"--accelerators-per-node {per_node}: must be at least 1")
     nvme_text = args.nvme if args.nvme is not None else (server.nvme if server else None)
     devices, nvme = 0, 0
     if nvme_text and nvme_text.strip().lower() != "none":
         devices, each = parse_count_of(nvme_text, "--nvme")
         nvme = devices * _size(each, "--nvme")
+    generation = args.nvme_gen or (server.nvme_generation if server else None)
+    if args.nvme_gen is not None and args.nvme_gen not in known_generations():
+        raise ValueError(
+            f"--nvme-gen {args.nvme_gen}: datasheet figures are kept for PCIe generations "
+            f"{', '.join(map(str, known_generations()))} (configs/servers.yaml); or give --tier-rate nvme-device=RATE"
+        )
     ram = _size(args.ram if args.ram is not None else server.ram, "--ram")  # type: ignore[union-attr]
     cores = args.cores if args.cores is not None else server.cores  # type: ignore[union-attr]
     if cores < 1:
@@ -295,7 +406,7 @@ def scenario(args: argparse.Namespace) -> Scenario:
             raise ValueError(f"--nic: {exc}") from None
     elif server is not None:
         nic = server.nic_bytes_per_s
-    for flag, value in (("--batch-size", args.batch_size), ("--prefetch", args.prefetch)):
+    for flag, value in (("--batch-size", batch), ("--prefetch", args.prefetch)):
         if value < 1:
             raise ValueError(f"{flag} {value}: must be at least 1")
     memory_cache = _size(args.memory_cache, "--memory-cache", positive=False) if args.memory_cache else None
@@ -303,15 +414,27 @@ def scenario(args: argparse.Namespace) -> Scenario:
         raise ValueError(f"--memory-cache {args.memory_cache} is more than the RAM ({ram / 1e9:,.0f} GB)")
     dali = None
     if args.dali_per_gpu is not None:
-        if args.dali_per_gpu <= 0:
-            raise ValueError(f"--dali-per-gpu {args.dali_per_gpu}: must be above 0 samples/s")
-        dali = Figure(args.dali_per_gpu, "given with --dali-per-gpu")
-    from iobench.cell.demand import models_with_host_work
-    from iobench.cell.hostcost import host_cost
-
-    # MLPerf Storage's emulation sleeps: no trainer's host work, as iobench's emulation of it
-    sleeps = args.demand == "mlperf_storage" or args.model not in models_with_host_work()
-    trainer = None if sleeps else host_cost(args.model, args.batch_size)
+        _positive(args.dali_per_gpu, "--dali-per-gpu")
+        dali = Figure(args.dali_per_gpu, "given with --dali-per-gpu", origin="given")
+    rates = load_rates(args.rates) if args.rates else MeasuredRates()
+    rates = rates.with_tiers(dict(parse_tier_rate(t) for t in args.tier_rate))
+    # MLPerf Storage's emulation reads without decoding (DLIO), and sleeps: no trainer's host work
+    decoding = args.decode or ("none" if demand == "mlperf_storage" else "jpeg")
+    decoding_said = (
+        f"--decode {args.decode}"
+        if args.decode
+        else "read without decoding, as MLPerf Storage's emulation reads (--decode jpeg to price decoding)"
+        if decoding == "none"
+        else "JPEG decoded and augmented (--decode none for a workload read without decoding)"
+    )
+    sleeps = demand == "mlperf_storage" or model not in models_with_host_work()
+    trainer = None if sleeps else host_cost(model, batch)
+    # a sample read without decoding stays as read: its buffers hold its bytes
+    decoded = (
+        sample_bytes
+        if decoding == "none"
+        else float(_size(args.decoded_sample_size, "--decoded-sample-size"))
+    )
     return Scenario(
         dataset_bytes=dataset_bytes,
         sample_bytes=sample_bytes,
@@ -323,19 +446,26 @@ def scenario(args: argparse.Namespace) -> Scenario:
         nvme_bytes=float(nvme),
         ram_bytes=float(ram),
         cores=cores,
+        per_node=per_node,
+        nvme_device_rate=nvme_read_per_device(generation),
+        rates=rates,
+        decoding=decoding,
+        decoding_said=decoding_said,
         cache_policy=args.cache_policy,
         access=args.access,
-        batch=args.batch_size,
+        batch=batch,
         prefetch=args.prefetch,
-        decoded_sample_bytes=float(_size(args.decoded_sample_size, "--decoded-sample-size")),
+        decoded_sample_bytes=decoded,
         memory_cache_bytes=float(memory_cache) if memory_cache is not None else None,
         dali_per_gpu=dali,
         nic_bytes_per_s=nic,
         target=target,
+        dataset_said=dataset_said,
         decode=decoderate.resolve(rate=args.decode_rate, results=args.results, sample_bytes=sample_bytes),
         trainer_cores=Figure(
             trainer.reserved_cores,
             f"{trainer.cores:.2f} cores busy per step alone, rounded up to whole cores: {trainer.describe()}",
+            origin="reference" if trainer.kind == "default" else "measured",
         )
         if trainer
         else None,
@@ -349,31 +479,37 @@ def recommend(args: argparse.Namespace) -> dict:
 
     from .calibrate import calibrate, load_cells
     from .crossovers import crossovers
+    from .hostcheck import carry_over
     from .hypotheses import checks
     from .placements import options
     from .scale import at_scale, ranks_of
     from .validate import check_cells
 
     s = scenario(args)
-    cal, validation, scaled, found = None, [], [], []
+    cal, validation, scaled, found, carried = None, [], [], [], []
     if args.ranks and not args.results:
         raise ValueError("--ranks needs --results: the prediction runs on a sweep's measured steps")
+    if args.same_storage and not args.results:
+        raise ValueError("--same-storage needs --results: it says the runs measured the target's storage")
     if args.results:
         cells = load_cells(args.results)
         if not cells:
             raise ValueError(
                 f"--results {' '.join(args.results)}: no cell finished ok; nothing to calibrate from"
             )
-        cal = calibrate(cells, loader="torch")  # the CPU options decode in DataLoader workers
+        # the CPU options decode in DataLoader workers
+        cal, carried = carry_over(calibrate(cells, loader="torch"), s, same_storage=args.same_storage)
         validation = check_cells(cells)
         scaled = at_scale(args.results, ranks_of(args.ranks, s.accelerators))
         found = [k for run in args.results for k in knees(load_summaries(run))]
     leaders, changes = crossovers(s, cal)
     return {
         "scenario": s,
-        "dataset_source": _dataset(args)[2],
+        "dataset_source": s.dataset_said,
         "requirement": s.requirement,
+        "cluster_requirement": s.cluster_requirement,
         "calibration": cal,
+        "carried_over": carried,
         "options": options(s, cal),
         "crossovers": changes,
         "leaders": leaders,

@@ -1,8 +1,10 @@
-"""Which option leads as the dataset grows, and the sizes where the leader changes.
+"""Which option leads as the dataset grows, the sizes where the leader changes, and why.
 
-The options are ranked (options.rank_key) on a log grid of dataset sizes; between two grid points
+The options are ranked (placements.rank_key) on a log grid of dataset sizes; between two grid points
 with different leaders the boundary is found by bisection on the log of the size, so a change at
-a capacity (the NVMe, the RAM cache) is reported at that capacity, not at the next grid point.
+a capacity (the NVMe, the RAM cache) is reported at that capacity, not at the next grid point. Each
+change carries the reason the new leader ranks above the old one just past the boundary
+(reasons.why_ahead): a change back to an earlier leader is explained like any other.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from dataclasses import asdict, dataclass, replace
 
 from .calibrate import Calibration
 from .placements import Option, Scenario, options
+from .reasons import label, why_ahead
 
 GRID_FROM, GRID_TO, PER_DECADE = 100e9, 100e12, 12
 BISECTIONS = 40  # the log-size interval shrinks 2**40-fold: far below a byte
@@ -21,9 +24,10 @@ BISECTIONS = 40  # the log-size interval shrinks 2**40-fold: far below a byte
 @dataclass(frozen=True)
 class Leader:
     dataset_bytes: float
-    option: str  # "<storage>, <decode> decode"
+    option: str  # "<storage>, <decode>"
     au: float
     binding: str
+    conditional: str = ""  # the leader's rates are not all known: what is missing
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -34,17 +38,15 @@ class Crossover:
     dataset_bytes: float  # the smallest size at which ``to`` leads
     before: str
     to: str
+    why: str  # why ``to`` ranks above ``before`` from this size
+    conditional: str = ""  # ``to``'s rates are not all known: what is missing
 
     def as_dict(self) -> dict:
         return asdict(self)
 
 
-def label(o: Option) -> str:
-    return f"{o.name}, {o.decode.upper()} decode"
-
-
-def _leader(s: Scenario, cal: Calibration | None, size: float) -> Option:
-    return options(replace(s, dataset_bytes=size), cal)[0]
+def _ranked(s: Scenario, cal: Calibration | None, size: float) -> list[Option]:
+    return options(replace(s, dataset_bytes=size), cal)
 
 
 def grid(start: float = GRID_FROM, stop: float = GRID_TO, per_decade: int = PER_DECADE) -> list[float]:
@@ -60,9 +62,9 @@ def crossovers(
 ) -> tuple[list[Leader], list[Crossover]]:
     """The leader at each size of ``sizes`` (default: :func:`grid`) and every change of leader."""
     sizes = sizes or grid()
-    leaders = [_leader(s, cal, size) for size in sizes]
+    leaders = [_ranked(s, cal, size)[0] for size in sizes]
     table = [
-        Leader(size, label(o), o.prediction.au or 0.0, o.prediction.binding)
+        Leader(size, label(o), o.prediction.au or 0.0, o.prediction.binding, o.conditional)
         for size, o in zip(sizes, leaders, strict=True)
     ]
     changes: list[Crossover] = []
@@ -72,12 +74,15 @@ def crossovers(
             left, right = math.log(lo), math.log(hi)
             for _ in range(BISECTIONS):
                 mid = (left + right) / 2
-                if label(_leader(s, cal, math.exp(mid))) == current:
+                if label(_ranked(s, cal, math.exp(mid))[0]) == current:
                     left = mid
                 else:
                     right = mid
             lo = math.exp(right)
-            to = label(_leader(s, cal, lo))
-            changes.append(Crossover(lo, current, to))
-            current = to
+            ranked = _ranked(s, cal, lo)
+            was = next(o for o in ranked if label(o) == current)
+            changes.append(
+                Crossover(lo, current, label(ranked[0]), why_ahead(ranked[0], was), ranked[0].conditional)
+            )
+            current = label(ranked[0])
     return table, changes

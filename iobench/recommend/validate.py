@@ -3,16 +3,22 @@
 For cell *i* the model (:func:`model.loader_rate`) gets:
 
 - from the cell's configuration: workers and the host's usable cores;
-- from the cell's own timers, costs rather than rates: the readers' thread CPU time per sample
-  and the consumer's step time per sample (an emulated accelerator's sleep overshoots its
-  nominal demand by a scheduler tick now and then; the step timer has the true figure);
+- from the cell's own timers, costs rather than rates: the readers' thread CPU time per sample,
+  the trainer's step timed alone per sample (an emulated accelerator's sleep overshoots its
+  nominal demand by a scheduler tick now and then, and its host work may exceed its device time;
+  without a step timed alone, its step timer in the cell) and the device busy per sample;
 - from the OTHER cells only (leave-one-out :func:`calibrate.calibrate`): the CPU per sample
   outside the stage timers (the loader's overhead, the training process's share), and the
   tier's fetch bandwidth (cells of the same tier); a tier measured by no other cell falls back
   to the cell's own fetch ceiling (diagnose, measured before the run and apart from it), then
   to a throttled tier's configured cap.
 
-Error = predicted / measured - 1, for samples/s and AU.
+AU on the summary's one basis (device busy / wall): the predicted samples/s times the cell's own
+device busy per sample. The consumer takes at most the slower of its nominal demand and what the
+trainer's step alone allows.
+
+Error = predicted / measured - 1, for samples/s and AU, with the same against the ends of the
+measured figure's interval over repeats where there is one.
 """
 
 from __future__ import annotations
@@ -33,16 +39,33 @@ class CellCheck:
     measured_samples_per_s: float
     predicted_samples_per_s: float | None
     error: float | None  # predicted / measured - 1
-    measured_au: float
-    predicted_au: float | None
-    au_error: float | None
+    measured_au: float  # the summary's AU: device busy / wall
+    predicted_au: float | None  # predicted samples/s x the cell's device busy per sample
+    au_error: float | None  # predicted / measured - 1
     predicted_binding: str | None
     measured_verdict: str
     inputs: dict[str, str]  # each model input and where it came from
     note: str = ""
+    # the errors against the ends of the measured figure's 95 % interval over repeats (None: one repeat)
+    error_interval: tuple[float, float] | None = None
+    au_error_interval: tuple[float, float] | None = None
 
     def as_dict(self) -> dict:
         return asdict(self)
+
+
+def relative_error(
+    predicted: float, measured: float, interval: tuple[float, float] | None
+) -> tuple[float | None, tuple[float, float] | None]:
+    """predicted / measured - 1, and the same against the ends of the measured interval (the
+    upper end first: a larger measurement gives the lower error)."""
+    if not measured:
+        return None, None
+    error = predicted / measured - 1.0
+    if interval is None or min(interval) <= 0:
+        return error, None
+    low, high = interval
+    return error, (predicted / high - 1.0, predicted / low - 1.0)
 
 
 def _fetch_figure(cell: CellFacts, others: list[CellFacts]) -> Figure | None:
@@ -51,9 +74,11 @@ def _fetch_figure(cell: CellFacts, others: list[CellFacts]) -> Figure | None:
     if figure is not None:
         return figure
     if cell.fetch_ceiling_bytes_per_s:
-        return Figure(cell.fetch_ceiling_bytes_per_s, "this cell's own fetch ceiling (diagnose)")
+        return Figure(
+            cell.fetch_ceiling_bytes_per_s, "this cell's own fetch ceiling (diagnose)", origin="measured"
+        )
     if cell.throttle_bytes_per_s:
-        return Figure(cell.throttle_bytes_per_s, "the throttled tier's configured bandwidth")
+        return Figure(cell.throttle_bytes_per_s, "the throttled tier's configured bandwidth", origin="given")
     return None
 
 
@@ -82,17 +107,35 @@ def check_cell(cell: CellFacts, cells: list[CellFacts]) -> CellCheck:
             inputs={},
             note="no consumer rate known: not predicted",
         )
+    alone = cell.trainer_alone_rate
     overhead_ms = cal.overhead_ms.value if cal.overhead_ms else 0.0
-    main_ms = cal.main_ms.value if cal.main_ms else 0.0
+    main_ms, main_said = 0.0, "no other CPU-bound cell with workers >= cores, and no trainer CPU timed: 0"
+    if cal.main_ms:
+        main_ms, main_said = cal.main_ms.value, cal.main_ms.source
+    elif cell.workers >= 1 and cell.trainer_cpu_ms_per_sample is not None:
+        # with workers, the training process's own CPU timer is that share (without them it decodes too)
+        main_ms = cell.trainer_cpu_ms_per_sample
+        main_said = "this cell's training process CPU timer (no other CPU-bound cell with workers >= cores)"
     inputs = {
         "cpu per sample": f"{sum(cell.cpu_ms.values()):.3f} ms, this cell's stage timers (thread CPU)",
         "loader overhead": f"{overhead_ms:.3f} ms per sample, "
         + (cal.overhead_ms.source if cal.overhead_ms else "no other CPU-bound cell with workers < cores: 0"),
-        "training process": f"{main_ms:.3f} ms per sample, "
-        + (cal.main_ms.source if cal.main_ms else "no other CPU-bound cell with workers >= cores: 0"),
+        "training process": f"{main_ms:.3f} ms per sample, " + main_said,
         "cores": f"{cell.cores}, the host's usable CPUs",
-        "consumer": f"{consumer:,.0f} samples/s, "
-        + ("this cell's step timer" if cell.compute_s_per_sample else "the configured demand"),
+        "consumer": f"{consumer:,.0f} samples/s, the slower of "
+        + (f"the demand ({cell.demand:,.0f}/s)" if cell.demand else "no demand")
+        + " and the trainer's own step "
+        + (
+            f"({alone:,.0f}/s, {'timed alone' if cell.alone_s_per_sample else 'its step timer in the cell'})"
+            if alone
+            else "(not timed)"
+        ),
+        "AU": "predicted samples/s x "
+        + (
+            f"{1e3 * cell.device_s_per_sample:.4f} ms of device busy per sample (this cell's), as the summary's AU"
+            if cell.device_s_per_sample
+            else "1 / the demand (no device time in the summary)"
+        ),
     }
     fetch = _fetch_figure(cell, others)
     fetch_rate = math.inf
@@ -111,14 +154,19 @@ def check_cell(cell: CellFacts, cells: list[CellFacts]) -> CellCheck:
         fetch_rate=fetch_rate,
         demand=consumer,
     )
+    error, error_interval = relative_error(p.samples_per_s, cell.samples_per_s, cell.rate_interval)
+    au = cell.au_at(p.samples_per_s)
+    au_error, au_interval = relative_error(au, cell.au, cell.au_interval) if au is not None else (None, None)
     return CellCheck(
         **base,
         predicted_samples_per_s=p.samples_per_s,
-        error=p.samples_per_s / cell.samples_per_s - 1.0,
-        predicted_au=p.au,
-        au_error=p.au / cell.au - 1.0 if p.au is not None and cell.au else None,
+        error=error,
+        predicted_au=au,
+        au_error=au_error,
         predicted_binding=p.binding,
         inputs=inputs,
+        error_interval=error_interval,
+        au_error_interval=au_interval,
     )
 
 

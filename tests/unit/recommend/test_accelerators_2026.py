@@ -80,9 +80,18 @@ def test_recommend_8xb200_answers_with_mlperf_storages_sourced_demand():
     out = StringIO()
     assert recommend_command(_args(*argv), Console(file=out)) == 0
     assert json.loads(out.getvalue())["requirement"]["samples_per_s"] == pytest.approx(8 * 24 / 0.04755)
-    with pytest.raises(ValueError, match="no such figure"):
-        scenario(_args("--dataset-size", "5TB", "--accelerators", "8xB200", "--model", "unet3d", "--ram", "2TB",
-                       "--nvme", "none", "--cores", "112"))  # fmt: skip
+    # a demand the table lacks names the flag and the figure it has
+    with pytest.raises(
+        ValueError,
+        match=re.escape("--demand training for b200/unet3d: configs/accelerators.yaml has no such figure"),
+    ):
+        scenario(_args("--dataset-size", "5TB", "--accelerators", "8xB200", "--model", "unet3d", "--demand", "training",
+                       "--ram", "2TB", "--nvme", "none", "--cores", "112"))  # fmt: skip
+    # without --demand, the one figure the table has, and the answer says so; MLPerf Storage's
+    # emulation reads without decoding: no decode is priced
+    s = scenario(_args("--dataset-size", "5TB", "--accelerators", "8xB200", "--model", "unet3d"))
+    assert "(--demand not given: mlperf_storage, the only figure the table has)" in s.per_accelerator.source
+    assert s.decoding == "none" and s.batch == 7 and s.target.startswith("dgx-b200")
 
 
 def test_inspect_and_the_sweep_file_take_b200_and_mi355():
