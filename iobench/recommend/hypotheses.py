@@ -67,7 +67,12 @@ def tier_check(s: Scenario, cal: Calibration | None, claim: Claim) -> Check:
             None,
         )
     if best.judged and (mine.judged or not mine.feasible):
-        return Check(rule, SOURCE, f"{label(best)} leads: {why_ahead(best, mine)}", False)
+        fits = (
+            f"the dataset fits a node's NVMe ({s.nvme_bytes / 1e12:.2f} TB); "
+            if best.setup == "local" and claim.setup != "local"
+            else ""
+        )
+        return Check(rule, SOURCE, f"{label(best)} leads: {fits}{why_ahead(best, mine)}", False)
     weak = best if not best.judged else mine
     return Check(
         rule,

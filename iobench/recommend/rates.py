@@ -189,14 +189,18 @@ def read_benchmark(path: str, key: str, where: str) -> Figure:
     return Figure(bw, f"given: {said}, {p}", origin="given")
 
 
+def _is_rate(value: object) -> bool:
+    """A bandwidth (``24GB/s``, a number of bytes/s) rather than a benchmark's JSON file."""
+    return isinstance(value, int | float) or str(value).strip().lower().endswith("/s")
+
+
 def _figure(value: object, key: str, where: str) -> Figure:
-    text = str(value).strip()
-    if text.lower().endswith("/s") or isinstance(value, int | float):
+    if _is_rate(value):
         try:
             return Figure(parse_bandwidth(value), f"given: {where}", origin="given")  # type: ignore[arg-type]
         except ValueError as exc:
             raise ValueError(f"{where}: {exc}") from None
-    return read_benchmark(text, key, where)
+    return read_benchmark(str(value).strip(), key, where)
 
 
 def parse_tier_rate(text: str) -> tuple[str, Figure]:
@@ -233,11 +237,9 @@ def load_rates(path: str) -> MeasuredRates:
         if raw == "delivered":
             continue
         key = raw.replace("_", "-")
-        # a file named in the YAML is relative to the YAML
-        text = str(value)
-        if not text.lower().endswith("/s") and not isinstance(value, int | float):
-            text = str(base / text) if not Path(text).is_absolute() else text
-        tiers[key] = _figure(text if not isinstance(value, int | float) else value, key, f"{where}: {raw}")
+        if not _is_rate(value):  # a benchmark's JSON, relative to the YAML
+            value = str(base / str(value))
+        tiers[key] = _figure(value, key, f"{where}: {raw}")
     delivered = []
     for i, entry in enumerate(doc.get("delivered") or []):
         at = f"{where}: delivered[{i}]"
