@@ -147,6 +147,13 @@ COMMANDS: tuple[Command | CommandGroup, ...] = (
         "time a real trainer's step alone on this host, for the emulated accelerator's host work",
     ),
     Command(
+        "probe",
+        ".probe.cli:add_probe_arguments",
+        ".probe.cli:probe_command",
+        "run your own training command (after --) and say where it starves its accelerator: the loop's "
+        "waits, the workers' time per sample, the step alone and the loader alone (--ceilings)",
+    ),
+    Command(
         "monitor",
         ".monitor.cli:add_monitor_arguments",
         ".monitor.cli:monitor_command",

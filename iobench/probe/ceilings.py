@@ -1,0 +1,92 @@
+"""The job's two ceilings, each measured inside the job right after its window (``--ceilings``):
+
+- the step alone: the loop's own steps on its last real batches handed back from memory (no data
+  wait, the loader's workers idle): samples/s over the replayed steps after the first few;
+- the loader alone: the job's own DataLoader drained with nothing consuming, timed after the
+  batches its workers had queued: samples/s, and what bound it (its readers' time blocked against
+  their CPU), which names it a ``fetch`` or a ``prep`` ceiling in a sweep's terms.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .steps import Step
+from .workers import LoaderWork, loader_work
+
+REPLAY_WARMUP = 3  # replayed steps left out: the first ones after the switch settle caches
+
+
+@dataclass(frozen=True)
+class StepAloneRun:
+    steps: int
+    samples: int
+    seconds: float
+    step_s: float  # median host time of a step, its copies to the device apart (a step's compute_s)
+    fastest_s: float
+    cpu_s: float | None  # the process's CPU per step, mean
+    device_s: float | None  # median device span of a step (CUDA events), None without
+
+    @property
+    def samples_per_s(self) -> float:
+        return self.samples / self.seconds if self.seconds > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class LoaderAloneRun:
+    batches: int
+    samples: int
+    seconds: float
+    untimed: int  # batches the workers had queued, taken before the clock started
+    ended: bool  # the epoch ran out before the time was up
+    work: LoaderWork | None  # what its readers did meanwhile
+
+    @property
+    def samples_per_s(self) -> float:
+        return self.samples / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def part(self) -> str:
+        """``fetch`` when its readers were mostly blocked, else ``prep``."""
+        w = self.work
+        if w is None:
+            return "prep"
+        return "fetch" if w.blocked_ms > w.cpu_ms + w.per_sample_ms(w.get_runq_s) + w.collate_ms else "prep"
+
+
+def step_alone(
+    replayed: list[Step], device: dict[int, float], copies: Callable[[Step], float]
+) -> StepAloneRun | None:
+    """``copies(step)``: the seconds of host-to-device copies inside a step."""
+    timed = replayed[REPLAY_WARMUP:] if len(replayed) > REPLAY_WARMUP + 1 else replayed
+    if not timed:
+        return None
+    hosts = [s.host_s - copies(s) for s in timed]
+    cpus = [s.cpu_s for s in timed if s.cpu_s is not None]
+    spans = [device[s.index] for s in timed if s.index in device]
+    return StepAloneRun(
+        steps=len(timed),
+        samples=sum(s.samples for s in timed),
+        seconds=timed[-1].t_end - timed[0].t_start,
+        step_s=statistics.median(hosts),
+        fastest_s=min(hosts),
+        cpu_s=statistics.fmean(cpus) if cpus else None,
+        device_s=statistics.median(spans) if spans else None,
+    )
+
+
+def loader_alone(record: Any, fetches: list[Any], readers: int) -> LoaderAloneRun | None:
+    if record is None or record.t_from is None or record.batches < 1:
+        return None
+    seconds = record.t_end - record.t_from
+    return LoaderAloneRun(
+        batches=int(record.batches),
+        samples=int(record.samples),
+        seconds=seconds,
+        untimed=int(record.untimed),
+        ended=bool(record.ended),
+        work=loader_work(fetches, record.t_from, record.t_end, readers),
+    )

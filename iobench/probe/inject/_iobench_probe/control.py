@@ -1,0 +1,56 @@
+"""What ``iobench probe`` tells the job's processes, through ``<dir>/control.json`` (written whole and
+renamed into place): for each stream, the step at which its measured window ends, how many steps the
+loop then takes on replayed batches and how long the loader runs alone; what happens after (stop
+the job or let it go on unmeasured); ``off``: stop recording everywhere, workers included.
+
+Read at most every ``CHECK_S`` seconds (a stat), from the hooks that run anyway, so the probe adds
+no thread to the job.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+
+from .records import CONTROL_NAME
+
+CHECK_S = 0.1
+
+
+@dataclass(frozen=True)
+class Plan:
+    end: int  # the first step after the measured window
+    replay: int  # steps on batches replayed from memory (the step alone); 0: none
+    alone_s: float  # seconds of the loader alone after them; 0: none
+
+
+class Control:
+    def __init__(self, directory: str) -> None:
+        self.path = os.path.join(directory, CONTROL_NAME)
+        self.plans: dict[str, Plan] = {}
+        self.then = "stop"
+        self.off = False
+        self._checked = -1.0
+        self._seen: tuple[int, int] | None = None
+
+    def poll(self, now: float) -> None:
+        if now - self._checked < CHECK_S:
+            return
+        self._checked = now
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return
+        seen = (st.st_ino, st.st_mtime_ns)
+        if seen == self._seen:
+            return
+        try:
+            with open(self.path) as f:
+                raw = json.load(f)
+        except (OSError, ValueError):
+            return  # replaced while read: the next poll reads the new one
+        self._seen = seen
+        self.plans = {tag: Plan(**plan) for tag, plan in raw.get("streams", {}).items()}
+        self.then = raw.get("then", "stop")
+        self.off = bool(raw.get("off", False))

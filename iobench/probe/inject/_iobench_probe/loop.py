@@ -1,0 +1,244 @@
+"""The training loop's side: every ``next()`` the job calls on a DataLoader's iterator (or a DALI
+iterator), timed from the call to the batch in hand, with the process's CPU at the call; each
+DataLoader's settings when first iterated; epochs; and, once ``iobench probe`` has set where the
+measured window ends (control.py), the phases after it:
+
+- the step alone: the loop is handed the last real batches again, from memory, for ``replay``
+  steps, so the job's own step runs with no data wait (the loader's workers idle meanwhile: no
+  batch is asked of them);
+- the loader alone: inside one ``next()`` the stream's own iterator is drained with nothing
+  consuming for ``alone_s`` seconds (after the batches its workers had queued), and the last batch
+  is handed to the loop;
+- then the job stops (``SystemExit(0)`` from ``next()``: its ``finally`` blocks and exit handlers
+  run, its output is flushed) or goes on with the hooks switched off.
+
+A stream is one DataLoader, or the DataLoaders of one kind that the job re-creates (same dataset
+class and length, batch size and workers: a loader built anew each epoch stays one stream).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from . import worker
+from .control import Control
+from .log import Log
+from .records import PHASE_ALONE, PHASE_MEASURED, PHASE_REPLAYED
+
+MEASURE, REPLAY, ALONE, STOP, OFF = range(5)
+KEEP = 2  # real batches kept for the step alone
+ALONE_MIN_BATCHES = 10
+ALONE_MAX_S = 30.0
+ROOT_ATTRIBUTES = ("root", "data_dir", "img_dir", "image_dir", "directory", "path")
+LIST_ATTRIBUTES = ("samples", "imgs", "files", "paths", "image_paths", "filenames", "file_list")
+
+
+class Stream:
+    def __init__(self, tag: str, info: dict) -> None:
+        self.tag = tag
+        self.info = info
+        self.steps = 0  # batches handed to the loop
+        self.epochs = 0
+        self.kept: deque = deque(maxlen=KEEP)
+        self.device_open: tuple | None = None
+        self.depth = int(info.get("workers") or 0) * int(info.get("prefetch_factor") or 0)
+
+
+def count_samples(data: Any, fallback: int) -> int:
+    """Samples in a batch: the leading size of its first tensor (through lists, tuples and dicts)."""
+    for _ in range(4):
+        shape = getattr(data, "shape", None)
+        if shape is not None:
+            return int(shape[0]) if len(shape) else 1
+        if isinstance(data, dict) and data:
+            data = next(iter(data.values()))
+        elif isinstance(data, list | tuple) and data:
+            data = data[0]
+        else:
+            break
+    return fallback
+
+
+def _path_root(dataset: Any) -> str | None:
+    """Where a dataset's files seem to live: a directory attribute, else the common directory of
+    the paths it lists (ImageFolder's ``samples``, a list of files)."""
+    for _ in range(3):  # through Subset and the like
+        for name in ROOT_ATTRIBUTES:
+            value = getattr(dataset, name, None)
+            if isinstance(value, str | os.PathLike) and os.path.isdir(value):
+                return os.path.abspath(value)
+        for name in LIST_ATTRIBUTES:
+            items = getattr(dataset, name, None)
+            if isinstance(items, list | tuple) and items:
+                paths = [i[0] if isinstance(i, list | tuple) and i else i for i in items[:256]]
+                paths = [os.fspath(p) for p in paths if isinstance(p, str | os.PathLike)]
+                if paths:
+                    try:
+                        common = os.path.commonpath([os.path.abspath(p) for p in paths])
+                    except ValueError:
+                        continue
+                    return common if os.path.isdir(common) else os.path.dirname(common)
+        dataset = getattr(dataset, "dataset", None)
+        if dataset is None:
+            break
+    return None
+
+
+def loader_info(loader: Any, torch: Any) -> dict:
+    """A DataLoader's settings, as the sweep file the probe writes needs them."""
+    dataset = loader.dataset
+    iterable = isinstance(dataset, torch.utils.data.IterableDataset)
+    try:
+        length = None if iterable else len(dataset)
+    except Exception:
+        length = None
+    context = loader.multiprocessing_context
+    if context is not None:
+        context = context.get_start_method()
+    elif loader.num_workers:
+        context = torch.multiprocessing.get_start_method(allow_none=True) or "default"
+    return {
+        "kind": "torch",
+        "dataset": f"{type(dataset).__module__}.{type(dataset).__qualname__}",
+        "iterable": iterable,
+        "length": length,
+        "batch_size": loader.batch_size,
+        "workers": loader.num_workers,
+        "prefetch_factor": loader.prefetch_factor if loader.num_workers else 0,
+        "pin_memory": bool(loader.pin_memory),
+        "persistent_workers": bool(loader.persistent_workers),
+        "context": context,
+        "drop_last": bool(loader.drop_last),
+        "sampler": type(loader.sampler).__name__,
+        "collate": getattr(loader.collate_fn, "__name__", type(loader.collate_fn).__name__),
+        "root": _path_root(dataset),
+    }
+
+
+class Loop:
+    def __init__(self, log: Log, control: Control, ceilings: bool) -> None:
+        self.log = log
+        self.control = control
+        self.ceilings = ceilings
+        self.active = True
+        self.device: Any = None  # a device.DeviceClock once torch is there
+        self._streams: dict[tuple, Stream] = {}
+
+    def stream(self, key: tuple, info: Callable[[], dict]) -> Stream:
+        found = self._streams.get(key)
+        if found is None:
+            tag = f"{os.getpid()}-{len(self._streams)}"
+            found = self._streams[key] = Stream(tag, info())
+            self.log.write(["loader", tag, time.perf_counter(), found.info])
+        return found
+
+    def epoch(self, stream: Stream, t: float, t_ready: float) -> None:
+        self.log.write(["epoch", stream.tag, t, t_ready, stream.epochs], t_ready)
+        stream.epochs += 1
+
+    def _phase(self, stream: Stream) -> int:
+        plan = self.control.plans.get(stream.tag)
+        if plan is None:
+            return MEASURE
+        k, after = stream.steps, plan.end
+        if k < plan.end:
+            return MEASURE
+        if self.ceilings and plan.replay and stream.kept:
+            if k < plan.end + plan.replay:
+                return REPLAY
+            after += plan.replay
+        if self.ceilings and plan.alone_s > 0:
+            if k == after:
+                return ALONE
+            after += 1
+        return STOP if self.control.then == "stop" else OFF
+
+    def next(self, stream: Stream, it: Any, original: Callable[[Any], Any]) -> Any:
+        """One next() of the loop on ``it`` (``original`` the iterator's own)."""
+        c0 = time.process_time()
+        t0 = time.perf_counter()
+        self.control.poll(t0)
+        if self.control.off:
+            self.active = False
+            return original(it)
+        if self.device is not None:
+            self.device.on_call(stream)
+        phase = self._phase(stream)
+        if phase == STOP:
+            self._stop(stream, t0)
+        if phase == OFF:
+            self.active = False
+            self.log.flush()
+            return original(it)
+        if phase == REPLAY:
+            data = stream.kept[stream.steps % len(stream.kept)]
+            code = PHASE_REPLAYED
+        elif phase == ALONE:
+            data = self._alone(stream, it, original, self.control.plans[stream.tag].alone_s)
+            code = PHASE_ALONE
+        else:
+            worker.STATE.main_tag = stream.tag
+            try:
+                data = original(it)
+            except StopIteration:
+                self.log.write(["end", stream.tag, t0, time.perf_counter()])
+                raise
+            code = PHASE_MEASURED
+            if self.ceilings:
+                stream.kept.append(data)
+        t1 = time.perf_counter()
+        samples = count_samples(data, int(stream.info.get("batch_size") or 1))
+        self.log.write(["step", stream.tag, t0, t1, c0, samples, code], t1)
+        if self.device is not None:
+            self.device.on_return(stream, stream.steps)
+        stream.steps += 1
+        return data
+
+    def _alone(self, stream: Stream, it: Any, original: Callable[[Any], Any], seconds: float) -> Any:
+        start = time.perf_counter()
+        t_from = start if stream.depth == 0 else None
+        untimed = batches = samples = 0
+        fallback = int(stream.info.get("batch_size") or 1)
+        data = None
+        ended = False
+        try:
+            while True:
+                data = original(it)
+                now = time.perf_counter()
+                if t_from is None:
+                    untimed += 1
+                    if untimed >= stream.depth:
+                        t_from = now
+                    continue
+                batches += 1
+                samples += count_samples(data, fallback)
+                if (batches >= ALONE_MIN_BATCHES and now - t_from >= seconds) or now - start >= ALONE_MAX_S:
+                    break
+        except StopIteration:
+            ended = True
+        end = time.perf_counter()
+        self.log.write(["alone", stream.tag, start, t_from, end, batches, samples, untimed, ended], end)
+        if ended:
+            self.log.write(["end", stream.tag, end, end])
+            raise StopIteration
+        return data
+
+    def _stop(self, stream: Stream, t: float) -> None:
+        self.log.write(["stop", stream.tag, t, stream.steps], t)
+        if self.device is not None:
+            self.device.poll(wait=True)
+        self.log.flush()
+        if threading.current_thread() is threading.main_thread():
+            raise SystemExit(0)
+        # a loader iterated in a thread of its own (a prefetcher): that thread's SystemExit would end
+        # only it, and the loop would wait for ever; the probe ends the job (the record says why)
+        self.active = False
+        import signal
+
+        os.kill(os.getpid(), signal.SIGTERM)
+        raise SystemExit(0)

@@ -1,0 +1,210 @@
+"""One probe: the job started as given (its standard streams are this process's, untouched), its
+records followed while it runs, the measured window closed once it is long enough, the job then
+stopped or left to go on, and what was measured written out.
+
+The job gets the probe through its environment only: this package's ``inject`` directory first on
+PYTHONPATH (its sitecustomize loads the hooks into every Python process of the job), the records'
+directory in IOBENCH_PROBE_DIR. Ctrl-C reaches the job as it would without the probe (the probe
+ignores it and waits for the job); a SIGTERM to the probe is passed on to the job.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from iobench.host.atomic import atomic_write_json
+from iobench.host.cores import usable_cores
+from iobench.results.summary import utc_now
+from loaders.observe import Nvml, NvmlUnavailable
+
+from .command import Command
+from .inject._iobench_probe.records import CONTROL_NAME, ENV_CEILINGS, ENV_DIR
+from .measure import rank_runs
+from .outcome import Outcome
+from .reader import Follower, Job
+from .seen import notes_for, what_was_seen
+from .steps import created_at, expected_ranks, loop_processes, main_stream, measured, stream_steps
+from .window import Limits, end_step, replay_steps, so_far
+
+INJECT = Path(__file__).parent / "inject"
+POLL_S = 0.25
+ALONE_S = 3.0  # the loader alone runs at least this long
+STOP_GRACE_S = 30.0  # after every rank was told to stop, the job's time to end before SIGTERM
+Then = str  # "stop" | "continue"
+
+
+@dataclass
+class Plan:
+    """Where each rank's window ends (control.json), once set."""
+
+    end: int
+    streams: dict[str, dict] = field(default_factory=dict)
+    set_at: float = 0.0
+
+
+def job_environment(records: Path, ceilings: bool, base: dict[str, str] | None = None) -> dict[str, str]:
+    env = dict(os.environ if base is None else base)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(INJECT), env.get("PYTHONPATH", "")) if p)
+    env[ENV_DIR] = str(records)
+    env[ENV_CEILINGS] = "1" if ceilings else "0"
+    return env
+
+
+def window_plan(job: Job, limits: Limits, ceilings: bool) -> Plan | None:
+    """The plan once every rank has measured enough, else None."""
+    pids = loop_processes(job)
+    if not pids or len(pids) < expected_ranks(job):
+        return None
+    tags = [t for pid in pids if (t := main_stream(job, pid)) is not None]
+    progress = []
+    for tag in tags:
+        steps = measured(stream_steps(job, tag))
+        if not steps:
+            return None
+        state = so_far(steps, created_at(job, tag))
+        if not limits.done(state.steps, state.seconds):
+            return None
+        progress.append(steps)
+    first = progress[0]
+    end = end_step([len(job.steps[t]) for t in tags], first)
+    plan = {
+        "end": end,
+        "replay": replay_steps(first) if ceilings else 0,
+        "alone_s": ALONE_S if ceilings else 0.0,
+    }
+    return Plan(end=end, streams={tag: plan for tag in tags}, set_at=time.monotonic())
+
+
+def phases_done(job: Job, plan: Plan, ceilings: bool) -> bool:
+    """Every planned stream got past its window (and its ceilings)."""
+    for tag, p in plan.streams.items():
+        if tag in job.stops:
+            continue
+        if ceilings and tag not in job.alone:
+            return False
+        if not ceilings and len(job.steps.get(tag, [])) < p["end"]:
+            return False
+    return True
+
+
+def _nvml() -> Nvml | None:
+    """NVML beside the job, where there is a GPU to read."""
+    try:
+        return Nvml()
+    except NvmlUnavailable:
+        return None
+
+
+class Probe:
+    def __init__(
+        self,
+        command: Command,
+        out: Path,
+        *,
+        limits: Limits,
+        ceilings: bool,
+        then: Then,
+        on_result: Callable[[Outcome], None],
+    ) -> None:
+        self.command = command
+        self.out = out
+        self.records = out / ".probe-records"
+        self.limits = limits
+        self.ceilings = ceilings
+        self.then = then
+        self.on_result = on_result  # called once, with what was measured
+        self.plan: Plan | None = None
+        self.published = False
+        self.gpu: list[tuple[float, float]] = []
+
+    def run(self) -> int:
+        self.records.mkdir(parents=True, exist_ok=True)
+        for old in self.records.iterdir():  # a probe run again into the same directory starts afresh
+            old.unlink()
+        started = utc_now()
+        follower = Follower(self.records)
+        nvml = _nvml()
+        child = subprocess.Popen(list(self.command.argv), env=job_environment(self.records, self.ceilings))
+        previous = {
+            signal.SIGINT: signal.signal(signal.SIGINT, signal.SIG_IGN),
+            signal.SIGTERM: signal.signal(signal.SIGTERM, lambda *_: child.send_signal(signal.SIGTERM)),
+        }
+        stop_told: float | None = None
+        try:
+            while True:
+                code = child.poll()
+                job = follower.read()
+                self._sample_gpu(nvml)
+                if code is not None:
+                    break
+                if self.plan is None:
+                    self.plan = window_plan(job, self.limits, self.ceilings)
+                    if self.plan is not None:
+                        self._control(off=False)
+                elif phases_done(job, self.plan, self.ceilings):
+                    if self.then == "continue" and not self.published:
+                        self._control(off=True)
+                        self._publish(job, started, None)
+                    elif self.then == "stop":
+                        stop_told = stop_told or time.monotonic()
+                        if time.monotonic() - stop_told > STOP_GRACE_S:
+                            child.terminate()
+                time.sleep(POLL_S)
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+            if nvml is not None:
+                nvml.close()
+        job = follower.read()
+        if not self.published:
+            self._publish(job, started, code)
+        return 128 - code if code < 0 else code
+
+    def _control(self, off: bool) -> None:
+        assert self.plan is not None
+        atomic_write_json(
+            self.records / CONTROL_NAME, {"streams": self.plan.streams, "then": self.then, "off": off}
+        )
+
+    def _sample_gpu(self, nvml) -> None:  # type: ignore[no-untyped-def]
+        if nvml is None:
+            return
+        try:
+            samples = nvml.sample()
+        except Exception:  # a GPU that stops answering ends the GPU figures, not the probe
+            return
+        if samples:
+            self.gpu.append((time.perf_counter(), sum(g.utilization_pct for g in samples) / len(samples)))
+
+    def _publish(self, job: Job, started: str, code: int | None) -> None:
+        runs = tuple(rank_runs(job, self.plan.end if self.plan else None))
+        window_complete = self.plan is not None
+        short = None
+        if not window_complete:
+            short = "the job's end" if code == 0 else f"the job's end (exit code {code})"
+        versions = [t.version for t in job.torch.values()]
+        outcome = Outcome(
+            command=self.command.argv,
+            name=self.command.name,
+            runs=runs,
+            limits=self.limits,
+            ceilings=self.ceilings,
+            exit_code=code,
+            window_complete=window_complete,
+            short_because=short,
+            cores=usable_cores(),
+            cuda=any(job.device.values()),
+            torch_version=versions[0] if versions else None,
+            started_at=started,
+            notes=tuple(notes_for(job, runs)),
+            seen=what_was_seen(job, code, self.command),
+            gpu=tuple(self.gpu),
+        )
+        self.published = True
+        self.on_result(outcome)

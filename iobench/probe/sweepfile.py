@@ -1,0 +1,143 @@
+"""A sweep file that reproduces the probed job's loader with iobench's own, so ``iobench sweep`` can say
+where its data should live: the job's batch size, workers and prefetch; its samples (its own files
+packed into shards when the probe found where they live, else synthetic ones of ImageNet's size);
+its store as its workers met it (a throttled tier whose bandwidth is what the job's readers got
+while they were blocked), beside the local disk; and its step as the demand (the step alone, or
+its step with the data in hand), emulated without host work.
+
+What it cannot reproduce is the job's own decode: iobench's loader decodes and augments the same
+JPEGs its own way, so its CPU per sample is its own (the header says both).
+"""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+
+import yaml
+
+from iobench.host.units import format_bytes
+
+from .measure import RankRun
+from .outcome import Outcome
+
+# a store the workers waited on for less than this share of a sample's time is not reproduced
+BLOCKED_SHARE = 0.10
+
+
+def consumer_rate(run: RankRun) -> float | None:
+    """Samples/s the job's step takes with its data in hand: the step alone, else its own steps'
+    host time in the window."""
+    if run.step_alone is not None and run.step_alone.samples_per_s > 0:
+        return run.step_alone.samples_per_s
+    window = run.window
+    host = [s.host_s for s in window if s.host_s > 0]
+    if not host:
+        return None
+    return statistics.fmean(s.samples for s in window) / statistics.median(host)
+
+
+def store_bandwidth(run: RankRun) -> float | None:
+    """Bytes/s the job's readers got from their store, together, while blocked on it; None when
+    the store cost them little."""
+    w = run.work
+    if w is None or w.samples == 0 or w.get_ms <= 0 or w.blocked_ms < BLOCKED_SHARE * w.get_ms:
+        return None
+    return w.readers * w.bytes_per_sample / (w.blocked_ms / 1000.0)
+
+
+def sweep_config(outcome: Outcome, dataset_dir: Path) -> dict:
+    run = outcome.runs[0]
+    info = run.info
+    root = info.get("root")
+    tiers: list[dict] = [{"kind": "local", "name": "local"}]
+    bandwidth = store_bandwidth(run)
+    if bandwidth is not None:
+        tiers.append(
+            {
+                "kind": "throttled",
+                "name": "as-measured",
+                "inner": {"kind": "local", "path": str(dataset_dir)},
+                "bandwidth": f"{bandwidth / 1e6:.3f}MB/s",
+            }
+        )
+    if root:
+        dataset: dict = {"path": str(dataset_dir)}
+    else:
+        dataset = {"synth": {"samples": int(info.get("length") or 2048)}}
+    loader = {
+        "kind": "torch",
+        "workers": [int(info.get("workers") or 0)],
+        "batch_size": [int(info.get("batch_size") or 1)],
+    }
+    if info.get("workers"):
+        loader["prefetch"] = int(info.get("prefetch_factor") or 2)
+    rate = consumer_rate(run)
+    world = max(1, len(outcome.runs))
+    return {
+        "dataset": dataset,
+        "tiers": tiers,
+        "loaders": [loader],
+        "accelerators": [
+            {
+                "kind": "emulated",
+                "type": "custom",
+                "samples_per_s": round(rate or 1000.0, 1),
+                "host_work": "none",
+            }
+        ],
+        "run": {
+            "cache": ["warm"],
+            "warmup_steps": "auto",
+            **({"ranks_per_node": world} if world > 1 else {}),
+        },
+    }
+
+
+def header(outcome: Outcome, dataset_dir: Path, out: Path) -> str:
+    run = outcome.runs[0]
+    info, work = run.info, run.work
+    lines = [
+        f"The loader of `{' '.join(outcome.command)}` as `iobench probe` measured it, for iobench's own loader:",
+        f"a {info.get('kind', 'torch')} loader of {info.get('dataset')}, batch {info.get('batch_size')}, "
+        f"{info.get('workers')} worker(s), prefetch {info.get('prefetch_factor')}.",
+    ]
+    if work is not None:
+        lines.append(
+            f"Per sample the job's readers read {format_bytes(work.bytes_per_sample)}, spent {work.cpu_ms:.1f} ms of "
+            f"CPU in the dataset and {work.blocked_ms:.1f} ms blocked."
+        )
+    bandwidth = store_bandwidth(run)
+    if bandwidth is not None:
+        lines.append(
+            f"Tier as-measured: the job's store as its workers met it ({format_bytes(bandwidth)}/s together while "
+            "they waited on it), beside the local disk."
+        )
+    rate = consumer_rate(run)
+    if rate is not None:
+        how = "alone (--ceilings)" if run.step_alone is not None else "with its data in hand"
+        lines.append(f"Demand: the job's step took {rate:,.0f} samples/s {how}; emulated without host work.")
+    lines.append(
+        "iobench's loader decodes and augments the same JPEGs its own way (simplejpeg, a random resized crop):"
+    )
+    lines.append("its CPU per sample is its own, not the job's.")
+    root = info.get("root")
+    if root:
+        lines += ["Run it:", f"  iobench dataset pack {root} --out {dataset_dir}    (once)"]
+    else:
+        lines += [
+            "The probe did not find where the job's files live: the dataset is synthetic, ImageNet-sized",
+            "(about 110 KiB a sample)"
+            + (f", where the job read {format_bytes(work.bytes_per_sample)} a sample." if work else "."),
+            "Run it:",
+        ]
+    lines.append(f"  iobench sweep {out} --out <run directory>")
+    return "".join(f"# {line}\n" for line in lines)
+
+
+def write_sweep_file(outcome: Outcome, out: Path, dataset_dir: Path) -> Path:
+    text = header(outcome, dataset_dir, out) + yaml.safe_dump(
+        sweep_config(outcome, dataset_dir), sort_keys=False, default_flow_style=None
+    )
+    out.write_text(text)
+    return out
