@@ -6,7 +6,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from iobench.cell.demand import UnknownAccelerator, load_accelerator_table, lookup_demand
+from iobench.analysis.decoderate import REFERENCE_SAMPLE_BYTES
+from iobench.cell.demand import UnknownAccelerator, load_accelerator_table, load_model_table, lookup_demand
 
 
 @dataclass(frozen=True)
@@ -19,6 +20,10 @@ class AcceleratorDemand:
     source: str  # the figure's source, from configs/accelerators.yaml
     found_by: str  # "--accelerators" or "NVML"
     memory_bytes_each: int  # the table's memory, for RAM rules on a host with no GPU yet
+    # the mean sample of the dataset the model trains on, where per-sample CPU is priced (recommend
+    # prices it at the same size); the reference size where the table names no dataset
+    sample_bytes: float = REFERENCE_SAMPLE_BYTES
+    sample_said: str = "ImageNet's ~110 KiB (the model names no dataset in configs/accelerators.yaml)"
 
     @property
     def samples_per_s(self) -> float:
@@ -39,8 +44,14 @@ def _demand(count: int, acc_type: str, model: str, kind: str, found_by: str) -> 
     except UnknownAccelerator as exc:  # names the allowed values, as the sweep file's keys
         raise UnknownAccelerator(f"{exc} (here: --accelerators TYPE, --model, --demand)") from None
     memory_gib = load_accelerator_table()[acc_type].get("memory_gib") or 0
+    dataset = (load_model_table().get(model) or {}).get("dataset")
+    sample = (
+        {"sample_bytes": float(dataset["sample_bytes"]), "sample_said": f"the mean of {dataset['name']}"}
+        if dataset
+        else {}
+    )
     return AcceleratorDemand(
-        count, acc_type, model, kind, d.samples_per_s, d.source, found_by, memory_gib * 2**30
+        count, acc_type, model, kind, d.samples_per_s, d.source, found_by, memory_gib * 2**30, **sample
     )
 
 

@@ -39,8 +39,9 @@ def add_inspect_arguments(parser: argparse.ArgumentParser) -> None:
         "--decode-rate",
         type=float,
         metavar="N",
-        help="JPEG decode+augment samples/s per core at 110 KiB per sample (default: measure here, and keep "
-        "the figure as this host's calibration for recommend and the sweep's estimate)",
+        help="JPEG decode+augment samples/s per core at the mean sample of the model's dataset (110 KB for "
+        "resnet50), as recommend takes it (default: measure here, and keep the figure as this host's "
+        "calibration for recommend and the sweep's estimate)",
     )
     rate.add_argument(
         "--results",
@@ -69,7 +70,11 @@ def _decode_rate(
     from iobench.analysis import decoderate
 
     if args.decode_rate is not None or args.results:
-        return decoderate.resolve(rate=args.decode_rate, results=[args.results] if args.results else None)
+        # a given rate is at the sample size the cores are priced at: the model's dataset's, as recommend
+        at = demand.sample_bytes if demand else decoderate.REFERENCE_SAMPLE_BYTES
+        return decoderate.resolve(
+            rate=args.decode_rate, results=[args.results] if args.results else None, sample_bytes=at
+        )
     if demand is None or demand.kind == "mlperf_storage":
         return None  # nothing to compare a rate with (MLPerf Storage does not decode): spare the measurement
     if os.path.realpath(args.root) != "/":
@@ -88,6 +93,7 @@ def inspect_command(args: argparse.Namespace, console: Console, nvml_lib: Any = 
     from iobench.analysis.decoderate import REFERENCE_SAMPLE_BYTES
 
     from .accelerators import demand_of_gpus, parse_accelerators
+    from .cores import cores_needed
     from .inventory import collect_inventory
     from .pitfalls import find_pitfalls
     from .render import render
@@ -106,15 +112,20 @@ def inspect_command(args: argparse.Namespace, console: Console, nvml_lib: Any = 
         raise ValueError(f"--workers {args.workers}: must be 0 or more")
     pitfalls, check_notes = find_pitfalls(inv, demand, rate, args.workers)
     notes += check_notes
+    # the cores needed, whether or not the host has them (MLPerf Storage's emulation does not decode)
+    cores = cores_needed(demand, rate) if demand and rate and demand.kind != "mlperf_storage" else None
     if args.json:
         doc = {
             "inventory": inv.as_dict(),
             "demand": None if demand is None else {**asdict(demand), "samples_per_s": demand.samples_per_s},
-            "decode_rate": None if rate is None else rate.as_dict(REFERENCE_SAMPLE_BYTES),
+            "decode_rate": None
+            if rate is None
+            else rate.as_dict(demand.sample_bytes if demand else REFERENCE_SAMPLE_BYTES),
+            "cores_needed": None if cores is None else cores.as_dict(),
             "pitfalls": [p.as_dict() for p in pitfalls],
             "notes": notes,
         }
         print(json.dumps(doc, indent=2))
     else:
-        render(console, inv, demand, rate, pitfalls, notes)
+        render(console, inv, demand, rate, cores, pitfalls, notes)
     return 0

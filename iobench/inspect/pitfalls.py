@@ -10,11 +10,11 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
-from iobench.analysis.decoderate import REFERENCE_SAMPLE_BYTES, DecodeRate
-from iobench.cell.hostcost import HostCost, host_cost
+from iobench.analysis.decoderate import DecodeRate
 from iobench.host.units import format_bytes
 
 from .accelerators import AcceleratorDemand
+from .cores import cores_needed, trainer_cost
 from .inventory import Inventory
 
 RAM_PER_GPU_MEMORY = (
@@ -144,15 +144,6 @@ def _usable(inv: Inventory) -> int | None:
     return min(known) if known else None
 
 
-def _trainers(demand: AcceleratorDemand) -> tuple[int, HostCost | None]:
-    """Cores the accelerators' trainer processes keep (cell/hostcost.py), and the cost behind it;
-    none for MLPerf Storage's emulation, which sleeps (as iobench's emulation of it does)."""
-    if demand.kind == "mlperf_storage":
-        return 0, None
-    cost = host_cost(demand.model, 256)
-    return cost.reserved_cores * demand.count, cost
-
-
 def _oversubscribed(
     inv: Inventory, demand: AcceleratorDemand | None, workers: int | None
 ) -> Pitfall | str | None:
@@ -163,7 +154,8 @@ def _oversubscribed(
     usable = _usable(inv)
     if usable is None:
         return "workers vs cores: the CPU count is unknown; not checked"
-    trainer, cost = _trainers(demand)
+    cost = trainer_cost(demand)
+    trainer = cost.reserved_cores * demand.count if cost else 0
     wanted = workers * demand.count + trainer
     if wanted <= usable:
         return None
@@ -192,8 +184,8 @@ def _cores(inv: Inventory, demand: AcceleratorDemand | None, rate: DecodeRate | 
     if not known:
         return "cores for decode: the CPU count is unknown; not checked"
     cores = min(known)
-    trainer, _ = _trainers(demand)
-    needed = demand.samples_per_s / rate.per_core(REFERENCE_SAMPLE_BYTES) + trainer
+    need = cores_needed(demand, rate)
+    needed, trainer = need.total, need.trainer_per_accelerator * demand.count
     if needed <= cores:
         return None
     if usable and logical and usable < logical:
@@ -208,8 +200,9 @@ def _cores(inv: Inventory, demand: AcceleratorDemand | None, rate: DecodeRate | 
         "too few CPU cores to decode and augment at the accelerators' demand",
         f"{demand.count}x {demand.type} {demand.kind} {demand.model} demand {demand.samples_per_s:,.0f} samples/s "
         f"({demand.samples_per_s_each:,.0f} each: {demand.source.rstrip('.')}); decode+augment runs at "
-        f"{rate.describe(REFERENCE_SAMPLE_BYTES)}; with {trainer} core(s) kept for the trainers, at least "
-        f"{math.ceil(needed)} cores are needed and {have}",
+        f"{rate.describe(demand.sample_bytes)} ({demand.sample_said}); with {trainer} core(s) kept for the "
+        f"trainers, at least {math.ceil(needed)} cores are needed ({need.per_accelerator:.1f} per accelerator) "
+        f"and {have}",
         "Decode on the GPU (DALI with device='mixed'), store pre-resized or lower-quality JPEGs, or use a "
         "host with more cores; `iobench diagnose` measures the prep ceiling of the real loader.",
     )

@@ -10,6 +10,7 @@ from iobench.analysis.decoderate import REFERENCE_SAMPLE_BYTES, DecodeRate
 from iobench.host.units import format_bytes
 
 from .accelerators import AcceleratorDemand
+from .cores import CoresNeeded
 from .inventory import Inventory
 from .pitfalls import Pitfall
 
@@ -138,6 +139,7 @@ def render(
     inv: Inventory,
     demand: AcceleratorDemand | None,
     rate: DecodeRate | None,
+    cores: CoresNeeded | None,
     pitfalls: list[Pitfall],
     notes: list[str],
 ) -> None:
@@ -152,7 +154,15 @@ def render(
             f"(from {demand.found_by}): {demand.samples_per_s:,.0f} samples/s"
         )
     if rate:
-        console.print(f"[bold]Decode+augment[/bold] {rate.describe(REFERENCE_SAMPLE_BYTES)}", highlight=False)
+        at = demand.sample_bytes if demand else REFERENCE_SAMPLE_BYTES
+        console.print(f"[bold]Decode+augment[/bold] {rate.describe(at)}", highlight=False)
+    if cores:
+        console.print(
+            f"[bold]Cores needed[/bold] {cores.total:.1f}: {cores.per_accelerator:.1f} per accelerator "
+            f"({cores.decode_per_accelerator:.1f} decode+augment + {cores.trainer_per_accelerator} for its trainer); "
+            f"{cores.counted}",
+            highlight=False,
+        )
     console.rule("pitfalls")
     if not pitfalls:
         console.print("[green]none found[/green] (the checks that could not run are listed below)")

@@ -46,7 +46,10 @@ def _pitfalls(root: Path, lib: FakeNvmlLib | None, rate: float | None = 900, acc
         if accelerators
         else demand_of_gpus(inv.gpus, "resnet50")[0]
     )
-    pitfalls, notes = find_pitfalls(inv, demand, given(rate) if rate else None)
+    # a given rate is at the mean sample of the model's dataset, where the cores are priced (as the CLI takes it)
+    pitfalls, notes = find_pitfalls(
+        inv, demand, given(rate, demand.sample_bytes) if rate and demand else None
+    )
     return inv, demand, pitfalls, notes
 
 
@@ -170,7 +173,11 @@ def test_two_socket_box_with_gpus_away_from_nvme():
     assert [f["fs_type"] for f in inv.filesystems] == ["ext4", "tmpfs", "xfs", "xfs", "nfs4"]
     # 28,000 samples/s at 900 per core needs 31.1 cores of the 32, and the 4 trainers one core each
     assert [p.check for p in pitfalls] == ["too_few_cores", "ram_vs_gpu_memory", "numa_split", "no_rdma"]
-    assert "with 4 core(s) kept for the trainers, at least 36 cores" in pitfalls[0].evidence
+    assert (
+        "with 4 core(s) kept for the trainers, at least 36 cores are needed (8.8 per accelerator)"
+        in pitfalls[0].evidence
+    )
+    assert "at 107 KiB per sample (given with --decode-rate) (the mean of ImageNet-1k" in pitfalls[0].evidence
     _, ram, numa, rdma = pitfalls
     assert "RAM 251 GiB" in ram.evidence and "320 GiB" in ram.evidence and "1.25 TiB" in ram.evidence
     assert "rule of thumb" in ram.evidence and ram.severity == "warning"
@@ -370,9 +377,13 @@ def test_live_decode_rate_is_measured_when_demand_is_known_and_kept_for_this_hos
     assert any(n.startswith("decode rate: kept as this host's calibration") for n in doc["notes"])
     # recommend and the estimate now take the same figure
     kept = decoderate.resolve()
-    assert kept.kind == "calibration" and kept.per_core(110 * 1024) == pytest.approx(
+    # quoted at the mean sample of resnet50's dataset (ImageNet, 110 KB), where recommend prices it too
+    assert rate["sample_bytes"] == 110_000
+    assert kept.kind == "calibration" and kept.per_core(110_000) == pytest.approx(
         rate["samples_per_s_per_core"]
     )
+    cores = doc["cores_needed"]
+    assert cores["per_accelerator"] == pytest.approx(7000 / rate["samples_per_s_per_core"] + 1)
     # a calibration from another host is not this one's
     path = tmp_path / decoderate.CALIBRATION_FILE
     path.write_text(path.read_text().replace(decoderate.host_key(), "elsewhere (Other CPU)"))
