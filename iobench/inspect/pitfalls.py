@@ -166,8 +166,9 @@ def _oversubscribed(
         f"{workers} worker(s) x {demand.count} rank(s) + {trainer} core(s) for the {demand.count} trainer "
         f"process(es) ({f'{cost.reserved_cores} each: {cost.describe()}' if cost else 'none: a sleep'}) = "
         f"{wanted}, and {usable} are usable",
-        "Workers that take the trainers' cores slow the training step itself (issue 31: a ResNet-50 step "
-        "2.4x slower beside 14 CPU-decoding workers, and 14 workers trained slower than 8). Use fewer "
+        "Workers that take the trainers' cores slow the training step itself (on an H200 server a ResNet-50 "
+        "step ran 1.9-2.4x slower beside 8-14 CPU-decoding workers, and 14 workers trained slower than 8: "
+        "docs/method.md, The trainer's host). Use fewer "
         "workers, or decode on the GPU; `iobench diagnose` with several worker counts finds the fastest.",
     )
 
