@@ -12,12 +12,14 @@ storage (``--same-storage``).
 
 from __future__ import annotations
 
+import socket
 from dataclasses import asdict, dataclass, replace
 
 from iobench.host.units import format_bytes
 
 from .calibrate import Calibration, TierFigures
 from .placements import Scenario
+from .servers import THIS_HOST
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,8 @@ def _tier(t: TierFigures, s: Scenario, same_storage: bool) -> tuple[bool, str]:
     said = " (--same-storage: the user says it is the target's storage)"
     if t.bandwidth is None:
         return False, "no cold cell measured it"
+    if on and s.target.startswith(f"{THIS_HOST}:") and on.hostname == socket.gethostname():
+        return True, f"measured on {where} of this very host, the target (--server {THIS_HOST})"
     if t.kind == "throttled":
         return True, f"a what-if: the configured link as its cells delivered it ({where})"
     if t.kind == "local":

@@ -141,7 +141,7 @@ class Option:
     why_not: str
     cache_bytes: float
     hit_ratio: float  # steady state (epochs after the first)
-    fetch_bytes_per_s: float  # one node's, effective, steady state
+    fetch_bytes_per_s: float  # one node's, effective, steady state (nan: a conditional option's)
     first_epoch_fetch_bytes_per_s: float
     prep_samples_per_s: float  # one node's
     prediction: Prediction  # one node's
@@ -464,7 +464,7 @@ def _option(s: Scenario, st: _Storage, decode: str, cal: Calibration | None) -> 
         why_not=st.why_not,
         cache_bytes=cache_bytes,
         hit_ratio=hit,
-        fetch_bytes_per_s=fetch_bytes,
+        fetch_bytes_per_s=math.nan if conditional else fetch_bytes,  # nan: the backend's rate is not known
         first_epoch_fetch_bytes_per_s=first_fetch_bytes,
         prep_samples_per_s=prep,
         prediction=p,

@@ -10,6 +10,7 @@ import math
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from iobench.host.units import format_bytes
@@ -66,7 +67,7 @@ def _pct(x: float) -> str:
 
 
 def _interval(interval: tuple[float, float] | None) -> str:
-    return f" [{_pct(interval[0])}, {_pct(interval[1])}]" if interval else ""
+    return escape(f" [{_pct(interval[0])}, {_pct(interval[1])}]") if interval else ""
 
 
 def _options_table(report: dict) -> Table:
@@ -273,7 +274,8 @@ def _validation(report: dict, console: Console) -> None:
         return
     t = Table(
         title="Predicted vs measured (each cell from the others' calibration and its own per-sample costs; "
-        "error = predicted / measured - 1, [against the measured 95 % interval over repeats])",
+        "error = predicted / measured - 1, and in brackets against the ends of the measured 95 % interval "
+        "over repeats, where the cell has repeats)",
         title_justify="left",
     )
     for col in (

@@ -173,14 +173,27 @@ def test_recommend_reads_the_sweep(sweep_runs):
     inputs = {i["input"]: i for i in options["local NVMe", "cpu"]["inputs"]}
     decode = inputs["CPU decode+augment per core (samples/s)"]["source"]  # the sweep's, at 110 KB
     assert "(measured: median decode and augment thread CPU time of 6 cell(s) in" in decode
-    assert "tier 'disk' (local)" in inputs["backend bandwidth (bytes/s)"]["source"]
+    # the sweep's disk is this VM's virtio disk, not the target's NVMe: its rate does not carry over
+    # (the drives' datasheet stands) unless the user says it is the same storage
+    assert inputs["backend bandwidth (bytes/s)"]["origin"] == "published"
+    carried = {c["figure"].split(" bandwidth")[0]: c for c in report["carried_over"]}
+    assert not carried["tier 'disk' (local)"]["carried"] and "virtio" in carried["tier 'disk' (local)"]["why"]
+    same = StringIO()
+    assert recommend_command(parser.parse_args([*argv, "--json", "--same-storage"]), Console(file=same)) == 0
+    local = {(o["name"], o["decode"]): o for o in json.loads(same.getvalue())["options"]}["local NVMe", "cpu"]
+    assert (
+        "tier 'disk' (local)"
+        in {i["input"]: i for i in local["inputs"]}["backend bandwidth (bytes/s)"]["source"]
+    )
     # the throttled tier becomes a what-if option whose bandwidth the sweep measured: its link's
     # 24 MB/s, read back from what the fetch-limited cells delivered (tar headers included)
     link = {i["input"]: i for i in options["what-if link", "cpu"]["inputs"]}["backend bandwidth (bytes/s)"]
     assert link["value"] == pytest.approx(24e6, rel=0.10) and "fetch-limited" in link["source"]
     assert options["what-if link", "cpu"]["prediction"]["binding"] == "fetch"
-    # every cell of the sweep is in the prediction table, each with its error
+    # every cell of the sweep is in the prediction table, each with its error, its AU on the
+    # summary's basis (predicted samples/s x the cell's device busy per sample): the two errors agree
     assert len(report["validation"]) == 6 and all(v["error"] is not None for v in report["validation"])
+    assert all(v["au_error"] == pytest.approx(v["error"], abs=1e-9) for v in report["validation"])
     # the training process's CPU share is a residual (cores / rate − the workers' CPU − overhead),
     # taken from the cells whose workers fill the cores; since the workers' batches no longer cross
     # by fd it is near 0 here and noise can clamp it to 0, so its source is what this checks
