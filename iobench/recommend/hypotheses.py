@@ -73,14 +73,14 @@ def tier_check(s: Scenario, cal: Calibration | None, claim: Claim) -> Check:
             else ""
         )
         return Check(rule, SOURCE, f"{label(best)} leads: {fits}{why_ahead(best, mine)}", False)
-    weak = best if not best.judged else mine
-    return Check(
-        rule,
-        SOURCE,
-        f"{label(best)} leads ({standing(best)}), but {weak.name}'s figures are not measured or given here: "
-        f"{_unknown(weak)}",
-        None,
-    )
+    if not best.judged:
+        said = f"{label(best)} leads, but its figures are not measured or given here: {_unknown(best)}"
+    else:
+        said = (
+            f"{label(best)} leads ({standing(best)}), but {mine.name}'s figures are not measured or given "
+            f"here: {_unknown(mine)}"
+        )
+    return Check(rule, SOURCE, said, None)
 
 
 def _ram_check(s: Scenario, cal: Calibration | None) -> Check:
