@@ -206,7 +206,10 @@ def _dataset(args: argparse.Namespace, model: str) -> tuple[float, float, str]:
 
         path = Path(args.manifest)
         directory = path.parent if path.name == MANIFEST_NAME else path
-        m = Manifest.load(directory)
+        try:
+            m = Manifest.load(directory)
+        except (OSError, ValueError) as exc:
+            raise ValueError(f"--manifest {args.manifest}: {exc}") from None
         if not m.num_samples:
             raise ValueError(f"--manifest {args.manifest}: the dataset has no samples")
         return float(m.total_bytes), float(m.mean_sample_bytes), f"manifest {directory / MANIFEST_NAME}"
@@ -378,7 +381,9 @@ def scenario(args: argparse.Namespace) -> Scenario:
     dataset_bytes, sample_bytes, dataset_said = _dataset(args, model)
     memory_gib = (table.get(kind) or {}).get("memory_gib")
     server, target = _target(args, kind)
-    per_node = args.accelerators_per_node or (server.accelerators_per_node if server else None) or 8
+    per_node = args.accelerators_per_node
+    if per_node is None:
+        per_node = (server.accelerators_per_node if server else None) or 8
     if per_node < 1:
         raise ValueError(f"--accelerators-per-node {per_node}: must be at least 1")
     nvme_text = args.nvme if args.nvme is not None else (server.nvme if server else None)
