@@ -58,7 +58,9 @@ def _within(records: list[Any], start: float, end: float, at: str = "t0") -> lis
     return records[bisect.bisect_left(times, start) : bisect.bisect_left(times, end)]
 
 
-def rank_run(job: Job, pid: int, end_step: int | None) -> RankRun | None:
+def rank_run(job: Job, pid: int, end_step: int | None, warmup_steps: int | None = None) -> RankRun | None:
+    """One rank's run, its window ending at ``end_step`` after ``warmup_steps`` (None: the warm-up
+    read off its steps, as when the window closed; both None: the job ended first)."""
     tag = main_stream(job, pid)
     if tag is None:
         return None
@@ -70,7 +72,8 @@ def rank_run(job: Job, pid: int, end_step: int | None) -> RankRun | None:
         return None
     created = created_at(job, tag)
     state = warmup(durations(steps, created))
-    warm = min(state.warmup_steps, len(steps) - 1)
+    found = state.warmup_steps if warmup_steps is None else warmup_steps
+    warm = min(found, len(steps) - 1)
     copies = sorted(job.h2d.get(pid, []), key=lambda r: r.t0)
     fetches = sorted(job.fetches.get(tag, []), key=lambda r: r.t1)
     h2d = [sum(c.t1 - c.t0 for c in _within(copies, s.t_return, s.t_end)) for s in steps]
@@ -119,6 +122,13 @@ def _copies_per_step(copies: list[Any]):  # type: ignore[no-untyped-def]
     return inside
 
 
-def rank_runs(job: Job, end_step: int | None) -> list[RankRun]:
-    """Every rank that took batches, by rank."""
-    return [run for pid in loop_processes(job) if (run := rank_run(job, pid, end_step)) is not None]
+def rank_runs(job: Job, end_step: int | None, warmups: dict[str, int]) -> list[RankRun]:
+    """Every rank that took batches, by rank; ``warmups`` the warm-up of each stream as the window
+    closed (MSER on the series then: a later disturbance must not move a window already measured)."""
+    out = []
+    for pid in loop_processes(job):
+        tag = main_stream(job, pid)
+        run = rank_run(job, pid, end_step, warmups.get(tag) if tag else None)
+        if run is not None:
+            out.append(run)
+    return out

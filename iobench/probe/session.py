@@ -45,7 +45,7 @@ class Plan:
 
     end: int
     streams: dict[str, dict] = field(default_factory=dict)
-    set_at: float = 0.0
+    warmup: dict[str, int] = field(default_factory=dict)  # per stream: the warm-up when the window closed
 
 
 def job_environment(records: Path, ceilings: bool, base: dict[str, str] | None = None) -> dict[str, str]:
@@ -62,7 +62,7 @@ def window_plan(job: Job, limits: Limits, ceilings: bool) -> Plan | None:
     if not pids or len(pids) < expected_ranks(job):
         return None
     tags = [t for pid in pids if (t := main_stream(job, pid)) is not None]
-    progress = []
+    progress, warm = [], {}
     for tag in tags:
         steps = measured(stream_steps(job, tag))
         if not steps:
@@ -71,6 +71,7 @@ def window_plan(job: Job, limits: Limits, ceilings: bool) -> Plan | None:
         if not limits.done(state.steps, state.seconds):
             return None
         progress.append(steps)
+        warm[tag] = state.warmup
     first = progress[0]
     end = end_step([len(job.steps[t]) for t in tags], first)
     plan = {
@@ -78,7 +79,7 @@ def window_plan(job: Job, limits: Limits, ceilings: bool) -> Plan | None:
         "replay": replay_steps(first) if ceilings else 0,
         "alone_s": ALONE_S if ceilings else 0.0,
     }
-    return Plan(end=end, streams={tag: plan for tag in tags}, set_at=time.monotonic())
+    return Plan(end=end, streams={tag: plan for tag in tags}, warmup=warm)
 
 
 def phases_done(job: Job, plan: Plan, ceilings: bool) -> bool:
@@ -183,7 +184,8 @@ class Probe:
             self.gpu.append((time.perf_counter(), sum(g.utilization_pct for g in samples) / len(samples)))
 
     def _publish(self, job: Job, started: str, code: int | None) -> None:
-        runs = tuple(rank_runs(job, self.plan.end if self.plan else None))
+        plan = self.plan
+        runs = tuple(rank_runs(job, plan.end if plan else None, plan.warmup if plan else {}))
         window_complete = self.plan is not None
         short = None
         if not window_complete:

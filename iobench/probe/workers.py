@@ -23,7 +23,7 @@ class LoaderWork:
     collate_wall_s: float
     collate_cpu_s: float
     collate_runq_s: float
-    busy_s: float  # the readers' time inside fetch
+    busy_s: float  # the readers' time inside fetch, within the interval
     rchar: int  # bytes their read calls returned
     read_bytes: int  # bytes read from block devices
 
@@ -88,7 +88,7 @@ def loader_work(fetches: list[Any], start: float, end: float, readers: int) -> L
         collate_wall_s=sum(f.collate_wall for f in inside),
         collate_cpu_s=sum(f.collate_cpu for f in inside),
         collate_runq_s=sum(f.collate_runq for f in inside),
-        busy_s=sum(f.t1 - f.t0 for f in inside),
+        busy_s=sum(f.t1 - max(f.t0, start) for f in inside),
         rchar=sum(int(f.rchar) for f in inside),
         read_bytes=sum(int(f.read_bytes) for f in inside),
     )

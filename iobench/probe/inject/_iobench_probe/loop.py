@@ -46,6 +46,7 @@ class Stream:
         self.epochs = 0
         self.kept: deque = deque(maxlen=KEEP)
         self.device_open: tuple | None = None
+        self.alone_done = False  # the loader-alone phase ran (it may have ended the epoch)
         self.depth = int(info.get("workers") or 0) * int(info.get("prefetch_factor") or 0)
 
 
@@ -62,6 +63,14 @@ def count_samples(data: Any, fallback: int) -> int:
         else:
             break
     return fallback
+
+
+def _batches_left(it: Any) -> int | None:
+    """Batches a DataLoader iterator has yet to hand out this epoch; None where it cannot say."""
+    try:
+        return len(it) - int(it._num_yielded)
+    except Exception:
+        return None
 
 
 def _path_root(dataset: Any) -> str | None:
@@ -143,19 +152,12 @@ class Loop:
 
     def _phase(self, stream: Stream) -> int:
         plan = self.control.plans.get(stream.tag)
-        if plan is None:
+        if plan is None or stream.steps < plan.end:
             return MEASURE
-        k, after = stream.steps, plan.end
-        if k < plan.end:
-            return MEASURE
-        if self.ceilings and plan.replay and stream.kept:
-            if k < plan.end + plan.replay:
-                return REPLAY
-            after += plan.replay
-        if self.ceilings and plan.alone_s > 0:
-            if k == after:
-                return ALONE
-            after += 1
+        if self.ceilings and plan.replay and stream.kept and stream.steps < plan.end + plan.replay:
+            return REPLAY
+        if self.ceilings and plan.alone_s > 0 and not stream.alone_done:
+            return ALONE
         return STOP if self.control.then == "stop" else OFF
 
     def next(self, stream: Stream, it: Any, original: Callable[[Any], Any]) -> Any:
@@ -200,6 +202,13 @@ class Loop:
         return data
 
     def _alone(self, stream: Stream, it: Any, original: Callable[[Any], Any], seconds: float) -> Any:
+        """The loader alone, inside one next(): drain ``it`` with nothing consuming, then hand the
+        loop the last batch. It leaves the epoch's last batch to the loop, so the job's epochs (and
+        the steps of ranks in step) stay as they were; an epoch too near its end to measure in puts
+        it off to the next one."""
+        left = _batches_left(it)
+        if left is not None and left < stream.depth + ALONE_MIN_BATCHES + 2:
+            return original(it)
         start = time.perf_counter()
         t_from = start if stream.depth == 0 else None
         untimed = batches = samples = 0
@@ -210,6 +219,8 @@ class Loop:
             while True:
                 data = original(it)
                 now = time.perf_counter()
+                if left is not None:
+                    left -= 1
                 if t_from is None:
                     untimed += 1
                     if untimed >= stream.depth:
@@ -217,11 +228,13 @@ class Loop:
                     continue
                 batches += 1
                 samples += count_samples(data, fallback)
-                if (batches >= ALONE_MIN_BATCHES and now - t_from >= seconds) or now - start >= ALONE_MAX_S:
+                enough = batches >= ALONE_MIN_BATCHES and now - t_from >= seconds
+                if enough or now - start >= ALONE_MAX_S or left == 1:
                     break
         except StopIteration:
             ended = True
         end = time.perf_counter()
+        stream.alone_done = True
         self.log.write(["alone", stream.tag, start, t_from, end, batches, samples, untimed, ended], end)
         if ended:
             self.log.write(["end", stream.tag, end, end])

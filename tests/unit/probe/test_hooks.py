@@ -1,0 +1,175 @@
+"""The hooks that run inside a probed job, one piece at a time in this process: the import hook, the
+records file (a forked child keeps its own), a batch's samples, where a dataset's files live, the
+control file, the timed fetch, and the loop's phases after the window."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+import pytest
+import torch
+from torch.utils.data._utils.fetch import _MapDatasetFetcher
+
+from iobench.probe.inject._iobench_probe import worker
+from iobench.probe.inject._iobench_probe.control import Control, Plan
+from iobench.probe.inject._iobench_probe.imports import when_imported
+from iobench.probe.inject._iobench_probe.log import Log
+from iobench.probe.inject._iobench_probe.loop import Loop, count_samples, loader_info
+from iobench.probe.reader import parse
+
+
+def _lines(path) -> list[list]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_a_hook_runs_once_the_module_is_imported_and_at_once_if_it_already_was(tmp_path, monkeypatch):
+    (tmp_path / "probe_hook_target.py").write_text("VALUE = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    seen = []
+    when_imported("probe_hook_target", lambda m: seen.append(m.VALUE))
+    assert seen == []
+    import probe_hook_target  # noqa: F401
+
+    assert seen == [1]
+    when_imported("json", lambda m: seen.append(m.__name__))
+    assert seen == [1, "json"]
+    del sys.modules["probe_hook_target"]
+
+
+def test_records_are_written_in_batches_and_a_forked_child_writes_its_own(tmp_path):
+    log = Log(str(tmp_path))
+    log.write(["error", 1.0, "parent", "pending before the fork"], now=log._last)
+    pid = os.fork()
+    if pid == 0:  # the child: what its parent had pending is not its own
+        log.write(["error", 2.0, "child", "its own"])
+        log.flush()
+        os._exit(0)
+    os.waitpid(pid, 0)
+    log.flush()
+    assert [r[2] for r in _lines(tmp_path / f"p{os.getpid()}.jsonl")] == ["parent"]
+    assert [r[2] for r in _lines(tmp_path / f"p{pid}.jsonl")] == ["child"]
+
+
+def test_a_batch_counts_the_leading_size_of_its_first_tensor():
+    x = torch.zeros(7, 3)
+    assert count_samples((x, torch.zeros(7)), 1) == 7
+    assert count_samples({"image": x}, 1) == 7
+    assert count_samples([{"data": x}], 1) == 7  # DALI's list of dicts
+    assert count_samples(["a", "b"], 5) == 5  # no tensor: the loader's batch size
+
+
+def test_a_loader_says_where_its_files_live(tmp_path):
+    (tmp_path / "cls").mkdir()
+
+    class Folder(torch.utils.data.Dataset):
+        def __init__(self):
+            self.samples = [(str(tmp_path / "cls" / f"{i}.jpg"), 0) for i in range(3)]
+
+        def __len__(self):
+            return 3
+
+        def __getitem__(self, i):
+            return i
+
+    info = loader_info(torch.utils.data.DataLoader(Folder(), batch_size=2), torch)
+    assert info["root"] == str(tmp_path / "cls")
+    assert (info["batch_size"], info["workers"], info["length"], info["iterable"]) == (2, 0, 3, False)
+
+
+def test_the_control_file_is_read_when_it_changes(tmp_path):
+    control = Control(str(tmp_path))
+    control.poll(0.0)
+    assert control.plans == {}
+    tmp = tmp_path / "tmp.json"
+    tmp.write_text(
+        json.dumps({"streams": {"1-0": {"end": 5, "replay": 2, "alone_s": 1.0}}, "then": "continue"})
+    )
+    os.replace(tmp, tmp_path / "control.json")
+    control.poll(0.05)  # too soon after the last look
+    assert control.plans == {}
+    control.poll(1.0)
+    assert control.plans == {"1-0": Plan(end=5, replay=2, alone_s=1.0)} and control.then == "continue"
+
+
+class _Images(torch.utils.data.Dataset):
+    def __len__(self):
+        return 100
+
+    def __getitem__(self, i):
+        time.sleep(0.004)  # a slow store: blocked, not on the CPU
+        return torch.zeros(3)
+
+
+def test_a_timed_fetch_splits_the_dataset_from_collate_and_blocked_from_cpu(tmp_path, monkeypatch):
+    log = Log(str(tmp_path))
+    monkeypatch.setattr(worker.STATE, "log", log)
+    monkeypatch.setattr(worker.STATE, "control", None)
+    monkeypatch.setattr(worker.STATE, "main_tag", "1-0")
+    monkeypatch.setattr(worker.STATE, "worker", -1)
+    fetcher = _MapDatasetFetcher(_Images(), True, torch.utils.data.default_collate, False)
+    fetch = worker.timed_fetch(_MapDatasetFetcher.fetch)
+    batch = fetch(fetcher, list(range(8)))
+    assert batch.shape == (8, 3)
+    assert fetcher.collate_fn is torch.utils.data.default_collate  # put back
+    log.flush()
+    (line,) = [r for r in _lines(tmp_path / f"p{os.getpid()}.jsonl") if r[0] == "fetch"]
+    _, f = parse(json.dumps(line))
+    assert f.samples == 8 and f.worker == -1
+    assert f.get_wall >= 8 * 0.004
+    assert f.get_wall - f.get_cpu - f.get_runq >= 8 * 0.004 * 0.9  # the sleeps: blocked
+    assert 0 < f.collate_wall < f.get_wall
+
+
+class _Batches:
+    """An iterator of numbered batches, ``left`` of them this epoch (as a DataLoader's says)."""
+
+    def __init__(self, n: int) -> None:
+        self.n, self._num_yielded = n, 0
+
+    def __len__(self) -> int:
+        return self.n
+
+    def next(self) -> torch.Tensor:
+        if self._num_yielded >= self.n:
+            raise StopIteration
+        self._num_yielded += 1
+        return torch.full((4,), float(self._num_yielded))
+
+
+def test_after_the_window_the_loop_replays_then_the_loader_runs_alone_then_the_job_stops(tmp_path):
+    log = Log(str(tmp_path))
+    control = Control(str(tmp_path))
+    loop = Loop(log, control, ceilings=True)
+    stream = loop.stream(("test",), lambda: {"batch_size": 4, "workers": 0})
+    control.plans = {stream.tag: Plan(end=3, replay=2, alone_s=0.01)}
+    control._checked = float("inf")  # the plan above is the one read
+    it = _Batches(100)
+    taken = [loop.next(stream, it, _Batches.next)[0].item() for _ in range(6)]
+    # three measured batches, two replayed from memory, then the loader alone drained it and handed
+    # the loop its last batch
+    assert taken[:5] == [1.0, 2.0, 3.0, 3.0, 2.0]
+    assert taken[5] > 4.0 and it._num_yielded == taken[5]
+    with pytest.raises(SystemExit) as stopped:
+        loop.next(stream, it, _Batches.next)
+    assert stopped.value.code == 0
+    kinds = [r[0] for r in _lines(tmp_path / f"p{os.getpid()}.jsonl")]
+    assert kinds.count("step") == 6 and "alone" in kinds and kinds[-1] == "stop"
+
+
+def test_the_loader_alone_leaves_the_epoch_its_last_batch_and_waits_for_an_epoch_long_enough(tmp_path):
+    log = Log(str(tmp_path))
+    control = Control(str(tmp_path))
+    loop = Loop(log, control, ceilings=True)
+    stream = loop.stream(("test",), lambda: {"batch_size": 4, "workers": 0})
+    control.plans = {stream.tag: Plan(end=1, replay=0, alone_s=10.0)}
+    control._checked = float("inf")
+    short = _Batches(5)
+    loop.next(stream, short, _Batches.next)
+    loop.next(stream, short, _Batches.next)  # too near the epoch's end: a plain batch
+    assert not stream.alone_done
+    long = _Batches(40)
+    loop.next(stream, long, _Batches.next)
+    assert stream.alone_done and long._num_yielded == 39  # one left for the loop

@@ -1,0 +1,155 @@
+"""The probe's verdict from a window's metrics and its readers' time: each bound on numbers chosen so
+that only it fits, and the differential of the two ceilings agreeing with it or not."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from iobench.probe.verdict import differential, judge
+from iobench.probe.workers import LoaderWork
+from iobench.results.figures import PipelineMetrics, WallSplit
+
+
+def metrics(au: float, stall: float, **more: float) -> PipelineMetrics:
+    wall = 10.0
+    return PipelineMetrics(
+        steps=100,
+        samples=1600,
+        wall_s=wall,
+        samples_per_s=160.0,
+        bytes_read=0,
+        bytes_per_s=0.0,
+        wait_s=stall * wall,
+        h2d_s=more.pop("h2d_s", 0.0),
+        compute_s=au * wall,
+        au=au,
+        au_mlperf=None,
+        stall_fraction=stall,
+        wait_p50_ms=10.0,
+        wait_p95_ms=20.0,
+        wait_p99_ms=30.0,
+        wait_max_ms=40.0,
+        time_to_first_batch_s=1.0,
+        au_basis="CPU step (the host is the device)",
+        trainer_cores=0.2,
+        **more,
+    )
+
+
+def work(
+    *,
+    blocked_ms: float = 0.0,
+    cpu_ms: float = 0.0,
+    runq_ms: float = 0.0,
+    collate_ms: float = 0.1,
+    busy: float = 1.0,
+    readers: int = 2,
+) -> LoaderWork:
+    samples, seconds = 1000, 10.0
+    get_wall = (blocked_ms + cpu_ms + runq_ms) * samples / 1000.0
+    return LoaderWork(
+        readers=readers,
+        seconds=seconds,
+        batches=samples // 16,
+        samples=samples,
+        get_wall_s=get_wall,
+        get_cpu_s=cpu_ms * samples / 1000.0,
+        get_runq_s=runq_ms * samples / 1000.0,
+        collate_wall_s=collate_ms * samples / 1000.0,
+        collate_cpu_s=collate_ms * samples / 1000.0,
+        collate_runq_s=0.0,
+        busy_s=busy * seconds * readers,
+        rchar=samples * 100_000,
+        read_bytes=0,
+    )
+
+
+def test_an_input_pipeline_that_keeps_the_step_busy_is_not_the_limit():
+    v = judge(metrics(0.95, 0.03), work(cpu_ms=5, busy=0.3), cores=2, workers=2)
+    assert v.bound == "accelerator"
+
+
+def test_workers_blocked_in_the_dataset_are_fetch_bound():
+    v = judge(metrics(0.2, 0.8), work(blocked_ms=40, cpu_ms=3), cores=2, workers=2)
+    assert (v.bound, v.binding_stage) == ("fetch", "fetch")
+    assert any("40.0 ms blocked" in line for line in v.evidence)
+    assert any("more workers" in line for line in v.evidence)  # the CPU has room
+
+
+def test_workers_on_the_cpu_are_prep_bound_and_every_core_busy_says_so():
+    v = judge(metrics(0.3, 0.7), work(cpu_ms=8, runq_ms=3, blocked_ms=0.5), cores=2, workers=2)
+    assert (v.bound, v.binding_stage) == ("prep", "decode")
+    saturated = work(cpu_ms=20, runq_ms=5, blocked_ms=0.5)  # 2 readers x 2 cores' worth
+    v = judge(metrics(0.3, 0.7), saturated, cores=2, workers=2)
+    assert "every core busy" in v.headline
+
+
+def test_idle_workers_while_the_loop_waits_are_the_hand_over():
+    v = judge(metrics(0.5, 0.5), work(cpu_ms=2, busy=0.2), cores=4, workers=2)
+    assert (v.bound, v.binding_stage) == ("prep", "collate")
+    assert "collate/IPC" in v.headline
+    # with the batches matched to their making the measured hand-over decides, not the busy share
+    split = WallSplit(
+        wall_s=10,
+        loop=0,
+        loader_start=0,
+        fetch=0.05,
+        decode=0.05,
+        augment=0,
+        collate=0,
+        unsplit=0,
+        handover=0.4,
+        peer_wait=0,
+        h2d=0,
+        device=0.5,
+        host=0,
+        allreduce=0,
+    )
+    v = judge(metrics(0.5, 0.5), work(cpu_ms=2, busy=0.95), cores=4, workers=2, split=split)
+    assert v.binding_stage == "collate"
+    v = judge(
+        metrics(0.5, 0.5),
+        work(cpu_ms=2, busy=0.2),
+        cores=4,
+        workers=2,
+        split=replace(split, handover=0.05, decode=0.4),
+    )
+    assert v.binding_stage == "decode"
+
+
+def test_copies_that_outweigh_the_waits_are_h2d():
+    v = judge(metrics(0.6, 0.05, h2d_s=3.0), work(cpu_ms=2), cores=2, workers=2)
+    assert (v.bound, v.binding_stage) == ("prep", "h2d")
+
+
+def test_a_stretched_step_with_its_data_there_is_host_bound():
+    m = metrics(0.8, 0.02, step_alone_s=0.03, trainer_slowdown=2.5)
+    m = replace(m, compute_s=8.0)
+    v = judge(m, work(cpu_ms=30, runq_ms=10), cores=2, workers=2)
+    assert v.bound == "host"
+
+
+def test_without_the_readers_the_stage_is_not_named():
+    v = judge(metrics(0.3, 0.7), None, cores=2, workers=0, unseen="DALI runs its pipeline in its own threads")
+    assert v.bound == "unknown"
+    assert any("DALI" in line for line in v.evidence)
+
+
+@pytest.mark.parametrize(
+    ("online", "ceilings", "binding", "agree"),
+    [
+        ("prep", {"accelerator": 1500.0, "prep": 400.0}, "prep", True),
+        ("fetch", {"accelerator": 900.0, "fetch": 45.0}, "fetch", True),
+        ("accelerator", {"accelerator": 23.0, "prep": 300.0}, "accelerator", True),
+        ("host", {"accelerator": 23.0, "prep": 300.0}, "accelerator", True),
+        ("prep", {"accelerator": 23.0, "prep": 300.0}, "accelerator", False),
+    ],
+)
+def test_the_two_ceilings_name_the_binding_part_and_say_whether_the_timers_agree(
+    online, ceilings, binding, agree
+):
+    v = judge(metrics(0.3, 0.7), work(cpu_ms=8), cores=2, workers=2)
+    a = differential(replace(v, bound=online), ceilings, metrics(0.3, 0.7))
+    assert (a.binding, a.agree, a.online_bound) == (binding, agree, online)
