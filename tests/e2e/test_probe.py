@@ -1,0 +1,161 @@
+"""`iobench probe -- python job.py` end to end on small plain PyTorch jobs written here: the job's own
+output and exit code pass through, its verdict and ceilings land in a run directory the report reads,
+workers started by spawn are reached, and a job that crashes, never iterates a DataLoader or is not
+Python is answered in words."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+
+import pytest
+
+from iobench.results.api import load_run, load_summaries
+
+JOB = """
+import sys, time, torch
+from torch.utils.data import DataLoader, Dataset, IterableDataset
+
+class Store(Dataset):  # each sample waits on a slow store, then costs little CPU
+    def __len__(self):
+        return 4000
+    def __getitem__(self, i):
+        time.sleep(WAIT_S)
+        end = time.thread_time() + CPU_S
+        while time.thread_time() < end:
+            pass
+        return torch.zeros(8), i % 10
+
+class Stream(IterableDataset):
+    def __iter__(self):
+        for i in range(4000):
+            time.sleep(WAIT_S)
+            yield torch.zeros(8), i % 10
+
+if __name__ == "__main__":
+    dataset = Stream() if ITERABLE else Store()
+    loader = DataLoader(dataset, batch_size=8, num_workers=WORKERS, multiprocessing_context=CONTEXT)
+    for step, (x, y) in enumerate(loader):
+        time.sleep(STEP_S)
+        if step == CRASH_AT:
+            raise RuntimeError("the job's own failure")
+    print("the job's own last line")
+    sys.exit(EXIT)
+"""
+
+
+def job(
+    tmp_path,
+    *,
+    wait_s=0.004,
+    cpu_s=0.0,
+    step_s=0.002,
+    workers=2,
+    context=None,
+    crash_at=-1,
+    iterable=False,
+    exit_code=0,
+) -> str:
+    settings = dict(
+        WAIT_S=wait_s,
+        CPU_S=cpu_s,
+        STEP_S=step_s,
+        WORKERS=workers,
+        CONTEXT=repr(context),
+        CRASH_AT=crash_at,
+        ITERABLE=iterable,
+        EXIT=exit_code,
+    )
+    path = tmp_path / "job.py"
+    path.write_text("".join(f"{k} = {v}\n" for k, v in settings.items()) + textwrap.dedent(JOB))
+    return str(path)
+
+
+def probe(iobench_sweep, tmp_path, script: str, *flags: str):
+    out = tmp_path / "run"
+    proc = iobench_sweep.run(
+        "probe",
+        "--out",
+        out,
+        "--steps",
+        "20",
+        "--seconds",
+        "3",
+        *flags,
+        "--",
+        sys.executable,
+        script,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    return proc, out
+
+
+def test_a_slow_store_is_fetch_bound_with_both_ceilings_and_the_run_reads_back(
+    iobench_sweep, iobench, tmp_path
+):
+    proc, out = probe(iobench_sweep, tmp_path, job(tmp_path, wait_s=0.004, step_s=0.001), "--ceilings")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "the job's own last line" not in proc.stdout  # stopped after the window, through SystemExit(0)
+    (summary,) = load_summaries(out)
+    assert summary.verdict.bound == "fetch", summary.verdict.headline
+    assert set(summary.ceilings) == {"accelerator", "fetch"}
+    assert summary.attribution is not None and summary.attribution.agree
+    assert summary.window.met
+    assert load_run(out).column("verdict").to_pylist() == ["fetch"]
+    assert "fetch-bound" in proc.stderr and (out / "sweep.yaml").exists()
+    report = iobench("report", out, "--html", cwd=tmp_path)
+    assert report.returncode == 0 and (out / "report.html").exists()
+    assert iobench("compare", out, out, cwd=tmp_path).returncode == 0
+
+
+def test_spawned_workers_are_reached_and_their_cpu_bound_samples_are_prep(iobench_sweep, tmp_path):
+    script = job(tmp_path, wait_s=0.0, cpu_s=0.004, step_s=0.0005, workers=1, context="spawn")
+    proc, out = probe(iobench_sweep, tmp_path, script)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (summary,) = load_summaries(out)
+    assert summary.stage_cpu_ms_per_sample["decode"] == pytest.approx(4.0, rel=0.5)
+    assert (summary.verdict.bound, summary.verdict.binding_stage) == ("prep", "decode"), (
+        summary.verdict.headline
+    )
+
+
+def test_a_crashing_job_keeps_its_traceback_and_exit_code_and_what_was_measured(iobench_sweep, tmp_path):
+    proc, out = probe(iobench_sweep, tmp_path, job(tmp_path, crash_at=40, workers=1))
+    assert proc.returncode == 1
+    assert "RuntimeError: the job's own failure" in proc.stderr
+    (summary,) = load_summaries(out)
+    assert summary.ok and not summary.window.met
+    assert "exit code 1" in summary.window.short_because
+
+
+def test_an_iterable_dataset_left_to_go_on_gets_the_loops_figures_and_a_note(iobench_sweep, tmp_path):
+    proc, out = probe(
+        iobench_sweep, tmp_path, job(tmp_path, iterable=True, workers=1, exit_code=3), "--then", "continue"
+    )
+    assert proc.returncode == 3
+    assert "the job's own last line" in proc.stdout  # it went on to its end
+    (summary,) = load_summaries(out)
+    assert summary.ok and summary.metrics.steps >= 20
+    assert any("IterableDataset has no per-index hook" in note for note in summary.warnings)
+
+
+def test_a_job_that_never_iterates_a_dataloader_is_told_what_was_seen(iobench_sweep, tmp_path):
+    script = tmp_path / "plain.py"
+    script.write_text("import torch\nprint('no loader here')\n")
+    proc, out = probe(iobench_sweep, tmp_path, str(script))
+    assert proc.returncode == 0 and "no loader here" in proc.stdout
+    assert "nothing measured" in proc.stderr
+    assert "no torch.utils.data.DataLoader (nor a DALI iterator) was iterated" in proc.stderr
+    assert "the job exited with code 0" in proc.stderr
+    assert load_run(out).column("status").to_pylist() == ["failed"]
+
+
+def test_a_command_that_is_not_python_is_refused_before_it_runs(iobench, tmp_path):
+    script = tmp_path / "train.sh"
+    script.write_text("#!/bin/sh\ntouch ran\n")
+    script.chmod(0o755)
+    proc = iobench("probe", "--out", tmp_path / "run", "--", str(script), cwd=tmp_path)
+    assert proc.returncode == 2
+    assert "not Python" in proc.stderr and "/bin/sh" in proc.stderr
+    assert not (tmp_path / "ran").exists()
