@@ -88,6 +88,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--store-ms", type=float, default=0.0, help="wait before each read, a slow store")
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--steps", type=int, default=None, help="stop after this many steps")
+    p.add_argument("--settle", type=int, default=10, help="steps before the job's own rate is timed")
     p.add_argument("--context", choices=("fork", "spawn", "forkserver"), default=None)
     p.add_argument("--alone", choices=("loader", "step"), help="measure the loader or the step alone")
     p.add_argument("--seconds", type=float, default=8.0, help="how long --alone measures")
@@ -136,24 +137,25 @@ def main() -> None:
         )
         return
 
-    steps, samples, start = 0, 0, time.perf_counter()
+    steps = samples = 0
+    start = time.perf_counter()  # restarted after the first --settle steps
     for epoch in range(args.epochs):
         if sampler is not None:
             sampler.set_epoch(epoch)
         for x, y in loader:
             step(x, y)
             steps += 1
-            samples += len(y)
+            if steps == args.settle:
+                samples, start = 0, time.perf_counter()
+            else:
+                samples += len(y)
             if args.steps is not None and steps >= args.steps:
                 break
         if args.steps is not None and steps >= args.steps:
             break
     seconds = time.perf_counter() - start
-    if rank == 0:
-        print(
-            f"trained {steps} steps, {samples * world / seconds:,.0f} samples/s (start-up included)",
-            flush=True,
-        )
+    if rank == 0:  # the job's own rate, after its first steps: what the probe's overhead is read on
+        print(json.dumps({"trained": steps, "samples_per_s": samples * world / seconds}), flush=True)
     if args.ddp:
         dist.destroy_process_group()
 
