@@ -12,8 +12,14 @@ from dataclasses import dataclass
 from rich.console import Console
 from rich.text import Text
 
-# piped output (CI logs, files) gets a wide table rather than rich's 80-column default
-console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+# piped output (CI logs, files) gets a wide table rather than rich's 80-column default (or the
+# width COLUMNS asks for), and its lines are never broken mid-phrase: a reader's pager wraps them
+_piped = not sys.stdout.isatty()
+console = Console(
+    highlight=False,
+    width=160 if _piped and "COLUMNS" not in os.environ else None,
+    soft_wrap=_piped,
+)
 err_console = Console(stderr=True, highlight=False)
 
 

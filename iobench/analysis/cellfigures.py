@@ -47,6 +47,9 @@ class RunFacts:
     # asked to be cold, on a tier read from this host's block devices: the window's reads from them
     # say whether it was
     cold: bool = False
+    # whole cores the trainer process keeps (an emulated trainer's host work); None: from the
+    # trainer's measured CPU
+    trainer_cores: int | None = None
 
 
 @dataclass(frozen=True)
@@ -110,6 +113,7 @@ def analyse(
         workers=facts.workers,
         cores=facts.cores,
         demand_samples_per_s=facts.demand_samples_per_s,
+        trainer_cores=facts.trainer_cores,
     )
     return Analysis(
         entries=entries,

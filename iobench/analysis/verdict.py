@@ -13,8 +13,10 @@ the pace and the host slowed it: the cell is host-bound, whatever its AU says.
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
+from iobench.analysis.cores import cores_to_feed
 from iobench.results.figures import PipelineMetrics, StageEvidence, Verdict
 from loaders.observe import STAGES, StageStats
 
@@ -38,6 +40,7 @@ def attribute(
     workers: int,
     cores: int,
     demand_samples_per_s: float | None,
+    trainer_cores: int | None = None,
 ) -> Verdict:
     readers = max(1, workers)
     wall_ms = stats.per_sample_ms("wall")
@@ -130,12 +133,13 @@ def attribute(
         f"(alone it could feed {_fmt_rate(fetch.capacity_samples_per_s)}): storage is not the limit"
     )
     if takes and total_cpu > 0:
-        need = takes * total_cpu / 1000.0
         whom = "the trainer can take" if takes < (demand_samples_per_s or 0) else "demanded"
+        keeps = trainer_cores if trainer_cores is not None else math.ceil(metrics.trainer_cores or 0.0)
+        loader = cores_to_feed(takes, total_cpu)
         ev.append(
-            f"feeding the {_fmt_rate(takes)} {whom} needs about {need:.0f} cores of decode+augment "
-            f"at the measured {total_cpu:.2f} CPU-ms per sample (the cell had {cores}); "
-            "or decode on the GPU (DALI mixed)"
+            f"feeding the {_fmt_rate(takes)} {whom} needs about {loader:.0f} cores of loader CPU at the "
+            f"measured {total_cpu:.2f} CPU-ms per sample (every stage), and {keeps} for the trainer: "
+            f"{loader + keeps:.0f} per accelerator (the cell had {cores}); or decode on the GPU (DALI mixed)"
         )
     headline = (
         f"prep-bound (CPU {what}): decode+augment+collate take {100 * prep_share:.0f} % of each "
@@ -145,11 +149,11 @@ def attribute(
 
 
 def trainer_takes(metrics: PipelineMetrics, demand: float | None) -> float | None:
-    """The samples/s the trainer can take: its demand, or what it steps at alone where that is less
-    (an emulated trainer whose host work outlasts its device time; a real one that cannot keep up)."""
+    """The samples/s the trainer can take: its demand, or what it steps at alone where it falls short
+    of it (an emulated trainer whose host work outlasts its device time; a real one that cannot keep up)."""
     alone = metrics.trainer_alone_samples_per_s
-    if demand and alone:
-        return min(demand, alone)
+    if demand and alone and trainer_short_of_demand(metrics, demand):
+        return alone
     return demand or None
 
 
@@ -181,7 +185,7 @@ def host_bound(metrics: PipelineMetrics, cores: int) -> list[str] | None:
         f"waiting for data {100 * metrics.stall_fraction:.0f} %"
     ]
     if metrics.trainer_cpu_ms_per_step is not None:
-        ev.append(f"the trainer's process used {metrics.trainer_cpu_ms_per_step:.1f} CPU-ms per step")
+        ev.append(f"the trainer used {metrics.trainer_cpu_ms_per_step:.1f} CPU-ms per step of its own")
     trainer_cores = metrics.trainer_cores
     if metrics.loader_cores is not None and trainer_cores is not None:
         used = metrics.loader_cores + trainer_cores

@@ -9,6 +9,7 @@ the step loop and the metrics do not care which one runs.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Protocol
 
 import torch
@@ -70,6 +71,14 @@ class EmulatedAccelerator:
         self.host_work = HostWork(host) if host is not None else None
         self.last_device_s = 0.0
         self.au_basis = "emulated device time"
+
+    def for_count(self, count: int, host: HostCost | None) -> EmulatedAccelerator:
+        """The same trainer for ``count`` accelerators: ``host`` (their host work, or None) carries
+        the work this one sized on this host, per trainer, so both step alike under the same load."""
+        if host is not None and self.host_work is not None:
+            per_trainer = sum(self.host_work.sizes) / self.count
+            host = replace(host, elements_per_step=max(1, round(per_trainer * count)))
+        return EmulatedAccelerator(self.demand, count, host, self.compute, self.rank)
 
     def h2d(self, images: torch.Tensor, labels: torch.Tensor) -> tuple[object, object, float]:
         return images, labels, 0.0

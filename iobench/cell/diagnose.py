@@ -8,7 +8,7 @@ from dataclasses import replace
 
 from iobench.analysis.differential import capacity
 from iobench.analysis.verdict import AU_TARGET
-from iobench.cell.accelerator import EmulatedAccelerator, make_consumer
+from iobench.cell.accelerator import EmulatedAccelerator, emulated_host_cost
 from iobench.cell.ceilings import accelerator_ceiling, fetch_ceiling, prep_ceiling
 from iobench.cell.inputs import CellInputs
 from iobench.cell.live import live_file
@@ -61,7 +61,7 @@ def check_capacity(inputs: CellInputs, input_ceiling: float, takes: float | None
     for count in [n, n + 1] if n >= 1 else [1]:
         if live:  # the tier is prepared again before each check's step loop
             live.pause(f"preparing the tier for the capacity check at {count} accelerators")
-        checking = make_consumer(replace(acc, count=count), batch, rank=consumer.rank)
+        checking = consumer.for_count(count, emulated_host_cost(replace(acc, count=count), batch))
         m = measure(replace(inputs, consumer=checking))
         checks.append(CapacityCheck(count=count, au=m.metrics.au, samples_per_s=m.metrics.samples_per_s))
     return replace(

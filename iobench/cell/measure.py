@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from iobench.analysis import window
 from iobench.analysis.cellfigures import Analysis, RunFacts, analyse
+from iobench.cell.accelerator import EmulatedAccelerator
 from iobench.cell.allreduce import allreduce_model
 from iobench.cell.alone import time_alone
 from iobench.cell.distributed import SOLO, Ranks
@@ -156,6 +157,7 @@ def measure(inputs: CellInputs, ranks: Ranks = SOLO) -> Measurement:
         requested_epochs=run.epochs,
         capped=capped,
         cold=cold and ranks.host_leader and inputs.tier.reads_block_devices,
+        trainer_cores=trainer_cores(consumer),
     )
     analysis = analyse(
         log.rows,
@@ -167,6 +169,14 @@ def measure(inputs: CellInputs, ranks: Ranks = SOLO) -> Measurement:
         device_read_bytes=window_device_reads(log, telemetry) if facts.cold else None,
     )
     return Measurement(log, analysis, cache_state, telemetry, steady, released_at, alone)
+
+
+def trainer_cores(consumer) -> int | None:
+    """The whole cores an emulated trainer keeps (its host work's), 0 for one that only sleeps; None
+    for a real model, whose measured CPU says."""
+    if not isinstance(consumer, EmulatedAccelerator):
+        return None
+    return consumer.host.reserved_cores if consumer.host is not None else 0
 
 
 def window_device_reads(log: StepLog, telemetry: Telemetry) -> int | None:

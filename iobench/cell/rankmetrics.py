@@ -193,7 +193,10 @@ def aggregate(runs: list[RankRun], synchronous: bool = False) -> Aggregate:
         kept = [list(entries) for entries in ledgers]
     wall = end - start
     n = len(runs)
-    inside = [[c for e in entries if (c := clipped(e, start, end)) is not None] for entries in ledgers]
+    inside = [
+        covering([c for e in entries if (c := clipped(e, start, end)) is not None], start, end)
+        for entries in ledgers
+    ]
     if synchronous:  # the job's samples: the steps every rank completed
         steps = set(range(k0, k1 + 1))
         inside = [[c if c.step in steps else _undelivered(c) for c in rank] for rank in inside]
@@ -241,6 +244,22 @@ def aggregate(runs: list[RankRun], synchronous: bool = False) -> Aggregate:
         free_running_au=None if None in free else float(np.mean(free)),  # type: ignore[arg-type]
         dropped_batches=sum(run.log.dropped_batches for run in runs),
     )
+
+
+def covering(entries: list[StepAccount], start: float, end: float) -> list[StepAccount]:
+    """A rank's accounts clipped to [start, end], stretched to cover it: a rank with no step over an
+    edge of the interval (it began later, or finished earlier) spent that time outside any step,
+    which its first or last account books to the loop."""
+    if not entries:
+        return entries
+    first, last = entries[0], entries[-1]
+    if first.start_s > start:
+        first = replace(first, start_s=start, loop=first.loop + (first.start_s - start))
+    if len(entries) == 1:
+        last = first
+    if last.end_s < end:
+        last = replace(last, end_s=end, loop=last.loop + (end - last.end_s))
+    return [first, *entries[1:-1], last] if len(entries) > 1 else [last]
 
 
 def _undelivered(entry: StepAccount) -> StepAccount:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from iobench.analysis.cores import cores_to_feed
 from iobench.analysis.decoderate import DecodeRate
 from iobench.cell.hostcost import HostCost, host_cost
 
@@ -47,7 +48,9 @@ def cores_needed(demand: AcceleratorDemand, rate: DecodeRate) -> CoresNeeded:
     cost = trainer_cost(demand)
     return CoresNeeded(
         count=demand.count,
-        decode_per_accelerator=demand.samples_per_s_each * rate.ms_per_sample(demand.sample_bytes) / 1000.0,
+        decode_per_accelerator=cores_to_feed(
+            demand.samples_per_s_each, rate.ms_per_sample(demand.sample_bytes)
+        ),
         trainer_per_accelerator=cost.reserved_cores if cost else 0,
         sample_bytes=demand.sample_bytes,
         counted="decode + augment at the demand, and the trainers' cores: a lower bound (collate, fetch and "

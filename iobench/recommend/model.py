@@ -87,11 +87,6 @@ def cpu_capacity(cores: float, cpu_s_per_sample: float) -> float:
     return cores / cpu_s_per_sample
 
 
-def cores_needed(rate: float, cpu_s_per_sample: float) -> float:
-    """Cores kept busy delivering ``rate`` samples/s at ``cpu_s_per_sample`` each."""
-    return rate * cpu_s_per_sample
-
-
 @dataclass(frozen=True)
 class Prediction:
     samples_per_s: float

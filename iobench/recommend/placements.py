@@ -22,6 +22,7 @@ import math
 from dataclasses import asdict, dataclass, field, replace
 from typing import Literal
 
+from iobench.analysis.cores import cores_to_feed
 from iobench.analysis.decoderate import ASSUMED, DecodeRate
 from iobench.analysis.verdict import AU_TARGET
 from loaders.storage import choose_policy
@@ -31,7 +32,6 @@ from .model import (
     Prediction,
     RamPlan,
     Requirement,
-    cores_needed,
     hit_ratio,
     loader_buffers,
     max_accelerators,
@@ -405,7 +405,7 @@ def _option(s: Scenario, st: _Storage, decode: str, cal: Calibration | None) -> 
         inputs.append(("CPU to read a sample, no decoding (ms per sample)", reading))
         cpu_ms = reading.value + other - fetch_cpu  # the rest a sweep measured: collate, overhead, trainer
         prep = s.loader_cores * 1000.0 / cpu_ms
-        cores = cores_needed(req.samples_per_s, cpu_ms / 1000.0) + s.reserved_cores
+        cores = cores_to_feed(req.samples_per_s, cpu_ms, s.reserved_cores)
         workers = min(s.loader_cores, max(1, math.ceil(cores - s.reserved_cores)))
     elif decode == "cpu":
         cpu_ms = s.decode.ms_per_sample(s.sample_bytes) + other
@@ -414,7 +414,7 @@ def _option(s: Scenario, st: _Storage, decode: str, cal: Calibration | None) -> 
         )
         inputs.append(("CPU decode+augment per core (samples/s)", rate))
         prep = s.loader_cores * 1000.0 / cpu_ms
-        cores = cores_needed(req.samples_per_s, cpu_ms / 1000.0) + s.reserved_cores
+        cores = cores_to_feed(req.samples_per_s, cpu_ms, s.reserved_cores)
         workers = min(s.loader_cores, max(1, math.ceil(cores - s.reserved_cores)))
     else:
         dali = s.dali_per_gpu or (cal.dali_gpu if cal else None) or DALI_PER_GPU
@@ -434,7 +434,7 @@ def _option(s: Scenario, st: _Storage, decode: str, cal: Calibration | None) -> 
         host_ms += dali_host.value if dali_host else 0.0
         gpu = s.node_accelerators * dali.value
         prep = min(gpu, s.loader_cores / (host_ms / 1000.0)) if host_ms > 0 else gpu
-        cores = cores_needed(req.samples_per_s, host_ms / 1000.0) + s.reserved_cores
+        cores = cores_to_feed(req.samples_per_s, host_ms, s.reserved_cores)
         workers = s.node_accelerators  # one DALI pipeline per GPU
     if decode != "none":
         inputs.append(("other CPU per sample (ms)", other_fig))

@@ -81,7 +81,9 @@ def mlperf_view(summaries: list[CellSummary]) -> RenderableType:
         m, acc = s.mlperf, s.cell.accelerator
         workload = f"{acc.model} on {acc.type or acc.kind} ({acc.demand})"
         if not s.ok or m is None:
-            table.add_row(Text(s.cell_id), workload, "-", "-", "-", "-", "-", "-", Text(s.status, "red"), "-", "-")
+            table.add_row(
+                Text(s.cell_id), workload, "-", "-", "-", "-", "-", "-", Text(s.status, "red"), "-", "-"
+            )
             continue
         table.add_row(
             Text(s.cell_id),

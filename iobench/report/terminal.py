@@ -389,7 +389,7 @@ def trainer_lines(s: CellSummary) -> list[str]:
         )
     if m.trainer_slowdown is not None and m.step_alone_s is not None:
         cpu = (
-            f"; the trainer's process used {m.trainer_cpu_ms_per_step:.1f} CPU-ms per step"
+            f"; the trainer used {m.trainer_cpu_ms_per_step:.1f} CPU-ms per step of its own"
             if m.trainer_cpu_ms_per_step is not None
             else ""
         )

@@ -11,6 +11,7 @@ Everything returns a pyarrow Table, so pandas stays optional.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import fields
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -100,8 +101,9 @@ def load_steps(run_dir: str | Path, cell_id: str | None = None) -> pa.Table:
 
 def step_rows(run_dir: str | Path, cell_id: str) -> list[StepRow]:
     """One cell's steps (warm-up included) as the step loop recorded them."""
+    recorded = {f.name for f in fields(StepRow)}  # not the accounts derived from them (account_*)
     return [
-        StepRow(**{k: v for k, v in row.items() if k != "cell_id"})
+        StepRow(**{k: v for k, v in row.items() if k in recorded})
         for row in load_steps(run_dir, cell_id).to_pylist()
     ]
 

@@ -20,7 +20,7 @@ def _cost(device: str = "cpu", batch: int = 64, cpu_ms: float = 50.0) -> HostCos
 def test_an_uncalibrated_model_takes_the_documented_default():
     cost = host_cost("resnet50", 256)
     assert cost.kind == "default" and cost.device == "cuda"
-    assert cost.cpu_s_per_step == pytest.approx(0.020) and "issue 31" in cost.source
+    assert cost.cpu_s_per_step == pytest.approx(0.020) and "one H200" in cost.source
 
 
 def test_a_calibration_replaces_the_default_and_the_previous_one():

@@ -15,6 +15,7 @@ from io import StringIO
 import pytest
 from rich.console import Console
 
+from iobench.analysis.cores import cores_to_feed
 from iobench.analysis.decoderate import given
 from iobench.datasets.manifest import ShardEntry, build_manifest
 from iobench.recommend.calibrate import (
@@ -38,7 +39,6 @@ from iobench.recommend.cli import (
 from iobench.recommend.crossovers import crossovers, grid
 from iobench.recommend.hypotheses import checks
 from iobench.recommend.model import (
-    cores_needed,
     hit_ratio,
     loader_buffers,
     loader_rate,
@@ -167,7 +167,8 @@ def test_predict_refuses_unknown_parts():
 
 
 def test_cores_buffers_ram_and_capacity():
-    assert cores_needed(56_000, 2.5e-3) == pytest.approx(140.0)
+    assert cores_to_feed(56_000, 2.5) == pytest.approx(140.0)
+    assert cores_to_feed(56_000, 2.5, trainer_cores=8) == pytest.approx(148.0)
     assert loader_buffers(8, 2, 256, 1e6) == pytest.approx(8.192e9)  # 8 x (2 + 2) x 256 x 1 MB
     plan = ram_plan(
         ram_bytes=1e12, buffers_bytes=4.096e9, cache_bytes=500e9, accelerator_memory_bytes=8 * 80 * 2**30

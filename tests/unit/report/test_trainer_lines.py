@@ -31,7 +31,7 @@ def test_a_real_cell_names_the_trainers_slowdown_and_what_au_divides():
     assert lines[0] == "AU = the device busy (CPU step (the host is the device)) / wall"
     assert lines[1] == (
         "trainer: its step took 300.0 ms (median) in the cell against 100.0 ms alone: slowdown 3.00x; "
-        "the trainer's process used 450.0 CPU-ms per step"
+        "the trainer used 450.0 CPU-ms per step of its own"
     )
     console = Console(record=True, width=200)
     print_report([_real_cell()], console)
