@@ -26,6 +26,7 @@ class Outcome:
     notes: tuple[str, ...] = ()  # what the probe could not see, said once for the whole job
     seen: str = ""  # when nothing was measured: what the probe saw of the job
     gpu: tuple[tuple[float, float], ...] = ()  # NVML beside the job: (perf_counter, mean utilisation %)
+    probe_cores: float | None = None  # the cores the probe's own process used while it followed the job
 
     @property
     def measured(self) -> bool:

@@ -482,6 +482,7 @@ def summary_of(outcome: Outcome) -> tuple[CellSummary, list[tuple[StepRow, StepA
             "kind": "the job's own step",
             "command": list(outcome.command),
             "exit_code": outcome.exit_code,
+            "probe_cores": outcome.probe_cores,
         },
         distributed=distributed,
         ranks=tuple(_rank_record(r) for r in ranks) if len(ranks) > 1 else (),

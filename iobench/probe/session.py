@@ -129,6 +129,7 @@ class Probe:
         for old in self.records.iterdir():  # a probe run again into the same directory starts afresh
             old.unlink()
         started = utc_now()
+        self._clock = (time.perf_counter(), time.process_time())
         follower = Follower(self.records)
         nvml = _nvml()
         child = subprocess.Popen(list(self.command.argv), env=job_environment(self.records, self.ceilings))
@@ -183,6 +184,11 @@ class Probe:
         if samples:
             self.gpu.append((time.perf_counter(), sum(g.utilization_pct for g in samples) / len(samples)))
 
+    def _own_cores(self) -> float:
+        """The cores this process (following the job, sampling NVML) used so far."""
+        wall, cpu = self._clock
+        return (time.process_time() - cpu) / max(1e-9, time.perf_counter() - wall)
+
     def _publish(self, job: Job, started: str, code: int | None) -> None:
         plan = self.plan
         runs = tuple(rank_runs(job, plan.end if plan else None, plan.warmup if plan else {}))
@@ -207,6 +213,7 @@ class Probe:
             notes=tuple(notes_for(job, runs)),
             seen=what_was_seen(job, code, self.command),
             gpu=tuple(self.gpu),
+            probe_cores=self._own_cores(),
         )
         self.published = True
         self.on_result(outcome)

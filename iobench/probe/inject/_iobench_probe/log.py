@@ -22,6 +22,18 @@ FLUSH_S = 0.2
 MAX_PENDING = 1024
 
 
+# the records of a step's numbers and its stream's tag ("<pid>-<n>"): many, and each field an int, a
+# float (whose repr is JSON) or the tag, so they skip the json module
+PLAIN = frozenset({"step", "fetch", "device", "pin", "end", "epoch", "stop"})
+
+
+def _encoded(record: list) -> str:
+    """A record as one JSON line."""
+    if record[0] in PLAIN:
+        return "[" + ",".join(f'"{v}"' if type(v) is str else repr(v) for v in record) + "]"
+    return json.dumps(record, separators=(",", ":"))
+
+
 class Log:
     def __init__(self, directory: str) -> None:
         self.directory = directory
@@ -48,7 +60,7 @@ class Log:
             self._last = time.perf_counter()
             if not pending or self.pid != os.getpid():
                 return
-            data = "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in pending).encode()
+            data = "".join(_encoded(r) + "\n" for r in pending).encode()
             try:
                 if self._fd is None:
                     path = os.path.join(self.directory, log_name(self.pid))

@@ -32,26 +32,47 @@ class _State:
 
 
 STATE = _State()
-_IO = "/proc/self/io"
+_FDS: dict[tuple[int, int], int | None] = {}  # (pid, thread) -> an open /proc file, kept: a pread is cheap
+
+
+def _proc_fd(path: str, key: tuple[int, int]) -> int | None:
+    """An open descriptor of ``path`` for this process and thread (opened once: a forked child, whose
+    descriptors would name its parent's files, opens its own)."""
+    try:
+        return _FDS[key]
+    except KeyError:
+        pass
+    try:
+        fd: int | None = os.open(path, os.O_RDONLY)
+    except OSError:
+        fd = None
+    _FDS[key] = fd
+    return fd
 
 
 def _runq_s() -> float:
     """This thread's time runnable but not running, in seconds (0 where the kernel keeps none)."""
+    tid = threading.get_native_id()
+    fd = _FDS.get((os.getpid(), tid), -1)
+    if fd == -1:
+        fd = _proc_fd(f"/proc/self/task/{tid}/schedstat", (os.getpid(), tid))
     try:
-        with open(f"/proc/self/task/{threading.get_native_id()}/schedstat", "rb") as f:
-            return int(f.read().split()[1]) / 1e9
+        return int(os.pread(fd, 128, 0).split()[1]) / 1e9 if fd is not None else 0.0  # type: ignore[arg-type]
     except (OSError, IndexError, ValueError):
         return 0.0
 
 
 def _io() -> tuple[int, int]:
     """(rchar, read_bytes) of this process; zeros where /proc/self/io is not readable."""
+    fd = _proc_fd("/proc/self/io", (os.getpid(), 0))
     try:
-        with open(_IO, "rb") as f:
-            fields = dict(line.split(b": ") for line in f.read().splitlines() if b": " in line)
-        return int(fields[b"rchar"]), int(fields[b"read_bytes"])
-    except (OSError, KeyError, ValueError):
-        return 0, 0
+        words = os.pread(fd, 512, 0).split()  # type: ignore[arg-type]
+        # "rchar: N wchar: N syscr: N syscw: N read_bytes: N ...", in this order since Linux 2.6.20
+        if words[0] == b"rchar:" and words[8] == b"read_bytes:":
+            return int(words[1]), int(words[9])
+    except (TypeError, OSError, IndexError, ValueError):
+        pass
+    return 0, 0
 
 
 class _Reads:
