@@ -62,11 +62,11 @@ def end_step(current: list[int], steps: list[Step]) -> int:
     """The first step after the window, for ranks now at ``current`` steps: far enough ahead that
     every rank reads it before it gets there."""
     period = statistics.median(s.t_end - s.t_start for s in steps) if steps else 1.0
-    ahead = max(NOTICE_STEPS, math.ceil(NOTICE_S / period)) if period > 0 else NOTICE_STEPS
+    ahead = max(NOTICE_STEPS, math.ceil(NOTICE_S / period - 1e-9)) if period > 0 else NOTICE_STEPS
     return max(current) + ahead
 
 
 def replay_steps(steps: list[Step], seconds: float = 2.0, warm: int = 3) -> int:
     """Steps on replayed batches for the step alone: ``warm`` first, then about ``seconds``."""
     host = statistics.median(s.host_s for s in steps) if steps else 0.1
-    return warm + max(5, min(400, math.ceil(seconds / host) if host > 0 else 400))
+    return warm + max(5, min(400, math.ceil(seconds / host - 1e-9) if host > 0 else 400))

@@ -1,0 +1,91 @@
+"""The probe's decisions from a job's records: when the window is long enough (every rank, warm-up
+read off the steps), where it ends (ahead of every rank), when the ceilings are done, and in words
+what it saw of a job it could not measure."""
+
+from __future__ import annotations
+
+import pytest
+
+from iobench.probe.command import Command
+from iobench.probe.reader import RECORDS, Follower, Job
+from iobench.probe.seen import what_was_seen
+from iobench.probe.session import phases_done, window_plan
+from iobench.probe.window import Limits
+from tests.unit.probe.jobkit import Loop, record
+
+
+def test_the_window_closes_once_long_enough_and_ends_ahead_of_the_loop(tmp_path):
+    Loop(steps=30, wait=0.05, step=0.05).write(tmp_path)  # 0.1 s a step: 3 s measured
+    job = Follower(tmp_path).read()
+    assert window_plan(job, Limits(steps=50, seconds=30), ceilings=False) is None
+    plan = window_plan(job, Limits(steps=20, seconds=2), ceilings=True)
+    assert plan is not None
+    # 31 steps recorded; 1.5 s of 0.1 s steps ahead
+    assert plan.end == 31 + 15
+    (stream,) = plan.streams.values()
+    assert stream["replay"] == 3 + 40 and stream["alone_s"] == 3.0  # 2 s of 0.05 s steps, 3 settling
+    assert plan.warmup["4242-0"] == 1
+
+
+def test_ranks_in_step_all_wait_for_the_last_rank_and_share_one_end(tmp_path):
+    Loop(steps=60, pid=100, rank=0).write(tmp_path)
+    job = Follower(tmp_path).read()
+    assert window_plan(job, Limits(steps=20, seconds=1), ceilings=False) is None  # rank 1 of 2 not seen yet
+    Loop(steps=62, pid=200, rank=1).write(tmp_path)
+    plan = window_plan(Follower(tmp_path).read(), Limits(steps=20, seconds=1), ceilings=False)
+    assert plan is not None and set(plan.streams) == {"100-0", "200-0"}
+    assert plan.end > 63  # past the furthest rank
+
+
+def test_the_phases_are_done_when_every_stream_ran_its_loader_alone_or_stopped(tmp_path):
+    Loop(steps=40).write(tmp_path)
+    follower = Follower(tmp_path)
+    plan = window_plan(follower.read(), Limits(steps=20, seconds=1), ceilings=True)
+    assert not phases_done(follower.job, plan, ceilings=True)
+    with open(tmp_path / "p4242.jsonl", "a") as f:
+        f.write('["alone","4242-0",1.0,1.1,4.0,30,480,4,false]\n')
+    assert phases_done(follower.read(), plan, ceilings=True)
+
+
+@pytest.mark.parametrize(
+    ("lines", "said"),
+    [
+        ([], "no Python process of `python train.py` loaded the probe"),
+        (
+            [
+                record(
+                    "hello",
+                    pid=7,
+                    ppid=1,
+                    t=0.0,
+                    argv=["train.py"],
+                    executable="python",
+                    ranks={},
+                    python="3",
+                )
+            ],
+            "1 Python process(es) ran (train.py) but none imported torch.utils.data; the job exited with code 0",
+        ),
+        (
+            [
+                record(
+                    "hello",
+                    pid=7,
+                    ppid=1,
+                    t=0.0,
+                    argv=["train.py"],
+                    executable="python",
+                    ranks={},
+                    python="3",
+                ),
+                record("torch", t=1.0, version="2.13.0"),
+            ],
+            "torch 2.13.0 was imported, but no torch.utils.data.DataLoader (nor a DALI iterator) was iterated",
+        ),
+    ],
+)
+def test_what_was_seen_of_a_job_that_was_not_measured(lines, said):
+    job = Job()
+    for r in lines:
+        job.add(7, r[0], RECORDS[r[0]](*r[1:]))
+    assert said in what_was_seen(job, 0, Command(("python", "train.py"), "train"))
