@@ -173,3 +173,21 @@ def test_the_loader_alone_leaves_the_epoch_its_last_batch_and_waits_for_an_epoch
     long = _Batches(40)
     loop.next(stream, long, _Batches.next)
     assert stream.alone_done and long._num_yielded == 39  # one left for the loop
+
+
+def test_a_fault_of_the_probes_own_switches_the_hooks_off_and_the_job_goes_on(tmp_path, monkeypatch):
+    from iobench.probe.inject._iobench_probe import loop as loop_module
+
+    log = Log(str(tmp_path))
+    loop = Loop(log, Control(str(tmp_path)), ceilings=False)
+    stream = loop.stream(("test",), lambda: {"batch_size": 4, "workers": 0})
+
+    def broken(data, fallback):
+        raise RuntimeError("a batch the probe cannot count")
+
+    monkeypatch.setattr(loop_module, "count_samples", broken)
+    it = _Batches(10)
+    assert loop.next(stream, it, _Batches.next)[0].item() == 1.0  # the job has its batch
+    assert not loop.active
+    (error,) = [r for r in _lines(tmp_path / f"p{os.getpid()}.jsonl") if r[0] == "error"]
+    assert "a batch the probe cannot count" in error[3]

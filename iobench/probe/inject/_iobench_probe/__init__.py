@@ -89,16 +89,23 @@ def _patch_torch(dataloader: ModuleType) -> None:
         if not loop.active:
             return original_iter(self)
         t = time.perf_counter()
-        stream = stream_of(self)
-        user_init = self.worker_init_fn
-        if self.num_workers > 0:
-            self.worker_init_fn = worker.WorkerInit(stream.tag, user_init)
+        try:
+            stream = stream_of(self)
+            user_init = self.worker_init_fn
+            if self.num_workers > 0:  # its workers learn which stream they serve
+                self.worker_init_fn = worker.WorkerInit(stream.tag, user_init)
+        except Exception as exc:
+            loop.failed("DataLoader.__iter__", exc)
+            return original_iter(self)
         try:
             it = original_iter(self)
         finally:
             self.worker_init_fn = user_init
-        it.__dict__["_iobench_stream"] = stream
-        loop.epoch(stream, t, time.perf_counter())
+        try:
+            it.__dict__["_iobench_stream"] = stream
+            loop.epoch(stream, t, time.perf_counter())
+        except Exception as exc:
+            loop.failed("DataLoader.__iter__", exc)
         return it
 
     def __next__(self):  # type: ignore[no-untyped-def]

@@ -161,16 +161,22 @@ class Loop:
         return STOP if self.control.then == "stop" else OFF
 
     def next(self, stream: Stream, it: Any, original: Callable[[Any], Any]) -> Any:
-        """One next() of the loop on ``it`` (``original`` the iterator's own)."""
-        c0 = time.process_time()
-        t0 = time.perf_counter()
-        self.control.poll(t0)
-        if self.control.off:
-            self.active = False
+        """One next() of the loop on ``it`` (``original`` the iterator's own). What the job's own
+        next() raises passes through; a fault of the probe's own switches the hooks off and the job
+        goes on as it would have."""
+        try:
+            c0 = time.process_time()
+            t0 = time.perf_counter()
+            self.control.poll(t0)
+            if self.control.off:
+                self.active = False
+                return original(it)
+            if self.device is not None:
+                self.device.on_call(stream)
+            phase = self._phase(stream)
+        except Exception as exc:
+            self.failed("the loop's next()", exc)
             return original(it)
-        if self.device is not None:
-            self.device.on_call(stream)
-        phase = self._phase(stream)
         if phase == STOP:
             self._stop(stream, t0)
         if phase == OFF:
@@ -191,15 +197,24 @@ class Loop:
                 self.log.write(["end", stream.tag, t0, time.perf_counter()])
                 raise
             code = PHASE_MEASURED
-            if self.ceilings:
+        try:
+            t1 = time.perf_counter()
+            if self.ceilings and code == PHASE_MEASURED:
                 stream.kept.append(data)
-        t1 = time.perf_counter()
-        samples = count_samples(data, int(stream.info.get("batch_size") or 1))
-        self.log.write(["step", stream.tag, t0, t1, c0, samples, code], t1)
-        if self.device is not None:
-            self.device.on_return(stream, stream.steps)
-        stream.steps += 1
+            samples = count_samples(data, int(stream.info.get("batch_size") or 1))
+            self.log.write(["step", stream.tag, t0, t1, c0, samples, code], t1)
+            if self.device is not None:
+                self.device.on_return(stream, stream.steps)
+            stream.steps += 1
+        except Exception as exc:
+            self.failed("the loop's next()", exc)
         return data
+
+    def failed(self, where: str, exc: Exception) -> None:
+        """A fault of the probe's own: said in the records, the hooks off from here on."""
+        self.active = False
+        self.log.write(["error", time.perf_counter(), where, f"{type(exc).__name__}: {exc}"])
+        self.log.flush()
 
     def _alone(self, stream: Stream, it: Any, original: Callable[[Any], Any], seconds: float) -> Any:
         """The loader alone, inside one next(): drain ``it`` with nothing consuming, then hand the

@@ -154,9 +154,21 @@ def timed_fetch(original: Callable) -> Callable:
             out = original(self, possibly_batched_index)
         finally:
             self.collate_fn = collate
-        t1, c1, q1 = time.perf_counter(), cpu(), _runq_s()
-        tm, cm, qm, samples = marks[0] if marks else (t1, c1, q1, 1)
-        rchar, read_bytes = _READS.since_last()
+        try:
+            _record(tag, t0, c0, q0, marks, cpu)
+        except Exception:  # the probe's own fault: this batch goes unrecorded, the job on
+            STATE.recording = False
+        return out
+
+    return fetch
+
+
+def _record(tag: str, t0: float, c0: float, q0: float, marks: list, cpu: Callable[[], float]) -> None:
+    """One batch's record, from the clocks read as its fetch began, as collate began (``marks``) and now."""
+    t1, c1, q1 = time.perf_counter(), cpu(), _runq_s()
+    tm, cm, qm, samples = marks[0] if marks else (t1, c1, q1, 1)
+    rchar, read_bytes = _READS.since_last()
+    if STATE.log is not None:
         STATE.log.write(
             [
                 "fetch",
@@ -176,6 +188,3 @@ def timed_fetch(original: Callable) -> Callable:
             ],
             t1,
         )
-        return out
-
-    return fetch
