@@ -29,6 +29,8 @@ class Knee:
             f"{self.best_samples_per_s:,.0f} samples/s ({self.trainer} trainer)"
         ]
         more = [(w, r) for w, r in self.by_workers if w > self.best_workers]
+        if not more and len(self.by_workers) > 1:
+            out[0] += ": the most workers tried, so more may train faster still"
         if more:
             out.append(
                 "  more workers cost: "

@@ -59,72 +59,91 @@ def attribute(
     ]
     pipeline_cap = 1000.0 * readers / total_wall if total_wall > 0 else None
     cpu_cap = 1000.0 * cores / total_cpu if total_cpu > 0 else None
-    ev: list[str] = [
+    # evidence in the order it argues: what binds first (what was measured, where a sample's time
+    # goes, what it is not), then the context; the report shows the first three by default
+    ev: list[str] = []
+    short = trainer_short_of_demand(metrics, demand_samples_per_s)
+    if short:
+        ev.append(short)
+    ev.append(
         f"measured {_fmt_rate(metrics.samples_per_s)} at AU {metrics.au:.2f}; the accelerator waited "
         f"{100 * metrics.stall_fraction:.0f} % of the time (wait p50 {metrics.wait_p50_ms:.1f} ms, "
         f"p99 {metrics.wait_p99_ms:.1f} ms)"
-    ]
-    short = trainer_short_of_demand(metrics, demand_samples_per_s)
-    if short:
-        ev.insert(0, short)
-    elif demand_samples_per_s:
-        ev.append(f"the accelerator demands {_fmt_rate(demand_samples_per_s)}")
+    )
     # what feeding the trainer takes: its demand, or less where the trainer alone cannot reach it
     takes = trainer_takes(metrics, demand_samples_per_s)
     if total_wall > 0:
         parts = ", ".join(f"{s.stage} {s.wall_ms_per_sample:.2f} ms ({100 * s.share:.0f} %)" for s in stages)
         ev.append(f"per sample, each of {readers} reader(s) spends {total_wall:.2f} ms: {parts}")
+    context: list[str] = []
     if pipeline_cap:
-        ev.append(
+        context.append(
             f"so the readers can deliver about {_fmt_rate(pipeline_cap)}"
             + (f"; the {cores} CPU core(s) cap CPU work at {_fmt_rate(cpu_cap)}" if cpu_cap else "")
         )
+    if demand_samples_per_s and not short:
+        context.append(f"the accelerator demands {_fmt_rate(demand_samples_per_s)}")
 
-    def verdict(bound: str, headline: str, binding_stage: str | None = None) -> Verdict:
+    def verdict(bound: str, headline: str, action: str, binding_stage: str | None = None) -> Verdict:
         return Verdict(
             bound=bound,
             binding_stage=binding_stage,
             headline=headline,
-            evidence=tuple(ev),
+            evidence=(*ev, *context),
             stages=tuple(stages),
             pipeline_capacity_samples_per_s=pipeline_cap,
             cpu_capacity_samples_per_s=cpu_cap,
             demand_samples_per_s=demand_samples_per_s,
+            action=action,
         )
 
     host = host_bound(metrics, cores)
     if host is not None:
-        ev.extend(host)
+        ev[:0] = host
         return verdict(
             "host",
             f"host-bound (the trainer starved of CPU): its step took {metrics.trainer_slowdown:.1f}x as long "
             "in the cell as alone, while the loader's workers held the cores",
+            "fewer loader workers, or decode off the CPU (DALI mixed): the trainer needs its cores back",
         )
     if short and metrics.stall_fraction <= HOST_STALL:
         return verdict(
             "host",
             "host-bound (the trainer's own step): " + short + "; the data kept up with it",
+            "the trainer, not the data: a larger batch per accelerator spreads its host work over more samples; "
+            "if its host work is the documented default, `iobench calibrate --model <model>` measures yours",
             "trainer",
         )
     if metrics.au >= AU_TARGET:
-        if pipeline_cap and demand_samples_per_s:
-            ev.append(f"pipeline headroom over demand: {pipeline_cap / demand_samples_per_s:.1f}x")
+        headroom = pipeline_cap / demand_samples_per_s if pipeline_cap and demand_samples_per_s else None
         return verdict(
             "accelerator",
             f"accelerator-bound: the input pipeline keeps the accelerator {100 * metrics.au:.0f} % busy",
+            "nothing on the input side"
+            + (f": the readers could deliver {headroom:.1f}x the demand" if headroom else ""),
         )
     if total_wall <= 0:
-        return verdict("unknown", "unknown: the loader reported no stage times")
+        return verdict(
+            "unknown",
+            "unknown: the loader reported no stage times",
+            "run with a backend that reports stage times",
+        )
 
     binding = max(stages, key=lambda s: s.wall_ms_per_sample)
     if binding.stage == "fetch":
         io_wait = binding.wall_ms_per_sample - binding.cpu_ms_per_sample
         ev.append(
             f"fetch is {binding.wall_ms_per_sample:.2f} ms per sample of which {max(0.0, io_wait):.2f} ms "
-            "waiting on storage, not CPU: a faster tier or more parallel reads would help"
+            "waiting on storage, not CPU"
         )
         headline = f"fetch-bound (storage): reading takes {100 * binding.share:.0f} % of each reader's time per sample"
-        return verdict("fetch", f"{short}; and {headline}" if short else headline, binding.stage)
+        return verdict(
+            "fetch",
+            f"{short}; and {headline}" if short else headline,
+            "a faster tier or a cache in front of it, or more reads in flight (more workers, a higher "
+            "read concurrency)",
+            binding.stage,
+        )
     prep_share = sum(s.share for s in stages if s.stage in PREP_STAGES)
     what = "JPEG decode" if binding.stage == "decode" else binding.stage
     fetch = next(s for s in stages if s.stage == "fetch")
@@ -132,11 +151,12 @@ def attribute(
         f"fetch is only {fetch.wall_ms_per_sample:.2f} ms per sample "
         f"(alone it could feed {_fmt_rate(fetch.capacity_samples_per_s)}): storage is not the limit"
     )
+    action = "more CPU cores for the loader, or decode on the GPU (DALI mixed)"
     if takes and total_cpu > 0:
         whom = "the trainer can take" if takes < (demand_samples_per_s or 0) else "demanded"
         keeps = trainer_cores if trainer_cores is not None else math.ceil(metrics.trainer_cores or 0.0)
         loader = cores_to_feed(takes, total_cpu)
-        ev.append(
+        action = (
             f"feeding the {_fmt_rate(takes)} {whom} needs about {loader:.0f} cores of loader CPU at the "
             f"measured {total_cpu:.2f} CPU-ms per sample (every stage), and {keeps} for the trainer: "
             f"{loader + keeps:.0f} per accelerator (the cell had {cores}); or decode on the GPU (DALI mixed)"
@@ -145,7 +165,7 @@ def attribute(
         f"prep-bound (CPU {what}): decode+augment+collate take {100 * prep_share:.0f} % of each "
         f"reader's time, {binding.stage} alone {100 * binding.share:.0f} %"
     )
-    return verdict("prep", f"{short}; and {headline}" if short else headline, binding.stage)
+    return verdict("prep", f"{short}; and {headline}" if short else headline, action, binding.stage)
 
 
 def trainer_takes(metrics: PipelineMetrics, demand: float | None) -> float | None:

@@ -27,11 +27,20 @@ def add_report_arguments(p: argparse.ArgumentParser) -> None:
         help="the cells as MLPerf Storage reports them (AU per epoch, pass/fail)",
     )
     view.add_argument("--json", action="store_true", help="every cell's summary as one JSON document")
+    p.add_argument(
+        "--detail",
+        action="store_true",
+        help="every figure of every cell (epochs, diagnosis, predictions at scale, notes), not the few lines each",
+    )
 
 
 def report_command(args: argparse.Namespace, console: Console) -> int:
     from iobench.results.api import load_summaries
 
+    if args.html is not None:  # its extra is checked before anything is printed
+        from .plots import require_matplotlib
+
+        require_matplotlib()
     summaries = load_summaries(args.run_dir)
     if args.json:
         from iobench.results.codec import to_json
@@ -44,7 +53,7 @@ def report_command(args: argparse.Namespace, console: Console) -> int:
     else:
         from .terminal import print_report
 
-        print_report(summaries, console, title=f"iobench report {args.run_dir}")
+        print_report(summaries, console, title=f"iobench report {args.run_dir}", detail=args.detail)
     if args.html is not None:
         from .html import write_html
 

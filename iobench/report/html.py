@@ -21,6 +21,7 @@ from ..results.api import load_steps, load_summaries
 from ..results.store import read_manifest
 from ..results.summary import CellSummary
 from . import plots
+from .bottomline import bottom_line
 from .mlperf import decoding_adds
 from .terminal import at_scale_line, diagnosis_lines, outage_line, reading_line, window_cell
 
@@ -29,6 +30,8 @@ REPORT_NAME = "report.html"
 _CSS = """
 body { font: 14px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 1250px; color: #212121; padding: 0 1em; }
 h1 { font-size: 1.5em; } h2 { margin-top: 2em; border-bottom: 1px solid #ccc; } h3 { margin-bottom: .3em; }
+#bottom-line { background: #f1f8e9; border-left: 4px solid #558b2f; padding: .2em 1em .6em; }
+#bottom-line h2 { margin-top: .4em; border: none; } details summary { cursor: pointer; color: #455a64; }
 table { border-collapse: collapse; font-size: 13px; }
 th, td { padding: 3px 8px; border-bottom: 1px solid #e0e0e0; text-align: right; vertical-align: top; }
 th { background: #f5f5f5; } td.l, th.l { text-align: left; }
@@ -160,5 +163,6 @@ def render_html(summaries: list[CellSummary], steps: dict[str, pa.Table], title:
             timeline=shown,
             no_cache=NO_CACHE,
             scaling=checks(summaries),
+            bottom=bottom_line(summaries),
         )
     )

@@ -3,6 +3,8 @@ for a multi-rank cell, every rank's figures)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -11,6 +13,7 @@ from iobench.analysis import scale
 from iobench.analysis.knee import knees
 from iobench.analysis.mlperf import READING, reading_of
 from iobench.host.units import format_bytes
+from iobench.report.bottomline import bottom_line
 from iobench.report.mlperf import decoding_adds
 from iobench.results.figures import PART_LABELS, Capacity, RepeatSummary, Window
 from iobench.results.summary import CellSummary
@@ -130,11 +133,26 @@ def reads_line(s: CellSummary) -> str | None:
 
 
 def print_report(
-    summaries: list[CellSummary], console: Console | None = None, title: str = "iobench sweep"
+    summaries: list[CellSummary],
+    console: Console | None = None,
+    title: str = "iobench sweep",
+    *,
+    detail: bool = False,
 ) -> None:
+    """The table, each cell in a few lines (``detail``: with every figure), the findings across
+    cells, and the bottom line."""
     console = console or Console()
     console.print(results_table(summaries, title))
-    _print_cells(summaries, console)
+    common = common_warnings(summaries)
+    for s in summaries:
+        if detail:
+            _print_cell_detail(s, console, common)
+        else:
+            _print_cell(s, console, common)
+    if common:
+        console.print(Text("\nnotes for every cell", "bold"))
+        for w in common:
+            _say(console, f"  - {w}")
     for line in decoding_adds(summaries):
         _say(console, f"\n{line}")
     found = knees(summaries)
@@ -150,54 +168,94 @@ def print_report(
         )
         for line in lines:
             _say(console, f"  {line}")
+    bottom = bottom_line(summaries)
+    if bottom:
+        console.print(Text("\nbottom line", "bold"))
+        for line in bottom:
+            _say(console, f"  {line}")
+    if not detail and any(s.ok for s in summaries):
+        _say(console, "\n(every figure of every cell: iobench report RUN --detail, or --html)")
 
 
-def _print_cells(summaries: list[CellSummary], console: Console) -> None:
-    for s in summaries:
-        console.print(Text("\n" + s.cell_id, "bold"))
-        if not s.ok or s.verdict is None:
-            console.print(Text.assemble((f"  {s.status}: ", "red"), str(s.error)))
-            continue
-        v = s.verdict
-        _say(console, f"  {v.headline}")
-        if not s.cell.loader.decode:  # said first: its figures are not a decoding pipeline's
-            _say(console, f"   - {reading_line(s)}")
-        for line in v.evidence:
-            _say(console, f"   - {line}")
-        if len(s.epochs) > 1 or any(e.requests for e in s.epochs):
-            shown = s.epochs if len(s.epochs) <= 6 else (*s.epochs[:3], *s.epochs[-2:])
-            for e in shown:
-                if len(shown) < len(s.epochs) and e is s.epochs[-2]:
-                    _say(
-                        console,
-                        f"   - ... {len(s.epochs) - len(shown)} more epochs (every one in the HTML report)",
-                    )
-                # epochs are counted from 1 in every report (the HTML, the notes, the MLPerf view)
-                line = (
-                    f"epoch {e.epoch + 1}: {e.samples_per_s:,.0f} samples/s, stall {_pct(e.stall_fraction)}"
+# evidence lines a cell shows by default; the rest, and its other figures, with --detail
+KEY_EVIDENCE = 3
+
+
+def common_warnings(summaries: list[CellSummary]) -> list[str]:
+    """The notes every measured cell carries (said once, not per cell); none with a single cell."""
+    ok = [s for s in summaries if s.ok]
+    if len(ok) < 2:
+        return []
+    shared = set(ok[0].warnings).intersection(*(s.warnings for s in ok[1:]))
+    return [w for w in ok[0].warnings if w in shared]
+
+
+def _print_cell(s: CellSummary, console: Console, common: list[str]) -> None:
+    """One cell in at most eight lines: its verdict, its three strongest pieces of evidence, what to
+    do, and how many notes of its own --detail shows."""
+    console.print(Text("\n" + s.cell_id, "bold"))
+    if not s.ok or s.verdict is None:
+        console.print(Text.assemble((f"  {s.status}: ", "red"), str(s.error)))
+        return
+    v = s.verdict
+    _say(console, f"  {v.headline}")
+    shown = list(v.evidence[:KEY_EVIDENCE])
+    if not s.cell.loader.decode:  # said first: its figures are not a decoding pipeline's
+        shown = [reading_line(s), *shown[: KEY_EVIDENCE - 1]]
+    for line in shown:
+        _say(console, f"   - {line}")
+    if v.action:
+        console.print(Text.assemble("   ", ("do: ", "bold"), v.action))
+    own = [w for w in s.warnings if w not in common]
+    if own:
+        _say(console, f"   ({len(own)} note(s) on this cell: --detail)")
+
+
+def _print_cell_detail(s: CellSummary, console: Console, common: list[str]) -> None:
+    console.print(Text("\n" + s.cell_id, "bold"))
+    if not s.ok or s.verdict is None:
+        console.print(Text.assemble((f"  {s.status}: ", "red"), str(s.error)))
+        return
+    v = s.verdict
+    _say(console, f"  {v.headline}")
+    if not s.cell.loader.decode:  # said first: its figures are not a decoding pipeline's
+        _say(console, f"   - {reading_line(s)}")
+    for line in v.evidence:
+        _say(console, f"   - {line}")
+    if v.action:
+        console.print(Text.assemble("   ", ("do: ", "bold"), v.action))
+    if len(s.epochs) > 1 or any(e.requests for e in s.epochs):
+        epochs_shown = s.epochs if len(s.epochs) <= 6 else (*s.epochs[:3], *s.epochs[-2:])
+        for e in epochs_shown:
+            if len(epochs_shown) < len(s.epochs) and e is s.epochs[-2]:
+                _say(
+                    console,
+                    f"   - ... {len(s.epochs) - len(epochs_shown)} more epochs (every one in the HTML report)",
                 )
-                line += f", AU {e.au:.2f}" if e.au is not None else ""
-                if e.cache_hit_ratio is not None:
-                    line += (
-                        f", cache hits {e.cache_hits:.0f}/{e.cache_hits + e.cache_misses:.0f}"
-                        f" ({_pct(e.cache_hit_ratio)}), evictions {e.cache_evictions:.0f}"
-                    )
-                if e.requests:
-                    p99 = e.request_latency_ms.p99
-                    line += f", {e.requests:.0f} GETs ({e.retries:.0f} retried)"
-                    line += f", p99 {p99:.0f} ms" if p99 is not None else ""
-                _say(console, f"   - {line}")
-        _print_ranks(s, console)
-        _print_diagnosis(s, console)
-        if line := at_scale_line(s):
+            # epochs are counted from 1 in every report (the HTML, the notes, the MLPerf view)
+            line = f"epoch {e.epoch + 1}: {e.samples_per_s:,.0f} samples/s, stall {_pct(e.stall_fraction)}"
+            line += f", AU {e.au:.2f}" if e.au is not None else ""
+            if e.cache_hit_ratio is not None:
+                line += (
+                    f", cache hits {e.cache_hits:.0f}/{e.cache_hits + e.cache_misses:.0f}"
+                    f" ({_pct(e.cache_hit_ratio)}), evictions {e.cache_evictions:.0f}"
+                )
+            if e.requests:
+                p99 = e.request_latency_ms.p99
+                line += f", {e.requests:.0f} GETs ({e.retries:.0f} retried)"
+                line += f", p99 {p99:.0f} ms" if p99 is not None else ""
             _say(console, f"   - {line}")
-        if s.cache_state and s.cache_state.note:
-            _say(console, f"   - cache: {s.cache_state.note}")
-        if line := outage_line(s):
-            _say(console, f"   - {line}")
-        errors = s.loader_stats.errors
-        if errors:
-            _say(console, f"   - skipped samples: {errors} (e.g. {list(s.loader_stats.error_examples[:1])})")
+    _print_ranks(s, console)
+    _print_diagnosis(s, console, common)
+    if line := at_scale_line(s):
+        _say(console, f"   - {line}")
+    if s.cache_state and s.cache_state.note:
+        _say(console, f"   - cache: {s.cache_state.note}")
+    if line := outage_line(s):
+        _say(console, f"   - {line}")
+    errors = s.loader_stats.errors
+    if errors:
+        _say(console, f"   - skipped samples: {errors} (e.g. {list(s.loader_stats.error_examples[:1])})")
 
 
 def _print_ranks(s: CellSummary, console: Console) -> None:
@@ -404,7 +462,7 @@ def trainer_lines(s: CellSummary) -> list[str]:
     return out
 
 
-def _print_diagnosis(s: CellSummary, console: Console) -> None:
+def _print_diagnosis(s: CellSummary, console: Console, common: Sequence[str] = ()) -> None:
     lines = diagnosis_lines(s)
     for i, (text, flag) in enumerate(lines):
         if flag:  # a flag finishes the line before it
@@ -416,4 +474,5 @@ def _print_diagnosis(s: CellSummary, console: Console) -> None:
         else:
             _say(console, f"   - {text}")
     for w in s.warnings:
-        console.print(Text.assemble("   - ", ("note", "yellow"), f": {w}"))
+        if w not in common:
+            console.print(Text.assemble("   - ", ("note", "yellow"), f": {w}"))

@@ -312,6 +312,8 @@ class Verdict:
     pipeline_capacity_samples_per_s: float | None = None
     cpu_capacity_samples_per_s: float | None = None
     demand_samples_per_s: float | None = None
+    # what to do about it, in one sentence (v8+); the evidence argues it, strongest first
+    action: str | None = None
 
     @property
     def name(self) -> str:

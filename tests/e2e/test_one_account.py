@@ -85,7 +85,9 @@ def test_every_place_shows_the_same_au(runs, iobench):
             assert as_json[cell_id]["metrics"]["au"] == au
             # the epochs' AU inside the window, weighted by their window seconds
             epochs = [e for e in s["epochs"] if e["window_au"] is not None]
-            weighted = sum(e["window_au"] * e["window_s"] for e in epochs) / sum(e["window_s"] for e in epochs)
+            weighted = sum(e["window_au"] * e["window_s"] for e in epochs) / sum(
+                e["window_s"] for e in epochs
+            )
             assert weighted == pytest.approx(au, rel=1e-6), cell_id
             # the MLPerf view: the cell's AU beside DLIO's, both on the device busy
             row = next(line for line in mlperf.splitlines() if cell_id in line)
@@ -168,7 +170,9 @@ def test_a_two_rank_cell_uses_the_same_functions_over_its_common_interval(runs):
         d, ranks = s["distributed"], s["ranks"]
         wall = d["interval"]["wall_s"]
         # the job's AU is its ranks' device busy over their time together
-        assert s["metrics"]["au"] == pytest.approx(sum(r["au"] for r in ranks) / len(ranks), rel=1e-6), cell_id
+        assert s["metrics"]["au"] == pytest.approx(sum(r["au"] for r in ranks) / len(ranks), rel=1e-6), (
+            cell_id
+        )
         assert d["peer_wait_fraction"] == pytest.approx(s["split"]["peer_wait"], rel=1e-9)
         assert d["free_running_au"] >= s["metrics"]["au"]
         for r in ranks:

@@ -160,9 +160,11 @@ def test_report_is_self_contained_and_says_everything_in_words(run_dir):
     )
     assert diag["epoch1_vs_steady"] is not None and "steady state vs the whole of epoch 1" in text
     assert all(_esc(w) in text for w in plain["warnings"])
-    # the attribution figure says which cells used which source
-    assert "(differential)" in text and "(stage timers)" in text
-    assert "In this run: differential, stage timers." in text
+    # every cell's wall split comes from its steps' accounts, diagnosed or not: one source
+    assert "the wall split (sums to 100 %)" in text and "(differential)" not in text
+    # the page opens with the bottom line, and each cell's details fold away
+    assert text.index('id="bottom-line"') < text.index('id="summary"')
+    assert text.count("<details><summary>every figure of this cell</summary>") == 2
     # the step timeline is of the slowest cell
     slowest = min((diag, plain), key=lambda s: s["metrics"]["samples_per_s"])
     assert f"Every step of the slowest cell, <code>{_esc(slowest['cell']['cell_id'])}</code>" in text

@@ -128,7 +128,7 @@ def test_verdict_prep_bound_names_decode_with_evidence():
     assert v.bound == "prep" and v.binding_stage == "decode"
     assert "JPEG decode" in v.headline
     assert v.pipeline_capacity_samples_per_s == pytest.approx(2000 / 1.55, rel=1e-6)
-    assert any("cores of loader CPU" in e and "per accelerator" in e for e in v.evidence)
+    assert "cores of loader CPU" in v.action and "per accelerator" in v.action
 
 
 def test_verdict_fetch_bound_when_reading_dominates():

@@ -34,7 +34,7 @@ def test_a_real_cell_names_the_trainers_slowdown_and_what_au_divides():
         "the trainer used 450.0 CPU-ms per step of its own"
     )
     console = Console(record=True, width=200)
-    print_report([_real_cell()], console)
+    print_report([_real_cell()], console, detail=True)
     assert "slowdown 3.00x" in console.export_text()
 
 

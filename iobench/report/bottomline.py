@@ -1,0 +1,106 @@
+"""The bottom line of a run, in at most six lines: what binds per tier and loader, how far the best
+cell is from the target AU and how sure that is, and the one change with the largest expected gain
+with its predicted effect. The terminal report ends with it and the HTML report opens with it."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from iobench.analysis.verdict import AU_TARGET
+from iobench.results.summary import CellSummary
+
+MAX_GROUPS = 4  # with the gain and a note, six lines
+
+
+def _workers(counts: list[int]) -> str:
+    words = [str(w) for w in sorted(counts)]
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+
+
+def _sure(s: CellSummary) -> str:
+    """How sure the cell's AU is: its interval over the window (batch means) or over repeats, and the
+    window."""
+    m, w = s.metrics, s.window
+    assert m is not None
+    parts = []
+    if s.stability is not None and s.stability.au.n > 1 and s.stability.au.ci_low is not None:
+        parts.append(f"{s.stability.au.ci_low:.2f}-{s.stability.au.ci_high:.2f} over {s.stability.au.n} runs")
+    elif w is not None and w.au_rel_ci is not None:
+        parts.append(f"±{100 * w.au_rel_ci:.0f} %")
+    if w is not None:
+        parts.append(f"{w.seconds:.1f} s, {w.steps} steps")
+    return f" ({'; '.join(parts)})" if parts else ""
+
+
+def _group_line(label: str, cells: list[CellSummary]) -> str:
+    by_verdict: dict[str, list[int]] = defaultdict(list)
+    for s in cells:
+        by_verdict[s.verdict.name].append(s.cell.loader.workers)  # type: ignore[union-attr]
+    binds = "; ".join(f"{name} at {_workers(w)} worker(s)" for name, w in by_verdict.items())
+    best = max(cells, key=lambda s: s.metrics.samples_per_s)  # type: ignore[union-attr]
+    m = best.metrics
+    assert m is not None
+    gap = (
+        "at the target"
+        if m.au >= AU_TARGET
+        else f"{AU_TARGET - m.au:.2f} short of the {AU_TARGET:.2f} target"
+    )
+    return (
+        f"{label}: {binds}; best {best.cell.loader.workers} worker(s): {m.samples_per_s:,.0f} samples/s, "
+        f"AU {m.au:.2f}{_sure(best)}, {gap}"
+    )
+
+
+def predicted_gain(s: CellSummary) -> str | None:
+    """What lifting the cell's binding part would give: the next ceiling (the differential's, else the
+    online timers' fetch capacity and the trainer alone), as samples/s and AU on the cell's basis."""
+    m, v = s.metrics, s.verdict
+    if m is None or v is None or m.samples <= 0 or m.device_busy_s is None:
+        return None
+    device_per_sample = m.device_busy_s / m.samples
+    others: dict[str, float] = {}
+    if s.ceilings:
+        part = {"prep": "prep", "fetch": "fetch", "accelerator": "accelerator"}.get(v.bound)
+        others = {k: c.samples_per_s for k, c in s.ceilings.items() if k != part and c.samples_per_s > 0}
+    else:
+        if v.bound == "prep":
+            fetch = next((st for st in v.stages if st.stage == "fetch"), None)
+            if fetch is not None and fetch.capacity_samples_per_s != float("inf"):
+                others["fetch"] = fetch.capacity_samples_per_s
+        if m.trainer_alone_samples_per_s:
+            others["accelerator"] = m.trainer_alone_samples_per_s
+    if not others or v.bound in ("accelerator", "unknown"):
+        return None
+    nxt = min(others, key=others.__getitem__)
+    rate = others[nxt]
+    name = "the trainer alone" if nxt == "accelerator" else f"the {nxt} ceiling"
+    return f"the next limit is {name} at {rate:,.0f}/s: AU up to {min(1.0, rate * device_per_sample):.2f}"
+
+
+def bottom_line(summaries: list[CellSummary]) -> list[str]:
+    """At most six lines; none when no cell measured anything."""
+    ok = [s for s in summaries if s.ok and s.metrics is not None and s.verdict is not None]
+    if not ok:
+        failed = len(summaries)
+        return [f"no cell measured anything ({failed} failed: see each cell's error above)"] if failed else []
+    groups: dict[str, list[CellSummary]] = defaultdict(list)
+    for s in ok:
+        groups[f"{s.cell.tier_name} / {s.cell.loader.kind}"].append(s)
+    lines = [_group_line(label, cells) for label, cells in list(groups.items())[:MAX_GROUPS]]
+    if len(groups) > MAX_GROUPS:
+        lines[-1] += f" (and {len(groups) - MAX_GROUPS} more tier/loader pairs in the table)"
+    best = max(ok, key=lambda s: s.metrics.au)  # type: ignore[union-attr]
+    action = best.verdict.action  # type: ignore[union-attr]
+    if action:
+        gain = predicted_gain(best)
+        lines.append(f"largest gain ({best.cell_id}): {action}" + (f"; {gain}" if gain else ""))
+    flagged = [s.cell_id for s in ok if s.window is not None and (not s.window.met or s.window.cached)]
+    failed = len(summaries) - len(ok)
+    notes = []
+    if flagged:
+        notes.append(f"{len(flagged)} cell(s) measured a short or cached window: read their headlines")
+    if failed:
+        notes.append(f"{failed} cell(s) failed")
+    if notes:
+        lines.append("; ".join(notes))
+    return lines[:6]
