@@ -10,6 +10,7 @@ from iobench.analysis.differential import capacity, combine
 from iobench.analysis.verdict import Verdict
 from iobench.sweep.config import ConfigError, parse_config
 
+
 def _online(bound: str, readers_rate: float | None = None) -> Verdict:
     return Verdict(bound=bound, binding_stage=None, headline="", pipeline_capacity_samples_per_s=readers_rate)
 

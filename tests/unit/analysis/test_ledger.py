@@ -41,7 +41,9 @@ def test_a_wait_is_split_at_the_batchs_ready_stamp_by_its_stages_and_its_hand_ov
     assert e.decode == pytest.approx(0.045) and e.fetch == pytest.approx(0.015)
     assert e.handover == pytest.approx(0.04)
     # a batch made before it was asked for: the whole wait is its hand-over
-    early = account(_row(0, 1.0, ready_s=0.9, fetch_wait_s=0.01, decode_s=0.03, augment_s=0, collate_s=0), 1.0)
+    early = account(
+        _row(0, 1.0, ready_s=0.9, fetch_wait_s=0.01, decode_s=0.03, augment_s=0, collate_s=0), 1.0
+    )
     assert early.handover == pytest.approx(0.1) and early.decode == 0.0
     # no stage times: the loader's share of the cell, else the wait is unsplit
     assert account(_row(0, 1.0), 1.0, shares=(1.0, 1.0, 0.0, 0.0)).fetch == pytest.approx(0.05)

@@ -6,12 +6,12 @@ from dataclasses import replace
 import pytest
 import torch
 
-from tests.helpers.summaries import metrics_of
 from iobench.analysis.verdict import attribute
 from iobench.cell.accelerator import EmulatedAccelerator
 from iobench.cell.demand import Demand, lookup_demand
 from iobench.cell.steploop import StepRow, run_steps
 from loaders import Batch, StageStats
+from tests.helpers.summaries import metrics_of
 
 
 def _row(step, t_start, wait, compute, samples=10, warmup=False, nbytes=1000):

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from tests.helpers.summaries import metrics_of
 from iobench.analysis.verdict import attribute
 from iobench.results.figures import StepAlone, StepRow
 from loaders import StageStats
+from tests.helpers.summaries import metrics_of
 
 
 def _rows(

@@ -5,10 +5,10 @@ import time
 import pytest
 import torch
 
-from tests.helpers.summaries import metrics_of
 from iobench.cell.accelerator import TorchTrainStep
 from iobench.cell.steploop import run_steps
 from loaders import ShardLoader
+from tests.helpers.summaries import metrics_of
 
 
 def test_real_cpu_training_step_on_real_batches(tiny_dataset):

@@ -18,7 +18,9 @@ def _rank(rank: int, waits: list[float], peers: list[float], compute=0.02, allre
         rows.append(StepRow(i, 0, i == 0, t, w, 0.0, compute, end, 8, 800, rank, p, allreduce))
         t = end
     verdict = Verdict(bound="fetch" if rank else "prep", binding_stage=None, headline="")
-    return RankRun(rank, rank, 0, "h", 1, StepLog(rows=rows, epoch_stats=[StageStats()]), verdict, "fixed", 0.0)
+    return RankRun(
+        rank, rank, 0, "h", 1, StepLog(rows=rows, epoch_stats=[StageStats()]), verdict, "fixed", 0.0
+    )
 
 
 def test_a_synchronous_job_counts_the_steps_every_rank_completed():

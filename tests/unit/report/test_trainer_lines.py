@@ -6,10 +6,9 @@ from dataclasses import replace
 
 from rich.console import Console
 
-from tests.helpers.summaries import metrics_of
 from iobench.report.terminal import at_scale_line, print_report, trainer_lines
 from iobench.results.figures import ScalePoint, StepAlone, StepRow
-from tests.helpers.summaries import ok_summary
+from tests.helpers.summaries import metrics_of, ok_summary
 
 
 def _real_cell():
