@@ -23,6 +23,7 @@ from loaders.storage import (
     CacheSpec,
     SourceSpec,
     choose_policy,
+    survives_fork,
 )
 
 from .base import (
@@ -149,11 +150,16 @@ class ObjectStoreTier(Tier):
         return DEFAULT_CLIENT
 
     def reader(self):
+        """A reader for the tier's own reads in this process (the manifest, the objects index, a
+        warm cache's fill): with the tier's client, unless its runtime would not survive the fork of
+        the loader's workers that follows (obstore, s3dlio): then with s3fs, so that the workers'
+        reads, the measured ones, are the client's."""
         from loaders.storage import ObjectReader
 
+        client = self.client_name()
         return ObjectReader(
             self.storage_options(),
-            client=self.client_name(),
+            client=client if survives_fork(client) else "s3fs",
             part_bytes=self.part_bytes,
             concurrency=self.config["concurrency"],
             protocol=self.scheme,

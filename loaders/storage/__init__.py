@@ -36,6 +36,7 @@ _EXPORTS = {
     "exception_chain": "faults",
     "installed_clients": "clients",
     "resolve_client": "clients",
+    "survives_fork": "clients",
     "open_local": "localfile",
 }
 __all__ = [
@@ -65,6 +66,7 @@ __all__ = [
     "installed_clients",
     "open_local",
     "resolve_client",
+    "survives_fork",
 ]
 
 if TYPE_CHECKING:
@@ -75,6 +77,7 @@ if TYPE_CHECKING:
         describe_client,
         installed_clients,
         resolve_client,
+        survives_fork,
     )
     from loaders.storage.faults import DeadlineExceeded, ObjectStoreError, exception_chain
     from loaders.storage.layers import OBJECT_PROTOCOLS

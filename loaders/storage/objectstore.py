@@ -326,8 +326,8 @@ class ObjectReader:
             return future.result(max(0.0, self.deadline_s - (time.monotonic() - since)))
         except concurrent.futures.TimeoutError:
             raise TimeoutError(
-                f"Read timeout: {client.name} gave no answer within the {self.deadline_s:g} s deadline "
-                "(the attempt is left running on a helper thread)"
+                f"{client.name} gave no answer within the {self.deadline_s:g} s deadline (the attempt is "
+                "left running on a helper thread)"
             ) from None
 
     def _past_deadline(self, since: float, delay: float = 0.0) -> bool:
@@ -388,11 +388,12 @@ class ObjectReader:
 
     def read_range(self, url: str, start: int, end: int) -> bytes:
         """Bytes [start, end) of the object, exactly (see _range), in memory."""
-        data = self._read_buffer(url, start, end)
+        data = self.read_view(url, start, end)
         return data if isinstance(data, bytes) else bytes(data)
 
-    def _read_buffer(self, url: str, start: int, end: int) -> bytes | memoryview:
-        """As read_range, in the buffer the client returned (no copy of a client's own buffer)."""
+    def read_view(self, url: str, start: int, end: int) -> bytes | memoryview:
+        """As read_range, in the buffer the client returned: bytes, or a view of the client's own
+        (no copy), as a shard's stream reads its parts."""
         parts: list[bytes | memoryview] = []
 
         def get(client: ObjectClient, at: int) -> int:
@@ -505,14 +506,14 @@ class ObjectReader:
         pending: deque[Future] = deque()
         todo = iter(ranges)
         for start, end in todo:
-            pending.append(pool.submit(self._read_buffer, url, start, end))
+            pending.append(pool.submit(self.read_view, url, start, end))
             if len(pending) >= self.concurrency:
                 break
         while pending:
             chunk = pending.popleft().result()
             nxt = next(todo, None)
             if nxt is not None:
-                pending.append(pool.submit(self._read_buffer, url, *nxt))
+                pending.append(pool.submit(self.read_view, url, *nxt))
             yield chunk
 
     def open_stream(

@@ -35,6 +35,8 @@ class ClientEntry:
     package: str  # what to install
     takes_keys: bool = True  # credentials passed in (storage options' key/secret), not only found
     takes_profile: bool = True  # a profile named per client, not only AWS_PROFILE
+    # survives a fork after its first request (a DataLoader worker forked then): see base.ForkGuard
+    fork_safe: bool = True
 
 
 CLIENTS: dict[str, ClientEntry] = {
@@ -43,14 +45,20 @@ CLIENTS: dict[str, ClientEntry] = {
     "s3torchconnector": ClientEntry(
         "s3torch_client:S3TorchClient", "s3torchconnectorclient", "s3torchconnectorclient", takes_keys=False
     ),
-    "obstore": ClientEntry("obstore_client:ObstoreClient", "obstore", "obstore"),
+    "obstore": ClientEntry("obstore_client:ObstoreClient", "obstore", "obstore", fork_safe=False),
     "s3dlio": ClientEntry(
-        "s3dlio_client:S3dlioClient", "s3dlio", "s3dlio", takes_keys=False, takes_profile=False
+        "s3dlio_client:S3dlioClient",
+        "s3dlio",
+        "s3dlio",
+        takes_keys=False,
+        takes_profile=False,
+        fork_safe=False,
     ),
 }
 CLIENT_NAMES: tuple[str, ...] = tuple(CLIENTS)
 # the order of the client table in docs/benchmarks.md (GET ops/s of 100 KB objects against the lab,
-# medians of interleaved rounds), best first: "auto" is the first of these that is installed
+# medians of interleaved rounds), best first: "auto" is the first of these that is installed, takes
+# what the settings give and survives a fork (the torch DataLoader forks its workers by default)
 MEASURED_ORDER: tuple[str, ...] = ("s3dlio", "obstore", "s3torchconnector", "minio", "s3fs")
 DEFAULT_CLIENT = "s3fs"
 CLIENT_CHOICES: tuple[str, ...] = ("auto", *CLIENT_NAMES)
@@ -62,9 +70,9 @@ def installed_clients() -> list[str]:
 
 
 def resolve_client(name: str, *, keys: bool = False, profile: bool = False) -> str:
-    """``name`` checked, "auto" made the best measured client installed that takes credentials
-    passed in (``keys``) or a profile of its own (``profile``) where they are given; ValueError
-    says what is allowed, ImportError how to install a client that is not."""
+    """``name`` checked, "auto" made the best measured client installed that survives a fork and
+    takes credentials passed in (``keys``) or a profile of its own (``profile``) where they are
+    given; ValueError says what is allowed, ImportError how to install a client that is not."""
     if name not in CLIENT_CHOICES:
         raise ValueError(f"client={name!r}: allowed values are {', '.join(CLIENT_CHOICES)}")
     here = installed_clients()
@@ -72,13 +80,21 @@ def resolve_client(name: str, *, keys: bool = False, profile: bool = False) -> s
         return next(  # s3fs is a core dependency, and takes both
             n
             for n in MEASURED_ORDER
-            if n in here and (CLIENTS[n].takes_keys or not keys) and (CLIENTS[n].takes_profile or not profile)
+            if n in here
+            and CLIENTS[n].fork_safe
+            and (CLIENTS[n].takes_keys or not keys)
+            and (CLIENTS[n].takes_profile or not profile)
         )
     if name not in here:
         raise ImportError(
             f"client={name!r} is not installed: {INSTALL_HINT} (or pip install {CLIENTS[name].package})"
         )
     return name
+
+
+def survives_fork(name: str) -> bool:
+    """Whether client ``name`` still works in a process forked after it made a request (base.ForkGuard)."""
+    return CLIENTS[resolve_client(name)].fork_safe
 
 
 def client_class(name: str) -> type[ObjectClient]:

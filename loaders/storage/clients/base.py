@@ -89,6 +89,30 @@ def raise_final(what: Literal["missing", "denied"], url: str, detail: str, exc: 
     raise PermissionError(errno.EACCES, f"access denied ({detail})", url) from exc
 
 
+class ForkGuard:
+    """The process a client's process-wide runtime was started in, for a client whose runtime does
+    not survive a fork (tokio's threads are not copied into the child: its requests there hang for
+    good, measured with obstore and s3dlio). A client made in a process forked after that fails at
+    once, saying what to do, instead of hanging the job."""
+
+    def __init__(self, client: str) -> None:
+        self.client = client
+        self.pid: int | None = None
+
+    def check(self) -> None:
+        pid = os.getpid()
+        if self.pid is None:
+            self.pid = pid
+        elif self.pid != pid:
+            raise RuntimeError(
+                f"{self.client} was used in process {self.pid} before this process ({pid}) was forked "
+                f"from it: {self.client}'s runtime does not survive a fork and its requests here would "
+                "hang. Start the loader's workers with spawn or forkserver (torch: multiprocessing_context="
+                f"'forkserver'), make the first {self.client} request in the workers, or use a client "
+                "that survives a fork (s3fs, minio, s3torchconnector)"
+            )
+
+
 def env_endpoint() -> str | None:
     """Where botocore sends requests when no endpoint_url is given (AWS_ENDPOINT_URL and its S3 form)."""
     return os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
@@ -113,6 +137,8 @@ class ObjectClient:
     hidden_retries_per_fault: ClassVar[int] = 0
     # the client's own timeouts bound every attempt; if not, the reader bounds it (a helper thread)
     bounds_attempts: ClassVar[bool] = True
+    # its requests work in a process forked after it made its first (a DataLoader worker, by default)
+    fork_safe: ClassVar[bool] = True
 
     def __init__(self, settings: ClientSettings) -> None:
         self.settings = settings

@@ -19,7 +19,7 @@ import re
 import threading
 from typing import Any, ClassVar
 
-from loaders.storage.clients.base import ClientSettings, ObjectClient, raise_final
+from loaders.storage.clients.base import ClientSettings, ForkGuard, ObjectClient, raise_final
 from loaders.storage.clients.threadcpu import threads_named
 from loaders.storage.faults import classify
 
@@ -48,10 +48,15 @@ def _configure(settings: ClientSettings) -> Any:
         return s3dlio
 
 
+_FORK = ForkGuard("s3dlio")
+
+
 class S3dlioClient(ObjectClient):
     name: ClassVar[str] = "s3dlio"
+    fork_safe: ClassVar[bool] = False
 
     def __init__(self, settings: ClientSettings) -> None:
+        _FORK.check()
         super().__init__(settings)
         if settings.key or settings.profile:
             raise ValueError(
@@ -66,6 +71,14 @@ class S3dlioClient(ObjectClient):
             )
         self._s3dlio = _configure(settings)
         self._prefix = f"s3://{settings.host_port}/" if settings.endpoint else "s3://"
+
+    @property
+    def bounds_attempts(self) -> bool:  # type: ignore[override]
+        """Its timeouts bound an attempt within this reader's only if the process's first s3dlio
+        client set them no longer than this one asks: else the reader bounds it (a helper thread)."""
+        return int(_applied["S3DLIO_OPERATION_TIMEOUT_SECS"]) <= self.settings.read_timeout_s and int(
+            _applied["S3DLIO_CONNECT_TIMEOUT_SECS"]
+        ) <= max(1, self.settings.connect_timeout_s)
 
     @property
     def attempt_limits(self) -> str:

@@ -1,0 +1,317 @@
+"""Object clients side by side against the lab's radosgw: s3fs, the MinIO SDK, s3torchconnector,
+obstore and s3dlio, each through iobench's reader (its retries, deadline and counters), as the
+loaders read with it.
+
+    python benchmarks/bench_s3_clients.py [--rounds 5] [--objects 600] [--quick]
+    python benchmarks/bench_s3_clients.py --sweep [--samples 1024] [--workers 2]
+
+The first: GET ops/s of 100 KB objects (what a loader reading one object per sample asks of the
+store) and MiB/s of 8 MiB and 64 MiB ranged GETs (a shard's parts), at 1, 16 and 64 requests in
+flight (64 MiB: 1 and 16, so no more than 1 GiB is in flight); CPU seconds of the process per GiB
+read; p99 request latency. Every client in every round, in a rotating order, after a warm-up
+round; medians of the rounds and ratios to the best, to docs/benchmarks.md (section s3-clients).
+
+The second (--sweep): `iobench sweep` with the torch loader, one tier per client over the same
+objects (one object per sample), decoded and not: samples/s, bytes read, requests, the client's CPU
+per request and the verdict per client (section s3-clients-sweep).
+
+Uses AWS_ENDPOINT_URL and credentials from the environment, or starts a lab.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import boto3
+import numpy as np
+from common import cpu_seconds, host_line, median, spread, write_section
+from s3env import s3_endpoint
+
+from iobench.tiers.s3 import s3_storage_options
+from loaders.storage import CLIENT_NAMES, installed_clients
+from loaders.storage.objectstore import ObjectReader
+
+SMALL = 100_000  # bytes: an ImageNet-like JPEG
+BIG_OBJECT = 256 * 2**20
+RANGES = (8 * 2**20, 64 * 2**20)
+IN_FLIGHT_LIMIT = 2**30  # bytes of ranges in flight at once, at most
+DEADLINE_S = 30.0  # the tiers' default
+
+
+@dataclass(frozen=True)
+class Case:
+    size: int  # bytes per GET
+    concurrency: int
+
+    @property
+    def label(self) -> str:
+        return f"{'100 KB' if self.size == SMALL else f'{self.size >> 20} MiB'} x{self.concurrency}"
+
+
+@dataclass(frozen=True)
+class Figures:
+    rate: float  # GETs/s of small objects; bytes/s of ranges
+    cpu_per_gib: float  # process CPU seconds per GiB read
+    p99_ms: float
+    counted_share: float  # the reader's client_cpu_s over the process's CPU
+
+
+def measure(reader: ObjectReader, jobs: list[tuple[str, int, int]], concurrency: int, small: bool) -> Figures:
+    """``jobs`` (url, start, end) read by ``concurrency`` threads, each taking the next job: small
+    objects as the objects layout reads them (read_range: bytes), ranges as a shard's stream does
+    (read_view: the client's buffer)."""
+    read = reader.read_range if small else reader.read_view
+    todo = iter(jobs)
+    lock = threading.Lock()
+    done = [0] * concurrency
+
+    def worker(i: int) -> None:
+        while True:
+            with lock:
+                job = next(todo, None)
+            if job is None:
+                return
+            done[i] += len(read(*job))
+
+    reader.take_stats()
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(concurrency)]
+    cpu0, t0 = cpu_seconds(), time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall, cpu = time.perf_counter() - t0, cpu_seconds() - cpu0
+    stats = reader.take_stats()
+    nbytes = sum(done)
+    assert nbytes == sum(end - start for _, start, end in jobs) and stats.failures == 0
+    return Figures(
+        rate=(len(jobs) if small else nbytes) / wall,
+        cpu_per_gib=cpu / (nbytes / 2**30),
+        p99_ms=float(np.percentile(stats.latencies_ms, 99)),
+        counted_share=stats.client_cpu_s / cpu if cpu else 0.0,
+    )
+
+
+def stage(client, bucket: str, objects: int) -> tuple[list[str], list[str]]:
+    """``objects`` small objects and four big ones; their URLs."""
+    client.create_bucket(Bucket=bucket)
+    small = os.urandom(SMALL)
+    keys = [f"small/{i:05d}.jpg" for i in range(objects)]
+    for key in keys:
+        client.put_object(Bucket=bucket, Key=key, Body=small)
+    big = [f"big/{i}.bin" for i in range(4)]
+    for key in big:
+        client.put_object(Bucket=bucket, Key=key, Body=os.urandom(BIG_OBJECT))
+    return [f"s3://{bucket}/{k}" for k in keys], [f"s3://{bucket}/{k}" for k in big]
+
+
+def range_jobs(urls: list[str], size: int, concurrency: int, total: int) -> list[tuple[str, int, int]]:
+    count = max(3 * concurrency, total // size)
+    per_object = BIG_OBJECT // size
+    return [
+        (urls[k % len(urls)], (k // len(urls) % per_object) * size, (k // len(urls) % per_object + 1) * size)
+        for k in range(count)
+    ]
+
+
+def cell(values: list[float], best: float) -> str:
+    """The median and, in brackets, its ratio to the best client's."""
+    m = median(values)
+    return f"{m:,.0f} ({m / best:.2f})"
+
+
+def microbenchmark(args: argparse.Namespace) -> None:
+    clients = [c for c in CLIENT_NAMES if c in installed_clients()]
+    cases = [Case(SMALL, c) for c in (1, 16, 64)] + [
+        Case(size, c) for size in RANGES for c in (1, 16, 64) if size * c <= IN_FLIGHT_LIMIT
+    ]
+    if args.quick:
+        cases = [Case(SMALL, 16), Case(RANGES[0], 16)]
+    with s3_endpoint() as endpoint:
+        s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
+        bucket = f"clients-{uuid.uuid4().hex[:8]}"
+        small_urls, big_urls = stage(s3, bucket, args.objects)
+        options = s3_storage_options(endpoint, "us-east-1", True, deadline_s=DEADLINE_S)
+        readers = {
+            c: ObjectReader(options, client=c, part_bytes=RANGES[-1], concurrency=64, deadline_s=DEADLINE_S)
+            for c in clients
+        }
+        jobs = {
+            case: [(u, 0, SMALL) for u in small_urls]
+            if case.size == SMALL
+            else range_jobs(big_urls, case.size, case.concurrency, args.range_bytes)
+            for case in cases
+        }
+        results: dict[tuple[str, Case], list[Figures]] = {(c, case): [] for c in clients for case in cases}
+        load = [os.getloadavg()[0]]
+        for r in range(1 + args.rounds):  # round 0 warms every client's connections up
+            for case in cases:
+                for i in range(len(clients)):
+                    client = clients[(r + i) % len(clients)]
+                    figures = measure(readers[client], jobs[case], case.concurrency, case.size == SMALL)
+                    if r:
+                        results[client, case].append(figures)
+            load.append(os.getloadavg()[0])
+            print(f"round {r} done, load {load[-1]:.1f}", flush=True)
+        for reader in readers.values():
+            reader.close()
+    write_table(args, clients, cases, results, endpoint, load)
+
+
+def write_table(args, clients, cases, results, endpoint, load) -> None:
+    def rates(client: str, case: Case) -> list[float]:
+        return [f.rate for f in results[client, case]]
+
+    best = {case: max(median(rates(c, case)) for c in clients) for case in cases}
+    small = [case for case in cases if case.size == SMALL]
+    ranged = [case for case in cases if case.size != SMALL]
+    cpu_case = {
+        True: next(c for c in small if c.concurrency == 16),
+        False: next(c for c in ranged if c.concurrency == 16),
+    }
+
+    def row(client: str, group: list[Case], is_small: bool) -> str:
+        unit = 1 if is_small else 2**20  # GETs/s; MiB/s
+        rate_cells = [cell([v / unit for v in rates(client, case)], best[case] / unit) for case in group]
+        figs = results[client, cpu_case[is_small]]
+        return (
+            f"| {client} | "
+            + " | ".join(rate_cells)
+            + f" | {median([f.cpu_per_gib for f in figs]):.1f} | {median([f.p99_ms for f in figs]):.1f}"
+            + f" | {100 * median([f.counted_share for f in figs]):.0f} % |"
+        )
+
+    spreads = [spread(rates(c, case)) for c in clients for case in cases]
+    head_small = " | ".join(f"x{c.concurrency}" for c in small)
+    head_ranged = " | ".join(c.label for c in ranged)
+    small_rows = "\n".join(row(c, small, True) for c in clients)
+    ranged_rows = "\n".join(row(c, ranged, False) for c in clients)
+    where = "the lab's radosgw (memstore OSD, 127.0.0.1)" if "127.0.0.1" in endpoint else endpoint
+    command = "python benchmarks/bench_s3_clients.py" + (
+        f" --rounds {args.rounds}" if args.rounds != 5 else ""
+    )
+    body = f"""## Object clients side by side (`{command}`)
+
+{host_line()}; load average over the rounds {min(load):.1f}–{max(load):.1f}. Endpoint: {where}.
+Every client reads through iobench's reader (`loaders.storage.ObjectReader(client=...)`: its own
+retries off, the reader's retries, a {DEADLINE_S:g} s deadline and its counters), one reader per
+client in one process, {args.rounds} interleaved rounds after a warm-up round (each round runs every
+client on every case, in a rotating order); medians of the rounds, and in brackets the ratio to the
+best client of the column. *CPU s/GiB*: CPU seconds of the whole process (every thread, the client's
+own event loops and runtimes included) per GiB read, at 16 in flight; *p99*: the 99th percentile of
+the request latency at 16 in flight; *counted*: the share of that CPU the reader's `client_cpu_s`
+counter saw (the calling threads during requests plus the client's own I/O threads), which the
+loaders report per cell. radosgw, the OSD and the client share the same 2 cores, so these figures
+rank the clients' cost per request and per byte, not what a real cluster serves. Largest spread of
+a cell, (max − min) / median: {max(spreads):.0f} %.
+
+GET ops/s of {SMALL // 1000} KB objects ({args.objects} objects per measurement, read whole as one
+object per sample is), by requests in flight:
+
+| client | {head_small} | CPU s/GiB | p99 ms | counted |
+|---|{"---:|" * (len(small) + 3)}
+{small_rows}
+
+MiB/s of ranged GETs (a shard's parts; size x requests in flight):
+
+| client | {head_ranged} | CPU s/GiB | p99 ms | counted |
+|---|{"---:|" * (len(ranged) + 3)}
+{ranged_rows}
+"""
+    print(body)
+    if not args.quick:
+        write_section("s3-clients", body)
+
+
+def sweep(args: argparse.Namespace) -> None:
+    """One tier per client over the same objects; the torch loader; `iobench sweep`."""
+    import yaml
+
+    from iobench.results.api import load_summaries
+
+    clients = [c for c in CLIENT_NAMES if c in installed_clients()]
+    tag = uuid.uuid4().hex[:6]
+    work = Path(tempfile.mkdtemp(prefix="clients-sweep-"))
+    out = Path(args.out or work / "run")
+    with s3_endpoint() as endpoint:
+        url = f"s3://clients-{tag}/ds"
+        cfg = {
+            "dataset": {"synth": {"samples": args.samples, "seed": 0, "shard_size": "16MB"}},
+            "tiers": [
+                {"kind": "s3", "name": f"rgw-{c}", "url": url, "client": c, "upload": True} for c in clients
+            ],
+            "loaders": [
+                {
+                    "kind": "torch",
+                    "workers": [args.workers],
+                    "batch_size": [64],
+                    "layout": "objects",
+                    "decode": [True, False],
+                }
+            ],
+            "accelerators": [{"kind": "emulated", "type": "h100", "model": "resnet50", "demand": "training"}],
+            "run": {"cache": ["cold"], "epochs": args.epochs, "warmup_steps": 3},
+        }
+        (work / "sweep.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+        proc = subprocess.run(
+            [sys.executable, "-m", "iobench.cli", "sweep", str(work / "sweep.yaml"), "--out", str(out)]
+        )
+    lines = []
+    for s in load_summaries(out):
+        if not s.ok:
+            lines.append(f"| {s.cell.tier_name} | {s.cell.loader.decode} | failed: {s.error} |||||||")
+            continue
+        c = s.loader_stats_all_steps.counters
+        requests = c.get("requests", 0)
+        m = s.metrics
+        lines.append(
+            f"| {s.cell.tier_name.removeprefix('rgw-')} | {'yes' if s.cell.loader.decode else 'no'} "
+            f"| {m.samples_per_s:,.0f} | {c.get('bytes_transferred', 0) / 1e6:,.1f} | {requests:,} "
+            f"| {1000 * c.get('client_cpu_s', 0.0) / max(1, requests):.2f} | {c.get('retries', 0)} "
+            f"| {s.verdict.bound}{' (' + s.verdict.binding_stage + ')' if s.verdict.binding_stage else ''} |"
+        )
+    table = "\n".join(lines)
+    body = f"""## Object clients under the torch loader (`python benchmarks/bench_s3_clients.py --sweep`)
+
+{host_line()}. `iobench sweep` against the lab's radosgw ({endpoint}): {args.samples} ImageNet-like
+samples read one object per sample (`layout: objects`), the torch loader with {args.workers} workers,
+batch 64, an emulated H100 (ResNet-50, training demand), {args.epochs} epochs per cell, cold; one tier per
+client over the same objects (`client:`), each cell decoded and not. *MB read*: bytes the loader
+read from the store over the cell (the same for every client); *client CPU/request*: the reader's
+`client_cpu_s` over its requests.
+
+| client | decode | samples/s | MB read | requests | client CPU ms/request | retries | verdict |
+|---|---|---:|---:|---:|---:|---:|---|
+{table}
+"""
+    print(body)
+    write_section("s3-clients-sweep", body)
+    sys.exit(proc.returncode)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--objects", type=int, default=600)
+    ap.add_argument("--range-bytes", type=int, default=512 * 2**20, help="bytes of ranges per measurement")
+    ap.add_argument("--quick", action="store_true", help="two cases, for development; nothing written")
+    ap.add_argument("--sweep", action="store_true")
+    ap.add_argument("--samples", type=int, default=1024)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--epochs", type=int, default=2)
+    ap.add_argument("--out")
+    args = ap.parse_args()
+    sweep(args) if args.sweep else microbenchmark(args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,404 @@
+"""The object clients by name (loaders/storage/clients/): the table, the settings read from the
+storage options, each client's reading of its own errors (the messages are the ones each raised
+against a fault-injecting proxy and dead endpoints, recorded with the pinned versions), the CPU of
+a client's own threads, and the reader's bounds on a client whose attempts have no read timeout.
+The clients against the real radosgw: tests/integration/test_s3_clients.py."""
+
+from __future__ import annotations
+
+import io
+import threading
+import time
+
+import pytest
+
+from loaders.storage import CLIENT_NAMES, DEFAULT_CLIENT, SourceSpec, installed_clients, resolve_client
+from loaders.storage.clients import MEASURED_ORDER, client_class, describe_client, threadcpu
+from loaders.storage.clients.base import ClientSettings, ObjectClient
+from loaders.storage.faults import DeadlineExceeded
+from loaders.storage.objectstore import ObjectReader, RetryPolicy
+
+ALL = ("s3fs", "minio", "s3torchconnector", "obstore", "s3dlio")
+
+
+def test_the_table_names_every_client_and_all_are_installed_for_the_tests():
+    assert CLIENT_NAMES == ALL and sorted(MEASURED_ORDER) == sorted(ALL) and MEASURED_ORDER[-1] == "s3fs"
+    assert installed_clients() == list(ALL)  # the test extra installs them all
+    for name in ALL:
+        assert client_class(name).name == name
+        described = describe_client(name)
+        assert described["client"] == name and described["client_version"][0].isdigit()
+    assert describe_client("s3torchconnector")["client_own_retries"].startswith("the CRT retries")
+    assert describe_client("obstore")["client_own_retries"].startswith("none")
+
+
+def test_auto_is_the_best_measured_client_that_takes_what_is_given():
+    assert resolve_client("auto") == MEASURED_ORDER[0]
+    with_keys = resolve_client("auto", keys=True)  # credentials passed in: not s3dlio, not the CRT
+    assert with_keys == next(n for n in MEASURED_ORDER if n not in ("s3dlio", "s3torchconnector"))
+    assert resolve_client("auto", profile=True) != "s3dlio"
+    assert resolve_client(DEFAULT_CLIENT) in ALL and SourceSpec().client == DEFAULT_CLIENT
+
+
+def test_an_unknown_client_is_refused_naming_the_allowed_ones():
+    with pytest.raises(ValueError, match=r"client='boto': allowed values are auto, s3fs, minio"):
+        resolve_client("boto")
+
+
+def test_a_missing_client_says_how_to_install_it(monkeypatch):
+    from loaders.storage import clients
+
+    monkeypatch.setattr(clients, "installed_clients", lambda: ["s3fs"])
+    with pytest.raises(
+        ImportError, match=r"client='obstore' is not installed: pip install 'iobench\[s3clients\]'"
+    ):
+        resolve_client("obstore")
+    assert resolve_client("auto") == "s3fs"
+
+
+def test_settings_are_read_from_the_s3fs_storage_options():
+    from iobench.tiers.s3 import s3_storage_options
+
+    options = s3_storage_options("https://minio.example:9000", "eu-west-1", False, "lab", deadline_s=7)
+    s = ClientSettings.from_storage_options(options, part_bytes=1 << 20, connections=8)
+    assert (s.endpoint, s.region, s.path_style, s.profile) == (
+        "https://minio.example:9000",
+        "eu-west-1",
+        False,
+        "lab",
+    )
+    assert (s.connect_timeout_s, s.read_timeout_s, s.secure, s.host_port) == (
+        5,
+        7,
+        True,
+        "minio.example:9000",
+    )
+    other = ClientSettings.from_storage_options(options, "http://gw2:7480", part_bytes=1, connections=1)
+    assert other.endpoint == "http://gw2:7480" and other.host_port == "gw2:7480" and not other.secure
+    keyed = ClientSettings.from_storage_options({"key": "AK", "secret": "SK"}, part_bytes=1, connections=1)
+    assert "SK" not in repr(keyed) and keyed.key == "AK"
+
+
+# (client, the error it raised, the kind) -- messages as each client wrote them
+def _errors():
+    import urllib3
+    from minio.error import ServerError
+    from s3torchconnectorclient import S3Exception
+
+    return [
+        ("minio", ServerError("server failed with HTTP status code 503", 503), "throttled_or_5xx"),
+        (
+            "minio",
+            urllib3.exceptions.ProtocolError(
+                "Connection aborted.", ConnectionResetError(104, "Connection reset by peer")
+            ),
+            "connection_reset",
+        ),
+        (
+            "minio",
+            urllib3.exceptions.ProtocolError(
+                "Connection broken: IncompleteRead(524288 bytes read, 524288 more expected)"
+            ),
+            "truncated_body",
+        ),
+        (
+            "minio",
+            urllib3.exceptions.NewConnectionError(
+                None, "Failed to establish a new connection: [Errno 111] Connection refused"
+            ),
+            "connect_failed",
+        ),
+        (
+            "minio",
+            urllib3.exceptions.ConnectTimeoutError(
+                None, "Connection to 127.0.0.1 timed out. (connect timeout=2)"
+            ),
+            "connect_timeout",
+        ),
+        (
+            "minio",
+            urllib3.exceptions.ReadTimeoutError(None, "/", "Read timed out. (read timeout=3)"),
+            "timeout",
+        ),
+        ("s3torchconnector", S3Exception("Client error: Request throttled"), "throttled_or_5xx"),
+        (
+            "s3torchconnector",
+            S3Exception(
+                "Client error: Unknown CRT error: CRT error 1047: aws-c-io: AWS_IO_SOCKET_CONNECTION_REFUSED, socket connection refused."
+            ),
+            "connect_failed",
+        ),
+        (
+            "s3torchconnector",
+            S3Exception(
+                "Client error: Unknown CRT error: CRT error 1048: aws-c-io: AWS_IO_SOCKET_TIMEOUT, socket operation timed out."
+            ),
+            "connect_timeout",
+        ),
+        (
+            "s3torchconnector",
+            S3Exception(
+                "Client error: Unknown CRT error: CRT error 1051: aws-c-io: AWS_IO_SOCKET_CLOSED, socket is closed."
+            ),
+            "connection_reset",
+        ),
+        (
+            "obstore",
+            RuntimeError(
+                "Generic S3 error: Error performing GET http://127.0.0.1:1/b/k in 345µs - Server returned "
+                "non-2xx status code: 503 Service Unavailable: <Error><Code>SlowDown</Code></Error>"
+            ),
+            "throttled_or_5xx",
+        ),
+        (
+            "obstore",
+            RuntimeError(
+                "Generic S3 error: Error performing GET http://127.0.0.1:1/b/k in 374µs - HTTP error: error "
+                "sending request\n\nDebug source: ... hyper::Error( Io, Os { code: 104, kind: ConnectionReset, "
+                'message: "Connection reset by peer", }, ), ...'
+            ),
+            "connection_reset",
+        ),
+        (
+            "obstore",
+            RuntimeError(
+                "Generic S3 error: HTTP error: request or response body error\n\nDebug source: ... hyper::Error( "
+                "Body, Custom { kind: UnexpectedEof, error: IncompleteBody, }, ), ..."
+            ),
+            "truncated_body",
+        ),
+        (
+            "obstore",
+            RuntimeError(
+                "Generic S3 error: Error performing GET http://127.0.0.1:1/b/k in 396µs - HTTP error: error "
+                'sending request ... HttpError { kind: Connect, ... ConnectError( "tcp connect error", '
+                '127.0.0.1:1, Os { code: 111, kind: ConnectionRefused, message: "Connection refused", }, ...'
+            ),
+            "connect_failed",
+        ),
+        (
+            "obstore",
+            RuntimeError(
+                "Generic S3 error: Error performing GET http://127.0.0.1:1/b/k in 2.0s - HTTP error: error "
+                'sending request ... HttpError { kind: Timeout, ... ConnectError( "tcp connect error", '
+                "127.0.0.1:1, Custom { kind: TimedOut, error: Elapsed( (), ), }, ..."
+            ),
+            "connect_timeout",
+        ),
+        (
+            "obstore",
+            RuntimeError(
+                "Generic S3 error: Error performing GET ... in 3.0s - HTTP error: error sending request ... HttpError { kind: Timeout, source: reqwest::Error { kind: Request"
+            ),
+            "timeout",
+        ),
+        (
+            "s3dlio",
+            RuntimeError(
+                "S3 range GET failed for 's3://h:1/b/k': service error: SlowDown (Please reduce your request rate.)"
+            ),
+            "throttled_or_5xx",
+        ),
+        (
+            "s3dlio",
+            RuntimeError(
+                "S3 HEAD failed for 's3://h:1/b/k': service error: unknown (no message) — HTTP 503 Service Unavailable"
+            ),
+            "throttled_or_5xx",
+        ),
+        (
+            "s3dlio",
+            RuntimeError(
+                "S3 range GET failed for 's3://h:1/b/k': dispatch failure (I/O error: io error: error sending request "
+                "for url (http://h:1/b/k?x-id=GetObject): client error (SendRequest): connection error: Connection "
+                "reset by peer (os error 104)) — check AWS_ENDPOINT_URL, network connectivity"
+            ),
+            "connection_reset",
+        ),
+        (
+            "s3dlio",
+            RuntimeError(
+                "Failed to read S3 range GET response body: read response body chunk: streaming error: error decoding "
+                "response body: error reading a body from connection: end of file before message length reached"
+            ),
+            "truncated_body",
+        ),
+        (
+            "s3dlio",
+            RuntimeError(
+                "GET range for s3://b/k failed: dispatch failure (connection timeout: timeout: error sending request for "
+                "url (http://h:1/b/k?x-id=GetObject): client error (Connect): tcp connect error: Connection refused "
+                "(os error 111)) — check AWS_ENDPOINT_URL — the server is not listening on that address/port"
+            ),
+            "connect_failed",
+        ),
+        (
+            "s3dlio",
+            RuntimeError(
+                "GET range for s3://b/k failed: dispatch failure (connection timeout: timeout: error sending request for "
+                "url (http://h:1/b/k?x-id=GetObject): client error (Connect): tcp connect error: deadline has elapsed)"
+            ),
+            "connect_timeout",
+        ),
+        (
+            "s3dlio",
+            RuntimeError(
+                "GET range for s3://b/k failed: request timed out after 3s — check network connectivity"
+            ),
+            "timeout",
+        ),
+    ]
+
+
+@pytest.mark.parametrize("case", range(len(_errors())))
+def test_each_client_reads_its_own_errors_as_the_fault_kinds(case):
+    name, exc, kind = _errors()[case]
+    client = object.__new__(client_class(name))  # classify reads the error alone, no connection
+    assert client.classify(exc) == kind
+    words = {
+        "connect_failed": "Could not connect",
+        "timeout": "Read timeout",
+        "connection_reset": "Connection reset",
+    }
+    if kind in words:  # the words the failed cell's hint looks for (iobench/tiers/faults.py)
+        assert client.describe(exc).startswith(words[kind])
+
+
+def test_a_missing_object_and_refused_access_are_oserrors_whatever_the_client():
+    from s3torchconnectorclient import S3Exception
+
+    from loaders.storage.clients import s3dlio_client, s3torch_client
+
+    with pytest.raises(FileNotFoundError, match="no such bucket or object"):
+        s3torch_client._raise_final(S3Exception("Service error: The key does not exist"), "s3://b/k")
+    with pytest.raises(PermissionError, match="access denied"):
+        s3torch_client._raise_final(S3Exception("Service error: Forbidden"), "s3://b/k")
+    with pytest.raises(FileNotFoundError):
+        s3dlio_client._raise_final(
+            RuntimeError("S3 HEAD failed: service error: NotFound (no message)"), "s3://b/k"
+        )
+    s3dlio_client._raise_final(RuntimeError("service error: SlowDown"), "s3://b/k")  # not final: no raise
+
+
+def test_the_cpu_of_shared_threads_is_handed_out_once():
+    stop = threading.Event()
+
+    def spin() -> None:
+        while not stop.is_set():
+            sum(range(1000))
+
+    t = threading.Thread(target=spin)
+    t.start()
+    try:
+        time.sleep(0.3)
+        first = threadcpu.take({t.native_id})
+        again = threadcpu.take({t.native_id})  # another reader's take right after: almost nothing
+    finally:
+        stop.set()
+        t.join()
+    assert first >= 0.1 and again < first / 2
+    assert threadcpu.take({2**31 - 1}) == 0.0  # a thread that is gone counts nothing
+
+
+class _Silent(ObjectClient):
+    """A client whose attempts never end (no read timeout), and which writes into a download
+    after its caller gave it up."""
+
+    name = "silent"
+    bounds_attempts = False
+
+    def __init__(self, release: threading.Event) -> None:
+        super().__init__(ClientSettings())
+        self.release = release
+        self.late_write: BaseException | None = None
+
+    def head(self, url):
+        return 8, None
+
+    def get(self, url, start, end):
+        self.release.wait()
+        return b"x" * (end - start)
+
+    def get_into(self, url, start, end, write):
+        self.release.wait()
+        try:
+            write(start, b"late")
+        except BaseException as exc:  # the gate shuts a given-up attempt out
+            self.late_write = exc
+            raise
+        return 4
+
+
+def _reader(client: ObjectClient, deadline_s: float) -> ObjectReader:
+    reader = ObjectReader(filesystem=object(), deadline_s=deadline_s, policy=RetryPolicy(attempts=2))
+    reader._clients = [client]
+    return reader
+
+
+def test_an_attempt_without_a_read_timeout_fails_at_the_deadline():
+    release = threading.Event()
+    reader = _reader(_Silent(release), deadline_s=0.5)
+    t0 = time.monotonic()
+    try:
+        with pytest.raises(
+            DeadlineExceeded, match=r"no answer within the 0.5 s deadline.*silent gave no answer"
+        ):
+            reader.read_range("s3://b/k", 0, 8)
+    finally:
+        release.set()
+    assert time.monotonic() - t0 < 0.5 + 0.3
+
+
+def test_an_attempt_given_up_never_writes_into_the_download(tmp_path):
+    release = threading.Event()
+    client = _Silent(release)
+    reader = _reader(client, deadline_s=0.3)
+    path = tmp_path / "entry"
+    with open(path, "wb") as out, pytest.raises(DeadlineExceeded):
+        reader.download("s3://b/k", out, 8)
+    release.set()
+    for _ in range(100):  # the abandoned attempt wakes on its helper thread
+        if client.late_write is not None:
+            break
+        time.sleep(0.01)
+    assert "the download this body belongs to ended" in str(client.late_write) and path.read_bytes() == b""
+
+
+def test_a_client_that_bounds_its_attempts_runs_on_the_calling_thread():
+    callers = []
+
+    class Quick(_Silent):
+        bounds_attempts = True
+
+        def get(self, url, start, end):
+            callers.append(threading.get_ident())
+            return b"y" * (end - start)
+
+    reader = _reader(Quick(threading.Event()), deadline_s=1.0)
+    assert reader.read_range("s3://b/k", 0, 3) == b"yyy"
+    assert callers == [threading.get_ident()]
+    assert reader.take_stats().client_cpu_s >= 0.0
+
+
+def test_read_view_keeps_the_clients_buffer_and_read_range_gives_bytes():
+    class Viewing(_Silent):
+        bounds_attempts = True
+
+        def get(self, url, start, end):
+            return memoryview(bytes(range(start, end)))
+
+    reader = _reader(Viewing(threading.Event()), deadline_s=None)
+    assert isinstance(reader.read_view("s3://b/k", 0, 4), memoryview)
+    assert reader.read_range("s3://b/k", 1, 4) == bytes([1, 2, 3])
+    assert reader.open_stream("s3://b/k", 200, 10, 20).read() == bytes(range(10, 20))
+    out = io.BytesIO()
+    reader.download("s3://b/k", out, 5)
+    assert out.getvalue() == bytes(range(5))
+
+
+def test_without_an_endpoint_the_environments_is_taken_as_botocore_takes_it(monkeypatch):
+    monkeypatch.delenv("AWS_ENDPOINT_URL_S3", raising=False)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://env:1")
+    assert ClientSettings.from_storage_options({}, part_bytes=1, connections=1).endpoint == "http://env:1"
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", "http://s3env:2")
+    assert ClientSettings.from_storage_options({}, part_bytes=1, connections=1).endpoint == "http://s3env:2"
