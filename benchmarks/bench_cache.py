@@ -5,7 +5,7 @@
 Per contender and round: a cold epoch (empty cache: every shard downloaded) and a warm epoch (every
 shard from the cache), then two processes reading the same shards at once into one cold cache
 dir, counting the GETs that went to the server, and the cache's size against a limit half the
-dataset. fsspec's caches are unbounded and not multi-process safe (fsspec issues #510, #639,
+dataset. fsspec's caches are unbounded and not multi-process safe (fsspec/filesystem_spec#510, #639,
 #1126); this measures what that costs.
 """
 
@@ -179,7 +179,7 @@ read the same shards into one empty cache directory at once — ideal is {args.s
 |---|---:|---:|---:|---:|---:|---:|---:|
 {table}
 
-Goal (issue 21): the cold epoch ≥ 1.0 × simplecache — {x_cold:.2f}, {"met" if x_cold >= 1.0 else "not met"} in this run.
+Goal: the cold epoch ≥ 1.0 × simplecache — {x_cold:.2f}, {"met" if x_cold >= 1.0 else "not met"} in this run.
 The cache writes each GET's body into its entry as it arrives (`ObjectReader.download`), as s3fs'
 `get_file` under simplecache does; it used to hold each 8 MiB range whole and copy it once more.
 """,

@@ -132,7 +132,7 @@ fetch CPU hold across such changes, a samples/s ratio near 1 is a tie.
 |---|---|---:|---:|---:|---:|---|
 {table}
 
-Goals (issue 21) for the cache of a third:
+Goals for the cache of a third:
 {chr(10).join(goals)}
 
 Static vs uncached samples/s, per start: {", ".join(f"{r:.2f}" for r in ratios)} (median

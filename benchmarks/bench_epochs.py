@@ -1,6 +1,6 @@
 """Workers across epochs: each start method with persistent workers that start the next epoch early
 (the default), against persistent workers that wait to be asked for it and workers forked anew every
-epoch (what the torch loader did before issue 18).
+epoch (what the torch loader did before its workers persisted).
 
     python benchmarks/bench_epochs.py [--samples 3072] [--workers 2] [--epochs 3] [--rounds 3]
 

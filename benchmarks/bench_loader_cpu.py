@@ -211,7 +211,7 @@ in {args.workers} forked processes, fork to join: {median(reference):.3f} ms per
 With a training step of pure Python ({args.step_ms:g} ms per batch, holding the GIL but for the
 interpreter's switch interval), samples/s: {stepped_line}.
 
-Goals (issue 33, at 2 workers): the whole loader ≤ 1.08 × bare decode + augment, and the consumer
+Goals (at 2 workers): the whole loader ≤ 1.08 × bare decode + augment, and the consumer
 ≤ 0.05 ms per sample — {verdicts}.
 """,
     )

@@ -159,7 +159,7 @@ given several files (1 MiB from each in turn: every file's read-ahead in flight 
 |---|---:|---:|---:|---:|
 {rows}
 
-Goal (issue 21): the tar reader in one process ≥ 0.9 × fio buffered on the same files — {verdict}.
+Goal: the tar reader in one process ≥ 0.9 × fio buffered on the same files — {verdict}.
 The same mapped reads without the tar parsing: {paired(copy, results[in_order]):.2f} × fio in order; the tar
 reader is {paired(ours, copy):.2f} × that copy, and keeps a core busy {100 * median(busy["tar"]):.0f} % of its time against
 the copy's {100 * median(busy["copy"]):.0f} % (median CPU of the process per wall second).

@@ -10,10 +10,10 @@
    runs inside one spell cancels it.
 2. Samples/s with 2 workers, as a cell runs them: the same pairing, fewer pairs (an epoch is
    seconds long), for scale.
-3. The step loop's trainer clock (issue 31): one ``time.process_time()`` per step (the trainer's
+3. The step loop's trainer clock: one ``time.process_time()`` per step (the trainer's
    CPU per step), against the shortest step of the default sweep (an emulated H100 at batch 64).
 
-Goal (issue 21): the CPU interval no wider than +-0.5 points, and its upper end <= 2 %.
+Goal: the CPU interval no wider than +-0.5 points, and its upper end <= 2 %.
 """
 
 from __future__ import annotations
@@ -119,10 +119,10 @@ its 95 % Student-t interval.
 | CPU ms per sample, one process (`workers=0`, 1 shard per run) | {args.pairs} | {median(cpu[True]):.3f} | {median(cpu[False]):.3f} | **{pct(c)}** | {pct(c_lo)} to {pct(c_hi)} |
 | samples/s, 2 workers, whole epoch | {args.rate_pairs} | {median(rates[True]):,.0f} | {median(rates[False]):,.0f} | {pct(r)} | {pct(r_lo)} to {pct(r_hi)} |
 
-Goal (issue 21): the CPU overhead resolved to ±0.5 points and ≤ 2 % — {verdict}. The samples/s
+Goal: the CPU overhead resolved to ±0.5 points and ≤ 2 % — {verdict}. The samples/s
 row is for scale only: its interval is ±{rate_half:.1f} points, {rate_note}.
 
-The step loop's own clocks (issue 31): the trainer's CPU per step costs one `time.process_time()`
+The step loop's own clocks: the trainer's CPU per step costs one `time.process_time()`
 per step, {clock_us:.2f} µs here (the fastest of 5 × 100,000 calls), {100 * clock_us / 1e3 / shortest_ms:.3f} % of
 the shortest step of the default sweep ({shortest_ms:.1f} ms: 64 samples at an H100's 7,000/s).
 On a GPU the step adds two CUDA event records; the step alone is timed after the measured window.

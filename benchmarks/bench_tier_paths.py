@@ -118,7 +118,7 @@ ratios are medians of the per-round ratios.
 |---|---:|---:|---:|---:|
 {rows}
 
-Goals (issue 21):
+Goals:
 {goal_lines}
 """,
     )

@@ -1,4 +1,4 @@
-"""Does the host-emulating accelerator deliver what a real trainer gets from a CPU loader? (issue 31)
+"""Does the host-emulating accelerator deliver what a real trainer gets from a CPU loader?
 
 Each round calibrates small_cnn on the CPU (`iobench calibrate`), then runs, in a rotating order, one
 `iobench sweep` cell each of: the real small_cnn trainer, its emulated twin (`type: custom` at the
@@ -146,7 +146,7 @@ def main() -> None:
         + ", ".join(f"{1000 * a:.1f}" for a in alone)
         + " ms), then runs every cell once in a rotating order. *twin*: emulated at the calibrated step's",
         "rate with `host_work: small_cnn`; *sleep*: the same rate, `host_work: none` (DLIO's emulation).",
-        "Ratios: the median of the per-round ratios to the real cell. Goal (issue 31): the twin within 15 %.",
+        "Ratios: the median of the per-round ratios to the real cell. Goal: the twin within 15 %.",
         "",
         "| workers | cell | samples/s (median) | ÷ real | trainer slowdown (median) | verdicts | every round |",
         "|---:|---|---:|---:|---:|---|---|",

@@ -1,7 +1,7 @@
 """How long a cell measures: long enough for its figures to mean something.
 
 A window of a dozen steps and half a second says more about worker start-up and one epoch boundary
-than about the pipeline: a cold and a warm cell of the same data then differ by 75 % (issue 20).
+than about the pipeline: a cold and a warm cell of the same data then differed by 75 % here.
 So every measured repeat has a minimum window after its warm-up (``run.min_measure``, default 5 s
 and 50 steps). A repeat whose requested epochs give less runs more epochs over the data until the
 window is reached; its epoch boundaries then recur inside the window, so the cost of each is part

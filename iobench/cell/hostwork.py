@@ -14,7 +14,7 @@ on the intra-op threads above its grain size (32 Ki elements) and on the calling
 as it runs the real step's small operators: 11.7 ns per element on the 2-core development VM,
 compute-bound, so its cost per element does not depend on where the tensor sits in the caches (a
 sine, at 0.5 ns, became memory-bound above 512 Ki elements and 1-8x dearer). An operator of more
-than ``MAX_ELEMENTS`` is cut into several. Why the shares and not equal regions (issue 31): beside
+than ``MAX_ELEMENTS`` is cut into several. Why the shares and not equal regions: beside
 two decode processes on 2 cores the real small_cnn step took 132-157 ms, the work cut in its
 profile's shares 127-171 ms, the same work in 67 equal regions 160-380 ms; the real step's time
 sits in a dozen large operators, and the more of a step's time lies in regions a preempted thread

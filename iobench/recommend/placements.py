@@ -52,7 +52,7 @@ DALI_PER_GPU = Figure(
     7000.0,
     "assumed: DALI with nvJPEG on an A100, hardware decoder taking 75 % of the images: ~7,000 images/s "
     "(NVIDIA, 'Loading Data Fast with DALI and the New Hardware JPEG Decoder in NVIDIA A100 GPUs', "
-    "as read in NVIDIA/DALI issue #5362); taken for every GPU type",
+    "as read in NVIDIA/DALI#5362); taken for every GPU type",
     origin="published",
 )
 # when the setup is otherwise equal: the simpler one first (no extra service, no code change)
