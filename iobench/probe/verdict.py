@@ -48,79 +48,85 @@ def judge(
     unseen: str | None = None,
     pin_ms_per_batch: float | None = None,
 ) -> Verdict:
-    """The verdict of one rank's measured window. ``work`` is what its readers did over the window
-    (None where the hooks could not see them: ``unseen`` says why); ``split`` the window's wall split
-    where the steps' batches were matched to their making (its hand-over is then measured)."""
-    ev = [
+    """The verdict of one rank's measured window, its evidence strongest first and what to do.
+    ``work`` is what its readers did over the window (None where the hooks could not see them:
+    ``unseen`` says why); ``split`` the window's wall split where the steps' batches were matched to
+    their making (its hand-over is then measured)."""
+    measured = (
         f"measured {_rate(metrics.samples_per_s)} at AU {metrics.au:.2f} ({metrics.au_basis}); the loop waited "
         f"for its batch {100 * metrics.stall_fraction:.0f} % of the time (wait p50 {metrics.wait_p50_ms:.1f} ms, "
         f"p99 {metrics.wait_p99_ms:.1f} ms)"
-    ]
-    if work is not None:
-        ev.append(_work_line(work, workers))
+    )
+    readers = [_work_line(work, workers)] if work is not None else []
 
-    def verdict(bound: str, headline: str, stage: str | None = None) -> Verdict:
+    def verdict(
+        bound: str, headline: str, action: str | None, first: list[str], stage: str | None = None
+    ) -> Verdict:
         return Verdict(
             bound=bound,
             binding_stage=stage,
             headline=headline,
-            evidence=tuple(ev),
+            evidence=(*first, measured, *readers),
             pipeline_capacity_samples_per_s=work.capacity if work else None,
             cpu_capacity_samples_per_s=1000.0 * cores / (work.cpu_ms + work.per_sample_ms(work.collate_cpu_s))
             if work and work.cpu_ms > 0
             else None,
+            action=action,
         )
 
     host = host_bound(metrics, cores)
     if host is not None:
-        ev.extend(host)
         return verdict(
             "host",
             f"host-bound (the trainer starved of CPU): its step took {metrics.trainer_slowdown:.1f}x as long in "
             "the job as alone, while its data was there",
+            "leave the trainer its cores: fewer workers, or decode off the CPU (DALI mixed), or more cores",
+            host,
         )
     if metrics.au >= AU_TARGET:
+        first = []
         if work and work.capacity:
-            ev.append(
+            first.append(
                 f"the readers could make about {_rate(work.capacity)} "
                 f"({work.capacity / max(metrics.samples_per_s, 1e-9):.1f}x what the step took)"
             )
-        ev.append("what to do: the input pipeline is not the limit; a faster step (or device) is")
         return verdict(
             "accelerator",
             f"accelerator-bound: the input pipeline kept the step {100 * metrics.au:.0f} % busy",
+            "the input pipeline is not the limit; a faster step (or device) is",
+            first,
         )
     h2d_share = metrics.h2d_s / metrics.wall_s if metrics.wall_s > 0 else 0.0
     if h2d_share >= max(metrics.stall_fraction, 1 - AU_TARGET):
-        ev.append(
-            f"copies to the device took {100 * h2d_share:.0f} % of the wall, more than the loop waited for data; "
-            "what to do: pin_memory=True with non_blocking copies, or copy less (uint8, not float32)"
-        )
         return verdict(
             "prep",
             f"input-bound by h2d: copies to the device take {100 * h2d_share:.0f} % of the time",
+            "pin_memory=True with non_blocking copies, or copy less (uint8 images, not float32)",
+            [
+                f"copies to the device took {100 * h2d_share:.0f} % of the wall, more than the loop waited for data"
+            ],
             "h2d",
         )
     if work is None:
-        ev.append(f"the loader's own work could not be split: {unseen or 'no reader reported a batch'}")
         return verdict(
             "unknown",
             f"input-bound, stage not seen: the loop waited {100 * metrics.stall_fraction:.0f} % of the time",
+            "time the loader alone (--ceilings) to see what it can deliver",
+            [f"the loader's own work could not be split: {unseen or 'no reader reported a batch'}"],
         )
     trainer = metrics.trainer_cores or 0.0
     used = work.cores + trainer
-    ev.append(
-        f"the readers used {work.cores:.1f} core(s) and the training process {trainer:.1f} of the {cores} usable"
-    )
+    cores_line = f"the readers used {work.cores:.1f} core(s) and the training process {trainer:.1f} of the {cores} usable"
     if split is not None and split.loader_start > max(split.wait - split.loader_start, 0.0):
-        ev.append(
-            f"opening each epoch took {100 * split.loader_start:.0f} % of the wall: the loader's iterator built "
-            "anew (its workers started) while the loop waited; what to do: persistent_workers=True"
-        )
         return verdict(
             "prep",
             f"input-bound by the epoch's opening: {100 * split.loader_start:.0f} % of the time the loop waited "
             "for the loader to start",
+            "persistent_workers=True, so each epoch's workers are up before it starts",
+            [
+                f"opening each epoch took {100 * split.loader_start:.0f} % of the wall: the loader's iterator built "
+                "anew (its workers started) while the loop waited"
+            ],
             "loader_start",
         )
     if split is not None:
@@ -130,21 +136,20 @@ def judge(
         handed = workers > 0 and work.busy < BUSY
     if handed:
         pin = f"; pinning took {pin_ms_per_batch:.1f} ms a batch" if pin_ms_per_batch else ""
-        ev.append(
-            f"the workers made batches only {100 * work.busy:.0f} % of the time, yet the loop waited "
-            f"{100 * metrics.stall_fraction:.0f} %"
-            + (f", {100 * split.handover:.0f} % for batches already made" if split is not None else "")
-            + f": batches were made but not handed over in time (collate {work.collate_ms:.2f} ms a sample "
-            f"in the workers{pin})"
-        )
-        ev.append(
-            "what to do: look at what crosses from the workers (big or many tensors per batch, Python objects), "
-            "pinning, and the queue: prefetch_factor, persistent_workers=True"
-        )
         return verdict(
             "prep",
             f"input-bound by collate/IPC: the workers idled {100 * (1 - work.busy):.0f} % of the time while the "
             f"loop waited {100 * metrics.stall_fraction:.0f} %",
+            "look at what crosses from the workers (big or many tensors per batch, Python objects) and at "
+            "pinning; raise prefetch_factor, keep persistent_workers=True",
+            [
+                f"the workers made batches only {100 * work.busy:.0f} % of the time, yet the loop waited "
+                f"{100 * metrics.stall_fraction:.0f} %"
+                + (f", {100 * split.handover:.0f} % for batches already made" if split is not None else "")
+                + f": batches were made but not handed over in time (collate {work.collate_ms:.2f} ms a sample "
+                f"in the workers{pin})",
+                cores_line,
+            ],
             "collate",
         )
     prep_ms = work.cpu_ms + work.per_sample_ms(work.get_runq_s)
@@ -153,48 +158,41 @@ def judge(
     total = sum(parts.values()) or 1.0
     if binding == "fetch":
         per_reader = work.bytes_per_sample / (work.blocked_ms / 1000.0) if work.blocked_ms > 0 else 0.0
-        ev.append(
-            f"a sample's {work.get_ms:.1f} ms in the dataset is {work.blocked_ms:.1f} ms blocked (storage, sleeps) "
-            f"against {work.cpu_ms:.1f} ms of CPU: its {format_bytes(work.bytes_per_sample)} arrive at "
-            f"{format_bytes(per_reader)}/s per reader"
-        )
         free = used < SATURATED * cores
-        ev.append(
-            "what to do: "
-            + (
-                f"more workers (the CPU has room: {used:.1f} of {cores} cores busy) or more reads in flight per "
-                "worker; "
-                if free
-                else ""
-            )
-            + "a cache or a faster tier: `iobench sweep` with the sweep file this probe wrote compares tiers"
-        )
         return verdict(
             "fetch",
             f"fetch-bound (storage): a sample waits {work.blocked_ms:.1f} ms for its bytes, "
             f"{100 * work.blocked_ms / total:.0f} % of its time in the readers",
+            (
+                f"more workers (the CPU has room: {used:.1f} of {cores} cores busy) or more reads in flight; "
+                if free
+                else ""
+            )
+            + "a cache or a faster tier (the sweep file this probe wrote compares tiers)",
+            [
+                f"a sample's {work.get_ms:.1f} ms in the dataset is {work.blocked_ms:.1f} ms blocked (storage, "
+                f"sleeps) against {work.cpu_ms:.1f} ms of CPU: its {format_bytes(work.bytes_per_sample)} arrive at "
+                f"{format_bytes(per_reader)}/s per reader",
+                cores_line,
+            ],
             "fetch",
         )
     saturated = used >= SATURATED * cores
     what = "collate" if binding == "collate" else "decode/augment in the dataset"
-    ev.append(
-        f"a sample takes {work.cpu_ms:.1f} ms of CPU in the dataset"
-        + (f" and waits {work.runq_ms:.1f} ms for a core" if work.runq_ms >= 0.1 else "")
-        + f", {work.blocked_ms:.1f} ms blocked: storage is not the limit"
-    )
-    ev.append(
-        "what to do: "
-        + (
-            f"the {cores} cores are spent ({used:.1f} busy): a cheaper decode (simplejpeg, pillow-simd, "
-            "smaller or pre-resized images), decode on the GPU (DALI mixed), or more cores"
-            if saturated
-            else f"more workers: {used:.1f} of {cores} cores are busy"
-        )
-    )
     return verdict(
         "prep",
         f"prep-bound (CPU {what}): {100 * parts[binding] / total:.0f} % of each reader's time per sample"
         + (", every core busy" if saturated else ""),
+        f"the {cores} cores are spent: a cheaper decode (simplejpeg, pillow-simd, smaller or pre-resized images), "
+        "decode on the GPU (DALI mixed), or more cores"
+        if saturated
+        else f"more workers: {used:.1f} of {cores} cores are busy",
+        [
+            f"a sample takes {work.cpu_ms:.1f} ms of CPU in the dataset"
+            + (f" and waits {work.runq_ms:.1f} ms for a core" if work.runq_ms >= 0.1 else "")
+            + f", {work.blocked_ms:.1f} ms blocked: storage is not the limit",
+            cores_line,
+        ],
         binding,
     )
 

@@ -75,7 +75,7 @@ def test_workers_blocked_in_the_dataset_are_fetch_bound():
     v = judge(metrics(0.2, 0.8), work(blocked_ms=40, cpu_ms=3), cores=2, workers=2)
     assert (v.bound, v.binding_stage) == ("fetch", "fetch")
     assert any("40.0 ms blocked" in line for line in v.evidence)
-    assert any("more workers" in line for line in v.evidence)  # the CPU has room
+    assert v.action.startswith("more workers") and "40.0 ms blocked" in v.evidence[0]  # the CPU has room
 
 
 def test_workers_on_the_cpu_are_prep_bound_and_every_core_busy_says_so():
