@@ -258,7 +258,11 @@ class ObjectReader:
                             self.stats.refused_connections += 1
                     if kind is None:
                         # s3fs says only the key of a missing object (or "None"): say what it means
-                        detail = "no such bucket or object" if isinstance(exc, FileNotFoundError) else exc
+                        detail = (
+                            "no such bucket or object"
+                            if isinstance(exc, FileNotFoundError)
+                            else client.describe(exc)
+                        )
                         raise ObjectStoreError(
                             getattr(exc, "errno", None) or errno.EIO, f"{self._where(what, url)}: {detail}"
                         ) from None

@@ -8,14 +8,18 @@ is delivered exactly once across the ranks, and the cell's summary and report co
 connections and the seconds lost. The same tier settings (a 20 s deadline) against an endpoint
 that never answered, closed or dropping connections, fail in seconds: at the cell's first read (the
 manifest) and at a DataLoader worker's. The figures of four runs are in docs/reliability.md (§11).
+And the same restart under each object client's reader, read through with every byte exact.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import io
 import json
 import random
 import socket
+import threading
 import time
 from collections.abc import Iterator
 
@@ -27,8 +31,9 @@ from iobench.lab.conf import RGW
 from iobench.lab.restart import restart
 from iobench.tiers import make_tier
 from loaders import ShardLoader
-from loaders.storage import ObjectStoreError
-from tests.helpers.faultkit import kill9
+from loaders.storage import CLIENT_NAMES, ObjectStoreError
+from loaders.storage.objectstore import ObjectReader
+from tests.helpers.faultkit import kill9, stage_copy
 from tests.helpers.lab_fixture import mend
 from tests.helpers.sweepkit import assert_each_sample_once, env_of, s3_tier, stepping, sweep_file
 
@@ -150,3 +155,70 @@ def test_an_endpoint_that_never_answered_still_fails_within_10_s(tiny_dataset, k
     for error in (setup.value, worker.value):
         words = "gave up after 6 attempts" if kind == "closed" else "has not answered before"
         assert endpoint in str(error) and words in str(error), error
+
+
+@pytest.fixture(scope="module")
+def restart_staged(ceph_lab, tiny_dataset) -> str:
+    with pytest.MonkeyPatch.context() as mp:
+        for key, value in ceph_lab.env.items():
+            mp.setenv(key, value)
+        return stage_copy(ceph_lab, tiny_dataset, "restart")
+
+
+@pytest.mark.parametrize("client", CLIENT_NAMES)
+def test_each_client_rides_through_a_radosgw_restart(
+    ceph_lab, tiny_dataset, restart_staged, client, monkeypatch
+):
+    """A reader of each client reads the dataset's shards over and over (ranged GETs, two in
+    flight) while radosgw is killed and started again 2-3 s later: every shard read whole and
+    exact, the refusals counted as an outage, none a failure."""
+    for key, value in ceph_lab.env.items():
+        monkeypatch.setenv(key, value)
+    manifest = Manifest.load(tiny_dataset)
+    url = restart_staged
+    tier = make_tier({"kind": "s3", "url": url, "deadline_s": DEADLINE})
+    reader = ObjectReader(
+        tier.storage_options(), client=client, deadline_s=DEADLINE, part_bytes=512 * 1024, concurrency=2
+    )
+    shards = [(f"{url}/{s.name}", s.bytes, s.sha256) for s in manifest.shards]
+    stop, reads, wrong, errors = threading.Event(), [0], [], []
+
+    def read_on() -> None:
+        try:
+            while not stop.is_set():
+                for where, size, sha in shards:
+                    out = io.BytesIO()
+                    reader.download(where, out, size)
+                    if hashlib.sha256(out.getvalue()).hexdigest() != sha:
+                        wrong.append(where)
+                    reads[0] += 1
+        except Exception as exc:  # the test fails on it below, with its message
+            errors.append(exc)
+
+    reader.read_range(shards[0][0], 0, 10)  # the store has answered: its refusals are an outage
+    t = threading.Thread(target=read_on)
+    t.start()
+    try:
+        time.sleep(0.5)
+        _, t_kill = kill9(ceph_lab, RGW)
+        time.sleep(random.uniform(2.0, 3.0))
+        restart(ceph_lab.dir, "rgw")
+        t_back = time.monotonic()
+        before = reads[0]
+        while reads[0] < before + len(shards) and not errors and time.monotonic() - t_back < DEADLINE:
+            time.sleep(0.1)  # a whole pass after the restart
+    finally:
+        stop.set()
+        t.join(DEADLINE + 10)
+        mend(ceph_lab)
+        reader.close()
+    stats = reader.take_stats()
+    print(
+        f"figures: {client} through a radosgw restart ({t_back - t_kill:.1f} s without radosgw): {reads[0]} "
+        f"shards read, {stats.requests} requests, refused connections {stats.refused_connections}, outage "
+        f"{stats.outage_s:.1f} s, faults {stats.fault_kinds}, {stats.client_retries} hidden retries known"
+    )
+    assert not errors, errors[0]
+    assert wrong == [] and reads[0] >= before + len(shards)
+    assert stats.failures == 0 and stats.refused_connections >= 1
+    assert 1.0 <= stats.outage_s <= t_back - t_kill + 2.0

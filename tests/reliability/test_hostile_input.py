@@ -271,3 +271,67 @@ def test_a_corrupt_shard_read_by_a_dataloader_worker_raises_its_own_error_type(t
         error = exc.with_traceback(None)  # frees the DataLoader iterator now (see test_fault_proxy.py)
     assert re.search(r"cut\.tar: member '000000\.jpg' declares \d+ bytes but only 488 follow", str(error))
     assert type(ParquetFormatError(str(ParquetFormatError("u", "bad", 1, 10)))) is ParquetFormatError
+
+
+# ------------------------------------------------------------------ through each object client
+
+
+@pytest.fixture(scope="module")
+def hostile_bucket(ceph_lab):
+    """A bucket of the lab holding a good shard, a corrupt one (random bytes of a tar's size) and
+    one cut short (its first 1000 bytes); and the name of one that is missing."""
+    import uuid
+
+    import boto3
+
+    client = boto3.client(
+        "s3",
+        endpoint_url=ceph_lab.env["AWS_ENDPOINT_URL"],
+        aws_access_key_id=ceph_lab.env["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=ceph_lab.env["AWS_SECRET_ACCESS_KEY"],
+        region_name="us-east-1",
+    )
+    bucket = f"hostile-{uuid.uuid4().hex[:8]}"
+    client.create_bucket(Bucket=bucket)
+    objects = {
+        "good.tar": SHARD,
+        "corrupt.tar": random.Random(7).randbytes(len(SHARD)),
+        "cut.tar": SHARD[:1000],
+    }
+    for key, body in objects.items():
+        client.put_object(Bucket=bucket, Key=key, Body=body)
+    return f"s3://{bucket}", {f"s3://{bucket}/{k}": len(v) for k, v in objects.items()}
+
+
+@pytest.mark.parametrize("client", ["s3fs", "minio", "s3torchconnector", "obstore", "s3dlio"])
+def test_corrupt_and_missing_objects_are_named_whatever_the_client(
+    ceph_lab, hostile_bucket, client, monkeypatch
+):
+    """The same errors, naming the object, through every client: a corrupt shard and one cut short
+    are ShardFormatErrors at their offset, a missing one an ObjectStoreError saying so at once."""
+    from loaders import ShardLoader
+    from loaders.storage import ObjectStoreError, SourceSpec
+
+    for key, value in ceph_lab.env.items():
+        monkeypatch.setenv(key, value)
+    url, sizes = hostile_bucket
+    spec = SourceSpec(client=client, deadline_s=20, shard_sizes=sizes)
+
+    def first_error(shard: str) -> BaseException:
+        loader = ShardLoader([f"{url}/{shard}"], workers=0, batch_size=2, source=spec)
+        with pytest.raises((ShardFormatError, ObjectStoreError)) as info:
+            list(loader)
+        return info.value
+
+    assert sum(len(b[1]) for b in ShardLoader([f"{url}/good.tar"], workers=0, batch_size=2, source=spec)) == 3
+    corrupt = first_error("corrupt.tar")
+    assert isinstance(corrupt, ShardFormatError) and f"{url}/corrupt.tar" in str(corrupt)
+    assert "byte offset 0" in str(corrupt)
+    cut = first_error("cut.tar")
+    assert isinstance(cut, ShardFormatError) and re.search(
+        rf"{url}/cut\.tar: member '000000\.jpg' declares", str(cut)
+    )
+    missing = first_error("missing.tar")
+    assert isinstance(missing, ObjectStoreError)
+    assert f"{url}/missing.tar" in str(missing) and "no such bucket or object" in str(missing)
+    assert "attempts" not in str(missing)  # at once: no retry spent on it

@@ -109,7 +109,8 @@ class ObstoreClient(ObjectClient):
             return "connect_timeout"
         if "kind: Timeout" in text:
             return "timeout"
-        if "ConnectionReset" in text or "Connection reset" in text:
+        # reset, or closed before its answer began (a gateway killed under a pooled connection)
+        if "ConnectionReset" in text or "Connection reset" in text or "IncompleteMessage" in text:
             return "connection_reset"
         if "kind: Connect" in text:
             return "connect_failed"

@@ -118,7 +118,7 @@ class S3dlioClient(ObjectClient):
             return "connect_failed"
         if "tcp connect error" in text:
             return "connect_timeout"
-        if "Connection reset" in text:
+        if "Connection reset" in text or "connection closed before message completed" in text:
             return "connection_reset"
         if "end of file before message length" in text or "error decoding response body" in text:
             return "truncated_body"

@@ -92,12 +92,14 @@ class S3TorchClient(ObjectClient):
         text = str(exc)
         if "Request throttled" in text:
             return "throttled_or_5xx"
-        if "CONNECTION_REFUSED" in text:
-            return "connect_failed"
         if "AWS_IO_SOCKET_TIMEOUT" in text:
             return "connect_timeout"
-        if "AWS_IO_SOCKET_CLOSED" in text:
+        if "AWS_IO_SOCKET_CLOSED" in text or "CONNECTION_CLOSED" in text:
             return "connection_reset"  # a reset and a body cut short read alike here
+        # refused; or its resolver, which after refusals takes even an IP address for unresolvable
+        # (AWS_IO_DNS_QUERY_FAILED, measured while radosgw restarted)
+        if "CONNECTION_REFUSED" in text or "AWS_IO_DNS" in text or "AWS_IO_SOCKET" in text:
+            return "connect_failed"
         return classify(exc)
 
     def thread_ids(self) -> set[int]:

@@ -12,7 +12,14 @@ import time
 
 import pytest
 
-from loaders.storage import CLIENT_NAMES, DEFAULT_CLIENT, SourceSpec, installed_clients, resolve_client
+from loaders.storage import (
+    CLIENT_NAMES,
+    DEFAULT_CLIENT,
+    SourceSpec,
+    installed_clients,
+    resolve_client,
+    survives_fork,
+)
 from loaders.storage.clients import MEASURED_ORDER, client_class, describe_client, threadcpu
 from loaders.storage.clients.base import ClientSettings, ObjectClient
 from loaders.storage.faults import DeadlineExceeded
@@ -32,11 +39,13 @@ def test_the_table_names_every_client_and_all_are_installed_for_the_tests():
     assert describe_client("obstore")["client_own_retries"].startswith("none")
 
 
-def test_auto_is_the_best_measured_client_that_takes_what_is_given():
-    assert resolve_client("auto") == MEASURED_ORDER[0]
-    with_keys = resolve_client("auto", keys=True)  # credentials passed in: not s3dlio, not the CRT
-    assert with_keys == next(n for n in MEASURED_ORDER if n not in ("s3dlio", "s3torchconnector"))
-    assert resolve_client("auto", profile=True) != "s3dlio"
+def test_auto_is_the_best_measured_client_that_survives_a_fork_and_takes_what_is_given():
+    assert [c for c in ALL if not survives_fork(c)] == ["obstore", "s3dlio"]  # tokio: see base.ForkGuard
+    safe = [c for c in MEASURED_ORDER if survives_fork(c)]
+    assert resolve_client("auto") == safe[0]
+    # credentials passed in: not the CRT, which finds its own
+    assert resolve_client("auto", keys=True) == next(c for c in safe if c != "s3torchconnector")
+    assert resolve_client("auto", profile=True) == safe[0]
     assert resolve_client(DEFAULT_CLIENT) in ALL and SourceSpec().client == DEFAULT_CLIENT
 
 
@@ -143,6 +152,14 @@ def _errors():
             "connection_reset",
         ),
         (
+            "s3torchconnector",
+            S3Exception(
+                "Client error: Unknown CRT error: CRT error 1058: aws-c-io: AWS_IO_DNS_QUERY_FAILED, A query to dns "
+                "failed to resolve."
+            ),
+            "connect_failed",
+        ),
+        (
             "obstore",
             RuntimeError(
                 "Generic S3 error: Error performing GET http://127.0.0.1:1/b/k in 345µs - Server returned "
@@ -191,6 +208,15 @@ def _errors():
                 "Generic S3 error: Error performing GET ... in 3.0s - HTTP error: error sending request ... HttpError { kind: Timeout, source: reqwest::Error { kind: Request"
             ),
             "timeout",
+        ),
+        (
+            "obstore",
+            RuntimeError(
+                "Generic S3 error: Error performing GET http://127.0.0.1:1/b/k in 9.7ms - HTTP error: error sending "
+                "request ... HttpError { kind: Request, source: reqwest::Error { kind: Request, source: "
+                "hyper_util::client::legacy::Error( SendRequest, hyper::Error( IncompleteMessage, ), ), }, }, ..."
+            ),
+            "connection_reset",
         ),
         (
             "s3dlio",
