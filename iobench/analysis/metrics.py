@@ -53,6 +53,10 @@ def pipeline_metrics(
     # the median rank's step alone
     steps_alone = sorted(a.step_s for a in alone.values())
     step_alone = steps_alone[(len(steps_alone) - 1) // 2] if steps_alone else None
+    # what the trainer can take: its fastest step alone, the one closest to an idle host (a host
+    # other jobs share stretches the median, and the trainer's own capability is the question)
+    fastest = sorted(a.fastest_s for a in alone.values())
+    fastest_alone = fastest[(len(fastest) - 1) // 2] if fastest else None
     return PipelineMetrics(
         steps=totals.steps,
         samples=totals.samples,
@@ -79,7 +83,7 @@ def pipeline_metrics(
         trainer_cpu_ms_per_step=1000.0 * trainer_cpu / len(process_cpu) if process_cpu else None,
         loader_cores=reader_cpu / wall if wall > 0 else None,
         trainer_cores=trainer_cpu / wall if process_cpu and wall > 0 else None,
-        trainer_alone_samples_per_s=samples_per_step / step_alone if step_alone else None,
+        trainer_alone_samples_per_s=samples_per_step / fastest_alone if fastest_alone else None,
     )
 
 

@@ -281,8 +281,8 @@ class PipelineMetrics:
     trainer_cpu_ms_per_step: float | None = None
     loader_cores: float | None = None
     trainer_cores: float | None = None
-    # what the trainer alone takes: its batch over its step alone (v8+); below the demand, the
-    # trainer cannot reach the demand whatever feeds it
+    # what the trainer alone takes: its batch over its fastest step alone (v8+); below the demand,
+    # the trainer cannot reach the demand whatever feeds it
     trainer_alone_samples_per_s: float | None = None
 
     @property

@@ -102,3 +102,22 @@ def test_a_slightly_slower_step_or_one_that_waits_more_for_data_is_not_host_boun
     # stretched 3x and the stretch larger than the waits, but a fifth of the wall waiting for data:
     # the loader sets the pace
     assert _verdict(wait=0.1, compute=0.3, alone=0.1).bound == "prep"
+
+
+def test_a_trainer_short_of_its_demand_alone_is_said_first_and_caps_what_feeding_it_takes():
+    # an emulated H100 at batch 64: 9.1 ms of device time, 20 ms of host work: alone it steps at
+    # 64 / 0.020 = 3,200/s of the 7,000/s it demands
+    rows = _rows(10, wait=0.002, compute=0.020, device=64 / 7000, cpu=0.020)
+    m = metrics_of(rows, alone=StepAlone(0.021, 0.020, None, 0.020, 5))
+    assert m.trainer_alone_samples_per_s == pytest.approx(3200.0)  # from the fastest step alone
+    v = attribute(m, _stats(0.5), workers=2, cores=2, demand_samples_per_s=7000.0, trainer_cores=1)
+    assert v.evidence[0].startswith("the trainer alone steps at 3,200/s of the 7,000/s demanded")
+    assert "cannot pass 0.46" in v.evidence[0]
+    # the data kept up with it (stall 9 %): the trainer's own step binds
+    assert v.bound == "host" and v.binding_stage == "trainer"
+    # a trainer that reaches its demand alone is not flagged, and feeding it takes the demand
+    quick = metrics_of(rows, alone=StepAlone(0.009, 0.009, None, 0.009, 5))
+    assert (
+        attribute(quick, _stats(0.5), workers=2, cores=2, demand_samples_per_s=7000.0).binding_stage
+        != "trainer"
+    )
