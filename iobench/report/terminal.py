@@ -190,40 +190,38 @@ def common_warnings(summaries: list[CellSummary]) -> list[str]:
     return [w for w in ok[0].warnings if w in shared]
 
 
-def _print_cell(s: CellSummary, console: Console, common: list[str]) -> None:
-    """One cell in at most eight lines: its verdict, its three strongest pieces of evidence, what to
-    do, and how many notes of its own --detail shows."""
+def _print_verdict(s: CellSummary, console: Console, evidence: int | None) -> bool:
+    """The cell's id, its headline, its first ``evidence`` lines of evidence (all: None) and what to
+    do; False for a cell that measured nothing (its error said instead)."""
     console.print(Text("\n" + s.cell_id, "bold"))
     if not s.ok or s.verdict is None:
         console.print(Text.assemble((f"  {s.status}: ", "red"), str(s.error)))
-        return
+        return False
     v = s.verdict
     _say(console, f"  {v.headline}")
-    shown = list(v.evidence[:KEY_EVIDENCE])
+    shown = list(v.evidence if evidence is None else v.evidence[:evidence])
     if not s.cell.loader.decode:  # said first: its figures are not a decoding pipeline's
-        shown = [reading_line(s), *shown[: KEY_EVIDENCE - 1]]
+        shown = [reading_line(s), *(shown if evidence is None else shown[: evidence - 1])]
     for line in shown:
         _say(console, f"   - {line}")
     if v.action:
         console.print(Text.assemble("   ", ("do: ", "bold"), v.action))
+    return True
+
+
+def _print_cell(s: CellSummary, console: Console, common: list[str]) -> None:
+    """One cell in at most eight lines: its verdict, its three strongest pieces of evidence, what to
+    do, and how many notes of its own --detail shows."""
+    if not _print_verdict(s, console, KEY_EVIDENCE):
+        return
     own = [w for w in s.warnings if w not in common]
     if own:
         _say(console, f"   ({len(own)} note(s) on this cell: --detail)")
 
 
 def _print_cell_detail(s: CellSummary, console: Console, common: list[str]) -> None:
-    console.print(Text("\n" + s.cell_id, "bold"))
-    if not s.ok or s.verdict is None:
-        console.print(Text.assemble((f"  {s.status}: ", "red"), str(s.error)))
+    if not _print_verdict(s, console, None):
         return
-    v = s.verdict
-    _say(console, f"  {v.headline}")
-    if not s.cell.loader.decode:  # said first: its figures are not a decoding pipeline's
-        _say(console, f"   - {reading_line(s)}")
-    for line in v.evidence:
-        _say(console, f"   - {line}")
-    if v.action:
-        console.print(Text.assemble("   ", ("do: ", "bold"), v.action))
     if len(s.epochs) > 1 or any(e.requests for e in s.epochs):
         epochs_shown = s.epochs if len(s.epochs) <= 6 else (*s.epochs[:3], *s.epochs[-2:])
         for e in epochs_shown:
