@@ -57,15 +57,3 @@ def _up_from(mount: tuple[str, str] | None, path: str) -> list[Path]:
         group = group.parent
         dirs.append(group)
     return dirs
-
-
-def read_int(path: Path) -> int | None:
-    """The integer in a cgroup file, or None where it is absent, unreadable or "max"."""
-    try:
-        text = path.read_text().strip()
-    except OSError:
-        return None
-    try:
-        return int(text)
-    except ValueError:
-        return None

@@ -13,7 +13,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .cgroup import PROC, group_dirs, read_int
+from .cgroup import PROC, group_dirs
+from .sysfs import read_int
 
 
 def usable_cores(proc: Path = PROC) -> int:

@@ -15,7 +15,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from .cgroup import PROC, group_dirs, read_int
+from .cgroup import PROC, group_dirs
+from .sysfs import read_int
 from .units import format_bytes
 
 MEMINFO = Path("/proc/meminfo")

@@ -14,7 +14,7 @@ def under(root: str, *parts: str) -> str:
     return os.path.join(root, *(p.lstrip("/") for p in parts))
 
 
-def read_text(path: str) -> str | None:
+def read_text(path: str | os.PathLike[str]) -> str | None:
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
             return f.read().strip()
@@ -22,7 +22,8 @@ def read_text(path: str) -> str | None:
         return None
 
 
-def read_int(path: str) -> int | None:
+def read_int(path: str | os.PathLike[str]) -> int | None:
+    """The integer in ``path``; None where it is absent, unreadable or not an integer (a cgroup's "max")."""
     text = read_text(path)
     try:
         return int(text) if text is not None else None
