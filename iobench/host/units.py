@@ -16,14 +16,19 @@ _UNITS = {
     "gib": 2**30,
     "tib": 2**40,
 }
+UNIT_NAMES = "B, KB, MB, GB, TB, KiB, MiB, GiB or TiB"
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-z]*)\s*$", re.IGNORECASE)
 
 
 def parse_size(text: str | int) -> int:
-    """Bytes in ``text``: decimal KB/MB/GB/TB, binary KiB/MiB/GiB/TiB, B or a bare number.
+    """Bytes in a size as a person writes it: a number and its unit, decimal KB/MB/GB/TB, binary
+    KiB/MiB/GiB/TiB or B, case-insensitive (``"2GB"``, ``"512 MiB"``, ``"7B"``).
 
-    Units are case-insensitive. Raises ``ValueError`` naming the input when it cannot be read.
-    """
+    Text without a unit is refused, 0 alone excepted: ``"3.84"`` may mean bytes, GB or TB, and
+    read as bytes it is off by a factor of a billion without a word. An int is a count of bytes a
+    program already holds (a default, a computed limit) and is taken as it is; a file's reader
+    that gets a bare number from its user hands it over as text (``str(value)``) to have it
+    refused here. Raises ``ValueError`` naming the input and showing it with a unit."""
     if isinstance(text, bool):
         raise ValueError(f"not a size: {text!r}")
     if isinstance(text, int):
@@ -32,12 +37,18 @@ def parse_size(text: str | int) -> int:
         return text
     m = _SIZE_RE.match(str(text))
     if not m:
-        raise ValueError(f"not a size: {text!r} (expected e.g. '2GB', '512MiB', '1000')")
-    number, unit = m.group(1), m.group(2).lower() or "b"
-    if unit not in _UNITS:
-        raise ValueError(
-            f"unknown size unit {m.group(2)!r} in {text!r} (use B, KB, MB, GB, TB, KiB, MiB, GiB or TiB)"
+        raise ValueError(f"not a size: {text!r} (expected a number and its unit, e.g. '2GB' or '512MiB')")
+    number, unit = m.group(1), m.group(2).lower()
+    if not unit:
+        if float(number) == 0:
+            return 0
+        # a count in the thousands and up may well be bytes; a smaller number is a size in larger units
+        example = (
+            f"'{number}B' if it counts bytes" if float(number) >= 1000 else f"'{number}GB' or '{number}MiB'"
         )
+        raise ValueError(f"{text!r} has no unit: write it after the number, e.g. {example} ({UNIT_NAMES})")
+    if unit not in _UNITS:
+        raise ValueError(f"unknown size unit {m.group(2)!r} in {text!r} (use {UNIT_NAMES})")
     return round(float(number) * _UNITS[unit])
 
 

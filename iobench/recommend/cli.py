@@ -37,15 +37,17 @@ def parse_count_of(text: str, what: str) -> tuple[int, str]:
     return count, m.group(2)
 
 
-def _size(text: str, what: str, *, positive: bool = True) -> int:
+def _size(text: str, what: str, *, positive: bool = True, given: str | None = None) -> int:
+    """Bytes in ``text``, the value of flag ``what`` (or the part of it that is a size: ``given`` is
+    then the whole value, ``2x3.84TB``)."""
     from iobench.host.units import parse_size
 
     try:
         value = parse_size(text)
     except ValueError as exc:
-        raise ValueError(f"{what}: {exc}") from None
+        raise ValueError(f"{what} {given or text}: {exc}") from None
     if positive and value <= 0:
-        raise ValueError(f"{what}={text!r}: must be above 0 bytes")
+        raise ValueError(f"{what} {given or text}: must be above 0 bytes")
     return value
 
 
@@ -390,7 +392,7 @@ def scenario(args: argparse.Namespace) -> Scenario:
     devices, nvme = 0, 0
     if nvme_text and nvme_text.strip().lower() != "none":
         devices, each = parse_count_of(nvme_text, "--nvme")
-        nvme = devices * _size(each, "--nvme")
+        nvme = devices * _size(each, "--nvme", given=nvme_text)
     generation = args.nvme_gen or (server.nvme_generation if server else None)
     if args.nvme_gen is not None and args.nvme_gen not in known_generations():
         raise ValueError(

@@ -27,10 +27,22 @@ from iobench.results.spec import (
     MinMeasure,
     RunSettings,
 )
-from iobench.sweep.checks import ConfigError, as_list, check_keys, choice, int_list, integer, slug
+from iobench.sweep.checks import (
+    ConfigError,
+    as_list,
+    check_keys,
+    choice,
+    did_you_mean,
+    endpoint,
+    int_list,
+    integer,
+    size,
+    slug,
+    url,
+)
 from iobench.sweep.computespec import parse_compute
 from iobench.sweep.datasetspec import DATASET_PLACEHOLDER, DatasetSpec, bind_tier, parse_datasets
-from iobench.tiers import check_tier_spec
+from iobench.tiers import Option, available_tiers, check_tier_spec, get_tier_class
 from loaders.config import ERROR_POLICIES, default
 from loaders.options import OptionError
 from loaders.registry import available_loaders, backend, undecoded_loaders
@@ -170,6 +182,45 @@ def _renamed_options(tier: dict) -> dict:
     return out
 
 
+def _takes_size(option: Option) -> bool:
+    """A tier declares a size as text or a whole number (cache_size, part_size, burst): text with its
+    unit from a person, bytes from code that holds them."""
+    return option.types == (str, int)
+
+
+def _tier_values(tier: dict, at: str) -> None:
+    """What can be judged of a tier entry before the tier is built: its kind, its keys (a misspelt
+    one answered with the closest), sizes with their unit, its URL and endpoints well formed."""
+    kind = tier["kind"]
+    if not isinstance(kind, str):
+        return  # check_tier_spec says what a kind is
+    try:
+        declared = get_tier_class(kind).options
+    except ValueError:
+        known = available_tiers()
+        raise ConfigError(
+            f"{at}.kind={kind!r}{did_you_mean(kind, known)}: allowed values are {', '.join(known)}"
+        ) from None
+    for key, value in tier.items():
+        option = declared.get(key)
+        if key == "kind" or value is None:
+            continue
+        if option is None:
+            raise ConfigError(
+                f"{at}.{key}: not an option of a {kind} tier{did_you_mean(key, declared)}; its options "
+                f"are {', '.join(sorted(declared))}"
+            )
+        if _takes_size(option):
+            size(value, f"{at}.{key}")
+        elif key == "url":
+            url(value, f"{at}.url")
+        elif key == "endpoint_url":
+            for i, each in enumerate(value if isinstance(value, list) else [value]):
+                endpoint(each, f"{at}.endpoint_url" + (f"[{i}]" if isinstance(value, list) else ""))
+        elif key == "inner" and isinstance(value, dict) and "kind" in value:
+            _tier_values(value, f"{at}.inner")
+
+
 def _tiers(raw: Any, datasets: list[DatasetSpec]) -> list[dict]:
     if not isinstance(raw, list) or not raw:
         raise ConfigError(f"tiers={raw!r}: expected a non-empty list of tier mappings")
@@ -180,6 +231,10 @@ def _tiers(raw: Any, datasets: list[DatasetSpec]) -> list[dict]:
         t = _renamed_options(t)
         bound = [bind_tier(t, d) for d in datasets]
         for tier in bound:
+            try:
+                _tier_values(tier, f"tiers[{i}]")
+            except ImportError as exc:
+                raise ConfigError(f"tiers[{i}]: {exc}") from None
             try:
                 check_tier_spec(tier)
             except (ValueError, ImportError) as exc:

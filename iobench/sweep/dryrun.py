@@ -1,5 +1,6 @@
-"""`iobench sweep --dry-run`: the planned cells and how long each should take, without running a
-cell, generating a dataset or connecting to a tier."""
+"""`iobench sweep --dry-run`: the planned cells and how long each should take, and what can be
+checked of them without running a cell, generating or uploading a dataset, or sending a request
+(preflight.py); a problem found there is refused as a bad sweep file is."""
 
 from __future__ import annotations
 
@@ -7,12 +8,15 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from iobench.analysis.decoderate import DecodeRate
 from iobench.results.spec import AcceleratorSpec, CellSpec
 from iobench.results.store import read_summary
+from iobench.sweep.checks import ConfigError
 from iobench.sweep.config import SweepConfig
 from iobench.sweep.estimate import CellEstimate, format_duration, method
+from iobench.sweep.preflight import preflight
 from iobench.sweep.rundir import CELLS_FILE, SweepState, plan_differences, saved_plan
 from loaders.storage import CLIENT_NAMES, DEFAULT_CLIENT, installed_clients, resolve_client
 
@@ -121,6 +125,12 @@ def print_plan(
         console.print(f"dataset {d.label}: {d.path} ({where})")
     if any(cell.tier_kind == "s3" for cell in cells):
         console.print(clients_line(installed_clients()))
+    checked = preflight(config)
+    for f in checked.findings:  # the errors end the dry run below, as a bad sweep file does
+        if f.level == "warning":
+            console.print(Text(f"warning: {f.text}", style="yellow"))
+        elif f.level == "note":
+            console.print(Text(f.text))
     note = (
         f"; {unknown} cell(s) without an estimate (dataset size unknown until it exists)" if unknown else ""
     )
@@ -141,4 +151,9 @@ def print_plan(
     console.print(
         f"[dim]{method(decode)} Not counted: generating or staging datasets.[/dim]", highlight=False
     )
-    console.print("dry run: nothing was run, generated or contacted")
+    sent = (
+        f"; {checked.connected} endpoint(s) tried with a connect, nothing sent" if checked.connected else ""
+    )
+    console.print(f"dry run: nothing was run, generated or uploaded{sent}")
+    if checked.errors:
+        raise ConfigError("\n".join(checked.errors))

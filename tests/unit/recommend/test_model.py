@@ -505,7 +505,7 @@ def test_count_of(text, expected):
          "--server dgx-z9: unknown; known: dgx-a100, dgx-b200, dgx-h100, dgx-h200"),
         (["--accelerators", "8xTPU9", "--dataset-size", "1TB", "--sample-size", "100KB"], "unknown type 'TPU9'"),
         (["--accelerators", "0xH100", "--dataset-size", "1TB", "--sample-size", "100KB"], "the count must be at least 1"),
-        (["--accelerators", "8xH100", "--dataset-size", "1XB", "--sample-size", "100KB"], "--dataset-size: unknown size unit"),
+        (["--accelerators", "8xH100", "--dataset-size", "1XB", "--sample-size", "100KB"], "--dataset-size 1XB: unknown size unit"),
         (["--accelerators", "8xH100", "--dataset-size", "1TB", "--sample-size", "2TB"], "larger than --dataset-size 1TB"),
         (["--accelerators", "8xH100", "--dataset-size", "1TB", "--sample-size", "1KB", "--ram", "1GB",
           "--memory-cache", "2GB"], "--memory-cache 2GB is more than the RAM"),

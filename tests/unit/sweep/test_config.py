@@ -69,9 +69,12 @@ def test_overrides_change_a_copy_and_loader_x_means_every_loader():
     ("assignment", "message"),
     [
         ("run.bogus=1", "run.bogus: unknown key; allowed keys here are allreduce_overlap, cache"),
-        ("loader.worker=[2]", "loaders[0].worker: unknown key; allowed keys here are batch_size"),
+        (
+            "loader.worker=[2]",
+            "loaders[0].worker: unknown key (did you mean workers?); allowed keys here are batch_size",
+        ),
         ("bogus.x=1", "bogus: unknown key; allowed keys here are accelerators, dataset"),
-        ("tier.pth=/x", "tiers[0]: tier 'local': unknown option 'pth'"),
+        ("tier.pth=/x", "tiers[0].pth: not an option of a local tier (did you mean path?); its options are"),
         ("loaders[5].workers=1", "--set loaders[5].workers: loaders[5] does not exist (loaders has 2)"),
         ("run.cache.x=1", "--set run.cache.x: run.cache=['cold'] is not a mapping"),
         ("loader=[1]", "--set loader: name what to set in every entry of loaders"),
@@ -247,6 +250,9 @@ def test_the_estimate_follows_the_documented_model():
 
 def test_dry_run_lists_cells_and_estimate_and_touches_nothing(iobench, tmp_path, monkeypatch):
     monkeypatch.setenv("IOBENCH_CACHE", str(tmp_path / "cache"))  # no calibration of this host there
+    monkeypatch.setenv("COLUMNS", "300")  # the table's widest cell id on one line
+    for name in ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "S3_ENDPOINT_URL", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)  # the s3 tier goes to AWS: said, never tried
     cfg = {
         "dataset": {"synth": {"samples": [300, 600]}},
         "tiers": [
@@ -288,7 +294,8 @@ def test_dry_run_lists_cells_and_estimate_and_touches_nothing(iobench, tmp_path,
     assert "Estimate,notameasurement" in flat and "diagnoseadds" in flat
     # the per-core rate is the one every command uses, named as the assumption it is here
     assert "".join(f"{ASSUMED.describe(REFERENCE_SAMPLE_BYTES)}".split()) in flat
-    assert "nothing was run, generated or contacted" in text
+    assert "tiers[1] (s3) s3://nowhere/{dataset}: requests go to AWS S3, region us-east-1" in text
+    assert "dry run: nothing was run, generated or uploaded\n" in text  # and no endpoint tried
     datasets = load_config(path).datasets
     assert not out.exists() and not any(d.path.exists() for d in datasets)
 
@@ -314,7 +321,11 @@ def test_every_example_config_validates_and_plans_without_servers(iobench, path,
     cfg = load_config(CONFIGS / path)
     assert cfg.cells()
     proc = iobench("sweep", CONFIGS / path, "--dry-run", cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr
+    # the dry run builds every tier: a CephFS tier needs its mount (`iobench lab up --cephfs`), and
+    # without it the dry run says so; nothing else may be refused
+    unmounted = "is not on a CephFS mount" in proc.stderr
+    assert proc.returncode == (2 if unmounted else 0), proc.stderr
+    assert all("is not on a CephFS mount" in line for line in proc.stderr.splitlines() if line.strip())
     assert f"{len(cfg.cells())} cell(s) planned" in proc.stdout and "estimated total:" in proc.stdout
     assert not (tmp_path / "iobench-runs").exists()
 
