@@ -78,11 +78,13 @@ def test_step_loop_measures_injected_waits_and_emulated_compute():
     m = metrics_of(log.rows, log.time_to_first_batch_s)
     assert m.steps == 20 and m.samples == 160
     assert log.time_to_first_batch_s >= 0.05
-    # each measured step: 10 ms wait + 20 ms compute (sleep overshoot makes both a little longer)
-    assert 0.010 <= m.wait_p50_ms / 1000 <= 0.016
-    assert 0.020 <= m.compute_s / m.steps <= 0.026
-    assert m.stall_fraction == pytest.approx(1 / 3, abs=0.06)
-    assert m.au == pytest.approx(2 / 3, abs=0.06)
+    # each measured step waited its batch's 10 ms sleep and computed the 20 ms of device time at
+    # least (a loaded host only lengthens sleeps: no upper bound is asserted)
+    assert min(r.wait_s for r in log.rows if not r.warmup) >= 0.010
+    assert min(r.device_s for r in log.rows) >= 0.020
+    # the device busy is the emulated device time, and AU that busy over the wall
+    assert m.device_busy_s == pytest.approx(sum(r.device_s for r in log.rows if not r.warmup))
+    assert m.au == pytest.approx(m.device_busy_s / m.wall_s)
     assert m.stall_fraction + m.au <= 1.0
     assert log.epochs_completed == 1
 

@@ -60,18 +60,24 @@ def test_the_cap_is_the_aggregate_rate_of_all_processes(tmp_path):
     assert sum(r[2] for r in results) == procs * each
     rate = procs * each / (max(r[1] for r in results) - min(r[0] for r in results))
     print(f"aggregate {rate / MB:.2f} MB/s for a cap of {cap / MB:.0f} MB/s ({rate / cap:.3f} x)")
-    # above the cap by one burst at most (20 ms of 40 MB/s: 1.7 % of 48 MB); below it only by
-    # scheduling delays
-    assert 0.85 * cap <= rate <= 1.05 * cap
+    # above the cap by one burst at most (20 ms of 40 MB/s: 1.7 % of 48 MB); how far below it a
+    # loaded host's scheduling leaves it is a benchmark's question (benchmarks/bench_tier_paths.py)
+    assert rate <= 1.05 * cap
 
 
 def test_latency_is_once_per_request_and_overlaps_across_threads(tmp_path):
     throttle = Throttle(_spec(tmp_path, latency_s=0.2))
-    t0 = time.perf_counter()
+
+    def timed(_: int) -> tuple[float, float]:
+        t0 = time.perf_counter()
+        throttle.request()
+        return t0, time.perf_counter()
+
     with ThreadPoolExecutor(4) as pool:
-        list(pool.map(lambda _: throttle.request(), range(4)))
-    wall = time.perf_counter() - t0
-    assert 0.2 <= wall < 0.5  # four requests in flight together cost one latency, not four (0.8 s)
+        spans = list(pool.map(timed, range(4)))
+    assert all(end - start >= 0.2 for start, end in spans)  # each request waits its latency
+    # ... at the same time as the others: every request started before any had finished
+    assert max(start for start, _ in spans) < min(end for _, end in spans)
     counters = throttle.take_counters()
     assert counters["throttle_requests"] == 4
     assert counters["throttle_latency_ms"] >= 4 * 199
@@ -110,7 +116,7 @@ def test_throttled_shard_source_returns_the_same_bytes_and_counts_the_wait(tmp_p
     floor = (total - burst) / rate  # the tar reader stops at the end marker: it reads a bit less
     fetched = sum(s.fetch_wall_s for s in throttled)
     assert fetched >= 0.85 * floor  # the throttle's sleeps are the fetch stage's time
-    assert wall <= 1.5 * total / rate + 0.3
+    assert wall >= 0.85 * floor  # held back: never faster than the cap
     stats = StageStats()
     source.drain_into(stats)
     assert stats.counters["throttle_requests"] == 2  # one per shard opened
@@ -134,7 +140,7 @@ def test_parquet_shards_seek_and_read_through_the_throttle(tmp_path):
     wall = time.perf_counter() - t0
     assert [(s.key, s.parts) for s in throttled] == [(s.key, s.parts) for s in plain]
     # the reader seeks to the footer and row groups: it reads most of each file, not all of it
-    assert 0.5 * total / (5 * MB) <= wall <= 1.5 * total / (5 * MB) + 0.3
+    assert wall >= 0.5 * total / (5 * MB)  # held back: never faster than the cap
 
 
 def test_latency_is_charged_per_opened_shard_not_per_read(tmp_path):
@@ -143,7 +149,7 @@ def test_latency_is_charged_per_opened_shard_not_per_read(tmp_path):
     t0 = time.perf_counter()
     samples = _samples(source, urls)  # 40 member reads, one request
     wall = time.perf_counter() - t0
-    assert len(samples) == 10 and 0.15 <= wall < 0.6
+    assert len(samples) == 10 and wall >= 0.15
     assert samples[0].fetch_wall_s >= 0.15  # time to first byte lands on the first sample
     stats = StageStats()
     source.drain_into(stats)
@@ -164,7 +170,9 @@ def test_objects_are_one_request_each_and_their_latencies_overlap(tmp_path):
     got = list(read_objects(objects, source, concurrency=8))
     wall = time.perf_counter() - t0
     assert [s.parts["jpg"] for s in got] == [bytes([i]) * 1000 for i in range(8)]
-    assert wall < 0.45  # 8 requests, 8 in flight: about one latency, not 0.8 s
+    assert wall >= 0.1
+    # 8 requests, 8 in flight: every one was asked for before any came in, so they cost one latency
+    assert max(s.read[0] for s in got) < min(s.read[1] for s in got)
     stats = StageStats()
     source.drain_into(stats)
     assert stats.counters["throttle_requests"] == 8
@@ -184,7 +192,9 @@ def test_reads_go_on_while_the_reader_waits_to_be_asked_and_each_batch_says_when
     took = time.perf_counter() - asked
     # its first 4 reads were asked for while the first batch was made, and in before it was asked for
     assert [a < asked and b < asked for a, b in second.reads] == [True] * 4 + [False] * 4
-    assert 0.1 <= took < 0.18  # its other 4 reads, one latency (not two): the first 4 were in
+    assert took >= 0.1  # its other 4 reads' latency: the first 4 were in
+    # ... in flight together: one latency, not two
+    assert max(a for a, _ in second.reads[4:]) < min(b for _, b in second.reads[4:])
     shards = make_shards(tmp_path / "shards", n_shards=1, per_shard=16)
     streamed = batches(read_shards(shards, ShardSource(SourceSpec()), spec), spec, random.Random(0))
     assert all(b.reads is None for b in streamed)  # a shard stream reads as it goes
@@ -284,7 +294,7 @@ def test_two_dataloader_workers_share_the_tiers_cap(tier):
     delivered, seconds, stats = _delivered(loader)
     rate = _rate(stats.bytes_read, seconds, tier.bytes_per_s)
     assert delivered == _expected(tier, manifest)
-    assert 0.6 * tier.bytes_per_s <= rate <= 1.1 * tier.bytes_per_s  # 2 workers: still one cap
+    assert rate <= 1.1 * tier.bytes_per_s  # 2 workers: still one cap
     assert stats.counters["throttle_requests"] == len(manifest.shards)
     assert stats.counters["throttle_wait_ms"] > 0
 
