@@ -22,6 +22,7 @@ import argparse
 import io
 import json
 import os
+import statistics
 import time
 from pathlib import Path
 
@@ -175,14 +176,17 @@ def loader_alone(loader: DataLoader, seconds: float, settle: int = 4) -> float:
 
 
 def step_alone(step, x: torch.Tensor, y: torch.Tensor, seconds: float, settle: int = 3) -> float:  # type: ignore[no-untyped-def]
-    """Samples/s of the training step on one batch, again and again."""
+    """Samples/s of the training step on one batch, again and again: the batch over the median step
+    (a step that a busy host preempts once runs many times as long; the median is the step itself)."""
     for _ in range(settle):
         step(x, y)
-    steps, start = 0, time.perf_counter()
+    times: list[float] = []
+    start = time.perf_counter()
     while time.perf_counter() - start < seconds:
+        t0 = time.perf_counter()
         step(x, y)
-        steps += 1
-    return steps * len(y) / (time.perf_counter() - start)
+        times.append(time.perf_counter() - t0)
+    return len(y) / statistics.median(times)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,9 @@
 """The job's two ceilings, each measured inside the job right after its window (``--ceilings``):
 
 - the step alone: the loop's own steps on its last real batches handed back from memory (no data
-  wait, the loader's workers idle): samples/s over the replayed steps after the first few;
+  wait, the loader's workers idle): a batch over the median replayed step, after the first few (the
+  median, as the step alone everywhere in iobench: a step of a millisecond that a busy host
+  preempts once runs ten times as long, and a ceiling is what the step does when it runs);
 - the loader alone: the job's own DataLoader drained with nothing consuming, timed after the
   batches its workers had queued: samples/s, and what bound it (its readers' time blocked against
   their CPU), which names it a ``fetch`` or a ``prep`` ceiling in a sweep's terms.
@@ -25,6 +27,7 @@ class StepAloneRun:
     steps: int
     samples: int
     seconds: float
+    period_s: float  # median step, from its next() to the next (the replayed batch's hand-over in it)
     step_s: float  # median host time of a step, its copies to the device apart (a step's compute_s)
     fastest_s: float
     cpu_s: float | None  # the process's CPU per step, mean
@@ -32,7 +35,8 @@ class StepAloneRun:
 
     @property
     def samples_per_s(self) -> float:
-        return self.samples / self.seconds if self.seconds > 0 else 0.0
+        """A batch over the median step."""
+        return self.samples / self.steps / self.period_s if self.period_s > 0 and self.steps else 0.0
 
 
 @dataclass(frozen=True)
@@ -71,6 +75,7 @@ def step_alone(
         steps=len(timed),
         samples=sum(s.samples for s in timed),
         seconds=timed[-1].t_end - timed[0].t_start,
+        period_s=statistics.median(s.t_end - s.t_start for s in timed),
         step_s=statistics.median(hosts),
         fastest_s=min(hosts),
         cpu_s=statistics.fmean(cpus) if cpus else None,
