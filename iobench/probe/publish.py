@@ -68,7 +68,7 @@ from loaders.observe import STAGES
 
 from .measure import RankRun
 from .outcome import Outcome
-from .verdict import differential, judge
+from .verdict import ceilings_said, differential, judge
 from .workers import LoaderWork
 
 GPU_BASIS = "GPU busy (CUDA events)"
@@ -452,7 +452,11 @@ def summary_of(outcome: Outcome) -> tuple[CellSummary, list[tuple[StepRow, StepA
     ceilings = ceilings_of(runs) if outcome.ceilings else {}
     attribution: Attribution | None = None
     if "accelerator" in ceilings and len(ceilings) == 2:
-        attribution = differential(verdict, {k: c.samples_per_s for k, c in ceilings.items()}, metrics)
+        rates = {k: c.samples_per_s for k, c in ceilings.items()}
+        if verdict.bound == "unknown":  # no stage timers to agree or disagree: the ceilings say it alone
+            verdict = ceilings_said(verdict, rates)
+        else:
+            attribution = differential(verdict, rates, metrics)
     works = [r.work for r in runs if r.work is not None]
     seconds = metrics.wall_s
     stats = stage_stats(first.run.work)

@@ -216,3 +216,26 @@ def differential(online: Verdict, ceilings: dict[str, float], metrics: PipelineM
         ceilings, replace(online, bound=part), measured_samples_per_s=metrics.samples_per_s, au=metrics.au
     )
     return replace(attribution, online_bound=online.bound)
+
+
+def ceilings_said(online: Verdict, ceilings: dict[str, float]) -> Verdict:
+    """A verdict the readers' clocks could not split (DALI's own threads, workers not reached), told by
+    the two ceilings alone: which of the loader alone and the step alone is the lower."""
+    step = ceilings["accelerator"]
+    loader = next(v for k, v in ceilings.items() if k != "accelerator")
+    said = f"the loader alone delivered {_rate(loader)}, the step alone took {_rate(step)}"
+    if step <= loader:
+        return replace(
+            online,
+            bound="accelerator",
+            headline=f"accelerator-bound by the ceilings: {said}",
+            evidence=(said, *online.evidence),
+            action="the input pipeline is not the limit; a faster step (or device) is",
+        )
+    return replace(
+        online,
+        headline=f"input-bound, stage not seen: {said}",
+        evidence=(said, *online.evidence),
+        action="more of the loader's own parallelism (DALI: num_threads, GPU decode with device='mixed'), "
+        "or a faster store; its stages run where the probe cannot time them",
+    )

@@ -153,3 +153,13 @@ def test_the_two_ceilings_name_the_binding_part_and_say_whether_the_timers_agree
     v = judge(metrics(0.3, 0.7), work(cpu_ms=8), cores=2, workers=2)
     a = differential(replace(v, bound=online), ceilings, metrics(0.3, 0.7))
     assert (a.binding, a.agree, a.online_bound) == (binding, agree, online)
+
+
+def test_a_loader_whose_stages_are_unseen_is_told_by_the_two_ceilings():
+    from iobench.probe.verdict import ceilings_said
+
+    unseen = judge(metrics(0.4, 0.6), None, cores=2, workers=0, unseen="DALI runs its pipeline in its own threads")
+    v = ceilings_said(unseen, {"accelerator": 1300.0, "prep": 91.0})
+    assert v.bound == "unknown" and "the loader alone delivered 91/s" in v.headline and "DALI" in v.action
+    v = ceilings_said(unseen, {"accelerator": 50.0, "prep": 91.0})
+    assert v.bound == "accelerator"
