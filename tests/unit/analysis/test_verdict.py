@@ -1,10 +1,16 @@
-"""A synchronous job's verdict: straggler-bound when its ranks wait for the slowest more than for
-their own data, all-reduce-bound when the modelled all-reduce costs more, else the stage timers'."""
+"""The verdict (analysis/verdict.py): a synchronous job's (straggler-bound when its ranks wait for
+the slowest more than for their own data, all-reduce-bound when the modelled all-reduce costs more,
+else the stage timers'), and the trainer's host in it and in the metrics: device busy time, AU from
+it, the step alone, the slowdown, the verdict "host", a trainer short of its demand."""
 
 from __future__ import annotations
 
-from iobench.analysis.verdict import synchronous_verdict
-from iobench.results.figures import Verdict
+import pytest
+
+from iobench.analysis.verdict import attribute, synchronous_verdict
+from iobench.results.figures import StepAlone, StepRow, Verdict
+from loaders import StageStats
+from tests.helpers.summaries import metrics_of
 
 ONLINE = Verdict(bound="fetch", binding_stage="fetch", headline="fetch-bound", evidence=("the timers",))
 
@@ -30,3 +36,115 @@ def test_otherwise_the_stage_timers_verdict_stands_with_the_split_as_evidence():
     v = _verdict()
     assert v.bound == "fetch" and any("waiting for the slowest rank" in e for e in v.evidence)
     assert _verdict(au=0.95, peer_wait=0.9).bound == "fetch"  # accelerator-bound jobs are not stragglers
+
+
+def _rows(
+    n: int,
+    *,
+    wait: float,
+    compute: float,
+    device: float | None,
+    cpu: float | None = 0.05,
+    loader_cpu_s: float = 0.0,
+) -> list[StepRow]:
+    """``n`` steps; ``loader_cpu_s``: the readers' CPU over all of them."""
+    rows, t = [], 0.0
+    for i in range(n):
+        end = t + wait + compute
+        rows.append(
+            StepRow(
+                i, 0, False, t, wait, 0.0, compute, end, 64, 1000, device_s=device, trainer_cpu_s=cpu,
+                reader_cpu_s=loader_cpu_s / n,
+            )
+        )  # fmt: skip
+        t = end
+    return rows
+
+
+def _stats(loader_cpu_s: float) -> StageStats:
+    s = StageStats(samples=640)
+    s.add_time("decode", loader_cpu_s, loader_cpu_s)
+    return s
+
+
+def test_au_is_the_device_busy_time_capped_at_the_step_alone_on_a_gpu():
+    # a GPU whose step spans 0.10 s in the cell (a slow host launching it) but 0.04 s alone
+    rows = _rows(10, wait=0.0, compute=0.10, device=0.10)
+    gpu = metrics_of(rows, alone=StepAlone(0.05, 0.05, 0.04, 0.02, 5), au_basis="GPU busy (CUDA events)")
+    assert gpu.device_busy_s == pytest.approx(0.4)
+    assert gpu.au == pytest.approx(0.4)
+    assert gpu.trainer_slowdown == pytest.approx(2.0) and gpu.step_alone_s == 0.05
+    assert gpu.au_basis == "GPU busy (CUDA events)"
+    # on CPU (no device span alone) nothing caps it: the host is the device
+    cpu = metrics_of(rows, alone=StepAlone(0.05, 0.05, None, 0.05, 5))
+    assert cpu.au == pytest.approx(1.0)
+
+
+def test_rows_without_device_time_take_the_compute_and_no_alone_means_no_slowdown():
+    m = metrics_of(_rows(4, wait=0.1, compute=0.1, device=None, cpu=None))
+    assert m.au == pytest.approx(0.5) and m.device_busy_s == pytest.approx(0.4)
+    assert m.trainer_slowdown is None and m.trainer_cpu_ms_per_step is None
+
+
+def test_trainer_cpu_and_loader_cores():
+    m = metrics_of(_rows(10, wait=0.0, compute=0.1, device=0.1, cpu=0.03, loader_cpu_s=0.5))
+    assert m.trainer_cpu_ms_per_step == pytest.approx(30.0)
+    assert m.loader_cores == pytest.approx(0.5) and m.trainer_cores == pytest.approx(0.3)
+    assert m.cores_used == pytest.approx(0.8)
+
+
+def test_readers_in_the_trainers_process_are_counted_once_as_the_loaders():
+    # no workers: the readers' 0.5 CPU-s is inside the process's 0.8 CPU-s, not beside it
+    rows = _rows(10, wait=0.0, compute=0.1, device=0.1, cpu=0.08, loader_cpu_s=0.5)
+    m = metrics_of(rows, readers_in_process=True)
+    assert m.loader_cores == pytest.approx(0.5)
+    assert m.trainer_cores == pytest.approx(0.3) and m.trainer_cpu_ms_per_step == pytest.approx(30.0)
+    assert m.cores_used == pytest.approx(0.8)
+
+
+def _host_verdict(*, wait: float, compute: float, alone: float, loader_cpu_s: float = 1.5, cores: int = 2):
+    rows = _rows(10, wait=wait, compute=compute, device=compute, cpu=compute, loader_cpu_s=loader_cpu_s)
+    m = metrics_of(rows, alone=StepAlone(alone, alone, None, alone, 5))
+    return attribute(m, _stats(loader_cpu_s), workers=2, cores=cores, demand_samples_per_s=None)
+
+
+def test_a_step_stretched_by_the_workers_is_host_bound_whatever_its_au():
+    v = _host_verdict(wait=0.0, compute=0.3, alone=0.1, loader_cpu_s=3.0)
+    assert v.bound == "host" and "3.0x" in v.headline
+    said = " ".join(v.evidence)
+    assert "300.0 ms (median) in the cell against 100.0 ms alone" in said
+    assert "CPU-ms per step" in said
+    assert "the loader's readers used 1.0 and the trainer 1.0 of the 2 usable core(s): fewer workers" in said
+
+
+def test_a_host_that_others_load_is_named_as_such():
+    v = _host_verdict(wait=0.0, compute=0.3, alone=0.1, loader_cpu_s=0.1, cores=8)
+    assert v.bound == "host" and "other processes on the host took the rest" in " ".join(v.evidence)
+
+
+def test_a_slightly_slower_step_or_one_that_waits_more_for_data_is_not_host_bound():
+    assert _host_verdict(wait=0.0, compute=0.12, alone=0.1).bound == "accelerator"
+    # stretched 2x, but the data waits take more of the wall than the stretch
+    assert _host_verdict(wait=0.5, compute=0.2, alone=0.1).bound == "prep"
+    # stretched 3x and the stretch larger than the waits, but a fifth of the wall waiting for data:
+    # the loader sets the pace
+    assert _host_verdict(wait=0.1, compute=0.3, alone=0.1).bound == "prep"
+
+
+def test_a_trainer_short_of_its_demand_alone_is_said_first_and_caps_what_feeding_it_takes():
+    # an emulated H100 at batch 64: 9.1 ms of device time, 20 ms of host work: alone it steps at
+    # 64 / 0.020 = 3,200/s of the 7,000/s it demands
+    rows = _rows(10, wait=0.002, compute=0.020, device=64 / 7000, cpu=0.020)
+    m = metrics_of(rows, alone=StepAlone(0.021, 0.020, None, 0.020, 5))
+    assert m.trainer_alone_samples_per_s == pytest.approx(3200.0)  # from the fastest step alone
+    v = attribute(m, _stats(0.5), workers=2, cores=2, demand_samples_per_s=7000.0, trainer_cores=1)
+    assert v.evidence[0].startswith("the trainer alone steps at 3,200/s of the 7,000/s demanded")
+    assert "cannot pass 0.46" in v.evidence[0]
+    # the data kept up with it (stall 9 %): the trainer's own step binds
+    assert v.bound == "host" and v.binding_stage == "trainer"
+    # a trainer that reaches its demand alone is not flagged, and feeding it takes the demand
+    quick = metrics_of(rows, alone=StepAlone(0.009, 0.009, None, 0.009, 5))
+    assert (
+        attribute(quick, _stats(0.5), workers=2, cores=2, demand_samples_per_s=7000.0).binding_stage
+        != "trainer"
+    )

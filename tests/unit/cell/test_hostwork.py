@@ -18,16 +18,15 @@ def _cost(cpu_ms: float, threads: int = 1) -> HostCost:
     return HostCost("small_cnn", "cpu", 8, cpu_ms / 1000, cpu_ms / 1000, threads, 10, None, "test", "default")
 
 
-def test_the_host_work_uses_about_the_calibrated_cpu():
-    from iobench.cell.hostwork import HostWork
+def test_the_host_work_is_a_fixed_amount_of_work_not_a_time():
+    from iobench.cell.hostwork import HostWork, regions
 
-    work = HostWork(_cost(60.0))
-    work.run()
+    # a calibration's size is taken as it is: no probe, exactly its elements, cut in its shares
+    sized = HostWork(replace(_cost(60.0), elements_per_step=1_000_000))
+    assert sized.sizes == regions(1_000_000, sized.cost.shares)
     c0 = time.process_time()
-    work.run()
-    used = time.process_time() - c0
-    # fixed work, sized on an idle probe: a busy host can only make it cost more
-    assert 0.5 * 0.060 <= used <= 3 * 0.060
+    sized.run()
+    assert time.process_time() - c0 > 0  # it does the work (how long it takes is a benchmark's)
 
 
 def test_host_work_longer_than_the_device_time_stretches_the_step():

@@ -1,14 +1,26 @@
-"""A synchronous job's figures from its ranks' step rows: the steps every rank completed, the time
-each rank spent waiting for its data, for its peers and in the all-reduce, and what peers cost."""
+"""A multi-rank cell's figures (cell/rankmetrics.py), without processes: the steps every rank of a
+synchronous job completed, the time each rank spent waiting for its data, for its peers and in the
+all-reduce, and what peers cost; ranks into one result, rank counts in the plan, a node's place and
+torchrun's command line, the first failure as the cause (the cells themselves run under torchrun
+in tests/integration/test_distributed.py)."""
 
 from __future__ import annotations
 
+import argparse
+import json
+
 import pytest
 
-from iobench.cell.rankmetrics import RankRun, aggregate
+from iobench.cell.distributed import first_rank_error
+from iobench.cell.rankmetrics import RankRun, aggregate, common_interval
 from iobench.cell.steploop import StepLog
+from iobench.cell.torchrun import torchrun_command
 from iobench.results.figures import StepRow, Verdict
+from iobench.sweep.cli import node_place
+from iobench.sweep.config import ConfigError, parse_config
+from iobench.sweep.outcome import last_words
 from loaders import StageStats
+from tests.helpers.runs import exact_epochs
 
 
 def _rank(rank: int, waits: list[float], peers: list[float], compute=0.02, allreduce=0.005) -> RankRun:
@@ -85,3 +97,132 @@ def test_the_job_counts_each_devices_busy_time_and_its_trainers_host():
     epochs = agg.epochs
     weighted = sum(e.window_au * e.window_s for e in epochs if e.window_au is not None)
     assert weighted / sum(e.window_s for e in epochs) == pytest.approx(agg.metrics.au)
+
+
+def _rows(rank: int, ends: list[float], samples: int = 10, wait: float = 0.05) -> list[StepRow]:
+    """Steps back to back ending at ``ends``; the first is warm-up; each waits ``wait`` then computes."""
+    rows, start = [], 0.0
+    for i, end in enumerate(ends):
+        compute = end - start - wait
+        rows.append(StepRow(i, 0, i == 0, start, wait, 0.0, compute, end, samples, 1000 * samples, rank))
+        start = end
+    return rows
+
+
+def _run(rank: int, rows: list[StepRow], host: str = "h") -> RankRun:
+    log = StepLog(rows=rows, time_to_first_batch_s=rows[0].t_end)
+    verdict = Verdict(bound="prep", binding_stage="decode", headline="")
+    return RankRun(rank, rank, 0, host, 1, log, verdict, "fixed", 100.0 + rank / 1000)
+
+
+def test_the_common_interval_runs_from_the_last_warmup_to_the_first_finish():
+    fast = _run(0, _rows(0, [0.5, 1.0, 1.5, 2.0, 2.5]))
+    slow = _run(1, _rows(1, [0.8, 1.6, 2.4, 3.2]), host="g")
+    assert common_interval([fast, slow]) == (0.8, 2.5)
+    agg = aggregate([fast, slow])
+    # fast: steps ending at 1.0, 1.5, 2.0, 2.5; slow: ends at 1.6, 2.4 (3.2 is past the end)
+    assert [r.samples for r in agg.ranks] == [40, 20]
+    assert agg.metrics.samples == 60 and agg.metrics.bytes_read == 60_000
+    assert agg.metrics.samples_per_s == pytest.approx(60 / 1.7)
+    assert agg.metrics.samples_per_s == pytest.approx(sum(r.samples_per_s for r in agg.ranks))
+    assert agg.skew == pytest.approx(2.0) and agg.slowest.rank == 1 and agg.slowest.host == "g"
+    # time is clipped to the interval: fast's step (0.5, 1.0] waits 0.5-0.55, outside; computes 0.55-1.0,
+    # of which 0.8-1.0 inside
+    fast_compute = 0.2 + 3 * 0.45
+    assert agg.ranks[0].au == pytest.approx(fast_compute / 1.7)
+    assert agg.ranks[0].stall_fraction == pytest.approx(3 * 0.05 / 1.7)
+    assert agg.metrics.au == pytest.approx((agg.ranks[0].au + agg.ranks[1].au) / 2)
+    assert agg.alignment_s == pytest.approx(0.001)
+    assert agg.metrics.time_to_first_batch_s == 0.8  # the job waits for its slowest first batch
+    assert len(agg.log.rows) == 9 and agg.log.measure_start == 0.8
+
+
+def test_ranks_that_never_ran_together_are_refused_with_what_to_change():
+    early = _run(0, _rows(0, [0.2, 0.4]))
+    late = _run(1, _rows(1, [1.0, 2.0]))
+    with pytest.raises(
+        ValueError, match=r"rank 0 ran its last step to 0.40 s, before rank 1's warm-up ended"
+    ):
+        aggregate([early, late])
+
+
+def test_a_rank_list_makes_one_cell_per_rank_count_and_diagnose_needs_one_rank():
+    raw = {
+        "dataset": {"path": "/data/x"},
+        "tiers": [{"kind": "local", "name": "nvme"}],
+        "loaders": [{"kind": "torch", "workers": [2]}],
+        "accelerators": [{"kind": "emulated", "type": "h100"}],
+        "run": {"ranks_per_node": [1, 2, 4], "min_measure": exact_epochs()},
+    }
+    cells = parse_config(raw).cells()
+    assert [c.cell_id for c in cells] == [
+        "nvme-torch-w2-b64-h100x1-cold",
+        "nvme-torch-w2-b64-h100x1-cold-r2",
+        "nvme-torch-w2-b64-h100x1-cold-r4",
+    ]
+    assert [c.run.ranks_per_node for c in cells] == [1, 2, 4]
+    raw["run"] = {"ranks_per_node": 2, "nodes": 3}
+    assert parse_config(raw).cells()[0].cell_id.endswith("-cold-n3r2")
+    for run, message in (
+        ({"ranks_per_node": 0}, r"run.ranks_per_node\[0\]=0: expected an integer >= 1"),
+        ({"nodes": "two"}, "run.nodes='two': expected an integer >= 1"),
+        ({"record_keys": "yes"}, "run.record_keys='yes': expected true or false"),
+        ({"ranks_per_node": 2, "diagnose": True}, "measured on one rank"),
+    ):
+        raw["run"] = run
+        with pytest.raises(ConfigError, match=message):
+            parse_config(raw)
+
+
+def test_each_node_names_its_place_and_torchrun_meets_at_node_zero(tmp_path):
+    def args(rank=None, endpoint=None):
+        return argparse.Namespace(node_rank=rank, rdzv_endpoint=endpoint)
+
+    assert node_place(args(), 1) is None
+    assert node_place(args(), 2, required=False) is None  # a dry run plans without a place
+    with pytest.raises(ValueError, match="--node-rank K"):
+        node_place(args(), 2)
+    with pytest.raises(ValueError, match=r"--node-rank=2: expected 0 \.\. 1"):
+        node_place(args(2, "h:1"), 2)
+    with pytest.raises(ValueError, match="expected HOST:PORT"):
+        node_place(args(1, "h"), 2)
+    with pytest.raises(ValueError, match=r"only for a sweep with run\.nodes > 1"):
+        node_place(args(0, "h:1"), 1)
+    place = node_place(args(1, "node0:29500"), 2)
+    cmd = torchrun_command(
+        tmp_path / "c.json", tmp_path, ranks_per_node=4, nodes=2, place=place, run_id="c", timeout_s=60
+    )
+    assert cmd[1:3] == ["-m", "iobench.cell.torchrun"]
+    for flag in (
+        "--nproc-per-node=4",
+        "--nnodes=2",
+        "--node-rank=1",
+        "--master-addr=node0",
+        "--master-port=29500",
+    ):
+        assert flag in cmd
+    assert cmd[-4:] == ["-m", "iobench.cell.rank", str(tmp_path / "c.json"), str(tmp_path)]
+    solo = torchrun_command(
+        tmp_path / "c.json", tmp_path, ranks_per_node=2, nodes=1, place=None, run_id="c", timeout_s=60
+    )
+    assert "--standalone" in solo and not any(a.startswith("--nnodes") for a in solo)
+
+
+def test_the_first_failure_is_the_cause(tmp_path):
+    for rank, t, error in ((0, 2.0, "rank 0: gloo connection closed"), (1, 1.0, "rank 1: SampleError")):
+        (tmp_path / f"rank-{rank}.error.json").write_text(json.dumps({"rank": rank, "t": t, "error": error}))
+    assert first_rank_error(tmp_path) == "rank 1: SampleError (and 1 other rank(s) failed after it)"
+    assert first_rank_error(tmp_path / "none") is None
+    torchrun_tail = """
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-12-02_15:15:57
+  host      : node1
+  rank      : 3 (local_rank: 1)
+  exitcode  : -9 (pid: 26747)
+  error_file: <N/A>
+============================================================"""
+    assert (
+        last_words(torchrun_tail) == "torchrun: host node1, rank 3 (local_rank: 1), exitcode -9 (pid: 26747)"
+    )
+    assert last_words("one\nValueError: two\n") == "ValueError: two"
