@@ -126,7 +126,10 @@ def main() -> None:
     ap.add_argument("--jobs", nargs="+", default=["decode", "slow", "compute"], choices=sorted(JOBS))
     ap.add_argument("--sweep", action="store_true", help="also run the sweep file each probe wrote")
     args = ap.parse_args()
-    os.environ.setdefault("OMP_NUM_THREADS", str(os.cpu_count() or 1))
+    # one intra-op thread: on a small host shared with other jobs, a step split over two threads waits a
+    # scheduler's time slice whenever one of them is preempted, and its time says more about the
+    # neighbours than about the job
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
     scratch = Path(tempfile.mkdtemp(prefix="probe-truth-"))
     results: dict[str, dict[str, list]] = {job: {} for job in args.jobs}
     for r in range(args.rounds):
