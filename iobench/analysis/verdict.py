@@ -33,6 +33,22 @@ def _fmt_rate(x: float) -> str:
     return f"{x:,.0f}/s"
 
 
+def stage_evidence(stats: StageStats, readers: int) -> list[StageEvidence]:
+    """Each stage's per-sample wall and CPU time in the readers, its share, and its rate alone."""
+    wall_ms, cpu_ms = stats.per_sample_ms("wall"), stats.per_sample_ms("cpu")
+    total = sum(wall_ms.values())
+    return [
+        StageEvidence(
+            stage=s,
+            wall_ms_per_sample=wall_ms[s],
+            cpu_ms_per_sample=cpu_ms[s],
+            share=wall_ms[s] / total if total > 0 else 0.0,
+            capacity_samples_per_s=1000.0 * readers / wall_ms[s] if wall_ms[s] > 0 else float("inf"),
+        )
+        for s in STAGES
+    ]
+
+
 def attribute(
     metrics: PipelineMetrics,
     stats: StageStats,
@@ -42,130 +58,179 @@ def attribute(
     demand_samples_per_s: float | None,
     trainer_cores: int | None = None,
 ) -> Verdict:
-    readers = max(1, workers)
-    wall_ms = stats.per_sample_ms("wall")
-    cpu_ms = stats.per_sample_ms("cpu")
-    total_wall = sum(wall_ms.values())
-    total_cpu = sum(cpu_ms.values())
-    stages = [
-        StageEvidence(
-            stage=s,
-            wall_ms_per_sample=wall_ms[s],
-            cpu_ms_per_sample=cpu_ms[s],
-            share=wall_ms[s] / total_wall if total_wall > 0 else 0.0,
-            capacity_samples_per_s=1000.0 * readers / wall_ms[s] if wall_ms[s] > 0 else float("inf"),
-        )
-        for s in STAGES
-    ]
-    pipeline_cap = 1000.0 * readers / total_wall if total_wall > 0 else None
-    cpu_cap = 1000.0 * cores / total_cpu if total_cpu > 0 else None
-    # evidence in the order it argues: what binds first (what was measured, where a sample's time
-    # goes, what it is not), then the context; the report shows the first three by default
-    ev: list[str] = []
-    short = trainer_short_of_demand(metrics, demand_samples_per_s)
-    if short:
-        ev.append(short)
-    ev.append(
-        f"measured {_fmt_rate(metrics.samples_per_s)} at AU {metrics.au:.2f}; the accelerator waited "
-        f"{100 * metrics.stall_fraction:.0f} % of the time (wait p50 {metrics.wait_p50_ms:.1f} ms, "
-        f"p99 {metrics.wait_p99_ms:.1f} ms)"
+    """The verdict of one measured run: the first rule that holds, in order (the trainer's host
+    starved, the trainer short of its demand with the data keeping up, the accelerator busy enough,
+    no stage times, fetch, prep), with its evidence strongest first."""
+    case = _Case(
+        metrics, stage_evidence(stats, max(1, workers)), max(1, workers), cores, demand_samples_per_s
     )
-    # what feeding the trainer takes: its demand, or less where the trainer alone cannot reach it
-    takes = trainer_takes(metrics, demand_samples_per_s)
-    if total_wall > 0:
-        parts = ", ".join(f"{s.stage} {s.wall_ms_per_sample:.2f} ms ({100 * s.share:.0f} %)" for s in stages)
-        ev.append(f"per sample, each of {readers} reader(s) spends {total_wall:.2f} ms: {parts}")
-    context: list[str] = []
-    if pipeline_cap:
-        context.append(
-            f"so the readers can deliver about {_fmt_rate(pipeline_cap)}"
-            + (f"; the {cores} CPU core(s) cap CPU work at {_fmt_rate(cpu_cap)}" if cpu_cap else "")
-        )
-    if demand_samples_per_s and not short:
-        context.append(f"the accelerator demands {_fmt_rate(demand_samples_per_s)}")
+    return (
+        case.starved_host()
+        or case.short_trainer()
+        or case.busy_accelerator()
+        or case.no_stage_times()
+        or case.fetch()
+        or case.prep(trainer_cores)
+    )
 
-    def verdict(bound: str, headline: str, action: str, binding_stage: str | None = None) -> Verdict:
+
+class _Case:
+    """What a verdict argues from: the metrics, the stages, and the evidence in the order it argues
+    (what was measured, where a sample's time goes, what it is not), then its context."""
+
+    def __init__(
+        self,
+        metrics: PipelineMetrics,
+        stages: list[StageEvidence],
+        readers: int,
+        cores: int,
+        demand: float | None,
+    ) -> None:
+        self.metrics, self.stages, self.readers, self.cores, self.demand = (
+            metrics,
+            stages,
+            readers,
+            cores,
+            demand,
+        )
+        self.total_wall = sum(s.wall_ms_per_sample for s in stages)
+        self.total_cpu = sum(s.cpu_ms_per_sample for s in stages)
+        self.pipeline_cap = 1000.0 * readers / self.total_wall if self.total_wall > 0 else None
+        self.cpu_cap = 1000.0 * cores / self.total_cpu if self.total_cpu > 0 else None
+        self.short = trainer_short_of_demand(metrics, demand)
+        self.evidence: list[str] = [self.short] if self.short else []
+        self.evidence.append(
+            f"measured {_fmt_rate(metrics.samples_per_s)} at AU {metrics.au:.2f}; the accelerator waited "
+            f"{100 * metrics.stall_fraction:.0f} % of the time (wait p50 {metrics.wait_p50_ms:.1f} ms, "
+            f"p99 {metrics.wait_p99_ms:.1f} ms)"
+        )
+        if self.total_wall > 0:
+            parts = ", ".join(
+                f"{s.stage} {s.wall_ms_per_sample:.2f} ms ({100 * s.share:.0f} %)" for s in stages
+            )
+            self.evidence.append(
+                f"per sample, each of {readers} reader(s) spends {self.total_wall:.2f} ms: {parts}"
+            )
+        self.context: list[str] = []
+        if self.pipeline_cap:
+            self.context.append(
+                f"so the readers can deliver about {_fmt_rate(self.pipeline_cap)}"
+                + (
+                    f"; the {cores} CPU core(s) cap CPU work at {_fmt_rate(self.cpu_cap)}"
+                    if self.cpu_cap
+                    else ""
+                )
+            )
+        if demand and not self.short:
+            self.context.append(f"the accelerator demands {_fmt_rate(demand)}")
+
+    def verdict(self, bound: str, headline: str, action: str, binding_stage: str | None = None) -> Verdict:
         return Verdict(
             bound=bound,
             binding_stage=binding_stage,
             headline=headline,
-            evidence=(*ev, *context),
-            stages=tuple(stages),
-            pipeline_capacity_samples_per_s=pipeline_cap,
-            cpu_capacity_samples_per_s=cpu_cap,
-            demand_samples_per_s=demand_samples_per_s,
+            evidence=(*self.evidence, *self.context),
+            stages=tuple(self.stages),
+            pipeline_capacity_samples_per_s=self.pipeline_cap,
+            cpu_capacity_samples_per_s=self.cpu_cap,
+            demand_samples_per_s=self.demand,
             action=action,
         )
 
-    host = host_bound(metrics, cores)
-    if host is not None:
-        ev[:0] = host
-        return verdict(
+    def after_short(self, headline: str) -> str:
+        """A headline, after the trainer's shortfall where there is one."""
+        return f"{self.short}; and {headline}" if self.short else headline
+
+    def starved_host(self) -> Verdict | None:
+        host = host_bound(self.metrics, self.cores)
+        if host is None:
+            return None
+        self.evidence[:0] = host
+        return self.verdict(
             "host",
-            f"host-bound (the trainer starved of CPU): its step took {metrics.trainer_slowdown:.1f}x as long "
+            f"host-bound (the trainer starved of CPU): its step took {self.metrics.trainer_slowdown:.1f}x as long "
             "in the cell as alone, while the loader's workers held the cores",
             "fewer loader workers, or decode off the CPU (DALI mixed): the trainer needs its cores back",
         )
-    if short and metrics.stall_fraction <= HOST_STALL:
-        return verdict(
+
+    def short_trainer(self) -> Verdict | None:
+        if not self.short or self.metrics.stall_fraction > HOST_STALL:
+            return None
+        return self.verdict(
             "host",
-            "host-bound (the trainer's own step): " + short + "; the data kept up with it",
+            "host-bound (the trainer's own step): " + self.short + "; the data kept up with it",
             "the trainer, not the data: a larger batch per accelerator spreads its host work over more samples; "
             "if its host work is the documented default, `iobench calibrate --model <model>` measures yours",
             "trainer",
         )
-    if metrics.au >= AU_TARGET:
-        headroom = pipeline_cap / demand_samples_per_s if pipeline_cap and demand_samples_per_s else None
-        return verdict(
+
+    def busy_accelerator(self) -> Verdict | None:
+        if self.metrics.au < AU_TARGET:
+            return None
+        headroom = self.pipeline_cap / self.demand if self.pipeline_cap and self.demand else None
+        return self.verdict(
             "accelerator",
-            f"accelerator-bound: the input pipeline keeps the accelerator {100 * metrics.au:.0f} % busy",
+            f"accelerator-bound: the input pipeline keeps the accelerator {100 * self.metrics.au:.0f} % busy",
             "nothing on the input side"
             + (f": the readers could deliver {headroom:.1f}x the demand" if headroom else ""),
         )
-    if total_wall <= 0:
-        return verdict(
+
+    def no_stage_times(self) -> Verdict | None:
+        if self.total_wall > 0:
+            return None
+        return self.verdict(
             "unknown",
             "unknown: the loader reported no stage times",
             "run with a backend that reports stage times",
         )
 
-    binding = max(stages, key=lambda s: s.wall_ms_per_sample)
-    if binding.stage == "fetch":
+    def fetch(self) -> Verdict | None:
+        binding = max(self.stages, key=lambda s: s.wall_ms_per_sample)
+        if binding.stage != "fetch":
+            return None
         io_wait = binding.wall_ms_per_sample - binding.cpu_ms_per_sample
-        ev.append(
+        self.evidence.append(
             f"fetch is {binding.wall_ms_per_sample:.2f} ms per sample of which {max(0.0, io_wait):.2f} ms "
             "waiting on storage, not CPU"
         )
-        headline = f"fetch-bound (storage): reading takes {100 * binding.share:.0f} % of each reader's time per sample"
-        return verdict(
+        return self.verdict(
             "fetch",
-            f"{short}; and {headline}" if short else headline,
+            self.after_short(
+                f"fetch-bound (storage): reading takes {100 * binding.share:.0f} % of each reader's time per sample"
+            ),
             "a faster tier or a cache in front of it, or more reads in flight (more workers, a higher "
             "read concurrency)",
             binding.stage,
         )
-    prep_share = sum(s.share for s in stages if s.stage in PREP_STAGES)
-    what = "JPEG decode" if binding.stage == "decode" else binding.stage
-    fetch = next(s for s in stages if s.stage == "fetch")
-    ev.append(
-        f"fetch is only {fetch.wall_ms_per_sample:.2f} ms per sample "
-        f"(alone it could feed {_fmt_rate(fetch.capacity_samples_per_s)}): storage is not the limit"
-    )
-    action = "more CPU cores for the loader, or decode on the GPU (DALI mixed)"
-    if takes and total_cpu > 0:
-        whom = "the trainer can take" if takes < (demand_samples_per_s or 0) else "demanded"
-        keeps = trainer_cores if trainer_cores is not None else math.ceil(metrics.trainer_cores or 0.0)
-        loader = cores_to_feed(takes, total_cpu)
-        action = (
-            f"feeding the {_fmt_rate(takes)} {whom} needs about {loader:.0f} cores of loader CPU at the "
-            f"measured {total_cpu:.2f} CPU-ms per sample (every stage), and {keeps} for the trainer: "
-            f"{loader + keeps:.0f} per accelerator (the cell had {cores}); or decode on the GPU (DALI mixed)"
+
+    def prep(self, trainer_cores: int | None) -> Verdict:
+        binding = max(self.stages, key=lambda s: s.wall_ms_per_sample)
+        prep_share = sum(s.share for s in self.stages if s.stage in PREP_STAGES)
+        what = "JPEG decode" if binding.stage == "decode" else binding.stage
+        fetch = next(s for s in self.stages if s.stage == "fetch")
+        self.evidence.append(
+            f"fetch is only {fetch.wall_ms_per_sample:.2f} ms per sample "
+            f"(alone it could feed {_fmt_rate(fetch.capacity_samples_per_s)}): storage is not the limit"
         )
-    headline = (
-        f"prep-bound (CPU {what}): decode+augment+collate take {100 * prep_share:.0f} % of each "
-        f"reader's time, {binding.stage} alone {100 * binding.share:.0f} %"
-    )
-    return verdict("prep", f"{short}; and {headline}" if short else headline, action, binding.stage)
+        # what feeding the trainer takes: its demand, or less where the trainer alone cannot reach it
+        takes = trainer_takes(self.metrics, self.demand)
+        action = "more CPU cores for the loader, or decode on the GPU (DALI mixed)"
+        if takes and self.total_cpu > 0:
+            whom = "the trainer can take" if takes < (self.demand or 0) else "demanded"
+            keeps = (
+                trainer_cores if trainer_cores is not None else math.ceil(self.metrics.trainer_cores or 0.0)
+            )
+            loader = cores_to_feed(takes, self.total_cpu)
+            action = (
+                f"feeding the {_fmt_rate(takes)} {whom} needs about {loader:.0f} cores of loader CPU at the "
+                f"measured {self.total_cpu:.2f} CPU-ms per sample (every stage), and {keeps} for the trainer: "
+                f"{loader + keeps:.0f} per accelerator (the cell had {self.cores}); or decode on the GPU (DALI mixed)"
+            )
+        headline = (
+            f"prep-bound (CPU {what}): decode+augment+collate take {100 * prep_share:.0f} % of each "
+            f"reader's time, {binding.stage} alone {100 * binding.share:.0f} %"
+        )
+        return self.verdict("prep", self.after_short(headline), action, binding.stage)
 
 
 def trainer_takes(metrics: PipelineMetrics, demand: float | None) -> float | None:
