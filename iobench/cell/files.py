@@ -1,7 +1,7 @@
 """A measured cell's files: its typed summary and manifest, and its step, telemetry and key tables.
 
-One-process cells (process.py) and multi-rank cells (rank.py, on rank 0) both write through
-``cell_files``; a multi-rank cell then adds its job-level figures to the summary it returns.
+One-process cells (process.py) and multi-rank cells (rank.py, on rank 0, with the job's figures)
+both build them through ``cell_files`` and write them with ``CellFiles.publish``.
 """
 
 from __future__ import annotations
@@ -10,6 +10,8 @@ import json
 import os
 import platform
 import socket
+from dataclasses import dataclass
+from pathlib import Path
 
 import pyarrow as pa
 import torch
@@ -27,9 +29,17 @@ from iobench.cell.measure import Measurement
 from iobench.host.cores import usable_cores
 from iobench.host.memory import usable_memory
 from iobench.results.codec import from_json
-from iobench.results.figures import Attribution, Ceiling, LoaderStats
+from iobench.results.figures import Attribution, Ceiling, Distributed, LoaderStats, RankFigures
 from iobench.results.schema import KEYS_SCHEMA, STEP_SCHEMA, TELEMETRY_SCHEMA, account_columns
 from iobench.results.spec import CellSpec
+from iobench.results.store import (
+    KEYS_NAME,
+    MANIFEST_NAME,
+    STEPS_NAME,
+    SUMMARY_NAME,
+    TELEMETRY_NAME,
+    publish_cell,
+)
 from iobench.results.summary import (
     CellManifest,
     CellSummary,
@@ -164,6 +174,96 @@ def _telemetry_table(cell_id: str, telemetry) -> pa.Table:
     )
 
 
+@dataclass(frozen=True)
+class JobFigures:
+    """A multi-rank cell's job-level figures (rank.py), built into its summary with the rest."""
+
+    distributed: Distributed
+    ranks: tuple[RankFigures, ...]
+    one_host: bool  # every rank on this host: its reads are the job's
+
+
+@dataclass(frozen=True)
+class CellFiles:
+    """A measured cell's files, each a typed record or table; ``publish`` writes them whole."""
+
+    summary: CellSummary
+    manifest: CellManifest
+    steps: pa.Table
+    telemetry: pa.Table
+    keys: pa.Table | None = None
+
+    def publish(self, run_dir: Path) -> Path:
+        files: dict[str, object] = {
+            SUMMARY_NAME: self.summary,
+            MANIFEST_NAME: self.manifest,
+            STEPS_NAME: self.steps,
+            TELEMETRY_NAME: self.telemetry,
+        }
+        if self.keys is not None:
+            files[KEYS_NAME] = self.keys
+        return publish_cell(run_dir, self.summary.cell_id, files)
+
+
+def _reads(chosen: Measurement, tier_device: str | None) -> dict[str, object]:
+    """What the cell's processes (and the host, for the tier's device) read, over the measured window
+    and the whole run (docs/method.md, Bytes read)."""
+    log, telemetry = chosen.log, chosen.telemetry
+    start, end = log.measure_start or 0.0, log.measure_end or 0.0
+    return dict(
+        device_read_bytes=telemetry.disk_read_bytes(start, end),
+        device_read_bytes_per_s=telemetry.rate(start, end, lambda t: t.process_read_bytes),
+        read_call_bytes_per_s=telemetry.rate(start, end, lambda t: t.process_read_chars),
+        cell_device_read_bytes=telemetry.growth(lambda t: t.process_read_bytes),
+        host_device_read_bytes_per_s=telemetry.rate(
+            start, end, lambda t: t.disk_read_bytes.get(tier_device, 0)
+        )
+        if tier_device
+        else None,
+        cpu_percent_per_core=tuple(telemetry.mean_cpu_percent(start, end)),
+        gpu_utilization_pct=telemetry.mean_gpu_utilization(start, end),
+    )
+
+
+def _repeats(runs: list[Measurement]) -> dict[str, object]:
+    """Each repeat's figures and their spread."""
+    return dict(
+        repeats=tuple(
+            RepeatFigures(
+                samples_per_s=m.metrics.samples_per_s,
+                au=m.metrics.au,
+                cache=m.cache_state.achieved if m.cache_state else None,
+            )
+            for m in runs
+        ),
+        stability=Stability(
+            samples_per_s=summarize([m.metrics.samples_per_s for m in runs]),
+            au=summarize([m.metrics.au for m in runs]),
+        ),
+    )
+
+
+def _manifest(cell: CellSpec, tier, manifest, chosen: Measurement, tier_description: dict) -> CellManifest:
+    assert chosen.cache_state is not None
+    return CellManifest(
+        host=host_info(),
+        versions=versions(),
+        cell=cell,
+        tier=tier_description,
+        cache_state=chosen.cache_state,
+        dataset=DatasetInfo(
+            location=tier.dataset_dir_or_url(),
+            format=manifest.format,
+            num_samples=manifest.num_samples,
+            total_bytes=manifest.total_bytes,
+            shards=len(manifest.shards),
+            mean_sample_bytes=manifest.mean_sample_bytes,
+            source=manifest.source,
+        ),
+        stage_names=tuple(STAGES),
+    )
+
+
 def cell_files(
     cell: CellSpec,
     tier,
@@ -176,19 +276,20 @@ def cell_files(
     started: str,
     ceilings: dict[str, Ceiling] | None = None,
     attribution: Attribution | None = None,
-) -> dict[str, object]:
-    """A measured cell's files: summary.json, manifest.json, steps.parquet, telemetry.parquet, and
-    keys.parquet when run.record_keys kept the keys. ``chosen`` is the repeat the figures come from;
-    its steps also give the synchronous AU predicted at scale."""
-    log, metrics, telemetry = chosen.log, chosen.metrics, chosen.telemetry
+    job: JobFigures | None = None,
+) -> CellFiles:
+    """A measured cell's files. ``chosen`` is the repeat the figures come from; its steps also give
+    the synchronous AU predicted at scale. ``job``: a multi-rank cell's job-level figures."""
+    log, metrics, analysis = chosen.log, chosen.metrics, chosen.analysis
     assert chosen.cache_state is not None
-    epochs = chosen.analysis.epochs
-    start, end = log.measure_start or 0.0, log.measure_end or 0.0
-    device_bytes = telemetry.disk_read_bytes(start, end)
+    epochs = analysis.epochs
     tier_description = tier.describe()
     tier_device = ((tier_description.get("storage") or {}).get("device") or {}).get("name")
     states = [m.cache_state for m in runs if m.cache_state is not None]
     points, depth = _at_scale(cell, consumer, log.rows, chosen.alone)
+    reads = _reads(chosen, tier_device)
+    if job is not None and not job.one_host:  # one host's reads say nothing of a multi-node job's
+        reads.update(dict.fromkeys(HOST_READS))
     summary = CellSummary(
         status="ok",
         cell=cell,
@@ -210,18 +311,7 @@ def cell_files(
             mlperf_au_threshold(cell.accelerator.model),
             reading_of(cell),
         ),
-        repeats=tuple(
-            RepeatFigures(
-                samples_per_s=m.metrics.samples_per_s,
-                au=m.metrics.au,
-                cache=m.cache_state.achieved if m.cache_state else None,
-            )
-            for m in runs
-        ),
-        stability=Stability(
-            samples_per_s=summarize([m.metrics.samples_per_s for m in runs]),
-            au=summarize([m.metrics.au for m in runs]),
-        ),
+        **_repeats(runs),
         ceilings=ceilings,
         attribution=attribution,
         warnings=(
@@ -229,54 +319,32 @@ def cell_files(
             *host_work_warnings(consumer),
             *allreduce_warnings(cell, consumer),
         ),
-        split=chosen.analysis.split,
+        split=analysis.split,
         epoch_delta=epoch_delta(epochs),
         epoch1_vs_steady=epoch1_vs_steady(epochs, metrics.samples_per_s),
-        device_read_bytes=device_bytes,
         tier_device=tier_device,
-        device_read_bytes_per_s=telemetry.rate(start, end, lambda t: t.process_read_bytes),
-        read_call_bytes_per_s=telemetry.rate(start, end, lambda t: t.process_read_chars),
-        cell_device_read_bytes=telemetry.growth(lambda t: t.process_read_bytes),
-        host_device_read_bytes_per_s=telemetry.rate(
-            start, end, lambda t: t.disk_read_bytes.get(tier_device, 0)
-        )
-        if tier_device
-        else None,
-        cpu_percent_per_core=tuple(telemetry.mean_cpu_percent(start, end)),
-        gpu_utilization_pct=telemetry.mean_gpu_utilization(start, end),
+        **reads,  # type: ignore[arg-type]
         consumer=consumer.describe(),
         step_times=step_times(log.rows, metrics.au_basis or ""),
+        distributed=job.distributed if job else None,
+        ranks=job.ranks if job else (),
         scale=tuple(points),
         scale_method=scale.METHOD,
         scale_queue_depth=depth,
         started_at=started,
         finished_at=utc_now(),
     )
-    manifest_doc = CellManifest(
-        host=host_info(),
-        versions=versions(),
-        cell=cell,
-        tier=tier_description,
-        cache_state=chosen.cache_state,
-        dataset=DatasetInfo(
-            location=tier.dataset_dir_or_url(),
-            format=manifest.format,
-            num_samples=manifest.num_samples,
-            total_bytes=manifest.total_bytes,
-            shards=len(manifest.shards),
-            mean_sample_bytes=manifest.mean_sample_bytes,
-            source=manifest.source,
-        ),
-        stage_names=tuple(STAGES),
-    )
-    files: dict[str, object] = {
-        "summary.json": summary,
-        "manifest.json": manifest_doc,
-        "steps.parquet": _steps_table(cell.cell_id, chosen),
-        "telemetry.parquet": _telemetry_table(cell.cell_id, telemetry),
-    }
-    if log.keys:
-        files["keys.parquet"] = pa.Table.from_pylist(
+    keys = (
+        pa.Table.from_pylist(
             [dict(zip(KEYS_SCHEMA.names, k, strict=True)) for k in log.keys], schema=KEYS_SCHEMA
         )
-    return files
+        if log.keys
+        else None
+    )
+    return CellFiles(
+        summary=summary,
+        manifest=_manifest(cell, tier, manifest, chosen, tier_description),
+        steps=_steps_table(cell.cell_id, chosen),
+        telemetry=_telemetry_table(cell.cell_id, chosen.telemetry),
+        keys=keys,
+    )

@@ -24,7 +24,7 @@ from iobench.cell.measure import Measurement, measure
 from iobench.host.cores import usable_cores
 from iobench.results.codec import from_json
 from iobench.results.spec import CellSpec, RunSettings
-from iobench.results.store import publish_cell
+from iobench.results.store import SUMMARY_NAME, publish_cell
 from iobench.results.summary import CellSummary, utc_now
 from iobench.tiers.faults import explain
 
@@ -82,8 +82,8 @@ def run_cell(cell: CellSpec, run_dir: Path) -> CellSummary:
         ceilings=ceilings,
         attribution=attribution,
     )
-    publish_cell(run_dir, cell.cell_id, files)
-    return files["summary.json"]  # type: ignore[return-value]
+    files.publish(run_dir)
+    return files.summary
 
 
 def read_cell(path: Path) -> CellSpec:
@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:
         traceback.print_exc(file=sys.stderr)  # the sweep keeps it in the cell's log (cell.log)
         message = explain(exc, cell.tier)  # the cause and the likely reason, two lines
-        publish_cell(run_dir, cell.cell_id, {"summary.json": CellSummary.failed(cell, message)})
+        publish_cell(run_dir, cell.cell_id, {SUMMARY_NAME: CellSummary.failed(cell, message)})
         return 1
     return 0
 

@@ -26,7 +26,7 @@ from iobench.analysis.verdict import attribute, synchronous_verdict
 from iobench.cell.accelerator import make_consumer
 from iobench.cell.allreduce import allreduce_model
 from iobench.cell.distributed import Ranks, end_group, start_group, write_rank_error
-from iobench.cell.files import HOST_READS, cell_files
+from iobench.cell.files import CellFiles, JobFigures, cell_files
 from iobench.cell.inputs import cell_inputs
 from iobench.cell.lifeline import die_with_launcher
 from iobench.cell.live import LIVE_ENV
@@ -36,7 +36,7 @@ from iobench.cell.rankmetrics import Aggregate, RankRun, aggregate
 from iobench.host.cores import usable_cores
 from iobench.results.figures import Distributed, Interval, Verdict
 from iobench.results.spec import AcceleratorSpec, CellSpec
-from iobench.results.store import publish_cell
+from iobench.results.store import SUMMARY_NAME, publish_cell
 from iobench.results.summary import CellSummary, utc_now
 from loaders.registry import backend
 
@@ -124,36 +124,18 @@ def _cell_files(
     mine: list[Measurement],
     gathered: list[list[RankRun]],
     started: str,
-) -> dict[str, object]:
+) -> CellFiles:
     """Rank 0: the cell's files from every repeat's gathered runs."""
     run = cell.run
     aggs = [aggregate(runs, synchronous=run.sync != "none") for runs in gathered]
-    merged = []
-    for a, runs, m in zip(aggs, gathered, mine, strict=True):
-        job_window = window.weakest([r.window for r in runs if r.window is not None])
-        verdict = job_verdict(a, runs, cell, consumer.demand_samples_per_s)
-        analysis = Analysis(
-            entries=a.entries,
-            metrics=a.metrics,
-            split=a.split,
-            epochs=a.epochs,
-            window=job_window,
-            verdict=marked(verdict, job_window, run.min_measure),
-        )
-        merged.append(
-            Measurement(
-                log=a.log,
-                analysis=analysis,
-                cache_state=m.cache_state,  # this host's; the other hosts' are in the rank rows
-                telemetry=m.telemetry,  # this host's
-                steady=None,
-            )
-        )
+    merged = [
+        _job_measurement(a, runs, m, cell, consumer) for a, runs, m in zip(aggs, gathered, mine, strict=True)
+    ]
     chosen = median_run(merged)
     i = next(k for k, m in enumerate(merged) if m is chosen)
     agg, runs = aggs[i], gathered[i]
     methods = sorted({r.warmup_method for r in runs})
-    files = cell_files(
+    return cell_files(
         cell,
         tier,
         manifest,
@@ -162,41 +144,61 @@ def _cell_files(
         chosen,
         warmup=f"per rank ({'; '.join(methods)}); the common interval starts where the last rank's ends",
         started=started,
-    )
-    summary: CellSummary = files["summary.json"]  # type: ignore[assignment]
-    summary = replace(
-        summary,
-        distributed=Distributed(
-            world_size=len(runs),
-            nodes=run.nodes,
-            ranks_per_node=run.ranks_per_node,
-            hosts=tuple(sorted({r.host for r in runs})),
-            interval=Interval(start_s=agg.start, end_s=agg.end, wall_s=agg.end - agg.start),
-            alignment_s=agg.alignment_s,
-            samples_per_s=agg.metrics.samples_per_s,
-            bytes_per_s=agg.metrics.bytes_per_s,
-            skew=agg.skew,
-            slowest_rank=agg.slowest.rank,
-            slowest_host=agg.slowest.host,
-            slowest_samples_per_s=agg.slowest.samples_per_s,
-            sync=run.sync,
-            steps=agg.steps,
-            data_wait_fraction=agg.metrics.stall_fraction,
-            peer_wait_fraction=agg.peer_wait_fraction,
-            allreduce_fraction=agg.allreduce_fraction,
-            free_running_au=agg.free_running_au,
-            straggler_cost=agg.straggler_cost,
-            interconnect=run.interconnect.name if run.interconnect else None,
-            allreduce_ms=1000 * model.seconds(len(runs))
-            if (model := allreduce_model(run, cell.accelerator, consumer))
-            else None,
-            dropped_batches=agg.dropped_batches,
+        job=JobFigures(
+            distributed=_distributed(agg, runs, cell, consumer),
+            ranks=tuple(agg.ranks),
+            one_host=run.nodes == 1,
         ),
-        ranks=tuple(agg.ranks),
-        # one host's reads say nothing of a multi-node job's
-        **({} if run.nodes == 1 else dict.fromkeys(HOST_READS)),
     )
-    return {**files, "summary.json": summary}
+
+
+def _job_measurement(
+    agg: Aggregate, runs: list[RankRun], mine: Measurement, cell: CellSpec, consumer
+) -> Measurement:
+    """One repeat of the job as one measurement: the ranks' figures together, this host's cache state
+    and telemetry (the other hosts' are in the rank rows)."""
+    job_window = window.weakest([r.window for r in runs if r.window is not None])
+    verdict = job_verdict(agg, runs, cell, consumer.demand_samples_per_s)
+    analysis = Analysis(
+        entries=agg.entries,
+        metrics=agg.metrics,
+        split=agg.split,
+        epochs=agg.epochs,
+        window=job_window,
+        verdict=marked(verdict, job_window, cell.run.min_measure),
+    )
+    return Measurement(
+        log=agg.log, analysis=analysis, cache_state=mine.cache_state, telemetry=mine.telemetry, steady=None
+    )
+
+
+def _distributed(agg: Aggregate, runs: list[RankRun], cell: CellSpec, consumer) -> Distributed:
+    run = cell.run
+    model = allreduce_model(run, cell.accelerator, consumer)
+    return Distributed(
+        world_size=len(runs),
+        nodes=run.nodes,
+        ranks_per_node=run.ranks_per_node,
+        hosts=tuple(sorted({r.host for r in runs})),
+        interval=Interval(start_s=agg.start, end_s=agg.end, wall_s=agg.end - agg.start),
+        alignment_s=agg.alignment_s,
+        samples_per_s=agg.metrics.samples_per_s,
+        bytes_per_s=agg.metrics.bytes_per_s,
+        skew=agg.skew,
+        slowest_rank=agg.slowest.rank,
+        slowest_host=agg.slowest.host,
+        slowest_samples_per_s=agg.slowest.samples_per_s,
+        sync=run.sync,
+        steps=agg.steps,
+        data_wait_fraction=agg.metrics.stall_fraction,
+        peer_wait_fraction=agg.peer_wait_fraction,
+        allreduce_fraction=agg.allreduce_fraction,
+        free_running_au=agg.free_running_au,
+        straggler_cost=agg.straggler_cost,
+        interconnect=run.interconnect.name if run.interconnect else None,
+        allreduce_ms=1000 * model.seconds(len(runs)) if model else None,
+        dropped_batches=agg.dropped_batches,
+    )
 
 
 def run_rank(cell: CellSpec, run_dir: Path, ranks: Ranks) -> CellSummary | None:
@@ -217,11 +219,11 @@ def run_rank(cell: CellSpec, run_dir: Path, ranks: Ranks) -> CellSummary | None:
         except BaseException:
             ranks.broadcast(None)  # the others stop waiting; this rank's error is the cell's
             raise
-    summary = ranks.broadcast(files["summary.json"] if files else None)
+    summary = ranks.broadcast(files.summary if files else None)
     if files:
-        publish_cell(run_dir, cell.cell_id, files)
+        files.publish(run_dir)
     elif summary is not None and ranks.host_leader:
-        publish_cell(run_dir, cell.cell_id, {"summary.json": summary})
+        publish_cell(run_dir, cell.cell_id, {SUMMARY_NAME: summary})
     return summary  # type: ignore[return-value]
 
 

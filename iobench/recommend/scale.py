@@ -19,6 +19,7 @@ from iobench.analysis.scale import predict
 from iobench.cell.allreduce import AllReduceModel, gradient_bytes
 from iobench.results.api import load_summaries, step_rows
 from iobench.results.figures import ScalePoint
+from iobench.results.store import STEPS_NAME
 
 DEFAULT_RANKS = (8, 64, 512, 4096)
 
@@ -64,11 +65,7 @@ def at_scale(run_dirs: Sequence[str | Path], ranks: Sequence[int]) -> list[AtSca
     for run_dir in run_dirs:
         for s in load_summaries(run_dir):
             cell, fabric = s.cell, s.cell.run.interconnect
-            if (
-                not s.ok
-                or cell.run.world_size != 1
-                or not (Path(run_dir) / s.cell_id / "steps.parquet").exists()
-            ):
+            if not s.ok or cell.run.world_size != 1 or not (Path(run_dir) / s.cell_id / STEPS_NAME).exists():
                 continue
             rows = step_rows(run_dir, s.cell_id)
             model = (

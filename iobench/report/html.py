@@ -18,7 +18,7 @@ from ..analysis.scale import checks
 from ..host.atomic import atomic_write
 from ..host.units import format_bytes
 from ..results.api import load_steps, load_summaries
-from ..results.store import read_manifest
+from ..results.store import STEPS_NAME, read_manifest
 from ..results.summary import CellSummary
 from . import plots
 from .bottomline import bottom_line
@@ -86,7 +86,7 @@ def write_html(run_dir: Path, out: Path | None = None) -> Path:
     steps = {
         s.cell_id: load_steps(run_dir, s.cell_id)
         for s in summaries
-        if s.ok and (run_dir / s.cell_id / "steps.parquet").exists()
+        if s.ok and (run_dir / s.cell_id / STEPS_NAME).exists()
     }
     page = render_html(summaries, steps, title=str(run_dir.absolute()), host=_host(run_dir, summaries))
     out = Path(out) if out is not None else run_dir / REPORT_NAME

@@ -20,13 +20,11 @@ import pyarrow.parquet as pq
 
 from .figures import StepRow
 from .schema import RESULT_SCHEMA, summary_to_row
-from .store import RESULTS_NAME, cell_summaries
+from .store import RESULTS_NAME, STEPS_NAME, cell_summaries
 from .summary import CellSummary
 
 if TYPE_CHECKING:
     import pandas
-
-STEPS_NAME = "steps.parquet"
 
 
 def load_run(run_dir: str | Path) -> pa.Table:

@@ -30,6 +30,9 @@ from .summary import CellManifest, CellSummary
 RESULTS_NAME = "results.parquet"
 SUMMARY_NAME = "summary.json"
 MANIFEST_NAME = "manifest.json"
+STEPS_NAME = "steps.parquet"
+TELEMETRY_NAME = "telemetry.parquet"
+KEYS_NAME = "keys.parquet"  # with run.record_keys
 
 
 def publish_cell(run_dir: Path, cell_id: str, files: dict[str, object]) -> Path:
