@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import sys
 from collections.abc import Callable
@@ -11,6 +10,8 @@ from dataclasses import dataclass
 
 from rich.console import Console
 from rich.text import Text
+
+from loaders.plugins import resolve
 
 # piped output (CI logs, files) gets a wide table rather than rich's 80-column default (or the
 # width COLUMNS asks for), and its lines are never broken mid-phrase: a reader's pager wraps them
@@ -25,8 +26,7 @@ err_console = Console(stderr=True, highlight=False)
 
 def _function(where: str) -> Callable:
     """``"module:name"`` (module relative to this package) imported."""
-    module, _, name = where.partition(":")
-    return getattr(importlib.import_module(module, __package__), name)
+    return resolve(where, what=f"the command's code {where!r}", package=__package__)
 
 
 def _delegated(where: str) -> Callable[[argparse.Namespace], int]:

@@ -13,13 +13,12 @@ group, naming a factory ``config -> Loader``; the factory may carry its declared
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any
 
 from loaders.options import Option, OptionError, check_options
+from loaders.plugins import Entry, Registry
 
 if TYPE_CHECKING:
     from loaders.config import LoaderConfig
@@ -30,13 +29,11 @@ LoaderFactory = Callable[["LoaderConfig"], "Loader"]
 
 
 @dataclass(frozen=True)
-class Backend:
-    """One loader backend: how to build it and the options it accepts in ``LoaderConfig.options``."""
+class Backend(Entry):
+    """One loader backend: how to build it (``target``: "module:attribute", imported on first use,
+    or the factory) and the options it accepts in ``LoaderConfig.options``."""
 
-    name: str
-    target: str | LoaderFactory  # "module:attribute" (imported on first use) or the factory
     options: Mapping[str, Option] = field(default_factory=dict)
-    install_hint: str = ""
     # can deliver batches of byte lengths without decoding (LoaderConfig.decode=False); a backend
     # that decodes inside its own graph (DALI) cannot
     undecoded: bool = False
@@ -57,18 +54,7 @@ class Backend:
         return options.get(self.reader_threads, "thread") != "process"
 
     def factory(self) -> LoaderFactory:
-        if callable(self.target):
-            return self.target
-        module_name, _, attr = self.target.partition(":")
-        try:
-            obj: Any = importlib.import_module(module_name)
-        except ImportError as exc:
-            raise ImportError(
-                f"the {self.name!r} loader needs an optional dependency: {self.install_hint} ({exc})"
-            ) from exc
-        for part in attr.split("."):
-            obj = getattr(obj, part)
-        return obj
+        return BACKENDS.load(self.name) if isinstance(self.target, str) else self.target
 
     def check(self, options: Mapping[str, Any]) -> dict[str, Any]:
         """``options`` checked against the declared ones, defaults filled in (OptionError if wrong)."""
@@ -111,19 +97,19 @@ _TORCH = {
     "pin_memory_device": Option(str, default="", help="the device to pin for (default: the current one)"),
     "in_order": Option(bool, default=True, help="deliver batches in the order the workers were asked"),
 }
-_BUILTIN: dict[str, Backend] = {
-    "torch": Backend(
-        "torch",
-        "loaders.backends.torch_loader:ShardLoader",
-        _TORCH,
-        "pip install torch",
+_BUILTIN = (
+    Backend(
+        name="torch",
+        target="loaders.backends.torch_loader:ShardLoader",
+        options=_TORCH,
+        install_hint="pip install torch",
         undecoded=True,
         checks_itself=True,
     ),
-    "nodes": Backend(
-        "nodes",
-        "loaders.backends.nodes_loader:NodesLoader",
-        {
+    Backend(
+        name="nodes",
+        target="loaders.backends.nodes_loader:NodesLoader",
+        options={
             "method": Option(
                 str,
                 default="thread",
@@ -131,24 +117,23 @@ _BUILTIN: dict[str, Backend] = {
                 help="the mapper's pool: threads (decoders release the GIL) or processes",
             ),
         },
-        "pip install 'iobench[torchdata]'",
+        install_hint="pip install 'iobench[torchdata]'",
         undecoded=True,
         checks_itself=True,
         reader_threads="method",
     ),
-    "threads": Backend(
-        "threads",
-        "loaders.backends.thread_loader:ThreadLoader",
-        {},
-        "pip install torch",
+    Backend(
+        name="threads",
+        target="loaders.backends.thread_loader:ThreadLoader",
+        install_hint="pip install torch",
         undecoded=True,
         checks_itself=True,
         reader_threads="always",
     ),
-    "dali": Backend(
-        "dali",
-        "loaders.backends.dali:DaliLoader",
-        {
+    Backend(
+        name="dali",
+        target="loaders.backends.dali:DaliLoader",
+        options={
             "mode": Option(
                 str,
                 default="auto",
@@ -162,12 +147,22 @@ _BUILTIN: dict[str, Backend] = {
                 (int, type(None)), default=None, help="GPU index (default: from device, else 0)"
             ),
         },
-        "pip install 'iobench[dali]'  (or: pip install nvidia-dali-cuda130)",
+        install_hint="pip install 'iobench[dali]'  (or: pip install nvidia-dali-cuda130)",
         checks_itself=True,
         reader_threads="always",
     ),
-}
-_REGISTERED: dict[str, Backend] = {}
+)
+BACKENDS: Registry[Backend] = Registry(
+    "loader",
+    _BUILTIN,
+    group=ENTRY_POINT_GROUP,
+    # a factory may carry its declared options as an ``options`` attribute
+    from_entry_point=lambda name, factory: Backend(
+        name=name, target=factory, options=dict(getattr(factory, "options", {}))
+    ),
+    accepts=callable,
+    must_be="a loader factory (callable)",
+)
 
 
 def register_loader(
@@ -184,46 +179,27 @@ def register_loader(
     if not callable(factory):
         raise TypeError(f"loader factory for {name!r} is not callable")
     declared = options if options is not None else getattr(factory, "options", {})
-    _REGISTERED[name] = Backend(name, factory, dict(declared), install_hint, undecoded)
-
-
-def _entry_points() -> dict[str, Any]:
-    # read on every lookup: a plugin installed after import still shows up
-    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
+    BACKENDS.register(
+        Backend(
+            name=name, target=factory, options=dict(declared), install_hint=install_hint, undecoded=undecoded
+        )
+    )
 
 
 def available_loaders() -> list[str]:
     """Every name make_loader accepts: built-ins (their dependency missing included), registered
     ones and entry points."""
-    return sorted(set(_BUILTIN) | set(_REGISTERED) | set(_entry_points()))
+    return BACKENDS.names()
 
 
 def backend(name: str) -> Backend:
     """The backend called ``name``; ValueError lists the known names."""
-    if name in _REGISTERED:
-        return _REGISTERED[name]
-    if name in _BUILTIN:
-        return _BUILTIN[name]
-    ep = _entry_points().get(name)
-    if ep is None:
-        raise ValueError(f"loader {name!r}: known loaders are {', '.join(available_loaders())}")
-    try:
-        factory = ep.load()
-    except ImportError as exc:
-        raise ImportError(
-            f"loader {name!r} (entry point {ep.value!r} in group {ENTRY_POINT_GROUP!r}) could not be "
-            f"loaded: {exc}"
-        ) from exc
-    if not callable(factory):
-        raise TypeError(f"loader {name!r}: entry point {ep.value!r} is not a factory (not callable)")
-    found = Backend(name, factory, dict(getattr(factory, "options", {})))
-    _REGISTERED[name] = found
-    return found
+    return BACKENDS.entry(name)
 
 
 def undecoded_loaders() -> list[str]:
     """The built-in and registered backends that can read without decoding."""
-    return sorted(n for n, b in {**_BUILTIN, **_REGISTERED}.items() if b.undecoded)
+    return sorted(n for n, b in BACKENDS.known().items() if b.undecoded)
 
 
 def make_loader(name: str, config: LoaderConfig) -> Loader:

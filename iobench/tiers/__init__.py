@@ -10,13 +10,11 @@ Third-party tiers register through the ``iobench.tiers`` entry-point group::
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping
-from dataclasses import dataclass
-from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
 from iobench.tiers.base import CacheState, Option, Tier, TierConfigError
+from loaders.plugins import Entry, Registry
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -33,21 +31,30 @@ __all__ = [
 ENTRY_POINT_GROUP = "iobench.tiers"
 
 
-@dataclass
-class _Entry:
-    target: str | type[Tier]
-    install_hint: str | None = None
+def _tier_class(obj: Any) -> bool:
+    return isinstance(obj, type) and issubclass(obj, Tier)
 
 
-_REGISTRY: dict[str, _Entry] = {
-    "local": _Entry("iobench.tiers.local:LocalTier"),
-    "s3": _Entry("iobench.tiers.s3:S3Tier", "pip install 'iobench' (s3fs and boto3 are core dependencies)"),
-    "cephfs": _Entry("iobench.tiers.cephfs:CephFSTier", "mount CephFS first (apt-get install ceph-fuse)"),
-    "rados": _Entry(
-        "iobench.tiers.rados:RadosTier", "apt-get install python3-rados (and see iobench.ceph.client)"
+TIERS: Registry[Entry] = Registry(
+    "tier",
+    (
+        Entry("local", "iobench.tiers.local:LocalTier"),
+        Entry(
+            "s3", "iobench.tiers.s3:S3Tier", "pip install 'iobench' (s3fs and boto3 are core dependencies)"
+        ),
+        Entry("cephfs", "iobench.tiers.cephfs:CephFSTier", "mount CephFS first (apt-get install ceph-fuse)"),
+        Entry(
+            "rados",
+            "iobench.tiers.rados:RadosTier",
+            "apt-get install python3-rados (and see iobench.ceph.client)",
+        ),
+        Entry("throttled", "iobench.tiers.throttled:ThrottledTier"),
     ),
-    "throttled": _Entry("iobench.tiers.throttled:ThrottledTier"),
-}
+    group=ENTRY_POINT_GROUP,
+    from_entry_point=lambda name, cls: Entry(name, cls),
+    accepts=_tier_class,
+    must_be="a Tier subclass",
+)
 
 
 def register_tier(
@@ -57,81 +64,18 @@ def register_tier(
     install_hint: str | None = None,
     clobber: bool = False,
 ) -> None:
-    """Register `target` (a Tier subclass or "module:Class") under `name`."""
-    if not isinstance(name, str) or not name:
-        raise ValueError(f"tier name must be a non-empty string, got {name!r}")
-    if isinstance(target, str):
-        if ":" not in target:
-            raise ValueError(f"tier target {target!r} must look like 'package.module:ClassName'")
-    elif not (isinstance(target, type) and issubclass(target, Tier)):
-        raise TypeError(f"tier target for {name!r} must be a Tier subclass or an import string")
-    existing = _REGISTRY.get(name)
-    if existing is not None and existing.target != target and not clobber:
-        raise ValueError(
-            f"tier {name!r} is already registered to {_target_name(existing.target)}; "
-            "pass clobber=True to replace it"
-        )
-    _REGISTRY[name] = _Entry(target, install_hint)
-
-
-def _target_name(target: str | type) -> str:
-    return target if isinstance(target, str) else f"{target.__module__}:{target.__qualname__}"
-
-
-def _entry_points() -> dict[str, EntryPoint]:
-    # Read on every lookup rather than cached: plugins installed after import still show up,
-    # and a lookup miss is rare enough that the cost does not matter.
-    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
+    """Register ``target`` (a Tier subclass or "module:Class") under ``name``."""
+    TIERS.register(Entry(name, target, install_hint or ""), clobber=clobber)
 
 
 def available_tiers() -> list[str]:
-    """Names usable as a tier `kind`: built-ins, registered ones and entry points."""
-    return sorted(set(_REGISTRY) | set(_entry_points()))
-
-
-def _import_string(name: str, target: str, hint: str | None) -> Any:
-    module_name, _, attr = target.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        advice = f"; {hint}" if hint else ""
-        raise ImportError(
-            f"tier {name!r} could not be loaded: importing {module_name!r} failed ({exc}){advice}"
-        ) from exc
-    obj: Any = module
-    for part in attr.split("."):
-        try:
-            obj = getattr(obj, part)
-        except AttributeError:
-            raise ImportError(
-                f"tier {name!r}: {module_name!r} has no attribute {attr!r} (target {target!r})"
-            ) from None
-    return obj
+    """Names usable as a tier ``kind``: built-ins, registered ones and entry points."""
+    return TIERS.names()
 
 
 def get_tier_class(name: str) -> type[Tier]:
-    """The Tier subclass registered as `name`; ValueError lists the known names."""
-    entry = _REGISTRY.get(name)
-    if entry is not None:
-        target = entry.target
-        cls = _import_string(name, target, entry.install_hint) if isinstance(target, str) else target
-    else:
-        ep = _entry_points().get(name)
-        if ep is None:
-            raise ValueError(f"unknown tier {name!r}; known tiers: {', '.join(available_tiers())}")
-        try:
-            cls = ep.load()
-        except ImportError as exc:
-            raise ImportError(
-                f"tier {name!r} (entry point {ep.value!r} in group {ENTRY_POINT_GROUP!r}) "
-                f"could not be loaded: {exc}"
-            ) from exc
-    if not (isinstance(cls, type) and issubclass(cls, Tier)):
-        raise TypeError(f"tier {name!r} resolved to {cls!r}, which is not a Tier subclass")
-    # Cache the resolved class so later lookups skip the import machinery.
-    hint = entry.install_hint if entry is not None else None
-    _REGISTRY[name] = _Entry(cls, hint)
-    return cls
+    """The Tier subclass registered as ``name``; ValueError lists the known names."""
+    return TIERS.load(name)
 
 
 def make_tier(spec: Mapping[str, Any]) -> Tier:

@@ -136,6 +136,7 @@ LOADER_FACES = {
     "loaders.contract",
     "loaders.options",
     "loaders.plan",
+    "loaders.plugins",
     "loaders.registry",
 }
 LOADER_FACES |= SUBPACKAGE_FACES

@@ -70,8 +70,8 @@ def dataset(tmp_path):
 @pytest.fixture
 def registry(monkeypatch):
     """Isolate registrations (and resolved-class caching) to one test."""
-    monkeypatch.setattr(tiers, "_REGISTRY", dict(tiers._REGISTRY))
-    return tiers._REGISTRY
+    monkeypatch.setattr(tiers.TIERS, "_registered", dict(tiers.TIERS._registered))
+    return tiers.TIERS
 
 
 # --- local tier: cache control -------------------------------------------------------------
@@ -230,7 +230,7 @@ def test_config_errors_name_key_value_and_allowed(tmp_path):
 
 
 def test_unknown_tier_lists_known(registry):
-    with pytest.raises(ValueError, match=r"unknown tier 'nfs'.*known tiers: .*local") as info:
+    with pytest.raises(ValueError, match=r"unknown tier .nfs.*known tiers are .*local") as info:
         get_tier_class("nfs")
     assert "local" in str(info.value)
     with pytest.raises(TierConfigError, match=r"unknown tier 'nfs'"):
@@ -240,7 +240,7 @@ def test_unknown_tier_lists_known(registry):
 def test_builtin_import_string_resolves(registry):
     assert "local" in available_tiers()
     assert get_tier_class("local") is LocalTier
-    assert registry["local"].target is LocalTier  # resolved once, then cached
+    assert registry.known()["local"].target is LocalTier  # resolved once, then kept
 
 
 def test_missing_dependency_shows_install_hint(registry):
@@ -266,7 +266,7 @@ def test_register_class_and_clobber(registry, tmp_path):
     assert get_tier_class("ram") is LocalTier
     with pytest.raises(TypeError):
         register_tier("bad", dict)
-    with pytest.raises(ValueError, match=r"package\.module:ClassName"):
+    with pytest.raises(ValueError, match=r"package\.module:Name"):
         register_tier("bad", "no_colon")
 
 
