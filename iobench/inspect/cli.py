@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
@@ -91,6 +90,7 @@ def _decode_rate(
 def inspect_command(args: argparse.Namespace, console: Console, nvml_lib: Any = None) -> int:
     """Inventory, demand, decode rate and pitfalls; ``nvml_lib`` replaces pynvml (tests)."""
     from iobench.analysis.decoderate import REFERENCE_SAMPLE_BYTES
+    from iobench.results.codec import to_json
 
     from .accelerators import demand_of_gpus, parse_accelerators
     from .cores import cores_needed
@@ -116,13 +116,13 @@ def inspect_command(args: argparse.Namespace, console: Console, nvml_lib: Any = 
     cores = cores_needed(demand, rate) if demand and rate and demand.kind != "mlperf_storage" else None
     if args.json:
         doc = {
-            "inventory": inv.as_dict(),
-            "demand": None if demand is None else {**asdict(demand), "samples_per_s": demand.samples_per_s},
+            "inventory": to_json(inv),
+            "demand": None if demand is None else {**to_json(demand), "samples_per_s": demand.samples_per_s},
             "decode_rate": None
             if rate is None
             else rate.as_dict(demand.sample_bytes if demand else REFERENCE_SAMPLE_BYTES),
-            "cores_needed": None if cores is None else cores.as_dict(),
-            "pitfalls": [p.as_dict() for p in pitfalls],
+            "cores_needed": to_json(cores),
+            "pitfalls": to_json(pitfalls),
             "notes": notes,
         }
         print(json.dumps(doc, indent=2))

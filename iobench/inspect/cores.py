@@ -7,7 +7,8 @@ process), and says so."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
+from typing import ClassVar
 
 from iobench.analysis.cores import cores_to_feed
 from iobench.analysis.decoderate import DecodeRate
@@ -26,6 +27,8 @@ class CoresNeeded:
     sample_bytes: float
     counted: str  # which CPU costs are in, in words
 
+    JSON_DERIVED: ClassVar[tuple[str, ...]] = ("per_accelerator", "total")
+
     @property
     def per_accelerator(self) -> float:
         return self.decode_per_accelerator + self.trainer_per_accelerator
@@ -33,9 +36,6 @@ class CoresNeeded:
     @property
     def total(self) -> float:
         return self.count * self.per_accelerator
-
-    def as_dict(self) -> dict:
-        return {**asdict(self), "per_accelerator": self.per_accelerator, "total": self.total}
 
 
 def trainer_cost(demand: AcceleratorDemand) -> HostCost | None:

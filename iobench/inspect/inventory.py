@@ -30,9 +30,6 @@ class Inventory:
     gpus: list[dict]
     notes: list[str] = field(default_factory=list)  # what is absent or unknown, and why
 
-    def as_dict(self) -> dict:
-        return asdict(self)
-
 
 def _gpus(root: str, nvml_lib: Any) -> tuple[list[dict], str | None]:
     if nvml_lib is None and os.path.realpath(root) != "/":

@@ -8,7 +8,7 @@ each rule and its source.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from iobench.analysis.decoderate import DecodeRate
 from iobench.host.units import format_bytes
@@ -30,9 +30,6 @@ class Pitfall:
     what: str
     evidence: str
     advice: str
-
-    def as_dict(self) -> dict:
-        return asdict(self)
 
 
 def _ram_vs_gpu_memory(inv: Inventory, demand: AcceleratorDemand | None) -> Pitfall | str | None:

@@ -55,14 +55,6 @@ class Figure:
     def known(self) -> bool:
         return self.origin in KNOWN
 
-    def as_dict(self) -> dict:
-        return {
-            "value": self.value,
-            "source": self.source,
-            "lower_bound": self.lower_bound,
-            "origin": self.origin,
-        }
-
 
 @dataclass(frozen=True)
 class MeasuredOn:

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
     from .calibrate import Figure
     from .placements import Scenario
+    from .recommendation import Recommendation
     from .servers import Server
 
 _COUNT_X = re.compile(r"^\s*(?:(\d+)\s*[x×*]\s*)?(\S.*?)\s*$", re.IGNORECASE)
@@ -479,8 +480,8 @@ def scenario(args: argparse.Namespace) -> Scenario:
     )
 
 
-def recommend(args: argparse.Namespace) -> dict:
-    """Everything the command reports, as plain objects (the --json document)."""
+def recommend(args: argparse.Namespace) -> Recommendation:
+    """Everything the command reports."""
     from iobench.analysis.knee import knees
     from iobench.results.api import load_summaries
 
@@ -489,15 +490,17 @@ def recommend(args: argparse.Namespace) -> dict:
     from .hostcheck import carry_over
     from .hypotheses import checks
     from .placements import options
+    from .recommendation import Recommendation
     from .scale import at_scale, ranks_of
     from .validate import check_cells
 
     s = scenario(args)
-    cal, validation, scaled, found, carried = None, [], [], [], []
     if args.ranks and not args.results:
         raise ValueError("--ranks needs --results: the prediction runs on a sweep's measured steps")
     if args.same_storage and not args.results:
         raise ValueError("--same-storage needs --results: it says the runs measured the target's storage")
+    measured: dict = {}
+    cal = None
     if args.results:
         cells = load_cells(args.results)
         if not cells:
@@ -506,25 +509,22 @@ def recommend(args: argparse.Namespace) -> dict:
             )
         # the CPU options decode in DataLoader workers
         cal, carried = carry_over(calibrate(cells, loader="torch"), s, same_storage=args.same_storage)
-        validation = check_cells(cells)
-        scaled = at_scale(args.results, ranks_of(args.ranks, s.accelerators))
-        found = [k for run in args.results for k in knees(load_summaries(run))]
+        measured = dict(
+            calibration=cal,
+            carried_over=tuple(carried),
+            validation=tuple(check_cells(cells)),
+            at_scale=tuple(at_scale(args.results, ranks_of(args.ranks, s.accelerators))),
+            knees=tuple(k for run in args.results for k in knees(load_summaries(run))),
+        )
     leaders, changes = crossovers(s, cal)
-    return {
-        "scenario": s,
-        "dataset_source": s.dataset_said,
-        "requirement": s.requirement,
-        "cluster_requirement": s.cluster_requirement,
-        "calibration": cal,
-        "carried_over": carried,
-        "options": options(s, cal),
-        "crossovers": changes,
-        "leaders": leaders,
-        "hypotheses": checks(s, cal),
-        "validation": validation,
-        "at_scale": scaled,
-        "knees": found,
-    }
+    return Recommendation(
+        scenario=s,
+        options=tuple(options(s, cal)),
+        crossovers=tuple(changes),
+        leaders=tuple(leaders),
+        hypotheses=tuple(checks(s, cal)),
+        **measured,
+    )
 
 
 def recommend_command(args: argparse.Namespace, console: Console) -> int:

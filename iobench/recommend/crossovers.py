@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 
 from .calibrate import Calibration
 from .placements import Option, Scenario, options
@@ -29,9 +29,6 @@ class Leader:
     binding: str
     conditional: str = ""  # the leader's rates are not all known: what is missing
 
-    def as_dict(self) -> dict:
-        return asdict(self)
-
 
 @dataclass(frozen=True)
 class Crossover:
@@ -40,9 +37,6 @@ class Crossover:
     to: str
     why: str  # why ``to`` ranks above ``before`` from this size
     conditional: str = ""  # ``to``'s rates are not all known: what is missing
-
-    def as_dict(self) -> dict:
-        return asdict(self)
 
 
 def _ranked(s: Scenario, cal: Calibration | None, size: float) -> list[Option]:

@@ -13,7 +13,7 @@ storage (``--same-storage``).
 from __future__ import annotations
 
 import socket
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 
 from iobench.host.units import format_bytes
 
@@ -27,9 +27,6 @@ class Carried:
     figure: str
     carried: bool
     why: str
-
-    def as_dict(self) -> dict:
-        return asdict(self)
 
 
 def _hosts(cal: Calibration) -> str:

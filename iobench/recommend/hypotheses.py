@@ -11,7 +11,7 @@ needs a figure nobody gave, says so instead of agreeing or disagreeing.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 
 from .calibrate import Calibration, cpu_bound
 from .claims import WRITE_UP, WRITE_UP_TABLE, Claim
@@ -29,9 +29,6 @@ class Check:
     model_says: str
     agrees: bool | None  # the rule and the model reach the same verdict here; None: cannot say
 
-    def as_dict(self) -> dict:
-        return asdict(self)
-
 
 def _unknown(o: Option) -> str:
     """Which of an option's storage figures are not measured or given, and where they come from."""
@@ -39,7 +36,7 @@ def _unknown(o: Option) -> str:
         return o.conditional
     weak = [
         f"{name.split(' (')[0]}: {f.origin}"
-        for name, f in o.inputs
+        for name, f in o.inputs.items()
         if name.startswith(("backend", "delivered")) and not f.known
     ]
     return "; ".join(weak) + " (give --tier-rate, --rates or --results to judge it)"
@@ -116,7 +113,7 @@ def _cores_checks(s: Scenario, cal: Calibration | None) -> list[Check]:
     # the local option is always in the list; its CPU figures are every option's
     cpu = next(o for o in options(s, cal) if o.decode in ("cpu", "none"))
     what = "reading" if cpu.decode == "none" else "CPU decode"
-    rate = dict(cpu.inputs).get("CPU decode+augment per core (samples/s)") or dict(cpu.inputs).get(
+    rate = cpu.inputs.get("CPU decode+augment per core (samples/s)") or cpu.inputs.get(
         "CPU to read a sample, no decoding (ms per sample)"
     )
     out = [

@@ -7,7 +7,7 @@ Rates are samples per second; times are seconds per sample; sizes are bytes.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from ..analysis.differential import PARTS, capacity
 from ..analysis.verdict import AU_TARGET
@@ -94,9 +94,6 @@ class Prediction:
     binding: str  # accelerator | prep | fetch (the names of analysis.differential.PARTS)
     capacities: dict[str, float]  # samples/s of each part alone (math.inf: not limiting)
 
-    def as_dict(self) -> dict:
-        return asdict(self)
-
 
 def predict(capacities: dict[str, float], demand: float | None) -> Prediction:
     """Parts that overlap (loader workers ahead of the consumer, reads ahead of decode) deliver
@@ -171,9 +168,6 @@ class RamPlan:
     fits: bool
     rule_of_thumb_bytes: float | None  # 4 x total accelerator memory (a published hypothesis)
     meets_rule_of_thumb: bool | None
-
-    def as_dict(self) -> dict:
-        return asdict(self)
 
 
 def loader_buffers(workers: int, prefetch: int, batch: int, decoded_sample_bytes: float) -> float:

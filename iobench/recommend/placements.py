@@ -19,8 +19,8 @@ they measured (a delivered rate, rates.py).
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field, replace
-from typing import Literal
+from dataclasses import dataclass, field, replace
+from typing import ClassVar, Literal
 
 from iobench.analysis.cores import cores_to_feed
 from iobench.analysis.decoderate import ASSUMED, DecodeRate
@@ -149,7 +149,7 @@ class Option:
     cores_needed: float  # one node's
     max_accelerators: int  # on one node, at >= 90 % AU
     ram: RamPlan
-    inputs: list[tuple[str, Figure]] = field(default_factory=list)
+    inputs: dict[str, Figure] = field(default_factory=dict)  # each model input by what it is
     # a rate the answer depends on and nobody gave: the option is ranked after the known ones and
     # its prediction assumes that rate is not the limit ('' when every rate is known)
     conditional: str = ""
@@ -162,6 +162,8 @@ class Option:
     delivered: Delivered | None = None  # the setup's measured delivered rate used at this size
     node_accelerators: int = 1  # the accelerators of one node, which its figures are for
 
+    JSON_DERIVED: ClassVar[tuple[str, ...]] = ("headroom", "judged", "cores_per_accelerator")
+
     @property
     def headroom(self) -> float:
         """The input pipeline's capacity over what the accelerators need."""
@@ -172,21 +174,13 @@ class Option:
     def judged(self) -> bool:
         """Its storage's own rates (the backend's, or the setup's as delivered) were measured or given
         here: an answer may be judged on it. A cache's read rate may be a reference figure."""
-        storage = [f for name, f in self.inputs if name.startswith(("backend", "delivered"))]
+        storage = [f for name, f in self.inputs.items() if name.startswith(("backend", "delivered"))]
         return not self.conditional and bool(storage) and all(f.known for f in storage)
 
     @property
     def cores_per_accelerator(self) -> float:
         """Cores one accelerator needs: its share of the loader's and its trainer's."""
         return self.cores_needed / self.node_accelerators
-
-    def as_dict(self) -> dict:
-        out = asdict(self)
-        out["inputs"] = [{"input": k, **f.as_dict()} for k, f in self.inputs]
-        out["headroom"] = self.headroom
-        out["judged"] = self.judged
-        out["cores_per_accelerator"] = self.cores_per_accelerator
-        return out
 
 
 def _from_cells(cal: Calibration | None, kinds: tuple[str, ...]) -> Figure | None:
@@ -358,11 +352,11 @@ def _option(s: Scenario, st: _Storage, decode: str, cal: Calibration | None) -> 
     cache_bytes = st.cache_bytes if st.cache is not None else 0.0
     hit = hit_ratio(cache_bytes, s.dataset_bytes, st.cache_policy, s.access, epoch=1)
     delivered = s.rates.delivered_for(st.setup, s.dataset_bytes)
-    inputs: list[tuple[str, Figure]] = [("demand per accelerator (samples/s)", s.per_accelerator)]
+    inputs: dict[str, Figure] = {"demand per accelerator (samples/s)": s.per_accelerator}
     conditional = ""
     if delivered is not None:  # the whole setup as measured at this size: its cache included
         fetch_bytes = first_fetch_bytes = delivered.rate.value
-        inputs.append((f"delivered by the setup at {delivered.sizes()} (bytes/s)", delivered.rate))
+        inputs[f"delivered by the setup at {delivered.sizes()} (bytes/s)"] = delivered.rate
     else:
         backend = st.backend
         if backend is None:
@@ -381,9 +375,9 @@ def _option(s: Scenario, st: _Storage, decode: str, cal: Calibration | None) -> 
                 if holds
                 else missing,
             )
-        inputs.append(("backend bandwidth (bytes/s)", backend))
+        inputs["backend bandwidth (bytes/s)"] = backend
         if st.cache is not None:
-            inputs.append(("cache read bandwidth (bytes/s)", st.cache))
+            inputs["cache read bandwidth (bytes/s)"] = st.cache
         fetch_bytes = backend.value if st.cache is None else mixed_rate(hit, st.cache.value, backend.value)
         first_fetch_bytes = backend.value
     fetch = fetch_bytes / s.sample_bytes
@@ -399,10 +393,10 @@ def _option(s: Scenario, st: _Storage, decode: str, cal: Calibration | None) -> 
             0.0, "not measured (no --results): collate, fetch, loader and training process taken as 0"
         )
     if s.trainer_cores:
-        inputs.append(("host cores kept per accelerator for its trainer", s.trainer_cores))
+        inputs["host cores kept per accelerator for its trainer"] = s.trainer_cores
     if decode == "none":  # read without decoding: reading the bytes is the CPU work
         reading = _reading_ms(s, cal, fetch_cpu)
-        inputs.append(("CPU to read a sample, no decoding (ms per sample)", reading))
+        inputs["CPU to read a sample, no decoding (ms per sample)"] = reading
         cpu_ms = reading.value + other - fetch_cpu  # the rest a sweep measured: collate, overhead, trainer
         prep = s.loader_cores * 1000.0 / cpu_ms
         cores = cores_to_feed(req.samples_per_s, cpu_ms, s.reserved_cores)
@@ -412,24 +406,18 @@ def _option(s: Scenario, st: _Storage, decode: str, cal: Calibration | None) -> 
         rate = Figure(
             s.decode.per_core(s.sample_bytes), s.decode.describe(s.sample_bytes), origin=_origin(s.decode)
         )
-        inputs.append(("CPU decode+augment per core (samples/s)", rate))
+        inputs["CPU decode+augment per core (samples/s)"] = rate
         prep = s.loader_cores * 1000.0 / cpu_ms
         cores = cores_to_feed(req.samples_per_s, cpu_ms, s.reserved_cores)
         workers = min(s.loader_cores, max(1, math.ceil(cores - s.reserved_cores)))
     else:
         dali = s.dali_per_gpu or (cal.dali_gpu if cal else None) or DALI_PER_GPU
-        inputs.append(("DALI decode per GPU (samples/s)", dali))
+        inputs["DALI decode per GPU (samples/s)"] = dali
         dali_host = cal.dali_host_ms if cal else None
-        inputs.append(
-            (
-                "host CPU of DALI's GPU decode (ms per sample)",
-                dali_host
-                or Figure(
-                    0.0,
-                    "not measured (no DALI cell on a GPU in --results): taken as 0, though NVIDIA/DALI#5274 "
-                    "saw a mixed-decode pipeline keep ~24 cores busy",
-                ),
-            )
+        inputs["host CPU of DALI's GPU decode (ms per sample)"] = dali_host or Figure(
+            0.0,
+            "not measured (no DALI cell on a GPU in --results): taken as 0, though NVIDIA/DALI#5274 "
+            "saw a mixed-decode pipeline keep ~24 cores busy",
         )
         host_ms += dali_host.value if dali_host else 0.0
         gpu = s.node_accelerators * dali.value
@@ -437,7 +425,7 @@ def _option(s: Scenario, st: _Storage, decode: str, cal: Calibration | None) -> 
         cores = cores_to_feed(req.samples_per_s, host_ms, s.reserved_cores)
         workers = s.node_accelerators  # one DALI pipeline per GPU
     if decode != "none":
-        inputs.append(("other CPU per sample (ms)", other_fig))
+        inputs["other CPU per sample (ms)"] = other_fig
     p = predict({"prep": prep, "fetch": fetch}, req.samples_per_s)
     first = predict({"prep": prep, "fetch": first_fetch_bytes / s.sample_bytes}, req.samples_per_s)
     needed = None

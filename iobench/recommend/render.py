@@ -5,44 +5,36 @@ another machine) or assumed."""
 
 from __future__ import annotations
 
-import dataclasses
 import math
-from typing import Any
+from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from iobench.host.units import format_bytes
+from iobench.results import codec
 
 from .reasons import label
 
-
-def _plain(x: Any) -> Any:
-    """JSON-ready: dataclasses by their ``as_dict`` (or fields), infinities as null."""
-    if hasattr(x, "as_dict"):
-        return _plain(x.as_dict())
-    if dataclasses.is_dataclass(x) and not isinstance(x, type):
-        return _plain({f.name: getattr(x, f.name) for f in dataclasses.fields(x)})
-    if isinstance(x, dict):
-        return {str(k): _plain(v) for k, v in x.items()}
-    if isinstance(x, list | tuple):
-        return [_plain(v) for v in x]
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    return x
+if TYPE_CHECKING:
+    from .recommendation import Recommendation
 
 
-def to_json(report: dict) -> dict:
-    out = _plain({k: v for k, v in report.items() if k != "calibration"})
-    s = report["scenario"]
+def to_json(report: Recommendation) -> dict:
+    """The --json document: the record as the codec writes it (strict JSON: no infinities), the
+    scenario's decode rate at its sample size, and the calibration in brief."""
+    out = codec.to_json(replace(report, calibration=None), finite=True)
+    s = report.scenario
     out["scenario"]["decode"] = s.decode.as_dict(s.sample_bytes)
-    out["scenario"]["nodes"] = s.nodes
-    out["scenario"]["node_accelerators"] = s.node_accelerators
-    cal = report["calibration"]
-    out["calibration"] = None
-    if cal is not None:
-        out["calibration"] = _plain(
+    out["dataset_source"], out["requirement"] = s.dataset_said, codec.to_json(s.requirement, finite=True)
+    out["cluster_requirement"] = codec.to_json(s.cluster_requirement, finite=True)
+    cal = report.calibration
+    out["calibration"] = (
+        None
+        if cal is None
+        else codec.to_json(
             {
                 "cells": [f"{c.cell_id} ({c.run})" for c in cal.cells],
                 "collate_ms": cal.collate_ms,
@@ -53,8 +45,10 @@ def to_json(report: dict) -> dict:
                 "caches": cal.caches,
                 "cores": cal.cores,
                 "dali_gpu": cal.dali_gpu,
-            }
+            },
+            finite=True,
         )
+    )
     return out
 
 
@@ -70,14 +64,14 @@ def _interval(interval: tuple[float, float] | None) -> str:
     return escape(f" [{_pct(interval[0])}, {_pct(interval[1])}]") if interval else ""
 
 
-def _options_table(report: dict) -> Table:
-    s, req = report["scenario"], report["requirement"]
+def _options_table(report: Recommendation) -> Table:
+    s, req = report.scenario, report.scenario.requirement
     t = Table(title="Options for one node, best first", title_justify="left")
     for col in ("#", "option", "AU", "binding", "samples/s", "fetch (steady)", "cache hit", "cores", "RAM"):
         t.add_column(
             col, justify="right" if col in ("#", "AU", "samples/s", "cache hit", "cores") else "left"
         )
-    for i, o in enumerate(report["options"], 1):
+    for i, o in enumerate(report.options, 1):
         p = o.prediction
         ok = "" if o.feasible else " [red](not feasible)[/red]"
         ram = f"{format_bytes(o.ram.needed_bytes)} of {format_bytes(s.ram_bytes)}" + (
@@ -109,9 +103,9 @@ def _options_table(report: dict) -> Table:
     return t
 
 
-def _best(report: dict, console: Console) -> None:
-    s = report["scenario"]
-    known = [o for o in report["options"] if o.feasible and not o.conditional]
+def _best(report: Recommendation, console: Console) -> None:
+    s = report.scenario
+    known = [o for o in report.options if o.feasible and not o.conditional]
     if not known:
         console.print(
             "[bold]No option has every rate it needs[/bold]: give the storage's measured rates (--tier-rate, "
@@ -140,7 +134,7 @@ def _best(report: dict, console: Console) -> None:
             f"a node feeds {best.max_accelerators} x {s.accelerator} at >= 90 % AU{cluster}"
         )
     said = set()
-    for o in report["options"]:
+    for o in report.options:
         if o.conditional and o.feasible and o.backend_needed_bytes_per_s is not None and o.name not in said:
             said.add(o.name)
             console.print(
@@ -151,19 +145,19 @@ def _best(report: dict, console: Console) -> None:
             )
 
 
-def _assumptions(report: dict, console: Console) -> None:
+def _assumptions(report: Recommendation, console: Console) -> None:
     console.print("\n[bold]Where each input comes from[/bold]")
     seen: dict[tuple[str, float, str, str], list[str]] = {}
-    for o in report["options"]:
-        for name, fig in o.inputs:
+    for o in report.options:
+        for name, fig in o.inputs.items():
             users = seen.setdefault((name, fig.value, fig.source, fig.origin), [])
             if o.name not in users:
                 users.append(o.name)
-    every = {o.name for o in report["options"]}
+    every = {o.name for o in report.options}
     for (name, value, source, origin), users in seen.items():
         where = "" if set(users) == every else f" ({', '.join(users)})"
         console.print(f" - {name} = {value:,.4g}{where} [{origin}]: {source}", markup=False, highlight=False)
-    s = report["scenario"]
+    s = report.scenario
     console.print(f" - what the loader does to a sample: {s.decoding_said}", highlight=False)
     console.print(
         f" - cache hit ratio: iobench's shard caches {s.cache_policy} (auto: static when the cache cannot hold "
@@ -182,18 +176,18 @@ def _assumptions(report: dict, console: Console) -> None:
     )
 
 
-def _carried(report: dict, console: Console) -> None:
-    if not report.get("carried_over"):
+def _carried(report: Recommendation, console: Console) -> None:
+    if not report.carried_over:
         return
     console.print("\n[bold]What the runs' measurements carry over to the target[/bold]")
-    for c in report["carried_over"]:
+    for c in report.carried_over:
         mark = "[green]carried[/green]" if c.carried else "[yellow]not carried[/yellow]"
         console.print(f" - {c.figure}: {mark}: ", end="")
         console.print(c.why, markup=False, highlight=False)
 
 
-def _calibration(report: dict, console: Console) -> None:
-    cal = report["calibration"]
+def _calibration(report: Recommendation, console: Console) -> None:
+    cal = report.calibration
     if cal is None:
         console.print(
             "\nNo --results: the CPU costs beyond decoding are not measured (the cores are a lower bound). "
@@ -201,7 +195,7 @@ def _calibration(report: dict, console: Console) -> None:
         )
         return
     console.print(f"\n[bold]Calibration[/bold] from {len(cal.cells)} cell(s)")
-    s = report["scenario"]
+    s = report.scenario
     console.print(f" - decode+augment: {s.decode.describe(s.sample_bytes)}", markup=False)
     if cal.collate_ms:
         console.print(
@@ -239,26 +233,26 @@ def _calibration(report: dict, console: Console) -> None:
         )
 
 
-def _crossovers(report: dict, console: Console) -> None:
+def _crossovers(report: Recommendation, console: Console) -> None:
     console.print("\n[bold]As the dataset grows[/bold] (100 GB to 100 TB; this node's NVMe, RAM and cores)")
-    leaders = report["leaders"]
+    leaders = report.leaders
     first = leaders[0]
     console.print(
         f" - {format_bytes(first.dataset_bytes)}: {first.option} leads (AU {first.au:.2f}"
         + (", its rates not all known)" if first.conditional else ")")
     )
-    for c in report["crossovers"]:
+    for c in report.crossovers:
         console.print(f" - from {format_bytes(c.dataset_bytes)}: {c.to} leads (before: {c.before}): ", end="")
         console.print(
             c.why + (f"; but {c.conditional}" if c.conditional else ""), markup=False, highlight=False
         )
-    if not report["crossovers"]:
+    if not report.crossovers:
         console.print(" - the leader does not change over this range")
 
 
-def _hypotheses(report: dict, console: Console) -> None:
+def _hypotheses(report: Recommendation, console: Console) -> None:
     console.print("\n[bold]Published rules of thumb, tested by the model on measured or given figures[/bold]")
-    for h in report["hypotheses"]:
+    for h in report.hypotheses:
         verdict = {
             True: "[green]model agrees[/green]",
             False: "[red]model disagrees[/red]",
@@ -268,8 +262,8 @@ def _hypotheses(report: dict, console: Console) -> None:
         console.print(h.model_says, markup=False, highlight=False)
 
 
-def _validation(report: dict, console: Console) -> None:
-    checks = report["validation"]
+def _validation(report: Recommendation, console: Console) -> None:
+    checks = report.validation
     if not checks:
         return
     t = Table(
@@ -309,8 +303,8 @@ def _validation(report: dict, console: Console) -> None:
     console.print(t)
 
 
-def _at_scale(report: dict, console: Console) -> None:
-    scaled = report.get("at_scale") or []
+def _at_scale(report: Recommendation, console: Console) -> None:
+    scaled = report.at_scale or []
     if not scaled:
         return
     console.print(
@@ -325,19 +319,19 @@ def _at_scale(report: dict, console: Console) -> None:
         console.print(f" - {a.sentence()}; {points} (all-reduce on {a.fabric}; cell {a.cell})", markup=False)
 
 
-def _knees(report: dict, console: Console) -> None:
-    if not report.get("knees"):
+def _knees(report: Recommendation, console: Console) -> None:
+    if not report.knees:
         return
     console.print(
         "\n[bold]The worker count that trains fastest[/bold] (cells of --results that differ only in workers)"
     )
-    for knee in report["knees"]:
+    for knee in report.knees:
         for line in knee.lines():
             console.print(f" {line}", markup=False, highlight=False)
 
 
-def render(report: dict, console: Console) -> None:
-    s, req, total = report["scenario"], report["requirement"], report["cluster_requirement"]
+def render(report: Recommendation, console: Console) -> None:
+    s, req, total = report.scenario, report.scenario.requirement, report.scenario.cluster_requirement
     nodes = (
         f" on {s.nodes} nodes of {s.node_accelerators}: {total.samples_per_s:,.0f} samples/s = {_bw(total.bytes_per_s)} "
         "in all; per node"
@@ -347,7 +341,7 @@ def render(report: dict, console: Console) -> None:
     console.print(
         f"[bold]{s.accelerators} x {s.accelerator}[/bold]{nodes} need {req.samples_per_s:,.0f} samples/s = "
         f"{_bw(req.bytes_per_s)} of {format_bytes(s.sample_bytes)} samples; dataset {format_bytes(s.dataset_bytes)} "
-        f"({report['dataset_source']})"
+        f"({s.dataset_said})"
     )
     nic = (
         f", storage network {_bw(s.nic_bytes_per_s)}"

@@ -24,7 +24,7 @@ measured figure's interval over repeats where there is one.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from .calibrate import CellFacts, Figure, calibrate, tier_bandwidth
 from .model import loader_rate
@@ -49,9 +49,6 @@ class CellCheck:
     # the errors against the ends of the measured figure's 95 % interval over repeats (None: one repeat)
     error_interval: tuple[float, float] | None = None
     au_error_interval: tuple[float, float] | None = None
-
-    def as_dict(self) -> dict:
-        return asdict(self)
 
 
 def relative_error(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import types
 import typing
 from typing import Any, TypeVar
@@ -21,14 +22,19 @@ class RecordError(ValueError):
     """A JSON document does not fit the record it should be: names the record, the key and the value."""
 
 
-def to_json(value: Any) -> Any:
-    """Plain JSON values (dicts, lists, numbers, strings, None) for a record, recursively."""
+def to_json(value: Any, *, finite: bool = False) -> Any:
+    """Plain JSON values (dicts, lists, numbers, strings, None) for a record, recursively: its
+    fields, then the properties its class names in ``JSON_DERIVED`` (written for readers, ignored when
+    read back). ``finite``: infinities and NaN as None (strict JSON, for documents other programs read)."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: to_json(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        names = [f.name for f in dataclasses.fields(value)] + list(getattr(type(value), "JSON_DERIVED", ()))
+        return {name: to_json(getattr(value, name), finite=finite) for name in names}
     if isinstance(value, dict):
-        return {str(k): to_json(v) for k, v in value.items()}
+        return {str(k): to_json(v, finite=finite) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [to_json(v) for v in value]
+        return [to_json(v, finite=finite) for v in value]
+    if finite and isinstance(value, float) and not math.isfinite(value):
+        return None
     return value
 
 

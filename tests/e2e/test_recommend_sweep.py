@@ -170,7 +170,7 @@ def test_recommend_reads_the_sweep(sweep_runs):
     assert recommend_command(parser.parse_args([*argv, "--json"]), Console(file=doc)) == 0
     report = json.loads(doc.getvalue())
     options = {(o["name"], o["decode"]): o for o in report["options"]}
-    inputs = {i["input"]: i for i in options["local NVMe", "cpu"]["inputs"]}
+    inputs = options["local NVMe", "cpu"]["inputs"]
     decode = inputs["CPU decode+augment per core (samples/s)"]["source"]  # the sweep's, at 110 KB
     assert "(measured: median decode and augment thread CPU time of 6 cell(s) in" in decode
     # the sweep's disk is this VM's virtio disk, not the target's NVMe: its rate does not carry over
@@ -181,13 +181,10 @@ def test_recommend_reads_the_sweep(sweep_runs):
     same = StringIO()
     assert recommend_command(parser.parse_args([*argv, "--json", "--same-storage"]), Console(file=same)) == 0
     local = {(o["name"], o["decode"]): o for o in json.loads(same.getvalue())["options"]}["local NVMe", "cpu"]
-    assert (
-        "tier 'disk' (local)"
-        in {i["input"]: i for i in local["inputs"]}["backend bandwidth (bytes/s)"]["source"]
-    )
+    assert "tier 'disk' (local)" in local["inputs"]["backend bandwidth (bytes/s)"]["source"]
     # the throttled tier becomes a what-if option whose bandwidth the sweep measured: its link's
     # 24 MB/s, read back from what the fetch-limited cells delivered (tar headers included)
-    link = {i["input"]: i for i in options["what-if link", "cpu"]["inputs"]}["backend bandwidth (bytes/s)"]
+    link = options["what-if link", "cpu"]["inputs"]["backend bandwidth (bytes/s)"]
     assert link["value"] == pytest.approx(24e6, rel=0.10) and "fetch-limited" in link["source"]
     assert options["what-if link", "cpu"]["prediction"]["binding"] == "fetch"
     # every cell of the sweep is in the prediction table, each with its error, its AU on the

@@ -108,7 +108,7 @@ def test_the_table_through_the_command_line(tmp_path):
     doc = json.loads(out.getvalue())
     best = doc["options"][0]
     assert (best["name"], best["decode"]) == ("Ceph + RAM cache", "cpu")
-    delivered = {i["input"]: i for i in best["inputs"]}["delivered by the setup at > 10 TB (bytes/s)"]
+    delivered = best["inputs"]["delivered by the setup at > 10 TB (bytes/s)"]
     assert (
         delivered["value"] == 5e9 and delivered["origin"] == "given" and "the write-up" in delivered["source"]
     )

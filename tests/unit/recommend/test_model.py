@@ -208,7 +208,7 @@ def test_options_on_datasheet_figures():
     # not known here); the page cache (half the RAM, 500 GB) holds r = 0.5 of the dataset, LRU under
     # shuffled epochs: hit 0.153426 at 96 x 2.3 GB/s = 220.8 GB/s:
     # 1 / (0.153426/220.8 + 0.846574/13.6) = 15.8874 GB/s = 158,874 samples/s
-    backend = dict(local.inputs)["backend bandwidth (bytes/s)"]
+    backend = local.inputs["backend bandwidth (bytes/s)"]
     assert backend.value == pytest.approx(13.6e9) and backend.origin == "published"
     assert "Micron 7450 PRO" in backend.source and "Gen4 taken" in backend.source
     assert local.hit_ratio == pytest.approx(0.153426, rel=1e-5)
@@ -247,13 +247,13 @@ def test_no_published_claim_stands_in_for_a_tier():
     # the write-up's "Ceph + memory cache ~ 5 GB/s" and "2 x NVMe cache + object storage ~ 8 GB/s"
     # are setups with their caches: neither is taken as Ceph's or the object store's rate
     for o in options(_scenario(dataset_bytes=10 * TB), None):
-        for name, f in o.inputs:
+        for name, f in o.inputs.items():
             assert "claimed" not in f.source and "write-up" not in f.source, (o.name, name, f.source)
     # a rate given for Ceph is Ceph's, named as given, and the option is no longer conditional
     rates = MeasuredRates({"ceph": Figure(5e9, "given: --tier-rate ceph=5GB/s", origin="given")})
     ceph = next(o for o in options(_scenario(rates=rates), None) if o.name == "Ceph + RAM cache")
     assert not ceph.conditional and ceph.judged
-    assert dict(ceph.inputs)["backend bandwidth (bytes/s)"].source == "given: --tier-rate ceph=5GB/s"
+    assert ceph.inputs["backend bandwidth (bytes/s)"].source == "given: --tier-rate ceph=5GB/s"
 
 
 def test_a_dataset_larger_than_the_nvme_moves_to_the_object_store():
@@ -282,7 +282,7 @@ def test_a_measured_lower_bound_does_not_cap_a_tier():
 
     def nvme(cal: Calibration) -> Figure:
         local = next(o for o in options(_scenario(), cal) if o.name == "local NVMe")
-        return dict(local.inputs)["backend bandwidth (bytes/s)"]
+        return local.inputs["backend bandwidth (bytes/s)"]
 
     # the disk delivered 113 MB/s while decode held it back: the datasheet's 2 x 6.8 GB/s stands
     f = nvme(measured(Figure(113e6, "delivered", lower_bound=True, origin="measured")))
@@ -300,7 +300,7 @@ def test_a_measured_lower_bound_does_not_cap_a_tier():
         for o in options(_scenario(rates=given_rates), measured(Figure(1e9, "x", origin="measured")))
         if o.setup == "local"
     )
-    assert dict(local.inputs)["backend bandwidth (bytes/s)"].value == 10e9
+    assert local.inputs["backend bandwidth (bytes/s)"].value == 10e9
 
 
 def test_dali_decode_is_measured_where_a_gpu_cell_ran_it():
@@ -308,11 +308,11 @@ def test_dali_decode_is_measured_where_a_gpu_cell_ran_it():
     cal = calibrate([_cell("a"), gpu, _cell("dali-cpu", loader="dali", samples_per_s=9000.0)])
     assert cal.dali_gpu.value == 6200.0 and "dali-gpu" in cal.dali_gpu.source
     dali = next(o for o in options(_scenario(), cal) if o.decode == "dali")
-    assert dict(dali.inputs)["DALI decode per GPU (samples/s)"].value == 6200.0
+    assert dali.inputs["DALI decode per GPU (samples/s)"].value == 6200.0
     assert dali.prep_samples_per_s <= 8 * 6200.0
     # without such a cell: the published A100 figure, marked as assumed
     dali = next(o for o in options(_scenario(), calibrate([_cell("a")])) if o.decode == "dali")
-    assert dict(dali.inputs)["DALI decode per GPU (samples/s)"].source.startswith("assumed")
+    assert dali.inputs["DALI decode per GPU (samples/s)"].source.startswith("assumed")
 
 
 def test_crossover_at_the_nvme_capacity_with_its_reason():
@@ -530,7 +530,7 @@ def test_json_from_a_manifest_without_results(tmp_path):
     assert doc["requirement"] == {"samples_per_s": 5200.0, "bytes_per_s": pytest.approx(520e6)}
     assert doc["dataset_source"].endswith("manifest.json") and doc["calibration"] is None
     assert doc["options"][0]["name"] == "local NVMe" and doc["validation"] == []
-    assert all(i["source"] for o in doc["options"] for i in o["inputs"])
+    assert all(i["source"] for o in doc["options"] for i in o["inputs"].values())
     # 16 cores x 900/s = 14,400/s of CPU decode: the two A100s are fed
     assert doc["options"][0]["prediction"]["au"] == 1.0
 
@@ -577,7 +577,7 @@ def test_the_cpu_rate_is_the_hosts_one_scaled_to_the_sample_size():
         o for o in options(_scenario(sample_bytes=55e3, decode=rate, cores=10), None) if o.decode == "cpu"
     )
     assert o.prep_samples_per_s == pytest.approx(10 * 1000 / 0.6)
-    said = dict(o.inputs)["CPU decode+augment per core (samples/s)"].source
+    said = o.inputs["CPU decode+augment per core (samples/s)"].source
     assert (
         "scaled from 909/s at 107 KiB: decode in proportion to the bytes (x0.50), augment unchanged" in said
     )
@@ -608,7 +608,7 @@ def test_a_model_implies_its_datasets_sample_size():
     report = recommend(_args("--accelerators", "8xH100", "--dataset-size", "5TB", "--decode-rate", "900"))
     assert (
         "the mean of ImageNet-1k (ILSVRC2012 training set), which --model resnet50 trains on"
-        in report["dataset_source"]
+        in report.scenario.dataset_said
     )
     assert (
         scenario(

@@ -88,7 +88,7 @@ def test_the_trainers_cores_are_kept_from_the_loaders():
     assert bare.prep_samples_per_s == pytest.approx(96 * 900)
     assert kept.prep_samples_per_s == pytest.approx(88 * 900)
     assert kept.cores_needed == pytest.approx(56_000 / 900 + 8)
-    assert ("host cores kept per accelerator for its trainer", Figure(1, "test")) in kept.inputs
+    assert kept.inputs["host cores kept per accelerator for its trainer"] == Figure(1, "test")
 
 
 def test_dali_counts_the_host_cpu_its_cells_measured():
@@ -99,5 +99,5 @@ def test_dali_counts_the_host_cpu_its_cells_measured():
     # 96 cores at 2.0 ms per sample feed 48,000/s: below the 8 GPUs' 56,000/s
     assert dali.prep_samples_per_s == pytest.approx(48_000)
     unmeasured = {(o.name, o.decode): o for o in options(_scenario(), None)}["local NVMe", "dali"]
-    said = dict(unmeasured.inputs)["host CPU of DALI's GPU decode (ms per sample)"]
+    said = unmeasured.inputs["host CPU of DALI's GPU decode (ms per sample)"]
     assert said.value == 0.0 and "NVIDIA/DALI#5274" in said.source

@@ -49,7 +49,7 @@ def test_a_virtio_disk_is_not_the_targets_nvme():
     )
     assert cal.tiers["disk"].bandwidth is None and cal.tiers["disk"].fetch_cpu_ms == 0.1  # CPU still carries
     local = next(o for o in options(_scenario(), cal) if o.setup == "local")
-    assert dict(local.inputs)["backend bandwidth (bytes/s)"].value == 13.6e9  # the drives' datasheet stands
+    assert local.inputs["backend bandwidth (bytes/s)"].value == 13.6e9  # the drives' datasheet stands
     cpu = said["CPU per sample (decode, augment, collate, loader overhead, training process)"]
     assert (
         cpu.carried
@@ -60,7 +60,7 @@ def test_a_virtio_disk_is_not_the_targets_nvme():
     cal, decisions = carry_over(calibrate([_disk(VM)]), _scenario(), same_storage=True)
     assert cal.tiers["disk"].bandwidth.value == pytest.approx(25e6)
     local = next(o for o in options(_scenario(), cal) if o.setup == "local")
-    assert dict(local.inputs)["backend bandwidth (bytes/s)"].value == pytest.approx(25e6)
+    assert local.inputs["backend bandwidth (bytes/s)"].value == pytest.approx(25e6)
 
 
 def test_nvme_carries_to_nvme_and_a_loopback_lab_does_not():

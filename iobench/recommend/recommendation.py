@@ -1,0 +1,32 @@
+"""What ``iobench recommend`` answers, as one typed record: the terminal and the --json document
+both read it (render.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from iobench.analysis.knee import Knee
+
+from .calibrate import Calibration
+from .crossovers import Crossover, Leader
+from .hostcheck import Carried
+from .hypotheses import Check
+from .placements import Option, Scenario
+from .scale import AtScale
+from .validate import CellCheck
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    scenario: Scenario
+    options: tuple[Option, ...]  # ranked, best first
+    crossovers: tuple[Crossover, ...]  # dataset sizes where the leader changes, with the reason
+    leaders: tuple[Leader, ...]
+    hypotheses: tuple[Check, ...]  # the published claims and rules of thumb, judged or not
+    # from --results: the sweep's cells as model inputs, what of them carries to the target, each
+    # cell predicted without itself, the job predicted at scale, the worker count that trains fastest
+    calibration: Calibration | None = None
+    carried_over: tuple[Carried, ...] = ()
+    validation: tuple[CellCheck, ...] = ()
+    at_scale: tuple[AtScale, ...] = ()
+    knees: tuple[Knee, ...] = ()
