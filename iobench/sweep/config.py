@@ -207,7 +207,7 @@ def _tier_values(tier: dict, at: str) -> None:
             continue
         if option is None:
             raise ConfigError(
-                f"{at}.{key}: not an option of a {kind} tier{did_you_mean(key, declared)}; its options "
+                f"{at}.{key}: not an option of tier kind {kind}{did_you_mean(key, declared)}; its options "
                 f"are {', '.join(sorted(declared))}"
             )
         if _takes_size(option):

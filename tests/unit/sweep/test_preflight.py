@@ -93,7 +93,7 @@ def _s3(**options) -> dict:
         ),
         (
             _raw(_s3(cache_sise="2GB")),
-            "tiers[0].cache_sise: not an option of a s3 tier (did you mean cache_size?); its options are",
+            "tiers[0].cache_sise: not an option of tier kind s3 (did you mean cache_size?); its options are",
         ),
         (
             _raw({"kind": "loacl"}),
