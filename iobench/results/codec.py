@@ -52,6 +52,11 @@ def _build(tp: Any, data: Any, where: str) -> Any:
     if tp is Any or tp is object:
         return data
     origin = typing.get_origin(tp)
+    if origin is typing.Literal:
+        allowed = typing.get_args(tp)
+        if data not in allowed:
+            raise RecordError(f"{where}: {data!r} is not one of {', '.join(map(repr, allowed))}")
+        return data
     if origin is typing.Union or origin is types.UnionType:
         args = typing.get_args(tp)
         if data is None and type(None) in args:

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from .choices import Bound, CacheAchieved, CacheMode, Reading
+
 
 @dataclass
 class StepRow:
@@ -244,7 +246,7 @@ class MlperfFigures:
     # how the samples were read (analysis/mlperf.py, READING): "mlperf" (bytes read, not decoded,
     # MLPerf Storage's compute), "no decode" (the same for another compute), "decode" (decoded and
     # augmented, as training does; every summary before the mode existed)
-    reading: str = "decode"
+    reading: Reading = "decode"
 
 
 @dataclass(frozen=True)
@@ -304,7 +306,7 @@ class StageEvidence:
 
 @dataclass(frozen=True)
 class Verdict:
-    bound: str  # "accelerator" | "host" | "prep" | "fetch" | "unknown" (| "straggler" | "allreduce")
+    bound: Bound
     binding_stage: str | None
     headline: str
     evidence: tuple[str, ...] = ()
@@ -355,12 +357,12 @@ class RepeatSummary:
 class CacheState:
     """What a measured repeat found about caching before it started (the tier made it)."""
 
-    requested: str  # "cold" | "warm" | "as-is"
+    requested: CacheMode
     method: str  # e.g. "posix_fadvise(DONTNEED)", "read-through", "none"
     resident_bytes_before: int | None
     total_bytes: int
     resident_fraction_before: float | None
-    achieved: str  # "cold" | "warm" | "partly-cold" | "unknown"
+    achieved: CacheAchieved
     note: str
 
 
@@ -408,7 +410,7 @@ class Attribution:
     predicted_samples_per_s: float  # min of the ceilings
     measured_samples_per_s: float
     prediction_error: float  # predicted / measured - 1 (v8+; before: measured / predicted - 1)
-    online_bound: str
+    online_bound: Bound
     agree: bool
     au: float
     statement: str

@@ -9,15 +9,15 @@ Loader defaults are ``loaders.config``'s (``default``): the drop-in loaders and 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
-from loaders.config import PipelineSpec, default
+from loaders.config import OnError, PipelineSpec, default
 
-CACHE_MODES = ("cold", "warm", "as-is")  # what a cell asks of the caches before it measures
-# how the ranks of a multi-rank cell end each step: a gradient all-reduce (a real collective plus
-# the modelled fabric time), only the collective, or not at all (ranks run free of each other)
-SYNC_MODES = ("allreduce", "barrier", "none")
-LAYOUTS = ("shards", "objects")  # objects: one object per sample (iobench dataset objects)
+from .choices import AcceleratorKind, CacheMode, ComputeDist, DemandKind, Layout, SyncMode, values
+
+CACHE_MODES = values(CacheMode)
+SYNC_MODES = values(SyncMode)
+LAYOUTS = values(Layout)
 
 
 @dataclass(frozen=True)
@@ -27,7 +27,7 @@ class LoaderSettings:
     batch_size: int
     prefetch: int = default("prefetch")
     shuffle_buffer: int = default("shuffle_buffer")
-    layout: str = "shards"
+    layout: Layout = "shards"
     options: dict[str, Any] = field(default_factory=dict)  # the backend's declared options
     # False: samples are read in full but not decoded or augmented (MLPerf Storage's reading)
     decode: bool = default("decode")
@@ -52,7 +52,7 @@ class LoaderSettings:
 class ComputeSpec:
     """How an emulated accelerator's device time varies from step to step (cell/jitter.py)."""
 
-    dist: str  # constant | normal | gamma | lognormal | uniform | exponential
+    dist: ComputeDist
     cv: float  # the device time's coefficient of variation: sd / mean
     seed: int  # rank r draws from numpy's SeedSequence([seed, r])
     source: str = "given in the sweep file"  # or the calibration the cv came from
@@ -60,10 +60,10 @@ class ComputeSpec:
 
 @dataclass(frozen=True)
 class AcceleratorSpec:
-    kind: str  # "emulated" | "torch"
+    kind: AcceleratorKind
     type: str | None  # emulated: h100, a100, ..., custom
     model: str
-    demand: str  # "training" | "mlperf_storage"
+    demand: DemandKind
     count: int
     samples_per_s: float | None = None  # type "custom": a demand given in the sweep file
     # emulated: whose trainer host work each step does ("none", or a model); None: its own model's
@@ -105,10 +105,10 @@ class MinMeasure:
 class RunSettings:
     """The sweep file's ``run:`` section as one cell uses it: how the cell is measured."""
 
-    warmup_steps: int | str = "auto"  # a count, or "auto": detected from the step series (MSER)
+    warmup_steps: int | Literal["auto"] = "auto"  # a count, or detected from the step series (MSER)
     max_steps: int | None = None
     epochs: int = 1
-    on_error: str = default("on_error")
+    on_error: OnError = default("on_error")  # noqa: RUF009 (an immutable str)
     seed: int = default("seed")
     timeout_s: int = 900
     stall_timeout: int = 120  # seconds without a batch before the sweep's watchdog fails the cell
@@ -117,7 +117,7 @@ class RunSettings:
     ranks_per_node: int = 1  # torch.distributed ranks on each node (one loader + step loop each)
     nodes: int = 1
     record_keys: bool = False  # keep every delivered sample's key (<cell>/keys.parquet): a check
-    sync: str = "allreduce"  # one of SYNC_MODES; a one-rank cell has nobody to wait for
+    sync: SyncMode = "allreduce"  # a one-rank cell has nobody to wait for
     interconnect: InterconnectSpec | None = None  # the fabric of the modelled all-reduce
     # the share of a step's compute the all-reduce hides behind (DDP overlaps gradient buckets with
     # the backward pass, about two thirds of a step): only what sticks out of it is waited for
@@ -137,7 +137,7 @@ class CellSpec:
     tier: dict[str, Any]  # the tier plugin's options, with its kind and name
     loader: LoaderSettings
     accelerator: AcceleratorSpec
-    cache: str  # one of CACHE_MODES
+    cache: CacheMode
     run: RunSettings
     dataset: str  # the local dataset directory (generated or given)
 

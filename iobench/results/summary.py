@@ -12,6 +12,7 @@ import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any
 
+from .choices import Status, values
 from .figures import (
     Attribution,
     CacheState,
@@ -50,7 +51,7 @@ from .spec import CellSpec
 #    Parquet metadata of results.parquet
 # 3: multi-rank cells (world_size .. rank_au_max; steps.parquet rank)
 SCHEMA_VERSION = 8
-STATUSES = ("ok", "failed", "interrupted")
+STATUSES = values(Status)
 
 
 @dataclass(frozen=True)
@@ -89,7 +90,7 @@ class CellSummary:
     """A cell's result. ``status`` ok: every measured field is set; failed or interrupted: ``error``
     says why and the measured fields are empty."""
 
-    status: str  # one of STATUSES
+    status: Status
     cell: CellSpec
     schema_version: int = SCHEMA_VERSION
     error: str | None = None
@@ -144,7 +145,7 @@ class CellSummary:
         return self.cell.cell_id
 
     @classmethod
-    def failed(cls, cell: CellSpec, error: str, *, status: str = "failed", started_at: str | None = None):
+    def failed(cls, cell: CellSpec, error: str, *, status: Status = "failed", started_at: str | None = None):
         """The result of a cell that did not finish: what it was, why, and when."""
         return cls(status=status, cell=cell, error=error, started_at=started_at, finished_at=utc_now())
 

@@ -47,3 +47,14 @@ def test_a_v3_run_reports_and_compares(tmp_path):
     shutil.copytree(V3, run)
     page = write_html(run).read_text()
     assert page.count('<section class="cell"') == 3
+
+
+def test_a_value_read_back_must_be_one_its_type_allows():
+    from iobench.results.codec import RecordError, from_json
+    from iobench.results.figures import CacheState
+
+    state = {"requested": "cold", "method": "none", "resident_bytes_before": 0, "total_bytes": 1}
+    state |= {"resident_fraction_before": 0.0, "note": ""}
+    assert from_json(CacheState, {**state, "achieved": "partly-cold"}).achieved == "partly-cold"
+    with pytest.raises(RecordError, match=r"CacheState.achieved: 'lukewarm' is not one of 'cold', 'warm'"):
+        from_json(CacheState, {**state, "achieved": "lukewarm"})

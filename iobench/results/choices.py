@@ -1,0 +1,28 @@
+"""The allowed values of a cell's settings and results, as types: each set is written once here, and
+the checks, the codec (a value read back must be one of its type's) and the docs take it from the
+type (``typing.get_args``)."""
+
+from __future__ import annotations
+
+from typing import Literal, get_args
+
+CacheMode = Literal["cold", "warm", "as-is"]  # what a cell asks of the caches before it measures
+CacheAchieved = Literal["cold", "warm", "partly-cold", "unknown"]  # what it measured it got
+# how the ranks of a multi-rank cell end each step: a gradient all-reduce (a real collective plus
+# the modelled fabric time), only the collective, or not at all (ranks run free of each other)
+SyncMode = Literal["allreduce", "barrier", "none"]
+Layout = Literal["shards", "objects"]  # objects: one object per sample (iobench dataset objects)
+AcceleratorKind = Literal["emulated", "torch"]
+DemandKind = Literal["training", "mlperf_storage"]
+# an emulated accelerator's device time per step (cell/jitter.py)
+ComputeDist = Literal["constant", "normal", "gamma", "lognormal", "uniform", "exponential"]
+# what binds a cell (analysis/verdict.py), and in a multi-rank cell its ranks' waits for each other
+Bound = Literal["accelerator", "host", "prep", "fetch", "unknown", "straggler", "allreduce"]
+# how a cell read its samples (analysis/mlperf.py)
+Reading = Literal["mlperf", "no decode", "decode"]
+Status = Literal["ok", "failed", "interrupted"]
+
+
+def values(choice: object) -> tuple[str, ...]:
+    """The values a Literal type allows."""
+    return get_args(choice)
