@@ -8,6 +8,7 @@ import io
 import json
 import shutil
 
+import pytest
 from rich.console import Console
 
 from iobench.report.compare import compare_runs
