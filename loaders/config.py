@@ -10,13 +10,14 @@ import os
 import sys
 from collections.abc import Sequence
 from dataclasses import MISSING, asdict, dataclass, field, fields, replace
-from typing import Any
+from typing import Any, Literal, get_args
 
 from loaders.formats.tar import DEFAULT_MAX_MEMBER_BYTES
 from loaders.plan import REMAINDER_POLICIES, EpochPlan, expand_urls, plan_epoch, sample_counts
 from loaders.storage.spec import CacheSpec, SourceSpec
 
-ERROR_POLICIES = ("skip", "fail")
+OnError = Literal["skip", "fail"]  # a corrupt or unlabelled sample: skipped and counted, or fatal
+ERROR_POLICIES: tuple[str, ...] = get_args(OnError)
 
 
 @dataclass(frozen=True)
@@ -37,7 +38,7 @@ class PipelineSpec:
     shuffle_buffer: int = 1000
     seed: int = 0
     augment: AugmentSpec = field(default_factory=AugmentSpec)
-    on_error: str = "skip"
+    on_error: OnError = "skip"
     drop_last: bool = False
     max_member_bytes: int = DEFAULT_MAX_MEMBER_BYTES
     # False: each sample's bytes are read in full but neither decoded nor augmented, as MLPerf
