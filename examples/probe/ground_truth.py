@@ -110,13 +110,15 @@ def swept(out: Path, tree: Path) -> str:
     run = out / "sweep-run"
     subprocess.run(
         [sys.executable, "-m", "iobench.cli", "sweep", str(out / "sweep.yaml"), "--out", str(run)],
-        check=True,
         capture_output=True,
         text=True,
     )
     from iobench.results.api import load_summaries
 
-    return "; ".join(f"{s.cell.tier_name}: {s.verdict.name}" for s in load_summaries(run) if s.verdict)
+    return "; ".join(
+        f"{s.cell.tier_name}: {s.verdict.name if s.ok and s.verdict else f'{s.status} ({s.error})'}"
+        for s in load_summaries(run)
+    )
 
 
 def main() -> None:

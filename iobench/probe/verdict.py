@@ -152,8 +152,8 @@ def judge(
             ],
             "collate",
         )
-    prep_ms = work.cpu_ms + work.per_sample_ms(work.get_runq_s)
-    parts = {"fetch": work.blocked_ms, "decode": prep_ms, "collate": work.collate_ms}
+    waiting = work.per_sample_ms(work.get_runq_s)  # runnable, no core free: too few cores for the work
+    parts = {"fetch": work.blocked_ms, "decode": work.cpu_ms, "cores": waiting, "collate": work.collate_ms}
     binding = max(parts, key=parts.__getitem__)
     total = sum(parts.values()) or 1.0
     if binding == "fetch":
@@ -178,6 +178,28 @@ def judge(
             "fetch",
         )
     saturated = used >= SATURATED * cores
+    if binding == "cores":
+        # the readers wait for a core more than anything else: the job's own processes fill the
+        # cores, or other processes on the host hold them
+        return verdict(
+            "prep",
+            f"prep-bound (readers waiting for a core): a sample waits {waiting:.1f} ms for a core against "
+            f"{work.cpu_ms:.1f} ms of CPU and {work.blocked_ms:.1f} ms blocked",
+            "fewer workers or fewer intra-op threads (torch.set_num_threads), or more cores"
+            if saturated
+            else "free the host's cores (other jobs run on it), or give the job cores of its own (taskset, a cgroup)",
+            [
+                f"the readers wait {waiting:.1f} ms a sample for a core: "
+                + (
+                    f"the job's own processes fill the {cores} cores ({used:.1f} busy)"
+                    if saturated
+                    else f"the job's own processes use {used:.1f} of the {cores} cores, so other processes on the "
+                    "host hold them"
+                ),
+                cores_line,
+            ],
+            "decode",
+        )
     what = "collate" if binding == "collate" else "decode/augment in the dataset"
     return verdict(
         "prep",

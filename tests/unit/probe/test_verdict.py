@@ -158,8 +158,18 @@ def test_the_two_ceilings_name_the_binding_part_and_say_whether_the_timers_agree
 def test_a_loader_whose_stages_are_unseen_is_told_by_the_two_ceilings():
     from iobench.probe.verdict import ceilings_said
 
-    unseen = judge(metrics(0.4, 0.6), None, cores=2, workers=0, unseen="DALI runs its pipeline in its own threads")
+    unseen = judge(
+        metrics(0.4, 0.6), None, cores=2, workers=0, unseen="DALI runs its pipeline in its own threads"
+    )
     v = ceilings_said(unseen, {"accelerator": 1300.0, "prep": 91.0})
     assert v.bound == "unknown" and "the loader alone delivered 91/s" in v.headline and "DALI" in v.action
     v = ceilings_said(unseen, {"accelerator": 50.0, "prep": 91.0})
     assert v.bound == "accelerator"
+
+
+def test_readers_waiting_for_a_core_more_than_working_say_who_holds_the_cores():
+    # the job's own processes use little of the host: other processes hold the cores
+    v = judge(metrics(0.05, 0.95), work(blocked_ms=40, cpu_ms=4, runq_ms=42, busy=0.95), cores=2, workers=2)
+    assert (v.bound, v.binding_stage) == ("prep", "decode")
+    assert "waiting for a core" in v.headline and "other processes on the host" in v.evidence[0]
+    assert v.action.startswith("free the host's cores")
