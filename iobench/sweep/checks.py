@@ -20,9 +20,10 @@ def where(path: str, key: str) -> str:
 
 
 def did_you_mean(word: Any, known: Any) -> str:
-    """``" (did you mean X?)"`` for the known name closest to a misspelt ``word``, else ``""``."""
+    """``"; did you mean X?"`` for the known name closest to a misspelt ``word``, else ``""``: it
+    ends a message, after the names allowed."""
     close = difflib.get_close_matches(str(word), [str(k) for k in known], n=1)
-    return f" (did you mean {close[0]}?)" if close else ""
+    return f"; did you mean {close[0]}?" if close else ""
 
 
 def check_keys(mapping: Any, allowed: dict[str, Any], path: str) -> dict:
@@ -32,8 +33,8 @@ def check_keys(mapping: Any, allowed: dict[str, Any], path: str) -> dict:
     unknown = sorted(set(mapping) - set(allowed), key=str)
     if unknown:
         raise ConfigError(
-            f"{where(path, unknown[0])}: unknown key{did_you_mean(unknown[0], allowed)}; allowed keys here "
-            f"are {', '.join(sorted(allowed))}"
+            f"{where(path, unknown[0])}: unknown key; allowed keys here are {', '.join(sorted(allowed))}"
+            + did_you_mean(unknown[0], allowed)
         )
     return {k: mapping.get(k, default) for k, default in allowed.items()}
 
@@ -41,7 +42,7 @@ def check_keys(mapping: Any, allowed: dict[str, Any], path: str) -> dict:
 def choice(value: Any, allowed: tuple[str, ...], key: str) -> str:
     if value not in allowed:
         raise ConfigError(
-            f"{key}={value!r}{did_you_mean(value, allowed)}: allowed values are {', '.join(allowed)}"
+            f"{key}={value!r}: allowed values are {', '.join(allowed)}" + did_you_mean(value, allowed)
         )
     return value
 

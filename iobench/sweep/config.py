@@ -199,7 +199,7 @@ def _tier_values(tier: dict, at: str) -> None:
     except ValueError:
         known = available_tiers()
         raise ConfigError(
-            f"{at}.kind={kind!r}{did_you_mean(kind, known)}: allowed values are {', '.join(known)}"
+            f"{at}.kind={kind!r}: allowed values are {', '.join(known)}" + did_you_mean(kind, known)
         ) from None
     for key, value in tier.items():
         option = declared.get(key)
@@ -207,8 +207,8 @@ def _tier_values(tier: dict, at: str) -> None:
             continue
         if option is None:
             raise ConfigError(
-                f"{at}.{key}: not an option of tier kind {kind}{did_you_mean(key, declared)}; its options "
-                f"are {', '.join(sorted(declared))}"
+                f"{at}.{key}: not an option of tier kind {kind}; its options are {', '.join(sorted(declared))}"
+                + did_you_mean(key, declared)
             )
         if _takes_size(option):
             size(value, f"{at}.{key}")

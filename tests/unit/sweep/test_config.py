@@ -69,15 +69,9 @@ def test_overrides_change_a_copy_and_loader_x_means_every_loader():
     ("assignment", "message"),
     [
         ("run.bogus=1", "run.bogus: unknown key; allowed keys here are allreduce_overlap, cache"),
-        (
-            "loader.worker=[2]",
-            "loaders[0].worker: unknown key (did you mean workers?); allowed keys here are batch_size",
-        ),
+        ("loader.worker=[2]", "loaders[0].worker: unknown key; allowed keys here are batch_size"),
         ("bogus.x=1", "bogus: unknown key; allowed keys here are accelerators, dataset"),
-        (
-            "tier.pth=/x",
-            "tiers[0].pth: not an option of tier kind local (did you mean path?); its options are",
-        ),
+        ("tier.pth=/x", "tiers[0].pth: not an option of tier kind local; its options are"),
         ("loaders[5].workers=1", "--set loaders[5].workers: loaders[5] does not exist (loaders has 2)"),
         ("run.cache.x=1", "--set run.cache.x: run.cache=['cold'] is not a mapping"),
         ("loader=[1]", "--set loader: name what to set in every entry of loaders"),

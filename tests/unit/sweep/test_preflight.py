@@ -93,15 +93,18 @@ def _s3(**options) -> dict:
         ),
         (
             _raw(_s3(cache_sise="2GB")),
-            "tiers[0].cache_sise: not an option of tier kind s3 (did you mean cache_size?); its options are",
+            "tiers[0].cache_sise: not an option of tier kind s3; its options are cache_dir, cache_policy, "
+            "cache_size, client, concurrency, deadline_s, endpoint_url, keep_memory_cache, memory_cache, name, "
+            "part_size, path_style, profile, region, upload, url; did you mean cache_size?",
         ),
         (
             _raw({"kind": "loacl"}),
-            "tiers[0].kind='loacl' (did you mean local?): allowed values are cephfs, local",
+            "tiers[0].kind='loacl': allowed values are cephfs, local, rados, s3, throttled; did you mean local?",
         ),
         (
             _raw({"kind": "local"}, dataset={"synth": {"samples": 64, "shard_sise": "12MB"}}),
-            "dataset.synth.shard_sise: unknown key (did you mean shard_size?)",
+            "dataset.synth.shard_sise: unknown key; allowed keys here are format, samples, seed, shard_size, "
+            "size; did you mean shard_size?",
         ),
     ],
 )
@@ -114,11 +117,19 @@ def test_a_value_no_tier_could_use_is_refused_as_written(raw, message):
 def test_a_misspelt_section_is_answered_with_the_closest():
     raw = _raw({"kind": "local"})
     raw["run"] = {"epoch": 2}
-    with pytest.raises(ConfigError, match=r"run\.epoch: unknown key \(did you mean epochs\?\)"):
+    with pytest.raises(
+        ConfigError, match=r"run\.epoch: unknown key; allowed keys .*; did you mean epochs\?$"
+    ):
+        parse_config(raw)
+    raw = _raw({"kind": "local"})
+    raw["accelerators"][0]["type"] = "h10"
+    with pytest.raises(
+        ConfigError, match=r"accelerators\[0\]\.type='h10': allowed values are .*; did you mean h100\?$"
+    ):
         parse_config(raw)
     raw = _raw({"kind": "local"})
     raw["tier"] = raw.pop("tiers")
-    with pytest.raises(ConfigError, match=r"tier: unknown key \(did you mean tiers\?\)"):
+    with pytest.raises(ConfigError, match=r"tier: unknown key; allowed keys .*; did you mean tiers\?$"):
         parse_config(raw)
 
 
