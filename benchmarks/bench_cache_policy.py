@@ -41,8 +41,8 @@ def _sweep(args: argparse.Namespace, out: Path) -> int:
     caches = {
         UNCACHED: {},
         "s3+cache-full": {"cache_dir": f"{cache}/full", "cache_size": "1GB"},
-        THIRD: {"cache_dir": f"{cache}/third", "cache_size": third},
-        "s3+cache-third-lru": {"cache_dir": f"{cache}/lru", "cache_size": third, "cache_policy": "lru"},
+        THIRD: {"cache_dir": f"{cache}/third", "cache_size": f"{third}B"},
+        "s3+cache-third-lru": {"cache_dir": f"{cache}/lru", "cache_size": f"{third}B", "cache_policy": "lru"},
     }
     tiers = [{"kind": "local", "name": "local"}] + [
         {

@@ -1,6 +1,7 @@
-"""The package says what the code needs, CI says what it installs: no upper bound on the object
-store's clients in pyproject.toml (a user with next month's s3fs can install iobench beside it),
-and .ci/constraints.txt pins them exactly, together (aiobotocore pins botocore; boto3 moves with
+"""The package says what the code needs, CI says what it installs: no upper bound on s3fs in
+pyproject.toml (a user with next month's s3fs can install iobench beside it), boto3 and botocore
+bounded where aiobotocore bounds botocore (so pip does not walk down boto3's releases), and
+.ci/constraints.txt pins them exactly, together (aiobotocore pins botocore; boto3 moves with
 botocore)."""
 
 from __future__ import annotations
@@ -18,11 +19,22 @@ def _requirement(name: str) -> str | None:
     return found.group(1) if found else None
 
 
-def test_object_store_clients_have_no_upper_bound():
-    for name in ("s3fs", "boto3"):
+def test_s3fs_has_no_upper_bound_and_boto_is_bounded_where_aiobotocore_bounds_botocore():
+    req = _requirement("s3fs")
+    assert req is not None and "<" not in req and "~=" not in req and "==" not in req, req
+    # boto3 1.X.Y needs botocore >= 1.X.Y: bounded where the installed aiobotocore bounds botocore, a
+    # fresh resolve takes a matching boto3 at once instead of walking down its releases
+    from importlib.metadata import requires
+
+    ceiling = next(
+        m.group(1)
+        for r in requires("aiobotocore") or ()
+        if r.startswith("botocore") and (m := re.search(r"<\s*([\d.]+)", r))
+    )
+    for name in ("boto3", "botocore"):
         req = _requirement(name)
-        assert req is not None, f"pyproject.toml no longer requires {name}"
-        assert "<" not in req and "~=" not in req and "==" not in req, f"pyproject.toml bounds {req!r}"
+        assert req is not None and re.search(r"<\s*([\d.]+)", req), f"pyproject.toml: {name} unbounded"
+        assert re.search(r"<\s*([\d.]+)", req).group(1) == ceiling, (req, ceiling)  # type: ignore[union-attr]
 
 
 def test_ci_pins_the_clients_exactly():
