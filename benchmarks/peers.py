@@ -63,8 +63,20 @@ def shard_samples(path: str):
             yield {"jpg": s.parts["jpg"], "cls": int(s.parts["cls"])}
 
 
+def _litdata():
+    """litdata, or an ImportError that says how to install it beside the user's torch."""
+    try:
+        import litdata
+    except ImportError as exc:
+        raise ImportError(
+            "the litdata peer needs litdata, which iobench[peers] leaves out (it requires torchvision, "
+            f"which would replace your torch): pip install --no-deps 'litdata>=0.2' ({exc})"
+        ) from exc
+    return litdata
+
+
 def _optimize(urls: list[str], out_dir: Path) -> None:
-    import litdata
+    litdata = _litdata()
 
     litdata.optimize(
         fn=shard_samples, inputs=urls, output_dir=str(out_dir), chunk_bytes="64MB", num_workers=1
@@ -88,7 +100,7 @@ def litdata_convert(urls: list[str], out_dir: Path) -> Path:
 
 @functools.cache
 def _decoded_class() -> type:
-    import litdata
+    litdata = _litdata()
 
     class DecodedStreamingDataset(litdata.StreamingDataset):
         rng = random.Random(0)
@@ -109,7 +121,7 @@ def __getattr__(name: str) -> type:
 
 
 def litdata_loader(data_dir: Path, workers: int, batch: int) -> Iterable:
-    import litdata
+    litdata = _litdata()
 
     ds = _decoded_class()(input_dir=str(data_dir))
     return litdata.StreamingDataLoader(

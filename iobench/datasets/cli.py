@@ -35,22 +35,24 @@ def add_synth_arguments(p: argparse.ArgumentParser) -> None:
 def synth_command(args: argparse.Namespace, console: Console) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-    from iobench.host.units import format_bytes, parse_size
+    from iobench.host.units import format_bytes
 
     from .synth import synthesize
 
     if (args.size is None) == (args.samples is None):
         raise ValueError("give exactly one of --size (e.g. 2GB) or --samples (e.g. 10000)")
+    size_bytes = _size(args.size, "--size")  # both read before the bar starts
+    shard_bytes = _shard_bytes(args)
     with Progress(
         TextColumn("synth"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), console=console
     ) as bar:
         task = bar.add_task("synth", total=None)
         manifest = synthesize(
             args.out,
-            size_bytes=parse_size(args.size) if args.size else None,
+            size_bytes=size_bytes,
             samples=args.samples,
             seed=args.seed,
-            shard_bytes=_shard_bytes(args),
+            shard_bytes=shard_bytes,
             format=args.format,
             row_group=args.row_group,
             progress=lambda done, total: bar.update(task, completed=done, total=total),
@@ -63,11 +65,21 @@ def synth_command(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
-def _shard_bytes(args: argparse.Namespace) -> int | None:
-    """--shard-size in bytes; None (the default) lets synth and pack choose from this host's cores."""
+def _size(text: str | None, flag: str) -> int | None:
+    """``text`` (a flag's value) in bytes; an error names the flag."""
     from iobench.host.units import parse_size
 
-    return None if args.shard_size is None else parse_size(args.shard_size)
+    if text is None:
+        return None
+    try:
+        return parse_size(text)
+    except ValueError as exc:
+        raise ValueError(f"{flag} {text}: {exc}") from None
+
+
+def _shard_bytes(args: argparse.Namespace) -> int | None:
+    """--shard-size in bytes; None (the default) lets synth and pack choose from this host's cores."""
+    return _size(args.shard_size, "--shard-size")
 
 
 def _say_shard_size(args: argparse.Namespace, manifest: Manifest, console: Console) -> None:
