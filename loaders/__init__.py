@@ -10,8 +10,8 @@ torch: a sweep file is checked against the backends' declared options before tor
 By concern, each subpackage a face of its own (``__all__``; import from the face, not its modules):
 
     storage/    local files, object stores, the shard cache, a throttled link
-    formats/    tar, Parquet, one object per sample
-    pipeline/   decode, augment, batch assembly, the batch-buffer ring
+    formats/    tar, Parquet (readers and writers, one table by suffix), one object per sample
+    pipeline/   stages as nodes (shard cursor, shuffle, batch fill), decode, augment, the batch-buffer ring
     backends/   torch DataLoader (processes or threads), torchdata.nodes, DALI, on one skeleton (ranks, plan, len, resume, stats)
     observe/    stage timers, the stall meter, NVML, Prometheus
 
@@ -27,13 +27,13 @@ from loaders._faces import lazy_face
 
 _EXPORTS = {
     "AugmentSpec": "config",
-    "Batch": "pipeline.assemble",
+    "Batch": "pipeline.batch",
     "Loader": "contract",
     "LoaderConfig": "config",
     "Option": "options",
     "PipelineSpec": "config",
     "SampleError": "pipeline.samples",
-    "ShardFormatError": "formats.tar",
+    "ShardFormatError": "formats.base",
     "ShardLoader": "backends.torch_loader",
     "StageStats": "observe.stages",
     "StallMeter": "observe.stages",
@@ -66,10 +66,10 @@ if TYPE_CHECKING:
     from loaders.backends.torch_loader import ShardLoader
     from loaders.config import AugmentSpec, LoaderConfig, PipelineSpec
     from loaders.contract import Loader
-    from loaders.formats.tar import ShardFormatError
+    from loaders.formats.base import ShardFormatError
     from loaders.observe.stages import StageStats, StallMeter
     from loaders.options import Option
-    from loaders.pipeline.assemble import Batch
+    from loaders.pipeline.batch import Batch
     from loaders.pipeline.decode import normalize_batch
     from loaders.pipeline.samples import SampleError
     from loaders.plan import expand_urls

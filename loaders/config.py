@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from typing import Any, Literal, get_args
 
-from loaders.formats.tar import DEFAULT_MAX_MEMBER_BYTES
+from loaders.formats.base import DEFAULT_MAX_MEMBER_BYTES
 from loaders.plan import REMAINDER_POLICIES, EpochPlan, expand_urls, plan_epoch, sample_counts
 from loaders.storage.spec import CacheSpec, SourceSpec
 

@@ -10,32 +10,33 @@ Training code switches backends by name and nothing else::
     loader = make_loader("nodes", cfg)          # or "torch", or "dali"
     for epoch in range(start, epochs):
         loader.set_epoch(epoch)
-        for batch in loader: ...                # loaders.Batch: uint8 images, int64 labels, keys, stats
-        torch.save(loader.state_dict(), ...)    # mid-epoch too: a new loader resumes without loss
+        for batch in loader: ...                # loaders.Batch: uint8 images, int64 labels, keys
+        torch.save(loader.state_dict(), ...)    # mid-epoch too: a new loader goes on exactly there
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator
-from dataclasses import replace
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 
 from loaders.config import LoaderConfig, device_for
 from loaders.observe.stages import StageStats
-from loaders.pipeline.assemble import Batch
+from loaders.pipeline.batch import Batch
 from loaders.pipeline.decode import normalize_batch
 
-STATE_VERSION = 2  # 2: the even split over ranks, and batches delivered per reader
+# 2: the even split over ranks, and batches delivered per reader; 3: each reader's pipeline state
+STATE_VERSION = 3
 
 
 @runtime_checkable
 class Loader(Protocol):
     """What every backend provides. Iterating runs one epoch (the one ``set_epoch`` chose, else the
     next) and yields :class:`loaders.Batch`; ``state_dict()`` taken after k batches lets a new loader
-    built from the same config continue that epoch with no sample lost or repeated."""
+    built from the same config continue that epoch with no sample lost or repeated (the built-in
+    backends: exactly the batches the first would have gone on with)."""
 
     stats: StageStats
 
@@ -62,7 +63,7 @@ def deliver(batch: Batch, config: LoaderConfig) -> Batch:
         labels = labels.to(device, non_blocking=True)  # type: ignore[union-attr]
     if config.normalize:
         images = normalize_batch(images).contiguous(memory_format=torch.channels_last)
-    return replace(batch, images=images, labels=labels)
+    return batch.with_data(images=images, labels=labels)
 
 
 def fingerprint(config: LoaderConfig, readers: int, backend: str) -> dict:
@@ -87,61 +88,64 @@ def fingerprint(config: LoaderConfig, readers: int, backend: str) -> dict:
 
 
 class EpochCursor:
-    """Where a loader stands: the epoch it is in and how many samples of each reader's shuffled
-    stream the consumer has received (counted from delivered batches, so batches a worker had
-    prefetched but not handed over are produced again after a resume), and how many batches each
-    reader delivered (a resumed reader still yields the batches its plan promised, no more)."""
+    """Where a loader stands: the epoch it is in, each reader's pipeline state after the last of
+    its batches the consumer received (counted from delivered batches, so batches a worker had
+    prefetched but not handed over are made again after a resume), and how many batches the epoch
+    has delivered."""
 
     def __init__(self, readers: int) -> None:
         self.readers = readers
         self.next_epoch = 0
         self.active: int | None = None
-        self.consumed = [0] * readers
-        self.batches = [0] * readers
-        self._resume: tuple[int, list[int], list[int]] | None = None
+        self.states: list[dict[str, Any] | None] = [None] * readers
+        self.delivered = 0
+        self._resume: tuple[int, list[dict[str, Any] | None], int] | None = None
 
     def set_epoch(self, epoch: int) -> None:
         if self._resume is not None and self._resume[0] != epoch:
             self._resume = None  # the saved position belongs to another epoch
         self.next_epoch = epoch
 
-    def begin(self) -> tuple[int, list[int]]:
-        """Start an epoch: its number and the samples each reader must skip (the batches each
-        reader already delivered are in ``batches``)."""
-        epoch = self.next_epoch
-        skip, done = [0] * self.readers, [0] * self.readers
+    def begin(self) -> tuple[int, list[dict[str, Any] | None] | None]:
+        """Start an epoch: its number, and where each reader resumes (None: the epoch from its start)."""
+        epoch, resumed = self.next_epoch, None
+        self.states, self.delivered = [None] * self.readers, 0
         if self._resume is not None and self._resume[0] == epoch:
-            skip, done = list(self._resume[1]), list(self._resume[2])
+            _, resumed, self.delivered = self._resume
+            self.states = list(resumed)
         self._resume = None
-        self.active, self.consumed, self.batches, self.next_epoch = epoch, list(skip), list(done), epoch + 1
-        return epoch, skip
+        self.active, self.next_epoch = epoch, epoch + 1
+        return epoch, resumed
 
     def count(self, batch: Batch) -> None:
-        self.consumed[batch.reader] += batch.consumed
-        if batch.delivers:
-            self.batches[batch.reader] += 1
+        if batch.ledger.resume is not None:
+            self.states[batch.ledger.reader] = batch.ledger.resume
+        self.delivered += batch.delivers
 
     def end(self) -> None:
         self.active = None
 
     def state(self, fp: dict) -> dict:
         if self.active is not None:
-            epoch, consumed, batches = self.active, list(self.consumed), list(self.batches)
+            epoch, states, delivered = self.active, list(self.states), self.delivered
         elif self._resume is not None:
-            epoch, consumed, batches = self._resume[0], list(self._resume[1]), list(self._resume[2])
+            epoch, states, delivered = self._resume[0], list(self._resume[1]), self._resume[2]
         else:
-            epoch, consumed, batches = self.next_epoch, [0] * self.readers, [0] * self.readers
+            epoch, states, delivered = self.next_epoch, [None] * self.readers, 0
         return {
             "version": STATE_VERSION,
             "epoch": epoch,
-            "consumed": consumed,
-            "batches": batches,
+            "readers": states,
+            "delivered": delivered,
             "fingerprint": fp,
         }
 
     def load(self, state: dict, fp: dict) -> None:
         if state.get("version") != STATE_VERSION:
-            raise ValueError(f"loader state version {state.get('version')!r}: expected {STATE_VERSION}")
+            raise ValueError(
+                f"loader state version {state.get('version')!r}: expected {STATE_VERSION} (a state saved "
+                "by another version of the loaders cannot be resumed exactly)"
+            )
         saved = state["fingerprint"]
         changed = sorted(k for k in fp if saved.get(k) != fp[k])
         if changed:
@@ -150,8 +154,6 @@ class EpochCursor:
                 f"resuming would repeat or lose samples ({ {k: saved.get(k) for k in changed} } now "
                 f"{ {k: fp[k] for k in changed} })"
             )
-        consumed = [int(n) for n in state["consumed"]]
-        batches = [int(n) for n in state.get("batches", [0] * len(consumed))]
         self.next_epoch = int(state["epoch"])
         self.active = None
-        self._resume = (self.next_epoch, consumed, batches)
+        self._resume = (self.next_epoch, list(state["readers"]), int(state["delivered"]))

@@ -295,18 +295,15 @@ def local_path(url: str) -> str | None:
 
 
 def count_samples(url: str) -> int | None:
-    """The number of samples in a local shard, from its tar headers (seeking over the data) or its
-    Parquet footer; None for a shard that is not local (reading it whole to count is not cheap)."""
+    """The number of samples in a local shard, as its format counts them cheaply (a tar's headers,
+    seeking over the data; a Parquet footer); None for a shard that is not local (reading it whole
+    to count is not cheap)."""
     path = local_path(url)
     if path is None:
         return None
-    if path.endswith(".parquet"):
-        import pyarrow.parquet as pq
+    from loaders.formats.table import reader_for
 
-        return int(pq.ParquetFile(path).metadata.num_rows)
-    from loaders.formats.tar import count_tar_samples
-
-    return count_tar_samples(path)
+    return reader_for(path).count(path)
 
 
 def sample_counts(items: Sequence[str], known: Mapping[str, int] | None) -> list[int] | None:

@@ -1,46 +1,40 @@
-"""Deterministic WebDataset tar shards, each published atomically with its DALI index.
+"""Samples into a dataset's shard files, in any shard format: a shard rolls over before it would
+exceed ``shard_bytes`` (a shard always holds at least one sample, so one sample larger than the
+limit still fits), and each is published atomically (temp file + rename) with its sha256 computed
+while it is written, and the files its format puts beside it (a tar's DALI index).
 
-Byte-identical output for identical input needs every header field pinned: USTAR format,
-mtime 0, uid/gid 0, empty user/group names, mode 0644, members in the order given.
+What a shard holds, byte for byte, is its format's writer's (loaders.formats: tar, Parquet); this
+module is the dataset around it: files, names, checksums, the manifest's entries.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
-import io
-import tarfile
 from pathlib import Path
 from types import TracebackType
-from typing import IO
+from typing import IO, Any
 
-from iobench.datasets.manifest import SHARD_PATTERN, ShardEntry
-from iobench.datasets.wdsindex import write_wds_index
+from iobench.datasets.manifest import ShardEntry
 from iobench.host.atomic import atomic_write
+from loaders.formats import FormatWriter, format_named, member_bytes, writer_class
 
-_BLOCK = tarfile.BLOCKSIZE  # 512
-_RECORD = tarfile.RECORDSIZE  # 10240: tarfile pads the archive to a whole record on close
+__all__ = ["ShardWriter", "member_bytes"]  # member_bytes: synth.py sizes tar shards with it
 
-
-def member_bytes(size: int) -> int:
-    """Bytes one USTAR member takes: a header block plus data padded to whole blocks."""
-    return _BLOCK + -(-size // _BLOCK) * _BLOCK
+SHARD_STEM = "train-{:06d}"
 
 
-def archive_bytes(members_total: int) -> int:
-    """Final tar size for members taking ``members_total`` bytes: two zero blocks, record pad."""
-    return -(-(members_total + 2 * _BLOCK) // _RECORD) * _RECORD
-
-
-class _HashingWriter:
-    """Hashes while tarfile writes, so a shard is never read back just to checksum it."""
+class _HashingSink:
+    """Hashes and counts while a format's writer writes, so a shard is never read back to checksum
+    it. Closing it leaves the file open: the atomic writer owns it (pyarrow closes its sink)."""
 
     def __init__(self, raw: IO[bytes]) -> None:
         self._raw = raw
         self.sha = hashlib.sha256()
         self.pos = 0
+        self.closed = False
 
-    def write(self, data: bytes) -> int:
+    def write(self, data: bytes | memoryview) -> int:
         self._raw.write(data)
         self.sha.update(data)
         self.pos += len(data)
@@ -49,44 +43,54 @@ class _HashingWriter:
     def tell(self) -> int:
         return self.pos
 
+    def flush(self) -> None:
+        self._raw.flush()
 
-class ShardWriterBase:
-    """What every shard writer shares: closing publishes the shard in progress, aborting (or an
-    exception inside ``with``) discards its temporary file. Subclasses keep the open shard's
-    ExitStack in ``_stack`` and implement ``_finish_shard`` and ``_drop_handle``."""
+    def close(self) -> None:
+        self.closed = True
 
-    _stack: contextlib.ExitStack | None = None
 
-    def __init__(self, out_dir: str | Path, shard_bytes: int, pattern: str) -> None:
+class ShardWriter:
+    """Append samples, ``add(key, [(ext, data), ...])``, as shards of ``format`` ("wds": tar + DALI
+    index; "parquet") named ``train-NNNNNN<suffix>`` in ``out_dir``; ``options`` are the format
+    writer's (Parquet: ``row_group``). Use as a context manager: leaving it publishes the shard in
+    progress, an exception (or ``abort()``) discards it. ``entries`` lists the shards published."""
+
+    def __init__(self, out_dir: str | Path, shard_bytes: int, *, format: str = "wds", **options: Any) -> None:
         if shard_bytes <= 0:
             raise ValueError(f"shard_bytes must be positive, got {shard_bytes}")
-        self.out_dir = Path(out_dir)
-        self.shard_bytes = shard_bytes
-        self.pattern = pattern
+        self.out_dir, self.shard_bytes, self.options = Path(out_dir), shard_bytes, options
+        self.pattern = SHARD_STEM + format_named(format).suffix
+        self._writer_class = writer_class(format)
         self.entries: list[ShardEntry] = []
-        self.payload_bytes = 0  # sum of sample payload sizes, for mean-size facts
+        self._stack: contextlib.ExitStack | None = None
+        self._sink: _HashingSink | None = None
+        self._writer: FormatWriter | None = None
+        self._name = ""
 
-    def _finish_shard(self) -> None:
-        raise NotImplementedError
-
-    def _drop_handle(self) -> None:
-        """Forget the format's writer object of the shard being discarded."""
-        raise NotImplementedError
+    def add(self, key: str, members: list[tuple[str, bytes]]) -> None:
+        if self._writer is not None and self._writer.size_with(key, members) > self.shard_bytes:
+            self._finish_shard()
+        if self._writer is None:
+            self._open_shard()
+        assert self._writer is not None
+        self._writer.add(key, members)
 
     def close(self) -> list[ShardEntry]:
-        if self._stack is not None:
+        if self._writer is not None and self._writer.samples == 0:
+            self.abort()  # its every sample was refused: nothing to publish
+        if self._writer is not None:
             self._finish_shard()
         return self.entries
 
     def abort(self) -> None:
         """Drop the shard in progress; its temporary file is removed, nothing is published."""
         if self._stack is not None:
-            stack, self._stack = self._stack, None
-            self._drop_handle()
+            stack, self._stack, self._writer = self._stack, None, None
             with contextlib.suppress(_Abort):
                 stack.__exit__(_Abort, _Abort(), None)
 
-    def __enter__(self):
+    def __enter__(self) -> ShardWriter:
         return self
 
     def __exit__(
@@ -97,81 +101,26 @@ class ShardWriterBase:
         else:
             self.abort()
 
-
-class ShardWriter(ShardWriterBase):
-    """Append samples; shards roll over before they would exceed ``shard_bytes``.
-
-    A sample is ``(key, [(ext, data), ...])`` and becomes members ``key.ext`` in that order.
-    A shard always holds at least one sample, so one sample larger than the limit still fits.
-    Use as a context manager; ``entries`` lists the shards published so far.
-    """
-
-    def __init__(
-        self,
-        out_dir: str | Path,
-        shard_bytes: int,
-        *,
-        pattern: str = SHARD_PATTERN,
-        write_index: bool = True,
-    ) -> None:
-        super().__init__(out_dir, shard_bytes, pattern)
-        self.write_index = write_index
-        self._tar: tarfile.TarFile | None = None
-        self._hasher: _HashingWriter | None = None
-        self._members_total = 0
-        self._samples = 0
-
-    def add(self, key: str, members: list[tuple[str, bytes]]) -> None:
-        need = sum(member_bytes(len(data)) for _, data in members)
-        if self._tar is not None and archive_bytes(self._members_total + need) > self.shard_bytes:
-            self._finish_shard()
-        if self._tar is None:
-            self._open_shard()
-        assert self._tar is not None
-        for ext, data in members:
-            info = tarfile.TarInfo(f"{key}.{ext}")
-            info.size = len(data)
-            info.mtime = 0
-            info.mode = 0o644
-            info.uid = info.gid = 0
-            info.uname = info.gname = ""
-            self._tar.addfile(info, io.BytesIO(data))
-            self.payload_bytes += len(data)
-        self._members_total += need
-        self._samples += 1
-
-    def _drop_handle(self) -> None:
-        self._tar = None
-
     def _open_shard(self) -> None:
-        name = self.pattern.format(len(self.entries))
-        self._name = name
+        self._name = self.pattern.format(len(self.entries))
         stack = contextlib.ExitStack()
-        raw = stack.enter_context(atomic_write(self.out_dir / name, "wb"))
-        self._hasher = _HashingWriter(raw)
-        # Stays open across add() calls; _finish_shard closes it.
-        self._tar = tarfile.open(  # noqa: SIM115
-            fileobj=self._hasher,  # type: ignore[arg-type]
-            mode="w",
-            format=tarfile.USTAR_FORMAT,
-        )
+        self._sink = _HashingSink(stack.enter_context(atomic_write(self.out_dir / self._name, "wb")))
         self._stack = stack
-        self._members_total = 0
-        self._samples = 0
+        self._writer = self._writer_class(self._sink, **self.options)
 
     def _finish_shard(self) -> None:
-        assert self._tar is not None and self._stack is not None and self._hasher is not None
-        self._tar.close()
-        size = self._hasher.pos
-        expected = archive_bytes(self._members_total)
-        if size != expected:  # the roll-over rule relies on this arithmetic being exact
-            raise RuntimeError(f"tar size {size} differs from predicted {expected}")
-        stack, self._stack, self._tar = self._stack, None, None
+        assert self._writer is not None and self._stack is not None and self._sink is not None
+        beside = self._writer.close()
+        size, samples = self._sink.pos, self._writer.samples
+        if size > self.shard_bytes and samples > 1:  # the roll-over estimate must be a bound
+            raise RuntimeError(f"shard {self._name} of {size} bytes exceeds shard_bytes={self.shard_bytes}")
+        stack, self._stack, self._writer = self._stack, None, None
         stack.close()  # fsync + rename: the shard becomes visible only now, complete
         path = self.out_dir / self._name
-        if self.write_index:
-            write_wds_index(path)
-        self.entries.append(ShardEntry(self._name, size, self._samples, self._hasher.sha.hexdigest()))
+        for suffix, data in beside.items():
+            with atomic_write(path.with_suffix(suffix), "wb") as f:
+                f.write(data)
+        self.entries.append(ShardEntry(self._name, size, samples, self._sink.sha.hexdigest()))
 
 
 class _Abort(Exception):

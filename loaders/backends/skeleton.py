@@ -6,10 +6,7 @@ Modelled on torchdata.nodes' ``BaseNode``, whose subclasses write only next/rese
 
 from __future__ import annotations
 
-import random
-import time
-from collections.abc import Callable, Iterator
-from dataclasses import replace
+from collections.abc import Iterator
 from functools import cached_property
 from typing import Any, TypeVar
 
@@ -17,11 +14,8 @@ from loaders import registry
 from loaders.config import LoaderConfig, plan_for
 from loaders.contract import EpochCursor, deliver, fingerprint
 from loaders.observe.stages import StageStats
-from loaders.pipeline.assemble import Batch
-from loaders.pipeline.samples import stream
-from loaders.pipeline.shmring import ShmRing
+from loaders.pipeline.batch import Batch
 from loaders.plan import EpochPlan, batches_of
-from loaders.storage.sources import ShardSource
 
 _Loader = TypeVar("_Loader", bound="BaseLoader")
 
@@ -34,8 +28,8 @@ class BaseLoader:
     - the plan: this rank's share of each epoch over ``readers`` readers (:func:`plan_for`), epoch 0
       planned at once, so data that cannot give every rank a batch is refused here, not in a worker;
     - ``len()``: the batches of the current (or next) epoch, one rank's shards counted when first asked;
-    - resume: the epoch cursor (``set_epoch``, ``state_dict``, ``load_state_dict``), which counts
-      every batch the backend hands on before the consumer gets it;
+    - resume: the epoch cursor (``set_epoch``, ``state_dict``, ``load_state_dict``), which keeps
+      each reader's pipeline state from every batch the backend hands on before the consumer gets it;
     - ``stats``: every batch's counters, merged.
 
     A backend names itself (``backend``, its registry name) and writes ``_epoch``; where it needs to,
@@ -45,7 +39,7 @@ class BaseLoader:
 
     backend: str
     # the readers' samples merge into one stream before they are batched (DALI's feed): the cursor
-    # counts that one stream, and len() batches the rank's samples as one
+    # keeps that one stream's state, and len() batches the rank's samples as one
     merged: bool = False
 
     def __init__(self, config: LoaderConfig) -> None:
@@ -73,10 +67,10 @@ class BaseLoader:
     def _build(self) -> None:
         """The backend's machinery (a DataLoader, a feed), made once the plan is known."""
 
-    def _epoch(self, epoch: int, skip: list[int], done: list[int]) -> Iterator[Batch]:
-        """Every batch of ``epoch``, each tagged with its reader and the samples of that reader's
-        stream it used up (``consumed``); reader r first skips ``skip[r]`` samples, and has
-        delivered ``done[r]`` batches already (a resumed epoch). Cleans up when closed early."""
+    def _epoch(self, epoch: int, resumed: list[dict | None] | None) -> Iterator[Batch]:
+        """Every batch of ``epoch``, its ledger naming its reader and that reader's pipeline state
+        after it (``resume``); ``resumed``: where each reader goes on from (its state, or None for
+        its start), None for a new epoch. Cleans up when closed early."""
         raise NotImplementedError
 
     def _deliver(self, batch: Batch) -> Any:
@@ -89,8 +83,8 @@ class BaseLoader:
     # -- what the skeleton does -------------------------------------------------------------------
 
     def __iter__(self) -> Iterator:
-        epoch, skip = self._cursor.begin()
-        batches = self._epoch(epoch, skip, list(self._cursor.batches))
+        epoch, resumed = self._cursor.begin()
+        batches = self._epoch(epoch, resumed)
         try:
             for batch in batches:
                 self.stats.merge(batch.stats)
@@ -155,52 +149,3 @@ class BaseLoader:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def share_batches(
-    config: LoaderConfig,
-    plan: EpochPlan,
-    reader: int,
-    source: ShardSource,
-    *,
-    skip: int,
-    done: int,
-    alive: Callable[[], bool] | None = None,
-    shared: bool = False,
-    ring: ShmRing | None = None,
-) -> Iterator[Batch]:
-    """Reader ``reader``'s share of ``plan``: its batches (``skip`` samples of its shuffled stream
-    read but not decoded, ``done`` batches already delivered), each tagged with its reader and epoch
-    and stamped with when it was begun and finished (the generator resumes when its consumer asks
-    for the next batch, so time waiting to be asked is not counted: what iobench's scale model
-    replays); on an even split, made up to the plan's count with empty batches where skipped
-    samples left it short, so every rank steps alike. ``alive`` false: it stops at the next sample."""
-    mine = plan.readers[reader]
-    # an even split reads exactly its samples: a batch short of skipped (corrupt) samples is
-    # delivered short rather than dropped, so the count stays exact
-    spec = config.pipeline if plan.split == "shards" else replace(config.pipeline, drop_last=False)
-    rng = random.Random(hash((config.pipeline.seed, plan.epoch, config.rank, reader)))
-    made = done
-    batches = stream(
-        mine.items,
-        source,
-        spec,
-        rng,
-        objects=config.layout == "objects",
-        skip=skip,
-        shared=shared,
-        ring=ring,
-        reader=reader,
-        alive=alive,
-    )
-    begun = time.perf_counter()
-    for batch in batches:
-        made += batch.delivers
-        batch.reader, batch.epoch, batch.made = reader, plan.epoch, (begun, time.perf_counter())
-        yield batch
-        begun = time.perf_counter()
-    if alive is not None and not alive():
-        return
-    while plan.split == "samples" and made < mine.batches:  # type: ignore[operator]
-        made += 1
-        yield Batch.empty(config.pipeline.image_size, reader=reader, epoch=plan.epoch)

@@ -22,16 +22,15 @@ started early differs). Ranks, ``len()``, resume and stats are the skeleton's
 
 from __future__ import annotations
 
-import queue
 import threading
 from collections.abc import Iterator
 
 import torch
 
-from loaders.backends.skeleton import BaseLoader, share_batches
-from loaders.pipeline.assemble import Batch
-from loaders.pipeline.handoff import END, in_turn, put
-from loaders.plan import EpochPlan
+from loaders.backends.skeleton import BaseLoader
+from loaders.pipeline.batch import Batch
+from loaders.pipeline.in_turn import InTurn
+from loaders.pipeline.reader import reader_batches
 from loaders.storage.sources import ShardSource
 
 
@@ -44,44 +43,24 @@ class ThreadLoader(BaseLoader):
     def _readers(self) -> int:
         return max(1, self.config.workers)
 
-    def _epoch(self, epoch: int, skip: list[int], done: list[int]) -> Iterator[Batch]:
+    def _epoch(self, epoch: int, resumed: list[dict | None] | None) -> Iterator[Batch]:
         # the readers are the parallelism: torch's intra-op pool only slows the small tensor ops
         torch.set_num_threads(1)
         plan = self.plan(epoch)
+        # one storage source per reader: clients are not shared between threads
+        sources = [ShardSource(self.config.source) for _ in plan.readers]
         stop = threading.Event()
-        queues = [queue.Queue(maxsize=max(1, self.config.prefetch)) for _ in plan.readers]
-        threads = [
-            threading.Thread(
-                target=self._read,
-                args=(plan, reader, skip[reader], done[reader], queues[reader], stop),
-                name=f"loaders-reader-{reader}",
-                daemon=True,
-            )
-            for reader in range(len(plan.readers))
+        batchers = [
+            reader_batches(self.config, plan, r, source, alive=lambda: not stop.is_set())
+            for r, source in enumerate(sources)
         ]
-        for thread in threads:
-            thread.start()
+        readers = InTurn(batchers, self.config.prefetch, stop, name="loaders-reader")
+        # each reader resets to its state in its own thread, reading again there what the state holds
+        everyone = list(range(len(batchers)))
+        readers.reset(None if resumed is None else {"live": everyone, "turn": 0, "sources": resumed})
         try:
-            yield from in_turn(queues)
+            yield from readers
         finally:
-            stop.set()  # a consumer that stopped early: each reader stops at its next sample
-            for thread in threads:
-                thread.join()
-
-    def _read(
-        self, plan: EpochPlan, reader: int, skip: int, done: int, out: queue.Queue, stop: threading.Event
-    ) -> None:
-        """Reader ``reader``'s share of ``plan`` into ``out``, then END (or the error that ended it)."""
-
-        source = ShardSource(self.config.source)  # one per reader: clients are not shared between threads
-        try:
-            for batch in share_batches(
-                self.config, plan, reader, source, skip=skip, done=done, alive=lambda: not stop.is_set()
-            ):
-                if not put(out, batch, stop):
-                    return
-            put(out, END, stop)
-        except BaseException as exc:  # handed to the consumer, who raises it
-            put(out, exc, stop)
-        finally:
-            source.close()
+            readers.close()  # a consumer that stopped early: each reader stops at its next sample
+            for source in sources:
+                source.close()

@@ -15,9 +15,10 @@ every rank yields exactly ``len(loader)`` batches per epoch (loaders.plan: the e
 
 Persistent workers (the default): the workers live across epochs, so an epoch boundary costs no
 fork and no new storage client (each worker keeps its clients). A new epoch reaches them through
-a small shared control block: the loader writes the epoch, and what each worker must skip, then
-resets the workers through DataLoader's own reset of persistent workers; a worker reads the block
-whenever a stream starts, and stops decoding for a stream the block no longer names.
+a small shared control block: the loader writes the epoch, then resets the workers through
+DataLoader's own reset of persistent workers; a worker reads the block whenever a stream starts,
+and stops decoding for a stream the block no longer names. A resumed epoch (each reader's pipeline
+state) starts new workers, which take the states along.
 
 The next epoch is started early (``prefetch_next_epoch``, on by default): each worker streams its
 share of one epoch after another, telling the loader when its share of epoch e is done (an END
@@ -37,8 +38,10 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import weakref
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -46,12 +49,13 @@ import numpy.random  # DataLoader seeds it in every worker: loaded once here, no
 import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
-from loaders.backends.skeleton import BaseLoader, share_batches
+from loaders.backends.skeleton import BaseLoader
 from loaders.config import KEYWORDS, LoaderConfig, plan_for
 from loaders.contract import deliver
 from loaders.observe.stages import StageStats
-from loaders.pipeline.assemble import END, STALE, Batch
-from loaders.pipeline.shmring import ShmRing
+from loaders.pipeline.batch import Batch
+from loaders.pipeline.reader import reader_batches
+from loaders.pipeline.shmring import SharedBuffers, ShmRing, release_slot, ring_by_id
 from loaders.plan import EpochPlan
 from loaders.registry import backend
 from loaders.storage.sources import ShardSource
@@ -101,19 +105,17 @@ class _WorkerInit:
 
 
 class _Control:
-    """What the loader tells its persistent workers when a stream starts: ``[generation, epoch,
-    samples to skip per reader..., batches already delivered per reader...]``, in shared memory
-    that a forked, forkserver or spawned worker reaches alike (a torch shared tensor pickles as a
-    file descriptor). Workers read it when DataLoader resets them (after the loader wrote it), and
-    check between samples that the generation is still theirs."""
+    """What the loader tells its persistent workers when a stream starts: ``[generation, epoch]``,
+    in shared memory that a forked, forkserver or spawned worker reaches alike (a torch shared
+    tensor pickles as a file descriptor). Workers read it when DataLoader resets them (after the
+    loader wrote it), and check between samples that the generation is still theirs."""
 
-    def __init__(self, readers: int) -> None:
-        self.readers = readers
-        self.tensor = torch.zeros(2 + 2 * readers, dtype=torch.int64).share_memory_()
+    def __init__(self) -> None:
+        self.tensor = torch.zeros(2, dtype=torch.int64).share_memory_()
         self._values: np.ndarray | None = None
 
     def __getstate__(self) -> dict:
-        return {"readers": self.readers, "tensor": self.tensor}
+        return {"tensor": self.tensor}
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
@@ -128,18 +130,74 @@ class _Control:
     def generation(self) -> int:
         return int(self.values[0])
 
-    def write(self, generation: int, epoch: int, skip: Sequence[int], done: Sequence[int]) -> None:
-        v, r = self.values, self.readers
-        v[1] = epoch
-        v[2 : 2 + r] = skip
-        v[2 + r :] = done
-        v[0] = generation  # last: a worker checking between samples sees the new stream whole
+    def write(self, generation: int, epoch: int) -> None:
+        self.values[1] = epoch
+        self.values[0] = generation  # last: a worker checking between samples sees the new stream whole
 
-    def read(self, reader: int) -> tuple[int, int, int, int]:
-        v, r = self.values, self.readers
-        if reader >= r:  # a stream used in a DataLoader of its own, with more workers than it knew
-            return int(v[0]), int(v[1]), 0, 0
-        return int(v[0]), int(v[1]), int(v[2 + reader]), int(v[2 + r + reader])
+    def read(self) -> tuple[int, int]:
+        return int(self.values[0]), int(self.values[1])
+
+
+END, STALE = "end", "stale"
+
+
+@dataclass
+class _Sent:
+    """What a DataLoader worker sends: a batch of its stream (``generation``), or a marker: END (its
+    share of ``epoch`` is complete) or STALE (its stream was abandoned, the loader is starting
+    another). A batch's images travel in slot ``in_ring[1]`` of ring ``in_ring[0]`` (shape
+    ``in_ring[2]``, N x H x W x 3) and its labels as a list, so no tensor crosses the process
+    boundary; until it is received here, this record holds the slot, so a batch dropped in transit
+    (torch discards prefetched batches on a reset) frees it."""
+
+    generation: int
+    epoch: int
+    reader: int
+    batch: Batch | None = None
+    marker: str | None = None
+    in_ring: tuple[int, int, tuple[int, ...], list[int]] | None = None
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state.pop("_guard", None)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        if self.in_ring is not None:
+            self.__dict__["_guard"] = weakref.finalize(self, release_slot, self.in_ring[0], self.in_ring[1])
+
+    @classmethod
+    def packed(cls, batch: Batch, generation: int, ring: ShmRing | None) -> _Sent:
+        """In a worker: ``batch`` to send, its images left in their ring slot when they are in one."""
+        sent = cls(generation, batch.ledger.epoch, batch.ledger.reader, batch)
+        slot = None if ring is None or batch.images is None else ring.slot_of(batch.images)
+        if slot is not None:
+            shape = tuple(batch.images.permute(0, 2, 3, 1).shape)  # type: ignore[union-attr]
+            sent.in_ring = (ring.id, slot, shape, batch.labels.tolist())  # type: ignore[union-attr]
+            batch.images = batch.labels = None
+        return sent
+
+    def received(self) -> Batch:
+        """In the main process: the batch with its images and labels as tensors again."""
+        batch = self.batch
+        assert batch is not None
+        if self.in_ring is None:
+            return batch
+        guard = self.__dict__.pop("_guard", None)
+        if guard is not None:
+            guard.detach()  # the tensor's own finalizer frees the slot from here on
+        ring_id, slot, shape, labels = self.in_ring
+        self.in_ring = None
+        batch.images = ring_by_id(ring_id).tensor(slot, shape).permute(0, 3, 1, 2)
+        batch.labels = torch.tensor(labels, dtype=torch.int64)
+        return batch
+
+    def pin_memory(self) -> _Sent:
+        """Called by DataLoader(pin_memory=True) in its pin-memory thread."""
+        if self.batch is not None:
+            self.batch = self.received().pin_memory()
+        return self
 
 
 class ShardStream(IterableDataset):
@@ -148,10 +206,11 @@ class ShardStream(IterableDataset):
     partition the loader plans with). Built from the loader's ``LoaderConfig``; ``counts``: the
     samples per item the split needs (``LoaderConfig.split_counts``).
 
-    Each batch is tagged with its reader, epoch and stream generation; ``skip`` samples of a
-    reader's shuffled stream are read but not decoded (resume). A reader's stream depends only on
-    (seed, epoch, rank, reader, the plan), never on timing, so skipping by count resumes exactly.
-    ``persistent``: the workers live across epochs and learn where a stream starts from the
+    A reader resumed from its pipeline state (a batch's ``ledger.resume``) goes on with the batch
+    after it. A reader's stream depends only on (seed, epoch, rank, reader, the plan), never on
+    timing, so it resumes exactly. ``framed`` (the loader's own stream): each batch goes in a frame
+    naming its stream's generation (:class:`_Sent`), its images in a slot of the loader's ring;
+    else (a stream in a DataLoader of one's own) the batches themselves. ``persistent``: the workers live across epochs and learn where a stream starts from the
     control block when DataLoader resets them; else each worker takes ``start`` along when it
     starts. ``continuous`` (persistent workers only): a reader goes on to the next epoch when its
     share of one is done; else its stream ends with the epoch. ``readers``: the DataLoader's
@@ -164,6 +223,7 @@ class ShardStream(IterableDataset):
         *,
         counts: Sequence[int] | None = None,
         readers: int | None = None,
+        framed: bool = False,
         persistent: bool = False,
         continuous: bool = False,
     ) -> None:
@@ -171,13 +231,14 @@ class ShardStream(IterableDataset):
         self.config = config.with_ranks()
         self.spec, self.source = self.config.pipeline, self.config.source
         self.objects = self.config.layout == "objects"
-        self.persistent, self.continuous = persistent, persistent and continuous
+        self.framed = framed
+        self.persistent, self.continuous = persistent and framed, persistent and framed and continuous
         self.counts = None if counts is None else list(counts)
         self.readers = readers
-        self.control = _Control(readers or 1)
-        # where streams of one epoch start: (generation, epoch, skip and done per reader), taken
+        self.control = _Control()
+        # where streams of one epoch start: (generation, epoch, each reader's state or None), taken
         # along by each worker as it starts (a later change reaches only later workers)
-        self.start: tuple[int, int, list[int], list[int]] = (0, 0, [], [])
+        self.start: tuple[int, int, list[dict | None] | None] = (0, 0, None)
         self.ring: ShmRing | None = None  # batch buffers shared with the workers
         self._items: list | None = None
         self._plan: EpochPlan | None = None
@@ -205,77 +266,78 @@ class ShardStream(IterableDataset):
             self._plan = plan_for(self.config, self._items, self.counts, epoch, readers)
         return self._plan
 
-    def __iter__(self) -> Iterator[Batch]:
+    def __iter__(self) -> Iterator[_Sent | Batch]:
         info = get_worker_info()
         worker, readers = (info.id, info.num_workers) if info else (0, 1)
         if info is None:
             torch.set_num_threads(1)
+        generation, epoch, resumed = self.start
         if self.persistent:  # what the loader wrote before it reset the workers
-            generation, epoch, skip, done = self.control.read(worker)
-        else:
-            generation, epoch, skips, dones = self.start
-            skip, done = (skips[worker], dones[worker]) if worker < len(skips) else (0, 0)
-        return self._stream(worker, readers, generation, epoch, skip, done, shared=info is not None)
+            generation, epoch = self.control.read()
+        # a resumed epoch starts new workers, which took its states along with ``start``
+        state = (
+            resumed[worker]
+            if resumed is not None and self.start[0] == generation and worker < len(resumed)
+            else None
+        )
+        return self._stream(worker, readers, generation, epoch, state, shared=info is not None)
 
     def _stream(
-        self, worker: int, readers: int, generation: int, epoch: int, skip: int, done: int, shared: bool
-    ) -> Iterator[Batch]:
+        self, worker: int, readers: int, generation: int, epoch: int, state: dict | None, shared: bool
+    ) -> Iterator[_Sent | Batch]:
         source = self.source_here()
         control = self.control
 
         def alive() -> bool:
             return control.generation() == generation
 
+        ring = self.ring if shared else None
         try:
             while True:
                 plan = self.plan(epoch, readers)
-                tags = {"reader": worker, "epoch": epoch, "generation": generation}
-                # the generator resumes when DataLoader hands this worker its next request, so a
-                # batch's stamps leave out its time idle in the queue
-                for batch in share_batches(
+                batches = reader_batches(
                     self.config,
                     plan,
                     worker,
                     source,
-                    skip=skip,
-                    done=done,
+                    buffers=SharedBuffers(ring, worker) if shared else None,
                     alive=alive if self.persistent else None,
-                    shared=shared,
-                    ring=self.ring if shared else None,
-                ):
-                    yield _tagged(batch, tags)
+                )
+                batches.reset(state)
+                # the batcher makes a batch when DataLoader hands this worker its next request, so a
+                # batch's stamps leave out its time idle in the queue
+                try:
+                    for batch in batches:
+                        yield _Sent.packed(batch, generation, ring) if self.framed else batch
+                finally:
+                    batches.close()
                 if self.persistent and not alive():
                     break
                 if not self.continuous:
                     return  # the end of the stream ends the epoch
-                yield _tagged(Batch(None, None, marker=END), tags)
-                epoch, skip, done = epoch + 1, 0, 0
+                yield _Sent(generation, epoch, worker, marker=END)
+                epoch, state = epoch + 1, None
             while True:  # abandoned: answer what DataLoader still asks of this stream at once
-                yield Batch(None, None, reader=worker, generation=generation, marker=STALE)
+                yield _Sent(generation, epoch, worker, marker=STALE)
         finally:
             source.drain_into(StageStats())  # counters of a stream left half-read are not the next one's
-
-
-def _tagged(batch: Batch, tags: dict) -> Batch:
-    batch.reader, batch.epoch, batch.generation = tags["reader"], tags["epoch"], tags["generation"]
-    return batch
 
 
 class _Feed:
     """The loader's side of its readers' streams: what arrives, sorted by the epoch it belongs to.
     Batches of a later epoch (a reader that finished its share early went on) wait in ``ahead``."""
 
-    def __init__(self, batches: Iterator[Batch], generation: int, readers: int, continuous: bool) -> None:
+    def __init__(self, batches: Iterator[_Sent], generation: int, readers: int, continuous: bool) -> None:
         self.batches, self.generation, self.readers = batches, generation, readers
         self.continuous = continuous
-        self.ahead: deque[Batch] = deque()
+        self.ahead: deque[_Sent] = deque()
         self.ended: dict[int, set[int]] = {}
         self.complete: int | None = None  # the last epoch delivered whole: the next may go on
         self.owner: object | None = None  # the loader iteration reading from it now
         self.stopped = False  # the loader started other streams: this one's batches never come
         self.ring: ShmRing | None = None
 
-    def epoch(self, epoch: int) -> Iterator[Batch]:
+    def epoch(self, epoch: int) -> Iterator[_Sent]:
         """Every batch of ``epoch`` (and leftovers of earlier ones: counters), until every reader
         has ended its share."""
         for old in [e for e in self.ended if e < epoch]:
@@ -290,24 +352,24 @@ class _Feed:
                     "streams now serve the newer one); use persistent_workers=False to interleave"
                 )
             if held:
-                batch = held.popleft()
+                sent = held.popleft()
             else:
                 try:
-                    batch = next(self.batches)
+                    sent = next(self.batches)
                 except StopIteration:
                     if not self.continuous:
                         return  # streams of one epoch: their end is the epoch's
                     raise RuntimeError(
                         f"the loader's workers stopped before ending epoch {epoch} (a worker died?)"
                     ) from None
-            if batch.generation != self.generation or batch.marker == STALE:
+            if sent.generation != self.generation or sent.marker == STALE:
                 continue  # a stream abandoned earlier; a ring slot it holds is freed with it
-            if batch.epoch > epoch:
-                later.append(batch)
-            elif batch.marker == END:
-                self.ended.setdefault(batch.epoch, set()).add(batch.reader)
+            if sent.epoch > epoch:
+                later.append(sent)
+            elif sent.marker == END:
+                self.ended.setdefault(sent.epoch, set()).add(sent.reader)
             else:
-                yield batch
+                yield sent
         later.extend(held)
 
 
@@ -339,8 +401,9 @@ class ShardLoader(BaseLoader):
     shard cache (``cache_bytes``, default half the free space) shared by every process on the host.
 
     ``state_dict()`` after k batches, given to ``load_state_dict`` of a new loader with the same
-    settings, continues the epoch: every worker skips (reads, does not decode) the samples of its
-    own stream that the consumer already received, counted from the worker tag on each batch.
+    settings, continues the epoch: every worker resets its pipeline to its state after the last of
+    its batches the consumer received (the shard cursor, the shuffle buffer, the batch fill) and
+    goes on from there, reading nothing again that was delivered.
     """
 
     backend = "torch"
@@ -377,6 +440,7 @@ class ShardLoader(BaseLoader):
         self.continuous = self.persistent and bool(options["prefetch_next_epoch"])
         self.dataset = ShardStream(
             config,
+            framed=True,
             counts=self.counts,
             readers=self.readers,
             persistent=self.persistent,
@@ -415,15 +479,20 @@ class ShardLoader(BaseLoader):
         # worker finding none free falls back to torch's own shared memory
         return ShmRing(self.config.workers, self.config.prefetch + 4, self.spec.batch_size * size * size * 3)
 
-    def _start(self, epoch: int, skip: list[int], done: list[int]) -> _Feed:
+    def _start(self, epoch: int, resumed: list[dict | None] | None) -> _Feed:
         """(Re)start the readers' streams at ``epoch``: through DataLoader's reset of persistent
         workers, or with new workers (and a ring of their own: two iterations of a loader without
-        persistent workers may run side by side)."""
+        persistent workers may run side by side). A resumed epoch takes new workers: the states
+        go along with them."""
         if self.persistent:
             self._stop()
+            if resumed is not None and self._loader._iterator is not None:
+                self._shutdown(self._loader._iterator)
+                self._loader._iterator = None
+                self.dataset.ring = None
         self._generation += 1
-        self.dataset.control.write(self._generation, epoch, skip, done)
-        self.dataset.start = (self._generation, epoch, list(skip), list(done))
+        self.dataset.control.write(self._generation, epoch)
+        self.dataset.start = (self._generation, epoch, resumed)
         if self.dataset.ring is None or not self.persistent:
             self.dataset.ring = self._make_ring()  # before the workers start: they take it along
         feed = _Feed(iter(self._loader), self._generation, self.readers, self.continuous)  # type: ignore[arg-type]
@@ -463,23 +532,23 @@ class ShardLoader(BaseLoader):
         if getattr(self, "_feed", None) is not None:
             self._stop()
 
-    def _epoch(self, epoch: int, skip: list[int], done: list[int]) -> Iterator[Batch]:
+    def _epoch(self, epoch: int, resumed: list[dict | None] | None) -> Iterator[Batch]:
         feed = self._feed
-        if not (self.continuous and feed is not None and feed.complete == epoch - 1 and not any(skip)):
-            feed = self._start(epoch, skip, done)
+        if not (self.continuous and feed is not None and feed.complete == epoch - 1 and resumed is None):
+            feed = self._start(epoch, resumed)
         planned = self.plan(epoch).batches
         token = object()
         feed.owner = token
         failed = False
         try:
-            for batch in feed.epoch(epoch):
-                if batch.epoch != epoch:  # what a reader sent after the last epoch's last batch
-                    self.stats.merge(batch.stats)
+            for sent in feed.epoch(epoch):
+                if sent.epoch != epoch:  # what a reader sent after the last epoch's last batch
+                    self.stats.merge(sent.batch.stats)  # type: ignore[union-attr]
                     continue
-                batch = batch.received()
+                batch = sent.received()
                 # the skeleton counts this batch as it hands it on, and a consumer may stop right
                 # after the plan's last one (zip with range(len(loader)))
-                if batch.delivers and planned is not None and sum(self._cursor.batches) + 1 >= planned:
+                if batch.delivers and planned is not None and self._cursor.delivered + 1 >= planned:
                     feed.complete = epoch
                 yield batch
             feed.complete = epoch

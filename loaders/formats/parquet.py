@@ -27,7 +27,15 @@ from typing import BinaryIO, NoReturn
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from loaders.formats.tar import ReadCounter, Sample, ShardFormatError
+from loaders.formats.base import (
+    DEFAULT_MAX_MEMBER_BYTES,
+    Opener,
+    ReadCounter,
+    Sample,
+    ShardFormatError,
+    charged,
+)
+from loaders.observe.stages import clocks, since
 
 KEY_COLUMN = "key"
 LABEL_COLUMN = "cls"
@@ -160,21 +168,22 @@ def iter_parquet_samples(
     *,
     verify_checksums: bool = False,
     max_buffer_bytes: int = DEFAULT_MAX_BUFFER_BYTES,
-    rows: tuple[int, int] | None = None,
+    rows: tuple[int, int | None] | None = None,
 ) -> Iterator[Sample]:
     """Yield one ``Sample`` per row: ``parts`` holds the image column(s) and ``cls`` as ASCII.
 
     Seekable ``raw``: read row group by row group (bounded memory). Non-seekable ``raw`` (an
     object-store stream): read whole into memory first, since the footer comes last.
-    ``offset`` is the row index in the file. A null label omits ``cls`` (the pipeline then
+    ``offset`` (and ``index``) is the row index in the file. A null label omits ``cls`` (the pipeline then
     reports the sample as unlabelled, as for a tar sample without ``.cls``); a null image omits
     that part likewise. ``verify_checksums=True`` checks the pages' CRC32 where the writer
     stored them (ours do), so corruption inside the JPEG bytes is an error here rather than a
     bad image later. Off by default, like pyarrow's: it adds ~20-40% to the read time here
     (pyarrow's CRC runs at ~1 GB/s), and the tar path it is compared with verifies no payload
     either (the manifest's sha256 is the integrity check, at staging). ``rows=(start, stop)``:
-    only those rows, reading only the row groups that hold them (a part of a shard that several
-    readers share); the rows of those groups outside it are read and charged to the rows yielded.
+    only those rows (``stop`` None: to the end), reading only the row groups that hold them (a part
+    of a shard that several readers share, a resumed position); the rows of those groups outside it
+    are read and charged to the rows yielded.
     Truncated or corrupt shards and missing columns raise ``ParquetFormatError`` (a ValueError)
     naming the file and, when known, the row group.
     """
@@ -202,7 +211,8 @@ def iter_parquet_samples(
     images, columns = _columns(pf.schema_arrow, url)
     md = pf.metadata
     firsts = list(accumulate((md.row_group(i).num_rows for i in range(md.num_row_groups)), initial=0))
-    lo, hi = rows if rows is not None else (0, firsts[-1])
+    lo, hi = rows if rows is not None else (0, None)
+    hi = firsts[-1] if hi is None else min(hi, firsts[-1])
     groups = [rg for rg in range(md.num_row_groups) if firsts[rg] < hi and firsts[rg + 1] > lo]
     n_groups = len(groups)
     # Costs paid before any row group (the footer; for a stream, the whole file): the seekable
@@ -261,7 +271,60 @@ def iter_parquet_samples(
                 read_bytes=byte_shares[share],
                 fetch_wall_s=wall_shares[share],
                 fetch_cpu_s=cpu_shares[share],
+                index=row,
+                span=(row, row + 1),
+                final=row == hi - 1,
             )
+
+
+class ParquetReader:
+    """:class:`loaders.formats.base.ShardReader` for Parquet shards: a part, a resumed position or
+    samples read again are rows, read from the row groups that hold them (a forward-only stream is
+    read whole first: its footer comes last)."""
+
+    def read(
+        self,
+        source: Opener,
+        url: str,
+        start: int = 0,
+        stop: int | None = None,
+        at: int = 0,
+        *,
+        ranged: bool = False,
+        max_member_bytes: int = DEFAULT_MAX_MEMBER_BYTES,
+    ) -> Iterator[Sample]:
+        if stop is not None and stop <= start:
+            return
+        clock = clocks()
+        with source.open(url) as raw:
+            wall, cpu = since(clock)
+            rows = None if start == 0 and stop is None else (start, stop)
+            yield from charged(iter_parquet_samples(raw, url, rows=rows), wall, cpu)
+
+    def reread(
+        self,
+        source: Opener,
+        url: str,
+        spans: Sequence[tuple[int, int, int]],
+        *,
+        max_member_bytes: int = DEFAULT_MAX_MEMBER_BYTES,
+    ) -> Iterator[Sample]:
+        wanted = {index for index, _, _ in spans}
+        if not wanted:
+            return
+        got = [s for s in self.read(source, url, min(wanted), max(wanted) + 1) if s.index in wanted]
+        if len(got) != len(wanted):
+            missing = sorted(wanted - {s.index for s in got})
+            raise ParquetFormatError(
+                url, f"rows {missing[:5]} that a saved position names are not in the shard"
+            )
+        yield from got
+
+    def count(self, path: str) -> int:
+        try:
+            return int(pq.ParquetFile(path).metadata.num_rows)
+        except (pa.ArrowException, OSError, ValueError) as exc:
+            raise ParquetFormatError(path, f"not a readable Parquet file: {exc}") from exc
 
 
 def _row_group_offset(md: pq.FileMetaData, rg: int) -> int:

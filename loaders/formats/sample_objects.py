@@ -10,52 +10,79 @@ carries when its read was asked for and when its bytes were in: the reads run ah
 from __future__ import annotations
 
 import time
+import weakref
 from collections import deque
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from loaders.formats.tar import Sample
+from loaders.formats.base import Opener, Ref, Sample
 from loaders.observe.stages import clocks, since
-from loaders.storage.sources import ShardSource
 
 SampleObject = tuple[str, str, int]  # (key, url, label)
 
 
-def _read_timed(source: ShardSource, url: str) -> tuple[bytes, float]:
+def _read_timed(source: Opener, url: str) -> tuple[bytes, float]:
     data = source.read_object(url)
     return data, time.perf_counter()
 
 
-def read_objects(
-    items: Sequence[SampleObject], source: ShardSource, concurrency: int = 16
-) -> Iterator[Sample]:
+class InFlight:
+    """Object reads in flight, taken in the order they were asked for: ``ask`` an object (with the
+    pipeline's ref for it), ``take`` the oldest one's sample once its bytes are in."""
+
+    def __init__(self, source: Opener, concurrency: int) -> None:
+        self.source, self.concurrency = source, max(1, concurrency)
+        self.pending: deque[tuple[SampleObject, Ref, float, Future]] = deque()
+        self._pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="iobench-obj")
+        # a reader dropped without close() (a pipeline left to the garbage collector) ends its threads
+        weakref.finalize(self, self._pool.shutdown, wait=False, cancel_futures=True)
+
+    def __len__(self) -> int:
+        return len(self.pending)
+
+    def ask(self, item: SampleObject, ref: Ref = ()) -> None:
+        self.pending.append(
+            (item, ref, time.perf_counter(), self._pool.submit(_read_timed, self.source, item[1]))
+        )
+
+    def take(self) -> Sample:
+        (key, url, label), ref, asked, future = self.pending.popleft()
+        start = clocks()
+        data, done = future.result()  # a failed read raises here, with the URL in its message
+        wall, cpu = since(start)
+        ext = url.rsplit(".", 1)[-1].lower() if "." in url.rsplit("/", 1)[-1] else "jpg"
+        return Sample(
+            key=key,
+            url=url,
+            offset=0,
+            parts={ext: data, "cls": str(label).encode()},
+            read_bytes=len(data),
+            fetch_wall_s=wall,
+            fetch_cpu_s=cpu,
+            read=(asked, done),
+            span=(0, len(data)),
+            ref=ref,
+        )
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        self.pending.clear()
+
+
+def read_objects(items: Sequence[SampleObject], source: Opener, concurrency: int = 16) -> Iterator[Sample]:
     """Yield the samples in ``items`` order, with up to ``concurrency`` object reads in flight."""
     todo = iter(items)
-    pending: deque[tuple[SampleObject, float, Future]] = deque()
-    with ThreadPoolExecutor(max(1, concurrency), thread_name_prefix="iobench-obj") as pool:
-
-        def submit() -> bool:
+    reads = InFlight(source, concurrency)
+    try:
+        for item in todo:
+            reads.ask(item)
+            if len(reads) == reads.concurrency:
+                break
+        while reads:
+            sample = reads.take()
             item = next(todo, None)
-            if item is None:
-                return False
-            pending.append((item, time.perf_counter(), pool.submit(_read_timed, source, item[1])))
-            return True
-
-        while len(pending) < concurrency and submit():
-            pass
-        while pending:
-            (key, url, label), asked, future = pending.popleft()
-            start = clocks()
-            data, done = future.result()  # a failed read raises here, with the URL in its message
-            submit()
-            ext = url.rsplit(".", 1)[-1].lower() if "." in url.rsplit("/", 1)[-1] else "jpg"
-            yield Sample(
-                key=key,
-                url=url,
-                offset=0,
-                parts={ext: data, "cls": str(label).encode()},
-                read_bytes=len(data),
-                fetch_wall_s=(fetched := since(start))[0],
-                fetch_cpu_s=fetched[1],
-                read=(asked, done),
-            )
+            if item is not None:
+                reads.ask(item)
+            yield sample
+    finally:
+        reads.close()

@@ -9,13 +9,12 @@ from __future__ import annotations
 import os
 import zlib
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from typing import BinaryIO
 
+from loaders.formats.base import DEFAULT_MAX_MEMBER_BYTES, ReadCounter, Sample, ShardFormatError
 from loaders.observe.stages import clocks, since
 
 BLOCK = 512
-DEFAULT_MAX_MEMBER_BYTES = 256 * 2**20
 READ_CHUNK = 4 * 2**20
 META_MAX_BYTES = 2**20  # pax headers and GNU long names: a few hundred bytes in any real tar
 # a member up to this size comes in one read with its padding and the next header, and is sliced
@@ -23,38 +22,9 @@ META_MAX_BYTES = 2**20  # pax headers and GNU long names: a few hundred bytes in
 SMALL_MEMBER = 16 * 2**10
 _ZERO_BLOCK = bytes(BLOCK)
 
-
-class ShardFormatError(ValueError):
-    """A shard is not a well-formed tar: truncated, bad checksum, absurd size.
-
-    Also constructible from its message alone: torch re-raises a DataLoader worker's exception as
-    ``type(message)``, and anything else would reach the training loop as a bare RuntimeError.
-    """
-
-    def __init__(self, url: str, offset: int = -1, problem: str | None = None) -> None:
-        super().__init__(url if problem is None else f"{url}: {problem} at byte offset {offset}")
-        self.url, self.offset, self.problem = url, offset, problem
-
-
-@dataclass
-class ReadCounter:
-    """Bytes read from the storage."""
-
-    bytes: int = 0
-
-
-@dataclass
-class Sample:
-    key: str
-    url: str
-    offset: int
-    parts: dict[str, bytes] = field(default_factory=dict)
-    read_bytes: int = 0
-    fetch_wall_s: float = 0.0
-    fetch_cpu_s: float = 0.0
-    # a read made ahead of the pipeline (one object per sample): (when it was asked for, when its
-    # bytes were in), time.perf_counter; None where the pipeline reads as it goes (a shard stream)
-    read: tuple[float, float] | None = None
+# a regular member as iter_members yields it: (name, where its headers begin, where its data begins,
+# its data, where its padding ends)
+Member = tuple[str, int, int, bytes, int]
 
 
 class _ExactReader:
@@ -147,9 +117,10 @@ def iter_members(
     counter: ReadCounter,
     max_member_bytes: int = DEFAULT_MAX_MEMBER_BYTES,
     at: int = 0,
-) -> Iterator[tuple[str, int, bytes]]:
-    """Yield (name, data offset, data) for every regular file member of a tar stream, which
-    starts at byte ``at`` of the shard (a part of it read by range: offsets stay the shard's).
+) -> Iterator[Member]:
+    """Yield every regular file member of a tar stream (:data:`Member`), which starts at byte
+    ``at`` of the shard (a part of it read by range: offsets stay the shard's). A member's headers
+    begin at its pax or long-name header when it has one.
 
     A large member's data is read on its own, exactly its size, so the bytes yielded are the bytes
     read (slicing them out of a padded block would copy every image once more); its padding comes
@@ -157,7 +128,7 @@ def iter_members(
     """
     reader = _ExactReader(raw, counter)
     long_name: str | None = None
-    header_at = at
+    header_at = begin = at
     header = reader.read_exact(BLOCK)
     while True:
         if len(header) == 0:
@@ -200,9 +171,11 @@ def iter_members(
             continue
         if kind not in (b"0", b"\0", b"7"):
             long_name = None
+            begin = header_at
             continue  # directories, links, devices: never followed, never created
-        yield (long_name or name), data_at, data
+        yield (long_name or name), begin, data_at, data, header_at
         long_name = None
+        begin = header_at
 
 
 def split_key(name: str) -> tuple[str, str]:
@@ -215,19 +188,24 @@ def split_key(name: str) -> tuple[str, str]:
 
 
 def iter_samples(
-    raw: BinaryIO, url: str, max_member_bytes: int = DEFAULT_MAX_MEMBER_BYTES, at: int = 0
+    raw: BinaryIO,
+    url: str,
+    max_member_bytes: int = DEFAULT_MAX_MEMBER_BYTES,
+    at: int = 0,
+    first: int = 0,
 ) -> Iterator[Sample]:
     """Group consecutive members sharing a key into samples, with the bytes and time each cost.
 
     A sample is whole once the next sample's first member is read, so each sample is charged the
     reading from the end of the previous one up to then (the shard's last sample: up to its end);
     the clocks run once per sample, and never while the consumer holds it. ``at``: where in the
-    shard ``raw`` starts (:func:`iter_members`).
+    shard ``raw`` starts (:func:`iter_members`); ``first``: the index of its first sample.
     """
     counter = ReadCounter()
     current: Sample | None = None
     charged = 0
     start = clocks()
+    index = first
 
     def close(sample: Sample) -> Sample:
         nonlocal charged
@@ -235,16 +213,19 @@ def iter_samples(
         sample.fetch_wall_s, sample.fetch_cpu_s = since(start)
         return sample
 
-    for name, data_at, data in iter_members(raw, url, counter, max_member_bytes, at):
+    for name, begin, data_at, data, end in iter_members(raw, url, counter, max_member_bytes, at):
         key, ext = split_key(name)
         if current is not None and key != current.key:
             yield close(current)
             start = clocks()
             current = None
+            index += 1
         if current is None:
-            current = Sample(key=key, url=url, offset=data_at - BLOCK)
+            current = Sample(key=key, url=url, offset=data_at - BLOCK, index=index, span=(begin, end))
         current.parts[ext] = data
+        current.span = (current.span[0], end)
     if current is not None:
+        current.final = True
         yield close(current)
 
 

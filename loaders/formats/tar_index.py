@@ -15,7 +15,8 @@ import posixpath
 from collections.abc import Callable, Iterator
 from typing import BinaryIO
 
-from loaders.formats.tar import BLOCK, DEFAULT_MAX_MEMBER_BYTES, Sample, ShardFormatError, iter_samples
+from loaders.formats.base import DEFAULT_MAX_MEMBER_BYTES, Sample, ShardFormatError
+from loaders.formats.tar import BLOCK, iter_samples
 
 VERSION = "v1.2"
 REBUILD_COMMAND = "iobench dataset index"
@@ -116,9 +117,9 @@ def iter_range_samples(
     """Samples ``[start, stop)`` of the shard, ``raw`` being positioned at the first one's header
     (:func:`byte_range`); each checked against the index as it comes."""
     begin, end = byte_range(index, url, start, stop)
-    ranged = _Range(raw, url, begin, end)
+    ranged = ArchiveRange(raw, url, begin, end)
     n = start
-    for sample in iter_samples(ranged, url, max_member_bytes, at=begin):
+    for sample in iter_samples(ranged, url, max_member_bytes, at=begin, first=start):
         if n >= stop:
             _stale(
                 url, f"it has more samples between bytes {begin} and {end} than its index's {stop - start}"
@@ -132,8 +133,8 @@ def iter_range_samples(
                 f"its index says byte {members[0][1] - BLOCK} with { {e: s for e, _, s in members} }",
             )
         n += 1
-        if n == stop:  # the end-of-archive marker read after it is ours, not the storage's
-            sample.read_bytes -= len(_Range._END) - len(ranged.tail)
+        if n == stop:
+            ranged.uncount(sample)
         yield sample
     if n != stop:
         _stale(url, f"bytes {begin} to {end} hold {n - start} samples, its index says {stop - start}")
@@ -143,15 +144,17 @@ def _stale(url: str, what: str) -> None:
     raise ShardIndexError(url, f"its index {index_path(url)} does not describe the shard (stale): {what}")
 
 
-class _Range:
+class ArchiveRange:
     """Bytes [begin, end) of a shard, then the tar end-of-archive marker, so that the tar reader
-    reads the range as a whole archive; a shard that ends first is a stale index."""
+    reads the range as a whole archive. A shard that ends first was rewritten since the range was
+    taken: ``placed`` says who placed members up to ``end`` (the index, by default: a stale index)."""
 
     _END = bytes(2 * BLOCK)
 
-    def __init__(self, raw: BinaryIO, url: str, begin: int, end: int) -> None:
+    def __init__(self, raw: BinaryIO, url: str, begin: int, end: int, placed: str = "") -> None:
         self.raw, self.url, self.at, self.end = raw, url, begin, end
         self.tail = self._END
+        self.placed = placed
 
     def read(self, n: int = -1) -> bytes:
         left = self.end - self.at
@@ -162,8 +165,16 @@ class _Range:
             return data
         data = self.raw.read(min(n, left))
         if not data:
+            if self.placed:
+                raise ShardFormatError(
+                    self.url, self.at, f"the shard ends here, but {self.placed} up to byte {self.end}"
+                )
             _stale(
                 self.url, f"its index places members up to byte {self.end}, but the shard ends at {self.at}"
             )
         self.at += len(data)
         return data
+
+    def uncount(self, last: Sample) -> None:
+        """The end-of-archive marker read after the range's last sample is ours, not the storage's."""
+        last.read_bytes -= len(self._END) - len(self.tail)

@@ -1,5 +1,7 @@
-"""The backend-neutral sample pipeline: samples -> shuffle -> decode/augment -> batches, the
-batch assembly without copies, and the batch-buffer ring the torch workers reuse.
+"""The backend-neutral sample pipeline, its stages as nodes (``next``, ``reset(state)``,
+``get_state``; node.py): shards -> samples (the shard cursor) -> shuffle -> decode/augment ->
+batches (the batch fill), composed per reader (reader.py); the batch and its ledger, the batch
+assembly without copies, and the batch-buffer ring the torch workers reuse.
 """
 
 from __future__ import annotations
@@ -9,38 +11,58 @@ from typing import TYPE_CHECKING
 from loaders._faces import lazy_face
 
 _EXPORTS = {
-    "Batch": "assemble",
+    "Batch": "batch",
     "BatchAssembler": "assemble",
+    "Batcher": "batcher",
     "CorruptImage": "decode",
     "IMAGENET_MEAN": "decode",
     "IMAGENET_STD": "decode",
+    "InTurn": "in_turn",
+    "Items": "items",
+    "Ledger": "batch",
+    "Node": "node",
+    "ObjectReads": "object_reads",
     "SampleError": "samples",
+    "ShardSamples": "shard_samples",
     "ShmRing": "shmring",
+    "Shuffle": "shuffle",
     "augment": "decode",
     "decode_jpeg": "decode",
     "normalize_batch": "decode",
     "process_sample": "samples",
-    "raw_samples": "samples",
-    "stream": "samples",
+    "raw_samples": "reader",
+    "reader_batches": "reader",
+    "reader_rng": "reader",
 }
 __all__ = [
     "IMAGENET_MEAN",
     "IMAGENET_STD",
     "Batch",
     "BatchAssembler",
+    "Batcher",
     "CorruptImage",
+    "InTurn",
+    "Items",
+    "Ledger",
+    "Node",
+    "ObjectReads",
     "SampleError",
+    "ShardSamples",
     "ShmRing",
+    "Shuffle",
     "augment",
     "decode_jpeg",
     "normalize_batch",
     "process_sample",
     "raw_samples",
-    "stream",
+    "reader_batches",
+    "reader_rng",
 ]
 
 if TYPE_CHECKING:
-    from loaders.pipeline.assemble import Batch, BatchAssembler
+    from loaders.pipeline.assemble import BatchAssembler
+    from loaders.pipeline.batch import Batch, Ledger
+    from loaders.pipeline.batcher import Batcher
     from loaders.pipeline.decode import (
         IMAGENET_MEAN,
         IMAGENET_STD,
@@ -49,7 +71,14 @@ if TYPE_CHECKING:
         decode_jpeg,
         normalize_batch,
     )
-    from loaders.pipeline.samples import SampleError, process_sample, raw_samples, stream
+    from loaders.pipeline.in_turn import InTurn
+    from loaders.pipeline.items import Items
+    from loaders.pipeline.node import Node
+    from loaders.pipeline.object_reads import ObjectReads
+    from loaders.pipeline.reader import raw_samples, reader_batches, reader_rng
+    from loaders.pipeline.samples import SampleError, process_sample
+    from loaders.pipeline.shard_samples import ShardSamples
     from loaders.pipeline.shmring import ShmRing
+    from loaders.pipeline.shuffle import Shuffle
 
 __getattr__, __dir__ = lazy_face(__name__, _EXPORTS)

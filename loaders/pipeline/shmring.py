@@ -40,6 +40,8 @@ from multiprocessing.reduction import DupFd
 import numpy as np
 import torch
 
+from loaders.observe.stages import StageStats
+
 FREE, TAKEN = 0, 1
 _ids = itertools.count(1)
 # the rings of this process by id: a batch in transit names its ring by number, and the pin-memory
@@ -125,3 +127,33 @@ class ShmRing:
 
     def free_slots(self) -> int:
         return int(np.count_nonzero(self.state == FREE))
+
+    def slot_of(self, images: torch.Tensor) -> int | None:
+        """The slot whose memory ``images`` (a view from its first byte) is, or None."""
+        offset = images.data_ptr() - self._bytes.ctypes.data
+        if 0 <= offset < self._bytes.size and offset % self.slot_bytes == 0:
+            return offset // self.slot_bytes
+        return None
+
+
+class SharedBuffers:
+    """Batch buffers a DataLoader worker sends to the main process: a slot of ``ring`` of worker
+    ``owner``'s while one is free, else a new segment of torch's shared memory (counted as
+    ``ring_fallback_batches``). ``ring`` None: torch's shared memory always."""
+
+    def __init__(self, ring: ShmRing | None, owner: int) -> None:
+        self.ring, self.owner = ring, owner
+
+    def allocate(self, shape: tuple[int, ...], stats: StageStats) -> torch.Tensor:
+        if self.ring is not None:
+            slot = self.ring.acquire(self.owner)
+            if slot is not None:
+                return torch.from_numpy(self.ring.array(slot).reshape(shape))
+            stats.counters["ring_fallback_batches"] += 1
+        storage = torch.UntypedStorage._new_shared(int(np.prod(shape)))
+        return torch.empty(0, dtype=torch.uint8).set_(storage).view(shape)
+
+    def release(self, images: torch.Tensor) -> None:
+        slot = None if self.ring is None else self.ring.slot_of(images)
+        if slot is not None:
+            self.ring.release(slot)  # type: ignore[union-attr]

@@ -3,25 +3,32 @@ per-sample objects) hands DALI batches of encoded JPEGs, labels and keys, with t
 timing, storage counters and error policy as the other backends.
 
 The loader sets the epoch (``start``), DALI iterates the feed, and for every batch DALI returns the
-loader takes the matching :class:`FedBatch` from ``pending``: its stats, keys and how many samples
-of the stream it used up (skipped corrupt ones included), which is what the epoch cursor counts.
+loader takes the matching :class:`FedBatch` from ``pending``: its stats, keys and the feed's state
+right after it (the fetchers' shard cursors, whose turn it is, the shuffle buffer), which is what
+the epoch cursor keeps: a resumed feed goes on with the next batch.
+
+    fetcher f (a thread): ShardSamples (or Items -> ObjectReads) of its share of the rank's epoch
+    -> InTurn (one sample from each fetcher in turn) -> Shuffle -> batches of encoded JPEGs
 """
 
 from __future__ import annotations
 
-import queue
-import random
-import threading
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from loaders.config import LoaderConfig
 from loaders.observe.stages import StageStats
-from loaders.pipeline.handoff import END, in_turn, put
-from loaders.pipeline.samples import SampleError, image_of, label_of, read_shards, shuffled
+from loaders.pipeline.in_turn import InTurn
+from loaders.pipeline.items import Items
+from loaders.pipeline.node import Node
+from loaders.pipeline.object_reads import ObjectReads
+from loaders.pipeline.samples import SampleError, image_of, label_of
+from loaders.pipeline.shard_samples import ShardSamples
+from loaders.pipeline.shuffle import Shuffle
 from loaders.plan import EpochPlan
 from loaders.storage.sources import ShardSource
 
@@ -32,7 +39,7 @@ class FedBatch:
 
     stats: StageStats
     keys: list[str]
-    consumed: int  # positions of the reader's shuffled stream this batch used up
+    resume: dict[str, Any]  # the feed's state right after this batch
 
 
 class Feed:
@@ -41,7 +48,7 @@ class Feed:
 
     ``fetchers`` threads each stream their share of the rank's epoch (``plan(epoch)``, the even
     split of loaders.plan); samples are taken from them in round-robin order, so the sample order
-    depends only on (seed, epoch, rank), and a resume can skip the delivered samples exactly.
+    depends only on (seed, epoch, rank), and a resumed feed goes on exactly where it stood.
     """
 
     def __init__(
@@ -53,15 +60,16 @@ class Feed:
     ) -> None:
         self.objects, self.fetchers, self.plan = config.layout == "objects", fetchers, plan
         self.rank, self.spec, self.source_spec = config.rank, config.pipeline, config.source
-        self.epoch, self.skip = 0, 0
+        self.epoch: int = 0
+        self.state: dict[str, Any] | None = None
         self.pending: deque[FedBatch] = deque()  # handed to DALI, not yet taken by the loader
         self.leftover = StageStats()  # a dropped tail's and a trailing error's cost: read, not delivered
         self.sources: list[ShardSource] = []  # one per fetcher, kept across epochs
         self.split = "shards"
 
-    def start(self, epoch: int, skip: int) -> None:
-        """The next iteration runs ``epoch``, less its first ``skip`` samples (delivered before a resume)."""
-        self.epoch, self.skip = epoch, skip
+    def start(self, epoch: int, state: dict[str, Any] | None) -> None:
+        """The next iteration runs ``epoch``, from its start or from ``state`` (a FedBatch's ``resume``)."""
+        self.epoch, self.state = epoch, state
 
     def take_leftover(self) -> StageStats:
         out, self.leftover = self.leftover, StageStats()
@@ -72,92 +80,64 @@ class Feed:
             source.close()
 
     def __iter__(self) -> Iterator[list]:
-        return self._epoch(self.epoch, self.skip)
+        return self._epoch(self.epoch, self.state)
 
-    def _reader(self, items: list, source: ShardSource, out: queue.Queue, stop: threading.Event) -> None:
-        try:
-            if self.objects:
-                from loaders.formats.sample_objects import read_objects
+    def _fetcher(self, items: list, worker: int) -> Node:
+        if len(self.sources) <= worker:
+            self.sources.append(ShardSource(self.source_spec))
+        source = self.sources[worker]
+        if self.objects:
+            return ObjectReads(Items(items), source, source.spec.concurrency)
+        return ShardSamples(items, source, self.spec.max_member_bytes)
 
-                samples = read_objects(items, source, concurrency=source.spec.concurrency)
-            else:
-                samples = read_shards(items, source, self.spec)
-            for sample in samples:
-                if not put(out, sample, stop):
-                    return
-        except BaseException as exc:  # handed to the consumer, which re-raises it
-            put(out, exc, stop)
-        finally:
-            put(out, END, stop)
-
-    def _samples(self, epoch: int, stop: threading.Event) -> Iterator:
-        queues = []
+    def _epoch(self, epoch: int, state: dict[str, Any] | None) -> Iterator[list]:
+        spec = self.spec
         plan = self.plan(epoch)
         self.split = plan.split
-        for worker in range(self.fetchers):
-            mine = list(plan.readers[worker].items)
-            if len(self.sources) <= worker:
-                self.sources.append(ShardSource(self.source_spec))
-            q: queue.Queue = queue.Queue(maxsize=max(8, self.spec.batch_size))
-            threading.Thread(
-                target=self._reader,
-                args=(mine, self.sources[worker], q, stop),
-                daemon=True,
-                name=f"dali-fetch-{worker}",
-            ).start()
-            queues.append(q)
-        yield from in_turn(queues)
-
-    def _epoch(self, epoch: int, skip: int) -> Iterator[list]:
-        spec = self.spec
-        stop = threading.Event()
-        rng = random.Random(hash((spec.seed, epoch, self.rank)))
+        fetchers = [self._fetcher(list(plan.readers[w].items), w) for w in range(self.fetchers)]
+        merged = InTurn(fetchers, max(8, spec.batch_size), name="dali-fetch")
+        samples = Shuffle(merged, spec.shuffle_buffer, hash((spec.seed, epoch, self.rank)))
+        samples.reset(None if state is None else state["samples"])
         self.pending.clear()
         stats = StageStats()
         jpegs: list[np.ndarray] = []
         labels: list[int] = []
         keys: list[str] = []
-        consumed = 0
         try:
-            for sample in shuffled(self._samples(epoch, stop), spec.shuffle_buffer, rng):
+            for sample in samples:
                 stats.bytes_read += sample.read_bytes
                 stats.add_time("fetch", sample.fetch_wall_s, sample.fetch_cpu_s)
-                if skip > 0:  # resume: these were delivered before the state was saved
-                    skip -= 1
-                    stats.counters["resume_skipped_samples"] += 1
-                    continue
-                consumed += 1
                 try:
                     label, data = label_of(sample), image_of(sample)
                     _check_jpeg(data, sample)
                 except SampleError as exc:
                     if spec.on_error == "fail":
                         raise
-                    stats.add_error("missing_label" if "no label" in str(exc) else "corrupt_sample", str(exc))
+                    stats.add_error(exc.kind, str(exc))
                     continue
                 jpegs.append(np.frombuffer(data, dtype=np.uint8))
                 labels.append(label)
                 keys.append(sample.key)
                 if len(jpegs) == spec.batch_size:
-                    yield self._emit(jpegs, labels, keys, stats, consumed)
-                    stats, jpegs, labels, keys, consumed = StageStats(), [], [], [], 0
+                    yield self._emit(jpegs, labels, keys, stats, samples)
+                    stats, jpegs, labels, keys = StageStats(), [], [], []
             # an even split reads whole batches already: a batch short of skipped samples still goes
             if jpegs and (not spec.drop_last or self.split == "samples"):
-                yield self._emit(jpegs, labels, keys, stats, consumed)
+                yield self._emit(jpegs, labels, keys, stats, samples)
             else:
                 self._drain(stats)
                 self.leftover.merge(stats)  # errors and bytes of a dropped tail still count
         finally:
-            stop.set()
+            merged.close()
 
     def _drain(self, stats: StageStats) -> None:
         for source in self.sources:
             source.drain_into(stats)
 
-    def _emit(self, jpegs: list, labels: list, keys: list, stats: StageStats, consumed: int) -> list:
+    def _emit(self, jpegs: list, labels: list, keys: list, stats: StageStats, samples: Shuffle) -> list:
         self._drain(stats)
         stats.samples = len(jpegs)
-        self.pending.append(FedBatch(stats, list(keys), consumed))
+        self.pending.append(FedBatch(stats, list(keys), {"samples": samples.state_dict()}))
         key_arrays = [np.frombuffer(k.encode(), dtype=np.uint8) for k in keys]
         return [jpegs, [np.array(label, dtype=np.int64) for label in labels], key_arrays]
 

@@ -40,8 +40,8 @@ Resume. Through the skeleton's epoch cursor (loaders.backends.BaseLoader; one st
 output).
 Reader modes also keep DALI 2.x's checkpoint of its reader (``enable_checkpointing=True``; the
 iterator's ``checkpoints()`` is stored in ``state_dict()`` and passed back as
-``Pipeline(checkpoint=...)``); verified in CPU mode. The external mode resumes by skipping the
-delivered samples of the epoch in the (deterministic) feed, before decoding.
+``Pipeline(checkpoint=...)``); verified in CPU mode. The external mode resumes the feed from its
+state after the last batch delivered (its fetchers' shard cursors, the shuffle buffer).
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ from loaders.backends.dali.graph import (
 from loaders.backends.skeleton import BaseLoader
 from loaders.formats.tar_index import index_path
 from loaders.observe.stages import StageStats
-from loaders.pipeline.assemble import Batch
+from loaders.pipeline.batch import Batch, Ledger
 from loaders.plan import local_path
 from loaders.storage.layers import OBJECT_PROTOCOLS
 
@@ -261,11 +261,11 @@ class DaliLoader(BaseLoader):
 
     # -- the contract -----------------------------------------------------------------------------
 
-    def _epoch(self, epoch: int, skip: list[int], done: list[int]) -> Iterator[Batch]:
-        if not any(skip):
+    def _epoch(self, epoch: int, resumed: list[dict | None] | None) -> Iterator[Batch]:
+        if resumed is None:
             self._checkpoint = None  # a saved reader position belongs to another epoch
         if self._feed is not None:
-            self._feed.start(epoch, skip[0])
+            self._feed.start(epoch, None if resumed is None else resumed[0])
         if self._iterator is None:
             self._iterator = self._make_iterator()  # prefetches at once: the feed's epoch is set
         else:
@@ -281,21 +281,22 @@ class DaliLoader(BaseLoader):
                 raise self._explain(exc) from exc
             wall = time.perf_counter() - w0
             cpu = (time.process_time() - p0) - (time.thread_time() - t0)
+            resume = None
             if self._feed is not None:
                 fed = self._feed.pending.popleft()
-                stats, keys, consumed = fed.stats, fed.keys, fed.consumed
+                stats, keys, resume = fed.stats, fed.keys, fed.resume
                 fetch_cpu = stats.cpu_s["fetch"]
             else:
                 stats = StageStats()
                 raw = [bytes(row).rstrip(b"\0").decode("utf-8", "replace") for row in out["keys"].numpy()]
                 keys = [_key_of(r, shard_paths) for r in raw]
                 stats.bytes_read = int(out["nbytes"].sum())
-                stats.samples = consumed = len(keys)
+                stats.samples = len(keys)
                 fetch_cpu = 0.0
             stats.add_time("decode", wall, max(0.0, cpu - fetch_cpu))
             images = out["images"].permute(0, 3, 1, 2)  # NHWC storage = channels_last NCHW view
             labels = out["labels"].reshape(-1).to(torch.int64)
-            yield Batch(images=images, labels=labels, keys=keys, stats=stats, consumed=consumed)
+            yield Batch(images, labels, keys, ledger=Ledger(stats, resume=resume))
         if self._feed is not None:  # a dropped tail's bytes and errors still count
             self.stats.merge(self._feed.take_leftover())
 

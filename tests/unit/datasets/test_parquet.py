@@ -15,10 +15,9 @@ import pytest
 
 from iobench.datasets.manifest import Manifest, verify
 from iobench.datasets.pack import pack_imagefolder
-from iobench.datasets.parquet import SCHEMA, ParquetShardWriter, convert_to_parquet
+from iobench.datasets.parquet import ParquetShardWriter, convert_to_parquet
 from iobench.datasets.synth import ensure_dataset, synthesize
-from loaders.formats.parquet import ParquetFormatError, iter_parquet_samples
-from loaders.formats.tar import ShardFormatError
+from loaders.formats import SCHEMA, ParquetFormatError, ShardFormatError, iter_parquet_samples
 from loaders.pipeline.samples import SampleError, label_of
 from tests.helpers.shardkit import tiny_jpeg
 

@@ -16,9 +16,9 @@ import simplejpeg
 
 from iobench.datasets import photos
 from iobench.datasets.manifest import MANIFEST_NAME, Manifest, verify
-from iobench.datasets.shardwriter import archive_bytes, member_bytes
 from iobench.datasets.synth import ensure_dataset, synthesize
 from iobench.datasets.wdsindex import wds_index_lines
+from loaders.formats import archive_bytes, member_bytes
 
 KIB = 1024
 

@@ -118,8 +118,10 @@ def test_resume_mid_epoch_loses_and_repeats_nothing(tiny_dataset, mode):
         if i == 2:
             state = first.state_dict()
             break
-    assert state["consumed"] == [96]
-    assert first.state_dict()["consumed"] == [96]  # after the loop stopped too: the skeleton's cursor
+    assert state["delivered"] == 3
+    assert (state["readers"] == [None]) == (mode == "reader")  # the reader mode's position is DALI's
+    later = first.state_dict()  # after the loop stopped too: the skeleton's cursor
+    assert (later["epoch"], later["readers"], later["delivered"]) == (state["epoch"], state["readers"], 3)
     second = DaliLoader(_config(urls=urls, options={"mode": mode}))
     second.load_state_dict(state)
     assert got + _read(second) == _truth(urls)

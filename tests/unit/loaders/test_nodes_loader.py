@@ -73,11 +73,10 @@ def test_resume_mid_epoch_continues_the_same_epoch_exactly(urls, k):
         if len(before) == k:
             break
     state = json.loads(json.dumps(first.state_dict()))
-    assert state["epoch"] == 2 and state["consumed"] == [4 * k]
+    assert state["epoch"] == 2 and state["delivered"] == k
     second = make_loader("nodes", cfg)
     second.load_state_dict(state)
     after = list(second)
-    assert second.stats.counters["resume_skipped_samples"] == 4 * k
     assert sorted(key for b in before + after for key in b.keys) == ALL_KEYS
     whole = make_loader("nodes", cfg)
     whole.set_epoch(2)

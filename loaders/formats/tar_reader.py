@@ -1,0 +1,133 @@
+"""The tar (WebDataset) format's reader (the table of formats names it for ``.tar``): a whole shard
+front to back, a part of one (by byte range from its index when most of it is other readers'), a
+shard resumed at a saved byte, and samples read again by their spans."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+from loaders.formats.base import DEFAULT_MAX_MEMBER_BYTES, Opener, Sample, ShardFormatError, charged
+from loaders.formats.tar import count_tar_samples, iter_samples
+from loaders.formats.tar_index import (
+    ArchiveRange,
+    ShardIndexError,
+    byte_range,
+    iter_range_samples,
+    load_index,
+)
+from loaders.observe.stages import clocks, since
+
+
+class TarReader:
+    """:class:`loaders.formats.base.ShardReader` for tar shards."""
+
+    def read(
+        self,
+        source: Opener,
+        url: str,
+        start: int = 0,
+        stop: int | None = None,
+        at: int = 0,
+        *,
+        ranged: bool = False,
+        max_member_bytes: int = DEFAULT_MAX_MEMBER_BYTES,
+    ) -> Iterator[Sample]:
+        if stop is not None and stop <= start:
+            return iter(())
+        if ranged:
+            return _by_index(source, url, start, stop, max_member_bytes)
+        return _stream(source, url, start, stop, at, max_member_bytes)
+
+    def reread(
+        self,
+        source: Opener,
+        url: str,
+        spans: Sequence[tuple[int, int, int]],
+        *,
+        max_member_bytes: int = DEFAULT_MAX_MEMBER_BYTES,
+    ) -> Iterator[Sample]:
+        for run in _adjacent(spans):
+            (first, begin, _), end = run[0], run[-1][2]
+            clock = clocks()
+            with source.open(url, begin, end) as raw:
+                wall, cpu = since(clock)
+                ranged = ArchiveRange(raw, url, begin, end, placed="a saved position places samples")
+                got = list(
+                    charged(iter_samples(ranged, url, max_member_bytes, at=begin, first=first), wall, cpu)
+                )
+            if [(s.index, *s.span) for s in got] != list(run):
+                raise ShardFormatError(
+                    url,
+                    begin,
+                    "the shard's samples are not where a saved position found them (rewritten since?)",
+                )
+            ranged.uncount(got[-1])
+            yield from got
+
+    def count(self, path: str) -> int:
+        return count_tar_samples(path)
+
+
+def _stream(
+    source: Opener, url: str, start: int, stop: int | None, at: int, max_member_bytes: int
+) -> Iterator[Sample]:
+    """Samples [start, stop) read front to back: from byte ``at`` where sample ``start`` begins
+    when it is known, else from the shard's start, the samples before ``start`` read but not
+    yielded (their bytes and time charged to sample ``start``). Reading stops after ``stop - 1``:
+    the rest of the shard is another reader's, and not even read."""
+    clock = clocks()
+    with source.open(url, at) as raw:
+        wall, cpu = since(clock)
+        samples = iter_samples(raw, url, max_member_bytes, at=at, first=start if at else 0)
+        if start and not at:
+            samples = _from(samples, start)
+        for sample in charged(samples, wall, cpu):
+            yield sample
+            if stop is not None and sample.index + 1 >= stop:
+                return
+
+
+def _from(samples: Iterator[Sample], start: int) -> Iterator[Sample]:
+    carried = [0, 0.0, 0.0]
+    for sample in samples:
+        if sample.index < start:  # another reader's: the bytes came off the storage all the same
+            carried[0] += sample.read_bytes
+            carried[1] += sample.fetch_wall_s
+            carried[2] += sample.fetch_cpu_s
+            continue
+        sample.read_bytes += int(carried[0])
+        sample.fetch_wall_s += carried[1]
+        sample.fetch_cpu_s += carried[2]
+        carried = [0, 0.0, 0.0]
+        yield sample
+
+
+def _by_index(
+    source: Opener, url: str, start: int, stop: int | None, max_member_bytes: int
+) -> Iterator[Sample]:
+    """Samples [start, stop) by byte range from the shard's index (read, and charged, with the
+    first sample)."""
+    clock = clocks()
+    index = load_index(url, source.read_object)
+    stop = len(index) if stop is None else stop
+    begin, end = byte_range(index, url, start, stop)
+    size = source.spec.shard_sizes.get(url)
+    if size is not None and end > size:
+        raise ShardIndexError(
+            url, f"its index places members up to byte {end}, but the shard has {size} (stale index)"
+        )
+    with source.open(url, begin, end) as raw:
+        wall, cpu = since(clock)
+        yield from charged(iter_range_samples(raw, url, index, start, stop, max_member_bytes), wall, cpu)
+
+
+def _adjacent(spans: Sequence[tuple[int, int, int]]) -> Iterator[list[tuple[int, int, int]]]:
+    """The spans in runs of samples that follow one another in the shard: one read each."""
+    run: list[tuple[int, int, int]] = []
+    for span in spans:
+        if run and (span[0] != run[-1][0] + 1 or span[1] != run[-1][2]):
+            yield run
+            run = []
+        run.append(span)
+    if run:
+        yield run

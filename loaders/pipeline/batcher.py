@@ -1,0 +1,142 @@
+"""Samples into batches, as a node: the batch fill. A sample from the stream is decoded and
+augmented straight into its slot of the batch (or copied in, decoded already by a mapper thread);
+a skipped sample does not shorten a batch (the next good one fills its place) and its counters
+ride with the batch. Each batch is stamped with when it was begun and finished and carries, in
+its ledger, this node's state right after it: a reader reset from that state goes on with the next
+batch, reading again only samples it had taken but not delivered (the rest of a mapper's chunk).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from loaders.config import PipelineSpec
+from loaders.formats.base import Ref, Sample
+from loaders.observe.stages import StageStats
+from loaders.pipeline.assemble import BatchAssembler, BatchBuffers
+from loaders.pipeline.batch import Batch, Ledger
+from loaders.pipeline.node import Node, State
+from loaders.pipeline.samples import Decoded, process_sample, sample_rng
+
+
+@dataclass(frozen=True)
+class Share:
+    """Whose batches these are: reader ``reader``'s of ``epoch``; ``batches``: how many it must
+    yield (an even split: skipped samples that leave it short are made up with empty batches, so
+    every rank steps alike), None where its count is what its samples make."""
+
+    reader: int = 0
+    epoch: int = 0
+    batches: int | None = None
+
+
+class Batcher(Node[Batch]):
+    """Batches of ``spec.batch_size`` from ``source`` (samples, or lists of :class:`Decoded` from a
+    mapper). ``seed``: the augmentation draws' (per sample: :func:`sample_rng`). ``buffers``: where
+    image buffers live; ``drain`` moves the storage counters gathered meanwhile into each batch;
+    ``alive`` false ends the stream at the next sample (a stream its loader abandoned); ``restore``
+    reads samples again by ref (default the source's)."""
+
+    def __init__(
+        self,
+        source: Node,
+        spec: PipelineSpec,
+        seed: int,
+        *,
+        share: Share = Share(),
+        buffers: BatchBuffers | None = None,
+        drain: Callable[[StageStats], None] | None = None,
+        alive: Callable[[], bool] | None = None,
+        restore: Callable[[Sequence[Ref]], list[Sample]] | None = None,
+    ) -> None:
+        self.source, self.spec, self.seed, self.share = source, spec, seed, share
+        self.buffers, self.drain, self.alive = buffers, drain, alive
+        self._restore = restore or source.restore
+        self._pending: deque[Sample | Decoded] = deque()  # taken from the source, in no batch yet
+        self._ended = False
+        self._state: State | None = None
+        self.made = 0  # batches delivered (to the consumer) this epoch
+
+    def reset(self, state: State | None = None) -> None:
+        self._pending.clear()
+        self._ended, self._state = False, None
+        self.made = 0 if state is None else state["made"]
+        if state is not None and state["pending"]:
+            self._pending.extend(self._restore([tuple(ref) for ref in state["pending"]]))
+        self.source.reset(None if state is None else state["source"])
+        super().reset(state)
+
+    def next(self) -> Batch:
+        begun = time.perf_counter()
+        self._state = None
+        spec = self.spec
+        batch = BatchAssembler(spec.batch_size, spec.image_size, buffers=self.buffers)
+        reads: list[tuple[float, float]] = []  # each sample's read: when asked for, when its bytes were in
+        while not batch.full and not self._ended:
+            item = self._take()
+            if item is None:
+                self._ended = True
+                break
+            if item.read is not None:
+                reads.append(item.read)
+            if isinstance(item, Decoded):
+                batch.stats.merge(item.stats)
+                if item.out is not None:
+                    batch.add(*item.out)
+                continue
+            slot = batch.slot() if spec.decode else None
+            out = process_sample(item, spec, sample_rng(self.seed, item), batch.stats, slot)
+            if out is None:
+                continue
+            if spec.decode:
+                batch.commit(out[1], out[2])  # the image is already in its slot
+            else:
+                batch.add(*out)
+        if self.drain is not None:
+            self.drain(batch.stats)
+        made = batch.take(drop_partial=spec.drop_last and not batch.full)
+        if made is None:
+            if self.share.batches is None or self.made >= self.share.batches or not self._alive():
+                raise StopIteration
+            made = Batch.empty(spec.image_size)  # skipped samples left this reader short
+        self.made += made.delivers
+        made.ledger = Ledger(
+            made.ledger.stats,
+            self.share.reader,
+            self.share.epoch,
+            (begun, time.perf_counter()),
+            tuple(reads) or None,
+            self.get_state(),
+        )
+        return made
+
+    def get_state(self) -> State:
+        if self._state is None:
+            self._state = {
+                "made": self.made,
+                "pending": [item.ref for item in self._pending],
+                "source": self.source.state_dict(),
+            }
+        return self._state
+
+    def _alive(self) -> bool:
+        return self.alive is None or self.alive()
+
+    def _take(self) -> Any:
+        """The next sample (or decoded sample) of the stream, None at its end or once not alive."""
+        if not self._alive():
+            return None
+        if self._pending:
+            return self._pending.popleft()
+        try:
+            item = next(self.source)
+        except StopIteration:
+            return None
+        if isinstance(item, list):  # a mapper's chunk: the rest waits here for the next batch
+            self._pending.extend(item)
+            return self._pending.popleft() if self._pending else self._take()
+        return item

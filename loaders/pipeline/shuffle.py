@@ -1,0 +1,99 @@
+"""The bounded shuffle buffer, as a node: memory stays at ``size`` samples whatever the dataset.
+
+It starts yielding once it holds ``initial`` samples (default an eighth of ``size``) and reads two
+samples per sample yielded until it is full, as webdataset's does: a reader's first batch (at
+start-up and at every epoch) waits for a fraction of the buffer, not all of it. When the source
+ends, the rest of the buffer is shuffled once and yielded in that order.
+
+Its state is small: the samples in the buffer by their refs (read again on a reset, see
+:meth:`Node.restore`), whether the source has ended, and its generator as (seed, words drawn).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+from typing import TypeVar
+
+from loaders.pipeline.node import Node, State
+
+T = TypeVar("T")
+_SKIP_WORDS = 2**20  # words drawn per call when a resumed generator catches up
+
+
+class CountingRandom(random.Random):
+    """``random.Random`` with the same draws, counting the 32-bit words drawn, so that where it
+    stands is two numbers (its seed, the words drawn) and a resumed one draws as many again."""
+
+    def __init__(self, seed: int, words: int = 0) -> None:
+        super().__init__(seed)
+        self.words = 0
+        while words > 0:  # one call per 4 MiB of words: a million draws take milliseconds
+            n = min(words, _SKIP_WORDS)
+            super().getrandbits(32 * n)
+            self.words += n
+            words -= n
+
+    def getrandbits(self, k: int) -> int:
+        self.words += (k + 31) // 32  # what CPython's generator draws for k bits
+        return super().getrandbits(k)
+
+
+class Shuffle(Node[T]):
+    """``source``'s items through a buffer of ``size`` (1 or less: in order), drawn by a generator
+    seeded with ``seed``."""
+
+    def __init__(self, source: Node[T], size: int, seed: int, initial: int | None = None) -> None:
+        self.source, self.size, self.seed = source, size, seed
+        self.initial = max(1, size // 8) if initial is None else max(1, min(initial, size))
+        self._buffer: list[T] = []
+        self._drained = False  # the source has ended: the buffer is shuffled, and popped from its end
+        self._rng = CountingRandom(seed)
+
+    def reset(self, state: State | None = None) -> None:
+        if state is None or self.size <= 1:
+            self._rng, self._buffer, self._drained = CountingRandom(self.seed), [], False
+        else:
+            self._rng = CountingRandom(self.seed, state["words"])
+            self._drained = state["drained"]
+            # read again before the source starts reading on: a source running in threads of its
+            # own (the DALI feed's fetchers) then has none yet using its storage
+            held = self.source.restore([tuple(ref) for ref in state["buffer"]])
+            self._buffer = held[::-1] if self._drained else held
+        self.source.reset(None if state is None else state["source"])
+        super().reset(state)
+
+    def next(self) -> T:
+        if self.size <= 1:
+            return next(self.source)
+        buffer = self._buffer
+        while not self._drained:
+            try:
+                sample = next(self.source)
+            except StopIteration:
+                self._rng.shuffle(buffer)
+                buffer.reverse()  # popped from the end: the shuffled order, first to last
+                self._drained = True
+                break
+            buffer.append(sample)
+            if len(buffer) < self.size:  # still filling: one more read for this yield
+                with contextlib.suppress(StopIteration):  # then the next read ends the source
+                    buffer.append(next(self.source))
+            if len(buffer) >= self.initial:
+                i = self._rng.randrange(len(buffer))
+                buffer[i], buffer[-1] = buffer[-1], buffer[i]
+                return buffer.pop()
+        if not buffer:
+            raise StopIteration
+        return buffer.pop()
+
+    def get_state(self) -> State:
+        if self.size <= 1:
+            return {"source": self.source.state_dict()}
+        held = self._buffer[::-1] if self._drained else self._buffer
+        return {
+            "words": self._rng.words,
+            "drained": self._drained,
+            "buffer": [item.ref for item in held],  # type: ignore[attr-defined]
+            "source": self.source.state_dict(),
+        }
