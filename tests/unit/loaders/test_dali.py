@@ -127,6 +127,23 @@ def test_resume_mid_epoch_loses_and_repeats_nothing(tiny_dataset, mode):
     assert got + _read(second) == _truth(urls)
 
 
+def test_the_external_feed_resumes_in_the_uninterrupted_order(tiny_dataset):
+    # the feed's state: its fetchers' shard cursors, whose turn it is, the shuffle buffer
+    cfg = _config(urls=_shards(tiny_dataset), options={"mode": "external"})
+    reference = [k for batch in DaliLoader(cfg) for k in batch.keys]
+    first = DaliLoader(cfg)
+    before = []
+    for batch in first:
+        before += batch.keys
+        if len(before) == 96:
+            break
+    state = first.state_dict()
+    assert state["readers"][0]["samples"]["buffer"]  # samples held in the shuffle buffer
+    second = DaliLoader(cfg)
+    second.load_state_dict(state)
+    assert before + [k for batch in second for k in batch.keys] == reference
+
+
 @pytest.fixture
 def corrupt_shards(tmp_path):
     from iobench.datasets.wdsindex import write_wds_index

@@ -130,3 +130,27 @@ def test_objects_layout_on_nodes_with_resume(tmp_path):
     assert second.stats.bytes_read == sum(len(tiny_jpeg(i)) for i in range(12)) - sum(
         len(tiny_jpeg(int(k))) for k in head.keys
     )  # skipped objects are not even fetched
+
+
+@pytest.mark.parametrize("k", [1, 2, 5])
+def test_resume_with_a_chunk_left_half_in_the_batcher(urls, k):
+    # batches of 3 from the mapper's chunks of 8: after most batches the batcher holds samples
+    # already decoded for the next one (the batch fill), which the state names and a resume decodes again
+    cfg = _cfg(urls, batch_size=3, workers=2)
+    whole = make_loader("nodes", cfg)
+    whole.set_epoch(1)
+    reference = list(whole)
+    first = make_loader("nodes", cfg)
+    first.set_epoch(1)
+    before = []
+    for batch in first:
+        before.append(batch)
+        if len(before) == k:
+            break
+    state = json.loads(json.dumps(first.state_dict()))
+    assert len(state["readers"][0]["pending"]) == -3 * k % 8  # the rest of the chunk of 8 in hand
+    second = make_loader("nodes", cfg)
+    second.load_state_dict(state)
+    after = list(second)
+    assert [b.keys for b in before + after] == [b.keys for b in reference]
+    assert all(torch.equal(a.images, b.images) for a, b in zip(before + after, reference, strict=True))
