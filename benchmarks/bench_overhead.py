@@ -81,7 +81,7 @@ def main() -> None:
     cpu = paired(cpu_ms, args.pairs)
     rates = paired(rate, args.rate_pairs)
     clock_us = trainer_clock_us()
-    from iobench.cell.demand import lookup_demand
+    from iobench.accelerators.demand import lookup_demand
 
     shortest_ms = 64 / lookup_demand("h100").samples_per_s * 1e3
     c, c_lo, c_hi = ratio_interval(cpu[True], cpu[False])

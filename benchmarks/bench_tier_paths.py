@@ -6,7 +6,7 @@ tier costs our code, against the local disk and each other.
 Paths: the local disk, S3 (the lab's radosgw) uncached, S3 with a warm shard cache that holds the
 dataset, S3 with a warm cache of a third of it (auto: static), RADOS with a warm RAM cache
 (tmpfs), and CephFS (ceph-fuse). Each round prepares every path warm and reads the whole dataset
-through the differential method's fetch-only readers (`iobench.cell.ceilings.fetch_ceiling`,
+through the differential method's fetch-only readers (`iobench.cell.diagnosis.ceilings.fetch_ceiling`,
 the same readers and split as the loader); rounds interleave the paths in a rotating order.
 Starts a lab with CephFS (or uses CEPH_CONF/AWS_ENDPOINT_URL with --cephfs-mount).
 """
@@ -22,7 +22,7 @@ from pathlib import Path
 from bench_tier_matrix import lab_with_cephfs
 from common import host_line, interleaved, median, paired, spread, write_section
 
-from iobench.cell.ceilings import fetch_ceiling
+from iobench.cell.diagnosis.ceilings import fetch_ceiling
 from iobench.cell.process import loader_inputs
 from iobench.datasets.synth import ensure_dataset
 from iobench.host.units import format_bytes

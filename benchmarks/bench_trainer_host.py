@@ -50,7 +50,7 @@ def _calibrate(cache: Path, batch: int) -> float:
         capture_output=True,
         env=_env(cache),
     )
-    from iobench.cell.hostcost import load_calibrations
+    from iobench.accelerators.hostcost import load_calibrations
 
     os.environ["IOBENCH_CACHE"] = str(cache)
     return next(

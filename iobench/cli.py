@@ -148,8 +148,8 @@ COMMANDS: tuple[Command | CommandGroup, ...] = (
     ),
     Command(
         "calibrate",
-        ".cell.cli:add_calibrate_arguments",
-        ".cell.cli:calibrate_command",
+        ".accelerators.cli:add_calibrate_arguments",
+        ".accelerators.cli:calibrate_command",
         "time a real trainer's step alone on this host, for the emulated accelerator's host work",
     ),
     Command(

@@ -63,7 +63,7 @@ def step_alone(step, batch_size: int, image_size: int = 224):
     before any loader runs, so no loader's window carries the warm-up."""
     import torch
 
-    from iobench.cell.alone import time_alone
+    from iobench.accelerators.alone import time_alone
 
     images = torch.randint(0, 256, (batch_size, 3, image_size, image_size), dtype=torch.uint8)
     labels = torch.zeros(batch_size, dtype=torch.int64)
@@ -180,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
 
-    from iobench.cell.accelerator import TorchTrainStep
+    from iobench.accelerators.consumers import TorchTrainStep
     from iobench.datasets.synth import synthesize
     from loaders import ShardLoader
 

@@ -3,7 +3,7 @@
 ``analyse`` takes one rank's step rows (warm-up already marked), builds their ledger
 (analysis/ledger.py) and derives from it, and from nothing else, the metrics, the wall split, the
 epochs, the measured window and the verdict. A multi-rank cell's job figures come from the same
-functions over its ranks' accounts clipped to their common interval (cell/rankmetrics.py).
+functions over its ranks' accounts clipped to their common interval (cell/ranks/rankmetrics.py).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """One attribution from two methods: the differential ceilings and the online per-stage timers.
 
 The differential method names the binding part of the pipeline from rates measured in isolation
-(iobench/cell/ceilings.py); the online method from the time each reader spends per sample in each
+(iobench/cell/diagnosis/ceilings.py); the online method from the time each reader spends per sample in each
 stage (verdict.py). They are independent measurements of the same question, so disagreement is
 itself a finding and is reported, never hidden.
 

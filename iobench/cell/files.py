@@ -17,15 +17,15 @@ import pyarrow as pa
 import torch
 
 from iobench import __version__
+from iobench.accelerators.demand import mlperf_au_threshold
 from iobench.analysis import scale
 from iobench.analysis.honesty import cache_warnings, epoch1_vs_steady, epoch_delta
 from iobench.analysis.mlperf import mlperf_figures, reading_of
 from iobench.analysis.queue import LoaderQueue
 from iobench.analysis.repeats import summarize
 from iobench.analysis.steptimes import step_times
-from iobench.cell.allreduce import allreduce_model, gradient_size_known
-from iobench.cell.demand import mlperf_au_threshold
 from iobench.cell.measure import Measurement
+from iobench.cell.ranks.allreduce import allreduce_model, gradient_size_known
 from iobench.host.cores import usable_cores
 from iobench.host.memory import usable_memory
 from iobench.results.codec import from_json

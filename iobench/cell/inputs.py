@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from iobench.cell.accelerator import Consumer
+from iobench.accelerators.consumers import Consumer
 from iobench.datasets.manifest import Manifest
 from iobench.results.spec import CellSpec, LoaderSettings
 from iobench.tiers import make_tier

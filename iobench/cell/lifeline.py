@@ -14,7 +14,8 @@ import os
 import signal
 import sys
 
-PARENT_ENV = "IOBENCH_SWEEP_PID"
+from iobench.cell.protocol import PARENT_ENV
+
 _PR_SET_PDEATHSIG = 1
 
 

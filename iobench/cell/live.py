@@ -12,9 +12,9 @@ import os
 import time
 from pathlib import Path
 
+from iobench.cell.protocol import LIVE_ENV
 from iobench.results.figures import StepRow
 
-LIVE_ENV = "IOBENCH_LIVE_FILE"
 INTERVAL_S = 0.5
 
 

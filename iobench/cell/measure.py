@@ -16,17 +16,17 @@ import os
 import time
 from dataclasses import dataclass
 
+from iobench.accelerators.alone import time_alone
+from iobench.accelerators.consumers import EmulatedAccelerator
 from iobench.analysis import window
 from iobench.analysis.cellfigures import Analysis, RunFacts, analyse
-from iobench.cell.accelerator import EmulatedAccelerator
-from iobench.cell.allreduce import allreduce_model
-from iobench.cell.alone import time_alone
-from iobench.cell.distributed import SOLO, Ranks
 from iobench.cell.inputs import CellInputs
 from iobench.cell.live import live_file
-from iobench.cell.loaderfactory import epoch_factory
-from iobench.cell.steploop import StepLog, mark_warmup, run_steps, step_durations
-from iobench.cell.sync import StepSync
+from iobench.cell.ranks.allreduce import allreduce_model
+from iobench.cell.ranks.distributed import SOLO, Ranks
+from iobench.cell.ranks.sync import StepSync
+from iobench.cell.steps.loaderfactory import epoch_factory
+from iobench.cell.steps.steploop import StepLog, mark_warmup, run_steps, step_durations
 from iobench.cell.telemetry import Telemetry, TelemetrySampler
 from iobench.results.figures import CacheState, PipelineMetrics, SteadyState, StepAlone, Verdict, Window
 from iobench.results.spec import CellSpec, RunSettings

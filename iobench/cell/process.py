@@ -13,9 +13,9 @@ import sys
 import traceback
 from pathlib import Path
 
+from iobench.accelerators.consumers import EmulatedAccelerator, make_consumer
 from iobench.analysis.differential import combine
-from iobench.cell.accelerator import EmulatedAccelerator, make_consumer
-from iobench.cell.diagnose import check_capacity, measure_ceilings
+from iobench.cell.diagnosis.diagnose import check_capacity, measure_ceilings
 from iobench.cell.files import cell_files
 from iobench.cell.inputs import cell_inputs
 from iobench.cell.lifeline import die_with_parent

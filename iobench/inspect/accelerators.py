@@ -6,8 +6,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from iobench.accelerators.demand import (
+    UnknownAccelerator,
+    load_accelerator_table,
+    load_model_table,
+    lookup_demand,
+)
 from iobench.analysis.decoderate import REFERENCE_SAMPLE_BYTES
-from iobench.cell.demand import UnknownAccelerator, load_accelerator_table, load_model_table, lookup_demand
 
 
 @dataclass(frozen=True)

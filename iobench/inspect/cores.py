@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+from iobench.accelerators.hostcost import HostCost, host_cost
 from iobench.analysis.cores import cores_to_feed
 from iobench.analysis.decoderate import DecodeRate
-from iobench.cell.hostcost import HostCost, host_cost
 
 from .accelerators import AcceleratorDemand
 
@@ -39,7 +39,7 @@ class CoresNeeded:
 
 
 def trainer_cost(demand: AcceleratorDemand) -> HostCost | None:
-    """The host cost behind a trainer's cores (cell/hostcost.py); none for MLPerf Storage's
+    """The host cost behind a trainer's cores (accelerators/hostcost.py); none for MLPerf Storage's
     emulation, which sleeps (as iobench's emulation of it does)."""
     return None if demand.kind == "mlperf_storage" else host_cost(demand.model, TRAINER_BATCH)
 

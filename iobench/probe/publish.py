@@ -7,7 +7,7 @@ stage (``analysis.cellfigures.analyse``: the steps' ledger, metrics, wall split,
 a sweep's do. The probe adds its own verdict (verdict.py), its window rule and its ceilings.
 
 - one ``StepRow`` per step of a rank's main stream, with the step loop's meanings
-  (cell/steploop.py): ``wait_s`` blocked in next() (an epoch's first step from its ``iter()``, the
+  (cell/steps/steploop.py): ``wait_s`` blocked in next() (an epoch's first step from its ``iter()``, the
   iterator's building in ``open_s``); ``h2d_s`` the copies to the device inside the step;
   ``compute_s`` the rest of the step's host time, from the batch in hand to the loop's next call;
   ``device_s`` the CUDA events' span, or on the CPU the step itself (the host is the device);

@@ -53,7 +53,7 @@ def _size(text: str, what: str, *, positive: bool = True, given: str | None = No
 
 
 def add_recommend_arguments(p: argparse.ArgumentParser) -> None:
-    from iobench.cell.demand import DEMANDS
+    from iobench.accelerators.demand import DEMANDS
 
     data = p.add_argument_group("the dataset (sizes or a manifest)")
     data.add_argument("--dataset-size", metavar="SIZE", help="total size, e.g. 5TB")
@@ -258,7 +258,7 @@ def _runs_sample_bytes(run_dirs: list[str]) -> tuple[float, str]:
 
 def _model_sample_bytes(model: str) -> tuple[float, str]:
     """The mean sample of the dataset ``model`` trains on (configs/accelerators.yaml's models)."""
-    from iobench.cell.demand import load_model_table
+    from iobench.accelerators.demand import load_model_table
 
     dataset = (load_model_table().get(model) or {}).get("dataset")
     if not dataset:
@@ -277,7 +277,7 @@ def _demand(args: argparse.Namespace, kind: str) -> tuple[str, str, Figure, int 
     """The model, the kind of demand and the rate per accelerator, every error naming its flag.
     Without --model, resnet50 where the accelerator has it; without --demand, training where the
     table has it, else the one figure it has (and the source says so)."""
-    from iobench.cell.demand import DEMANDS, load_accelerator_table, lookup_demand
+    from iobench.accelerators.demand import DEMANDS, load_accelerator_table, lookup_demand
 
     from .calibrate import Figure
 
@@ -362,9 +362,9 @@ def _positive(value: float | None, flag: str) -> None:
 
 def scenario(args: argparse.Namespace) -> Scenario:
     """The scenario the arguments describe, every value checked, every error naming its flag."""
+    from iobench.accelerators.demand import load_accelerator_table, models_with_host_work
+    from iobench.accelerators.hostcost import host_cost
     from iobench.analysis import decoderate
-    from iobench.cell.demand import load_accelerator_table, models_with_host_work
-    from iobench.cell.hostcost import host_cost
 
     from .calibrate import Figure
     from .placements import Scenario

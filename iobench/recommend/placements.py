@@ -96,7 +96,7 @@ class Scenario:
     target: str = ""  # how the node was described (given, a reference profile), for the report
     dataset_said: str = "given"  # where the dataset and sample sizes came from, for the report
     decode: DecodeRate = ASSUMED  # CPU decode + augment per core (analysis/decoderate.py)
-    # host cores left to each accelerator's trainer process (cell/hostcost.py); None: none reserved
+    # host cores left to each accelerator's trainer process (accelerators/hostcost.py); None: none reserved
     trainer_cores: Figure | None = None
 
     @property

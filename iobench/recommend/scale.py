@@ -16,7 +16,7 @@ from pathlib import Path
 
 from iobench.analysis.queue import LoaderQueue
 from iobench.analysis.scale import predict
-from iobench.cell.allreduce import AllReduceModel, gradient_bytes
+from iobench.cell.ranks.allreduce import AllReduceModel, gradient_bytes
 from iobench.results.api import load_summaries, step_rows
 from iobench.results.figures import ScalePoint
 from iobench.results.store import STEPS_NAME

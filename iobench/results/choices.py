@@ -14,7 +14,7 @@ SyncMode = Literal["allreduce", "barrier", "none"]
 Layout = Literal["shards", "objects"]  # objects: one object per sample (iobench dataset objects)
 AcceleratorKind = Literal["emulated", "torch"]
 DemandKind = Literal["training", "mlperf_storage"]
-# an emulated accelerator's device time per step (cell/jitter.py)
+# an emulated accelerator's device time per step (accelerators/jitter.py)
 ComputeDist = Literal["constant", "normal", "gamma", "lognormal", "uniform", "exponential"]
 # what binds a cell (analysis/verdict.py), and in a multi-rank cell its ranks' waits for each other
 Bound = Literal["accelerator", "host", "prep", "fetch", "unknown", "straggler", "allreduce"]

@@ -50,7 +50,7 @@ class LoaderSettings:
 
 @dataclass(frozen=True)
 class ComputeSpec:
-    """How an emulated accelerator's device time varies from step to step (cell/jitter.py)."""
+    """How an emulated accelerator's device time varies from step to step (accelerators/jitter.py)."""
 
     dist: ComputeDist
     cv: float  # the device time's coefficient of variation: sd / mean
@@ -67,7 +67,7 @@ class AcceleratorSpec:
     count: int
     samples_per_s: float | None = None  # type "custom": a demand given in the sweep file
     # emulated: whose trainer host work each step does ("none", or a model); None: its own model's
-    # (none at demand mlperf_storage). cell/hostcost.py, docs/method.md
+    # (none at demand mlperf_storage). accelerators/hostcost.py, docs/method.md
     host_work: str | None = None
     compute: ComputeSpec | None = None  # emulated: the device time's distribution; None: constant
 

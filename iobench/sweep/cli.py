@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 
 if TYPE_CHECKING:
-    from iobench.cell.torchrun import NodePlace
+    from iobench.cell.protocol import NodePlace
     from iobench.sweep.config import SweepConfig
     from iobench.sweep.datasetspec import DatasetSpec
     from iobench.sweep.estimate import CellEstimate
@@ -103,7 +103,7 @@ def _flag_overrides(args: argparse.Namespace) -> list[str]:
 
 def node_place(args: argparse.Namespace, nodes: int, required: bool = True) -> NodePlace | None:
     """This node's place in a multi-node sweep, checked against run.nodes (a plan needs none)."""
-    from iobench.cell.torchrun import NodePlace
+    from iobench.cell.protocol import NodePlace
 
     given = args.node_rank is not None or args.rdzv_endpoint is not None
     if nodes == 1:

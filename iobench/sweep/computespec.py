@@ -1,11 +1,11 @@
 """An emulated accelerator's ``compute:`` in a sweep file: how its device time varies step to step.
 
-    compute: {dist: gamma, cv: 0.2}           # any of cell/jitter.py's DISTS; seed: the run's
+    compute: {dist: gamma, cv: 0.2}           # any of accelerators/jitter.py's DISTS; seed: the run's
     compute: {dist: lognormal, cv: calibrated, seed: 7}
     compute: {stdev: 0.02}                    # DLIO's computation_time_stdev, seconds: normal
 
 ``cv: calibrated`` takes the spread of the model's step that ``iobench calibrate`` measured on this
-host (cell/hostcost.py); DLIO's form needs a demand with a computation time per step
+host (accelerators/hostcost.py); DLIO's form needs a demand with a computation time per step
 (``demand: mlperf_storage``), which the stdev is a fraction of.
 """
 
@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from iobench.cell.demand import Demand
-from iobench.cell.jitter import check
+from iobench.accelerators.demand import Demand
+from iobench.accelerators.jitter import check
 from iobench.results.spec import ComputeSpec
 from iobench.sweep.checks import ConfigError, check_keys, integer
 
@@ -63,7 +63,7 @@ def _dlio_form(d: dict, where: str, demand: Demand | None, seed: int) -> Compute
 
 
 def _calibrated(where: str, demand: Demand | None) -> tuple[float, str]:
-    from iobench.cell.hostcost import host_cost
+    from iobench.accelerators.hostcost import host_cost
 
     model = demand.model if demand else "?"
     try:  # at calibrate's default batch: host_cost takes the batch measured nearest it

@@ -15,8 +15,8 @@ from typing import Any
 
 import yaml
 
-from iobench.cell.allreduce import DEFAULT_INTERCONNECT, gradient_size_known, interconnect
-from iobench.cell.loaderfactory import loader_config
+from iobench.cell.ranks.allreduce import DEFAULT_INTERCONNECT, gradient_size_known, interconnect
+from iobench.cell.steps.loaderfactory import loader_config
 from iobench.results.spec import (
     CACHE_MODES,
     LAYOUTS,
@@ -303,7 +303,7 @@ def _check_type(value: Any, default: Any, key: str) -> None:
 
 
 def _accelerators(raw: Any, run_seed: int = 0) -> list[AcceleratorSpec]:
-    from iobench.cell.demand import (
+    from iobench.accelerators.demand import (
         DEMANDS,
         Demand,
         UnknownAccelerator,

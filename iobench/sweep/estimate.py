@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from iobench.accelerators.demand import demand_of
 from iobench.analysis.decoderate import REFERENCE_SAMPLE_BYTES, DecodeRate
-from iobench.cell.demand import demand_of
 from iobench.host.cores import usable_cores
 from iobench.results.spec import CellSpec
 from iobench.sweep.datasetspec import DatasetSpec

@@ -8,7 +8,7 @@ import contextlib
 from dataclasses import replace
 from pathlib import Path
 
-from iobench.cell.distributed import first_rank_error
+from iobench.cell.ranks.distributed import first_rank_error
 from iobench.host.atomic import atomic_write
 from iobench.host.memory import oom_kills, usable_memory
 from iobench.results.spec import CellSpec

@@ -8,13 +8,12 @@ import functools
 import json
 import shutil
 import signal
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from iobench.cell.torchrun import NodePlace, torchrun_command
+from iobench.cell.protocol import NodePlace, cell_command
 from iobench.results.codec import to_json
 from iobench.results.spec import CellSpec
 from iobench.results.store import SUMMARY_NAME, read_summary, write_results_table
@@ -213,18 +212,7 @@ class Sweep:
             shutil.rmtree(scratch, ignore_errors=True)
 
     def _command(self, cell: CellSpec, spec: Path) -> list[str]:
-        ranks, nodes = cell.run.ranks_per_node, cell.run.nodes
-        if ranks == 1 and nodes == 1:
-            return [sys.executable, "-m", "iobench.cell.process", str(spec), str(self.run_dir)]
-        return torchrun_command(
-            spec,
-            self.run_dir,
-            ranks_per_node=ranks,
-            nodes=nodes,
-            place=self.place,
-            run_id=cell.cell_id,
-            timeout_s=cell.run.timeout_s,
-        )
+        return cell_command(spec, self.run_dir, cell.run, place=self.place, run_id=cell.cell_id)
 
     def _attempt(self, cell: CellSpec, state: SweepState, events: SweepEvents, scratch: Path) -> CellSummary:
         """One cell in a child interpreter (or torchrun and its ranks); a crash, a time-out or a stall

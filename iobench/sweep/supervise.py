@@ -16,9 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from iobench.cell.distributed import RANK_ERRORS_ENV
-from iobench.cell.lifeline import PARENT_ENV
-from iobench.cell.live import LIVE_ENV, read_live
+from iobench.cell.live import read_live
+from iobench.cell.protocol import cell_environment
 from iobench.results.spec import CellSpec
 from iobench.sweep.rundir import LIVE_NAME
 from iobench.sweep.watchdog import StallWatch, describe_processes, group_processes, process_table
@@ -105,9 +104,7 @@ def _start(command: list[str], files: CellFiles) -> subprocess.Popen:
                 # ranks') import path: a user's own loaders/ or iobench/ package there would
                 # stand in for ours. Python >= 3.11 leaves it off; 3.10 ignores the variable
                 "PYTHONSAFEPATH": "1",
-                LIVE_ENV: str(files.live),
-                PARENT_ENV: str(os.getpid()),
-                RANK_ERRORS_ENV: str(files.scratch),
+                **cell_environment(files.live, files.scratch),
             },
             # a process group of its own: killed as a whole, and spared the terminal's Ctrl-C,
             # which the sweep handles

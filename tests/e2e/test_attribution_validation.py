@@ -96,4 +96,6 @@ def test_the_unthrottled_local_tier_is_prep_bound_here(tmp_path, tiny_dataset):
     assert len(s["repeats"]) == 2 and all(r["cache"] == "cold" for r in s["repeats"])
     stats = s["stability"]["samples_per_s"]
     assert stats["n"] == 2 and stats["ci_low"] <= stats["mean"] <= stats["ci_high"]
-    assert s["warmup"]["method"].startswith("MSER") and s["warmup"]["steps"] >= 1  # the start-up step at least
+    assert (
+        s["warmup"]["method"].startswith("MSER") and s["warmup"]["steps"] >= 1
+    )  # the start-up step at least

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 
 from iobench.analysis.honesty import cache_warnings, epoch1_vs_steady, epoch_delta
-from iobench.cell.steploop import StepLog, StepRow, mark_warmup, step_durations
+from iobench.cell.steps.steploop import StepLog, StepRow, mark_warmup, step_durations
 from iobench.results.figures import CacheState, EpochFigures
 from loaders import StageStats
 

@@ -6,10 +6,10 @@ from dataclasses import replace
 import pytest
 import torch
 
+from iobench.accelerators.consumers import EmulatedAccelerator
+from iobench.accelerators.demand import Demand, lookup_demand
 from iobench.analysis.verdict import attribute
-from iobench.cell.accelerator import EmulatedAccelerator
-from iobench.cell.demand import Demand, lookup_demand
-from iobench.cell.steploop import StepRow, run_steps
+from iobench.cell.steps.steploop import StepRow, run_steps
 from loaders import Batch, StageStats
 from tests.helpers.summaries import metrics_of
 

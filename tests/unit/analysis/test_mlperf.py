@@ -8,11 +8,11 @@ from dataclasses import replace
 import pytest
 from rich.console import Console
 
+from iobench.accelerators.demand import lookup_demand, mlperf_au_threshold
 from iobench.analysis.epochs import epoch_figures
 from iobench.analysis.ledger import ledger
 from iobench.analysis.metrics import dlio_au, epoch_dlio_au
 from iobench.analysis.mlperf import mlperf_figures, reading_of
-from iobench.cell.demand import lookup_demand, mlperf_au_threshold
 from iobench.report.html import render_html
 from iobench.report.mlperf import decoding_adds, mlperf_view
 from iobench.results.figures import StepRow

@@ -1,5 +1,5 @@
 """The measured window: when a repeat has measured enough, how tight its samples/s is, and how a
-short one extends itself by epochs (analysis/window.py, cell/steploop.py)."""
+short one extends itself by epochs (analysis/window.py, cell/steps/steploop.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from iobench.analysis import window
 from iobench.analysis.ledger import ledger
 from iobench.analysis.steady import steady_state
-from iobench.cell.steploop import run_steps, step_durations
+from iobench.cell.steps.steploop import run_steps, step_durations
 from iobench.results.figures import StepRow, Window
 from iobench.results.spec import MinMeasure
 from loaders import Batch, StageStats

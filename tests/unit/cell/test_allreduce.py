@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from iobench.cell.allreduce import (
+from iobench.cell.ranks.allreduce import (
     AllReduceModel,
     UnknownInterconnect,
     gradient_bytes,

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from iobench.cell.ramcopy import RamCopies
+from iobench.cell.diagnosis.ramcopy import RamCopies
 from loaders.storage.localfile import MappedFile, open_local
 
 
@@ -31,7 +31,7 @@ def test_the_copy_is_a_memfd_that_another_process_reads():
 
 _HOLD = """
 import sys
-from iobench.cell.ramcopy import RamCopies
+from iobench.cell.diagnosis.ramcopy import RamCopies
 ram = RamCopies(200 * 2**20)
 dst, path = ram.create("000000.tar")
 dst.write(b"x" * (200 * 2**20))
@@ -76,7 +76,7 @@ def test_a_copy_over_the_ram_budget_is_refused_saying_how_much():
 
 
 def test_the_prep_copy_takes_fewer_shards_only_where_the_budget_is_short():
-    from iobench.cell.ceilings import _fitting
+    from iobench.cell.diagnosis.ceilings import _fitting
 
     shards = [(10, 1)] * 10  # ten 10-byte shards
     assert _fitting(shards, 10, 4, budget=10**9) == 10  # all fit: none dropped, whatever the readers

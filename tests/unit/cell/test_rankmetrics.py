@@ -1,4 +1,4 @@
-"""A multi-rank cell's figures (cell/rankmetrics.py), without processes: the steps every rank of a
+"""A multi-rank cell's figures (cell/ranks/rankmetrics.py), without processes: the steps every rank of a
 synchronous job completed, the time each rank spent waiting for its data, for its peers and in the
 all-reduce, and what peers cost; ranks into one result, rank counts in the plan, a node's place and
 torchrun's command line, the first failure as the cause (the cells themselves run under torchrun
@@ -11,11 +11,12 @@ import json
 
 import pytest
 
-from iobench.cell.distributed import first_rank_error
-from iobench.cell.rankmetrics import RankRun, aggregate, common_interval
-from iobench.cell.steploop import StepLog
-from iobench.cell.torchrun import torchrun_command
+from iobench.cell.protocol import cell_command
+from iobench.cell.ranks.distributed import first_rank_error
+from iobench.cell.ranks.rankmetrics import RankRun, aggregate, common_interval
+from iobench.cell.steps.steploop import StepLog
 from iobench.results.figures import StepRow, Verdict
+from iobench.results.spec import RunSettings
 from iobench.sweep.cli import node_place
 from iobench.sweep.config import ConfigError, parse_config
 from iobench.sweep.outcome import last_words
@@ -189,10 +190,9 @@ def test_each_node_names_its_place_and_torchrun_meets_at_node_zero(tmp_path):
     with pytest.raises(ValueError, match=r"only for a sweep with run\.nodes > 1"):
         node_place(args(0, "h:1"), 1)
     place = node_place(args(1, "node0:29500"), 2)
-    cmd = torchrun_command(
-        tmp_path / "c.json", tmp_path, ranks_per_node=4, nodes=2, place=place, run_id="c", timeout_s=60
-    )
-    assert cmd[1:3] == ["-m", "iobench.cell.torchrun"]
+    run = RunSettings(ranks_per_node=4, nodes=2, timeout_s=60)
+    cmd = cell_command(tmp_path / "c.json", tmp_path, run, place=place, run_id="c")
+    assert cmd[1:3] == ["-m", "iobench.cell.ranks.torchrun"]
     for flag in (
         "--nproc-per-node=4",
         "--nnodes=2",
@@ -201,11 +201,11 @@ def test_each_node_names_its_place_and_torchrun_meets_at_node_zero(tmp_path):
         "--master-port=29500",
     ):
         assert flag in cmd
-    assert cmd[-4:] == ["-m", "iobench.cell.rank", str(tmp_path / "c.json"), str(tmp_path)]
-    solo = torchrun_command(
-        tmp_path / "c.json", tmp_path, ranks_per_node=2, nodes=1, place=None, run_id="c", timeout_s=60
-    )
+    assert cmd[-4:] == ["-m", "iobench.cell.ranks.rank", str(tmp_path / "c.json"), str(tmp_path)]
+    solo = cell_command(tmp_path / "c.json", tmp_path, RunSettings(ranks_per_node=2), place=None, run_id="c")
     assert "--standalone" in solo and not any(a.startswith("--nnodes") for a in solo)
+    one = cell_command(tmp_path / "c.json", tmp_path, RunSettings(), place=None, run_id="c")
+    assert one[1:3] == ["-m", "iobench.cell.process"]
 
 
 def test_the_first_failure_is_the_cause(tmp_path):

@@ -1,4 +1,4 @@
-"""The step loop's side of keeping ranks in step (cell/steploop.py with cell/sync.py): when one
+"""The step loop's side of keeping ranks in step (cell/steps/steploop.py with cell/ranks/sync.py): when one
 rank's loader runs out first, every rank ends the epoch at that step, and the batches the others
 already had are dropped and counted, never waited on."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 
-from iobench.cell.steploop import run_steps
+from iobench.cell.steps.steploop import run_steps
 from loaders import Batch, StageStats
 
 

@@ -122,7 +122,7 @@ def test_parse_size(text, n):
 
 @pytest.mark.parametrize("text", ["", "GB", "2XB", "-1GB", "1.2.3MB", "2 G B", "10"])
 def test_parse_size_rejects(text):
-    with pytest.raises(ValueError, match="size|no unit"):
+    with pytest.raises(ValueError, match=r"size|no unit"):
         parse_size(text)
 
 

@@ -16,7 +16,7 @@ from rich.console import Console
 
 import iobench.cell.live
 from iobench.cell.live import LiveFile
-from iobench.cell.steploop import StepRow
+from iobench.cell.steps.steploop import StepRow
 from iobench.host.pagecache import evict
 from iobench.monitor.cli import add_monitor_arguments, monitor_command
 from iobench.sweep.rundir import SCRATCH_PREFIX, SWEEP_FILE, SweepState

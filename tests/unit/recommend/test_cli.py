@@ -11,7 +11,7 @@ from io import StringIO
 import pytest
 from rich.console import Console
 
-from iobench.cell.demand import UnknownAccelerator, lookup_demand, mlperf_au_threshold
+from iobench.accelerators.demand import UnknownAccelerator, lookup_demand, mlperf_au_threshold
 from iobench.inspect.accelerators import parse_accelerators
 from iobench.recommend.cli import recommend_command, scenario
 from iobench.sweep.checks import ConfigError
@@ -113,7 +113,7 @@ def test_inspect_and_the_sweep_file_take_b200_and_mi355():
 
 
 def test_a_workload_with_no_parameter_count_has_no_modelled_all_reduce():
-    from iobench.cell.allreduce import gradient_size_known
+    from iobench.cell.ranks.allreduce import gradient_size_known
     from iobench.sweep.config import parse_config
     from tests.unit.sweep.test_config import _raw
 

@@ -304,7 +304,7 @@ _NO_DALI = pytest.mark.skipif(importlib.util.find_spec("nvidia.dali") is None, r
 
 @pytest.mark.parametrize("backend", ["torch", "nodes", pytest.param("dali", marks=_NO_DALI)])
 def test_make_loader_reads_a_throttled_tier_at_its_cap(tier, backend):
-    from iobench.cell.loaderfactory import loader_config
+    from iobench.cell.steps.loaderfactory import loader_config
 
     manifest = tier.load_manifest()
     row = LoaderSettings(kind=backend, batch_size=16, workers=2, shuffle_buffer=16)
@@ -330,7 +330,7 @@ def test_make_loader_reads_a_throttled_tier_at_its_cap(tier, backend):
 @_NO_DALI
 @pytest.mark.parametrize("mode", ["reader", "dali-s3"])
 def test_dali_modes_that_read_past_the_throttle_are_refused(tier, mode):
-    from iobench.cell.loaderfactory import loader_config
+    from iobench.cell.steps.loaderfactory import loader_config
 
     manifest = tier.load_manifest()
     row = LoaderSettings(kind="dali", batch_size=16, workers=2)

@@ -19,7 +19,7 @@ import socket
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
-from iobench.cell.demand import load_model_table
+from iobench.accelerators.demand import load_model_table
 from iobench.host.atomic import atomic_write_json
 from iobench.host.cachedir import cache_dir
 

@@ -16,9 +16,9 @@ def add_calibrate_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def calibrate_command(args: argparse.Namespace, console: Console) -> int:
-    """Time the model's step alone and keep it as this host's calibration (cell/hostcost.py)."""
-    from iobench.cell import hostcost
-    from iobench.cell.calibrate import calibrate
+    """Time the model's step alone and keep it as this host's calibration (accelerators/hostcost.py)."""
+    from iobench.accelerators import hostcost
+    from iobench.accelerators.calibrate import calibrate
 
     if args.batch_size < 1:
         raise ValueError(f"--batch-size={args.batch_size}: must be at least 1")

@@ -32,7 +32,7 @@ from collections.abc import Sequence
 
 import torch
 
-from iobench.cell.hostcost import HostCost
+from iobench.accelerators.hostcost import HostCost
 
 MAX_ELEMENTS = 1 << 22
 PROBE_ELEMENTS = 1 << 16  # the first guess's probe: 0.8 ms of work

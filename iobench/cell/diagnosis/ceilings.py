@@ -26,8 +26,8 @@ from pathlib import Path
 import torch
 
 from iobench.analysis.steady import steady_state
-from iobench.cell.loaderfactory import epoch_factory, loader_config
-from iobench.cell.ramcopy import RamCopies, ram_budget
+from iobench.cell.diagnosis.ramcopy import RamCopies, ram_budget
+from iobench.cell.steps.loaderfactory import epoch_factory, loader_config
 from iobench.results.figures import Ceiling
 from iobench.results.spec import LoaderSettings, RunSettings
 from loaders.config import plan_for

@@ -31,9 +31,9 @@ import torch
 torch.set_num_threads(1)
 from tests.helpers.summaries import metrics_of
 from iobench.analysis.verdict import attribute
-from iobench.cell.accelerator import TorchTrainStep
-from iobench.cell.alone import time_alone
-from iobench.cell.steploop import run_steps
+from iobench.accelerators.consumers import TorchTrainStep
+from iobench.accelerators.alone import time_alone
+from iobench.cell.steps.steploop import run_steps
 from iobench.host.cores import usable_cores
 from loaders import Batch
 

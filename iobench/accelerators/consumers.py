@@ -14,10 +14,10 @@ from typing import Protocol
 
 import torch
 
-from iobench.cell.demand import Demand, demand_of
-from iobench.cell.hostcost import HostCost, host_cost
-from iobench.cell.hostwork import HostWork
-from iobench.cell.jitter import factors
+from iobench.accelerators.demand import Demand, demand_of
+from iobench.accelerators.hostcost import HostCost, host_cost
+from iobench.accelerators.hostwork import HostWork
+from iobench.accelerators.jitter import factors
 from iobench.results.spec import AcceleratorSpec, ComputeSpec
 from loaders import normalize_batch
 
@@ -47,7 +47,7 @@ class EmulatedAccelerator:
     as it stretches a real trainer's step. ``host=None`` sleeps only (DLIO's emulation).
     There is no device, so host-to-device time is reported as zero.
 
-    ``compute`` draws each step's device time around that mean (cell/jitter.py), from rank
+    ``compute`` draws each step's device time around that mean (accelerators/jitter.py), from rank
     ``rank``'s stream of its seed; None holds it constant.
     """
 
@@ -132,7 +132,7 @@ class TorchTrainStep:
     def __init__(
         self, model: str = "small_cnn", device: str | None = None, threads: int | None = None
     ) -> None:
-        from iobench.cell.models import MODELS
+        from iobench.accelerators.models import MODELS
 
         if model not in MODELS:
             raise ValueError(f"accelerator.model={model!r}: allowed values are {', '.join(MODELS)}")

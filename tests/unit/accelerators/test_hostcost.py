@@ -1,11 +1,11 @@
-"""This host's trainer calibrations and the documented defaults (cell/hostcost.py)."""
+"""This host's trainer calibrations and the documented defaults (accelerators/hostcost.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from iobench.cell import hostcost
-from iobench.cell.hostcost import HostCost, default_cost, host_cost
+from iobench.accelerators import hostcost
+from iobench.accelerators.hostcost import HostCost, default_cost, host_cost
 
 
 @pytest.fixture(autouse=True)

@@ -1,11 +1,11 @@
-"""`iobench calibrate` (cell/calibrate.py, cell/cli.py): a real step alone, kept where sweeps read it."""
+"""`iobench calibrate` (accelerators/calibrate.py, accelerators/cli.py): a real step alone, kept where sweeps read it."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from iobench.cell import hostcost
+from iobench.accelerators import hostcost
 from iobench.cli import main
 
 

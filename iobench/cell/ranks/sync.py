@@ -23,8 +23,8 @@ import time
 
 import torch
 
-from iobench.cell.allreduce import AllReduceModel
-from iobench.cell.distributed import Ranks
+from iobench.cell.ranks.allreduce import AllReduceModel
+from iobench.cell.ranks.distributed import Ranks
 
 
 class StepSync:

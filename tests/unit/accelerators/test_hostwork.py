@@ -1,4 +1,4 @@
-"""The emulated trainer's host work (cell/hostwork.py) and the emulated accelerator that runs it."""
+"""The emulated trainer's host work (accelerators/hostwork.py) and the emulated accelerator that runs it."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from dataclasses import replace
 import pytest
 import torch
 
-from iobench.cell.accelerator import EmulatedAccelerator, emulated_host_cost
-from iobench.cell.demand import Demand
-from iobench.cell.hostcost import HostCost
+from iobench.accelerators.consumers import EmulatedAccelerator, emulated_host_cost
+from iobench.accelerators.demand import Demand
+from iobench.accelerators.hostcost import HostCost
 from iobench.results.spec import AcceleratorSpec
 
 
@@ -19,7 +19,7 @@ def _cost(cpu_ms: float, threads: int = 1) -> HostCost:
 
 
 def test_the_host_work_is_a_fixed_amount_of_work_not_a_time():
-    from iobench.cell.hostwork import HostWork, regions
+    from iobench.accelerators.hostwork import HostWork, regions
 
     # a calibration's size is taken as it is: no probe, exactly its elements, cut in its shares
     sized = HostWork(replace(_cost(60.0), elements_per_step=1_000_000))
@@ -60,8 +60,8 @@ def test_an_emulated_accelerator_does_its_own_models_host_work_but_not_in_mlperf
 
 
 def test_a_default_host_cost_is_said_in_the_cells_notes():
+    from iobench.accelerators.hostcost import default_cost
     from iobench.cell.files import host_work_warnings
-    from iobench.cell.hostcost import default_cost
 
     acc = EmulatedAccelerator(Demand("x", "m", "custom", 1e6, "test"), host=default_cost("resnet50"))
     (said,) = host_work_warnings(acc)
@@ -71,7 +71,7 @@ def test_a_default_host_cost_is_said_in_the_cells_notes():
 
 
 def test_the_work_is_sized_on_whole_steps_of_it(monkeypatch):
-    from iobench.cell import hostwork
+    from iobench.accelerators import hostwork
 
     # an operator that costs 1 ns per element when probed; the timed steps run at half that speed
     def probe(sizes) -> float:
@@ -87,7 +87,7 @@ def test_the_work_is_sized_on_whole_steps_of_it(monkeypatch):
 
 
 def test_the_work_is_cut_in_the_real_steps_shares():
-    from iobench.cell.hostwork import MAX_ELEMENTS, HostWork, regions
+    from iobench.accelerators.hostwork import MAX_ELEMENTS, HostWork, regions
 
     work = HostWork(replace(_cost(30.0), op_shares=(0.6, 0.3, 0.1), elements_per_step=10_000))
     assert work.sizes == [6000, 3000, 1000]

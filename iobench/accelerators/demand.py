@@ -84,7 +84,7 @@ def load_model_table() -> dict:
 
 
 def models_with_host_work() -> list[str]:
-    """The models whose trainer's host work the table (or a calibration) can give (cell/hostcost.py)."""
+    """The models whose trainer's host work the table (or a calibration) can give (accelerators/hostcost.py)."""
     return sorted(m for m, entry in load_model_table().items() if "host_work" in entry)
 
 

@@ -5,8 +5,8 @@ import time
 import pytest
 import torch
 
-from iobench.cell.accelerator import TorchTrainStep
-from iobench.cell.steploop import run_steps
+from iobench.accelerators.consumers import TorchTrainStep
+from iobench.cell.steps.steploop import run_steps
 from loaders import ShardLoader
 from tests.helpers.summaries import metrics_of
 
@@ -29,7 +29,7 @@ def test_real_cpu_training_step_on_real_batches(tiny_dataset):
 
 
 def test_resnet50_has_the_reference_parameter_count():
-    from iobench.cell.models import ResNet50
+    from iobench.accelerators.models import ResNet50
 
     n = sum(p.numel() for p in ResNet50().parameters())
     assert n == 25_557_032  # torchvision's resnet50

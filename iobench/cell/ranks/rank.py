@@ -1,6 +1,6 @@
 """One cell on one rank of a torchrun job (the sweep launches it through run/torchrun.py):
 
-    torchrun --standalone --nproc-per-node N -m iobench.cell.rank CELL.json RUN_DIR
+    torchrun --standalone --nproc-per-node N -m iobench.cell.ranks.rank CELL.json RUN_DIR
 
 Each rank builds its own loader over its share of the shards (the contract's rank split: disjoint,
 covering) and runs its own step loop; barriers start the loaders together (measure.py). Rank 0
@@ -20,19 +20,19 @@ from pathlib import Path
 
 import torch
 
+from iobench.accelerators.consumers import make_consumer
 from iobench.analysis import window
 from iobench.analysis.cellfigures import Analysis, marked
 from iobench.analysis.verdict import attribute, synchronous_verdict
-from iobench.cell.accelerator import make_consumer
-from iobench.cell.allreduce import allreduce_model
-from iobench.cell.distributed import Ranks, end_group, start_group, write_rank_error
 from iobench.cell.files import CellFiles, JobFigures, cell_files
 from iobench.cell.inputs import cell_inputs
 from iobench.cell.lifeline import die_with_launcher
-from iobench.cell.live import LIVE_ENV
 from iobench.cell.measure import Measurement, measure
 from iobench.cell.process import median_run, read_cell, warmup_method
-from iobench.cell.rankmetrics import Aggregate, RankRun, aggregate
+from iobench.cell.protocol import LIVE_ENV
+from iobench.cell.ranks.allreduce import allreduce_model
+from iobench.cell.ranks.distributed import Ranks, end_group, start_group, write_rank_error
+from iobench.cell.ranks.rankmetrics import Aggregate, RankRun, aggregate
 from iobench.host.cores import usable_cores
 from iobench.results.figures import Distributed, Interval, Verdict
 from iobench.results.spec import AcceleratorSpec, CellSpec
@@ -231,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     die_with_launcher()
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 2:
-        print("usage: torchrun [...] -m iobench.cell.rank CELL.json RUN_DIR", file=sys.stderr)
+        print("usage: torchrun [...] -m iobench.cell.ranks.rank CELL.json RUN_DIR", file=sys.stderr)
         return 2
     cell = read_cell(Path(args[0]))
     ranks = Ranks.from_env()

@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from iobench.cell.demand import load_model_table
+from iobench.accelerators.demand import load_model_table
 from iobench.host.units import parse_bandwidth
 from iobench.results.spec import AcceleratorSpec, InterconnectSpec, RunSettings
 

@@ -16,10 +16,10 @@ from dataclasses import replace
 
 import torch
 
-from iobench.cell.accelerator import TorchTrainStep
-from iobench.cell.alone import time_alone
-from iobench.cell.hostcost import HostCost, machine
-from iobench.cell.hostwork import size
+from iobench.accelerators.alone import time_alone
+from iobench.accelerators.consumers import TorchTrainStep
+from iobench.accelerators.hostcost import HostCost, machine
+from iobench.accelerators.hostwork import size
 
 IMAGE_SIZE = 224  # the loaders' default crop (loaders.config.AugmentSpec.size)
 

@@ -15,7 +15,7 @@ from iobench.analysis.cellfigures import stage_shares
 from iobench.analysis.epochs import epoch_figures
 from iobench.analysis.ledger import Totals, clipped, ledger, totals
 from iobench.analysis.metrics import pipeline_metrics
-from iobench.cell.steploop import StepLog
+from iobench.cell.steps.steploop import StepLog
 from iobench.results.figures import (
     CacheState,
     EpochFigures,

@@ -13,8 +13,8 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
-from iobench.cell.accelerator import Consumer
-from iobench.cell.sync import StepSync
+from iobench.accelerators.consumers import Consumer
+from iobench.cell.ranks.sync import StepSync
 from iobench.results.figures import StepRow
 from loaders import Batch, StageStats
 

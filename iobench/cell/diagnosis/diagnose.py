@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from iobench.accelerators.consumers import EmulatedAccelerator, emulated_host_cost
 from iobench.analysis.differential import capacity
 from iobench.analysis.verdict import AU_TARGET
-from iobench.cell.accelerator import EmulatedAccelerator, emulated_host_cost
-from iobench.cell.ceilings import accelerator_ceiling, fetch_ceiling, prep_ceiling
+from iobench.cell.diagnosis.ceilings import accelerator_ceiling, fetch_ceiling, prep_ceiling
 from iobench.cell.inputs import CellInputs
 from iobench.cell.live import live_file
 from iobench.cell.measure import measure

@@ -17,8 +17,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-# the directory the sweep gives a cell's ranks for their error reports (the cell's scratch)
-RANK_ERRORS_ENV = "IOBENCH_RANK_ERRORS"
+from iobench.cell.protocol import RANK_ERRORS_ENV
 
 
 def _env_int(name: str, default: int) -> int:

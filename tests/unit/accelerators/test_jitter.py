@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 import torch
 
+from iobench.accelerators import hostcost
+from iobench.accelerators.consumers import EmulatedAccelerator, TorchTrainStep
+from iobench.accelerators.demand import Demand, lookup_demand
+from iobench.accelerators.jitter import check, factors
 from iobench.analysis.steptimes import step_times
-from iobench.cell import hostcost
-from iobench.cell.accelerator import EmulatedAccelerator, TorchTrainStep
-from iobench.cell.demand import Demand, lookup_demand
-from iobench.cell.jitter import check, factors
-from iobench.cell.steploop import run_steps
+from iobench.cell.steps.steploop import run_steps
 from iobench.results.spec import ComputeSpec
 from iobench.sweep.checks import ConfigError
 from iobench.sweep.config import parse_config

@@ -1,0 +1,1 @@
+"""The differential method: each part of the pipeline measured alone, and the capacity check."""

@@ -1,0 +1,1 @@
+"""The step loop: the loader built per epoch, and the training loop that times every step."""
