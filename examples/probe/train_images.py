@@ -161,11 +161,15 @@ def main() -> None:
         dist.destroy_process_group()
 
 
-def loader_alone(loader: DataLoader, seconds: float, settle: int = 4) -> float:
-    """Samples/s of the DataLoader with nothing consuming, after its first batches."""
+def loader_alone(loader: DataLoader, seconds: float, settle: int = 4, settle_s: float = 3.0) -> float:
+    """Samples/s of the DataLoader with nothing consuming, after its first batches and seconds (a
+    worker started by spawn or forkserver runs slowly for its first seconds: imports, first files)."""
     batches = iter(loader)
-    for _ in range(settle):
+    start = time.perf_counter()
+    taken = 0
+    while taken < settle or time.perf_counter() - start < settle_s:
         next(batches)
+        taken += 1
     samples, start = 0, time.perf_counter()
     while time.perf_counter() - start < seconds:
         try:

@@ -54,10 +54,13 @@ def _describe(path: Path) -> str:
     return f"a script run by {line.split()[0]}" if line else "not a Python program"
 
 
+LAUNCHERS = ("torch.distributed.run", "torch.distributed.launch")  # `python -m` them: the script follows
+
+
 def _job_name(args: list[str]) -> str:
-    """The script's or module's name among a Python command's arguments."""
+    """The script's or module's name among a Python command's arguments (past a launcher)."""
     for i, arg in enumerate(args):
-        if arg == "-m" and i + 1 < len(args):
+        if arg in ("-m", "--module") and i + 1 < len(args) and args[i + 1] not in LAUNCHERS:
             return args[i + 1]
         if arg.endswith(".py"):
             return Path(arg).stem

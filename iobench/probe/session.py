@@ -74,10 +74,14 @@ def window_plan(job: Job, limits: Limits, ceilings: bool) -> Plan | None:
         warm[tag] = state.warmup
     first = progress[0]
     end = end_step([len(job.steps[t]) for t in tags], first)
+    replay = replay_steps(first) if ceilings else 0
     plan = {
         "end": end,
-        "replay": replay_steps(first) if ceilings else 0,
+        "replay": replay,
         "alone_s": ALONE_S if ceilings else 0.0,
+        # as far past the phases as the window's end is past the ranks: a rank that learnt the plan late
+        # has done its phases by then
+        "stop": end + replay + 1 + (end - max(len(job.steps[t]) for t in tags)) if ceilings else end,
     }
     return Plan(end=end, streams={tag: plan for tag in tags}, warmup=warm)
 

@@ -191,3 +191,19 @@ def test_a_fault_of_the_probes_own_switches_the_hooks_off_and_the_job_goes_on(tm
     assert not loop.active
     (error,) = [r for r in _lines(tmp_path / f"p{os.getpid()}.jsonl") if r[0] == "error"]
     assert "a batch the probe cannot count" in error[3]
+
+
+def test_a_job_stops_at_the_step_set_for_every_rank_after_its_phases(tmp_path):
+    log = Log(str(tmp_path))
+    control = Control(str(tmp_path))
+    loop = Loop(log, control, ceilings=True)
+    stream = loop.stream(("test",), lambda: {"batch_size": 4, "workers": 0})
+    # a rank that learnt the plan late: its window ended before it read it
+    control.plans = {stream.tag: Plan(end=1, replay=2, alone_s=0.01, stop=8)}
+    control._checked = float("inf")
+    it = _Batches(100_000)
+    for _ in range(8):  # steps 0..7: measured, replayed, the loader alone, then real batches unrecorded
+        loop.next(stream, it, _Batches.next)
+    with pytest.raises(SystemExit):
+        loop.next(stream, it, _Batches.next)  # step 8: every rank stops here
+    assert [r[-1] for r in _lines(tmp_path / f"p{os.getpid()}.jsonl") if r[0] == "step"] == [0, 1, 1, 2]

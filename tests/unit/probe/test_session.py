@@ -22,6 +22,7 @@ def test_the_window_closes_once_long_enough_and_ends_ahead_of_the_loop(tmp_path)
     assert plan is not None
     # 31 steps recorded; 1.5 s of 0.1 s steps ahead
     assert plan.end == 31 + 15
+    assert plan.streams["4242-0"]["stop"] == plan.end + 43 + 1 + 15  # past the phases by as much
     (stream,) = plan.streams.values()
     assert stream["replay"] == 3 + 40 and stream["alone_s"] == 3.0  # 2 s of 0.05 s steps, 3 settling
     assert plan.warmup["4242-0"] == 1

@@ -23,6 +23,9 @@ class Plan:
     end: int  # the first step after the measured window
     replay: int  # steps on batches replayed from memory (the step alone); 0: none
     alone_s: float  # seconds of the loader alone after them; 0: none
+    # the step at which the job stops, the same for every rank (a rank that learnt the plan late has
+    # done its phases by then: ranks in step must leave together); 0: right after the phases
+    stop: int = 0
 
 
 class Control:

@@ -30,7 +30,7 @@ from .control import Control
 from .log import Log
 from .records import PHASE_ALONE, PHASE_MEASURED, PHASE_REPLAYED
 
-MEASURE, REPLAY, ALONE, STOP, OFF = range(5)
+MEASURE, REPLAY, ALONE, STOP, OFF, AFTER = range(6)
 KEEP = 2  # real batches kept for the step alone
 ALONE_MIN_BATCHES = 10
 ALONE_MAX_S = 30.0
@@ -158,7 +158,9 @@ class Loop:
             return REPLAY
         if self.ceilings and plan.alone_s > 0 and not stream.alone_done:
             return ALONE
-        return STOP if self.control.then == "stop" else OFF
+        if self.control.then != "stop":
+            return OFF
+        return STOP if stream.steps >= plan.stop else AFTER
 
     def next(self, stream: Stream, it: Any, original: Callable[[Any], Any]) -> Any:
         """One next() of the loop on ``it`` (``original`` the iterator's own). What the job's own
@@ -183,6 +185,10 @@ class Loop:
             self.active = False
             self.log.flush()
             return original(it)
+        if phase == AFTER:  # the phases done, the job on to the step where every rank stops
+            data = original(it)
+            stream.steps += 1
+            return data
         if phase == REPLAY:
             data = stream.kept[stream.steps % len(stream.kept)]
             code = PHASE_REPLAYED
