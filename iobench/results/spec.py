@@ -15,6 +15,13 @@ from loaders.config import OnError, PipelineSpec, default
 
 from .choices import AcceleratorKind, CacheMode, ComputeDist, DemandKind, Layout, SyncMode, values
 
+
+def bounded(default: Any, *, least: float | None = None, most: float | None = None, said: str = "") -> Any:
+    """A field the sweep file may set, held to [least, most]; ``said``: what it is, in words for an
+    error (sweep/schema.py reads these)."""
+    return field(default=default, metadata={"least": least, "most": most, "said": said})
+
+
 CACHE_MODES = values(CacheMode)
 SYNC_MODES = values(SyncMode)
 LAYOUTS = values(Layout)
@@ -60,11 +67,11 @@ class ComputeSpec:
 
 @dataclass(frozen=True)
 class AcceleratorSpec:
-    kind: AcceleratorKind
-    type: str | None  # emulated: h100, a100, ..., custom
-    model: str
-    demand: DemandKind
-    count: int
+    kind: AcceleratorKind = "emulated"
+    type: str | None = None  # emulated: h100, a100, ..., custom
+    model: str = "resnet50"
+    demand: DemandKind = "training"
+    count: int = bounded(1, least=1)
     samples_per_s: float | None = None  # type "custom": a demand given in the sweep file
     # emulated: whose trainer host work each step does ("none", or a model); None: its own model's
     # (none at demand mlperf_storage). accelerators/hostcost.py, docs/method.md
@@ -97,31 +104,34 @@ class MinMeasure:
     """The least a cell measures after its warm-up (``run.min_measure``): a cell whose requested
     epochs give less runs more epochs over the data until it has both (or ``run.max_steps`` stops it)."""
 
-    seconds: float = 5.0
-    steps: int = 50
+    seconds: float = bounded(5.0, least=0, said="the least seconds a cell measures after its warm-up")
+    steps: int = bounded(50, least=0, said="the least steps a cell measures after its warm-up")
 
 
 @dataclass(frozen=True)
 class RunSettings:
     """The sweep file's ``run:`` section as one cell uses it: how the cell is measured."""
 
-    warmup_steps: int | Literal["auto"] = "auto"  # a count, or detected from the step series (MSER)
-    max_steps: int | None = None
-    epochs: int = 1
+    # a count, or detected from the step series (MSER)
+    warmup_steps: Literal["auto"] | int = bounded("auto", least=0)
+    max_steps: int | None = bounded(None, least=1)
+    epochs: int = bounded(1, least=1)
     on_error: OnError = default("on_error")  # noqa: RUF009 (an immutable str)
-    seed: int = default("seed")
-    timeout_s: int = 900
-    stall_timeout: int = 120  # seconds without a batch before the sweep's watchdog fails the cell
-    repeats: int = 1
+    seed: int = bounded(default("seed"), least=0)
+    timeout_s: int = bounded(900, least=1)
+    stall_timeout: int = bounded(120, least=1)  # seconds without a batch before the watchdog fails the cell
+    repeats: int = bounded(1, least=1)
     diagnose: bool = False  # differential ceilings and, for emulated accelerators, the capacity answer
-    ranks_per_node: int = 1  # torch.distributed ranks on each node (one loader + step loop each)
-    nodes: int = 1
+    ranks_per_node: int = bounded(
+        1, least=1
+    )  # torch.distributed ranks on each node (one loader + step loop each)
+    nodes: int = bounded(1, least=1)
     record_keys: bool = False  # keep every delivered sample's key (<cell>/keys.parquet): a check
     sync: SyncMode = "allreduce"  # a one-rank cell has nobody to wait for
     interconnect: InterconnectSpec | None = None  # the fabric of the modelled all-reduce
     # the share of a step's compute the all-reduce hides behind (DDP overlaps gradient buckets with
     # the backward pass, about two thirds of a step): only what sticks out of it is waited for
-    allreduce_overlap: float = 0.67
+    allreduce_overlap: float = bounded(0.67, least=0, most=1, said="a share of the step's compute")
     min_measure: MinMeasure = field(default_factory=MinMeasure)
 
     @property

@@ -20,11 +20,9 @@ from iobench.cell.steps.loaderfactory import loader_config
 from iobench.results.spec import (
     CACHE_MODES,
     LAYOUTS,
-    SYNC_MODES,
     AcceleratorSpec,
     CellSpec,
     LoaderSettings,
-    MinMeasure,
     RunSettings,
 )
 from iobench.sweep.checks import (
@@ -35,15 +33,15 @@ from iobench.sweep.checks import (
     did_you_mean,
     endpoint,
     int_list,
-    integer,
     size,
     slug,
     url,
 )
 from iobench.sweep.computespec import parse_compute
 from iobench.sweep.datasetspec import DATASET_PLACEHOLDER, DatasetSpec, bind_tier, parse_datasets
+from iobench.sweep.schema import section
 from iobench.tiers import Option, available_tiers, check_tier_spec, get_tier_class
-from loaders.config import ERROR_POLICIES, default
+from loaders.config import default
 from loaders.options import OptionError
 from loaders.registry import available_loaders, backend, undecoded_loaders
 from loaders.storage import SourceSpec
@@ -304,7 +302,6 @@ def _check_type(value: Any, default: Any, key: str) -> None:
 
 def _accelerators(raw: Any, run_seed: int = 0) -> list[AcceleratorSpec]:
     from iobench.accelerators.demand import (
-        DEMANDS,
         Demand,
         UnknownAccelerator,
         load_accelerator_table,
@@ -318,21 +315,10 @@ def _accelerators(raw: Any, run_seed: int = 0) -> list[AcceleratorSpec]:
     out = []
     for i, item in enumerate(raw):
         where = f"accelerators[{i}]"
-        d = check_keys(
-            item,
-            {
-                "kind": "emulated",
-                "type": None,
-                "model": "resnet50",
-                "demand": "training",
-                "count": 1,
-                "samples_per_s": None,
-                "host_work": None,
-                "compute": None,
-            },
-            where,
-        )
-        kind = choice(d["kind"], ("emulated", "torch"), f"{where}.kind")
+        # checked from AcceleratorSpec's fields (sweep/schema.py); a count list sweeps, compute is
+        # checked against the demand below
+        d = section(item, AcceleratorSpec, where, handled={"count": AcceleratorSpec().count, "compute": None})
+        kind = d["kind"]
         rate = d["samples_per_s"]
         if kind == "emulated" and (d["type"] == CUSTOM_ACCELERATOR or rate is not None):
             if d["type"] != CUSTOM_ACCELERATOR or isinstance(rate, bool) or not isinstance(rate, int | float):
@@ -348,7 +334,7 @@ def _accelerators(raw: Any, run_seed: int = 0) -> list[AcceleratorSpec]:
             acc_type = choice(d["type"], (*sorted(table), CUSTOM_ACCELERATOR), f"{where}.type")
             choice(d["model"], tuple(sorted(table[acc_type]["models"])), f"{where}.model")
             try:
-                demand = lookup_demand(acc_type, d["model"], choice(d["demand"], DEMANDS, f"{where}.demand"))
+                demand = lookup_demand(acc_type, d["model"], d["demand"])
             except UnknownAccelerator as exc:
                 raise ConfigError(f"{where}: {exc}") from None
         else:
@@ -378,7 +364,7 @@ def _accelerators(raw: Any, run_seed: int = 0) -> list[AcceleratorSpec]:
                     kind=kind,
                     type=acc_type,
                     model=d["model"],
-                    demand=choice(d["demand"], DEMANDS, f"{where}.demand"),
+                    demand=d["demand"],
                     count=count,
                     samples_per_s=float(rate) if rate is not None else None,
                     host_work=host_work,
@@ -388,57 +374,23 @@ def _accelerators(raw: Any, run_seed: int = 0) -> list[AcceleratorSpec]:
     return out
 
 
-def _min_measure(raw: Any) -> MinMeasure:
-    base = MinMeasure()
-    d = check_keys(raw or {}, {"seconds": base.seconds, "steps": base.steps}, "run.min_measure")
-    seconds = d["seconds"]
-    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds < 0:
-        raise ConfigError(
-            f"run.min_measure.seconds={seconds!r}: expected the least seconds a cell measures after its "
-            "warm-up, >= 0 (0 with steps: 0 measures exactly run.epochs)"
-        )
-    steps = integer(d["steps"], "run.min_measure.steps", 0)
-    return MinMeasure(seconds=float(seconds), steps=steps)  # type: ignore[arg-type]
-
-
 def _run(raw: Any) -> RunSection:
-    base = RunSettings()
-    d = check_keys(
-        raw or {},
-        {
-            "cache": ["cold"],
-            "warmup_steps": base.warmup_steps,
-            "max_steps": base.max_steps,
-            "epochs": base.epochs,
-            "on_error": base.on_error,
-            "seed": base.seed,
-            "timeout_s": base.timeout_s,
-            "stall_timeout": base.stall_timeout,
-            "repeats": base.repeats,
-            "diagnose": base.diagnose,
-            "ranks_per_node": base.ranks_per_node,
-            "nodes": base.nodes,
-            "record_keys": base.record_keys,
-            "sync": base.sync,
-            "interconnect": DEFAULT_INTERCONNECT,
-            "allreduce_overlap": base.allreduce_overlap,
-            "min_measure": {},
-        },
+    # checked from RunSettings' fields (sweep/schema.py); the caller's own: the swept cache states
+    # and rank counts, and the fabric by its name in configs/interconnects.yaml
+    d = section(
+        raw,
+        RunSettings,
         "run",
+        handled={
+            "cache": ["cold"],
+            "ranks_per_node": RunSettings().ranks_per_node,
+            "interconnect": DEFAULT_INTERCONNECT,
+        },
     )
-    warmup = d["warmup_steps"]
-    if warmup != "auto" and (isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0):
-        raise ConfigError(
-            f"run.warmup_steps={warmup!r}: expected auto (detected from the steps) or an integer >= 0"
-        )
-    for key in ("diagnose", "record_keys"):
-        if not isinstance(d[key], bool):
-            raise ConfigError(f"run.{key}={d[key]!r}: expected true or false")
     ranks = int_list(d["ranks_per_node"], "run.ranks_per_node", 1)
-    nodes = integer(d["nodes"], "run.nodes", 1)
-    if d["diagnose"] and (nodes != 1 or ranks != [1]):
+    if d["diagnose"] and (d["nodes"] != 1 or ranks != [1]):
         raise ConfigError(
-            f"run.diagnose=true with run.nodes={nodes}, run.ranks_per_node={d['ranks_per_node']!r}: the "
+            f"run.diagnose=true with run.nodes={d['nodes']}, run.ranks_per_node={d['ranks_per_node']!r}: the "
             "ceilings and the capacity answer are measured on one rank; diagnose with one node and one "
             "rank, then sweep the ranks without run.diagnose"
         )
@@ -447,27 +399,9 @@ def _run(raw: Any) -> RunSection:
         fabric = interconnect(d["interconnect"])
     except ValueError as exc:
         raise ConfigError(f"run.interconnect: {exc}") from None
-    overlap = d["allreduce_overlap"]
-    if isinstance(overlap, bool) or not isinstance(overlap, int | float) or not 0.0 <= overlap <= 1.0:
-        raise ConfigError(
-            f"run.allreduce_overlap={overlap!r}: expected a share of the step's compute from 0 to 1"
-        )
     settings = RunSettings(
-        warmup_steps=warmup,
-        max_steps=integer(d["max_steps"], "run.max_steps", 1, optional=True),
-        epochs=integer(d["epochs"], "run.epochs", 1),  # type: ignore[arg-type]
-        on_error=choice(d["on_error"], ERROR_POLICIES, "run.on_error"),
-        seed=integer(d["seed"], "run.seed"),  # type: ignore[arg-type]
-        timeout_s=integer(d["timeout_s"], "run.timeout_s", 1),  # type: ignore[arg-type]
-        stall_timeout=integer(d["stall_timeout"], "run.stall_timeout", 1),  # type: ignore[arg-type]
-        repeats=integer(d["repeats"], "run.repeats", 1),  # type: ignore[arg-type]
-        diagnose=d["diagnose"],
-        nodes=nodes,  # type: ignore[arg-type]
-        record_keys=d["record_keys"],
-        sync=choice(d["sync"], SYNC_MODES, "run.sync"),
+        **{k: v for k, v in d.items() if k not in ("cache", "ranks_per_node", "interconnect")},
         interconnect=fabric,
-        allreduce_overlap=float(overlap),
-        min_measure=_min_measure(d["min_measure"]),
     )
     return RunSection(
         cache=[choice(c, CACHE_MODES, f"run.cache[{i}]") for i, c in enumerate(caches)],

@@ -54,7 +54,7 @@ finally:
         h.kill()
         h.wait()
 alone = min(before, time_alone(trainer, *log.last_input), key=lambda a: a.step_s)
-metrics = metrics_of(log.rows, alone=alone, au_basis=trainer.au_basis, loader_cpu_s=0.0)
+metrics = metrics_of(log.rows, alone=alone, au_basis=trainer.au_basis)
 verdict = attribute(metrics, log.measured_stats, workers=0, cores=cores, demand_samples_per_s=None)
 print(json.dumps({
     "slowdown": metrics.trainer_slowdown,

@@ -356,7 +356,7 @@ def test_the_run_section_says_how_long_a_cell_measures_at_least():
     assert parse_config(raw).cells()[0].run.min_measure.steps == 0
     for bad, message in (
         ({"min_measure": {"seconds": -1}}, "run.min_measure.seconds=-1: expected the least seconds"),
-        ({"min_measure": {"steps": 2.5}}, "run.min_measure.steps=2.5: expected an integer >= 0"),
+        ({"min_measure": {"steps": 2.5}}, "run.min_measure.steps=2.5: expected the least steps a cell measures after its warm-up >= 0"),
         ({"min_measure": {"minutes": 1}}, "run.min_measure.minutes: unknown key"),
     ):
         raw["run"] = bad
