@@ -17,7 +17,7 @@ import re
 import signal
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from loaders.storage import exception_chain
 
@@ -26,9 +26,16 @@ MAX_CAUSE = 600  # characters of the first line; the full text is in the cell's 
 _WORKER = re.compile(r"^Caught (\w+) in DataLoader worker process (\d+)\.\s*Original Traceback", re.S)
 
 
+# what a failure's likely reason is: told from the error's classes (and, for an error a DataLoader
+# worker re-raised as text, the words of its first line)
+CauseKind = Literal[
+    "deadline", "refused", "mount", "credentials", "missing", "throttled", "shm", "full", "oom", "other"
+]
+
+
 @dataclass(frozen=True)
 class Cause:
-    kind: str  # deadline, refused, mount, credentials, missing, throttled, shm, full, oom, other
+    kind: CauseKind
     text: str  # the likely reason and what to do, one line
 
 
