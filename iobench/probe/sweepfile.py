@@ -46,6 +46,12 @@ def store_bandwidth(run: RankRun) -> float | None:
     return w.readers * w.bytes_per_sample / (w.blocked_ms / 1000.0)
 
 
+def one_epoch(info: dict, ranks: int, most: int = 500) -> int:
+    """The steps of one epoch of the job's loader on each rank (at most ``most``)."""
+    length, batch = info.get("length"), int(info.get("batch_size") or 1)
+    return min(most, max(1, int(length) // (batch * ranks))) if length else most
+
+
 def sweep_config(outcome: Outcome, dataset_dir: Path) -> dict:
     run = outcome.runs[0]
     info = run.info
@@ -90,6 +96,9 @@ def sweep_config(outcome: Outcome, dataset_dir: Path) -> dict:
             "cache": ["warm"],
             "warmup_steps": "auto",
             **({"ranks_per_node": world} if world > 1 else {}),
+            # a store as slow as the job's: one epoch's steps at most (an epoch over a throttled tier
+            # is long, and a sweep adds epochs to a short window)
+            **({"max_steps": one_epoch(info, world)} if bandwidth is not None else {}),
         },
     }
 

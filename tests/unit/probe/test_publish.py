@@ -110,6 +110,7 @@ def test_the_sweep_file_reproduces_the_loader_and_its_store_and_is_a_sweep_ioben
         2 * 0.1 / (0.099 / 16), rel=1e-3
     )
     assert config["accelerators"][0]["samples_per_s"] == pytest.approx(3200.0, rel=1e-3)
+    assert config["run"]["max_steps"] == 500  # one epoch (10,000 / 16) at most 500: a throttled epoch is long
     path = write_sweep_file(outcome, tmp_path / "sweep.yaml", tmp_path / "dataset")
     assert path.read_text().startswith("# The loader of `python train.py`")
     parsed = parse_config(yaml.safe_load(path.read_text()), str(path))
