@@ -46,7 +46,10 @@ def blocks(run_dir: Path, cell_id: str | None = None) -> dict[str, str]:
     if cell_id is None:
         ok = [s for s in load_summaries(run_dir) if s.ok and s.metrics is not None]
         cell_id = max(ok, key=lambda s: s.metrics.samples_per_s).cell_id  # type: ignore[union-attr]
-    return {"report": _render(run_dir, detail=False), "detail": _one_cell(_render(run_dir, detail=True), cell_id)}
+    return {
+        "report": _render(run_dir, detail=False),
+        "detail": _one_cell(_render(run_dir, detail=True), cell_id),
+    }
 
 
 def in_doc(text: str) -> dict[str, str]:
@@ -64,7 +67,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.check:
         differ = [name for name, block in in_doc(text).items() if now.get(name) != block]
         if differ:
-            print(f"{DOC}: the examples {', '.join(differ)} differ from what the report prints now; rerun this script")
+            print(
+                f"{DOC}: the examples {', '.join(differ)} differ from what the report prints now; rerun this script"
+            )
             return 1
         return 0
     DOC.write_text(BLOCK.sub(lambda m: m.group(1) + now[m.group(2)] + m.group(4), text))

@@ -334,17 +334,19 @@ def cell_files(
         started_at=started,
         finished_at=utc_now(),
     )
-    keys = (
-        pa.Table.from_pylist(
-            [dict(zip(KEYS_SCHEMA.names, k, strict=True)) for k in log.keys], schema=KEYS_SCHEMA
-        )
-        if log.keys
-        else None
-    )
     return CellFiles(
         summary=summary,
         manifest=_manifest(cell, tier, manifest, chosen, tier_description),
         steps=_steps_table(cell.cell_id, chosen),
         telemetry=_telemetry_table(cell.cell_id, chosen.telemetry),
-        keys=keys,
+        keys=_keys_table(log.keys),
+    )
+
+
+def _keys_table(keys: list) -> pa.Table | None:
+    """Every delivered sample's (rank, epoch, step, key), where run.record_keys kept them."""
+    if not keys:
+        return None
+    return pa.Table.from_pylist(
+        [dict(zip(KEYS_SCHEMA.names, k, strict=True)) for k in keys], schema=KEYS_SCHEMA
     )

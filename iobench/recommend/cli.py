@@ -53,8 +53,15 @@ def _size(text: str, what: str, *, positive: bool = True, given: str | None = No
 
 
 def add_recommend_arguments(p: argparse.ArgumentParser) -> None:
-    from iobench.accelerators.demand import DEMANDS
+    _dataset_arguments(p)
+    _job_arguments(p)
+    _server_arguments(p)
+    _model_arguments(p)
+    _rate_arguments(p)
 
+
+def _dataset_arguments(p: argparse.ArgumentParser) -> None:
+    """The dataset: its sizes, or a manifest."""
     data = p.add_argument_group("the dataset (sizes or a manifest)")
     data.add_argument("--dataset-size", metavar="SIZE", help="total size, e.g. 5TB")
     data.add_argument(
@@ -64,6 +71,12 @@ def add_recommend_arguments(p: argparse.ArgumentParser) -> None:
         "--model trains on: ImageNet's ~110 KB for resnet50)",
     )
     data.add_argument("--manifest", metavar="PATH", help="a dataset's manifest.json (or its directory)")
+
+
+def _job_arguments(p: argparse.ArgumentParser) -> None:
+    """The job: accelerators, model, demand, decoding, batch."""
+    from iobench.accelerators.demand import DEMANDS
+
     job = p.add_argument_group("the job")
     job.add_argument(
         "--accelerators", required=True, metavar="NxTYPE", help="e.g. 8xH100 (configs/accelerators.yaml)"
@@ -93,6 +106,10 @@ def add_recommend_arguments(p: argparse.ArgumentParser) -> None:
         help="per accelerator, for RAM sizing (default: the batch of MLPerf Storage's workload with "
         "--demand mlperf_storage, else 256)",
     )
+
+
+def _server_arguments(p: argparse.ArgumentParser) -> None:
+    """The target server: what is not given comes from --server or the reference server."""
     host = p.add_argument_group(
         "the target server (what is not given comes from --server, else the reference server of the "
         "accelerator type; never from this machine unless --server this-host)"
@@ -131,6 +148,10 @@ def add_recommend_arguments(p: argparse.ArgumentParser) -> None:
     host.add_argument(
         "--memory-cache", metavar="SIZE", help="RAM for a dataset cache (default: half the RAM)"
     )
+
+
+def _model_arguments(p: argparse.ArgumentParser) -> None:
+    """The model's assumptions."""
     model = p.add_argument_group("model assumptions")
     model.add_argument(
         "--cache-policy",
@@ -164,6 +185,10 @@ def add_recommend_arguments(p: argparse.ArgumentParser) -> None:
         metavar="SAMPLES_PER_S",
         help="DALI GPU decode rate per GPU (default: a sweep's DALI cell on a GPU, else 7,000)",
     )
+
+
+def _rate_arguments(p: argparse.ArgumentParser) -> None:
+    """The rates measured on the target, and a sweep's results."""
     rates = p.add_argument_group("measured rates of the target's storage (replace the model's assumptions)")
     rates.add_argument(
         "--tier-rate",
@@ -362,14 +387,12 @@ def _positive(value: float | None, flag: str) -> None:
 
 def scenario(args: argparse.Namespace) -> Scenario:
     """The scenario the arguments describe, every value checked, every error naming its flag."""
-    from iobench.accelerators.demand import load_accelerator_table, models_with_host_work
-    from iobench.accelerators.hostcost import host_cost
+    from iobench.accelerators.demand import load_accelerator_table
     from iobench.analysis import decoderate
 
     from .calibrate import Figure
     from .placements import Scenario
     from .rates import MeasuredRates, load_rates, parse_tier_rate
-    from .servers import known_generations, nvme_read_per_device
 
     count, name = parse_count_of(args.accelerators, "--accelerators")
     kind = name.lower()
@@ -384,6 +407,58 @@ def scenario(args: argparse.Namespace) -> Scenario:
     dataset_bytes, sample_bytes, dataset_said = _dataset(args, model)
     memory_gib = (table.get(kind) or {}).get("memory_gib")
     server, target = _target(args, kind)
+    node = _node(args, server)
+    ram = node["ram_bytes"]
+    for flag, value in (("--batch-size", batch), ("--prefetch", args.prefetch)):
+        if value < 1:
+            raise ValueError(f"{flag} {value}: must be at least 1")
+    memory_cache = _size(args.memory_cache, "--memory-cache", positive=False) if args.memory_cache else None
+    if memory_cache is not None and memory_cache > ram:
+        raise ValueError(f"--memory-cache {args.memory_cache} is more than the RAM ({ram / 1e9:,.0f} GB)")
+    dali = None
+    if args.dali_per_gpu is not None:
+        _positive(args.dali_per_gpu, "--dali-per-gpu")
+        dali = Figure(args.dali_per_gpu, "given with --dali-per-gpu", origin="given")
+    rates = load_rates(args.rates) if args.rates else MeasuredRates()
+    rates = rates.with_tiers(dict(parse_tier_rate(t) for t in args.tier_rate))
+    decoding, decoding_said = _decoding(args, demand)
+    # a sample read without decoding stays as read: its buffers hold its bytes
+    decoded = (
+        sample_bytes
+        if decoding == "none"
+        else float(_size(args.decoded_sample_size, "--decoded-sample-size"))
+    )
+    return Scenario(
+        dataset_bytes=dataset_bytes,
+        sample_bytes=sample_bytes,
+        accelerators=count,
+        accelerator=name,
+        per_accelerator=per,
+        accelerator_memory_bytes=memory_gib * 2**30 if memory_gib else None,
+        **node,
+        rates=rates,
+        decoding=decoding,
+        decoding_said=decoding_said,
+        cache_policy=args.cache_policy,
+        access=args.access,
+        batch=batch,
+        prefetch=args.prefetch,
+        decoded_sample_bytes=decoded,
+        memory_cache_bytes=float(memory_cache) if memory_cache is not None else None,
+        dali_per_gpu=dali,
+        target=target,
+        dataset_said=dataset_said,
+        decode=decoderate.resolve(rate=args.decode_rate, results=args.results, sample_bytes=sample_bytes),
+        trainer_cores=_trainer_cores(model, demand, batch),
+    )
+
+
+def _node(args: argparse.Namespace, server: Server | None) -> dict:
+    """One node's accelerators, NVMe, RAM, cores and storage network: the flags, else the server's."""
+    from iobench.host.units import parse_bandwidth
+
+    from .servers import known_generations, nvme_read_per_device
+
     per_node = args.accelerators_per_node
     if per_node is None:
         per_node = (server.accelerators_per_node if server else None) or 8
@@ -406,77 +481,52 @@ def scenario(args: argparse.Namespace) -> Scenario:
         raise ValueError(f"--cores {cores}: must be at least 1")
     nic = None
     if args.nic is not None:
-        from iobench.host.units import parse_bandwidth
-
         try:
             nic = parse_bandwidth(args.nic)
         except ValueError as exc:
             raise ValueError(f"--nic: {exc}") from None
     elif server is not None:
         nic = server.nic_bytes_per_s
-    for flag, value in (("--batch-size", batch), ("--prefetch", args.prefetch)):
-        if value < 1:
-            raise ValueError(f"{flag} {value}: must be at least 1")
-    memory_cache = _size(args.memory_cache, "--memory-cache", positive=False) if args.memory_cache else None
-    if memory_cache is not None and memory_cache > ram:
-        raise ValueError(f"--memory-cache {args.memory_cache} is more than the RAM ({ram / 1e9:,.0f} GB)")
-    dali = None
-    if args.dali_per_gpu is not None:
-        _positive(args.dali_per_gpu, "--dali-per-gpu")
-        dali = Figure(args.dali_per_gpu, "given with --dali-per-gpu", origin="given")
-    rates = load_rates(args.rates) if args.rates else MeasuredRates()
-    rates = rates.with_tiers(dict(parse_tier_rate(t) for t in args.tier_rate))
-    # MLPerf Storage's emulation reads without decoding (DLIO), and sleeps: no trainer's host work
-    decoding = args.decode or ("none" if demand == "mlperf_storage" else "jpeg")
-    decoding_said = (
-        f"--decode {args.decode}"
-        if args.decode
-        else "read without decoding, as MLPerf Storage's emulation reads (--decode jpeg to price decoding)"
-        if decoding == "none"
-        else "JPEG decoded and augmented (--decode none for a workload read without decoding)"
-    )
-    sleeps = demand == "mlperf_storage" or model not in models_with_host_work()
-    trainer = None if sleeps else host_cost(model, batch)
-    # a sample read without decoding stays as read: its buffers hold its bytes
-    decoded = (
-        sample_bytes
-        if decoding == "none"
-        else float(_size(args.decoded_sample_size, "--decoded-sample-size"))
-    )
-    return Scenario(
-        dataset_bytes=dataset_bytes,
-        sample_bytes=sample_bytes,
-        accelerators=count,
-        accelerator=name,
-        per_accelerator=per,
-        accelerator_memory_bytes=memory_gib * 2**30 if memory_gib else None,
+    return dict(
         nvme_devices=devices,
         nvme_bytes=float(nvme),
         ram_bytes=float(ram),
         cores=cores,
         per_node=per_node,
         nvme_device_rate=nvme_read_per_device(generation),
-        rates=rates,
-        decoding=decoding,
-        decoding_said=decoding_said,
-        cache_policy=args.cache_policy,
-        access=args.access,
-        batch=batch,
-        prefetch=args.prefetch,
-        decoded_sample_bytes=decoded,
-        memory_cache_bytes=float(memory_cache) if memory_cache is not None else None,
-        dali_per_gpu=dali,
         nic_bytes_per_s=nic,
-        target=target,
-        dataset_said=dataset_said,
-        decode=decoderate.resolve(rate=args.decode_rate, results=args.results, sample_bytes=sample_bytes),
-        trainer_cores=Figure(
-            trainer.reserved_cores,
-            f"{trainer.cores:.2f} cores busy per step alone, rounded up to whole cores: {trainer.describe()}",
-            origin="reference" if trainer.kind == "default" else "measured",
-        )
-        if trainer
-        else None,
+    )
+
+
+def _decoding(args: argparse.Namespace, demand: str) -> tuple[str, str]:
+    """What the loader does to a sample, and where that was said. MLPerf Storage's emulation reads
+    without decoding (DLIO)."""
+    decoding = args.decode or ("none" if demand == "mlperf_storage" else "jpeg")
+    said = (
+        f"--decode {args.decode}"
+        if args.decode
+        else "read without decoding, as MLPerf Storage's emulation reads (--decode jpeg to price decoding)"
+        if decoding == "none"
+        else "JPEG decoded and augmented (--decode none for a workload read without decoding)"
+    )
+    return decoding, said
+
+
+def _trainer_cores(model: str, demand: str, batch: int) -> Figure | None:
+    """The whole cores a trainer keeps; none where MLPerf Storage's emulation sleeps, or for a model
+    without a host cost."""
+    from iobench.accelerators.demand import models_with_host_work
+    from iobench.accelerators.hostcost import host_cost
+
+    from .calibrate import Figure
+
+    if demand == "mlperf_storage" or model not in models_with_host_work():
+        return None
+    trainer = host_cost(model, batch)
+    return Figure(
+        trainer.reserved_cores,
+        f"{trainer.cores:.2f} cores busy per step alone, rounded up to whole cores: {trainer.describe()}",
+        origin="reference" if trainer.kind == "default" else "measured",
     )
 
 

@@ -351,81 +351,10 @@ def _option(s: Scenario, st: _Storage, decode: str, cal: Calibration | None) -> 
     req = s.requirement
     cache_bytes = st.cache_bytes if st.cache is not None else 0.0
     hit = hit_ratio(cache_bytes, s.dataset_bytes, st.cache_policy, s.access, epoch=1)
-    delivered = s.rates.delivered_for(st.setup, s.dataset_bytes)
     inputs: dict[str, Figure] = {"demand per accelerator (samples/s)": s.per_accelerator}
-    conditional = ""
-    if delivered is not None:  # the whole setup as measured at this size: its cache included
-        fetch_bytes = first_fetch_bytes = delivered.rate.value
-        inputs[f"delivered by the setup at {delivered.sizes()} (bytes/s)"] = delivered.rate
-    else:
-        backend = st.backend
-        if backend is None:
-            key = RATE_KEYS.get(st.setup, "")
-            missing = (
-                f"{BACKEND_NAMES.get(st.setup, 'its backend')}'s rate is not known: give --tier-rate {key}=RATE "
-                f"(or a {'warp' if key == 'object' else 'rados bench' if key == 'ceph' else 'fio'} JSON file), "
-                "or --results of a sweep on it"
-            )
-            # a cache that holds the dataset serves every read after epoch 1: only epoch 1 needs the rate
-            holds = st.cache is not None and hit >= 1.0
-            conditional = "" if holds else missing
-            backend = Figure(
-                math.inf,
-                f"not known, read in epoch 1 only (the cache holds the dataset): {missing}"
-                if holds
-                else missing,
-            )
-        inputs["backend bandwidth (bytes/s)"] = backend
-        if st.cache is not None:
-            inputs["cache read bandwidth (bytes/s)"] = st.cache
-        fetch_bytes = backend.value if st.cache is None else mixed_rate(hit, st.cache.value, backend.value)
-        first_fetch_bytes = backend.value
+    delivered, fetch_bytes, first_fetch_bytes, conditional = _fetch(s, st, hit, inputs)
     fetch = fetch_bytes / s.sample_bytes
-    fetch_cpu = _fetch_cpu_ms(cal, st.kinds)
-    other = cal.other_ms(fetch_cpu) if cal is not None else None
-    if other is not None:
-        assert cal is not None and cal.collate_ms is not None
-        other_fig = Figure(other, f"measured: {_cpu_parts(cal, fetch_cpu)}", origin="measured")
-        host_ms = other - cal.collate_ms.value  # with DALI the GPU decodes, augments and batches
-    else:
-        other = host_ms = 0.0
-        other_fig = Figure(
-            0.0, "not measured (no --results): collate, fetch, loader and training process taken as 0"
-        )
-    if s.trainer_cores:
-        inputs["host cores kept per accelerator for its trainer"] = s.trainer_cores
-    if decode == "none":  # read without decoding: reading the bytes is the CPU work
-        reading = _reading_ms(s, cal, fetch_cpu)
-        inputs["CPU to read a sample, no decoding (ms per sample)"] = reading
-        cpu_ms = reading.value + other - fetch_cpu  # the rest a sweep measured: collate, overhead, trainer
-        prep = s.loader_cores * 1000.0 / cpu_ms
-        cores = cores_to_feed(req.samples_per_s, cpu_ms, s.reserved_cores)
-        workers = min(s.loader_cores, max(1, math.ceil(cores - s.reserved_cores)))
-    elif decode == "cpu":
-        cpu_ms = s.decode.ms_per_sample(s.sample_bytes) + other
-        rate = Figure(
-            s.decode.per_core(s.sample_bytes), s.decode.describe(s.sample_bytes), origin=_origin(s.decode)
-        )
-        inputs["CPU decode+augment per core (samples/s)"] = rate
-        prep = s.loader_cores * 1000.0 / cpu_ms
-        cores = cores_to_feed(req.samples_per_s, cpu_ms, s.reserved_cores)
-        workers = min(s.loader_cores, max(1, math.ceil(cores - s.reserved_cores)))
-    else:
-        dali = s.dali_per_gpu or (cal.dali_gpu if cal else None) or DALI_PER_GPU
-        inputs["DALI decode per GPU (samples/s)"] = dali
-        dali_host = cal.dali_host_ms if cal else None
-        inputs["host CPU of DALI's GPU decode (ms per sample)"] = dali_host or Figure(
-            0.0,
-            "not measured (no DALI cell on a GPU in --results): taken as 0, though NVIDIA/DALI#5274 "
-            "saw a mixed-decode pipeline keep ~24 cores busy",
-        )
-        host_ms += dali_host.value if dali_host else 0.0
-        gpu = s.node_accelerators * dali.value
-        prep = min(gpu, s.loader_cores / (host_ms / 1000.0)) if host_ms > 0 else gpu
-        cores = cores_to_feed(req.samples_per_s, host_ms, s.reserved_cores)
-        workers = s.node_accelerators  # one DALI pipeline per GPU
-    if decode != "none":
-        inputs["other CPU per sample (ms)"] = other_fig
+    prep, cores, workers = _prep(s, decode, cal, _fetch_cpu_ms(cal, st.kinds), inputs)
     p = predict({"prep": prep, "fetch": fetch}, req.samples_per_s)
     first = predict({"prep": prep, "fetch": first_fetch_bytes / s.sample_bytes}, req.samples_per_s)
     needed = None
@@ -470,6 +399,96 @@ def _option(s: Scenario, st: _Storage, decode: str, cal: Calibration | None) -> 
         delivered=delivered,
         node_accelerators=s.node_accelerators,
     )
+
+
+def _fetch(
+    s: Scenario, st: _Storage, hit: float, inputs: dict[str, Figure]
+) -> tuple[Delivered | None, float, float, str]:
+    """What one node reads from a setup, steady and in epoch 1 (bytes/s), with the setup's rate as
+    measured where the user gave it, and what keeps the answer conditional ('' when nothing); each
+    figure used is added to ``inputs``."""
+    delivered = s.rates.delivered_for(st.setup, s.dataset_bytes)
+    conditional = ""
+    if delivered is not None:  # the whole setup as measured at this size: its cache included
+        fetch_bytes = first_fetch_bytes = delivered.rate.value
+        inputs[f"delivered by the setup at {delivered.sizes()} (bytes/s)"] = delivered.rate
+    else:
+        backend = st.backend
+        if backend is None:
+            key = RATE_KEYS.get(st.setup, "")
+            missing = (
+                f"{BACKEND_NAMES.get(st.setup, 'its backend')}'s rate is not known: give --tier-rate {key}=RATE "
+                f"(or a {'warp' if key == 'object' else 'rados bench' if key == 'ceph' else 'fio'} JSON file), "
+                "or --results of a sweep on it"
+            )
+            # a cache that holds the dataset serves every read after epoch 1: only epoch 1 needs the rate
+            holds = st.cache is not None and hit >= 1.0
+            conditional = "" if holds else missing
+            backend = Figure(
+                math.inf,
+                f"not known, read in epoch 1 only (the cache holds the dataset): {missing}"
+                if holds
+                else missing,
+            )
+        inputs["backend bandwidth (bytes/s)"] = backend
+        if st.cache is not None:
+            inputs["cache read bandwidth (bytes/s)"] = st.cache
+        fetch_bytes = backend.value if st.cache is None else mixed_rate(hit, st.cache.value, backend.value)
+        first_fetch_bytes = backend.value
+    return delivered, fetch_bytes, first_fetch_bytes, conditional
+
+
+def _prep(
+    s: Scenario, decode: str, cal: Calibration | None, fetch_cpu: float, inputs: dict[str, Figure]
+) -> tuple[float, float, float]:
+    """What one node's CPU (or its GPUs, decoding with DALI) prepares (samples/s), the cores feeding
+    the demand takes and the loader's workers; each figure used is added to ``inputs``."""
+    req = s.requirement
+    other = cal.other_ms(fetch_cpu) if cal is not None else None
+    if other is not None:
+        assert cal is not None and cal.collate_ms is not None
+        other_fig = Figure(other, f"measured: {_cpu_parts(cal, fetch_cpu)}", origin="measured")
+        host_ms = other - cal.collate_ms.value  # with DALI the GPU decodes, augments and batches
+    else:
+        other = host_ms = 0.0
+        other_fig = Figure(
+            0.0, "not measured (no --results): collate, fetch, loader and training process taken as 0"
+        )
+    if s.trainer_cores:
+        inputs["host cores kept per accelerator for its trainer"] = s.trainer_cores
+    if decode == "none":  # read without decoding: reading the bytes is the CPU work
+        reading = _reading_ms(s, cal, fetch_cpu)
+        inputs["CPU to read a sample, no decoding (ms per sample)"] = reading
+        cpu_ms = reading.value + other - fetch_cpu  # the rest a sweep measured: collate, overhead, trainer
+        prep = s.loader_cores * 1000.0 / cpu_ms
+        cores = cores_to_feed(req.samples_per_s, cpu_ms, s.reserved_cores)
+        workers = min(s.loader_cores, max(1, math.ceil(cores - s.reserved_cores)))
+    elif decode == "cpu":
+        cpu_ms = s.decode.ms_per_sample(s.sample_bytes) + other
+        rate = Figure(
+            s.decode.per_core(s.sample_bytes), s.decode.describe(s.sample_bytes), origin=_origin(s.decode)
+        )
+        inputs["CPU decode+augment per core (samples/s)"] = rate
+        prep = s.loader_cores * 1000.0 / cpu_ms
+        cores = cores_to_feed(req.samples_per_s, cpu_ms, s.reserved_cores)
+        workers = min(s.loader_cores, max(1, math.ceil(cores - s.reserved_cores)))
+    else:
+        dali = s.dali_per_gpu or (cal.dali_gpu if cal else None) or DALI_PER_GPU
+        inputs["DALI decode per GPU (samples/s)"] = dali
+        dali_host = cal.dali_host_ms if cal else None
+        inputs["host CPU of DALI's GPU decode (ms per sample)"] = dali_host or Figure(
+            0.0,
+            "not measured (no DALI cell on a GPU in --results): taken as 0, though NVIDIA/DALI#5274 "
+            "saw a mixed-decode pipeline keep ~24 cores busy",
+        )
+        host_ms += dali_host.value if dali_host else 0.0
+        gpu = s.node_accelerators * dali.value
+        prep = min(gpu, s.loader_cores / (host_ms / 1000.0)) if host_ms > 0 else gpu
+        cores = cores_to_feed(req.samples_per_s, host_ms, s.reserved_cores)
+        workers = s.node_accelerators  # one DALI pipeline per GPU
+    if decode != "none":
+        inputs["other CPU per sample (ms)"] = other_fig
+    return prep, cores, workers
 
 
 def _origin(rate: DecodeRate) -> str:
