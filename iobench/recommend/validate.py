@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .calibrate import CellFacts, Figure, calibrate, tier_bandwidth
+from .calibrate import Calibration, CellFacts, Figure, calibrate, tier_bandwidth
 from .model import loader_rate
 
 
@@ -92,8 +92,7 @@ def check_cell(cell: CellFacts, cells: list[CellFacts]) -> CellCheck:
         measured_au=cell.au,
         measured_verdict=cell.verdict,
     )
-    consumer = cell.consumer_rate
-    if not consumer:
+    if not cell.consumer_rate:
         return CellCheck(
             **base,
             predicted_samples_per_s=None,
@@ -104,52 +103,17 @@ def check_cell(cell: CellFacts, cells: list[CellFacts]) -> CellCheck:
             inputs={},
             note="no consumer rate known: not predicted",
         )
-    alone = cell.trainer_alone_rate
     overhead_ms = cal.overhead_ms.value if cal.overhead_ms else 0.0
-    main_ms, main_said = 0.0, "no other CPU-bound cell with workers >= cores, and no trainer CPU timed: 0"
-    if cal.main_ms:
-        main_ms, main_said = cal.main_ms.value, cal.main_ms.source
-    elif cell.workers >= 1 and cell.trainer_cpu_ms_per_sample is not None:
-        # with workers, the training process's own CPU timer is that share (without them it decodes too)
-        main_ms = cell.trainer_cpu_ms_per_sample
-        main_said = "this cell's training process CPU timer (no other CPU-bound cell with workers >= cores)"
-    inputs = {
-        "cpu per sample": f"{sum(cell.cpu_ms.values()):.3f} ms, this cell's stage timers (thread CPU)",
-        "loader overhead": f"{overhead_ms:.3f} ms per sample, "
-        + (cal.overhead_ms.source if cal.overhead_ms else "no other CPU-bound cell with workers < cores: 0"),
-        "training process": f"{main_ms:.3f} ms per sample, " + main_said,
-        "cores": f"{cell.cores}, the host's usable CPUs",
-        "consumer": f"{consumer:,.0f} samples/s, the slower of "
-        + (f"the demand ({cell.demand:,.0f}/s)" if cell.demand else "no demand")
-        + " and the trainer's own step "
-        + (
-            f"({alone:,.0f}/s, {'timed alone' if cell.alone_s_per_sample else 'its step timer in the cell'})"
-            if alone
-            else "(not timed)"
-        ),
-        "AU": "predicted samples/s x "
-        + (
-            f"{1e3 * cell.device_s_per_sample:.4f} ms of device busy per sample (this cell's), as the summary's AU"
-            if cell.device_s_per_sample
-            else "1 / the demand (no device time in the summary)"
-        ),
-    }
-    fetch = _fetch_figure(cell, others)
-    fetch_rate = math.inf
-    if fetch is not None and fetch.lower_bound:
-        inputs["fetch"] = f"at least {fetch.value / 1e6:,.1f} MB/s ({fetch.source}): not limiting"
-    elif fetch is not None and cell.sample_bytes:
-        fetch_rate = fetch.value / cell.sample_bytes
-        inputs["fetch"] = f"{fetch.value / 1e6:,.1f} MB/s = {fetch_rate:,.0f} samples/s, {fetch.source}"
-    else:
-        inputs["fetch"] = "not measured by any other cell: not limiting"
+    main_ms, main_said = _training_process_share(cell, cal)
+    inputs = _described_inputs(cell, cal, overhead_ms, f"{main_ms:.3f} ms per sample, {main_said}")
+    inputs["fetch"], fetch_rate = _fetch_input(cell, others)
     p = loader_rate(
         workers=cell.workers,
         cores=cell.cores,
         cpu_s_per_sample=(sum(cell.cpu_ms.values()) + overhead_ms) / 1000.0,
         main_s_per_sample=main_ms / 1000.0,
         fetch_rate=fetch_rate,
-        demand=consumer,
+        demand=cell.consumer_rate,
     )
     error, error_interval = relative_error(p.samples_per_s, cell.samples_per_s, cell.rate_interval)
     au = cell.au_at(p.samples_per_s)
@@ -165,6 +129,56 @@ def check_cell(cell: CellFacts, cells: list[CellFacts]) -> CellCheck:
         error_interval=error_interval,
         au_error_interval=au_interval,
     )
+
+
+def _training_process_share(cell: CellFacts, cal: Calibration) -> tuple[float, str]:
+    """The training process's own CPU per sample (ms) and where it comes from."""
+    if cal.main_ms:
+        return cal.main_ms.value, cal.main_ms.source
+    if cell.workers >= 1 and cell.trainer_cpu_ms_per_sample is not None:
+        # with workers, the training process's own CPU timer is that share (without them it decodes too)
+        return (
+            cell.trainer_cpu_ms_per_sample,
+            "this cell's training process CPU timer (no other CPU-bound cell with workers >= cores)",
+        )
+    return 0.0, "no other CPU-bound cell with workers >= cores, and no trainer CPU timed: 0"
+
+
+def _described_inputs(cell: CellFacts, cal: Calibration, overhead_ms: float, training: str) -> dict[str, str]:
+    """Each input of the prediction as the report says it: its value and where it comes from."""
+    alone = cell.trainer_alone_rate
+    return {
+        "cpu per sample": f"{sum(cell.cpu_ms.values()):.3f} ms, this cell's stage timers (thread CPU)",
+        "loader overhead": f"{overhead_ms:.3f} ms per sample, "
+        + (cal.overhead_ms.source if cal.overhead_ms else "no other CPU-bound cell with workers < cores: 0"),
+        "training process": training,
+        "cores": f"{cell.cores}, the host's usable CPUs",
+        "consumer": f"{cell.consumer_rate:,.0f} samples/s, the slower of "
+        + (f"the demand ({cell.demand:,.0f}/s)" if cell.demand else "no demand")
+        + " and the trainer's own step "
+        + (
+            f"({alone:,.0f}/s, {'timed alone' if cell.alone_s_per_sample else 'its step timer in the cell'})"
+            if alone
+            else "(not timed)"
+        ),
+        "AU": "predicted samples/s x "
+        + (
+            f"{1e3 * cell.device_s_per_sample:.4f} ms of device busy per sample (this cell's), as the summary's AU"
+            if cell.device_s_per_sample
+            else "1 / the demand (no device time in the summary)"
+        ),
+    }
+
+
+def _fetch_input(cell: CellFacts, others: list[CellFacts]) -> tuple[str, float]:
+    """The fetch input as said, and the fetch rate in samples/s it sets (inf where it does not limit)."""
+    fetch = _fetch_figure(cell, others)
+    if fetch is not None and fetch.lower_bound:
+        return f"at least {fetch.value / 1e6:,.1f} MB/s ({fetch.source}): not limiting", math.inf
+    if fetch is not None and cell.sample_bytes:
+        rate = fetch.value / cell.sample_bytes
+        return f"{fetch.value / 1e6:,.1f} MB/s = {rate:,.0f} samples/s, {fetch.source}", rate
+    return "not measured by any other cell: not limiting", math.inf
 
 
 def check_cells(cells: list[CellFacts]) -> list[CellCheck]:
