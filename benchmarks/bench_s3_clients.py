@@ -21,7 +21,9 @@ Uses AWS_ENDPOINT_URL and credentials from the environment, or starts a lab.
 from __future__ import annotations
 
 import argparse
+import math
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -33,15 +35,17 @@ from pathlib import Path
 
 import boto3
 import numpy as np
-from common import cpu_seconds, host_line, median, spread, write_section
+from common import cpu_seconds, host_line, median, paired, spread, write_section
 from s3env import s3_endpoint
 
 from iobench.tiers.s3 import s3_storage_options
 from loaders.storage import CLIENT_NAMES, installed_clients
+from loaders.storage.clients import make_client
+from loaders.storage.clients.base import ClientSettings
 from loaders.storage.objectstore import ObjectReader
 
 SMALL = 100_000  # bytes: an ImageNet-like JPEG
-BIG_OBJECT = 256 * 2**20
+BIG_OBJECT = 128 * 2**20
 RANGES = (8 * 2**20, 64 * 2**20)
 IN_FLIGHT_LIMIT = 2**30  # bytes of ranges in flight at once, at most
 DEADLINE_S = 30.0  # the tiers' default
@@ -57,6 +61,9 @@ class Case:
         return f"{'100 KB' if self.size == SMALL else f'{self.size >> 20} MiB'} x{self.concurrency}"
 
 
+RAW_CASE = Case(SMALL, 16)  # where the reader's own cost per request shows most
+
+
 @dataclass(frozen=True)
 class Figures:
     rate: float  # GETs/s of small objects; bytes/s of ranges
@@ -65,11 +72,14 @@ class Figures:
     counted_share: float  # the reader's client_cpu_s over the process's CPU
 
 
-def measure(reader: ObjectReader, jobs: list[tuple[str, int, int]], concurrency: int, small: bool) -> Figures:
+def measure(
+    reader: ObjectReader, jobs: list[tuple[str, int, int]], concurrency: int, small: bool, alone=None
+) -> Figures:
     """``jobs`` (url, start, end) read by ``concurrency`` threads, each taking the next job: small
     objects as the objects layout reads them (read_range: bytes), ranges as a shard's stream does
-    (read_view: the client's buffer)."""
-    read = reader.read_range if small else reader.read_view
+    (read_view: the client's buffer); ``alone``: the same client's own call instead, without the
+    reader's retries, deadline and counters (what the reader costs)."""
+    read = alone.get if alone is not None else reader.read_range if small else reader.read_view
     todo = iter(jobs)
     lock = threading.Lock()
     done = [0] * concurrency
@@ -96,7 +106,7 @@ def measure(reader: ObjectReader, jobs: list[tuple[str, int, int]], concurrency:
     return Figures(
         rate=(len(jobs) if small else nbytes) / wall,
         cpu_per_gib=cpu / (nbytes / 2**30),
-        p99_ms=float(np.percentile(stats.latencies_ms, 99)),
+        p99_ms=float(np.percentile(stats.latencies_ms, 99)) if stats.latencies_ms else float("nan"),
         counted_share=stats.client_cpu_s / cpu if cpu else 0.0,
     )
 
@@ -112,6 +122,14 @@ def stage(client, bucket: str, objects: int) -> tuple[list[str], list[str]]:
     for key in big:
         client.put_object(Bucket=bucket, Key=key, Body=os.urandom(BIG_OBJECT))
     return [f"s3://{bucket}/{k}" for k in keys], [f"s3://{bucket}/{k}" for k in big]
+
+
+def remove(client, bucket: str, urls: list[str]) -> None:
+    """The benchmark's objects and bucket: a memstore lab holds them in RAM."""
+    keys = [u.split("/", 3)[3] for u in urls]
+    for i in range(0, len(keys), 1000):
+        client.delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": k} for k in keys[i : i + 1000]]})
+    client.delete_bucket(Bucket=bucket)
 
 
 def range_jobs(urls: list[str], size: int, concurrency: int, total: int) -> list[tuple[str, int, int]]:
@@ -145,6 +163,8 @@ def microbenchmark(args: argparse.Namespace) -> None:
             c: ObjectReader(options, client=c, part_bytes=RANGES[-1], concurrency=64, deadline_s=DEADLINE_S)
             for c in clients
         }
+        settings = ClientSettings.from_storage_options(options, part_bytes=RANGES[-1], connections=64)
+        bare = {c: make_client(c, settings) for c in clients}
         jobs = {
             case: [(u, 0, SMALL) for u in small_urls]
             if case.size == SMALL
@@ -152,6 +172,7 @@ def microbenchmark(args: argparse.Namespace) -> None:
             for case in cases
         }
         results: dict[tuple[str, Case], list[Figures]] = {(c, case): [] for c in clients for case in cases}
+        raw: dict[str, list[Figures]] = {c: [] for c in clients}  # 100 KB x16, without the reader
         load = [os.getloadavg()[0]]
         for r in range(1 + args.rounds):  # round 0 warms every client's connections up
             for case in cases:
@@ -160,14 +181,21 @@ def microbenchmark(args: argparse.Namespace) -> None:
                     figures = measure(readers[client], jobs[case], case.concurrency, case.size == SMALL)
                     if r:
                         results[client, case].append(figures)
+                    if case == RAW_CASE:
+                        figures = measure(readers[client], jobs[case], 16, True, alone=bare[client])
+                        if r:
+                            raw[client].append(figures)
             load.append(os.getloadavg()[0])
             print(f"round {r} done, load {load[-1]:.1f}", flush=True)
         for reader in readers.values():
             reader.close()
-    write_table(args, clients, cases, results, endpoint, load)
+        for client in bare.values():
+            client.close()
+        remove(s3, bucket, small_urls + big_urls)
+    write_table(args, clients, cases, results, raw, endpoint, load)
 
 
-def write_table(args, clients, cases, results, endpoint, load) -> None:
+def write_table(args, clients, cases, results, raw, endpoint, load) -> None:
     def rates(client: str, case: Case) -> list[float]:
         return [f.rate for f in results[client, case]]
 
@@ -191,6 +219,17 @@ def write_table(args, clients, cases, results, endpoint, load) -> None:
         )
 
     spreads = [spread(rates(c, case)) for c in clients for case in cases]
+    overall = {
+        c: math.exp(statistics.fmean(math.log(median(rates(c, case)) / best[case]) for case in cases))
+        for c in clients
+    }
+    order = ", ".join(f"{c} {overall[c]:.2f}" for c in sorted(clients, key=overall.get, reverse=True))
+    raw_rows = "\n".join(
+        f"| {c} | {median([f.rate for f in raw[c]]):,.0f} | {median(rates(c, RAW_CASE)):,.0f} "
+        f"| {paired(rates(c, RAW_CASE), [f.rate for f in raw[c]]):.2f} "
+        f"| {median([f.cpu_per_gib for f in raw[c]]):.1f} | {median([f.cpu_per_gib for f in results[c, RAW_CASE]]):.1f} |"
+        for c in clients
+    )
     head_small = " | ".join(f"x{c.concurrency}" for c in small)
     head_ranged = " | ".join(c.label for c in ranged)
     small_rows = "\n".join(row(c, small, True) for c in clients)
@@ -214,12 +253,23 @@ loaders report per cell. radosgw, the OSD and the client share the same 2 cores,
 rank the clients' cost per request and per byte, not what a real cluster serves. Largest spread of
 a cell, (max − min) / median: {max(spreads):.0f} %.
 
+**Order** (the geometric mean of each client's ratios to the best over the {len(cases)} cases below,
+which `client: auto` follows, among the clients that survive a fork): {order}.
+
 GET ops/s of {SMALL // 1000} KB objects ({args.objects} objects per measurement, read whole as one
 object per sample is), by requests in flight:
 
 | client | {head_small} | CPU s/GiB | p99 ms | counted |
 |---|{"---:|" * (len(small) + 3)}
 {small_rows}
+
+What the reader itself costs (100 KB objects, 16 in flight): the client's own call alone against
+the same call through the reader (its retries, deadline, latency sample and counters; for
+s3torchconnector also its helper thread per attempt), same rounds:
+
+| client | client alone GETs/s | through the reader | ratio (paired) | CPU s/GiB alone | through the reader |
+|---|---:|---:|---:|---:|---:|
+{raw_rows}
 
 MiB/s of ranged GETs (a shard's parts; size x requests in flight):
 

@@ -56,11 +56,12 @@ CLIENTS: dict[str, ClientEntry] = {
     ),
 }
 CLIENT_NAMES: tuple[str, ...] = tuple(CLIENTS)
-# the order of the client table in docs/benchmarks.md (GET ops/s of 100 KB objects against the lab,
-# medians of interleaved rounds), best first: "auto" is the first of these that is installed, takes
+# the clients by the client table of docs/benchmarks.md (benchmarks/bench_s3_clients.py against the
+# lab: the geometric mean of each one's ratios to the best over GETs of 100 KB objects and 8 and
+# 64 MiB ranges, medians of interleaved rounds), best first: "auto" is the first of these that is installed, takes
 # what the settings give and survives a fork (the torch DataLoader forks its workers by default)
-MEASURED_ORDER: tuple[str, ...] = ("s3dlio", "obstore", "s3torchconnector", "minio", "s3fs")
-DEFAULT_CLIENT = "s3fs"
+MEASURED_ORDER: tuple[str, ...] = ("obstore", "s3dlio", "minio", "s3torchconnector", "s3fs")
+DEFAULT_CLIENT = "auto"
 CLIENT_CHOICES: tuple[str, ...] = ("auto", *CLIENT_NAMES)
 
 
