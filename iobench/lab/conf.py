@@ -176,21 +176,13 @@ def s3_keys() -> tuple[str, str]:
 
 
 def render_conf(layout: Layout, fsid: str, settings: LabSettings) -> str:
+    return _global_section(layout, fsid, settings) + _daemon_sections(layout, settings)
+
+
+def _global_section(layout: Layout, fsid: str, settings: LabSettings) -> str:
     d = layout.dir
     v2, v1 = settings.mon_ports
     auth = settings.auth
-    # $name is a Ceph metavariable, expanded by each daemon.
-    per_daemon = (
-        f"pid file = {layout.run}/$name.pid\n"
-        f"admin socket = {layout.run}/$name.asok\n"
-        f"log file = {layout.log}/$name.log\n"
-    )
-    no_mgr = (
-        ""
-        if settings.with_mgr
-        else "# no mgr on purpose: don't raise MGR_DOWN after the 120 s default grace\n"
-        "mon mgr mkfs grace = 31536000\n"
-    )
     return f"""\
 # written by `iobench lab up`; a throw-away single-node cluster on 127.0.0.1
 [global]
@@ -226,6 +218,24 @@ mon data avail crit = 0
 mon warn on insecure global id reclaim = false
 mon warn on insecure global id reclaim allowed = false
 
+"""
+
+
+def _daemon_sections(layout: Layout, settings: LabSettings) -> str:
+    d = layout.dir
+    # $name is a Ceph metavariable, expanded by each daemon.
+    per_daemon = (
+        f"pid file = {layout.run}/$name.pid\n"
+        f"admin socket = {layout.run}/$name.asok\n"
+        f"log file = {layout.log}/$name.log\n"
+    )
+    no_mgr = (
+        ""
+        if settings.with_mgr
+        else "# no mgr on purpose: don't raise MGR_DOWN after the 120 s default grace\n"
+        "mon mgr mkfs grace = 31536000\n"
+    )
+    return f"""\
 [mon]
 mon data = {d}/$name
 # commit map changes after 0.1 s instead of 1 s: bring-up 2-3 s instead of 13 s
