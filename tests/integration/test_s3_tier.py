@@ -237,7 +237,7 @@ def test_missing_bucket_and_deleted_object_are_clear_errors(s3_env, staged):
 def test_endpoint_down_fails_fast_and_clearly(monkeypatch):
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "x")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "y")
-    tier = make_tier({"kind": "s3", "url": "s3://b/p", "endpoint_url": "http://127.0.0.1:9"})
+    tier = make_tier({"kind": "s3", "url": "s3://bucket/p", "endpoint_url": "http://127.0.0.1:9"})
     t0 = time.perf_counter()
     with pytest.raises(OSError) as info:
         tier.load_manifest()
