@@ -74,8 +74,46 @@ def print_plan(
     resume_dir: Path | None = None,
 ) -> None:
     cells = config.cells()
-    labels = {str(d.path): d.label for d in config.datasets}
     states = resume_states(resume_dir, cells) if resume_dir else {}
+    table, total, todo, unknown = _plan_table(config, estimates, states, resume=resume_dir is not None)
+    console.print(table)
+    for d in config.datasets:
+        where = "generated once if missing" if d.synth else "given"
+        console.print(f"dataset {d.label}: {d.path} ({where})")
+    if any(cell.tier_kind == "s3" for cell in cells):
+        console.print(clients_line(installed_clients()))
+    checked = preflight(config)
+    for f in checked.findings:  # the errors end the dry run below, as a bad sweep file does
+        if f.level == "warning":
+            console.print(Text(f"warning: {f.text}", style="yellow"))
+        elif f.level == "note":
+            console.print(Text(f.text))
+    note = (
+        f"; {unknown} cell(s) without an estimate (dataset size unknown until it exists)" if unknown else ""
+    )
+    console.print(f"estimated total: {format_duration(total)} for {len(cells)} cell(s){note}")
+    if resume_dir:
+        _print_resume(console, resume_dir, states, cells, todo)
+    console.print(
+        f"[dim]{method(decode)} Not counted: generating or staging datasets.[/dim]", highlight=False
+    )
+    sent = (
+        f"; {checked.connected} endpoint(s) tried with a connect, nothing sent" if checked.connected else ""
+    )
+    console.print(f"dry run: nothing was run, generated or uploaded{sent}")
+    if checked.errors:
+        raise ConfigError("\n".join(checked.errors))
+
+
+_RIGHT = ("#", "workers", "batch", "samples/run", "estimate")
+
+
+def _plan_table(
+    config: SweepConfig, estimates: dict[str, CellEstimate], states: dict[str, str], *, resume: bool
+) -> tuple[Table, float, float, int]:
+    """The plan's table, the estimated seconds in all and still to run, and the cells without an estimate."""
+    cells = config.cells()
+    labels = {str(d.path): d.label for d in config.datasets}
     table = Table(title=f"{len(cells)} cell(s) planned from {config.source}")
     columns = [
         "#",
@@ -89,12 +127,9 @@ def print_plan(
         "dataset",
         "samples/run",
     ]
-    for col in [*columns, "estimate", *(["resume"] if resume_dir else [])]:
-        table.add_column(
-            col,
-            justify="right" if col in ("#", "workers", "batch", "samples/run", "estimate") else "left",
-            overflow="fold",  # a plan is for reading off: wrap long ids, never cut them
-        )
+    for col in [*columns, "estimate", *(["resume"] if resume else [])]:
+        # a plan is for reading off: wrap long ids, never cut them
+        table.add_column(col, justify="right" if col in _RIGHT else "left", overflow="fold")
     total = todo = 0.0
     unknown = 0
     for i, cell in enumerate(cells):
@@ -117,43 +152,24 @@ def print_plan(
             labels.get(cell.dataset, cell.dataset),
             f"{est.samples:,}" if est.samples is not None else "?",
             format_duration(est.seconds) if est.seconds is not None else "?",
-            *([{"done": "done: skip", "": "run"}.get(state, f"{state}: re-run")] if resume_dir else []),
+            *([{"done": "done: skip", "": "run"}.get(state, f"{state}: re-run")] if resume else []),
         )
-    console.print(table)
-    for d in config.datasets:
-        where = "generated once if missing" if d.synth else "given"
-        console.print(f"dataset {d.label}: {d.path} ({where})")
-    if any(cell.tier_kind == "s3" for cell in cells):
-        console.print(clients_line(installed_clients()))
-    checked = preflight(config)
-    for f in checked.findings:  # the errors end the dry run below, as a bad sweep file does
-        if f.level == "warning":
-            console.print(Text(f"warning: {f.text}", style="yellow"))
-        elif f.level == "note":
-            console.print(Text(f.text))
-    note = (
-        f"; {unknown} cell(s) without an estimate (dataset size unknown until it exists)" if unknown else ""
-    )
-    console.print(f"estimated total: {format_duration(total)} for {len(cells)} cell(s){note}")
-    if resume_dir:
-        done = sum(1 for s in states.values() if s == "done")
-        console.print(
-            f"--resume: {done} cell(s) done and skipped, {len(cells) - done} to run: {format_duration(todo)}"
-        )
-        saved = saved_plan(resume_dir)
-        if saved is None:
-            console.print(f"[yellow]{resume_dir} holds no {CELLS_FILE}: --resume would refuse[/yellow]")
-        elif differences := plan_differences(saved, cells):
-            console.print(
-                f"[yellow]the plan differs from {resume_dir / CELLS_FILE}: {'; '.join(differences)}; "
-                "--resume would refuse without --force[/yellow]"
-            )
+    return table, total, todo, unknown
+
+
+def _print_resume(
+    console: Console, resume_dir: Path, states: dict[str, str], cells: list[CellSpec], todo: float
+) -> None:
+    """What --resume would skip and run, and whether it would refuse."""
+    done = sum(1 for s in states.values() if s == "done")
     console.print(
-        f"[dim]{method(decode)} Not counted: generating or staging datasets.[/dim]", highlight=False
+        f"--resume: {done} cell(s) done and skipped, {len(cells) - done} to run: {format_duration(todo)}"
     )
-    sent = (
-        f"; {checked.connected} endpoint(s) tried with a connect, nothing sent" if checked.connected else ""
-    )
-    console.print(f"dry run: nothing was run, generated or uploaded{sent}")
-    if checked.errors:
-        raise ConfigError("\n".join(checked.errors))
+    saved = saved_plan(resume_dir)
+    if saved is None:
+        console.print(f"[yellow]{resume_dir} holds no {CELLS_FILE}: --resume would refuse[/yellow]")
+    elif differences := plan_differences(saved, cells):
+        console.print(
+            f"[yellow]the plan differs from {resume_dir / CELLS_FILE}: {'; '.join(differences)}; "
+            "--resume would refuse without --force[/yellow]"
+        )
