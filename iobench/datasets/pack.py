@@ -10,6 +10,7 @@ from pathlib import Path
 from iobench.datasets.manifest import MANIFEST_NAME, Manifest, build_manifest
 from iobench.datasets.parquet import DEFAULT_ROW_GROUP, check_format, open_shard_writer, remove_stale_shards
 from iobench.datasets.shardsize import auto_shard_bytes
+from iobench.datasets.shardwriter import ShardWriter
 from iobench.host.atomic import atomic_write
 
 JPEG_SUFFIXES = frozenset({".jpg", ".jpeg"})
@@ -108,27 +109,16 @@ def pack_imagefolder(
     out.mkdir(parents=True, exist_ok=True)
     (out / MANIFEST_NAME).unlink(missing_ok=True)
 
-    jpeg_bytes = 0
-    keys: list[str] = []
-    with open_shard_writer(format, out, shard_bytes, row_group=row_group) as writer:
-        for i, (path, label) in enumerate(samples):
-            try:
-                data = path.read_bytes()
-            except OSError as exc:
-                raise PackError(f"{path}: cannot read: {exc}") from exc
-            if not data.startswith(_JPEG_MAGIC):
-                skipped.append((str(path.relative_to(train)), _not_jpeg(data)))
-            else:
-                key = f"{len(keys):06d}"
-                writer.add(key, [("jpg", data), ("cls", str(label).encode("ascii"))])
-                keys.append(f"{key}\t{path.relative_to(train)}")
-                jpeg_bytes += len(data)
-            if progress is not None:
-                progress(i + 1, len(samples))
-        if not keys:
-            writer.abort()
-            raise PackError(f"{train}: none of the {len(samples)} .jpg/.jpeg files is a JPEG")
-
+    writer, keys, jpeg_bytes = _write_shards(
+        train,
+        samples,
+        skipped,
+        out,
+        format=format,
+        shard_bytes=shard_bytes,
+        row_group=row_group,
+        progress=progress,
+    )
     remove_stale_shards(out, {e.name for e in writer.entries})
     with atomic_write(out / KEYMAP_NAME, "w") as f:
         f.write("\n".join(keys) + "\n")
@@ -155,3 +145,41 @@ def pack_imagefolder(
     )
     manifest.save(out)
     return manifest
+
+
+def _write_shards(
+    train: Path,
+    samples: list[tuple[Path, int]],
+    skipped: list[tuple[str, str]],
+    out: Path,
+    *,
+    format: str,
+    shard_bytes: int,
+    row_group: int,
+    progress: Callable[[int, int], None] | None,
+) -> tuple[ShardWriter, list[str], int]:
+    """Every JPEG of ``samples`` into shards: the writer, the keymap lines and the JPEG bytes written.
+
+    A file whose bytes are not JPEG is added to ``skipped`` with why.
+    """
+    jpeg_bytes = 0
+    keys: list[str] = []
+    with open_shard_writer(format, out, shard_bytes, row_group=row_group) as writer:
+        for i, (path, label) in enumerate(samples):
+            try:
+                data = path.read_bytes()
+            except OSError as exc:
+                raise PackError(f"{path}: cannot read: {exc}") from exc
+            if not data.startswith(_JPEG_MAGIC):
+                skipped.append((str(path.relative_to(train)), _not_jpeg(data)))
+            else:
+                key = f"{len(keys):06d}"
+                writer.add(key, [("jpg", data), ("cls", str(label).encode("ascii"))])
+                keys.append(f"{key}\t{path.relative_to(train)}")
+                jpeg_bytes += len(data)
+            if progress is not None:
+                progress(i + 1, len(samples))
+        if not keys:
+            writer.abort()
+            raise PackError(f"{train}: none of the {len(samples)} .jpg/.jpeg files is a JPEG")
+    return writer, keys, jpeg_bytes
