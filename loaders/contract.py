@@ -26,6 +26,7 @@ from loaders.config import LoaderConfig, device_for
 from loaders.observe.stages import StageStats
 from loaders.pipeline.batch import Batch
 from loaders.pipeline.decode import normalize_batch
+from loaders.pipeline.node import plain
 
 # 2: the even split over ranks, and batches delivered per reader; 3: each reader's pipeline state
 STATE_VERSION = 3
@@ -135,7 +136,7 @@ class EpochCursor:
         return {
             "version": STATE_VERSION,
             "epoch": epoch,
-            "readers": states,
+            "readers": plain(states),
             "delivered": delivered,
             "fingerprint": fp,
         }

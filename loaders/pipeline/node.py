@@ -11,6 +11,7 @@ again what it had passed on.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Iterator, Sequence
 from typing import Any, Generic, TypeVar
 
@@ -59,3 +60,15 @@ class Node(Iterator[T], Generic[T]):
         source = getattr(self, "source", None)
         if source is not None and hasattr(source, "close"):
             source.close()
+
+
+def plain(state: Any) -> Any:
+    """``state`` as plain data for a checkpoint (JSON): the flat arrays a node keeps its refs in
+    (they pickle as bytes between processes) as lists."""
+    if isinstance(state, dict):
+        return {key: plain(value) for key, value in state.items()}
+    if isinstance(state, list | tuple):
+        return [plain(value) for value in state]
+    if isinstance(state, array):
+        return state.tolist()
+    return state
