@@ -119,8 +119,8 @@ class EpochCursor:
         return epoch, resumed
 
     def count(self, batch: Batch) -> None:
-        if batch.ledger.resume is not None:
-            self.states[batch.ledger.reader] = batch.ledger.resume
+        if batch.bookkeeping.resume is not None:
+            self.states[batch.bookkeeping.reader] = batch.bookkeeping.resume
         self.delivered += batch.delivers
 
     def end(self) -> None:

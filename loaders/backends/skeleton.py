@@ -68,7 +68,7 @@ class BaseLoader:
         """The backend's machinery (a DataLoader, a feed), made once the plan is known."""
 
     def _epoch(self, epoch: int, resumed: list[dict | None] | None) -> Iterator[Batch]:
-        """Every batch of ``epoch``, its ledger naming its reader and that reader's pipeline state
+        """Every batch of ``epoch``, its bookkeeping naming its reader and that reader's pipeline state
         after it (``resume``); ``resumed``: where each reader goes on from (its state, or None for
         its start), None for a new epoch. Cleans up when closed early."""
         raise NotImplementedError

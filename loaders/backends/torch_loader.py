@@ -170,7 +170,7 @@ class _Sent:
     @classmethod
     def packed(cls, batch: Batch, generation: int, ring: ShmRing | None) -> _Sent:
         """In a worker: ``batch`` to send, its images left in their ring slot when they are in one."""
-        sent = cls(generation, batch.ledger.epoch, batch.ledger.reader, batch)
+        sent = cls(generation, batch.bookkeeping.epoch, batch.bookkeeping.reader, batch)
         slot = None if ring is None or batch.images is None else ring.slot_of(batch.images)
         if slot is not None:
             shape = tuple(batch.images.permute(0, 2, 3, 1).shape)  # type: ignore[union-attr]
@@ -206,7 +206,7 @@ class ShardStream(IterableDataset):
     partition the loader plans with). Built from the loader's ``LoaderConfig``; ``counts``: the
     samples per item the split needs (``LoaderConfig.split_counts``).
 
-    A reader resumed from its pipeline state (a batch's ``ledger.resume``) goes on with the batch
+    A reader resumed from its pipeline state (a batch's ``bookkeeping.resume``) goes on with the batch
     after it. A reader's stream depends only on (seed, epoch, rank, reader, the plan), never on
     timing, so it resumes exactly. ``framed`` (the loader's own stream): each batch goes in a frame
     naming its stream's generation (:class:`_Sent`), its images in a slot of the loader's ring;

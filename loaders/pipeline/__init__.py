@@ -1,6 +1,6 @@
 """The backend-neutral sample pipeline, its stages as nodes (``next``, ``reset(state)``,
 ``get_state``; node.py): shards -> samples (the shard cursor) -> shuffle -> decode/augment ->
-batches (the batch fill), composed per reader (reader.py); the batch and its ledger, the batch
+batches (the batch fill), composed per reader (reader.py); the batch and its bookkeeping, the batch
 assembly without copies, and the batch-buffer ring the torch workers reuse.
 """
 
@@ -19,7 +19,7 @@ _EXPORTS = {
     "IMAGENET_STD": "decode",
     "InTurn": "in_turn",
     "Items": "items",
-    "Ledger": "batch",
+    "Bookkeeping": "batch",
     "Node": "node",
     "ObjectReads": "object_reads",
     "SampleError": "samples",
@@ -40,10 +40,10 @@ __all__ = [
     "Batch",
     "BatchAssembler",
     "Batcher",
+    "Bookkeeping",
     "CorruptImage",
     "InTurn",
     "Items",
-    "Ledger",
     "Node",
     "ObjectReads",
     "SampleError",
@@ -61,7 +61,7 @@ __all__ = [
 
 if TYPE_CHECKING:
     from loaders.pipeline.assemble import BatchAssembler
-    from loaders.pipeline.batch import Batch, Ledger
+    from loaders.pipeline.batch import Batch, Bookkeeping
     from loaders.pipeline.batcher import Batcher
     from loaders.pipeline.decode import (
         IMAGENET_MEAN,

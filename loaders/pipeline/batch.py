@@ -1,5 +1,5 @@
 """What every loader backend yields: a :class:`Batch` (what training code uses: images, labels,
-keys) and, apart in its ``ledger``, the bookkeeping that training code does not need (the stage
+keys) and, apart in its :class:`Bookkeeping`, what training code does not need (the stage
 counters, who made it and when, where its reader stood after it)."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from loaders.observe.stages import StageStats
 
 
 @dataclass
-class Ledger:
+class Bookkeeping:
     """A batch's bookkeeping: read by iobench and by the loader itself, never needed to train."""
 
     stats: StageStats = field(default_factory=StageStats)
@@ -39,8 +39,8 @@ class Batch:
     int64), so nothing passes for an image that was never decoded. ``data`` is what a training step
     consumes (the images, else the sizes); ``len(batch)`` its samples.
 
-    The bookkeeping is the ``ledger``'s; ``stats``, ``reader``, ``made`` and ``reads`` read it from
-    the batch too (iobench's step loop does)."""
+    The rest is in ``bookkeeping``; ``stats``, ``reader``, ``made`` and ``reads`` read it from the
+    batch too (iobench's step loop does)."""
 
     def __init__(
         self,
@@ -50,19 +50,19 @@ class Batch:
         *,
         sizes: torch.Tensor | None = None,
         stats: StageStats | None = None,
-        ledger: Ledger | None = None,
+        bookkeeping: Bookkeeping | None = None,
     ) -> None:
         self.images, self.labels, self.keys, self.sizes = images, labels, list(keys), sizes
-        self.ledger = ledger if ledger is not None else Ledger()
+        self.bookkeeping = bookkeeping if bookkeeping is not None else Bookkeeping()
         if stats is not None:
-            self.ledger.stats = stats
+            self.bookkeeping.stats = stats
 
     def __len__(self) -> int:
         return len(self.keys)
 
     def __repr__(self) -> str:
         shape = tuple(self.data.shape) if self.data is not None else None
-        return f"Batch({len(self)} samples, data {shape}, reader {self.ledger.reader}, epoch {self.ledger.epoch})"
+        return f"Batch({len(self)} samples, data {shape}, reader {self.bookkeeping.reader}, epoch {self.bookkeeping.epoch})"
 
     @property
     def data(self) -> torch.Tensor | None:
@@ -77,35 +77,37 @@ class Batch:
 
     @property
     def stats(self) -> StageStats:
-        return self.ledger.stats
+        return self.bookkeeping.stats
 
     @property
     def reader(self) -> int:
-        return self.ledger.reader
+        return self.bookkeeping.reader
 
     @property
     def made(self) -> tuple[float, float] | None:
-        return self.ledger.made
+        return self.bookkeeping.made
 
     @property
     def reads(self) -> tuple[tuple[float, float], ...] | None:
-        return self.ledger.reads
+        return self.bookkeeping.reads
 
     def with_data(self, **changed: torch.Tensor | None) -> Batch:
-        """This batch with other tensors (moved, normalised, pinned), the same keys and ledger."""
+        """This batch with other tensors (moved, normalised, pinned), the same keys and bookkeeping."""
         fields = {"images": self.images, "labels": self.labels, "sizes": self.sizes, **changed}
-        return Batch(fields["images"], fields["labels"], self.keys, sizes=fields["sizes"], ledger=self.ledger)
+        return Batch(
+            fields["images"], fields["labels"], self.keys, sizes=fields["sizes"], bookkeeping=self.bookkeeping
+        )
 
     @classmethod
-    def empty(cls, image_size: int | None, ledger: Ledger | None = None) -> Batch:
+    def empty(cls, image_size: int | None, bookkeeping: Bookkeeping | None = None) -> Batch:
         """A batch of no samples: what a reader yields when skipped samples left it short of the
         batches its plan promised, so that every rank still takes the same number of steps.
         ``image_size`` None: a batch of byte lengths (read without decoding)."""
         labels = torch.empty(0, dtype=torch.int64)
         if image_size is None:
-            return cls(None, labels, sizes=torch.empty(0, dtype=torch.int64), ledger=ledger)
+            return cls(None, labels, sizes=torch.empty(0, dtype=torch.int64), bookkeeping=bookkeeping)
         images = torch.empty((0, image_size, image_size, 3), dtype=torch.uint8).permute(0, 3, 1, 2)
-        return cls(images, labels, ledger=ledger)
+        return cls(images, labels, bookkeeping=bookkeeping)
 
     def pin_memory(self) -> Batch:
         """Called by DataLoader(pin_memory=True) and torchdata's PinMemory for custom batch types."""

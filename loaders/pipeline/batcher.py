@@ -2,7 +2,7 @@
 augmented straight into its slot of the batch (or copied in, decoded already by a mapper thread);
 a skipped sample does not shorten a batch (the next good one fills its place) and its counters
 ride with the batch. Each batch is stamped with when it was begun and finished and carries, in
-its ledger, this node's state right after it: a reader reset from that state goes on with the next
+its bookkeeping, this node's state right after it: a reader reset from that state goes on with the next
 batch, reading again only samples it had taken but not delivered (the rest of a mapper's chunk).
 """
 
@@ -18,7 +18,7 @@ from loaders.config import PipelineSpec
 from loaders.formats.base import Ref, Sample
 from loaders.observe.stages import StageStats
 from loaders.pipeline.assemble import BatchAssembler, BatchBuffers
-from loaders.pipeline.batch import Batch, Ledger
+from loaders.pipeline.batch import Batch, Bookkeeping
 from loaders.pipeline.node import Node, State
 from loaders.pipeline.samples import Decoded, process_sample, sample_rng
 
@@ -104,8 +104,8 @@ class Batcher(Node[Batch]):
                 raise StopIteration
             made = Batch.empty(spec.image_size)  # skipped samples left this reader short
         self.made += made.delivers
-        made.ledger = Ledger(
-            made.ledger.stats,
+        made.bookkeeping = Bookkeeping(
+            made.bookkeeping.stats,
             self.share.reader,
             self.share.epoch,
             (begun, time.perf_counter()),

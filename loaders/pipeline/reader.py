@@ -65,7 +65,7 @@ def reader_batches(
     alive: Callable[[], bool] | None = None,
 ) -> Batcher:
     """Reader ``reader``'s share of ``plan`` as its batches (a DataLoader worker's, a reader
-    thread's): from its start, or ``reset`` to a state (a batch's ``ledger.resume``)."""
+    thread's): from its start, or ``reset`` to a state (a batch's ``bookkeeping.resume``)."""
     mine = plan.readers[reader]
     rng = reader_rng(config.pipeline.seed, plan.epoch, config.rank, reader)
     spec = reader_spec(config, plan)

@@ -63,7 +63,7 @@ from loaders.backends.dali.graph import (
 from loaders.backends.skeleton import BaseLoader
 from loaders.formats.tar_index import index_path
 from loaders.observe.stages import StageStats
-from loaders.pipeline.batch import Batch, Ledger
+from loaders.pipeline.batch import Batch, Bookkeeping
 from loaders.plan import local_path
 from loaders.storage.layers import OBJECT_PROTOCOLS
 
@@ -296,7 +296,7 @@ class DaliLoader(BaseLoader):
             stats.add_time("decode", wall, max(0.0, cpu - fetch_cpu))
             images = out["images"].permute(0, 3, 1, 2)  # NHWC storage = channels_last NCHW view
             labels = out["labels"].reshape(-1).to(torch.int64)
-            yield Batch(images, labels, keys, ledger=Ledger(stats, resume=resume))
+            yield Batch(images, labels, keys, bookkeeping=Bookkeeping(stats, resume=resume))
         if self._feed is not None:  # a dropped tail's bytes and errors still count
             self.stats.merge(self._feed.take_leftover())
 
