@@ -30,6 +30,8 @@ _EXPORTS = {
     "count_tar_samples": "tar",
     "format_named": "table",
     "format_of": "table",
+    "index_component": "tar_writer",
+    "index_text": "tar_writer",
     "iter_parquet_samples": "parquet",
     "iter_samples": "tar",
     "member_bytes": "tar_writer",
@@ -58,6 +60,8 @@ __all__ = [
     "count_tar_samples",
     "format_named",
     "format_of",
+    "index_component",
+    "index_text",
     "iter_parquet_samples",
     "iter_samples",
     "member_bytes",
@@ -82,6 +86,6 @@ if TYPE_CHECKING:
     from loaders.formats.tar import count_tar_samples, iter_samples
     from loaders.formats.tar_index import ShardIndexError
     from loaders.formats.tar_reader import TarReader
-    from loaders.formats.tar_writer import TarWriter, archive_bytes, member_bytes
+    from loaders.formats.tar_writer import TarWriter, archive_bytes, index_component, index_text, member_bytes
 
 __getattr__, __dir__ = lazy_face(__name__, _EXPORTS)
