@@ -339,3 +339,24 @@ def test_reads_spread_over_several_gateways_and_step_around_a_dead_one(s3_env, s
     assert loader.stats.counters["retries"] > 0
     with pytest.raises(TierConfigError, match="a list holds two or more"):
         make_tier({"kind": "s3", "url": url, "endpoint_url": [names[0]]})
+
+
+def test_a_client_list_is_one_tier_per_client_and_a_wrong_client_is_refused(monkeypatch):
+    from iobench.tiers.s3 import S3Tier
+
+    spec = {"kind": "s3", "name": "rgw", "url": "s3://bucket/p", "client": ["s3fs", "obstore"]}
+    assert [(t["name"], t["client"]) for t in S3Tier.one_per_client(spec)] == [
+        ("rgw-s3fs", "s3fs"),
+        ("rgw-obstore", "obstore"),
+    ]
+    assert S3Tier.one_per_client({**spec, "client": "minio"}) == [{**spec, "client": "minio"}]
+    with pytest.raises(TierConfigError, match="a list names each client once"):
+        S3Tier.one_per_client({**spec, "client": ["minio", "minio"]})
+    with pytest.raises(TierConfigError, match=r"client.*allowed values are auto, s3fs, minio"):
+        make_tier({"kind": "s3", "url": "s3://bucket/p", "client": "boto"})
+    with pytest.raises(TierConfigError, match="s3dlio reads its credentials from the environment only"):
+        make_tier({"kind": "s3", "url": "s3://bucket/p", "client": "s3dlio", "profile": "lab"})
+    monkeypatch.setattr("loaders.storage.clients.installed_clients", lambda: ["s3fs"])
+    with pytest.raises(TierConfigError, match=r"pip install 'iobench\[s3clients\]'"):
+        make_tier({"kind": "s3", "url": "s3://bucket/p", "client": "obstore"})
+    assert make_tier({"kind": "s3", "url": "s3://bucket/p"}).describe()["client"] == "s3fs"  # auto
