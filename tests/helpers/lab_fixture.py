@@ -14,6 +14,8 @@ from __future__ import annotations
 import os
 import random
 import shutil
+import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -101,12 +103,38 @@ def require_ceph() -> None:
         ceph_missing(f"Ceph is not installed; install it with: {install_hint(cephfs=True)}")
 
 
+# Waits for the test session's process to end, then takes the lab down: a session killed before its
+# teardown (a time-out's SIGTERM, a closed terminal) would otherwise leave the daemons running.
+_DOWN_WHEN_GONE = """
+import sys, psutil
+from iobench.lab import down
+try:
+    psutil.Process(int(sys.argv[1])).wait()
+except psutil.NoSuchProcess:
+    pass
+down(sys.argv[2], purge=True)
+"""
+
+
+def _down_when_session_ends(lab_dir: Path) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-c", _DOWN_WHEN_GONE, str(os.getpid()), str(lab_dir)],
+        start_new_session=True,  # outside the session's process group, so a kill of the group spares it
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
 def _session_lab(tmp_dir: Path, **kwargs) -> Iterator[LabInfo]:
     require_ceph()
     lab = start_lab(tmp_dir, **kwargs)
+    watcher = _down_when_session_ends(lab.dir)
     try:
         yield lab
     finally:
+        watcher.kill()
+        watcher.wait()
         down(lab.dir, purge=True)
 
 
