@@ -79,9 +79,11 @@ def window_plan(job: Job, limits: Limits, ceilings: bool) -> Plan | None:
         "end": end,
         "replay": replay,
         "alone_s": ALONE_S if ceilings else 0.0,
-        # as far past the phases as the window's end is past the ranks: a rank that learnt the plan late
-        # has done its phases by then
-        "stop": end + replay + 1 + (end - max(len(job.steps[t]) for t in tags)) if ceilings else end,
+        # ranks in step leave together: as far past the phases as the window's end is past the ranks (a
+        # rank that learnt the plan late has done its phases by then); one rank stops right after them
+        "stop": (end + replay + 1 + (end - max(len(job.steps[t]) for t in tags)) if len(tags) > 1 else 0)
+        if ceilings
+        else end,
     }
     return Plan(end=end, streams={tag: plan for tag in tags}, warmup=warm)
 

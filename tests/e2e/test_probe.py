@@ -18,7 +18,7 @@ from torch.utils.data import DataLoader, Dataset, IterableDataset
 
 class Store(Dataset):  # each sample waits on a slow store, then costs little CPU
     def __len__(self):
-        return 4000
+        return 40000
     def __getitem__(self, i):
         time.sleep(WAIT_S)
         end = time.thread_time() + CPU_S

@@ -89,5 +89,14 @@ def test_a_failing_sitecustomize_of_the_jobs_says_what_python_would_and_the_prob
 
 
 def test_a_launcher_run_as_a_module_is_named_by_the_script_it_launches():
-    argv = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "fit.py", "--lr", "0.1"]
+    argv = [
+        sys.executable,
+        "-m",
+        "torch.distributed.launch",
+        "--nproc-per-node",
+        "2",
+        "fit.py",
+        "--lr",
+        "0.1",
+    ]
     assert check_command(argv).name == "fit"

@@ -22,7 +22,7 @@ def test_the_window_closes_once_long_enough_and_ends_ahead_of_the_loop(tmp_path)
     assert plan is not None
     # 31 steps recorded; 1.5 s of 0.1 s steps ahead
     assert plan.end == 31 + 15
-    assert plan.streams["4242-0"]["stop"] == plan.end + 43 + 1 + 15  # past the phases by as much
+    assert plan.streams["4242-0"]["stop"] == 0  # one rank stops right after its phases
     (stream,) = plan.streams.values()
     assert stream["replay"] == 3 + 40 and stream["alone_s"] == 3.0  # 2 s of 0.05 s steps, 3 settling
     assert plan.warmup["4242-0"] == 1
@@ -36,6 +36,9 @@ def test_ranks_in_step_all_wait_for_the_last_rank_and_share_one_end(tmp_path):
     plan = window_plan(Follower(tmp_path).read(), Limits(steps=20, seconds=1), ceilings=False)
     assert plan is not None and set(plan.streams) == {"100-0", "200-0"}
     assert plan.end > 63  # past the furthest rank
+    assert (
+        plan.streams["100-0"]["stop"] == plan.streams["200-0"]["stop"] == plan.end
+    )  # no ceilings: at the end
 
 
 def test_the_phases_are_done_when_every_stream_ran_its_loader_alone_or_stopped(tmp_path):
