@@ -10,6 +10,7 @@ ignores it and waits for the job); a SIGTERM to the probe is passed on to the jo
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 import subprocess
@@ -35,6 +36,7 @@ from .window import Limits, end_step, replay_steps, so_far
 INJECT = Path(__file__).parent / "inject"
 POLL_S = 0.25
 ALONE_S = 3.0  # the loader alone runs at least this long
+ALONE_BATCHES = 10  # ... and takes at least this many batches
 STOP_GRACE_S = 30.0  # after every rank was told to stop, the job's time to end before SIGTERM
 Then = str  # "stop" | "continue"
 
@@ -75,10 +77,13 @@ def window_plan(job: Job, limits: Limits, ceilings: bool) -> Plan | None:
     first = progress[0]
     end = end_step([len(job.steps[t]) for t in tags], first)
     replay = replay_steps(first) if ceilings else 0
+    # ranks in step drain as many batches each: what the slowest took in ALONE_S at its window's pace
+    pace = min(len(steps) / max(1e-9, steps[-1].t_end - steps[0].t_start) for steps in progress)
     plan = {
         "end": end,
         "replay": replay,
         "alone_s": ALONE_S if ceilings else 0.0,
+        "alone_batches": max(ALONE_BATCHES, math.ceil(ALONE_S * pace)) if ceilings and len(tags) > 1 else 0,
         # ranks in step leave together: as far past the phases as the window's end is past the ranks (a
         # rank that learnt the plan late has done its phases by then); one rank stops right after them
         "stop": (end + replay + 1 + (end - max(len(job.steps[t]) for t in tags)) if len(tags) > 1 else 0)

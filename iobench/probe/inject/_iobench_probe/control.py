@@ -26,6 +26,9 @@ class Plan:
     # the step at which the job stops, the same for every rank (a rank that learnt the plan late has
     # done its phases by then: ranks in step must leave together); 0: right after the phases
     stop: int = 0
+    # where ranks run in step: the loader alone drains this many batches on every rank, not a time
+    # (every rank's epoch must keep as many batches as the others'); 0: for alone_s seconds
+    alone_batches: int = 0
 
 
 class Control:

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 from . import worker
-from .control import Control
+from .control import Control, Plan
 from .log import Log
 from .records import PHASE_ALONE, PHASE_MEASURED, PHASE_REPLAYED
 
@@ -193,7 +193,7 @@ class Loop:
             data = stream.kept[stream.steps % len(stream.kept)]
             code = PHASE_REPLAYED
         elif phase == ALONE:
-            data = self._alone(stream, it, original, self.control.plans[stream.tag].alone_s)
+            data = self._alone(stream, it, original, self.control.plans[stream.tag])
             code = PHASE_ALONE
         else:
             worker.STATE.main_tag = stream.tag
@@ -222,14 +222,17 @@ class Loop:
         self.log.write(["error", time.perf_counter(), where, f"{type(exc).__name__}: {exc}"])
         self.log.flush()
 
-    def _alone(self, stream: Stream, it: Any, original: Callable[[Any], Any], seconds: float) -> Any:
+    def _alone(self, stream: Stream, it: Any, original: Callable[[Any], Any], plan: Plan) -> Any:
         """The loader alone, inside one next(): drain ``it`` with nothing consuming, then hand the
-        loop the last batch. It leaves the epoch's last batch to the loop, so the job's epochs (and
-        the steps of ranks in step) stay as they were; an epoch too near its end to measure in puts
-        it off to the next one."""
+        loop the last batch: for ``plan.alone_s`` seconds, or, where ranks run in step, exactly
+        ``plan.alone_batches`` batches on every rank (each rank's epoch must keep as many batches as
+        the others'). It leaves the epoch's last batch to the loop, and an epoch too near its end to
+        measure in puts it off to the next one."""
+        counted = plan.alone_batches
         left = _batches_left(it)
-        if left is not None and left < stream.depth + ALONE_MIN_BATCHES + 2:
+        if left is not None and left < stream.depth + max(counted, ALONE_MIN_BATCHES) + 2:
             return original(it)
+        seconds = plan.alone_s
         start = time.perf_counter()
         t_from = start if stream.depth == 0 else None
         untimed = batches = samples = 0
@@ -249,8 +252,13 @@ class Loop:
                     continue
                 batches += 1
                 samples += count_samples(data, fallback)
-                enough = batches >= ALONE_MIN_BATCHES and now - t_from >= seconds
-                if enough or now - start >= ALONE_MAX_S or left == 1:
+                if counted:
+                    enough = batches >= counted
+                else:
+                    enough = (
+                        batches >= ALONE_MIN_BATCHES and now - t_from >= seconds
+                    ) or now - start >= ALONE_MAX_S
+                if enough or left == 1:
                     break
         except StopIteration:
             ended = True
