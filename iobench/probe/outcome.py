@@ -17,7 +17,6 @@ class Outcome:
     limits: Limits
     ceilings: bool  # --ceilings asked for
     exit_code: int | None  # the job's, None while it still runs (--then continue)
-    window_complete: bool
     short_because: str | None  # why the window is short: the job ended, crashed, ...
     cores: int  # usable on this host
     cuda: bool  # the job used CUDA (its steps have device spans)

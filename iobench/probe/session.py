@@ -203,9 +203,8 @@ class Probe:
     def _publish(self, job: Job, started: str, code: int | None) -> None:
         plan = self.plan
         runs = tuple(rank_runs(job, plan.end if plan else None, plan.warmup if plan else {}))
-        window_complete = self.plan is not None
         short = None
-        if not window_complete:
+        if plan is None:
             short = "the job's end" if code == 0 else f"the job's end (exit code {code})"
         versions = [t.version for t in job.torch.values()]
         outcome = Outcome(
@@ -215,7 +214,6 @@ class Probe:
             limits=self.limits,
             ceilings=self.ceilings,
             exit_code=code,
-            window_complete=window_complete,
             short_because=short,
             cores=usable_cores(),
             cuda=any(job.device.values()),

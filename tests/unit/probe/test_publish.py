@@ -37,7 +37,6 @@ def outcome_of(
         limits=Limits(steps=40, seconds=30.0),
         ceilings=ceilings,
         exit_code=exit_code,
-        window_complete=end is not None,
         short_because=None if end else "the job's end",
         cores=2,
         cuda=False,
