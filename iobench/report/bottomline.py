@@ -52,23 +52,26 @@ def _group_line(label: str, cells: list[CellSummary]) -> str:
 
 
 def predicted_gain(s: CellSummary) -> str | None:
-    """What lifting the cell's binding part would give: the next ceiling (the differential's, else the
-    online timers' fetch capacity and the trainer alone), as samples/s and AU on the cell's basis."""
+    """What lifting the cell's binding part would give: the next limit (the fetch and prep ceilings
+    where diagnosed, else the online timers' fetch capacity; and the trainer alone, the same figure
+    as the cell's metrics), as samples/s and AU on the cell's basis."""
     m, v = s.metrics, s.verdict
     if m is None or v is None or m.samples <= 0 or m.device_busy_s is None:
         return None
     device_per_sample = m.device_busy_s / m.samples
     others: dict[str, float] = {}
     if s.ceilings:
-        part = {"prep": "prep", "fetch": "fetch", "accelerator": "accelerator"}.get(v.bound)
-        others = {k: c.samples_per_s for k, c in s.ceilings.items() if k != part and c.samples_per_s > 0}
-    else:
-        if v.bound == "prep":
-            fetch = next((st for st in v.stages if st.stage == "fetch"), None)
-            if fetch is not None and fetch.capacity_samples_per_s != float("inf"):
-                others["fetch"] = fetch.capacity_samples_per_s
-        if m.trainer_alone_samples_per_s:
-            others["accelerator"] = m.trainer_alone_samples_per_s
+        others = {
+            k: c.samples_per_s
+            for k, c in s.ceilings.items()
+            if k in ("fetch", "prep") and k != v.bound and c.samples_per_s > 0
+        }
+    elif v.bound == "prep":
+        fetch = next((st for st in v.stages if st.stage == "fetch"), None)
+        if fetch is not None and fetch.capacity_samples_per_s != float("inf"):
+            others["fetch"] = fetch.capacity_samples_per_s
+    if m.trainer_alone_samples_per_s:
+        others["accelerator"] = m.trainer_alone_samples_per_s
     if not others or v.bound in ("accelerator", "unknown"):
         return None
     nxt = min(others, key=others.__getitem__)
