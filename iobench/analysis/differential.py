@@ -23,6 +23,14 @@ ONLINE_TO_PART = {"accelerator": "accelerator", "prep": "prep", "fetch": "fetch"
 AGREE_TOLERANCE = 0.15
 
 
+def input_ceiling(prep: float, fetch: float, measured: float) -> float:
+    """The most samples/s the input pipeline delivers: the lower of the prep and fetch ceilings, but
+    never less than the cell measured (it delivered that; a ceiling run at a busier moment of the
+    host that timed less cannot be the input's limit, and the capacity answer then says no less
+    than the cell's AU)."""
+    return max(min(prep, fetch), measured)
+
+
 def capacity(
     input_ceiling: float,
     per_accelerator: float,

@@ -14,7 +14,7 @@ import traceback
 from pathlib import Path
 
 from iobench.accelerators.consumers import EmulatedAccelerator, make_consumer
-from iobench.analysis.differential import combine
+from iobench.analysis.differential import combine, input_ceiling
 from iobench.cell.diagnosis.diagnose import check_capacity, measure_ceilings
 from iobench.cell.files import cell_files
 from iobench.cell.inputs import cell_inputs
@@ -60,9 +60,11 @@ def run_cell(cell: CellSpec, run_dir: Path) -> CellSummary:
     if ceilings:
         answer = None
         if isinstance(consumer, EmulatedAccelerator):
-            input_ceiling = min(ceilings["prep"].samples_per_s, ceilings["fetch"].samples_per_s)
+            ceiling = input_ceiling(
+                ceilings["prep"].samples_per_s, ceilings["fetch"].samples_per_s, metrics.samples_per_s
+            )
             takes = metrics.trainer_alone_samples_per_s
-            answer = check_capacity(inputs, input_ceiling, takes / consumer.count if takes else None)
+            answer = check_capacity(inputs, ceiling, takes / consumer.count if takes else None)
         attribution = combine(
             {k: c.samples_per_s for k, c in ceilings.items()},
             chosen.verdict,

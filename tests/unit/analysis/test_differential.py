@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from iobench.analysis.differential import capacity, combine
+from iobench.analysis.differential import capacity, combine, input_ceiling
 from iobench.analysis.verdict import Verdict
 from iobench.sweep.config import ConfigError, parse_config
 
@@ -119,3 +119,12 @@ def test_a_custom_accelerator_names_its_own_demand():
         raw["accelerators"] = [{"kind": "emulated", **acc}]
         with pytest.raises(ConfigError, match=match):
             parse_config(raw)
+
+
+def test_the_input_ceiling_is_never_below_what_the_cell_delivered():
+    # measured here: a prep ceiling run while the host was busier timed 173/s; the cell delivered 581/s
+    assert input_ceiling(173.0, 4587.0, 581.0) == 581.0
+    assert input_ceiling(675.0, 11_118.0, 589.0) == 675.0
+    assert input_ceiling(9_000.0, 3_000.0, 2_500.0) == 3_000.0
+    answer = capacity(input_ceiling(173.0, 4587.0, 581.0), 7000.0, takes=6878.0)
+    assert answer.predicted_au_at_max_plus_one == pytest.approx(581 / 7000)
