@@ -3,6 +3,7 @@ documented in docs/method.md."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -45,17 +46,20 @@ def pipeline_metrics(
     mlperf = [au for entries in by_rank.values() if (au := dlio_au(entries)) is not None]
     samples_per_step = float(np.median([e.samples for e in delivered]))
     alone = alone or {}
-    slowdowns = [
-        float(np.median([e.compute for e in delivered if e.rank == rank])) / a.step_s
-        for rank, a in alone.items()
-        if a.step_s > 0 and any(e.rank == rank for e in delivered)
-    ]
+    in_cell = {
+        rank: float(np.median([e.compute for e in delivered if e.rank == rank]))
+        for rank in alone
+        if any(e.rank == rank for e in delivered)
+    }
+    slowdowns = [in_cell[rank] / a.step_s for rank, a in alone.items() if a.step_s > 0 and rank in in_cell]
     # the median rank's step alone
     steps_alone = sorted(a.step_s for a in alone.values())
     step_alone = steps_alone[(len(steps_alone) - 1) // 2] if steps_alone else None
     # what the trainer can take: its fastest step alone, the one closest to an idle host (a host
-    # other jobs share stretches the median, and the trainer's own capability is the question)
-    fastest = sorted(a.fastest_s for a in alone.values())
+    # other jobs share stretches the median, and the trainer's own capability is the question);
+    # where its median step in the cell was faster still, the alone run met a busier host, and the
+    # cell's steps are the evidence of what it can take
+    fastest = sorted(min(a.fastest_s, in_cell.get(rank, math.inf)) for rank, a in alone.items())
     fastest_alone = fastest[(len(fastest) - 1) // 2] if fastest else None
     return PipelineMetrics(
         steps=totals.steps,

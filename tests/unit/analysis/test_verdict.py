@@ -131,6 +131,16 @@ def test_a_slightly_slower_step_or_one_that_waits_more_for_data_is_not_host_boun
     assert _host_verdict(wait=0.1, compute=0.3, alone=0.1).bound == "prep"
 
 
+def test_a_trainer_that_stepped_faster_in_the_cell_than_alone_takes_its_cell_rate():
+    # measured here: the run alone met a busier host (61 ms a step at best) than the cell's steps
+    # (37 ms median): the cell's steps show what the trainer can take, and no trainer-short finding
+    rows = _rows(10, wait=0.2, compute=0.037, device=64 / 7000, cpu=0.020)
+    m = metrics_of(rows, alone=StepAlone(0.126, 0.061, None, 0.020, 5))
+    assert m.trainer_alone_samples_per_s == pytest.approx(64 / 0.037)
+    v = attribute(m, _stats(0.5), workers=2, cores=2, demand_samples_per_s=1500.0, trainer_cores=1)
+    assert not any(e.startswith("the trainer alone steps at") for e in v.evidence)
+
+
 def test_a_trainer_short_of_its_demand_alone_is_said_first_and_caps_what_feeding_it_takes():
     # an emulated H100 at batch 64: 9.1 ms of device time, 20 ms of host work: alone it steps at
     # 64 / 0.020 = 3,200/s of the 7,000/s it demands
