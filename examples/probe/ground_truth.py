@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -62,7 +63,8 @@ def apart(tree: Path, job: str, what: str) -> float:
     out = subprocess.run(
         command(tree, job, "--alone", what, "--seconds", "6"), capture_output=True, text=True, check=True
     )
-    rates = [json.loads(line)["samples_per_s"] for line in out.stdout.splitlines() if line.startswith("{")]
+    # ranks print at once: their lines may run together
+    rates = [json.loads(found)["samples_per_s"] for found in re.findall(r"\{[^{}]*\}", out.stdout)]
     return sum(rates)
 
 

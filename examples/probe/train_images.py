@@ -181,12 +181,17 @@ def loader_alone(loader: DataLoader, seconds: float, settle: int = 4, settle_s: 
 
 def step_alone(step, x: torch.Tensor, y: torch.Tensor, seconds: float, settle: int = 3) -> float:  # type: ignore[no-untyped-def]
     """Samples/s of the training step on one batch, again and again: the batch over the median step
-    (a step that a busy host preempts once runs many times as long; the median is the step itself)."""
+    (a step that a busy host preempts once runs many times as long; the median is the step itself).
+    Ranks in step (DDP) take the same number of steps: every rank's all-reduce has its peer's."""
     for _ in range(settle):
         step(x, y)
+    t0 = time.perf_counter()
+    step(x, y)
+    steps = torch.tensor([max(10, int(seconds / max(1e-6, time.perf_counter() - t0)))])
+    if dist.is_initialized():
+        dist.all_reduce(steps, op=dist.ReduceOp.MIN)
     times: list[float] = []
-    start = time.perf_counter()
-    while time.perf_counter() - start < seconds:
+    for _ in range(int(steps.item())):
         t0 = time.perf_counter()
         step(x, y)
         times.append(time.perf_counter() - t0)
