@@ -13,6 +13,7 @@ was not regenerated.
 from __future__ import annotations
 
 import argparse
+import io
 import re
 import sys
 from pathlib import Path
@@ -28,7 +29,9 @@ TITLE = "iobench report runs/default"
 
 
 def _render(run_dir: Path, detail: bool) -> str:
-    console = Console(record=True, width=200, soft_wrap=True, color_system=None, highlight=False)
+    console = Console(
+        file=io.StringIO(), record=True, width=200, soft_wrap=True, color_system=None, highlight=False
+    )
     print_report(load_summaries(run_dir), console, title=TITLE, detail=detail)
     return "\n".join(line.rstrip() for line in console.export_text().splitlines()).strip("\n") + "\n"
 
