@@ -318,15 +318,15 @@ def sweep(args: argparse.Namespace) -> None:
     lines = []
     for s in load_summaries(out):
         if not s.ok:
-            lines.append(f"| {s.cell.tier_name} | {s.cell.loader.decode} | failed: {s.error} |||||||")
+            lines.append(f"| {s.cell.tier_name} | {s.cell.loader.decode} | failed: {s.error} ||||||||")
             continue
         c = s.loader_stats_all_steps.counters
         requests = c.get("requests", 0)
-        m = s.metrics
+        epochs = len(s.epochs)  # a cell reads whole epochs until it has measured long enough
         lines.append(
             f"| {s.cell.tier_name.removeprefix('rgw-')} | {'yes' if s.cell.loader.decode else 'no'} "
-            f"| {m.samples_per_s:,.0f} | {c.get('bytes_transferred', 0) / 1e6:,.1f} | {requests:,} "
-            f"| {1000 * c.get('client_cpu_s', 0.0) / max(1, requests):.2f} | {c.get('retries', 0)} "
+            f"| {s.metrics.samples_per_s:,.0f} | {epochs} | {c.get('bytes_transferred', 0) / 1e6 / epochs:,.1f} "
+            f"| {requests:,} | {1000 * c.get('client_cpu_s', 0.0) / max(1, requests):.2f} | {c.get('retries', 0)} "
             f"| {s.verdict.bound}{' (' + s.verdict.binding_stage + ')' if s.verdict.binding_stage else ''} |"
         )
     table = "\n".join(lines)
@@ -335,12 +335,13 @@ def sweep(args: argparse.Namespace) -> None:
 {host_line()}. `iobench sweep` against the lab's radosgw ({endpoint}): {args.samples} ImageNet-like
 samples read one object per sample (`layout: objects`), the torch loader with {args.workers} workers,
 batch 64, an emulated H100 (ResNet-50, training demand), {args.epochs} epochs per cell, cold; one tier per
-client over the same objects (`client:`), each cell decoded and not. *MB read*: bytes the loader
-read from the store over the cell (the same for every client); *client CPU/request*: the reader's
-`client_cpu_s` over its requests.
+client over the same objects (`client:`), each cell decoded and not. A cell reads whole epochs
+until it has measured long enough, so a faster client reads more of them: *MB per epoch* is the
+bytes the loader read from the store over the cell's epochs, per epoch (the same for every client:
+the dataset); *client CPU ms/request*: the reader's `client_cpu_s` over its requests.
 
-| client | decode | samples/s | MB read | requests | client CPU ms/request | retries | verdict |
-|---|---|---:|---:|---:|---:|---:|---|
+| client | decode | samples/s | epochs | MB per epoch | requests | client CPU ms/request | retries | verdict |
+|---|---|---:|---:|---:|---:|---:|---:|---|
 {table}
 """
     print(body)
