@@ -11,10 +11,12 @@ import textwrap
 import pytest
 
 from iobench.results.api import load_run, load_summaries
+from tests.helpers.processes import TORCHRUN
 
 JOB = """
-import sys, time, torch
-from torch.utils.data import DataLoader, Dataset, IterableDataset
+import os, sys, time, torch
+import torch.distributed as dist
+from torch.utils.data import DataLoader, Dataset, DistributedSampler, IterableDataset
 
 class Store(Dataset):  # each sample waits on a slow store, then costs little CPU
     def __len__(self):
@@ -34,9 +36,17 @@ class Stream(IterableDataset):
 
 if __name__ == "__main__":
     dataset = Stream() if ITERABLE else Store()
-    loader = DataLoader(dataset, batch_size=8, num_workers=WORKERS, multiprocessing_context=CONTEXT)
+    sampler = None
+    if "RANK" in os.environ:  # under torchrun: data-parallel, each rank its share of the samples
+        dist.init_process_group("gloo")
+        sampler = DistributedSampler(dataset)
+    loader = DataLoader(
+        dataset, batch_size=8, num_workers=WORKERS, multiprocessing_context=CONTEXT, sampler=sampler
+    )
     for step, (x, y) in enumerate(loader):
         time.sleep(STEP_S)
+        if sampler is not None:
+            dist.all_reduce(x)  # the ranks step together, as DDP's gradient all-reduce makes them
         if step == CRASH_AT:
             raise RuntimeError("the job's own failure")
     print("the job's own last line")
@@ -71,7 +81,7 @@ def job(
     return str(path)
 
 
-def probe(iobench_sweep, tmp_path, script: str, *flags: str):
+def probe(iobench_sweep, tmp_path, script: str, *flags: str, launcher: tuple[str, ...] = (sys.executable,)):
     out = tmp_path / "run"
     proc = iobench_sweep.run(
         "probe",
@@ -83,9 +93,9 @@ def probe(iobench_sweep, tmp_path, script: str, *flags: str):
         "3",
         *flags,
         "--",
-        sys.executable,
+        *launcher,
         script,
-        timeout=120,
+        timeout=180,
         cwd=tmp_path,
     )
     return proc, out
@@ -118,6 +128,15 @@ def test_spawned_workers_are_reached_and_their_cpu_bound_samples_are_prep(iobenc
     assert (summary.verdict.bound, summary.verdict.binding_stage) == ("prep", "decode"), (
         summary.verdict.headline
     )
+
+
+def test_torchrun_ranks_are_each_reached_and_the_job_is_judged_over_both(iobench_sweep, tmp_path):
+    launcher = (*TORCHRUN, "--nproc-per-node", "2")
+    proc, out = probe(iobench_sweep, tmp_path, job(tmp_path, workers=1), launcher=launcher)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (summary,) = load_summaries(out)
+    assert len(summary.ranks) == 2
+    assert summary.verdict.bound == "fetch", summary.verdict.headline
 
 
 def test_a_crashing_job_keeps_its_traceback_and_exit_code_and_what_was_measured(iobench_sweep, tmp_path):

@@ -19,6 +19,8 @@ from pathlib import Path
 import pytest
 
 CLI = [sys.executable, "-m", "iobench.cli"]
+# torchrun's command line, for a test that has another process start it (``iobench probe -- ...``)
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
 
 
 def _run(argv: Sequence[object], *, timeout: float, **kwargs) -> subprocess.CompletedProcess:
@@ -96,6 +98,6 @@ def torchrun():
     """``torchrun(*args, timeout=300, cwd=None, env=None)``: ``python -m torch.distributed.run ARGS``."""
 
     def run(*args: object, timeout: float = 300, **kwargs) -> subprocess.CompletedProcess:
-        return _run([sys.executable, "-m", "torch.distributed.run", *args], timeout=timeout, **kwargs)
+        return _run([*TORCHRUN, *args], timeout=timeout, **kwargs)
 
     return run
