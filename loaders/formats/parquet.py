@@ -214,24 +214,8 @@ def iter_parquet_samples(
     lo, hi = rows if rows is not None else (0, None)
     hi = firsts[-1] if hi is None else min(hi, firsts[-1])
     groups = [rg for rg in range(md.num_row_groups) if firsts[rg] < hi and firsts[rg + 1] > lo]
-    n_groups = len(groups)
-    # Costs paid before any row group (the footer; for a stream, the whole file): the seekable
-    # path charges them to the first row group, where a reader really waits for them; the
-    # stream path shares them by row-group size, so per-batch fetch costs look alike in both.
     opened = (counter.bytes, time.perf_counter() - w0, time.thread_time() - c0)
-    if counting is not None or n_groups == 0:
-        upfront = [opened] + [(0, 0.0, 0.0)] * max(0, n_groups - 1)
-    else:
-        sizes = [max(1, md.row_group(rg).total_byte_size) for rg in groups]
-        upfront = list(
-            zip(
-                _integer_shares(opened[0], sizes),
-                _spread(opened[1], sizes),
-                _spread(opened[2], sizes),
-                strict=True,
-            )
-        )
-
+    upfront = _upfront(opened, md, groups, seekable=counting is not None)
     for n, rg in enumerate(groups):
         offset = _row_group_offset(md, rg)
         bytes_before = counter.bytes
@@ -241,40 +225,73 @@ def iter_parquet_samples(
             table = pf.read_row_group(rg, columns=columns, use_threads=False)
             keys = table.column(KEY_COLUMN).to_pylist()
             labels = table.column(LABEL_COLUMN).to_pylist()
-            blobs = [table.column(c).to_pylist() for c in images]
+            blobs = {c: table.column(c).to_pylist() for c in images}
         except (pa.ArrowException, OSError, ValueError) as exc:
             fail(exc, "cannot read row group (truncated or corrupt)", rg, offset)
         del table
         # Wall/CPU include decoding pages into Python bytes: that is this format's fetch cost,
         # as parsing headers and copying members is tar's.
-        nbytes = counter.bytes - bytes_before + upfront[n][0]
-        wall = time.perf_counter() - w0 + upfront[n][1]
-        cpu = time.thread_time() - c0 + upfront[n][2]
+        cost = (
+            counter.bytes - bytes_before + upfront[n][0],
+            time.perf_counter() - w0 + upfront[n][1],
+            time.thread_time() - c0 + upfront[n][2],
+        )
         wanted = range(max(0, lo - firsts[rg]), min(len(keys), hi - firsts[rg]))
-        weights = [len(keys[i] or "") + 8 + sum(len(b[i] or b"") for b in blobs) for i in wanted]
-        byte_shares = _integer_shares(nbytes, weights)
-        wall_shares, cpu_shares = _spread(wall, weights), _spread(cpu, weights)
-        for share, i in enumerate(wanted):
-            key, row = keys[i], firsts[rg] + i
-            parts: dict[str, bytes] = {}
-            for name, column in zip(images, blobs, strict=True):
-                if column[i] is not None:
-                    parts[name] = column[i]
-            label = labels[i]
-            if label is not None:
-                parts[LABEL_COLUMN] = label.encode() if isinstance(label, str) else str(label).encode()
-            yield Sample(
-                key=key if key is not None else f"row-{row}",
-                url=url,
-                offset=row,
-                parts=parts,
-                read_bytes=byte_shares[share],
-                fetch_wall_s=wall_shares[share],
-                fetch_cpu_s=cpu_shares[share],
-                index=row,
-                span=(row, row + 1),
-                final=row == hi - 1,
-            )
+        yield from _rows(url, keys, labels, blobs, firsts[rg], wanted, cost, last=hi - 1)
+
+
+def _upfront(
+    opened: tuple[int, float, float], md: pq.FileMetaData, groups: list[int], *, seekable: bool
+) -> list[tuple[int, float, float]]:
+    """Costs paid before any row group (the footer; for a stream, the whole file), per row group
+    read: the seekable path charges them to the first row group, where a reader really waits for
+    them; the stream path shares them by row-group size, so per-batch fetch costs look alike in both."""
+    if seekable or not groups:
+        return [opened] + [(0, 0.0, 0.0)] * max(0, len(groups) - 1)
+    sizes = [max(1, md.row_group(rg).total_byte_size) for rg in groups]
+    return list(
+        zip(
+            _integer_shares(opened[0], sizes),
+            _spread(opened[1], sizes),
+            _spread(opened[2], sizes),
+            strict=True,
+        )
+    )
+
+
+def _rows(
+    url: str,
+    keys: list,
+    labels: list,
+    blobs: dict[str, list],
+    first: int,
+    wanted: range,
+    cost: tuple[int, float, float],
+    last: int,
+) -> Iterator[Sample]:
+    """The samples of rows ``wanted`` of a row group whose first row is ``first``, sharing what the
+    row group cost (bytes, wall, CPU) in proportion to their size."""
+    weights = [len(keys[i] or "") + 8 + sum(len(b[i] or b"") for b in blobs.values()) for i in wanted]
+    byte_shares = _integer_shares(cost[0], weights)
+    wall_shares, cpu_shares = _spread(cost[1], weights), _spread(cost[2], weights)
+    for share, i in enumerate(wanted):
+        key, row = keys[i], first + i
+        parts = {name: column[i] for name, column in blobs.items() if column[i] is not None}
+        label = labels[i]
+        if label is not None:
+            parts[LABEL_COLUMN] = label.encode() if isinstance(label, str) else str(label).encode()
+        yield Sample(
+            key=key if key is not None else f"row-{row}",
+            url=url,
+            offset=row,
+            parts=parts,
+            read_bytes=byte_shares[share],
+            fetch_wall_s=wall_shares[share],
+            fetch_cpu_s=cpu_shares[share],
+            index=row,
+            span=(row, row + 1),
+            final=row == last,
+        )
 
 
 class ParquetReader:

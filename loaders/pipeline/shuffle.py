@@ -14,7 +14,6 @@ which pickles as bytes, not a list of a thousand tuples (~0.1 ms each way per ba
 
 from __future__ import annotations
 
-import contextlib
 import random
 from array import array
 from typing import TypeVar
@@ -51,13 +50,12 @@ class Shuffle(Node[T]):
         self.source, self.size, self.seed = source, size, seed
         self.initial = max(1, size // 8) if initial is None else max(1, min(initial, size))
         self._buffer: list[T] = []
-        self._refs = array("q")  # the buffer's items' refs, ``_width`` ints each, in the buffer's order
-        self._width = 0
+        self._refs = array("q")  # the buffer's items' refs, end to end, in the buffer's order
         self._drained = False  # the source has ended: the buffer is shuffled, and popped from its end
         self._rng = CountingRandom(seed)
 
     def reset(self, state: State | None = None) -> None:
-        self._buffer, self._refs, self._width, self._drained = [], array("q"), 0, False
+        self._buffer, self._refs, self._drained = [], array("q"), False
         if state is None or self.size <= 1:
             self._rng = CountingRandom(self.seed)
         else:
@@ -75,7 +73,7 @@ class Shuffle(Node[T]):
     def next(self) -> T:
         if self.size <= 1:
             return next(self.source)
-        buffer = self._buffer
+        buffer, refs = self._buffer, self._refs  # the two change together, inline: once per sample
         while not self._drained:
             try:
                 sample = next(self.source)
@@ -85,14 +83,18 @@ class Shuffle(Node[T]):
                 self._refs = array("q", [n for item in buffer for n in item.ref])  # type: ignore[attr-defined]
                 self._drained = True
                 break
-            self._hold(sample)
+            buffer.append(sample)
+            refs.extend(sample.ref)  # type: ignore[attr-defined]
             if len(buffer) < self.size:  # still filling: one more read for this yield
-                with contextlib.suppress(StopIteration):  # then the next read ends the source
-                    self._hold(next(self.source))
+                try:
+                    more = next(self.source)
+                except StopIteration:
+                    pass  # then the next read ends the source
+                else:
+                    buffer.append(more)
+                    refs.extend(more.ref)  # type: ignore[attr-defined]
             if len(buffer) >= self.initial:
-                i = self._rng.randrange(len(buffer))
-                buffer[i], buffer[-1] = buffer[-1], buffer[i]
-                return self._pop(i)
+                return self._pop(self._rng.randrange(len(buffer)))
         if not buffer:
             raise StopIteration
         return self._pop(len(buffer) - 1)
@@ -103,21 +105,23 @@ class Shuffle(Node[T]):
         return {
             "words": self._rng.words,
             "drained": self._drained,
-            "width": self._width,
+            "width": len(self._buffer[0].ref) if self._buffer else 0,  # type: ignore[attr-defined]
             "buffer": array("q", self._refs),
             "source": self.source.state_dict(),
         }
 
     def _hold(self, item: T) -> None:
-        ref = item.ref  # type: ignore[attr-defined]
-        self._width = len(ref)
         self._buffer.append(item)
-        self._refs.extend(ref)
+        self._refs.extend(item.ref)  # type: ignore[attr-defined]
 
     def _pop(self, i: int) -> T:
-        """The item swapped from place ``i`` to the end, taken: its ref goes, the last's takes its place."""
-        w, last = self._width, len(self._buffer) - 1
+        """The item at place ``i``, taken: the last item (and its ref) takes its place."""
+        buffer, refs = self._buffer, self._refs
+        item, last = buffer[i], len(buffer) - 1
+        w = len(item.ref)  # type: ignore[attr-defined]
         if i != last:
-            self._refs[i * w : i * w + w] = self._refs[last * w :]
-        del self._refs[last * w :]
-        return self._buffer.pop()
+            buffer[i] = buffer[last]
+            refs[i * w : i * w + w] = refs[last * w :]
+        buffer.pop()
+        del refs[last * w :]
+        return item
