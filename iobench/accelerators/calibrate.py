@@ -18,8 +18,9 @@ import torch
 
 from iobench.accelerators.alone import time_alone
 from iobench.accelerators.consumers import TorchTrainStep
-from iobench.accelerators.hostcost import HostCost, machine
+from iobench.accelerators.hostcost import HostCost
 from iobench.accelerators.hostwork import size
+from iobench.host.machine import this_host
 
 IMAGE_SIZE = 224  # the loaders' default crop (loaders.config.AugmentSpec.size)
 
@@ -91,7 +92,7 @@ def calibrate(model: str, device: str | None, batch_size: int) -> tuple[HostCost
         op_shares=shares,
         device_s=alone.device_s,
         source=(
-            f"iobench calibrate on {machine()}, {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC: the fastest of "
+            f"iobench calibrate on {this_host()}, {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC: the fastest of "
             f"{alone.steps} steps alone"
         ),
         kind="calibration",

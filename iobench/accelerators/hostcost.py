@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import math
-import platform
 import socket
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
@@ -169,8 +168,3 @@ def host_cost(model: str, batch_size: int, device: str | None = None) -> HostCos
         best = min(found, key=lambda c: (c.device != "cuda", abs(c.batch_size - batch_size)))
         return best.at_batch(batch_size)
     return default_cost(model).at_batch(batch_size)
-
-
-def machine() -> str:
-    """What the calibration ran on, for its source line."""
-    return f"{socket.gethostname()} ({platform.processor() or platform.machine()})"

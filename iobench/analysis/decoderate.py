@@ -21,9 +21,7 @@ any sample size and says how it was scaled.
 from __future__ import annotations
 
 import json
-import platform
 import random
-import socket
 import statistics
 import time
 from collections.abc import Iterable, Sequence
@@ -32,6 +30,7 @@ from pathlib import Path
 
 from iobench.host.atomic import atomic_write_json
 from iobench.host.cachedir import cache_dir
+from iobench.host.machine import this_host
 from iobench.host.units import format_bytes
 
 KIB = 1024.0
@@ -174,28 +173,17 @@ def measure_here(seconds: float = 1.0, images: int = 24) -> DecodeRate:
         1000.0 * decode_ms / (mean / KIB),
         augment_ms,
         mean,
-        f"measured on {host_key()} at {time.strftime('%Y-%m-%d %H:%M')}: one core, {seconds:g} s of decode + "
+        f"measured on {this_host()} at {time.strftime('%Y-%m-%d %H:%M')}: one core, {seconds:g} s of decode + "
         f"RandomResizedCrop + flip (loaders.pipeline.decode) on {images} synthetic ImageNet-like JPEGs",
         "calibration",
     )
-
-
-def host_key() -> str:
-    """This host as a calibration names it: a figure measured on another CPU is not this one's."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
-    except OSError:
-        pass
-    return f"{socket.gethostname()} ({cpu})"
 
 
 def save(rate: DecodeRate) -> Path:
     """Keep ``rate`` as this host's calibration (in iobench's cache directory)."""
     path = cache_dir() / CALIBRATION_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(path, {"host": host_key(), **asdict(rate)})
+    atomic_write_json(path, {"host": this_host(), **asdict(rate)})
     return path
 
 
@@ -206,7 +194,7 @@ def keep_from_run(run_dir: str | Path) -> DecodeRate | None:
         rate = from_runs([run_dir])
     except ValueError:
         return None
-    rate = replace(rate, kind="calibration", source=f"{rate.source}, on {host_key()}")
+    rate = replace(rate, kind="calibration", source=f"{rate.source}, on {this_host()}")
     try:
         save(rate)
     except OSError:
@@ -219,7 +207,7 @@ def load_calibration() -> DecodeRate | None:
     path = cache_dir() / CALIBRATION_FILE
     try:
         doc = json.loads(path.read_text())
-        if doc.pop("host") != host_key():
+        if doc.pop("host") != this_host():
             return None
         return DecodeRate(**doc)
     except (OSError, ValueError, KeyError, TypeError):

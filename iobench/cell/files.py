@@ -7,9 +7,7 @@ both build them through ``cell_files`` and write them with ``CellFiles.publish``
 from __future__ import annotations
 
 import json
-import os
 import platform
-import socket
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,8 +24,6 @@ from iobench.analysis.repeats import summarize
 from iobench.analysis.steptimes import step_times
 from iobench.cell.measure import Measurement
 from iobench.cell.ranks.allreduce import allreduce_model, gradient_size_known
-from iobench.host.cores import usable_cores
-from iobench.host.memory import usable_memory
 from iobench.results.codec import from_json
 from iobench.results.figures import Attribution, Ceiling, Distributed, LoaderStats, RankFigures
 from iobench.results.schema import KEYS_SCHEMA, STEP_SCHEMA, TELEMETRY_SCHEMA, account_columns
@@ -74,29 +70,6 @@ def versions() -> dict[str, str]:
         "simplejpeg": simplejpeg.__version__,
         "opencv": cv2.__version__,
     }
-
-
-def host_info() -> HostInfo:
-    return HostInfo(
-        hostname=socket.gethostname(),
-        platform=platform.platform(),
-        cpu_model=platform.processor() or _cpu_model(),
-        logical_cpus=os.cpu_count(),
-        usable_cpus=usable_cores(),
-        memory_bytes=usable_memory().total,  # a container's limit where it has one
-        cuda=torch.cuda.is_available(),
-    )
-
-
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return ""
 
 
 def _at_scale(cell: CellSpec, consumer, rows, alone) -> tuple[list, int]:
@@ -246,7 +219,7 @@ def _repeats(runs: list[Measurement]) -> dict[str, object]:
 def _manifest(cell: CellSpec, tier, manifest, chosen: Measurement, tier_description: dict) -> CellManifest:
     assert chosen.cache_state is not None
     return CellManifest(
-        host=host_info(),
+        host=HostInfo.here(cuda=torch.cuda.is_available()),
         versions=versions(),
         cell=cell,
         tier=tier_description,

@@ -25,7 +25,6 @@ a sweep's do. The probe adds its own verdict (verdict.py), its window rule and i
 
 from __future__ import annotations
 
-import os
 import platform
 import re
 import socket
@@ -42,7 +41,6 @@ from iobench.analysis.epochs import epoch_figures
 from iobench.analysis.ledger import clipped, totals
 from iobench.analysis.metrics import pipeline_metrics
 from iobench.analysis.window import weakest
-from iobench.host.memory import usable_memory
 from iobench.results.figures import (
     Attribution,
     CacheState,
@@ -501,15 +499,7 @@ def _manifest(outcome: Outcome, summary: CellSummary) -> CellManifest:
     run = outcome.runs[0]
     work = run.work
     return CellManifest(
-        host=HostInfo(
-            hostname=socket.gethostname(),
-            platform=platform.platform(),
-            cpu_model=platform.processor(),
-            logical_cpus=os.cpu_count(),
-            usable_cpus=outcome.cores,
-            memory_bytes=usable_memory().total,
-            cuda=outcome.cuda,
-        ),
+        host=HostInfo.here(cuda=outcome.cuda, usable_cpus=outcome.cores),
         versions={
             "iobench": __version__,
             "python": platform.python_version(),

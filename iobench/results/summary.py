@@ -9,8 +9,15 @@ fields this version does not know ignored. Every figure is defined in docs/metho
 from __future__ import annotations
 
 import datetime as dt
+import os
+import platform
+import socket
 from dataclasses import dataclass, field
 from typing import Any
+
+from iobench.host.cores import usable_cores
+from iobench.host.machine import cpu_model
+from iobench.host.memory import usable_memory
 
 from .choices import Status, values
 from .figures import (
@@ -159,6 +166,19 @@ class HostInfo:
     usable_cpus: int
     memory_bytes: int
     cuda: bool
+
+    @classmethod
+    def here(cls, *, cuda: bool, usable_cpus: int | None = None) -> HostInfo:
+        """This machine; ``usable_cpus`` where the caller counted them (default: this process's)."""
+        return cls(
+            hostname=socket.gethostname(),
+            platform=platform.platform(),
+            cpu_model=cpu_model(),
+            logical_cpus=os.cpu_count(),
+            usable_cpus=usable_cores() if usable_cpus is None else usable_cpus,
+            memory_bytes=usable_memory().total,  # a container's limit where it has one
+            cuda=cuda,
+        )
 
 
 @dataclass(frozen=True)

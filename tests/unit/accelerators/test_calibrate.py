@@ -26,7 +26,8 @@ def test_calibrate_for_cuda_without_it_measures_the_cpu_and_says_so(tmp_path, mo
     assert cost.elements_per_step > 0
     assert hostcost.host_cost("small_cnn", 4).kind == "calibration"
     # the step's spread alone, kept for compute: {cv: calibrated}
-    assert cost.step_cv is not None and 0 < cost.step_cv < 1 and "step spread alone: cv" in out
+    # (its size is the host's: a loaded 2-core host measured cv 1.25 for this tiny model)
+    assert cost.step_cv is not None and cost.step_cv > 0 and "step spread alone: cv" in out
 
 
 def test_calibrate_refuses_an_empty_batch(tmp_path, monkeypatch):

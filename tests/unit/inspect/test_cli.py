@@ -13,6 +13,7 @@ import pytest
 from rich.console import Console
 
 from iobench.analysis.decoderate import from_runs, given, measure_costs
+from iobench.host.machine import this_host
 from iobench.host.sysfs import parse_cpulist
 from iobench.inspect.accelerators import demand_of_gpus, parse_accelerators
 from iobench.inspect.cli import add_inspect_arguments, inspect_command
@@ -386,5 +387,5 @@ def test_live_decode_rate_is_measured_when_demand_is_known_and_kept_for_this_hos
     assert cores["per_accelerator"] == pytest.approx(7000 / rate["samples_per_s_per_core"] + 1)
     # a calibration from another host is not this one's
     path = tmp_path / decoderate.CALIBRATION_FILE
-    path.write_text(path.read_text().replace(decoderate.host_key(), "elsewhere (Other CPU)"))
+    path.write_text(path.read_text().replace(this_host(), "elsewhere (Other CPU)"))
     assert decoderate.resolve() == decoderate.ASSUMED
