@@ -52,6 +52,11 @@ def parse_size(text: str | int) -> int:
     return round(float(number) * _UNITS[unit])
 
 
+def format_percent(fraction: float | None) -> str:
+    """A fraction as a whole percentage, ``format_percent(0.183) == '18 %'``; '-' for None."""
+    return "-" if fraction is None else f"{100 * fraction:.0f} %"
+
+
 def format_bytes(n: float) -> str:
     """Binary-prefixed size with three significant figures, e.g. ``format_bytes(1536) == '1.50 KiB'``."""
     if n < 0:

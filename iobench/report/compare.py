@@ -21,6 +21,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..analysis.repeats import welch_test
+from ..host.units import format_percent
 from ..results.api import load_summaries
 from ..results.codec import to_json
 from ..results.store import read_manifest
@@ -154,10 +155,6 @@ def _num(x: float | None, fmt: str) -> str:
     return "-" if x is None else fmt.format(x)
 
 
-def _pct(x: float | None) -> str:
-    return "-" if x is None else f"{100 * x:.0f} %"
-
-
 def render_comparison(comparison: dict) -> RenderableType:
     """``compare_runs``'s result for the terminal: a table of the shared cells, then the rules used
     and the cells found in only one run. Cell ids and run paths are shown as text, never as markup."""
@@ -182,7 +179,7 @@ def render_comparison(comparison: dict) -> RenderableType:
             f"{_num(sps['a'], '{:,.0f}')} → {_num(sps['b'], '{:,.0f}')}",
             _num(c["ratio"], "{:.2f}x"),
             f"{_num(au['a'], '{:.2f}')} → {_num(au['b'], '{:.2f}')}",
-            f"{_pct(stall['a'])} → {_pct(stall['b'])}",
+            f"{format_percent(stall['a'])} → {format_percent(stall['b'])}",
             verdict,
             _change(c),
         )

@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 
 from ..analysis.scale import checks
 from ..host.atomic import atomic_write
-from ..host.units import format_bytes
+from ..host.units import format_bytes, format_percent
 from ..results.api import load_steps, load_summaries
 from ..results.store import STEPS_NAME, read_manifest
 from ..results.summary import CellSummary
@@ -49,10 +49,6 @@ NO_CACHE = (
 )
 
 
-def _pct(x: float | None) -> str:
-    return "-" if x is None else f"{100 * x:.0f} %"
-
-
 def _environment():
     import jinja2
 
@@ -63,7 +59,7 @@ def _environment():
         keep_trailing_newline=True,
     )
     env.filters.update(
-        pct=_pct,
+        pct=format_percent,
         bytes=format_bytes,
         tojson_sorted=lambda value: json.dumps(value, sort_keys=True),
     )

@@ -12,7 +12,7 @@ from rich.text import Text
 from iobench.analysis import scale
 from iobench.analysis.knee import knees
 from iobench.analysis.mlperf import READING, reading_of
-from iobench.host.units import format_bytes
+from iobench.host.units import format_bytes, format_percent
 from iobench.report.bottomline import bottom_line
 from iobench.report.mlperf import decoding_adds
 from iobench.results.figures import PART_LABELS, Capacity, RepeatSummary, Window
@@ -23,10 +23,6 @@ def _say(console: Console, line: str) -> None:
     """Plain text: figures, errors and names are never read as rich markup ('[/dev/sda]' in an
     error message would otherwise crash the report, and '[red]' in a tier name would style it)."""
     console.print(line, markup=False)
-
-
-def _pct(x: float | None) -> str:
-    return "-" if x is None else f"{100 * x:.0f} %"
 
 
 def results_table(summaries: list[CellSummary], title: str = "iobench sweep") -> Table:
@@ -60,11 +56,11 @@ def results_table(summaries: list[CellSummary], title: str = "iobench sweep") ->
         m, v, c = s.metrics, s.verdict, s.cache_state
         table.add_row(
             Text(s.cell_id),
-            f"{c.achieved} ({_pct(c.resident_fraction_before)} resident)",
+            f"{c.achieved} ({format_percent(c.resident_fraction_before)} resident)",
             f"{m.samples_per_s:,.0f}",
             f"{format_bytes(m.bytes_per_s)}/s",
             f"{m.au:.2f}",
-            _pct(m.stall_fraction),
+            format_percent(m.stall_fraction),
             f"{m.wait_p99_ms:.0f} ms",
             Text(
                 window_cell(s.window),
@@ -231,12 +227,12 @@ def _print_cell_detail(s: CellSummary, console: Console, common: list[str]) -> N
                     f"   - ... {len(s.epochs) - len(epochs_shown)} more epochs (every one in the HTML report)",
                 )
             # epochs are counted from 1 in every report (the HTML, the notes, the MLPerf view)
-            line = f"epoch {e.epoch + 1}: {e.samples_per_s:,.0f} samples/s, stall {_pct(e.stall_fraction)}"
+            line = f"epoch {e.epoch + 1}: {e.samples_per_s:,.0f} samples/s, stall {format_percent(e.stall_fraction)}"
             line += f", AU {e.au:.2f}" if e.au is not None else ""
             if e.cache_hit_ratio is not None:
                 line += (
                     f", cache hits {e.cache_hits:.0f}/{e.cache_hits + e.cache_misses:.0f}"
-                    f" ({_pct(e.cache_hit_ratio)}), evictions {e.cache_evictions:.0f}"
+                    f" ({format_percent(e.cache_hit_ratio)}), evictions {e.cache_evictions:.0f}"
                 )
             if e.requests:
                 p99 = e.request_latency_ms.p99
@@ -268,11 +264,11 @@ def _print_ranks(s: CellSummary, console: Console) -> None:
     )
     wall = d.interval.wall_s
     for r in s.ranks:
-        peers = f", waiting for peers {_pct(r.peer_wait_s / wall)}" if d.sync != "none" else ""
+        peers = f", waiting for peers {format_percent(r.peer_wait_s / wall)}" if d.sync != "none" else ""
         _say(
             console,
             f"     rank {r.rank} ({r.host}, local {r.local_rank}): {r.samples_per_s:,.0f} samples/s, "
-            f"{format_bytes(r.bytes_per_s)}/s, AU {r.au:.2f}, stall {_pct(r.stall_fraction)}{peers}, "
+            f"{format_bytes(r.bytes_per_s)}/s, AU {r.au:.2f}, stall {format_percent(r.stall_fraction)}{peers}, "
             f"own verdict {r.verdict}" + (f" ({r.binding_stage})" if r.binding_stage else ""),
         )
 

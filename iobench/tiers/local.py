@@ -7,6 +7,7 @@ from typing import Any, ClassVar
 
 from iobench.host import blockdev, pagecache
 from iobench.host.memory import usable_memory
+from iobench.host.units import format_bytes, format_percent
 from iobench.tiers.base import (
     COLD_MAX_FRACTION,
     CacheState,
@@ -17,16 +18,6 @@ from iobench.tiers.base import (
 )
 
 __all__ = ["LocalTier"]
-
-_GIB = 1 << 30
-
-
-def _pct(fraction: float) -> str:
-    return f"{fraction * 100:.0f} %"
-
-
-def _size(n: int) -> str:
-    return f"{n / _GIB:.2f} GiB" if n >= _GIB else f"{n / (1 << 20):.1f} MiB"
 
 
 class LocalTier(Tier):
@@ -150,8 +141,8 @@ class LocalTier(Tier):
             return "the dataset's shard files are empty; there is nothing to cache"
         memory = usable_memory()  # a container's limit holds the page cache its reads fill
         ram = memory.total
-        size = _size(res.total_bytes)
-        held = f"{_pct(res.fraction)} of the dataset ({size}) is in the page cache"
+        size = format_bytes(res.total_bytes)
+        held = f"{format_percent(res.fraction)} of the dataset ({size}) is in the page cache"
         if cache == "as-is":
             return f"{held}; cache state left as found"
         if achieved == cache:
@@ -159,7 +150,7 @@ class LocalTier(Tier):
         if cache == "cold":
             if res.total_bytes < ram:
                 return (
-                    f"{_pct(res.fraction)} of the dataset stayed in the page cache after "
+                    f"{format_percent(res.fraction)} of the dataset stayed in the page cache after "
                     "eviction (pages that are dirty, under writeback or mapped by another "
                     "process are not dropped); close other readers, or as root set "
                     "drop_caches: true"
