@@ -71,6 +71,10 @@ class Batcher(Node[Batch]):
         super().reset(state)
 
     def next(self) -> Batch:
+        # the stream ended with the batch before: only batches still owed to the even split follow
+        # (storage counters drained at every call would otherwise make a counters-only batch forever)
+        if self._ended and not self._owed():
+            raise StopIteration
         begun = time.perf_counter()
         self._state = None
         spec = self.spec
@@ -99,10 +103,11 @@ class Batcher(Node[Batch]):
         if self.drain is not None:
             self.drain(batch.stats)
         made = batch.take(drop_partial=spec.drop_last and not batch.full)
-        if made is None:
-            if self.share.batches is None or self.made >= self.share.batches or not self._alive():
+        if made is None or (self._ended and not made.delivers and self._owed()):
+            if not self._owed():
                 raise StopIteration
-            made = Batch.empty(spec.image_size)  # skipped samples left this reader short
+            # skipped samples left this reader short; the counters of a dropped tail go with it
+            made = Batch.empty(spec.image_size, Bookkeeping(made.stats if made is not None else StageStats()))
         self.made += made.delivers
         made.bookkeeping = Bookkeeping(
             made.bookkeeping.stats,
@@ -122,6 +127,10 @@ class Batcher(Node[Batch]):
                 "source": self.source.state_dict(),
             }
         return self._state
+
+    def _owed(self) -> bool:
+        """Whether this reader still owes batches to its share of an even split."""
+        return self.share.batches is not None and self.made < self.share.batches and self._alive()
 
     def _alive(self) -> bool:
         return self.alive is None or self.alive()
