@@ -189,11 +189,16 @@ class Throttle:
         return self._fd
 
     def take_counters(self) -> dict[str, int]:
-        """The counters since the last call, in whole milliseconds (sub-ms remainders carry over,
-        so many small drains do not round the waits away)."""
+        """The counters since the last call, waits in whole milliseconds (sub-ms remainders carry
+        over, so many small drains do not round the waits away), and only those above zero.
+
+        Only those: a reader drains its storage counters into every batch it makes, and a batch
+        with counters but no samples still goes to the consumer (so they are not lost). Zeros
+        from a link that did nothing made such a batch on every call once a reader's share was
+        read, so its stream never ended and the epoch never closed."""
         with self._lock:
             s = self.stats
-            out = {"throttle_requests": s.requests}
+            out = {"throttle_requests": s.requests, "throttle_bytes": s.bytes}
             for name, seconds in (
                 ("throttle_wait_ms", s.bandwidth_wait_s),
                 ("throttle_latency_ms", s.latency_wait_s),
@@ -202,7 +207,7 @@ class Throttle:
                 out[name] = int(ms)
                 self._carried_ms[name] = ms - int(ms)
             self.stats = ThrottleStats()
-        return out
+        return {name: n for name, n in out.items() if n}
 
     def close(self) -> None:
         with self._lock:

@@ -9,14 +9,14 @@ from collections import Counter
 
 from iobench.tiers import make_tier
 from loaders.observe.stages import StageStats
-from loaders.pipeline.samples import PipelineSpec, read_shards
+from loaders.pipeline.shard_samples import ShardSamples
 from loaders.storage.sources import ShardSource
 
 MB = 10**6
 
 
 def _samples(source: ShardSource, urls: list[str]) -> list:
-    return list(read_shards(urls, source, PipelineSpec()))
+    return list(ShardSamples(urls, source))
 
 
 def test_with_an_inner_shard_cache_only_misses_cross_the_link(ceph_lab, tiny_dataset, tmp_path, monkeypatch):

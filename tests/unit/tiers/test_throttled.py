@@ -7,9 +7,9 @@ import dataclasses
 import gc
 import importlib.util
 import io
+import itertools
 import multiprocessing as mp
 import os
-import random
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -20,11 +20,16 @@ import torch
 
 from iobench.results.spec import LoaderSettings, RunSettings
 from iobench.tiers import TierConfigError, check_tier_spec, make_tier
-from loaders import AugmentSpec, LoaderConfig, make_loader
+from loaders import AugmentSpec, LoaderConfig, PipelineSpec, make_loader
 from loaders.backends.torch_loader import ShardStream
+from loaders.config import plan_for
 from loaders.formats.sample_objects import read_objects
 from loaders.observe.stages import StageStats
-from loaders.pipeline.samples import PipelineSpec, batches, read_shards
+from loaders.pipeline.batcher import Batcher
+from loaders.pipeline.items import Items
+from loaders.pipeline.object_reads import ObjectReads
+from loaders.pipeline.reader import reader_batches
+from loaders.pipeline.shard_samples import ShardSamples
 from loaders.storage.sources import ShardSource
 from loaders.storage.spec import SourceSpec
 from loaders.storage.throttle import Throttle, ThrottledFile, ThrottleSpec, default_burst
@@ -81,13 +86,34 @@ def test_latency_is_once_per_request_and_overlaps_across_threads(tmp_path):
     counters = throttle.take_counters()
     assert counters["throttle_requests"] == 4
     assert counters["throttle_latency_ms"] >= 4 * 199
-    assert counters["throttle_wait_ms"] == 0  # no cap: bytes cost nothing
+    assert "throttle_wait_ms" not in counters  # no cap: bytes cost nothing
     throttle.charge(10 * MB)
-    assert throttle.take_counters() == {
-        "throttle_requests": 0,
-        "throttle_wait_ms": 0,
-        "throttle_latency_ms": 0,
-    }
+    assert throttle.take_counters() == {"throttle_bytes": 10 * MB}  # the bytes that crossed the link
+    assert throttle.take_counters() == {}  # nothing since: nothing to report
+
+
+def test_a_throttled_readers_batches_end_with_its_share(tmp_path):
+    """A reader drains its storage counters into every batch it makes, and a batch with counters
+    but no samples still goes out; an idle link's zeros made one on every call after the share was
+    read, so the stream never ended (a cell stalled after its epoch's last batch)."""
+    urls = make_shards(tmp_path / "shards", n_shards=2, per_shard=10)
+    total = sum(os.path.getsize(u) for u in urls)
+    throttle = _spec(tmp_path, bytes_per_s=1000 * MB)
+    got = {}
+    for name, spec in (("plain", None), ("throttled", throttle)):
+        config = LoaderConfig(
+            urls=urls, workers=0, batch_size=4, shuffle_buffer=8, throttle=spec
+        ).with_ranks()
+        plan = plan_for(config, config.items(), config.split_counts(1), 0, 1)
+        # bounded: the broken stream is endless
+        got[name] = list(itertools.islice(reader_batches(config, plan, 0, ShardSource(config.source)), 20))
+    assert [len(b) for b in got["throttled"]] == [len(b) for b in got["plain"]] == [4] * 5
+    stats = StageStats()
+    for batch in got["throttled"]:
+        stats.merge(batch.stats)
+    assert stats.counters["throttle_requests"] == 2
+    # every byte the tar reader took crossed the link, once (it stops at the end marker)
+    assert stats.bytes_read == stats.counters["throttle_bytes"] <= total
 
 
 def test_spec_validates_and_picks_a_burst(tmp_path):
@@ -100,7 +126,7 @@ def test_spec_validates_and_picks_a_burst(tmp_path):
 
 
 def _samples(source: ShardSource, urls: list[str]) -> list:
-    return list(read_shards(urls, source, PipelineSpec()))
+    return list(ShardSamples(urls, source))
 
 
 def test_throttled_shard_source_returns_the_same_bytes_and_counts_the_wait(tmp_path):
@@ -182,7 +208,7 @@ def test_reads_go_on_while_the_reader_waits_to_be_asked_and_each_batch_says_when
     objects = _objects(tmp_path, 16)
     source = ShardSource(SourceSpec(throttle=_spec(tmp_path, latency_s=0.1)))
     spec = PipelineSpec(batch_size=8, shuffle_buffer=1, decode=False)
-    made = batches(read_objects(objects, source, concurrency=4), spec, random.Random(0))
+    made = Batcher(ObjectReads(Items(objects), source, 4), spec, 0)
     begun = time.perf_counter()
     first = next(made)
     assert len(first.reads) == 8 and all(begun <= asked < done for asked, done in first.reads)
@@ -196,7 +222,7 @@ def test_reads_go_on_while_the_reader_waits_to_be_asked_and_each_batch_says_when
     # ... in flight together: one latency, not two
     assert max(a for a, _ in second.reads[4:]) < min(b for _, b in second.reads[4:])
     shards = make_shards(tmp_path / "shards", n_shards=1, per_shard=16)
-    streamed = batches(read_shards(shards, ShardSource(SourceSpec()), spec), spec, random.Random(0))
+    streamed = Batcher(ShardSamples(shards, ShardSource(SourceSpec())), spec, 0)
     assert all(b.reads is None for b in streamed)  # a shard stream reads as it goes
 
 
