@@ -10,7 +10,7 @@ from tests.helpers.paths import ROOT
 
 SCANNED = ("iobench", "loaders", "docs", "configs", "benchmarks", "examples", "scripts")
 SUFFIXES = {".py", ".md", ".yaml", ".yml", ".j2", ".toml", ".txt", ".json"}
-INTERNAL = re.compile(r"(?<![/#\w])issues? #?\d+\b|\.\./shared/|DESIGN\.md", re.I)
+INTERNAL = re.compile(r"(?<![/#\w])issues?[ -]#?\d+\b|\.\./shared/|DESIGN\.md", re.I)
 
 
 def _texts():
