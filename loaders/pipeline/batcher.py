@@ -68,6 +68,7 @@ class Batcher(Node[Batch]):
         if state is not None and state["pending"]:
             self._pending.extend(self._restore([tuple(ref) for ref in state["pending"]]))
         self.source.reset(None if state is None else state["source"])
+        self._pull = self.source.next  # reset: pulled directly, one call layer less per sample
         super().reset(state)
 
     def next(self) -> Batch:
@@ -137,12 +138,12 @@ class Batcher(Node[Batch]):
 
     def _take(self) -> Any:
         """The next sample (or decoded sample) of the stream, None at its end or once not alive."""
-        if not self._alive():
+        if self.alive is not None and not self.alive():
             return None
         if self._pending:
             return self._pending.popleft()
         try:
-            item = next(self.source)
+            item = self._pull()
         except StopIteration:
             return None
         if isinstance(item, list):  # a mapper's chunk: the rest waits here for the next batch

@@ -38,6 +38,7 @@ class ShardSamples(Node[Sample]):
     ) -> None:
         self.items, self.storage, self.max_member_bytes = list(items), source, max_member_bytes
         self._samples: Iterator[Sample] | None = None
+        self._stop: int | None = None  # the open item's: where its part ends
         self._item, self._index, self._at = 0, None, 0
 
     def reset(self, state: State | None = None) -> None:
@@ -50,14 +51,14 @@ class ShardSamples(Node[Sample]):
 
     def next(self) -> Sample:
         while self._item < len(self.items):
-            url, start, stop, ranged = _bounds(self.items[self._item])
             if self._samples is None:
+                url, start, self._stop, ranged = _bounds(self.items[self._item])
                 first = start if self._index is None else self._index
                 self._samples = reader_for(url).read(
                     self.storage,
                     url,
                     first,
-                    stop,
+                    self._stop,
                     self._at,
                     ranged=ranged,
                     max_member_bytes=self.max_member_bytes,
@@ -67,7 +68,7 @@ class ShardSamples(Node[Sample]):
                 self._next_item()
                 continue
             sample.ref = (self._item, sample.index, *sample.span)
-            if sample.final or (stop is not None and sample.index + 1 >= stop):
+            if sample.final or (self._stop is not None and sample.index + 1 >= self._stop):
                 self._next_item()  # the shard is done: not read further, its file closed now
             else:
                 self._index, self._at = sample.index + 1, sample.span[1]

@@ -24,22 +24,38 @@ T = TypeVar("T")
 _SKIP_WORDS = 2**20  # words drawn per call when a resumed generator catches up
 
 
-class CountingRandom(random.Random):
-    """``random.Random`` with the same draws, counting the 32-bit words drawn, so that where it
-    stands is two numbers (its seed, the words drawn) and a resumed one draws as many again."""
+class Draws:
+    """The shuffle's draws: those of ``random.Random(seed)``'s ``randrange`` and ``shuffle`` (CPython
+    draws below n by rejection: getrandbits(n.bit_length()) until under n), made here with the
+    32-bit words they take counted, so that where the generator stands is two numbers (its seed,
+    the words drawn) and a resumed one draws as many again."""
 
     def __init__(self, seed: int, words: int = 0) -> None:
-        super().__init__(seed)
+        self._draws = random.Random(seed)
+        self._bits = self._draws.getrandbits
         self.words = 0
-        while words > 0:  # one call per 4 MiB of words: a million draws take milliseconds
+        while words > 0:  # one call per 4 MiB of words: a million take milliseconds
             n = min(words, _SKIP_WORDS)
-            super().getrandbits(32 * n)
+            self._bits(32 * n)
             self.words += n
             words -= n
 
-    def getrandbits(self, k: int) -> int:
-        self.words += (k + 31) // 32  # what CPython's generator draws for k bits
-        return super().getrandbits(k)
+    def below(self, n: int) -> int:
+        """``randrange(n)``: an int in [0, n)."""
+        k = n.bit_length()
+        per = (k + 31) // 32  # words a draw of k bits takes
+        r = self._bits(k)
+        self.words += per
+        while r >= n:
+            r = self._bits(k)
+            self.words += per
+        return r
+
+    def shuffle(self, items: list) -> None:
+        """``random.shuffle(items)``: Fisher-Yates from the end."""
+        for i in range(len(items) - 1, 0, -1):
+            j = self.below(i + 1)
+            items[i], items[j] = items[j], items[i]
 
 
 class Shuffle(Node[T]):
@@ -52,14 +68,14 @@ class Shuffle(Node[T]):
         self._buffer: list[T] = []
         self._refs = array("q")  # the buffer's items' refs, end to end, in the buffer's order
         self._drained = False  # the source has ended: the buffer is shuffled, and popped from its end
-        self._rng = CountingRandom(seed)
+        self._draws = Draws(seed)
 
     def reset(self, state: State | None = None) -> None:
         self._buffer, self._refs, self._drained = [], array("q"), False
         if state is None or self.size <= 1:
-            self._rng = CountingRandom(self.seed)
+            self._draws = Draws(self.seed)
         else:
-            self._rng = CountingRandom(self.seed, state["words"])
+            self._draws = Draws(self.seed, state["words"])
             self._drained = state["drained"]
             flat, width = state["buffer"], state["width"]
             refs = [tuple(flat[i : i + width]) for i in range(0, len(flat), width or 1)]
@@ -73,12 +89,12 @@ class Shuffle(Node[T]):
     def next(self) -> T:
         if self.size <= 1:
             return next(self.source)
-        buffer, refs = self._buffer, self._refs  # the two change together, inline: once per sample
+        buffer, refs, pull = self._buffer, self._refs, self.source.next  # reset: pulled directly
         while not self._drained:
             try:
-                sample = next(self.source)
+                sample = pull()
             except StopIteration:
-                self._rng.shuffle(buffer)
+                self._draws.shuffle(buffer)
                 buffer.reverse()  # popped from the end: the shuffled order, first to last
                 self._refs = array("q", [n for item in buffer for n in item.ref])  # type: ignore[attr-defined]
                 self._drained = True
@@ -87,14 +103,14 @@ class Shuffle(Node[T]):
             refs.extend(sample.ref)  # type: ignore[attr-defined]
             if len(buffer) < self.size:  # still filling: one more read for this yield
                 try:
-                    more = next(self.source)
+                    more = pull()
                 except StopIteration:
                     pass  # then the next read ends the source
                 else:
                     buffer.append(more)
                     refs.extend(more.ref)  # type: ignore[attr-defined]
             if len(buffer) >= self.initial:
-                return self._pop(self._rng.randrange(len(buffer)))
+                return self._pop(self._draws.below(len(buffer)))
         if not buffer:
             raise StopIteration
         return self._pop(len(buffer) - 1)
@@ -103,7 +119,7 @@ class Shuffle(Node[T]):
         if self.size <= 1:
             return {"source": self.source.state_dict()}
         return {
-            "words": self._rng.words,
+            "words": self._draws.words,
             "drained": self._drained,
             "width": len(self._buffer[0].ref) if self._buffer else 0,  # type: ignore[attr-defined]
             "buffer": array("q", self._refs),

@@ -9,7 +9,7 @@ import random
 import pytest
 
 from loaders.pipeline.items import Items
-from loaders.pipeline.shuffle import CountingRandom, Shuffle
+from loaders.pipeline.shuffle import Draws, Shuffle
 
 
 def _generator_order(items, size, rng):
@@ -68,9 +68,13 @@ def test_the_state_is_small_and_the_generator_catches_up():
     state = node.state_dict()
     assert set(state) == {"words", "drained", "width", "buffer", "source"}
     assert state["width"] == 1 and len(state["buffer"]) <= 64  # an Items ref: its place in the list
-    plain = random.Random(99)
-    counted = CountingRandom(99)
-    draws = [counted.randrange(n) for n in range(1, 500)] + [counted.getrandbits(70)]
-    assert draws == [plain.randrange(n) for n in range(1, 500)] + [plain.getrandbits(70)]
-    caught_up = CountingRandom(99, counted.words)
-    assert [caught_up.random() for _ in range(3)] == [plain.random() for _ in range(3)]
+    plain, draws = random.Random(99), Draws(99)
+    assert [draws.below(n) for n in range(1, 500)] + [draws.below(2**40)] == [
+        plain.randrange(n) for n in range(1, 500)
+    ] + [plain.randrange(2**40)]
+    items, same = list(range(50)), list(range(50))
+    draws.shuffle(items)
+    plain.shuffle(same)
+    assert items == same
+    caught_up = Draws(99, draws.words)
+    assert [caught_up.below(1000) for _ in range(3)] == [plain.randrange(1000) for _ in range(3)]
