@@ -129,11 +129,13 @@ def judge(
             ],
             "loader_start",
         )
-    if split is not None:
-        making = split.wait - split.handover - split.loader_start
-        handed = workers > 0 and split.handover > making
-    else:
-        handed = workers > 0 and work.busy < BUSY
+    # Only idle readers make the hand-over the limit: a reader busy nearly all the time sets the rate,
+    # and its batches reaching the loop after they were made is latency in the pipe (a busy spawned
+    # worker's batches arrived one batch's making late), not a rate. Where the
+    # batches are matched to their making, the measured hand-over must also outweigh the making.
+    handed = workers > 0 and work.busy < BUSY
+    if handed and split is not None:
+        handed = split.handover > split.wait - split.handover - split.loader_start
     if handed:
         pin = f"; pinning took {pin_ms_per_batch:.1f} ms a batch" if pin_ms_per_batch else ""
         return verdict(

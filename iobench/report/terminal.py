@@ -207,9 +207,11 @@ def _print_verdict(s: CellSummary, console: Console, evidence: int | None) -> bo
 
 def _print_cell(s: CellSummary, console: Console, common: list[str]) -> None:
     """One cell in at most eight lines: its verdict, its three strongest pieces of evidence, what to
-    do, and how many notes of its own --detail shows."""
+    do, a storage outage it rode through, and how many notes of its own --detail shows."""
     if not _print_verdict(s, console, KEY_EVIDENCE):
         return
+    if line := outage_line(s):  # an outage inside the window moves every figure: said by default
+        _say(console, f"   - {line}")
     own = [w for w in s.warnings if w not in common]
     if own:
         _say(console, f"   ({len(own)} note(s) on this cell: --detail)")

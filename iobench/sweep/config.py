@@ -227,24 +227,43 @@ def _tiers(raw: Any, datasets: list[DatasetSpec]) -> list[dict]:
         if not isinstance(t, dict) or "kind" not in t:
             raise ConfigError(f"tiers[{i}]={t!r}: each tier needs kind (e.g. kind: local)")
         t = _renamed_options(t)
-        bound = [bind_tier(t, d) for d in datasets]
-        for tier in bound:
-            try:
-                _tier_values(tier, f"tiers[{i}]")
-            except ImportError as exc:
-                raise ConfigError(f"tiers[{i}]: {exc}") from None
-            try:
-                check_tier_spec(tier)
-            except (ValueError, ImportError) as exc:
-                raise ConfigError(f"tiers[{i}]: {exc}") from None
-        if len(bound) > 1 and bound[0] == bound[1]:
-            raise ConfigError(
-                f"tiers[{i}] ({bound[0]['name']}): would read the same data for every dataset size; write "
-                f"{DATASET_PLACEHOLDER} where it names its data (e.g. url: s3://bucket/synth-{DATASET_PLACEHOLDER})"
-                ", or leave path out of a local tier"
-            )
-        tiers.append({"name": t["kind"], **t})
+        tiers.extend(_tier(variant, i, datasets) for variant in _one_per_client(t, i))
     return tiers
+
+
+def _one_per_client(tier: dict, i: int) -> list[dict]:
+    """A tier whose kind reads through a choice of object clients and names several
+    (``client: [s3fs, minio]``), as one tier per client (one cell each, its name suffixed with the
+    client's); any other tier as it is."""
+    kind = tier["kind"]
+    if not isinstance(kind, str) or kind not in available_tiers():
+        return [tier]  # _tier_values and check_tier_spec say what a kind is
+    try:
+        spread = getattr(get_tier_class(kind), "one_per_client", None)
+        return spread(tier) if spread else [tier]
+    except (ValueError, ImportError) as exc:
+        raise ConfigError(f"tiers[{i}]: {exc}") from None
+
+
+def _tier(t: dict, i: int, datasets: list[DatasetSpec]) -> dict:
+    """Tier entry ``i`` checked against every dataset it reads, with its name (its kind by default)."""
+    bound = [bind_tier(t, d) for d in datasets]
+    for tier in bound:
+        try:
+            _tier_values(tier, f"tiers[{i}]")
+        except ImportError as exc:
+            raise ConfigError(f"tiers[{i}]: {exc}") from None
+        try:
+            check_tier_spec(tier)
+        except (ValueError, ImportError) as exc:
+            raise ConfigError(f"tiers[{i}]: {exc}") from None
+    if len(bound) > 1 and bound[0] == bound[1]:
+        raise ConfigError(
+            f"tiers[{i}] ({bound[0]['name']}): would read the same data for every dataset size; write "
+            f"{DATASET_PLACEHOLDER} where it names its data (e.g. url: s3://bucket/synth-{DATASET_PLACEHOLDER})"
+            ", or leave path out of a local tier"
+        )
+    return {"name": t["kind"], **t}
 
 
 def _loaders(raw: Any) -> list[LoaderEntry]:

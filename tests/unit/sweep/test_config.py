@@ -356,7 +356,10 @@ def test_the_run_section_says_how_long_a_cell_measures_at_least():
     assert parse_config(raw).cells()[0].run.min_measure.steps == 0
     for bad, message in (
         ({"min_measure": {"seconds": -1}}, "run.min_measure.seconds=-1: expected the least seconds"),
-        ({"min_measure": {"steps": 2.5}}, "run.min_measure.steps=2.5: expected the least steps a cell measures after its warm-up >= 0"),
+        (
+            {"min_measure": {"steps": 2.5}},
+            "run.min_measure.steps=2.5: expected the least steps a cell measures after its warm-up >= 0",
+        ),
         ({"min_measure": {"minutes": 1}}, "run.min_measure.minutes: unknown key"),
     ):
         raw["run"] = bad
@@ -377,3 +380,36 @@ def test_exit_codes_tell_usage_from_a_failed_run(iobench, tmp_path):
         "recommend", "--accelerators", "1xH100", "--dataset-size", "1GB", "--results", tmp_path / "nowhere"
     )
     assert proc.returncode == 2 and "no such directory" in proc.stderr
+
+
+def test_a_client_list_makes_one_tier_and_its_cells_per_client(tmp_path, monkeypatch):
+    monkeypatch.setenv("IOBENCH_CACHE", str(tmp_path / "cache"))
+    raw = {
+        "dataset": {"synth": {"size": "1GB", "shard_size": "64MB"}},
+        "tiers": [
+            {
+                "kind": "s3",
+                "name": "rgw",
+                "url": "s3://bucket/synth",
+                "endpoint_url": "http://127.0.0.1:9",
+                "client": ["s3fs", "minio", "obstore"],
+            }
+        ],
+        "loaders": [{"workers": [2]}],
+        "accelerators": [{"type": "h100"}],
+    }
+    cells = parse_config(raw).cells()
+    assert [(c.cell_id, c.tier["client"]) for c in cells] == [
+        ("rgw-s3fs-torch-w2-b64-h100x1-cold", "s3fs"),
+        ("rgw-minio-torch-w2-b64-h100x1-cold", "minio"),
+        ("rgw-obstore-torch-w2-b64-h100x1-cold", "obstore"),
+    ]
+    assert {c.tier["url"] for c in cells} == {"s3://bucket/synth"}  # the same bytes, read by each
+    for clients, message in (
+        (["s3fs", "s3fs"], r"tiers\[0\]: s3 tier: client=\['s3fs', 's3fs'\]: a list names each client once"),
+        ([], r"tiers\[0\]: s3 tier: client=\[\]: a list names each client once"),
+        (["s3fs", "boto9"], r"tiers\[0\].*boto9"),
+    ):
+        raw["tiers"][0]["client"] = clients
+        with pytest.raises(ConfigError, match=message):
+            parse_config(raw)
