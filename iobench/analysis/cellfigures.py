@@ -29,7 +29,7 @@ from . import window as windows
 from .epochs import epoch_figures
 from .ledger import ledger, totals
 from .metrics import pipeline_metrics
-from .verdict import attribute
+from .verdict import ClientFacts, attribute
 
 
 @dataclass(frozen=True)
@@ -50,6 +50,8 @@ class RunFacts:
     # whole cores the trainer process keeps (an emulated trainer's host work); None: from the
     # trainer's measured CPU
     trainer_cores: int | None = None
+    # the object client the tier reads through (verdict.client_facts of its description); None: none
+    client: ClientFacts | None = None
 
 
 @dataclass(frozen=True)
@@ -114,6 +116,7 @@ def analyse(
         cores=facts.cores,
         demand_samples_per_s=facts.demand_samples_per_s,
         trainer_cores=facts.trainer_cores,
+        client=facts.client,
     )
     return Analysis(
         entries=entries,

@@ -9,12 +9,20 @@ with the largest share of that sum binds. A pipeline that keeps the accelerator 
 Before either: the trainer needs the host too. When its step in the cell is much slower than the
 same step alone while its data was there (it seldom waited for a batch), the trainer's own step set
 the pace and the host slowed it: the cell is host-bound, whatever its AU says.
+
+Within fetch: a tier read through an object client (loaders/storage/clients/) may be bound by the
+client's own CPU rather than by the store; when the client's CPU takes a quarter of the readers'
+time or more, the verdict names the client and another one to try (docs/method.md, Storage requests
+and caches).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
 
 from iobench.analysis.cores import cores_to_feed
 from iobench.results.figures import PipelineMetrics, StageEvidence, Verdict
@@ -27,6 +35,32 @@ HOST_SLOWDOWN = 1.5
 # ... and the stall fraction at or below which the data was there: the trainer's step set the pace
 HOST_STALL = 0.10
 PREP_STAGES = ("decode", "augment", "collate")
+# the client's CPU over the readers' time at or above which a fetch-bound cell is bound by its
+# object client, not the store: between minio's 0.19 and s3fs's 0.32 measured on the same objects
+# (docs/method.md, Storage requests and caches)
+CLIENT_BOUND = 0.25
+GIB = 2**30
+
+
+@dataclass(frozen=True)
+class ClientFacts:
+    """The object client a cell's tier reads through, as the tier's description records it."""
+
+    name: str
+    version: str
+    # what it retries by itself that the reader cannot turn off (clients/base.py: own_retries);
+    # None: it makes no retries of its own
+    own_retries: str | None = None
+
+
+def client_facts(tier_description: Mapping[str, Any]) -> ClientFacts | None:
+    """The object client of a tier from its description (tiers/s3.py: ``client``,
+    ``client_version``, ``client_own_retries``), or None for a tier that reads through none."""
+    name = tier_description.get("client")
+    if name is None:
+        return None
+    own = tier_description.get("client_own_retries") or ""
+    return ClientFacts(name, tier_description["client_version"], None if own.startswith("none") else own)
 
 
 def _fmt_rate(x: float) -> str:
@@ -57,12 +91,15 @@ def attribute(
     cores: int,
     demand_samples_per_s: float | None,
     trainer_cores: int | None = None,
+    client: ClientFacts | None = None,
 ) -> Verdict:
     """The verdict of one measured run: the first rule that holds, in order (the trainer's host
     starved, the trainer short of its demand with the data keeping up, the accelerator busy enough,
-    no stage times, fetch, prep), with its evidence strongest first."""
+    no stage times, fetch (by the object ``client`` or the store), prep), with its evidence
+    strongest first."""
+    readers = max(1, workers)
     case = _Case(
-        metrics, stage_evidence(stats, max(1, workers)), max(1, workers), cores, demand_samples_per_s
+        metrics, stage_evidence(stats, readers), readers, cores, demand_samples_per_s, client, stats.counters
     )
     return (
         case.starved_host()
@@ -85,6 +122,8 @@ class _Case:
         readers: int,
         cores: int,
         demand: float | None,
+        client: ClientFacts | None,
+        counters: Counter,
     ) -> None:
         self.metrics, self.stages, self.readers, self.cores, self.demand = (
             metrics,
@@ -123,6 +162,32 @@ class _Case:
             )
         if demand and not self.short:
             self.context.append(f"the accelerator demands {_fmt_rate(demand)}")
+        self.client = client
+        self.client_share = self.read_through(client, counters) if client else None
+
+    def read_through(self, client: ClientFacts, c: Counter) -> float | None:
+        """The object client's cost per request and per GiB, said as evidence; its share of the
+        readers' time (client_cpu_s / (readers x wall)) for the fetch rule, None without requests."""
+        requests, cpu_s, nbytes = c["requests"], c["client_cpu_s"], c["bytes_transferred"]
+        said = f"client: {client.name} {client.version}: "
+        if not requests:
+            self.evidence.append(said + "made no requests over the measured steps")
+            return None
+        per_gib = f", {cpu_s / (nbytes / GIB):.1f} CPU-s per GiB" if nbytes else ""
+        # a client that makes retries of its own reports none, or (s3torchconnector) those behind
+        # a fault it passed on, counted as client_retries
+        reported = c["client_retries"]
+        own = (
+            "0 (turned off)"
+            if client.own_retries is None
+            else f"{reported} counted ({client.own_retries})"
+            if reported
+            else f"not counted ({client.own_retries})"
+        )
+        self.evidence.append(
+            said + f"{1000 * cpu_s / requests:.2f} ms of CPU per request{per_gib}; its own retries: {own}"
+        )
+        return cpu_s / (self.readers * self.metrics.wall_s) if self.metrics.wall_s > 0 else None
 
     def verdict(self, bound: str, headline: str, action: str, binding_stage: str | None = None) -> Verdict:
         return Verdict(
@@ -193,11 +258,27 @@ class _Case:
             f"fetch is {binding.wall_ms_per_sample:.2f} ms per sample of which {max(0.0, io_wait):.2f} ms "
             "waiting on storage, not CPU"
         )
+        reading = f"reading takes {100 * binding.share:.0f} % of each reader's time per sample"
+        if self.client and self.client_share is not None:
+            by_client = self.client_share >= CLIENT_BOUND
+            self.evidence.append(
+                f"{self.client.name}'s own CPU took {100 * self.client_share:.0f} % of the readers' time "
+                f"({'at or above' if by_client else 'below'} the {100 * CLIENT_BOUND:.0f} % at which the "
+                "client, not the store, binds)"
+            )
+            if by_client:
+                return self.verdict(
+                    "fetch",
+                    self.after_short(
+                        f"fetch-bound by the client ({self.client.name}), not the store: its CPU takes "
+                        f"{100 * self.client_share:.0f} % of the readers' time; {reading}"
+                    ),
+                    other_client(self.client.name),
+                    binding.stage,
+                )
         return self.verdict(
             "fetch",
-            self.after_short(
-                f"fetch-bound (storage): reading takes {100 * binding.share:.0f} % of each reader's time per sample"
-            ),
+            self.after_short(f"fetch-bound (storage): {reading}"),
             "a faster tier or a cache in front of it, or more reads in flight (more workers, a higher "
             "read concurrency)",
             binding.stage,
@@ -231,6 +312,21 @@ class _Case:
             f"reader's time, {binding.stage} alone {100 * binding.share:.0f} %"
         )
         return self.verdict("prep", self.after_short(headline), action, binding.stage)
+
+
+def other_client(name: str) -> str:
+    """What to read with instead of client ``name`` when its CPU binds."""
+    if name == "obstore":
+        return (
+            "obstore already costs the least CPU per request measured: more readers (workers) to spread "
+            "its CPU over more cores, or a cache in front of the store (docs/tiers.md, Object clients)"
+        )
+    minio = "" if name == "minio" else ", or minio where the DataLoader's workers must be forked"
+    return (
+        "another object client (the tier's `client:`): obstore, the least CPU per request measured, with "
+        f"the loader's workers started by forkserver or spawn (it does not survive a fork){minio}; "
+        "docs/tiers.md, Object clients"
+    )
 
 
 def trainer_takes(metrics: PipelineMetrics, demand: float | None) -> float | None:

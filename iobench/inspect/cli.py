@@ -91,6 +91,7 @@ def inspect_command(args: argparse.Namespace, console: Console, nvml_lib: Any = 
     """Inventory, demand, decode rate and pitfalls; ``nvml_lib`` replaces pynvml (tests)."""
     from iobench.analysis.decoderate import REFERENCE_SAMPLE_BYTES
     from iobench.results.codec import to_json
+    from loaders.storage import installed_clients, resolve_client
 
     from .accelerators import demand_of_gpus, parse_accelerators
     from .cores import cores_needed
@@ -114,6 +115,8 @@ def inspect_command(args: argparse.Namespace, console: Console, nvml_lib: Any = 
     notes += check_notes
     # the cores needed, whether or not the host has them (MLPerf Storage's emulation does not decode)
     cores = cores_needed(demand, rate) if demand and rate and demand.kind != "mlperf_storage" else None
+    # this Python's, not the recorded tree's: what an S3 tier run from here can read with
+    clients = {"installed": installed_clients(), "auto": resolve_client("auto")}
     if args.json:
         doc = {
             "inventory": to_json(inv),
@@ -123,9 +126,10 @@ def inspect_command(args: argparse.Namespace, console: Console, nvml_lib: Any = 
             else rate.as_dict(demand.sample_bytes if demand else REFERENCE_SAMPLE_BYTES),
             "cores_needed": to_json(cores),
             "pitfalls": to_json(pitfalls),
+            "object_clients": clients,
             "notes": notes,
         }
         print(json.dumps(doc, indent=2))
     else:
-        render(console, inv, demand, rate, cores, pitfalls, notes)
+        render(console, inv, demand, rate, cores, clients, pitfalls, notes)
     return 0

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from iobench.analysis.decoderate import REFERENCE_SAMPLE_BYTES, DecodeRate
 from iobench.host.units import format_bytes
+from iobench.sweep.dryrun import clients_line
 
 from .accelerators import AcceleratorDemand
 from .cores import CoresNeeded
@@ -140,6 +143,7 @@ def render(
     demand: AcceleratorDemand | None,
     rate: DecodeRate | None,
     cores: CoresNeeded | None,
+    clients: dict[str, Any],
     pitfalls: list[Pitfall],
     notes: list[str],
 ) -> None:
@@ -163,6 +167,13 @@ def render(
             f"{cores.counted}",
             highlight=False,
         )
+    # as Text: the install hint's brackets are not markup
+    console.print(
+        Text(
+            f"{clients_line(clients['installed'])}; `client: auto` reads with {clients['auto']} "
+            "(the best measured one installed that survives a fork)"
+        )
+    )
     console.rule("pitfalls")
     if not pitfalls:
         console.print("[green]none found[/green] (the checks that could not run are listed below)")

@@ -20,6 +20,7 @@ from iobench.inspect.cli import add_inspect_arguments, inspect_command
 from iobench.inspect.inventory import collect_inventory
 from iobench.inspect.pitfalls import find_pitfalls
 from iobench.results.store import publish_cell, write_results_table
+from loaders.storage import installed_clients, resolve_client
 from tests.helpers.fakenvml import GIB, LIBRARY_NOT_FOUND, FakeGpu, FakeNvmlLib
 from tests.helpers.paths import DATA as TEST_DATA
 from tests.helpers.shardkit import tiny_jpeg
@@ -389,3 +390,28 @@ def test_live_decode_rate_is_measured_when_demand_is_known_and_kept_for_this_hos
     path = tmp_path / decoderate.CALIBRATION_FILE
     path.write_text(path.read_text().replace(this_host(), "elsewhere (Other CPU)"))
     assert decoderate.resolve() == decoderate.ASSUMED
+
+
+def test_the_object_clients_installed_and_the_one_auto_picks(capsys):
+    code, out = _run(["--json", "--root", str(RAID0), "--decode-rate", "900"], None, capsys)
+    assert code == 0
+    assert json.loads(out)["object_clients"] == {
+        "installed": installed_clients(),
+        "auto": resolve_client("auto"),
+    }
+
+
+def test_the_terminal_names_the_object_clients_with_the_install_hint_whole(monkeypatch):
+    # s3fs alone (a core dependency): auto falls back to it, and the others' install hint shows
+    monkeypatch.setattr("loaders.storage.clients.installed_clients", lambda: ["s3fs"])
+    monkeypatch.setattr("loaders.storage.installed_clients", lambda: ["s3fs"], raising=False)
+    parser = argparse.ArgumentParser()
+    add_inspect_arguments(parser)
+    out = io.StringIO()
+    args = parser.parse_args(["--root", str(RAID0), "--decode-rate", "900"])
+    assert inspect_command(args, Console(file=out, width=400), nvml_lib=None) == 0
+    text = out.getvalue()
+    assert (
+        "object clients installed: s3fs; not installed: minio, s3torchconnector, obstore, s3dlio "
+        "(pip install 'iobench[s3clients]'); `client: auto` reads with s3fs" in text
+    )
