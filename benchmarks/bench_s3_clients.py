@@ -296,9 +296,8 @@ def sweep(args: argparse.Namespace) -> None:
         url = f"s3://clients-{tag}/ds"
         cfg = {
             "dataset": {"synth": {"samples": args.samples, "seed": 0, "shard_size": "16MB"}},
-            "tiers": [
-                {"kind": "s3", "name": f"rgw-{c}", "url": url, "client": c, "upload": True} for c in clients
-            ],
+            # a client list: one tier (and cell) per client, named rgw-<client>
+            "tiers": [{"kind": "s3", "name": "rgw", "url": url, "client": clients, "upload": True}],
             "loaders": [
                 {
                     "kind": "torch",
@@ -315,7 +314,7 @@ def sweep(args: argparse.Namespace) -> None:
         proc = subprocess.run(
             [sys.executable, "-m", "iobench.cli", "sweep", str(work / "sweep.yaml"), "--out", str(out)]
         )
-    lines = []
+    lines, said = [], []
     for s in load_summaries(out):
         if not s.ok:
             lines.append(f"| {s.cell.tier_name} | {s.cell.loader.decode} | failed: {s.error} ||||||||")
@@ -329,13 +328,16 @@ def sweep(args: argparse.Namespace) -> None:
             f"| {requests:,} | {1000 * c.get('client_cpu_s', 0.0) / max(1, requests):.2f} | {c.get('retries', 0)} "
             f"| {s.verdict.bound}{' (' + s.verdict.binding_stage + ')' if s.verdict.binding_stage else ''} |"
         )
+        client = [e for e in s.verdict.evidence if e.startswith("client")]
+        said.append(f"- `{s.cell.cell_id}`: {s.verdict.headline}" + "".join(f"; {e}" for e in client))
     table = "\n".join(lines)
+    verdicts = "\n".join(said)
     body = f"""## Object clients under the torch loader (`python benchmarks/bench_s3_clients.py --sweep`)
 
 {host_line()}. `iobench sweep` against the lab's radosgw ({endpoint}): {args.samples} ImageNet-like
 samples read one object per sample (`layout: objects`), the torch loader with {args.workers} workers,
 batch 64, an emulated H100 (ResNet-50, training demand), {args.epochs} epochs per cell, cold; one tier per
-client over the same objects (`client:`), each cell decoded and not. A cell reads whole epochs
+client over the same objects (one tier with `client: [{", ".join(clients)}]`), each cell decoded and not. A cell reads whole epochs
 until it has measured long enough, so a faster client reads more of them: *MB per epoch* is the
 bytes the loader read from the store over the cell's epochs, per epoch (the same for every client:
 the dataset); *client CPU ms/request*: the reader's `client_cpu_s` over its requests.
@@ -343,6 +345,10 @@ the dataset); *client CPU ms/request*: the reader's `client_cpu_s` over its requ
 | client | decode | samples/s | epochs | MB per epoch | requests | client CPU ms/request | retries | verdict |
 |---|---|---:|---:|---:|---:|---:|---:|---|
 {table}
+
+Each cell's verdict as the report gives it, with its evidence on the client:
+
+{verdicts}
 """
     print(body)
     write_section("s3-clients-sweep", body)

@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from iobench.accelerators.consumers import Consumer
+from iobench.analysis.verdict import ClientFacts, client_facts
 from iobench.datasets.manifest import Manifest
 from iobench.results.spec import CellSpec, LoaderSettings
 from iobench.tiers import make_tier
@@ -26,6 +27,7 @@ class CellInputs:
     source: SourceSpec  # how the loader reads them (the tier's description, completed here)
     consumer: Consumer
     cores: int  # the loader's share of this host's cores: the verdict weighs workers against them
+    client: ClientFacts | None = None  # the object client the tier reads through, for the verdict
 
 
 def cell_inputs(cell: CellSpec, consumer: Consumer, cores: int) -> CellInputs:
@@ -33,7 +35,7 @@ def cell_inputs(cell: CellSpec, consumer: Consumer, cores: int) -> CellInputs:
     tier = make_tier(cell.tier)
     manifest = tier.load_manifest()
     items, source = loader_inputs(tier, manifest, cell.loader)
-    return CellInputs(cell, tier, manifest, items, source, consumer, cores)
+    return CellInputs(cell, tier, manifest, items, source, consumer, cores, client_facts(tier.describe()))
 
 
 def loader_inputs(tier: Tier, manifest: Manifest, loader: LoaderSettings) -> tuple[list[Any], SourceSpec]:

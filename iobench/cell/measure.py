@@ -158,6 +158,7 @@ def measure(inputs: CellInputs, ranks: Ranks = SOLO) -> Measurement:
         capped=capped,
         cold=cold and ranks.host_leader and inputs.tier.reads_block_devices,
         trainer_cores=trainer_cores(consumer),
+        client=inputs.client,
     )
     analysis = analyse(
         log.rows,

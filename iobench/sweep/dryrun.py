@@ -79,9 +79,9 @@ def print_plan(
     console.print(table)
     for d in config.datasets:
         where = "generated once if missing" if d.synth else "given"
-        console.print(f"dataset {d.label}: {d.path} ({where})")
+        console.print(Text(f"dataset {d.label}: {d.path} ({where})"))
     if any(cell.tier_kind == "s3" for cell in cells):
-        console.print(clients_line(installed_clients()))
+        console.print(Text(clients_line(installed_clients())))  # its install hint holds [brackets]
     checked = preflight(config)
     for f in checked.findings:  # the errors end the dry run below, as a bad sweep file does
         if f.level == "warning":

@@ -23,7 +23,7 @@ from loaders.storage import (
     CacheSpec,
     SourceSpec,
     choose_policy,
-    survives_fork,
+    reads_before_fork,
 )
 
 from .base import (
@@ -156,10 +156,9 @@ class ObjectStoreTier(Tier):
         reads, the measured ones, are the client's."""
         from loaders.storage import ObjectReader
 
-        client = self.client_name()
         return ObjectReader(
             self.storage_options(),
-            client=client if survives_fork(client) else "s3fs",
+            client=reads_before_fork(self.client_name()),
             part_bytes=self.part_bytes,
             concurrency=self.config["concurrency"],
             protocol=self.scheme,

@@ -36,6 +36,7 @@ _EXPORTS = {
     "exception_chain": "faults",
     "installed_clients": "clients",
     "resolve_client": "clients",
+    "reads_before_fork": "clients",
     "survives_fork": "clients",
     "open_local": "localfile",
 }
@@ -65,6 +66,7 @@ __all__ = [
     "exception_chain",
     "installed_clients",
     "open_local",
+    "reads_before_fork",
     "resolve_client",
     "survives_fork",
 ]
@@ -76,6 +78,7 @@ if TYPE_CHECKING:
         DEFAULT_CLIENT,
         describe_client,
         installed_clients,
+        reads_before_fork,
         resolve_client,
         survives_fork,
     )

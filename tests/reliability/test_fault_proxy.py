@@ -10,6 +10,10 @@ SlowDown and truncated bodies are counted one for one. A reset GET is resent onc
 aiohttp (RFC 9112 lets a client repeat an idempotent request on a broken connection), so a reset
 the loader sees cost two injected resets and one that the resend got past is not seen at all:
 2 x counted <= injected. Latency spikes are no fault; they show in the request latency p99.
+
+These counts are s3fs's (aiohttp's resend): the tests read with client s3fs. Every client rides
+through a radosgw restart and fails within its deadline at a silent or refused endpoint
+(test_gateway_restart.py, test_deadlines.py, each parametrised over the clients).
 """
 
 from __future__ import annotations
@@ -69,6 +73,7 @@ def _loader(url: str, manifest: Manifest, endpoint: str, **kw) -> ShardLoader:
         concurrency=2,
         shuffle_buffer=8,
         prefetch_next_epoch=False,  # the proxy's count is the loader's only if no epoch is read ahead
+        client="s3fs",
         **kw,
     )
 
@@ -141,7 +146,9 @@ def _new_threads(before: set[threading.Thread]) -> list[str]:
 def test_whole_objects_read_through_truncations_are_exact(staged, proxy):
     url, manifest, _ = staged
     proxy.configure(rate=0.5, kinds=["truncate"], seed=3)
-    reader = ObjectReader(S3Tier(url=url, endpoint_url=proxy.endpoint).storage_options(), part_bytes=1 << 20)
+    reader = ObjectReader(
+        S3Tier(url=url, endpoint_url=proxy.endpoint).storage_options(), client="s3fs", part_bytes=1 << 20
+    )
     entry = manifest.shards[0]
     data = reader.read_range(f"{url}/{entry.name}", 0, entry.bytes)
     assert hashlib.sha256(data).hexdigest() == entry.sha256
@@ -178,7 +185,7 @@ def test_past_the_retry_budget_the_epoch_fails_clearly_and_promptly(staged, prox
 
 def test_the_proxy_passes_everything_at_rate_zero(staged, proxy, tmp_path):
     url, manifest, _ = staged
-    reader = ObjectReader(S3Tier(url=url, endpoint_url=proxy.endpoint).storage_options())
+    reader = ObjectReader(S3Tier(url=url, endpoint_url=proxy.endpoint).storage_options(), client="s3fs")
     entry = manifest.shards[1]
     out = tmp_path / "shard"
     with open(out, "wb") as f:

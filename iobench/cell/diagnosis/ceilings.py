@@ -32,7 +32,7 @@ from iobench.results.figures import Ceiling
 from iobench.results.spec import LoaderSettings, RunSettings
 from loaders.config import plan_for
 from loaders.pipeline import raw_samples
-from loaders.storage import ShardSource, SourceSpec
+from loaders.storage import ShardSource, SourceSpec, reads_before_fork
 
 # the prep ceiling needs enough batches per reader for a steady state, not the whole dataset
 PREP_BATCHES_PER_READER = 10
@@ -131,7 +131,9 @@ def fetch_ceiling(
 
 
 def _copy_to_ram(items: list, config, objects: bool, ram: RamCopies) -> list:
-    source = ShardSource(config.source)
+    # the cell's own process copies: with a client whose runtime the measured readers, forked
+    # later, do not inherit
+    source = ShardSource(replace(config.source, client=reads_before_fork(config.source.client)))
     copied = []
     for i, item in enumerate(items):
         url = item[1] if objects else item

@@ -23,9 +23,9 @@ import torch
 from iobench.accelerators.consumers import make_consumer
 from iobench.analysis import window
 from iobench.analysis.cellfigures import Analysis, marked
-from iobench.analysis.verdict import attribute, synchronous_verdict
+from iobench.analysis.verdict import ClientFacts, attribute, synchronous_verdict
 from iobench.cell.files import CellFiles, JobFigures, cell_files
-from iobench.cell.inputs import cell_inputs
+from iobench.cell.inputs import CellInputs, cell_inputs
 from iobench.cell.lifeline import die_with_launcher
 from iobench.cell.measure import Measurement, measure
 from iobench.cell.process import median_run, read_cell, warmup_method
@@ -72,7 +72,11 @@ def _rank_run(m: Measurement, ranks: Ranks, cores: int, cell: CellSpec) -> RankR
 
 
 def job_verdict(
-    agg: Aggregate, runs: list[RankRun], cell: CellSpec, demand_per_rank: float | None
+    agg: Aggregate,
+    runs: list[RankRun],
+    cell: CellSpec,
+    demand_per_rank: float | None,
+    client: ClientFacts | None = None,
 ) -> Verdict:
     """The job's verdict: every rank's readers, cores and accelerators together against the job's
     figures, with the spread over the ranks as evidence; in a synchronous job, also whether the
@@ -84,6 +88,7 @@ def job_verdict(
         workers=n * cell.loader.readers,
         cores=sum(run.cores for run in runs),
         demand_samples_per_s=demand_per_rank * n if demand_per_rank else None,
+        client=client,
     )
     slow = agg.slowest
     skew = f"{agg.skew:.2f}" if agg.skew is not None else "unbounded (a rank delivered nothing)"
@@ -117,20 +122,13 @@ def job_verdict(
 
 
 def _cell_files(
-    cell: CellSpec,
-    tier,
-    manifest,
-    consumer,
-    mine: list[Measurement],
-    gathered: list[list[RankRun]],
-    started: str,
+    inputs: CellInputs, mine: list[Measurement], gathered: list[list[RankRun]], started: str
 ) -> CellFiles:
     """Rank 0: the cell's files from every repeat's gathered runs."""
+    cell, tier, manifest, consumer = inputs.cell, inputs.tier, inputs.manifest, inputs.consumer
     run = cell.run
     aggs = [aggregate(runs, synchronous=run.sync != "none") for runs in gathered]
-    merged = [
-        _job_measurement(a, runs, m, cell, consumer) for a, runs, m in zip(aggs, gathered, mine, strict=True)
-    ]
+    merged = [_job_measurement(a, runs, m, inputs) for a, runs, m in zip(aggs, gathered, mine, strict=True)]
     chosen = median_run(merged)
     i = next(k for k, m in enumerate(merged) if m is chosen)
     agg, runs = aggs[i], gathered[i]
@@ -153,12 +151,13 @@ def _cell_files(
 
 
 def _job_measurement(
-    agg: Aggregate, runs: list[RankRun], mine: Measurement, cell: CellSpec, consumer
+    agg: Aggregate, runs: list[RankRun], mine: Measurement, inputs: CellInputs
 ) -> Measurement:
     """One repeat of the job as one measurement: the ranks' figures together, this host's cache state
     and telemetry (the other hosts' are in the rank rows)."""
+    cell = inputs.cell
     job_window = window.weakest([r.window for r in runs if r.window is not None])
-    verdict = job_verdict(agg, runs, cell, consumer.demand_samples_per_s)
+    verdict = job_verdict(agg, runs, cell, inputs.consumer.demand_samples_per_s, inputs.client)
     analysis = Analysis(
         entries=agg.entries,
         metrics=agg.metrics,
@@ -215,7 +214,7 @@ def run_rank(cell: CellSpec, run_dir: Path, ranks: Ranks) -> CellSummary | None:
     files = None
     if ranks.rank == 0:
         try:
-            files = _cell_files(cell, inputs.tier, inputs.manifest, inputs.consumer, mine, gathered, started)
+            files = _cell_files(inputs, mine, gathered, started)
         except BaseException:
             ranks.broadcast(None)  # the others stop waiting; this rank's error is the cell's
             raise

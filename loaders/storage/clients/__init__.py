@@ -98,6 +98,13 @@ def survives_fork(name: str) -> bool:
     return CLIENTS[resolve_client(name)].fork_safe
 
 
+def reads_before_fork(name: str) -> str:
+    """The client a process reads with before it forks readers that read with ``name``: ``name``
+    where its runtime survives a fork, else s3fs (a core dependency), so that the forked readers'
+    requests, the measured ones, are the first ``name`` makes in their process (base.ForkGuard)."""
+    return name if survives_fork(name) else "s3fs"
+
+
 def client_class(name: str) -> type[ObjectClient]:
     """The class of client ``name`` (imported now)."""
     module, _, cls = CLIENTS[resolve_client(name)].target.partition(":")

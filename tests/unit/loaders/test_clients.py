@@ -17,6 +17,7 @@ from loaders.storage import (
     DEFAULT_CLIENT,
     SourceSpec,
     installed_clients,
+    reads_before_fork,
     resolve_client,
     survives_fork,
 )
@@ -41,6 +42,9 @@ def test_the_table_names_every_client_and_all_are_installed_for_the_tests():
 
 def test_auto_is_the_best_measured_client_that_survives_a_fork_and_takes_what_is_given():
     assert [c for c in ALL if not survives_fork(c)] == ["obstore", "s3dlio"]  # tokio: see base.ForkGuard
+    # a process that forks readers after its own reads makes those with a client that survives it
+    assert [reads_before_fork(c) for c in ALL] == [c if survives_fork(c) else "s3fs" for c in ALL]
+    assert reads_before_fork("obstore") == "s3fs" and reads_before_fork("minio") == "minio"
     safe = [c for c in MEASURED_ORDER if survives_fork(c)]
     assert resolve_client("auto") == safe[0]
     # credentials passed in: not the CRT, which finds its own
