@@ -145,6 +145,16 @@ def ceph_lab(tmp_path_factory) -> Iterator[LabInfo]:
     yield from _session_lab(tmp_path_factory.mktemp("ceph"))
 
 
+@pytest.fixture(scope="module")
+def lab_env(ceph_lab) -> Iterator[LabInfo]:
+    """The session's lab, its credentials and endpoint in the environment for a module's tests
+    (where every object client looks for them)."""
+    with pytest.MonkeyPatch.context() as mp:
+        for key, value in ceph_lab.env.items():
+            mp.setenv(key, value)
+        yield ceph_lab
+
+
 @pytest.fixture(scope="session")
 def breakable_lab(tmp_path_factory) -> Iterator[LabInfo]:
     """A second lab, for tests that kill its daemons: bluestore (a sparse file, so an OSD killed

@@ -38,14 +38,6 @@ RATE = 0.15
 
 
 @pytest.fixture(scope="module")
-def lab_env(ceph_lab):
-    with pytest.MonkeyPatch.context() as mp:
-        for key, value in ceph_lab.env.items():
-            mp.setenv(key, value)
-        yield ceph_lab
-
-
-@pytest.fixture(scope="module")
 def staged(lab_env, tiny_dataset):
     return (
         stage_copy(lab_env, tiny_dataset, "proxy"),

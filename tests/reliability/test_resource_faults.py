@@ -98,13 +98,6 @@ def test_a_full_cache_disk_evicts_and_never_keeps_a_torn_shard(tmp_path, size_kn
         )
 
 
-@pytest.fixture
-def lab_env(ceph_lab, monkeypatch):
-    for key, value in ceph_lab.env.items():
-        monkeypatch.setenv(key, value)
-    return ceph_lab
-
-
 def _cached_loader(
     url: str, manifest: Manifest, cache_dir: Path, cache_bytes: int, policy: str = "auto"
 ) -> ShardLoader:

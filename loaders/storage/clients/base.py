@@ -157,8 +157,12 @@ class ObjectClient:
     def get(self, url: str, start: int, end: int) -> bytes | memoryview:
         """Bytes [start, end) of the object (bytes, or a view of the client's own buffer): one
         ranged GET, whole in memory.
-        A missing object or bucket raises FileNotFoundError, refused access PermissionError."""
-        raise NotImplementedError
+        A missing object or bucket raises FileNotFoundError, refused access PermissionError.
+        A client writes ``get`` or ``get_into``, each the other's default: a client whose body
+        comes in pieces writes get_into, and its get joins them."""
+        parts: list[bytes | memoryview] = []
+        self.get_into(url, start, end, lambda _, piece: parts.append(piece))
+        return parts[0] if len(parts) == 1 else b"".join(parts)
 
     def get_into(self, url: str, start: int, end: int, write: Write) -> int:
         """One ranged GET of [start, end), its pieces handed to ``write(offset, piece)`` as they

@@ -76,11 +76,6 @@ class MinioClient(ObjectClient):
             raise
         return int(stat.size or 0), (stat.etag or "").strip('"') or None
 
-    def get(self, url: str, start: int, end: int) -> bytes:
-        parts: list[bytes] = []
-        self.get_into(url, start, end, lambda _, piece: parts.append(piece))
-        return parts[0] if len(parts) == 1 else b"".join(parts)
-
     def get_into(self, url: str, start: int, end: int, write: Write) -> int:
         if end <= start:
             return 0
