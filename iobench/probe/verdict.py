@@ -52,73 +52,114 @@ def judge(
     ``work`` is what its readers did over the window (None where the hooks could not see them:
     ``unseen`` says why); ``split`` the window's wall split where the steps' batches were matched to
     their making (its hand-over is then measured)."""
-    measured = (
-        f"measured {_rate(metrics.samples_per_s)} at AU {metrics.au:.2f} ({metrics.au_basis}); the loop waited "
-        f"for its batch {100 * metrics.stall_fraction:.0f} % of the time (wait p50 {metrics.wait_p50_ms:.1f} ms, "
-        f"p99 {metrics.wait_p99_ms:.1f} ms)"
-    )
-    readers = [_work_line(work, workers)] if work is not None else []
+    window = _Window(metrics, work, cores, workers, split, pin_ms_per_batch)
+    found = window.host() or window.accelerator() or window.h2d()
+    if found is not None:
+        return found
+    if work is None:
+        return window.verdict(
+            "unknown",
+            f"input-bound, stage not seen: the loop waited {100 * metrics.stall_fraction:.0f} % of the time",
+            "time the loader alone (--ceilings) to see what it can deliver",
+            [f"the loader's own work could not be split: {unseen or 'no reader reported a batch'}"],
+        )
+    return window.opening(work) or window.handover(work) or window.making(work)
+
+
+class _Window:
+    """One rank's measured window and the rules a verdict is found by, in the order :func:`judge`
+    tries them: each returns its verdict, or None when its rule does not hold."""
+
+    def __init__(
+        self,
+        metrics: PipelineMetrics,
+        work: LoaderWork | None,
+        cores: int,
+        workers: int,
+        split: WallSplit | None,
+        pin_ms_per_batch: float | None,
+    ) -> None:
+        self.metrics, self.work, self.cores, self.workers = metrics, work, cores, workers
+        self.split, self.pin_ms_per_batch = split, pin_ms_per_batch
+        self.measured = (
+            f"measured {_rate(metrics.samples_per_s)} at AU {metrics.au:.2f} ({metrics.au_basis}); the loop "
+            f"waited for its batch {100 * metrics.stall_fraction:.0f} % of the time (wait p50 "
+            f"{metrics.wait_p50_ms:.1f} ms, p99 {metrics.wait_p99_ms:.1f} ms)"
+        )
+        self.readers = [_work_line(work, workers)] if work is not None else []
+        self.used = (work.cores if work else 0.0) + (metrics.trainer_cores or 0.0)
+        self.cores_line = (
+            f"the readers used {work.cores if work else 0.0:.1f} core(s) and the training process "
+            f"{metrics.trainer_cores or 0.0:.1f} of the {cores} usable"
+        )
 
     def verdict(
-        bound: str, headline: str, action: str | None, first: list[str], stage: str | None = None
+        self, bound: str, headline: str, action: str | None, first: list[str], stage: str | None = None
     ) -> Verdict:
+        work = self.work
         return Verdict(
             bound=bound,
             binding_stage=stage,
             headline=headline,
-            evidence=(*first, measured, *readers),
+            evidence=(*first, self.measured, *self.readers),
             pipeline_capacity_samples_per_s=work.capacity if work else None,
-            cpu_capacity_samples_per_s=1000.0 * cores / (work.cpu_ms + work.per_sample_ms(work.collate_cpu_s))
+            cpu_capacity_samples_per_s=1000.0
+            * self.cores
+            / (work.cpu_ms + work.per_sample_ms(work.collate_cpu_s))
             if work and work.cpu_ms > 0
             else None,
             action=action,
         )
 
-    host = host_bound(metrics, cores)
-    if host is not None:
-        return verdict(
+    def host(self) -> Verdict | None:
+        host = host_bound(self.metrics, self.cores)
+        if host is None:
+            return None
+        return self.verdict(
             "host",
-            f"host-bound (the trainer starved of CPU): its step took {metrics.trainer_slowdown:.1f}x as long in "
-            "the job as alone, while its data was there",
+            f"host-bound (the trainer starved of CPU): its step took {self.metrics.trainer_slowdown:.1f}x as "
+            "long in the job as alone, while its data was there",
             "leave the trainer its cores: fewer workers, or decode off the CPU (DALI mixed), or more cores",
             host,
         )
-    if metrics.au >= AU_TARGET:
+
+    def accelerator(self) -> Verdict | None:
+        metrics, work = self.metrics, self.work
+        if metrics.au < AU_TARGET:
+            return None
         first = []
         if work and work.capacity:
             first.append(
                 f"the readers could make about {_rate(work.capacity)} "
                 f"({work.capacity / max(metrics.samples_per_s, 1e-9):.1f}x what the step took)"
             )
-        return verdict(
+        return self.verdict(
             "accelerator",
             f"accelerator-bound: the input pipeline kept the step {100 * metrics.au:.0f} % busy",
             "the input pipeline is not the limit; a faster step (or device) is",
             first,
         )
-    h2d_share = metrics.h2d_s / metrics.wall_s if metrics.wall_s > 0 else 0.0
-    if h2d_share >= max(metrics.stall_fraction, 1 - AU_TARGET):
-        return verdict(
+
+    def h2d(self) -> Verdict | None:
+        metrics = self.metrics
+        share = metrics.h2d_s / metrics.wall_s if metrics.wall_s > 0 else 0.0
+        if share < max(metrics.stall_fraction, 1 - AU_TARGET):
+            return None
+        return self.verdict(
             "prep",
-            f"input-bound by h2d: copies to the device take {100 * h2d_share:.0f} % of the time",
+            f"input-bound by h2d: copies to the device take {100 * share:.0f} % of the time",
             "pin_memory=True with non_blocking copies, or copy less (uint8 images, not float32)",
             [
-                f"copies to the device took {100 * h2d_share:.0f} % of the wall, more than the loop waited for data"
+                f"copies to the device took {100 * share:.0f} % of the wall, more than the loop waited for data"
             ],
             "h2d",
         )
-    if work is None:
-        return verdict(
-            "unknown",
-            f"input-bound, stage not seen: the loop waited {100 * metrics.stall_fraction:.0f} % of the time",
-            "time the loader alone (--ceilings) to see what it can deliver",
-            [f"the loader's own work could not be split: {unseen or 'no reader reported a batch'}"],
-        )
-    trainer = metrics.trainer_cores or 0.0
-    used = work.cores + trainer
-    cores_line = f"the readers used {work.cores:.1f} core(s) and the training process {trainer:.1f} of the {cores} usable"
-    if split is not None and split.loader_start > max(split.wait - split.loader_start, 0.0):
-        return verdict(
+
+    def opening(self, work: LoaderWork) -> Verdict | None:
+        split = self.split
+        if split is None or split.loader_start <= max(split.wait - split.loader_start, 0.0):
+            return None
+        return self.verdict(
             "prep",
             f"input-bound by the epoch's opening: {100 * split.loader_start:.0f} % of the time the loop waited "
             "for the loader to start",
@@ -129,45 +170,62 @@ def judge(
             ],
             "loader_start",
         )
-    # Only idle readers make the hand-over the limit: a reader busy nearly all the time sets the rate,
-    # and its batches reaching the loop after they were made is latency in the pipe (a busy spawned
-    # worker's batches arrived one batch's making late), not a rate. Where the
-    # batches are matched to their making, the measured hand-over must also outweigh the making.
-    handed = workers > 0 and work.busy < BUSY
-    if handed and split is not None:
-        handed = split.handover > split.wait - split.handover - split.loader_start
-    if handed:
-        pin = f"; pinning took {pin_ms_per_batch:.1f} ms a batch" if pin_ms_per_batch else ""
-        return verdict(
+
+    def handover(self, work: LoaderWork) -> Verdict | None:
+        # Only idle readers make the hand-over the limit: a reader busy nearly all the time sets the
+        # rate, and its batches reaching the loop after they were made is latency in the pipe (a busy
+        # spawned worker's batches arrived one batch's making late), not a rate. Where the batches
+        # are matched to their making, the measured hand-over must also outweigh the making.
+        split, stall = self.split, self.metrics.stall_fraction
+        handed = self.workers > 0 and work.busy < BUSY
+        if handed and split is not None:
+            handed = split.handover > split.wait - split.handover - split.loader_start
+        if not handed:
+            return None
+        pin = f"; pinning took {self.pin_ms_per_batch:.1f} ms a batch" if self.pin_ms_per_batch else ""
+        return self.verdict(
             "prep",
             f"input-bound by collate/IPC: the workers idled {100 * (1 - work.busy):.0f} % of the time while the "
-            f"loop waited {100 * metrics.stall_fraction:.0f} %",
+            f"loop waited {100 * stall:.0f} %",
             "look at what crosses from the workers (big or many tensors per batch, Python objects) and at "
             "pinning; raise prefetch_factor, keep persistent_workers=True",
             [
                 f"the workers made batches only {100 * work.busy:.0f} % of the time, yet the loop waited "
-                f"{100 * metrics.stall_fraction:.0f} %"
+                f"{100 * stall:.0f} %"
                 + (f", {100 * split.handover:.0f} % for batches already made" if split is not None else "")
                 + f": batches were made but not handed over in time (collate {work.collate_ms:.2f} ms a sample "
                 f"in the workers{pin})",
-                cores_line,
+                self.cores_line,
             ],
             "collate",
         )
-    waiting = work.per_sample_ms(work.get_runq_s)  # runnable, no core free: too few cores for the work
-    parts = {"fetch": work.blocked_ms, "decode": work.cpu_ms, "cores": waiting, "collate": work.collate_ms}
-    binding = max(parts, key=parts.__getitem__)
-    total = sum(parts.values()) or 1.0
-    if binding == "fetch":
+
+    def making(self, work: LoaderWork) -> Verdict:
+        """Making the batches binds: the largest part of a sample's time in the readers says which."""
+        waiting = work.per_sample_ms(work.get_runq_s)  # runnable, no core free: too few cores for the work
+        parts = {
+            "fetch": work.blocked_ms,
+            "decode": work.cpu_ms,
+            "cores": waiting,
+            "collate": work.collate_ms,
+        }
+        binding = max(parts, key=parts.__getitem__)
+        if binding == "fetch":
+            return self.fetch(work, parts)
+        if binding == "cores":
+            return self.waiting_for_cores(work, waiting)
+        return self.prep(work, parts, binding)
+
+    def fetch(self, work: LoaderWork, parts: dict[str, float]) -> Verdict:
+        cores, used = self.cores, self.used
         per_reader = work.bytes_per_sample / (work.blocked_ms / 1000.0) if work.blocked_ms > 0 else 0.0
-        free = used < SATURATED * cores
-        return verdict(
+        return self.verdict(
             "fetch",
             f"fetch-bound (storage): a sample waits {work.blocked_ms:.1f} ms for its bytes, "
-            f"{100 * work.blocked_ms / total:.0f} % of its time in the readers",
+            f"{100 * work.blocked_ms / (sum(parts.values()) or 1.0):.0f} % of its time in the readers",
             (
                 f"more workers (the CPU has room: {used:.1f} of {cores} cores busy) or more reads in flight; "
-                if free
+                if used < SATURATED * cores
                 else ""
             )
             + "a cache or a faster tier (the sweep file this probe wrote compares tiers)",
@@ -175,15 +233,17 @@ def judge(
                 f"a sample's {work.get_ms:.1f} ms in the dataset is {work.blocked_ms:.1f} ms blocked (storage, "
                 f"sleeps) against {work.cpu_ms:.1f} ms of CPU: its {format_bytes(work.bytes_per_sample)} arrive at "
                 f"{format_bytes(per_reader)}/s per reader",
-                cores_line,
+                self.cores_line,
             ],
             "fetch",
         )
-    saturated = used >= SATURATED * cores
-    if binding == "cores":
+
+    def waiting_for_cores(self, work: LoaderWork, waiting: float) -> Verdict:
         # the readers wait for a core more than anything else: the job's own processes fill the
         # cores, or other processes on the host hold them
-        return verdict(
+        cores, used = self.cores, self.used
+        saturated = used >= SATURATED * cores
+        return self.verdict(
             "prep",
             f"prep-bound (readers waiting for a core): a sample waits {waiting:.1f} ms for a core against "
             f"{work.cpu_ms:.1f} ms of CPU and {work.blocked_ms:.1f} ms blocked",
@@ -198,27 +258,31 @@ def judge(
                     else f"the job's own processes use {used:.1f} of the {cores} cores, so other processes on the "
                     "host hold them"
                 ),
-                cores_line,
+                self.cores_line,
             ],
             "decode",
         )
-    what = "collate" if binding == "collate" else "decode/augment in the dataset"
-    return verdict(
-        "prep",
-        f"prep-bound (CPU {what}): {100 * parts[binding] / total:.0f} % of each reader's time per sample"
-        + (", every core busy" if saturated else ""),
-        f"the {cores} cores are spent: a cheaper decode (simplejpeg, pillow-simd, smaller or pre-resized images), "
-        "decode on the GPU (DALI mixed), or more cores"
-        if saturated
-        else f"more workers: {used:.1f} of {cores} cores are busy",
-        [
-            f"a sample takes {work.cpu_ms:.1f} ms of CPU in the dataset"
-            + (f" and waits {work.runq_ms:.1f} ms for a core" if work.runq_ms >= 0.1 else "")
-            + f", {work.blocked_ms:.1f} ms blocked: storage is not the limit",
-            cores_line,
-        ],
-        binding,
-    )
+
+    def prep(self, work: LoaderWork, parts: dict[str, float], binding: str) -> Verdict:
+        cores, used = self.cores, self.used
+        saturated = used >= SATURATED * cores
+        what = "collate" if binding == "collate" else "decode/augment in the dataset"
+        return self.verdict(
+            "prep",
+            f"prep-bound (CPU {what}): {100 * parts[binding] / (sum(parts.values()) or 1.0):.0f} % of each "
+            "reader's time per sample" + (", every core busy" if saturated else ""),
+            f"the {cores} cores are spent: a cheaper decode (simplejpeg, pillow-simd, smaller or pre-resized "
+            "images), decode on the GPU (DALI mixed), or more cores"
+            if saturated
+            else f"more workers: {used:.1f} of {cores} cores are busy",
+            [
+                f"a sample takes {work.cpu_ms:.1f} ms of CPU in the dataset"
+                + (f" and waits {work.runq_ms:.1f} ms for a core" if work.runq_ms >= 0.1 else "")
+                + f", {work.blocked_ms:.1f} ms blocked: storage is not the limit",
+                self.cores_line,
+            ],
+            binding,
+        )
 
 
 def _work_line(work: LoaderWork, workers: int) -> str:

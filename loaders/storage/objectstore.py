@@ -243,19 +243,7 @@ class ObjectReader:
                 except _WriteFailed as failed:  # our disk, not the store: no request fault, no retry
                     raise failed.error from None
                 except Exception as exc:
-                    kind = client.classify(exc)
-                    outage = kind in OUTAGE_FAULTS and self.deadline_s is not None and bool(self._answered)
-                    with self._lock:
-                        self.stats.requests += 1
-                        if kind is None:
-                            self.stats.failures += 1
-                        else:
-                            self.stats.fault(kind)
-                            self.stats.client_retries += client.hidden_retries_per_fault
-                        if kind in ("throttled_or_5xx", "truncated_body"):  # the server spoke HTTP
-                            self._answered.add(index)
-                        if outage:
-                            self.stats.refused_connections += 1
+                    kind, outage = self._count_fault(client, index, exc)
                     if kind is None:
                         # s3fs says only the key of a missing object (or "None"): say what it means
                         detail = (
@@ -276,12 +264,7 @@ class ObjectReader:
                     refused_in_row = refused_in_row + 1 if kind in NO_CONNECTION else 0
                     if spent >= self.policy.attempts:
                         break
-                    if refused_in_row % n:
-                        delay = 0.0  # another gateway of the store first
-                    elif outage:
-                        delay = self.policy.delay(refused_in_row // n - 1, self.policy.outage_max_delay_s)
-                    else:
-                        delay = self.policy.delay(spent - 1)
+                    delay = self._backoff(refused_in_row, spent, outage)
                     if self._past_deadline(t_first, delay):
                         break
                     with self._lock:
@@ -308,6 +291,34 @@ class ObjectReader:
         if spent < self.policy.attempts or kind in ("timeout", "connect_timeout"):
             raise DeadlineExceeded(errno.ETIMEDOUT, self._timed_out(what, url, t_first, made, detail))
         raise ObjectStoreError(errno.EIO, self._gave_up(what, url, t_first, detail))
+
+    def _count_fault(self, client: ObjectClient, index: int, exc: BaseException) -> tuple[str | None, bool]:
+        """A failed attempt on endpoint ``index`` counted: its fault kind (None: no retry mends it) and
+        whether it is part of an outage (a refused or reset connection of a store that has answered,
+        with a deadline to wait it out by)."""
+        kind = client.classify(exc)
+        outage = kind in OUTAGE_FAULTS and self.deadline_s is not None and bool(self._answered)
+        with self._lock:
+            self.stats.requests += 1
+            if kind is None:
+                self.stats.failures += 1
+            else:
+                self.stats.fault(kind)
+                self.stats.client_retries += client.hidden_retries_per_fault
+            if kind in ("throttled_or_5xx", "truncated_body"):  # the server spoke HTTP
+                self._answered.add(index)
+            if outage:
+                self.stats.refused_connections += 1
+        return kind, outage
+
+    def _backoff(self, refused_in_row: int, spent: int, outage: bool) -> float:
+        """The wait before the next attempt: none where another gateway of the store is next."""
+        n = len(self._clients)
+        if refused_in_row % n:
+            return 0.0
+        if outage:
+            return self.policy.delay(refused_in_row // n - 1, self.policy.outage_max_delay_s)
+        return self.policy.delay(spent - 1)
 
     def _attempt(self, client: ObjectClient, fn: Callable[[ObjectClient], Any], since: float) -> Any:
         """One attempt, ``fn(client)``, its CPU on the thread that runs it counted as the client's.
