@@ -195,45 +195,74 @@ def microbenchmark(args: argparse.Namespace) -> None:
     write_table(args, clients, cases, results, raw, endpoint, load)
 
 
-def write_table(args, clients, cases, results, raw, endpoint, load) -> None:
-    def rates(client: str, case: Case) -> list[float]:
-        return [f.rate for f in results[client, case]]
+def _rates(results: dict[tuple[str, Case], list[Figures]], client: str, case: Case) -> list[float]:
+    return [f.rate for f in results[client, case]]
 
-    best = {case: max(median(rates(c, case)) for c in clients) for case in cases}
-    small = [case for case in cases if case.size == SMALL]
-    ranged = [case for case in cases if case.size != SMALL]
-    cpu_case = {
-        True: next(c for c in small if c.concurrency == 16),
-        False: next(c for c in ranged if c.concurrency == 16),
-    }
 
-    def row(client: str, group: list[Case], is_small: bool) -> str:
-        unit = 1 if is_small else 2**20  # GETs/s; MiB/s
-        rate_cells = [cell([v / unit for v in rates(client, case)], best[case] / unit) for case in group]
-        figs = results[client, cpu_case[is_small]]
-        return (
-            f"| {client} | "
-            + " | ".join(rate_cells)
-            + f" | {median([f.cpu_per_gib for f in figs]):.1f} | {median([f.p99_ms for f in figs]):.1f}"
-            + f" | {100 * median([f.counted_share for f in figs]):.0f} % |"
-        )
+def _rate_row(
+    results: dict[tuple[str, Case], list[Figures]],
+    best: dict[Case, float],
+    client: str,
+    group: list[Case],
+    cpu_case: Case,
+) -> str:
+    """A client's rates in ``group`` (each with its ratio to the column's best), and its CPU, p99
+    and counted share in ``cpu_case``."""
+    unit = 1 if cpu_case.size == SMALL else 2**20  # GETs/s; MiB/s
+    rate_cells = [
+        cell([v / unit for v in _rates(results, client, case)], best[case] / unit) for case in group
+    ]
+    figs = results[client, cpu_case]
+    return (
+        f"| {client} | "
+        + " | ".join(rate_cells)
+        + f" | {median([f.cpu_per_gib for f in figs]):.1f} | {median([f.p99_ms for f in figs]):.1f}"
+        + f" | {100 * median([f.counted_share for f in figs]):.0f} % |"
+    )
 
-    spreads = [spread(rates(c, case)) for c in clients for case in cases]
+
+def _order(
+    results: dict[tuple[str, Case], list[Figures]],
+    clients: list[str],
+    cases: list[Case],
+    best: dict[Case, float],
+) -> str:
+    """The clients, best first, by the geometric mean of their ratios to the best over every case."""
     overall = {
-        c: math.exp(statistics.fmean(math.log(median(rates(c, case)) / best[case]) for case in cases))
+        c: math.exp(
+            statistics.fmean(math.log(median(_rates(results, c, case)) / best[case]) for case in cases)
+        )
         for c in clients
     }
-    order = ", ".join(f"{c} {overall[c]:.2f}" for c in sorted(clients, key=overall.get, reverse=True))
-    raw_rows = "\n".join(
-        f"| {c} | {median([f.rate for f in raw[c]]):,.0f} | {median(rates(c, RAW_CASE)):,.0f} "
-        f"| {paired(rates(c, RAW_CASE), [f.rate for f in raw[c]]):.2f} "
+    return ", ".join(f"{c} {overall[c]:.2f}" for c in sorted(clients, key=overall.get, reverse=True))
+
+
+def _reader_cost_rows(
+    results: dict[tuple[str, Case], list[Figures]], raw: dict[str, list[Figures]], clients: list[str]
+) -> str:
+    """Each client's own call alone against the same call through the reader, same rounds."""
+    return "\n".join(
+        f"| {c} | {median([f.rate for f in raw[c]]):,.0f} | {median(_rates(results, c, RAW_CASE)):,.0f} "
+        f"| {paired(_rates(results, c, RAW_CASE), [f.rate for f in raw[c]]):.2f} "
         f"| {median([f.cpu_per_gib for f in raw[c]]):.1f} | {median([f.cpu_per_gib for f in results[c, RAW_CASE]]):.1f} |"
         for c in clients
     )
+
+
+def write_table(args, clients, cases, results, raw, endpoint, load) -> None:
+    best = {case: max(median(_rates(results, c, case)) for c in clients) for case in cases}
+    small = [case for case in cases if case.size == SMALL]
+    ranged = [case for case in cases if case.size != SMALL]
+    # CPU, p99 and counted share are given at 16 in flight
+    small_cpu = next(c for c in small if c.concurrency == 16)
+    ranged_cpu = next(c for c in ranged if c.concurrency == 16)
+    spreads = [spread(_rates(results, c, case)) for c in clients for case in cases]
+    order = _order(results, clients, cases, best)
+    raw_rows = _reader_cost_rows(results, raw, clients)
     head_small = " | ".join(f"x{c.concurrency}" for c in small)
     head_ranged = " | ".join(c.label for c in ranged)
-    small_rows = "\n".join(row(c, small, True) for c in clients)
-    ranged_rows = "\n".join(row(c, ranged, False) for c in clients)
+    small_rows = "\n".join(_rate_row(results, best, c, small, small_cpu) for c in clients)
+    ranged_rows = "\n".join(_rate_row(results, best, c, ranged, ranged_cpu) for c in clients)
     where = "the lab's radosgw (memstore OSD, 127.0.0.1)" if "127.0.0.1" in endpoint else endpoint
     command = "python benchmarks/bench_s3_clients.py" + (
         f" --rounds {args.rounds}" if args.rounds != 5 else ""

@@ -156,7 +156,7 @@ def _measure(args: argparse.Namespace) -> list[dict]:
     return rows
 
 
-def main() -> None:
+def _parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument(
@@ -189,11 +189,11 @@ def main() -> None:
     p.add_argument(
         "--write", action="store_true", help="replace this benchmark's section of docs/benchmarks.md"
     )
-    args = p.parse_args()
-    if args.table_from:
-        rows = [json.loads(line) for path in args.table_from for line in path.read_text().splitlines()]
-    else:
-        rows = _measure(args)
+    return p.parse_args()
+
+
+def _by_point(rows: list[dict]) -> dict[tuple[str, float, str, int, int], list[dict]]:
+    """The rounds' rows of each table row: host work, compute cv, model, workers, world size."""
     by_point: dict[tuple[str, float, str, int, int], list[dict]] = {}
     for row in rows:
         # rows logged before --host-work ran with the accelerator's default: resnet50's host work
@@ -205,14 +205,21 @@ def main() -> None:
             row["world_size"],
         )
         by_point.setdefault(key, []).append(row)
+    return by_point
 
-    def errors(found: list[dict], key: str) -> list[float]:
-        return [100 * (row[key] / row["measured_au"] - 1) for row in found]
 
-    def pct(values: list[float]) -> str:
-        return ", ".join(f"{v:+.1f} %" for v in values)
+def _errors(found: list[dict], key: str) -> list[float]:
+    """Each round's prediction ``key`` against the measured AU, in percent."""
+    return [100 * (row[key] / row["measured_au"] - 1) for row in found]
 
-    lines = [
+
+def _pct(values: list[float]) -> str:
+    return ", ".join(f"{v:+.1f} %" for v in values)
+
+
+def _preamble(args: argparse.Namespace) -> list[str]:
+    """The section's title, host line, method and the table's head."""
+    return [
         "## Synchronous scaling: predicted from one rank, measured at 2 and 3, with loader workers",
         "",
         host_line()
@@ -251,30 +258,40 @@ def main() -> None:
         "| own batches: error, median (every round) | production drift, every round |",
         "|---|---:|---|---:|---:|---:|---:|---:|---|---|---:|---|---|",
     ]
-    for (host_work, cv, model, w, world), found in sorted(
-        by_point.items(), key=lambda kv: (kv[0][0] != "none", kv[0][2] != MODEL, kv[0])
-    ):
-        predicted = errors(found, "predicted_au")
-        own = errors([row for row in found if row.get("own_au") is not None], "own_au")
-        hosted = [row for row in found if row.get("predicted_on_host_au") is not None]
-        on_host = errors(hosted, "predicted_on_host_au")
-        lines.append(
-            f"| {host_work} | {cv:g} | {model} | {w} | {world} | {statistics.median(row['measured_au'] for row in found):.3f} | "
-            f"{statistics.median(row['predicted_au'] for row in found):.3f} | "
-            f"{statistics.median(predicted):+.1f} % | {pct(predicted)} | "
-            + (f"{statistics.median(on_host):+.1f} % ({pct(on_host)})" if on_host else "–")
-            + " | "
-            + (f"{1000 * statistics.median(row['collective_s'] for row in hosted):.1f}" if hosted else "–")
-            + " | "
-            + (f"{statistics.median(own):+.1f} % ({pct(own)})" if own else "–")
-            + " | "
-            # rows logged before the drift was recorded have none
-            + ", ".join(
-                f"{row['production_ratio']:.2f}" if "production_ratio" in row else "–" for row in found
-            )
-            + " |"
-        )
-    text = "\n".join(lines)
+
+
+def _table_row(point: tuple[str, float, str, int, int], found: list[dict]) -> str:
+    """One point's rounds: the medians and every round's errors; – where no round recorded a figure."""
+    host_work, cv, model, w, world = point
+    predicted = _errors(found, "predicted_au")
+    own = _errors([row for row in found if row.get("own_au") is not None], "own_au")
+    hosted = [row for row in found if row.get("predicted_on_host_au") is not None]
+    on_host = _errors(hosted, "predicted_on_host_au")
+    return (
+        f"| {host_work} | {cv:g} | {model} | {w} | {world} | {statistics.median(row['measured_au'] for row in found):.3f} | "
+        f"{statistics.median(row['predicted_au'] for row in found):.3f} | "
+        f"{statistics.median(predicted):+.1f} % | {_pct(predicted)} | "
+        + (f"{statistics.median(on_host):+.1f} % ({_pct(on_host)})" if on_host else "–")
+        + " | "
+        + (f"{1000 * statistics.median(row['collective_s'] for row in hosted):.1f}" if hosted else "–")
+        + " | "
+        + (f"{statistics.median(own):+.1f} % ({_pct(own)})" if own else "–")
+        + " | "
+        # rows logged before the drift was recorded have none
+        + ", ".join(f"{row['production_ratio']:.2f}" if "production_ratio" in row else "–" for row in found)
+        + " |"
+    )
+
+
+def main() -> None:
+    args = _parse_args()
+    if args.table_from:
+        rows = [json.loads(line) for path in args.table_from for line in path.read_text().splitlines()]
+    else:
+        rows = _measure(args)
+    # no host work first, then the current model, then by point
+    points = sorted(_by_point(rows).items(), key=lambda kv: (kv[0][0] != "none", kv[0][2] != MODEL, kv[0]))
+    text = "\n".join(_preamble(args) + [_table_row(point, found) for point, found in points])
     print(text)
     if args.write:
         write_section(SECTION, text)

@@ -46,6 +46,63 @@ def lab_with_cephfs(mount: str | None):
         down(lab.dir, purge=True)
 
 
+def _tiers(tag: str, mount: str | None) -> list[dict]:
+    """Every access path over this run's own bucket, pool and directory (``tag``); CephFS where mounted."""
+    tiers = [
+        {"kind": "local", "name": "local-disk"},
+        {"kind": "s3", "name": "rgw", "url": f"s3://matrix-{tag}/ds", "upload": True},
+        {
+            "kind": "s3",
+            "name": "rgw+nvme-cache",
+            "url": f"s3://matrix-{tag}/ds",
+            "cache_dir": f"/tmp/matrix-{tag}/nvme",
+            "cache_size": "4GB",
+        },
+        {"kind": "rados", "name": "rados", "url": f"rados://matrix-{tag}/ds", "upload": True},
+        {
+            "kind": "rados",
+            "name": "rados+ram-cache",
+            "url": f"rados://matrix-{tag}/ds",
+            "memory_cache": "2GB",
+        },
+    ]
+    if mount:
+        tiers.append({"kind": "cephfs", "name": "cephfs", "path": f"{mount}/matrix-{tag}", "upload": True})
+    return tiers
+
+
+def _config(args: argparse.Namespace, tiers: list[dict]) -> dict:
+    """The sweep: every tier in both layouts, the torch loader, an emulated H100, cold start."""
+    return {
+        "dataset": {"synth": {"samples": args.samples, "seed": 0, "shard_size": "16MB"}},
+        "tiers": tiers,
+        "loaders": [
+            {
+                "kind": "torch",
+                "workers": [args.workers],
+                "batch_size": [64],
+                "shuffle_buffer": 256,
+                "layout": layout,
+            }
+            for layout in ("shards", "objects")
+        ],
+        "accelerators": [{"kind": "emulated", "type": "h100", "model": "resnet50", "demand": "training"}],
+        "run": {"cache": ["cold"], "epochs": args.epochs, "warmup_steps": 3},
+    }
+
+
+def _row(r: dict) -> str:
+    """One cell of results.parquet as a table row."""
+    layout = "objects" if "-objects-" in r["cell_id"] else "shards"
+    hit = r["last_epoch_cache_hit_ratio"]
+    return (
+        f"| {r['tier']} | {layout} | {r['status']} | {r['first_epoch_samples_per_s'] or 0:,.0f} "
+        f"| {r['last_epoch_samples_per_s'] or 0:,.0f} | {format_bytes(r['bytes_per_s'] or 0)}/s "
+        f"| {r['requests'] or 0:,} | {r['request_p99_ms'] or 0:.1f} | {'-' if hit is None else f'{100 * hit:.0f} %'} "
+        f"| {r['verdict']}{' (' + r['binding_stage'] + ')' if r['binding_stage'] else ''} |"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--samples", type=int, default=1536)
@@ -56,62 +113,13 @@ def main() -> None:
     args = ap.parse_args()
     tag = uuid.uuid4().hex[:6]
     with lab_with_cephfs(args.cephfs_mount) as mount:
-        tiers = [
-            {"kind": "local", "name": "local-disk"},
-            {"kind": "s3", "name": "rgw", "url": f"s3://matrix-{tag}/ds", "upload": True},
-            {
-                "kind": "s3",
-                "name": "rgw+nvme-cache",
-                "url": f"s3://matrix-{tag}/ds",
-                "cache_dir": f"/tmp/matrix-{tag}/nvme",
-                "cache_size": "4GB",
-            },
-            {"kind": "rados", "name": "rados", "url": f"rados://matrix-{tag}/ds", "upload": True},
-            {
-                "kind": "rados",
-                "name": "rados+ram-cache",
-                "url": f"rados://matrix-{tag}/ds",
-                "memory_cache": "2GB",
-            },
-        ]
-        if mount:
-            tiers.append(
-                {"kind": "cephfs", "name": "cephfs", "path": f"{mount}/matrix-{tag}", "upload": True}
-            )
-        cfg = {
-            "dataset": {"synth": {"samples": args.samples, "seed": 0, "shard_size": "16MB"}},
-            "tiers": tiers,
-            "loaders": [
-                {
-                    "kind": "torch",
-                    "workers": [args.workers],
-                    "batch_size": [64],
-                    "shuffle_buffer": 256,
-                    "layout": layout,
-                }
-                for layout in ("shards", "objects")
-            ],
-            "accelerators": [{"kind": "emulated", "type": "h100", "model": "resnet50", "demand": "training"}],
-            "run": {"cache": ["cold"], "epochs": args.epochs, "warmup_steps": 3},
-        }
         work = Path(tempfile.mkdtemp(prefix="matrix-"))
-        (work / "sweep.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+        (work / "sweep.yaml").write_text(yaml.safe_dump(_config(args, _tiers(tag, mount)), sort_keys=False))
         out = Path(args.out or work / "run")
         proc = subprocess.run(
             [sys.executable, "-m", "iobench.cli", "sweep", str(work / "sweep.yaml"), "--out", str(out)]
         )
-    rows = pq.read_table(out / "results.parquet").to_pylist()
-    lines = []
-    for r in rows:
-        layout = "objects" if "-objects-" in r["cell_id"] else "shards"
-        hit = r["last_epoch_cache_hit_ratio"]
-        lines.append(
-            f"| {r['tier']} | {layout} | {r['status']} | {r['first_epoch_samples_per_s'] or 0:,.0f} "
-            f"| {r['last_epoch_samples_per_s'] or 0:,.0f} | {format_bytes(r['bytes_per_s'] or 0)}/s "
-            f"| {r['requests'] or 0:,} | {r['request_p99_ms'] or 0:.1f} | {'-' if hit is None else f'{100 * hit:.0f} %'} "
-            f"| {r['verdict']}{' (' + r['binding_stage'] + ')' if r['binding_stage'] else ''} |"
-        )
-    table = "\n".join(lines)
+    table = "\n".join(_row(r) for r in pq.read_table(out / "results.parquet").to_pylist())
     write_section(
         "tier-matrix",
         f"""## One dataset on every tier and layout (`python benchmarks/bench_tier_matrix.py`)
