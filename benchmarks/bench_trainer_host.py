@@ -21,6 +21,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
@@ -93,7 +94,17 @@ def _cell(base: Path, cache: Path, dataset: Path, kind: str, workers: int, batch
     return summary
 
 
-def main() -> None:
+@dataclass
+class Rounds:
+    """Every round's figures per cell (kind, workers), and each round's calibrated step alone."""
+
+    rate: dict[tuple[str, int], list[float]] = field(default_factory=dict)
+    slowdown: dict[tuple[str, int], list[float]] = field(default_factory=dict)
+    verdicts: dict[tuple[str, int], list[str]] = field(default_factory=dict)
+    alone: list[float] = field(default_factory=list)
+
+
+def _parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--batch", type=int, default=64)
@@ -101,14 +112,14 @@ def main() -> None:
     p.add_argument(
         "--write", action="store_true", help="replace this benchmark's section of docs/benchmarks.md"
     )
-    args = p.parse_args()
+    return p.parse_args()
+
+
+def _measure(args: argparse.Namespace) -> Rounds:
+    """Each round: calibrate, then every cell once, in an order rotated by the round."""
     from iobench.datasets.synth import synthesize
 
-    started = host_line()
-    rate: dict[tuple[str, int], list[float]] = {}
-    slowdown: dict[tuple[str, int], list[float]] = {}
-    verdicts: dict[tuple[str, int], list[str]] = {}
-    alone: list[float] = []
+    rounds = Rounds()
     contenders = [(k, w) for w in (1, 2) for k in KINDS]
     with tempfile.TemporaryDirectory(prefix="iobench-trainer-host-") as tmp:
         base = Path(tmp)
@@ -117,7 +128,7 @@ def main() -> None:
         synthesize(dataset, samples=args.samples, seed=3, shard_bytes=12_000_000)
         for r in range(args.rounds):
             step = _calibrate(cache, args.batch)
-            alone.append(step)
+            rounds.alone.append(step)
             order = contenders[r % len(contenders) :] + contenders[: r % len(contenders)]
             for kind, workers in order:
                 s = _cell(
@@ -130,13 +141,49 @@ def main() -> None:
                     args.batch / step,
                     f"r{r}-{kind}-w{workers}",
                 )
-                rate.setdefault((kind, workers), []).append(s.metrics.samples_per_s)
-                slowdown.setdefault((kind, workers), []).append(s.metrics.trainer_slowdown or float("nan"))
-                verdicts.setdefault((kind, workers), []).append(s.verdict.bound)
+                rounds.rate.setdefault((kind, workers), []).append(s.metrics.samples_per_s)
+                rounds.slowdown.setdefault((kind, workers), []).append(
+                    s.metrics.trainer_slowdown or float("nan")
+                )
+                rounds.verdicts.setdefault((kind, workers), []).append(s.verdict.bound)
                 print(
                     f"round {r} {kind} w{workers}: {s.metrics.samples_per_s:,.0f}/s, {s.verdict.bound}",
                     flush=True,
                 )
+    return rounds
+
+
+def _table_rows(rounds: Rounds) -> list[str]:
+    """Per worker count, every kind against the real cell of the same rounds; the twin judged."""
+    lines = []
+    for workers in (1, 2):
+        real = rounds.rate[("real", workers)]
+        for kind in KINDS:
+            values = rounds.rate[(kind, workers)]
+            ratio = paired(values, real)
+            flag = (
+                ""
+                if kind != "twin"
+                else (" (within 15 %)" if abs(ratio - 1) <= 0.15 else " (**not** within 15 %)")
+            )
+            cells = (
+                str(workers),
+                kind,
+                f"{statistics.median(values):,.0f}",
+                f"{ratio:.2f}{flag}",
+                f"{statistics.median(rounds.slowdown[(kind, workers)]):.2f}",
+                ", ".join(sorted(set(rounds.verdicts[(kind, workers)]))),
+                ", ".join(f"{v:,.0f}" for v in values),
+            )
+            lines.append(f"| {' | '.join(cells)} |")
+    return lines
+
+
+def main() -> None:
+    args = _parse_args()
+    started = host_line()
+    rounds = _measure(args)
+    alone = rounds.alone
     lines = [
         f"## The trainer's host: real small_cnn against its emulated twins (`python benchmarks/bench_trainer_host.py --rounds {args.rounds}`)",
         "",
@@ -150,27 +197,8 @@ def main() -> None:
         "",
         "| workers | cell | samples/s (median) | ÷ real | trainer slowdown (median) | verdicts | every round |",
         "|---:|---|---:|---:|---:|---|---|",
+        *_table_rows(rounds),
     ]
-    for workers in (1, 2):
-        real = rate[("real", workers)]
-        for kind in KINDS:
-            values = rate[(kind, workers)]
-            ratio = paired(values, real)
-            flag = (
-                ""
-                if kind != "twin"
-                else (" (within 15 %)" if abs(ratio - 1) <= 0.15 else " (**not** within 15 %)")
-            )
-            cells = (
-                str(workers),
-                kind,
-                f"{statistics.median(values):,.0f}",
-                f"{ratio:.2f}{flag}",
-                f"{statistics.median(slowdown[(kind, workers)]):.2f}",
-                ", ".join(sorted(set(verdicts[(kind, workers)]))),
-                ", ".join(f"{v:,.0f}" for v in values),
-            )
-            lines.append(f"| {' | '.join(cells)} |")
     print("\n".join(lines))
     if args.write:
         write_section(SECTION, "\n".join(lines))
