@@ -92,62 +92,55 @@ def dir_bytes(path: str) -> int:
     return sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(path) for f in fs)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--shards", type=int, default=16)
-    ap.add_argument("--size", default="8MB")
-    ap.add_argument("--rounds", type=int, default=3)
-    args = ap.parse_args()
-    size = parse_size(args.size)
-    scratch = tempfile.mkdtemp(prefix="bench-cache-")
-    with s3_endpoint() as endpoint:
-        client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
-        bucket = f"bench-{uuid.uuid4().hex[:8]}"
-        client.create_bucket(Bucket=bucket)
-        payload = os.urandom(size)
-        urls = []
-        for i in range(args.shards):
-            client.put_object(Bucket=bucket, Key=f"train-{i:06d}.tar", Body=payload)
-            urls.append(f"s3://{bucket}/train-{i:06d}.tar")
-        sizes = dict.fromkeys(urls, size)
-        options = s3_storage_options(endpoint, "us-east-1", True)
-        total = size * len(urls)
-        big = 4 * total  # room for everything: this part measures speed, not eviction
+def _stage(client, shards: int, size: int) -> list[str]:
+    """``shards`` objects of ``size`` random bytes in a new bucket; their URLs."""
+    bucket = f"bench-{uuid.uuid4().hex[:8]}"
+    client.create_bucket(Bucket=bucket)
+    payload = os.urandom(size)
+    urls = []
+    for i in range(shards):
+        client.put_object(Bucket=bucket, Key=f"train-{i:06d}.tar", Body=payload)
+        urls.append(f"s3://{bucket}/train-{i:06d}.tar")
+    return urls
 
-        def epochs(kind: str) -> dict[str, float]:
-            d = os.path.join(scratch, f"{kind}-{uuid.uuid4().hex[:6]}")
-            cold = timed(lambda: read_epoch(kind, urls, sizes, d, big, options))
-            warm = timed(lambda: read_epoch(kind, urls, sizes, d, big, options))
-            shutil.rmtree(d, ignore_errors=True)
-            return {"cold": total / cold, "warm": total / warm}
 
-        per_round: dict[str, list[dict[str, float]]] = {k: [] for k in KINDS}
-        interleaved(
-            {k: (lambda k=k: per_round[k].append(epochs(k)) or 0.0) for k in KINDS}, rounds=args.rounds
-        )
+def _epochs(
+    kind: str, urls: list[str], sizes: dict[str, int], scratch: str, room: int, options: dict
+) -> dict[str, float]:
+    """A cold epoch into an empty cache, then a warm one from it: bytes per second of each."""
+    total = sum(sizes.values())
+    d = os.path.join(scratch, f"{kind}-{uuid.uuid4().hex[:6]}")
+    cold = timed(lambda: read_epoch(kind, urls, sizes, d, room, options))
+    warm = timed(lambda: read_epoch(kind, urls, sizes, d, room, options))
+    shutil.rmtree(d, ignore_errors=True)
+    return {"cold": total / cold, "warm": total / warm}
 
-        shared = {}
-        ctx = mp.get_context("spawn")
-        for kind in KINDS:
-            d = os.path.join(scratch, f"shared-{kind}")
-            outs = [os.path.join(scratch, f"{kind}-{i}.json") for i in range(2)]
-            procs = [
-                ctx.Process(target=_child, args=(kind, urls, sizes, d, big, options, dict(os.environ), o))
-                for o in outs
-            ]
-            for p in procs:
-                p.start()
-            for p in procs:
-                p.join()
-            gets = sum(json.loads(open(o).read())["gets"] for o in outs)  # noqa: SIM115
-            bounded_dir = os.path.join(scratch, f"bounded-{kind}")
-            read_epoch(kind, urls, sizes, bounded_dir, total // 2, options)
-            shared[kind] = {
-                "gets": gets,
-                "bounded_bytes": dir_bytes(bounded_dir),
-                "shared_ok": _all_complete(d, size),
-            }
-    shutil.rmtree(scratch, ignore_errors=True)
+
+def _sharing_and_bound(kind: str, urls: list[str], size: int, scratch: str, room: int, options: dict) -> dict:
+    """Two processes reading the same shards into one cold cache at once (the GETs they sent, and
+    whether every entry came out whole), and one epoch under a limit of half the dataset (the
+    cache's size after it)."""
+    sizes = dict.fromkeys(urls, size)
+    total = size * len(urls)
+    d = os.path.join(scratch, f"shared-{kind}")
+    outs = [os.path.join(scratch, f"{kind}-{i}.json") for i in range(2)]
+    ctx = mp.get_context("spawn")
+    procs = [
+        ctx.Process(target=_child, args=(kind, urls, sizes, d, room, options, dict(os.environ), o))
+        for o in outs
+    ]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join()
+    gets = sum(json.loads(open(o).read())["gets"] for o in outs)  # noqa: SIM115
+    bounded_dir = os.path.join(scratch, f"bounded-{kind}")
+    read_epoch(kind, urls, sizes, bounded_dir, total // 2, options)
+    return {"gets": gets, "bounded_bytes": dir_bytes(bounded_dir), "shared_ok": _all_complete(d, size)}
+
+
+def _table(per_round: dict[str, list[dict[str, float]]], shared: dict[str, dict]) -> str:
+    """A row per cache: cold and warm epochs against simplecache's, GETs of two processes, size at limit."""
 
     def series(kind: str, epoch: str) -> list[float]:
         return [r[epoch] for r in per_round[kind]]
@@ -161,8 +154,36 @@ def main() -> None:
             f"| {paired(cold, series('simplecache', 'cold')):.2f} | {format_bytes(median(warm))}/s "
             f"| {paired(warm, series('simplecache', 'warm')):.2f} | {s['gets']} | {format_bytes(s['bounded_bytes'])} |"
         )
-    x_cold = paired(series("iobench", "cold"), series("simplecache", "cold"))
-    table = "\n".join(rows)
+    return "\n".join(rows)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shards", type=int, default=16)
+    ap.add_argument("--size", default="8MB")
+    ap.add_argument("--rounds", type=int, default=3)
+    args = ap.parse_args()
+    size = parse_size(args.size)
+    scratch = tempfile.mkdtemp(prefix="bench-cache-")
+    with s3_endpoint() as endpoint:
+        client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
+        urls = _stage(client, args.shards, size)
+        sizes = dict.fromkeys(urls, size)
+        options = s3_storage_options(endpoint, "us-east-1", True)
+        total = size * len(urls)
+        big = 4 * total  # room for everything: this part measures speed, not eviction
+        per_round: dict[str, list[dict[str, float]]] = {k: [] for k in KINDS}
+        interleaved(
+            {
+                k: (lambda k=k: per_round[k].append(_epochs(k, urls, sizes, scratch, big, options)) or 0.0)
+                for k in KINDS
+            },
+            rounds=args.rounds,
+        )
+        shared = {kind: _sharing_and_bound(kind, urls, size, scratch, big, options) for kind in KINDS}
+    shutil.rmtree(scratch, ignore_errors=True)
+    x_cold = paired([r["cold"] for r in per_round["iobench"]], [r["cold"] for r in per_round["simplecache"]])
+    table = _table(per_round, shared)
     write_section(
         "shard-cache",
         f"""## Local shard cache in front of S3 (`python benchmarks/bench_cache.py`)

@@ -18,6 +18,7 @@ import os
 import shutil
 import subprocess
 import time
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
@@ -75,24 +76,30 @@ def _fio(paths: list[str], direct: bool, jobs: int, files: str = "sequential") -
     return float(out["jobs"][0]["read"]["bw_bytes"])
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("dataset", nargs="?")
-    ap.add_argument("--rounds", type=int, default=5)
-    args = ap.parse_args()
-    if not shutil.which("fio"):
-        raise SystemExit("fio is not installed: apt-get install -y fio")
-    if args.dataset:
-        root = Path(args.dataset)
+IN_ORDER = "fio buffered, files in order (psync, 1 MiB)"
+ROUND_ROBIN = "fio buffered, files round-robin"
+OURS = "iobench tar reader, 1 process"
+COPY = "mapped copy alone, 110 KB reads (no tar parsing)"
+
+
+def _shards(dataset: str | None) -> tuple[list[str], int]:
+    """The dataset's shard paths and bytes; without one, a 600 MB synthetic set made once."""
+    if dataset:
+        root = Path(dataset)
     else:
         from iobench.datasets.synth import ensure_dataset
 
         root = cache_dir() / "datasets" / "bench-local-600MB"
         ensure_dataset(root, size_bytes=600 * 10**6, seed=0, shard_bytes=64 * 10**6)
     manifest = Manifest.load(root)
-    paths = [str(p) for p in manifest.shard_paths(root)]
-    total = manifest.total_bytes
-    residency: list[float] = []
+    return [str(p) for p in manifest.shard_paths(root)], manifest.total_bytes
+
+
+def _contenders(
+    paths: list[str], total: int, residency: list[float], busy: dict[str, list[float]]
+) -> dict[str, Callable[[], float]]:
+    """Every reader, each started cold (the residency left after eviction goes to ``residency``);
+    the in-process readers also note their CPU per wall second in ``busy``."""
 
     def cold(fn):
         def run() -> float:
@@ -102,7 +109,6 @@ def main() -> None:
         return run
 
     halves = [paths[0::2], paths[1::2]]
-    busy: dict[str, list[float]] = {"tar": [], "copy": []}  # CPU s of this process per wall s
 
     def in_process(fn, into: list[float]):
         def run() -> float:
@@ -117,29 +123,38 @@ def main() -> None:
         with ProcessPoolExecutor(2) as pool:
             return total / timed(lambda: sum(pool.map(_tar_read, halves)))
 
-    in_order, round_robin = "fio buffered, files in order (psync, 1 MiB)", "fio buffered, files round-robin"
+    return {
+        IN_ORDER: cold(lambda: _fio(paths, False, 1)),
+        ROUND_ROBIN: cold(lambda: _fio(paths, False, 1, "roundrobin")),
+        OURS: cold(in_process(lambda: _tar_read(paths), busy["tar"])),
+        "iobench tar reader, 2 processes": cold(ours_two_procs),
+        COPY: cold(in_process(lambda: _copy_alone(paths), busy["copy"])),
+        "fio direct, libaio QD16, 1 MiB (device ceiling)": cold(lambda: _fio(paths, True, 1)),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("dataset", nargs="?")
+    ap.add_argument("--rounds", type=int, default=5)
+    args = ap.parse_args()
+    if not shutil.which("fio"):
+        raise SystemExit("fio is not installed: apt-get install -y fio")
+    paths, total = _shards(args.dataset)
+    residency: list[float] = []
+    busy: dict[str, list[float]] = {"tar": [], "copy": []}  # CPU s of this process per wall s
     results = interleaved(
-        {
-            in_order: cold(lambda: _fio(paths, False, 1)),
-            round_robin: cold(lambda: _fio(paths, False, 1, "roundrobin")),
-            "iobench tar reader, 1 process": cold(in_process(lambda: _tar_read(paths), busy["tar"])),
-            "iobench tar reader, 2 processes": cold(ours_two_procs),
-            "mapped copy alone, 110 KB reads (no tar parsing)": cold(
-                in_process(lambda: _copy_alone(paths), busy["copy"])
-            ),
-            "fio direct, libaio QD16, 1 MiB (device ceiling)": cold(lambda: _fio(paths, True, 1)),
-        },
+        _contenders(paths, total, residency, busy),
         rounds=args.rounds,
         shuffle=True,  # a cold read's rate depends on the I/O just before it: no fixed predecessor
     )
     rows = "\n".join(
-        f"| {name} | {format_bytes(median(v))}/s | {spread(v):.0f} % | {paired(v, results[in_order]):.2f} "
-        f"| {paired(v, results[round_robin]):.2f} |"
+        f"| {name} | {format_bytes(median(v))}/s | {spread(v):.0f} % | {paired(v, results[IN_ORDER]):.2f} "
+        f"| {paired(v, results[ROUND_ROBIN]):.2f} |"
         for name, v in results.items()
     )
-    ours = results["iobench tar reader, 1 process"]
-    copy = results["mapped copy alone, 110 KB reads (no tar parsing)"]
-    x_order, x_rr = paired(ours, results[in_order]), paired(ours, results[round_robin])
+    ours, copy = results[OURS], results[COPY]
+    x_order, x_rr = paired(ours, results[IN_ORDER]), paired(ours, results[ROUND_ROBIN])
     verdict = (
         f"{x_order:.2f} × fio reading the files in order ({'met' if x_order >= 0.9 else 'not met'}), "
         f"{x_rr:.2f} × fio round-robin ({'met' if x_rr >= 0.9 else 'not met'})"
@@ -160,14 +175,14 @@ given several files (1 MiB from each in turn: every file's read-ahead in flight 
 {rows}
 
 Goal: the tar reader in one process ≥ 0.9 × fio buffered on the same files — {verdict}.
-The same mapped reads without the tar parsing: {paired(copy, results[in_order]):.2f} × fio in order; the tar
+The same mapped reads without the tar parsing: {paired(copy, results[IN_ORDER]):.2f} × fio in order; the tar
 reader is {paired(ours, copy):.2f} × that copy, and keeps a core busy {100 * median(busy["tar"]):.0f} % of its time against
 the copy's {100 * median(busy["copy"]):.0f} % (median CPU of the process per wall second).
 """,
     )
     print(rows)
     print(
-        "per-round × fio in order:", [round(a / b, 2) for a, b in zip(ours, results[in_order], strict=True)]
+        "per-round × fio in order:", [round(a / b, 2) for a, b in zip(ours, results[IN_ORDER], strict=True)]
     )
 
 
