@@ -136,6 +136,39 @@ def bare_cpu(blobs: list[bytes], workers: int, rows: list[dict[str, float]]) -> 
     return run
 
 
+def _cpu_table(contenders: dict[str, SteadyEpochs]) -> str:
+    """CPU ms per sample by stage and part of the process, a column per loader (medians of the
+    rounds; the warm-up round left out)."""
+    lines = [STAGES[0], *STAGES[1:], HANDOVER, WORKERS, CONSUMER, OTHER, WHOLE]
+    names = {"fetch": "read/parse (fetch)"}
+
+    def cell(rows: list[dict[str, float]], line: str) -> str:
+        value = median([r[line] for r in rows])
+        return f"{value:.3f}" if line not in (CONSUMER, OTHER) else f"{value:.4f}"
+
+    return "\n".join(
+        f"| {names.get(line, line)} | "
+        + " | ".join(cell(c.rows[1:], line) for c in contenders.values())
+        + " |"
+        for line in lines
+    )
+
+
+def _verdicts(
+    contenders: dict[str, SteadyEpochs], rates: dict[str, list[float]], reference: list[float]
+) -> str:
+    """Each loader against the goals: the whole loader's CPU against bare decode + augment's, and
+    the consumer's."""
+    ratios = {name: paired([r[WHOLE] for r in c.rows[1:]], reference) for name, c in contenders.items()}
+    consumer = {name: median([r[CONSUMER] for r in c.rows[1:]]) for name, c in contenders.items()}
+    return "; ".join(
+        f"{name}: whole loader {ratios[name]:.3f} × bare "
+        f"({'met' if ratios[name] <= 1.08 else 'not met'}), consumer {consumer[name] * 1e3:.1f} µs per sample "
+        f"({'met' if consumer[name] <= 0.05 else 'not met'}), {median(rates[name]):,.0f} samples/s"
+        for name in contenders
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--samples", type=int, default=3072)
@@ -164,27 +197,8 @@ def main() -> None:
     )
     bare = bare[1:]  # the warm-up round left out, as interleaved() leaves out its rate
     reference = [r[BARE] for r in bare]
-    lines = [STAGES[0], *STAGES[1:], HANDOVER, WORKERS, CONSUMER, OTHER, WHOLE]
-    names = {"fetch": "read/parse (fetch)"}
-
-    def cell(rows: list[dict[str, float]], line: str) -> str:
-        value = median([r[line] for r in rows])
-        return f"{value:.3f}" if line not in (CONSUMER, OTHER) else f"{value:.4f}"
-
-    table = "\n".join(
-        f"| {names.get(line, line)} | "
-        + " | ".join(cell(c.rows[1:], line) for c in contenders.values())
-        + " |"
-        for line in lines
-    )
-    ratios = {name: paired([r[WHOLE] for r in c.rows[1:]], reference) for name, c in contenders.items()}
-    consumer = {name: median([r[CONSUMER] for r in c.rows[1:]]) for name, c in contenders.items()}
-    verdicts = "; ".join(
-        f"{name}: whole loader {ratios[name]:.3f} × bare "
-        f"({'met' if ratios[name] <= 1.08 else 'not met'}), consumer {consumer[name] * 1e3:.1f} µs per sample "
-        f"({'met' if consumer[name] <= 0.05 else 'not met'}), {median(rates[name]):,.0f} samples/s"
-        for name in contenders
-    )
+    table = _cpu_table(contenders)
+    verdicts = _verdicts(contenders, rates, reference)
     stepped_line = "; ".join(
         f"{name.split(',')[0]}: {median(rates[name]):,.0f} "
         f"({paired(rates[name], rates[name.split(',')[0]]):.2f} × without the step)"

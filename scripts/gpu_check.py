@@ -145,44 +145,59 @@ def print_table(results: list[Result], gpu: bool, alone) -> None:
         print(line)
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cpu-smoke", action="store_true", help="run the same paths on CPU (for CI)")
     ap.add_argument("--samples", type=int, help="synthetic samples (default 2000; 192 with --cpu-smoke)")
     ap.add_argument("--batch-size", type=int, help="default 128 (32 with --cpu-smoke)")
     ap.add_argument("--workers", type=int, help="loader workers / DALI threads (default min(8, cores))")
     ap.add_argument("--data", help="reuse (or create) the dataset here instead of a temp dir")
-    args = ap.parse_args(argv)
+    return ap.parse_args(argv)
 
+
+def _why_not(gpu: bool) -> str | None:
+    """What keeps the check from running on this machine, as the line to print; None if nothing does."""
     import torch
 
-    gpu = not args.cpu_smoke
     if gpu and not torch.cuda.is_available():
-        print(
+        return (
             "gpu_check: no CUDA device visible to torch (torch.cuda.is_available() is False; torch "
             f"{torch.__version__}, CUDA build {torch.version.cuda}). Run it on a CUDA machine, or use "
-            "--cpu-smoke to exercise the same code paths on CPU.",
-            file=sys.stderr,
+            "--cpu-smoke to exercise the same code paths on CPU."
         )
-        return 2
     try:
-        from loaders.backends.dali import DaliLoader, cuda_devices, dali_available
+        from loaders.backends.dali import cuda_devices, dali_available
     except ImportError as exc:
-        print(f"gpu_check: {exc}", file=sys.stderr)
-        return 2
+        return f"gpu_check: {exc}"
     if not dali_available():
-        print("gpu_check: NVIDIA DALI is not installed: pip install 'iobench[dali]'", file=sys.stderr)
-        return 2
+        return "gpu_check: NVIDIA DALI is not installed: pip install 'iobench[dali]'"
     if gpu and cuda_devices() == 0:
-        print(
-            "gpu_check: torch sees CUDA but DALI does not (driver too old for this DALI wheel?)",
-            file=sys.stderr,
-        )
+        return "gpu_check: torch sees CUDA but DALI does not (driver too old for this DALI wheel?)"
+    return None
+
+
+def _shards(data: Path, samples: int) -> list[str]:
+    """A synthetic ImageNet-like dataset in ``data`` (about 16 shards); its shard paths."""
+    from iobench.datasets.synth import synthesize
+
+    t0 = time.perf_counter()
+    synthesize(data, samples=samples, seed=1, shard_bytes=max(2_000_000, samples * 120_000 // 16))
+    urls = sorted(str(p) for p in data.glob("train-*.tar"))
+    print(f"dataset: {samples} samples in {len(urls)} shards, {time.perf_counter() - t0:.1f} s ({data})")
+    return urls
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse_args(argv)
+    gpu = not args.cpu_smoke
+    why = _why_not(gpu)
+    if why:
+        print(why, file=sys.stderr)
         return 2
 
     from iobench.accelerators.consumers import TorchTrainStep
-    from iobench.datasets.synth import synthesize
     from loaders import ShardLoader
+    from loaders.backends.dali import DaliLoader
 
     samples = args.samples or (192 if args.cpu_smoke else 2000)
     batch_size = args.batch_size or (32 if args.cpu_smoke else 128)
@@ -191,14 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     model = "resnet50" if gpu else "small_cnn"
 
     with tempfile.TemporaryDirectory(prefix="iobench-gpu-check-") as tmp:
-        data = Path(args.data or tmp)
-        t0 = time.perf_counter()
-        manifest = synthesize(
-            data, samples=samples, seed=1, shard_bytes=max(2_000_000, samples * 120_000 // 16)
-        )
-        urls = sorted(str(p) for p in data.glob("train-*.tar"))
-        print(f"dataset: {samples} samples in {len(urls)} shards, {time.perf_counter() - t0:.1f} s ({data})")
-        del manifest
+        urls = _shards(Path(args.data or tmp), samples)
         step = TorchTrainStep(model, device=device, threads=None if gpu else 1)
         print(f"step: {step.describe()}")
         alone = step_alone(step, batch_size)
