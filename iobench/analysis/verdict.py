@@ -55,9 +55,10 @@ class ClientFacts:
 
 def client_facts(tier_description: Mapping[str, Any]) -> ClientFacts | None:
     """The object client of a tier from its description (tiers/s3.py: ``client``,
-    ``client_version``, ``client_own_retries``), or None for a tier that reads through none."""
+    ``client_version``, ``client_own_retries``), or None for a tier that reads through none (a
+    CephFS tier's ``client`` is its mount, ceph-fuse or the kernel's, with no version of its own)."""
     name = tier_description.get("client")
-    if name is None:
+    if name is None or "client_version" not in tier_description:
         return None
     own = tier_description.get("client_own_retries") or ""
     return ClientFacts(name, tier_description["client_version"], None if own.startswith("none") else own)

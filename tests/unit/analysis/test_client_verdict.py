@@ -138,6 +138,8 @@ def test_client_facts_from_the_tiers_description(name):
 
 def test_a_tier_description_without_a_client_has_none():
     assert client_facts({"kind": "local", "path": "/data"}) is None
+    # a CephFS tier names its mount as its client (ceph-fuse or the kernel): no object client
+    assert client_facts({"kind": "cephfs", "client": "ceph-fuse", "mount": "/mnt/cephfs"}) is None
 
 
 def test_the_cells_analysis_passes_the_client_to_the_verdict():
