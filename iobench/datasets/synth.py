@@ -30,6 +30,7 @@ from iobench.datasets.manifest import (
 )
 from iobench.datasets.parquet import DEFAULT_ROW_GROUP, check_format, open_shard_writer, remove_stale_shards
 from iobench.datasets.photos import fingerprint, load_photos, noise_bank, render_jpeg
+from iobench.datasets.samplesize import DEFAULT_SAMPLE_KIB, KIB, check_sample_kib
 from iobench.datasets.shardsize import auto_shard_bytes
 from iobench.datasets.shardwriter import member_bytes
 from iobench.host.atomic import atomic_write_json
@@ -40,7 +41,6 @@ GENERATOR_VERSION = 1
 NUM_CLASSES = 1000
 CALIBRATION_SEED = 0x5EED_CA1B
 CALIBRATION_SAMPLES = 128
-KIB = 1024
 
 # NNNNNN.jpg and NNNNNN.cls headers plus the .cls block; .jpg padding averages half a block
 _TAR_OVERHEAD = member_bytes(0) + 256 + member_bytes(3)
@@ -199,7 +199,7 @@ def synthesize(
     samples: int | None = None,
     seed: int = 0,
     shard_bytes: int | None = 128 * 2**20,
-    target_kb: float = 110.0,
+    target_kb: float = DEFAULT_SAMPLE_KIB,
     workers: int | None = None,
     progress: Callable[[int, int], None] | None = None,
     format: str = "wds",
@@ -208,7 +208,9 @@ def synthesize(
     """Write ``out/train-NNNNNN.tar`` (+ ``.idx``) and, last, ``out/manifest.json``.
 
     Give either ``size_bytes`` (number of samples estimated from the calibrated mean size) or
-    an exact ``samples``. Same arguments and library versions give byte-identical shards.
+    an exact ``samples``. ``target_kb``: the mean JPEG size in KiB (``samplesize`` says which
+    sizes can be made), which also sets the sample count a ``size_bytes`` gives. Same arguments
+    and library versions give byte-identical shards.
     ``format="parquet"`` writes ``train-NNNNNN.parquet`` instead (rows of key/jpg/cls in row
     groups of ``row_group`` samples): the very same samples as the tar shards of that seed.
     ``shard_bytes=None``: at least 4 shards per usable core of this host (``auto_shard_bytes``,
@@ -223,6 +225,7 @@ def synthesize(
         raise ValueError(f"size_bytes must be positive, got {size_bytes}")
     if not isinstance(seed, int) or seed < 0:
         raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+    check_sample_kib(target_kb)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     # Until the new manifest lands the directory must not look complete.
@@ -274,7 +277,7 @@ def ensure_dataset(out: str | Path, **kwargs: Any) -> Manifest:
         "samples": None,
         "seed": 0,
         "shard_bytes": 128 * 2**20,
-        "target_kb": 110.0,
+        "target_kb": DEFAULT_SAMPLE_KIB,
         "format": "wds",
         "row_group": DEFAULT_ROW_GROUP,
     }

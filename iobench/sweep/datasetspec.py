@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from iobench.datasets.samplesize import DEFAULT_SAMPLE_KIB, KIB, check_sample_kib
 from iobench.host.cachedir import cache_dir
 from iobench.sweep.checks import ConfigError, as_list, check_keys, choice, integer, size, slug
 
@@ -20,8 +21,17 @@ DATASET_PLACEHOLDER = "{dataset}"
 @dataclass(frozen=True)
 class DatasetSpec:
     path: Path
-    synth: dict | None  # {"size_bytes"|"samples", "seed", "shard_bytes"} when generated
+    # {"size_bytes"|"samples", "seed", "shard_bytes"[, "format"][, "target_kb"]} when generated:
+    # synthesize's keyword arguments, target_kb only when sample_size is not the default
+    synth: dict | None
     label: str = ""  # short and readable: "600MB", "4000samples", or the directory name
+
+    @property
+    def synth_jpeg_bytes(self) -> float | None:
+        """The mean JPEG bytes a generated dataset is made at (sample_size); None for a given one."""
+        if self.synth is None:
+            return None
+        return self.synth.get("target_kb", DEFAULT_SAMPLE_KIB) * KIB
 
 
 def _bind(value: Any, label: str) -> Any:
@@ -50,6 +60,20 @@ def _abspath(value: Any, key: str) -> Path:
     return Path(os.path.expanduser(str(value))).absolute()
 
 
+def _target_kb(value: Any) -> dict[str, float]:
+    """synthesize's ``target_kb`` for a ``sample_size``: none for the default, so a dataset made
+    before the key existed keeps its directory and its recorded request."""
+    key = "dataset.synth.sample_size"
+    if value is None:
+        return {}
+    kib = size(value, key) / KIB
+    try:
+        check_sample_kib(kib)
+    except ValueError as exc:
+        raise ConfigError(f"{key}={value!r}: {exc}") from None
+    return {} if kib == DEFAULT_SAMPLE_KIB else {"target_kb": kib}
+
+
 def parse_datasets(raw: Any) -> list[DatasetSpec]:
     d = check_keys(raw, {"path": None, "synth": None}, "dataset")
     if d["synth"] is None:
@@ -59,7 +83,14 @@ def parse_datasets(raw: Any) -> list[DatasetSpec]:
         return [DatasetSpec(path=path, synth=None, label=slug(path.name))]
     s = check_keys(
         d["synth"],
-        {"size": None, "samples": None, "seed": 0, "shard_size": "128MB", "format": "wds"},
+        {
+            "size": None,
+            "samples": None,
+            "seed": 0,
+            "shard_size": "128MB",
+            "format": "wds",
+            "sample_size": None,
+        },
         "dataset.synth",
     )
     if (s["size"] is None) == (s["samples"] is None):
@@ -70,6 +101,7 @@ def parse_datasets(raw: Any) -> list[DatasetSpec]:
             {"format": "parquet"} if choice(s["format"], FORMATS, "dataset.synth.format") == "parquet" else {}
         ),
         "shard_bytes": size(s["shard_size"], "dataset.synth.shard_size"),
+        **_target_kb(s["sample_size"]),
     }
     name = "size" if s["size"] is not None else "samples"
     key = f"dataset.synth.{name}"
@@ -82,7 +114,9 @@ def parse_datasets(raw: Any) -> list[DatasetSpec]:
         else:
             synth, label = {**common, "samples": integer(value, at, 1)}, f"{value}samples"
         if d["path"] is None:
-            words = "-".join(f"{k}{v}" for k, v in sorted(synth.items()))
+            words = "-".join(f"{k}{v}" for k, v in sorted(synth.items()) if k != "target_kb")
+            if "target_kb" in synth:  # in bytes, as asked: no rounding makes two sizes one name
+                words += f"-sample_bytes{round(synth['target_kb'] * KIB)}"
             path = cache_dir() / "datasets" / slug(f"synth-{words}")
         else:
             # several sizes cannot share one directory: each gets its own under the given path

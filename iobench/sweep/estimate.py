@@ -21,8 +21,9 @@ CELL_START_S = 4.0  # a fresh interpreter importing torch, building the tier, re
 RUN_START_S = 2.0  # per measured run: making the cache state, starting loader workers, first shard
 CEILINGS_S = 15.0  # diagnose: accelerator (>= 1 s), prep from RAM (>= 3 s + the copy), fetch (<= 20 s)
 CAPACITY_RUNS = 2  # diagnose, emulated accelerators: the predicted count and one more are run
-# a synth dataset given by size and not generated yet: its mean sample (JPEG + tar headers)
-MEAN_SAMPLE_BYTES = 112 * 1024
+# a synth dataset not generated yet: its mean sample is its sample_size (the JPEG) and about this
+# much of tar headers and padding (2 KiB: the 110 KiB default's sample was ~112 KiB)
+SAMPLE_OVERHEAD_BYTES = 2 * 1024
 
 
 def method(rate: DecodeRate) -> str:
@@ -46,20 +47,22 @@ class CellEstimate:
 
 def dataset_size(dataset: DatasetSpec) -> tuple[int | None, float]:
     """Samples in ``dataset`` and their mean bytes: its manifest, else the sweep file (a synth
-    dataset not generated yet: its samples, or its size over MEAN_SAMPLE_BYTES); (None, the
-    reference size) when neither says."""
+    dataset not generated yet: its samples, or its size over its sample_size and tar overhead);
+    (None, the reference size) when neither says."""
     from iobench.datasets.manifest import Manifest, ManifestError
 
+    jpeg_bytes = dataset.synth_jpeg_bytes
+    planned = None if jpeg_bytes is None else jpeg_bytes + SAMPLE_OVERHEAD_BYTES
     try:
         m = Manifest.load(dataset.path)
-        return m.num_samples, float(m.mean_sample_bytes or MEAN_SAMPLE_BYTES)
+        return m.num_samples, float(m.mean_sample_bytes or planned or REFERENCE_SAMPLE_BYTES)
     except (ManifestError, OSError):
         pass
-    if dataset.synth and "samples" in dataset.synth:
-        return dataset.synth["samples"], MEAN_SAMPLE_BYTES
-    if dataset.synth:
-        return max(1, round(dataset.synth["size_bytes"] / MEAN_SAMPLE_BYTES)), MEAN_SAMPLE_BYTES
-    return None, REFERENCE_SAMPLE_BYTES
+    if dataset.synth is None or planned is None:
+        return None, REFERENCE_SAMPLE_BYTES
+    if "samples" in dataset.synth:
+        return dataset.synth["samples"], planned
+    return max(1, round(dataset.synth["size_bytes"] / planned)), planned
 
 
 def estimate_cell(

@@ -213,6 +213,22 @@ def test_argument_errors(tmp_path):
         synthesize(tmp_path)
     with pytest.raises(ValueError, match="seed"):
         synthesize(tmp_path, samples=5, seed=-1)
+    with pytest.raises(ValueError, match=r"mean sample can be 56-180 KiB .*30\.0 KiB asked"):
+        synthesize(tmp_path, samples=5, target_kb=30)
+
+
+def test_a_smaller_target_makes_smaller_samples_and_the_manifest_records_it(tmp_path):
+    kwargs = {"samples": 8, "seed": 3, "shard_bytes": 600_000, "workers": 1}
+    usual = synthesize(tmp_path / "usual", **kwargs)
+    small = synthesize(tmp_path / "small", target_kb=60, **kwargs)
+    assert (usual.source["target_kb"], small.source["target_kb"]) == (110.0, 60.0)
+    # calibration promises its mean within 2 % of the target over its own 128 samples
+    assert small.source["calibration_mean_jpeg_bytes"] == pytest.approx(60 * KIB, rel=0.02)
+    # the same images under weaker noise: every one smaller, not just on average
+    sizes = [[len(m["jpg"]) for _, m in read_samples(tmp_path / d)] for d in ("usual", "small")]
+    assert all(s < u for u, s in zip(*sizes, strict=True))
+    assert small.mean_jpeg_bytes < 0.75 * usual.mean_jpeg_bytes
+    assert small.mean_sample_bytes < usual.mean_sample_bytes
 
 
 def test_source_photos_ship_in_the_package_with_their_licences():
