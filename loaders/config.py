@@ -44,6 +44,10 @@ class PipelineSpec:
     # False: each sample's bytes are read in full but neither decoded nor augmented, as MLPerf
     # Storage's workloads read; batches then carry the samples' byte lengths, not images
     decode: bool = True
+    # CPU milliseconds of extra work per sample, spent in the augment stage on the reader's own
+    # thread: a training job's transforms beyond the random resized crop and flip (the sweep file
+    # `iobench probe` writes sets it to what the job's readers spent beyond this loader's decode)
+    augment_cpu_ms: float = 0.0
 
     @property
     def image_size(self) -> int | None:
@@ -57,6 +61,10 @@ class PipelineSpec:
             raise ValueError(f"batch_size={self.batch_size}: must be at least 1")
         if self.shuffle_buffer < 0:
             raise ValueError(f"shuffle_buffer={self.shuffle_buffer}: must be 0 or more")
+        if not 0 <= self.augment_cpu_ms < 10_000:  # also refuses NaN
+            raise ValueError(
+                f"augment_cpu_ms={self.augment_cpu_ms}: CPU milliseconds per sample, from 0 to under 10,000"
+            )
 
 
 # LoaderConfig's keywords for the source's cache, which nests (SourceSpec.cache)

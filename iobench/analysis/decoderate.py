@@ -128,7 +128,9 @@ def from_runs(run_dirs: Iterable[str | Path]) -> DecodeRate:
             ms = s.stage_cpu_ms_per_sample or s.stage_ms_per_sample  # old summaries: wall times
             wall |= not s.stage_cpu_ms_per_sample
             if ms.get("decode") and "augment" in ms:
-                costs.append((ms["decode"], ms["augment"], float(manifest.dataset.mean_sample_bytes)))
+                # the cell's own augment, without the extra CPU a sweep file asked it to spend
+                augment = max(0.0, ms["augment"] - s.cell.loader.augment_cpu_ms)
+                costs.append((ms["decode"], augment, float(manifest.dataset.mean_sample_bytes)))
     names = " ".join(str(d) for d in dirs)
     if not costs:
         raise ValueError(

@@ -5,8 +5,10 @@ its store as its workers met it (a throttled tier whose bandwidth is what the jo
 while they were blocked), beside the local disk; and its step as the demand (the step alone, or
 its step with the data in hand), emulated without host work.
 
-What it cannot reproduce is the job's own decode: iobench's loader decodes and augments the same
-JPEGs its own way, so its CPU per sample is its own (the header says both).
+The job's decode and transforms are its own: iobench's loader decodes and augments JPEGs its own
+way, and adds the CPU the job's readers spent per sample beyond that (``augment_cpu_ms``: the job's
+CPU per sample less this host's decode and augment rate at the job's sample size), so that a
+sample costs the readers what it cost the job's.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from pathlib import Path
 
 import yaml
 
+from iobench.analysis import decoderate
+from iobench.datasets.samplesize import KIB, MAX_SAMPLE_KIB, MIN_SAMPLE_KIB
 from iobench.host.units import format_bytes
 
 from .measure import RankRun
@@ -46,6 +50,27 @@ def store_bandwidth(run: RankRun) -> float | None:
     return w.readers * w.bytes_per_sample / (w.blocked_ms / 1000.0)
 
 
+def extra_cpu_ms(run: RankRun) -> tuple[float, decoderate.DecodeRate] | None:
+    """CPU ms per sample the job's readers spent beyond what iobench's decode and augment take here
+    at the job's sample size, with the rate it was told by; None where the job's readers were not
+    seen or spent no more."""
+    w = run.work
+    if w is None or w.samples == 0:
+        return None
+    rate = decoderate.resolve()
+    extra = w.cpu_ms - rate.ms_per_sample(w.bytes_per_sample or None)
+    return (round(extra, 2), rate) if extra >= 0.01 else None
+
+
+def synth_sample_bytes(run: RankRun) -> int | None:
+    """The mean sample of a synthetic stand-in for the job's samples: the bytes its readers read per
+    sample, within what the generator can make (56-180 KiB); None where the readers were not seen."""
+    w = run.work
+    if w is None or not w.bytes_per_sample:
+        return None
+    return round(min(max(w.bytes_per_sample / KIB, MIN_SAMPLE_KIB), MAX_SAMPLE_KIB) * KIB)
+
+
 def one_epoch(info: dict, ranks: int, most: int = 500) -> int:
     """The steps of one epoch of the job's loader on each rank (at most ``most``)."""
     length, batch = info.get("length"), int(info.get("batch_size") or 1)
@@ -71,6 +96,8 @@ def sweep_config(outcome: Outcome, dataset_dir: Path) -> dict:
         dataset: dict = {"path": str(dataset_dir)}
     else:
         dataset = {"synth": {"samples": int(info.get("length") or 2048)}}
+        if (size := synth_sample_bytes(run)) is not None:
+            dataset["synth"]["sample_size"] = f"{size}B"
     loader = {
         "kind": "torch",
         "workers": [int(info.get("workers") or 0)],
@@ -78,6 +105,9 @@ def sweep_config(outcome: Outcome, dataset_dir: Path) -> dict:
     }
     if info.get("workers"):
         loader["prefetch"] = int(info.get("prefetch_factor") or 2)
+    extra = extra_cpu_ms(run)
+    if extra is not None:
+        loader["augment_cpu_ms"] = extra[0]
     rate = consumer_rate(run)
     world = max(1, len(outcome.runs))
     return {
@@ -127,19 +157,33 @@ def header(outcome: Outcome, dataset_dir: Path, out: Path) -> str:
         how = "alone (--ceilings)" if run.step_alone is not None else "with its data in hand"
         lines.append(f"Demand: the job's step took {rate:,.0f} samples/s {how}; emulated without host work.")
     lines.append(
-        "iobench's loader decodes and augments the same JPEGs its own way (simplejpeg, a random resized crop):"
+        "iobench's loader decodes and augments JPEGs its own way (simplejpeg, a random resized crop)"
     )
-    lines.append("its CPU per sample is its own, not the job's.")
+    extra = extra_cpu_ms(run)
+    if extra is not None and work is not None:
+        (ms, rate), size = extra, work.bytes_per_sample or None
+        lines.append(
+            f"and spends augment_cpu_ms: {ms:g} more CPU ms per sample, the job's {work.cpu_ms:.2f} ms less "
+            f"{rate.ms_per_sample(size):.2f} ms of its own decode and augment here"
+        )
+        lines.append(f"({rate.describe(size)}).")
+    else:
+        lines.append("and adds nothing: the job's readers spent no more CPU per sample than it does here.")
     root = info.get("root")
     if root:
         lines += ["Run it:", f"  iobench dataset pack {root} --out {dataset_dir}    (once)"]
     else:
-        lines += [
-            "The probe did not find where the job's files live: the dataset is synthetic, ImageNet-sized",
-            "(about 110 KiB a sample)"
-            + (f", where the job read {format_bytes(work.bytes_per_sample)} a sample." if work else "."),
-            "Run it:",
-        ]
+        size = synth_sample_bytes(run)
+        lines.append(
+            "The probe did not find where the job's files live: the dataset is synthetic ImageNet-like JPEGs"
+        )
+        if size is None or work is None:
+            lines.append("of ImageNet's size (about 110 KiB a sample).")
+        else:
+            said = f"of {format_bytes(size)} a sample, where the job read {format_bytes(work.bytes_per_sample)} a sample"
+            clamped = abs(size - work.bytes_per_sample) > 0.01 * work.bytes_per_sample
+            lines.append(said + (" (the nearest the generator makes: 56-180 KiB)." if clamped else "."))
+        lines.append("Run it:")
     lines.append(f"  iobench sweep {out} --out <run directory>")
     return "".join(f"# {line}\n" for line in lines)
 

@@ -38,6 +38,8 @@ class LoaderSettings:
     options: dict[str, Any] = field(default_factory=dict)  # the backend's declared options
     # False: samples are read in full but not decoded or augmented (MLPerf Storage's reading)
     decode: bool = default("decode")
+    # CPU ms of extra work per sample in the augment stage (loaders.config.PipelineSpec)
+    augment_cpu_ms: float = default("augment_cpu_ms")
 
     @property
     def readers(self) -> int:
@@ -52,6 +54,7 @@ class LoaderSettings:
             seed=run.seed,
             on_error=run.on_error,
             decode=self.decode,
+            augment_cpu_ms=self.augment_cpu_ms,
         )
 
 

@@ -79,8 +79,11 @@ class LoaderEntry:
         return self.settings.layout
 
     def label(self) -> str:
-        """The loader's part of a cell id: its kind, and the options given (``nodes-method_process``)."""
-        options = self.settings.options
+        """The loader's part of a cell id: its kind, the options given (``nodes-method_process``), and
+        extra augment CPU where given (``torch-augment_cpu_ms_2.5``)."""
+        options = dict(self.settings.options)
+        if self.settings.augment_cpu_ms:
+            options["augment_cpu_ms"] = f"{self.settings.augment_cpu_ms:g}"
         return self.settings.kind + "".join(f"-{k}={v}" for k, v in sorted(options.items()))
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import math
 import random
+import time
 
 import cv2
 import numpy as np
@@ -91,6 +92,14 @@ def augment(
     if spec.flip and rng.random() < 0.5:
         return cv2.flip(cv2.resize(crop, size, interpolation=cv2.INTER_LINEAR), 1, dst=out)
     return cv2.resize(crop, size, dst=out, interpolation=cv2.INTER_LINEAR)
+
+
+def spend_cpu(seconds: float) -> None:
+    """Keep this thread on the CPU for ``seconds`` of its own CPU time (not wall time: a reader that
+    waits for a core still does all of the work), standing in for transforms this loader lacks."""
+    until = time.thread_time() + seconds
+    while time.thread_time() < until:
+        pass
 
 
 def collate_images(images: list[np.ndarray]) -> torch.Tensor:

@@ -14,7 +14,7 @@ import numpy as np
 from loaders.config import PipelineSpec
 from loaders.formats.base import Ref, Sample
 from loaders.observe.stages import StageStats, Stopwatch
-from loaders.pipeline.decode import CorruptImage, augment, decode_jpeg
+from loaders.pipeline.decode import CorruptImage, augment, decode_jpeg, spend_cpu
 
 IMAGE_EXTS = ("jpg", "jpeg", "png", "webp")
 LABEL_EXTS = ("cls", "label", "class")
@@ -94,6 +94,8 @@ def process_sample(
                 ) from None
         with Stopwatch(stats, "augment"):
             image = augment(image, rng, spec.augment, out)
+            if spec.augment_cpu_ms:
+                spend_cpu(spec.augment_cpu_ms / 1000.0)
     except SampleError as exc:
         if spec.on_error == "fail":
             raise

@@ -19,7 +19,7 @@ from iobench.inspect.accelerators import demand_of_gpus, parse_accelerators
 from iobench.inspect.cli import add_inspect_arguments, inspect_command
 from iobench.inspect.inventory import collect_inventory
 from iobench.inspect.pitfalls import find_pitfalls
-from iobench.results.store import publish_cell, write_results_table
+from iobench.results.store import publish_cell, read_manifest, read_summary, write_results_table
 from loaders.storage import installed_clients, resolve_client
 from tests.helpers.fakenvml import GIB, LIBRARY_NOT_FOUND, FakeGpu, FakeNvmlLib
 from tests.helpers.paths import DATA as TEST_DATA
@@ -285,6 +285,14 @@ def test_decode_rate_from_a_runs_stage_cpu_times(tmp_path):
     small = tmp_path / "small"  # cells measured on 55 KiB samples: each cost at its own size
     _ok_cell(small, "a", 0.5, 0.25, (1.0, 0.5), sample_bytes=55 * 1024)
     assert from_runs([small]).per_core(110 * 1024) == pytest.approx(800.0)
+
+    extra = tmp_path / "extra"  # a cell asked for 2 ms of extra augment CPU: its own augment is the rest
+    _ok_cell(extra, "a", 1.0, 2.25, (1.0, 2.25))
+    summary = read_summary(extra, "a")
+    loader = replace(summary.cell.loader, augment_cpu_ms=2.0)
+    asked = replace(summary, cell=replace(summary.cell, loader=loader))
+    publish_cell(extra, "a", {"summary.json": asked, "manifest.json": read_manifest(extra, "a")})
+    assert from_runs([extra]).per_core() == pytest.approx(800.0)
 
     empty = tmp_path / "empty"
     publish_cell(empty, "failed", {"summary.json": failed_summary("failed")})

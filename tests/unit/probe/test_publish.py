@@ -10,6 +10,7 @@ import pytest
 import yaml
 from rich.console import Console
 
+from iobench.analysis import decoderate
 from iobench.probe.command import Command
 from iobench.probe.measure import rank_runs
 from iobench.probe.outcome import Outcome
@@ -98,11 +99,20 @@ def test_nothing_measured_is_a_failed_cell_that_says_what_was_seen(tmp_path):
     assert load_run(tmp_path / "run").column("verdict").to_pylist() == ["failed"]
 
 
-def test_the_sweep_file_reproduces_the_loader_and_its_store_and_is_a_sweep_iobench_reads(tmp_path):
+def test_the_sweep_file_reproduces_the_loader_and_its_store_and_is_a_sweep_iobench_reads(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setenv("IOBENCH_CACHE", str(tmp_path / "cache"))  # no calibration: the assumed decode rate
     loop = Loop(steps=60, workers=2, make=0.12, cpu=0.02, batch=16, replayed=12)
     outcome = outcome_of(tmp_path, loop)
     config = sweep_config(outcome, tmp_path / "dataset")
-    assert config["loaders"] == [{"kind": "torch", "workers": [2], "batch_size": [16], "prefetch": 2}]
+    # the readers' CPU per sample (20 ms a batch of 16) beyond this host's decode and augment of a
+    # 100 kB JPEG, as the loader's extra augment CPU
+    extra = round(1000 * 0.02 / 16 - decoderate.resolve().ms_per_sample(100_000), 2)
+    assert extra > 0
+    assert config["loaders"] == [
+        {"kind": "torch", "workers": [2], "batch_size": [16], "prefetch": 2, "augment_cpu_ms": extra}
+    ]
     (throttled,) = [t for t in config["tiers"] if t["kind"] == "throttled"]
     # 2 readers x 100 kB a sample, each sample blocked 99 ms / 16 (a batch of 16 blocked 99 ms)
     assert float(throttled["bandwidth"].removesuffix("MB/s")) == pytest.approx(
@@ -111,9 +121,23 @@ def test_the_sweep_file_reproduces_the_loader_and_its_store_and_is_a_sweep_ioben
     assert config["accelerators"][0]["samples_per_s"] == pytest.approx(3200.0, rel=1e-3)
     assert config["run"]["max_steps"] == 500  # one epoch (10,000 / 16) at most 500: a throttled epoch is long
     path = write_sweep_file(outcome, tmp_path / "sweep.yaml", tmp_path / "dataset")
-    assert path.read_text().startswith("# The loader of `python train.py`")
-    parsed = parse_config(yaml.safe_load(path.read_text()), str(path))
+    text = path.read_text()
+    assert text.startswith("# The loader of `python train.py`")
+    assert f"# and spends augment_cpu_ms: {extra:g} more CPU ms per sample, the job's 1.25 ms less" in text
+    parsed = parse_config(yaml.safe_load(text), str(path))
     assert [t["kind"] for t in parsed.tiers] == ["local", "throttled"]
+    assert parsed.loaders[0].settings.augment_cpu_ms == extra
+    # synthetic samples the size the job's readers read (100 kB), within what the generator makes
+    assert config["dataset"] == {"synth": {"samples": 10_000, "sample_size": "100000B"}}
+    assert parsed.datasets[0].synth_jpeg_bytes == 100_000
+    assert "# of 97.7 KiB a sample, where the job read 97.7 KiB a sample." in text
+
+
+def test_a_job_whose_samples_the_generator_cannot_make_gets_the_nearest_and_is_told(tmp_path):
+    outcome = outcome_of(tmp_path, Loop(steps=60, workers=2, make=0.02, cpu=0.018, bytes_per_sample=2_000))
+    assert sweep_config(outcome, tmp_path)["dataset"]["synth"]["sample_size"] == f"{56 * 1024}B"
+    text = write_sweep_file(outcome, tmp_path / "sweep.yaml", tmp_path / "dataset").read_text()
+    assert "where the job read 1.95 KiB a sample (the nearest the generator makes: 56-180 KiB)." in text
 
 
 def test_a_store_the_workers_hardly_waited_on_is_not_reproduced(tmp_path):

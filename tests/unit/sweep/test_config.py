@@ -69,7 +69,10 @@ def test_overrides_change_a_copy_and_loader_x_means_every_loader():
     ("assignment", "message"),
     [
         ("run.bogus=1", "run.bogus: unknown key; allowed keys here are allreduce_overlap, cache"),
-        ("loader.worker=[2]", "loaders[0].worker: unknown key; allowed keys here are batch_size"),
+        (
+            "loader.worker=[2]",
+            "loaders[0].worker: unknown key; allowed keys here are augment_cpu_ms, batch_size",
+        ),
         ("bogus.x=1", "bogus: unknown key; allowed keys here are accelerators, dataset"),
         ("tier.pth=/x", "tiers[0].pth: not an option of tier kind local; its options are"),
         ("loaders[5].workers=1", "--set loaders[5].workers: loaders[5] does not exist (loaders has 2)"),

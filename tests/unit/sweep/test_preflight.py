@@ -103,8 +103,8 @@ def _s3(**options) -> dict:
         ),
         (
             _raw({"kind": "local"}, dataset={"synth": {"samples": 64, "shard_sise": "12MB"}}),
-            "dataset.synth.shard_sise: unknown key; allowed keys here are format, samples, seed, shard_size, "
-            "size; did you mean shard_size?",
+            "dataset.synth.shard_sise: unknown key; allowed keys here are format, sample_size, samples, seed, "
+            "shard_size, size; did you mean shard_size?",
         ),
     ],
 )
