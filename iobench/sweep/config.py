@@ -242,8 +242,7 @@ def _one_per_client(tier: dict, i: int) -> list[dict]:
     if not isinstance(kind, str) or kind not in available_tiers():
         return [tier]  # _tier_values and check_tier_spec say what a kind is
     try:
-        spread = getattr(get_tier_class(kind), "one_per_client", None)
-        return spread(tier) if spread else [tier]
+        return get_tier_class(kind).one_per_client(tier)
     except (ValueError, ImportError) as exc:
         raise ConfigError(f"tiers[{i}]: {exc}") from None
 

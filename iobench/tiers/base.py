@@ -145,6 +145,17 @@ class Tier(abc.ABC):
         value = self.config.get("deadline_s")
         return float(value) if value is not None else None
 
+    @classmethod
+    def one_per_client(cls, spec: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """The sweep file's tier mapping as the tiers it stands for: itself, unless the kind reads
+        through a choice of object clients and the mapping names several (tiers/s3.py)."""
+        return [dict(spec)]
+
+    def object_client(self) -> str | None:
+        """The object client the tier's readers read through (loaders/storage/clients/), or None for
+        a tier read through none (a file system, librados)."""
+        return None
+
     def client_cache(self) -> tuple[str, str] | None:
         """(directory, medium) of the tier's client-side shard cache, or None: the sweep cleans what
         a killed cell left there and removes a RAM cache when it ends."""

@@ -123,7 +123,7 @@ class S3Tier(ObjectStoreTier):
         with the client's: one cell each); any other mapping as it is."""
         clients = spec.get("client")
         if not isinstance(clients, list):
-            return [dict(spec)]
+            return super().one_per_client(spec)
         if not clients or len(set(map(str, clients))) != len(clients):
             raise TierConfigError(f"s3 tier: client={clients!r}: a list names each client once")
         name = spec.get("name") or spec.get("kind", "s3")
@@ -151,6 +151,9 @@ class S3Tier(ObjectStoreTier):
         self.client = resolve_client(self.config["client"], profile=bool(self.config["profile"]))
 
     def client_name(self) -> str:
+        return self.client
+
+    def object_client(self) -> str | None:
         return self.client
 
     def storage_options(self) -> dict[str, Any]:

@@ -144,6 +144,9 @@ class ThrottledTier(Tier):
     def reads_block_devices(self) -> bool:  # type: ignore[override]
         return self.inner.reads_block_devices
 
+    def object_client(self) -> str | None:
+        return self.inner.object_client()
+
     def __getattr__(self, name: str) -> Any:
         # tier-specific extras (server_caches, access_hint, shard_paths ...) are the inner tier's
         if name == "inner":
