@@ -8,10 +8,12 @@ functions over its ranks' accounts clipped to their common interval (cell/ranks/
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
+from iobench.host.cpuload import HostLoad
 from iobench.results.figures import (
+    CoreBudget,
     EpochFigures,
     PipelineMetrics,
     StepAccount,
@@ -26,10 +28,12 @@ from loaders import StageStats
 from loaders.observe import STAGES
 
 from . import window as windows
+from .cores import core_budget
 from .epochs import epoch_figures
+from .evidence import ClientFacts, Evidence, reader_work
 from .ledger import ledger, totals
 from .metrics import pipeline_metrics
-from .verdict import ClientFacts, attribute
+from .verdict import judge
 
 
 @dataclass(frozen=True)
@@ -38,7 +42,7 @@ class RunFacts:
 
     workers: int
     cores: int
-    demand_samples_per_s: float | None
+    demand_samples_per_s: float | None  # every accelerator's the run fed, together
     au_basis: str
     readers_in_process: bool
     min_measure: MinMeasure
@@ -47,11 +51,21 @@ class RunFacts:
     # asked to be cold, on a tier read from this host's block devices: the window's reads from them
     # say whether it was
     cold: bool = False
-    # whole cores the trainer process keeps (an emulated trainer's host work); None: from the
-    # trainer's measured CPU
-    trainer_cores: int | None = None
-    # the object client the tier reads through (verdict.client_facts of its description); None: none
+    accelerators: int = 1  # the accelerators the run fed
+    # the object client the tier reads through (evidence.client_facts of its description); None: none
     client: ClientFacts | None = None
+    # a probed job's (probe/publish.py): the rate to feed where no demand is known, the readers'
+    # measured busy share and what their stages are called, why they were not seen, the pinning, the
+    # ceilings, and whether the ledger measured the hand-over (the batches matched to their making)
+    feed: tuple[float, str] | None = None
+    reader_busy: float | None = None
+    stage_words: Mapping[str, str] = field(default_factory=dict)
+    readers_seen: bool = True
+    unseen: str | None = None
+    unseen_action: str = "run with a backend that reports stage times"
+    pin_ms_per_batch: float | None = None
+    ceilings: Mapping[str, float] | None = None
+    split_measured: bool = True
 
 
 @dataclass(frozen=True)
@@ -82,11 +96,12 @@ def analyse(
     alone: StepAlone | None = None,
     time_to_first_batch_s: float | None = None,
     device_read_bytes: int | None = None,
+    load: HostLoad | None = None,
 ) -> Analysis:
     """One rank's run: ``rows`` its steps (warm-up marked), ``epoch_stats`` the loader's counters per
     epoch, ``measured_stats`` over the measured steps (the verdict's stage evidence),
     ``device_read_bytes`` what the cell's processes read from block devices over the window (a cold
-    cell on such a tier)."""
+    cell on such a tier), ``load`` the host's over the window (the core budget)."""
     entries = ledger(rows, alone, stage_shares(measured_stats))
     measured = [e for e in entries if not e.warmup]
     window_totals = totals(measured)
@@ -99,6 +114,7 @@ def analyse(
         au_basis=facts.au_basis,
         readers_in_process=facts.readers_in_process,
     )
+    budget = budget_of(measured, load, facts.readers_in_process, metrics.wall_s)
     run_window = windows.window_of(
         entries,
         facts.min_measure,
@@ -109,42 +125,69 @@ def analyse(
         if facts.cold and device_read_bytes is not None and metrics.bytes_read > 0
         else None,
     )
-    verdict = attribute(
-        metrics,
-        measured_stats,
-        workers=facts.workers,
-        cores=facts.cores,
-        demand_samples_per_s=facts.demand_samples_per_s,
-        trainer_cores=facts.trainer_cores,
-        client=facts.client,
-    )
+    verdict = judge(evidence_of(facts, metrics, measured_stats, window_totals.split(), run_window, budget))
     return Analysis(
         entries=entries,
         metrics=metrics,
         split=window_totals.split(),
         epochs=epoch_figures(entries, measured, epoch_stats),
         window=run_window,
-        verdict=marked(verdict, run_window, facts.min_measure),
+        verdict=verdict,
     )
 
 
-def marked(verdict: Verdict, run_window: Window, least: MinMeasure) -> Verdict:
-    """The verdict with what limits its figures said in its headline: a window short of
-    ``run.min_measure`` (``least``), a cold window that read (almost) nothing from its devices."""
-    said = []
-    if not run_window.met:
-        said.append(
-            f"measured only {run_window.steps} steps over {run_window.seconds:.2f} s after warm-up "
-            f"(run.min_measure: {least.steps} steps, {least.seconds:g} s), stopped by "
-            f"{run_window.short_because}: treat the figures as indicative"
+def evidence_of(
+    facts: RunFacts,
+    metrics: PipelineMetrics,
+    stats: StageStats,
+    split: WallSplit,
+    run_window: Window,
+    budget: CoreBudget | None,
+) -> Evidence:
+    """What the judge argues from, for one rank's window."""
+    work = (
+        reader_work(
+            stats,
+            readers=max(1, facts.workers),
+            workers=facts.workers,
+            wall_s=metrics.wall_s,
+            busy=facts.reader_busy,
+            words=facts.stage_words,
         )
-    if run_window.cached:
-        said.append(
-            f"asked to be cold, but over the measured window the cell's processes read from block devices "
-            f"{100 * run_window.device_read_share:.1f} % of the bytes the loader read: the window was served "  # type: ignore[operator]
-            "from the page cache, not the tier (the warm-up took the cold reads, or epochs added to reach the "
-            "window re-read cached data); a dataset with run.min_measure's steps in one epoch measures it cold"
-        )
-    if not said:
-        return verdict
-    return replace(verdict, headline=verdict.headline + "".join(f" [{s}]" for s in said))
+        if facts.readers_seen
+        else None
+    )
+    return Evidence(
+        metrics=metrics,
+        work=work,
+        cores=facts.cores,
+        demand=facts.demand_samples_per_s,
+        accelerators=facts.accelerators,
+        split=split if facts.split_measured else None,
+        budget=budget,
+        feed=facts.feed,
+        client=facts.client,
+        counters=stats.counters,
+        window=run_window,
+        least=facts.min_measure,
+        ceilings=facts.ceilings,
+        unseen=facts.unseen,
+        unseen_action=facts.unseen_action,
+        pin_ms_per_batch=facts.pin_ms_per_batch,
+    )
+
+
+def budget_of(
+    measured: Sequence[StepAccount], load: HostLoad | None, readers_in_process: bool, window_s: float
+) -> CoreBudget | None:
+    """The core budget of a window of ``window_s`` seconds from the host's ``load`` over it and its
+    steps' trainer and reader CPU (every rank's, in a job)."""
+    if load is None:
+        return None
+    trainer = [e.trainer_cpu_s for e in measured if e.trainer_cpu_s is not None]
+    if not trainer:
+        return None
+    readers = sum(e.reader_cpu_s for e in measured) if readers_in_process else 0.0
+    return core_budget(
+        load, window_s=window_s, trainer_process_cpu_s=sum(trainer), readers_in_process_cpu_s=readers
+    )

@@ -17,9 +17,18 @@ from iobench.results.figures import Attribution, Capacity, Verdict
 
 from .verdict import AU_TARGET
 
-PARTS = ("accelerator", "prep", "fetch")
-# what the online verdict's "bound" is called in the differential method
-ONLINE_TO_PART = {"accelerator": "accelerator", "prep": "prep", "fetch": "fetch"}
+# the parts a ceiling is measured for; "cores": what the usable cores feed when the loader and the
+# step share them (analysis/cores.py, shared_ceiling), beside the loader alone and the step alone
+PARTS = ("accelerator", "prep", "fetch", "cores")
+# what the online verdict's "bound" is called in the differential method: a trainer starved of its
+# host falls short of its step alone, so host-bound is the step's side
+ONLINE_TO_PART = {
+    "accelerator": "accelerator",
+    "host": "accelerator",
+    "prep": "prep",
+    "fetch": "fetch",
+    "cores": "cores",
+}
 AGREE_TOLERANCE = 0.15
 
 

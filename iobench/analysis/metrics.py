@@ -55,12 +55,11 @@ def pipeline_metrics(
     # the median rank's step alone
     steps_alone = sorted(a.step_s for a in alone.values())
     step_alone = steps_alone[(len(steps_alone) - 1) // 2] if steps_alone else None
-    # what the trainer can take: its fastest step alone, the one closest to an idle host (a host
-    # other jobs share stretches the median, and the trainer's own capability is the question);
-    # where its median step in the cell was faster still, the alone run met a busier host, and the
-    # cell's steps are the evidence of what it can take
-    fastest = sorted(min(a.fastest_s, in_cell.get(rank, math.inf)) for rank, a in alone.items())
-    fastest_alone = fastest[(len(fastest) - 1) // 2] if fastest else None
+    # what the trainer can take: its median step alone (the host's quiet is recorded with it:
+    # analysis/verdict.py judges nothing from a timing that met a busy host); where its median step
+    # in the cell was faster still, the alone run met a busier host than the cell's steps did, and
+    # the cell's steps are the evidence of what it can take
+    takes = _trainer_takes(alone, in_cell, samples_per_step)
     return PipelineMetrics(
         steps=totals.steps,
         samples=totals.samples,
@@ -87,8 +86,31 @@ def pipeline_metrics(
         trainer_cpu_ms_per_step=1000.0 * trainer_cpu / len(process_cpu) if process_cpu else None,
         loader_cores=reader_cpu / wall if wall > 0 else None,
         trainer_cores=trainer_cpu / wall if process_cpu and wall > 0 else None,
-        trainer_alone_samples_per_s=samples_per_step / fastest_alone if fastest_alone else None,
+        **takes,
     )
+
+
+def _trainer_takes(
+    alone: Mapping[int, StepAlone], in_cell: Mapping[int, float], samples_per_step: float
+) -> dict[str, float | bool | None]:
+    """The trainer alone's rate (the median rank's), its 95 % interval, whether every rank's timing
+    met a quiet host, and the most cores other processes used while one was timed."""
+    if not alone:
+        return {}
+    step = {rank: min(a.step_s, in_cell.get(rank, math.inf)) for rank, a in alone.items()}
+    median_rank = sorted(step, key=step.__getitem__)[(len(step) - 1) // 2]
+    a, s = alone[median_rank], step[median_rank]
+    low_s = min(a.step_low_s or s, s)
+    high_s = max(a.step_high_s or s, s) if s == a.step_s else s
+    quiets = [x.quiet for x in alone.values()]
+    others = [x.others_cores for x in alone.values() if x.others_cores is not None]
+    return {
+        "trainer_alone_samples_per_s": samples_per_step / s if s > 0 else None,
+        "trainer_alone_low": samples_per_step / high_s if high_s > 0 else None,
+        "trainer_alone_high": samples_per_step / low_s if low_s > 0 else None,
+        "trainer_alone_quiet": None if None in quiets else all(quiets),
+        "trainer_alone_others_cores": max(others) if others else None,
+    }
 
 
 def dlio_au(entries: Sequence[StepAccount]) -> float | None:

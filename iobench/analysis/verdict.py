@@ -1,183 +1,160 @@
-"""Where the pipeline starves the accelerator, in plain words with the evidence.
+"""Where the pipeline starves the accelerators, in plain words, with the evidence and what to do: the
+one judge of sweep cells, multi-rank jobs and probed jobs (docs/method.md, The verdict).
 
-Online attribution: each loader reader (a worker process, or the main process when there are
-none) runs fetch -> decode -> augment -> collate serially, so its rate is 1 / (sum of the
-per-sample stage times) and the pipeline's is readers / sum, capped by the CPU cores. The stage
-with the largest share of that sum binds. A pipeline that keeps the accelerator >= 90 % busy
-(MLPerf Storage's rule) is not the bottleneck at all.
+Each front door fills one :class:`~iobench.analysis.evidence.Evidence` and calls :func:`judge`. Its
+rules are tried in this order; the first that holds is the verdict:
 
-Before either: the trainer needs the host too. When its step in the cell is much slower than the
-same step alone while its data was there (it seldom waited for a batch), the trainer's own step set
-the pace and the host slowed it: the cell is host-bound, whatever its AU says.
+1. **not judged**: the window is too short to say anything (a job that crashed after a few steps);
+2. **synchronous ranks** that waited longer for the slowest rank (straggler-bound) or in the
+   modelled all-reduce (all-reduce-bound) than for their own data, below the target AU;
+3. **accelerator-bound**: a device kept at least 90 % busy (MLPerf Storage's rule);
+4. **cores-bound (the cores are spent)**: the trainer, the readers, iobench and the rest of the host
+   filled the usable cores: no worker count helps, only more cores or work off the CPU;
+5. **host-bound (the trainer starved)**: its step ran much slower than alone while its data was there;
+6. **host-bound (the trainer's own step)**: the trainer alone, timed on a quiet host, cannot reach
+   its demand, and the data kept up with it;
+7. **accelerator-bound** where the host is the device (a step on the CPU kept it 90 % busy);
+8. **h2d**: the copies to the device took more of the wall than the waits for data;
+9. **stage not seen**: no reader timers (the ceilings say what they can);
+10. **the epoch's opening**: the loop waited for the loader to start more than for its batches;
+11. **hand-over**: the readers idled while the loop waited (collate/IPC);
+12. **making the batches**: the largest part of a sample's time in the readers says which — fetch
+    (by the object client, or the store), waiting for a core, or the CPU of a prep stage.
 
-Within fetch: a tier read through an object client (loaders/storage/clients/) may be bound by the
-client's own CPU rather than by the store; when the client's CPU takes a quarter of the readers'
-time or more, the verdict names the client and another one to try (docs/method.md, Storage requests
-and caches).
+The headline is composed once, from the final inputs: the trainer's shortfall before it where there
+is one, what limits the window's figures after it. Nothing amends it afterwards. The verdict
+carries the window's core budget and the cores one accelerator takes to be fed (analysis/cores.py).
 """
 
 from __future__ import annotations
 
-import math
-from collections import Counter
-from collections.abc import Mapping
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import dataclass, field
 
-from iobench.analysis.cores import cores_to_feed
-from iobench.results.figures import PipelineMetrics, StageEvidence, Verdict
-from loaders.observe import STAGES, StageStats
+from iobench.results.choices import Bound
+from iobench.results.figures import CoreBudget, CoresNeeded, PipelineMetrics, Verdict
+
+from .cores import cores_needed, describe
+from .evidence import ClientFacts, Evidence, ReaderWork
 
 AU_TARGET = 0.90
-# the trainer's median step in the cell over its step alone above which a stretched step can be
+# the trainer's median step in the window over its step alone above which a stretched step can be
 # called host-bound (docs/method.md, The trainer's host)
 HOST_SLOWDOWN = 1.5
 # ... and the stall fraction at or below which the data was there: the trainer's step set the pace
 HOST_STALL = 0.10
-PREP_STAGES = ("decode", "augment", "collate")
-# the client's CPU over the readers' time at or above which a fetch-bound cell is bound by its
-# object client, not the store: between minio's 0.19 and s3fs's 0.32 measured on the same objects
+# the readers' share of the window making batches below which they idled (the hand-over rule)
+BUSY = 0.80
+# the object client's CPU over the readers' time at or above which a fetch-bound window is bound
+# by the client, not the store: between minio's 0.19 and s3fs's 0.32 measured on the same objects
 # (docs/method.md, Storage requests and caches)
 CLIENT_BOUND = 0.25
+# the least a window short of what it was asked is judged on: fewer measured steps or seconds say
+# nothing of a pipeline (a job that crashed after a few steps)
+LEAST_STEPS = 5
+LEAST_SECONDS = 0.5
 GIB = 2**30
+AU_ON_HOST = "CPU step (the host is the device)"
 
 
-@dataclass(frozen=True)
-class ClientFacts:
-    """The object client a cell's tier reads through, as the tier's description records it."""
-
-    name: str
-    version: str
-    # what it retries by itself that the reader cannot turn off (clients/base.py: own_retries);
-    # None: it makes no retries of its own
-    own_retries: str | None = None
-
-
-def client_facts(tier_description: Mapping[str, Any]) -> ClientFacts | None:
-    """The object client of a tier from its description (tiers/s3.py: ``client``,
-    ``client_version``, ``client_own_retries``), or None for a tier that reads through none (a
-    CephFS tier's ``client`` is its mount, ceph-fuse or the kernel's, with no version of its own)."""
-    name = tier_description.get("client")
-    if name is None or "client_version" not in tier_description:
-        return None
-    own = tier_description.get("client_own_retries") or ""
-    return ClientFacts(name, tier_description["client_version"], None if own.startswith("none") else own)
-
-
-def _fmt_rate(x: float) -> str:
+def _rate(x: float) -> str:
     return f"{x:,.0f}/s"
 
 
-def stage_evidence(stats: StageStats, readers: int) -> list[StageEvidence]:
-    """Each stage's per-sample wall and CPU time in the readers, its share, and its rate alone."""
-    wall_ms, cpu_ms = stats.per_sample_ms("wall"), stats.per_sample_ms("cpu")
-    total = sum(wall_ms.values())
-    return [
-        StageEvidence(
-            stage=s,
-            wall_ms_per_sample=wall_ms[s],
-            cpu_ms_per_sample=cpu_ms[s],
-            share=wall_ms[s] / total if total > 0 else 0.0,
-            capacity_samples_per_s=1000.0 * readers / wall_ms[s] if wall_ms[s] > 0 else float("inf"),
+@dataclass
+class _Found:
+    """A rule's finding, before the headline is composed."""
+
+    bound: Bound
+    headline: str
+    action: str | None
+    stage: str | None = None
+    first: list[str] = field(default_factory=list)  # evidence that argues it, strongest first
+    prefixed: bool = True  # the trainer's shortfall may lead its headline
+
+
+def judge(evidence: Evidence) -> Verdict:
+    """The verdict of one window: the first rule that holds, its evidence strongest first."""
+    return _Judge(evidence).verdict()
+
+
+class _Judge:
+    """The rules in the order :func:`judge` tries them: each returns its finding, or None."""
+
+    def __init__(self, ev: Evidence) -> None:
+        self.ev, self.m, self.work = ev, ev.metrics, ev.work
+        self.alone = trainer_alone(self.m, ev.demand / ev.trainers if ev.demand else None)
+        self.short = self.alone.short
+        self.need = _need(ev, self.alone)
+        self.client_share: float | None = None
+        self.said: list[str] = []  # evidence every verdict carries, after its own
+
+    def verdict(self) -> Verdict:
+        self._context()
+        found = (
+            self.too_short()
+            or self.synchronous()
+            or self.accelerator(on_device=True)
+            or self.cores_spent()
+            or self.starved_host()
+            or self.short_trainer()
+            or self.accelerator(on_device=False)
+            or self.h2d()
+            or self.unseen()
+            or self.opening()
+            or self.handover()
+            or self.making()
         )
-        for s in STAGES
-    ]
+        return self._compose(found)
 
+    # -- the evidence every verdict carries --------------------------------------------------------
 
-def attribute(
-    metrics: PipelineMetrics,
-    stats: StageStats,
-    *,
-    workers: int,
-    cores: int,
-    demand_samples_per_s: float | None,
-    trainer_cores: int | None = None,
-    client: ClientFacts | None = None,
-) -> Verdict:
-    """The verdict of one measured run: the first rule that holds, in order (the trainer's host
-    starved, the trainer short of its demand with the data keeping up, the accelerator busy enough,
-    no stage times, fetch (by the object ``client`` or the store), prep), with its evidence
-    strongest first."""
-    readers = max(1, workers)
-    case = _Case(
-        metrics, stage_evidence(stats, readers), readers, cores, demand_samples_per_s, client, stats.counters
-    )
-    return (
-        case.starved_host()
-        or case.short_trainer()
-        or case.busy_accelerator()
-        or case.no_stage_times()
-        or case.fetch()
-        or case.prep(trainer_cores)
-    )
-
-
-class _Case:
-    """What a verdict argues from: the metrics, the stages, and the evidence in the order it argues
-    (what was measured, where a sample's time goes, what it is not), then its context."""
-
-    def __init__(
-        self,
-        metrics: PipelineMetrics,
-        stages: list[StageEvidence],
-        readers: int,
-        cores: int,
-        demand: float | None,
-        client: ClientFacts | None,
-        counters: Counter,
-    ) -> None:
-        self.metrics, self.stages, self.readers, self.cores, self.demand = (
-            metrics,
-            stages,
-            readers,
-            cores,
-            demand,
+    def _context(self) -> None:
+        m, ev, work = self.m, self.ev, self.work
+        if self.short:
+            self.said.append(self.short)
+        elif self.alone.busy:
+            self.said.append(self.alone.busy)
+        self.said.append(
+            f"measured {_rate(m.samples_per_s)} at AU {m.au:.2f}; the accelerator waited "
+            f"{100 * m.stall_fraction:.0f} % of the time (wait p50 {m.wait_p50_ms:.1f} ms, "
+            f"p99 {m.wait_p99_ms:.1f} ms)"
         )
-        self.total_wall = sum(s.wall_ms_per_sample for s in stages)
-        self.total_cpu = sum(s.cpu_ms_per_sample for s in stages)
-        self.pipeline_cap = 1000.0 * readers / self.total_wall if self.total_wall > 0 else None
-        self.cpu_cap = 1000.0 * cores / self.total_cpu if self.total_cpu > 0 else None
-        self.short = trainer_short_of_demand(metrics, demand)
-        self.evidence: list[str] = [self.short] if self.short else []
-        self.evidence.append(
-            f"measured {_fmt_rate(metrics.samples_per_s)} at AU {metrics.au:.2f}; the accelerator waited "
-            f"{100 * metrics.stall_fraction:.0f} % of the time (wait p50 {metrics.wait_p50_ms:.1f} ms, "
-            f"p99 {metrics.wait_p99_ms:.1f} ms)"
-        )
-        if self.total_wall > 0:
+        if work is not None and work.wall_ms > 0:
             parts = ", ".join(
-                f"{s.stage} {s.wall_ms_per_sample:.2f} ms ({100 * s.share:.0f} %)" for s in stages
+                f"{s.stage} {s.wall_ms_per_sample:.2f} ms ({100 * s.share:.0f} %)" for s in work.stages
             )
-            self.evidence.append(
-                f"per sample, each of {readers} reader(s) spends {self.total_wall:.2f} ms: {parts}"
+            who = f"{work.readers} reader(s)" if work.workers else "the loop's own process (no workers)"
+            self.said.append(f"per sample, {who} spend {work.wall_ms:.2f} ms: {parts}")
+        if ev.budget is not None:
+            self.said.append(budget_line(ev.budget))
+        if self.need is not None:
+            self.said.append(describe(self.need))
+        if ev.client is not None:
+            self.client_share = self._client(ev.client)
+        self.said.extend(ev.ranks)
+        if ev.demand and not self.short:
+            whom = (
+                "the accelerator demands"
+                if ev.accelerators == 1
+                else f"the {ev.accelerators} accelerators demand"
             )
-        self.context: list[str] = []
-        if self.pipeline_cap:
-            self.context.append(
-                f"so the readers can deliver about {_fmt_rate(self.pipeline_cap)}"
-                + (
-                    f"; the {cores} CPU core(s) cap CPU work at {_fmt_rate(self.cpu_cap)}"
-                    if self.cpu_cap
-                    else ""
-                )
-            )
-        if demand and not self.short:
-            self.context.append(f"the accelerator demands {_fmt_rate(demand)}")
-        self.client = client
-        self.client_share = self.read_through(client, counters) if client else None
+            self.said.append(f"{whom} {_rate(ev.demand)}")
 
-    def read_through(self, client: ClientFacts, c: Counter) -> float | None:
+    def _client(self, client: ClientFacts) -> float | None:
         """The object client's cost per request and per GiB, said as evidence; its share of the
         readers' time (client_cpu_s / (readers x wall)) for the fetch rule, None without requests."""
-        requests, cpu_s, nbytes = c["requests"], c["client_cpu_s"], c["bytes_transferred"]
+        c = self.ev.counters
+        requests, cpu_s, nbytes = (
+            c.get("requests", 0),
+            c.get("client_cpu_s", 0.0),
+            c.get("bytes_transferred", 0),
+        )
         said = f"client: {client.name} {client.version}: "
         if not requests:
-            self.evidence.append(said + "made no requests over the measured steps")
+            self.said.append(said + "made no requests over the measured steps")
             return None
         per_gib = f", {cpu_s / (nbytes / GIB):.1f} CPU-s per GiB" if nbytes else ""
-        # a client that makes retries of its own reports none, or (s3torchconnector) those behind
-        # a fault it passed on, counted as client_retries
-        reported = c["client_retries"]
+        reported = c.get("client_retries", 0)
         own = (
             "0 (turned off)"
             if client.own_retries is None
@@ -185,44 +162,166 @@ class _Case:
             if reported
             else f"not counted ({client.own_retries})"
         )
-        self.evidence.append(
+        self.said.append(
             said + f"{1000 * cpu_s / requests:.2f} ms of CPU per request{per_gib}; its own retries: {own}"
         )
-        return cpu_s / (self.readers * self.metrics.wall_s) if self.metrics.wall_s > 0 else None
+        readers = self.work.readers if self.work is not None else 1
+        return cpu_s / (readers * self.m.wall_s) if self.m.wall_s > 0 else None
 
-    def verdict(self, bound: str, headline: str, action: str, binding_stage: str | None = None) -> Verdict:
+    # -- composing the verdict once ------------------------------------------------------------------
+
+    def _compose(self, found: _Found) -> Verdict:
+        headline = found.headline
+        if self.short and found.prefixed and found.bound not in ("host", "unknown"):
+            headline = f"{self.short}; and {headline}"
+        headline += "".join(f" [{note}]" for note in self._window_notes())
+        work = self.work
+        cpu_cap = (
+            1000.0 * self.ev.cores / work.cpu_ms
+            if work is not None and work.cpu_ms > 0 and found.bound != "unknown"
+            else None
+        )
         return Verdict(
-            bound=bound,
-            binding_stage=binding_stage,
+            bound=found.bound,
+            binding_stage=found.stage,
             headline=headline,
-            evidence=(*self.evidence, *self.context),
-            stages=tuple(self.stages),
-            pipeline_capacity_samples_per_s=self.pipeline_cap,
-            cpu_capacity_samples_per_s=self.cpu_cap,
-            demand_samples_per_s=self.demand,
-            action=action,
+            evidence=(*found.first, *self.said),
+            stages=work.stages if work is not None else (),
+            pipeline_capacity_samples_per_s=work.capacity if work is not None else None,
+            cpu_capacity_samples_per_s=cpu_cap,
+            demand_samples_per_s=self.ev.demand,
+            action=found.action,
+            budget=self.ev.budget,
+            cores=self.need,
         )
 
-    def after_short(self, headline: str) -> str:
-        """A headline, after the trainer's shortfall where there is one."""
-        return f"{self.short}; and {headline}" if self.short else headline
+    def _window_notes(self) -> list[str]:
+        """What limits the window's figures: short of what was asked, or cold but served cached."""
+        w, least = self.ev.window, self.ev.least
+        if w is None:
+            return []
+        notes = []
+        if not w.met and least is not None:
+            notes.append(
+                f"measured only {w.steps} steps over {w.seconds:.2f} s after warm-up (asked: {least.describe()}), "
+                f"stopped by {w.short_because}: treat the figures as indicative"
+            )
+        if w.cached:
+            notes.append(
+                f"asked to be cold, but over the measured window the cell's processes read from block devices "
+                f"{100 * (w.device_read_share or 0.0):.1f} % of the bytes the loader read: the window was served "
+                "from the page cache, not the tier (the warm-up took the cold reads, or epochs added to reach the "
+                "window re-read cached data); a dataset with run.min_measure's steps in one epoch measures it cold"
+            )
+        return notes
 
-    def starved_host(self) -> Verdict | None:
-        host = host_bound(self.metrics, self.cores)
-        if host is None:
+    # -- the rules -----------------------------------------------------------------------------------
+
+    def too_short(self) -> _Found | None:
+        w = self.ev.window
+        if w is None or w.met or (w.steps >= LEAST_STEPS and w.seconds >= LEAST_SECONDS):
             return None
-        self.evidence[:0] = host
-        return self.verdict(
+        steps, seconds = w.steps, w.seconds
+        return _Found(
+            "unknown",
+            f"not judged: the window is {steps} step(s) over {seconds:.2f} s, too short to say what binds",
+            "measure longer: a job that runs on (more steps or epochs), or a lower --steps/--seconds",
+            prefixed=False,
+        )
+
+    def synchronous(self) -> _Found | None:
+        s = self.ev.sync
+        if s is None:
+            return None
+        self.said.append(
+            f"in step, the ranks spent {100 * self.m.au:.0f} % of the interval computing, {100 * s.data_wait:.0f} % "
+            f"waiting for their own batch, {100 * s.peer_wait:.0f} % waiting for the slowest rank and "
+            f"{100 * s.allreduce:.0f} % in the all-reduce modelled on {s.fabric}"
+        )
+        if s.straggler_cost is not None:
+            self.said.append(
+                f"without waiting for peers the ranks would have run at AU {self.m.au + s.straggler_cost:.2f}: "
+                f"waiting for the slowest cost {s.straggler_cost:.2f} of AU"
+            )
+        self.said.append(f"the slowest: {s.slowest}")
+        if self.m.au >= AU_TARGET or max(s.peer_wait, s.allreduce) <= s.data_wait:
+            return None
+        if s.peer_wait >= s.allreduce:
+            return _Found(
+                "straggler",
+                f"straggler-bound: the ranks waited {100 * s.peer_wait:.0f} % of the time for the slowest rank, "
+                f"more than for their own data ({100 * s.data_wait:.0f} %)",
+                "make the slowest rank's input faster (its own verdict says which part), or give the ranks the "
+                "same share of the data and the cores",
+            )
+        return _Found(
+            "allreduce",
+            f"all-reduce-bound ({s.fabric}): the modelled gradient all-reduce takes {100 * s.allreduce:.0f} % of "
+            f"the time, more than the ranks wait for data ({100 * s.data_wait:.0f} %)",
+            "a faster fabric, gradient compression or overlap of the all-reduce with the backward pass",
+        )
+
+    def accelerator(self, *, on_device: bool) -> _Found | None:
+        m = self.m
+        if m.au < AU_TARGET or (on_device and m.au_basis == AU_ON_HOST):
+            return None
+        cap = self.work.capacity if self.work is not None else None
+        first = []
+        if cap and m.samples_per_s > 0:
+            first.append(
+                f"the readers could deliver about {_rate(cap)} ({cap / m.samples_per_s:.1f}x what the step took)"
+            )
+        return _Found(
+            "accelerator",
+            f"accelerator-bound: the input pipeline keeps the accelerator {100 * m.au:.0f} % busy",
+            "nothing on the input side: a faster step (or device) is the next limit",
+            first=first,
+        )
+
+    def cores_spent(self) -> _Found | None:
+        b = self.ev.budget
+        if b is None or not b.spent:
+            return None
+        more = (
+            f"{self.need.per_accelerator:.1f} cores per accelerator ({self.need.loader:.1f} for the loader, "
+            f"{self.need.trainer:.1f} for the trainer) to feed {_rate(self.need.samples_per_s)}"
+            if self.need is not None
+            else "more cores"
+        )
+        others = (
+            f"; other processes used {b.others:.1f} of them: free those first"
+            if b.others >= 0.25 * b.usable
+            else ""
+        )
+        return _Found(
+            "cores",
+            f"cores-bound (the cores are spent): the trainer, the loader's readers and the rest of the host used "
+            f"{b.used:.1f} of the {b.usable} usable cores",
+            f"no worker count helps: it takes {more}, or decode off the CPU (DALI mixed){others}",
+            first=[
+                f"the cores are spent: the trainer used {b.trainer:.1f}, the readers {b.readers:.1f}, iobench "
+                f"{b.own:.1f} and other processes {b.others:.1f} of {b.usable}, so more workers would take cores "
+                "from the trainer and fewer would slow the loader"
+            ],
+        )
+
+    def starved_host(self) -> _Found | None:
+        lines = host_bound(self.m, self.ev.cores)
+        if lines is None:
+            return None
+        return _Found(
             "host",
-            f"host-bound (the trainer starved of CPU): its step took {self.metrics.trainer_slowdown:.1f}x as long "
-            "in the cell as alone, while the loader's workers held the cores",
-            "fewer loader workers, or decode off the CPU (DALI mixed): the trainer needs its cores back",
+            f"host-bound (the trainer starved of CPU): its step took {self.m.trainer_slowdown:.1f}x as long "
+            "in the window as alone, while its data was there",
+            "leave the trainer its cores: decode off the CPU (DALI mixed), fewer intra-op threads in the "
+            "loader's workers, or more cores",
+            first=lines,
         )
 
-    def short_trainer(self) -> Verdict | None:
-        if not self.short or self.metrics.stall_fraction > HOST_STALL:
+    def short_trainer(self) -> _Found | None:
+        if not self.short or self.m.stall_fraction > HOST_STALL:
             return None
-        return self.verdict(
+        return _Found(
             "host",
             "host-bound (the trainer's own step): " + self.short + "; the data kept up with it",
             "the trainer, not the data: a larger batch per accelerator spreads its host work over more samples; "
@@ -230,89 +329,198 @@ class _Case:
             "trainer",
         )
 
-    def busy_accelerator(self) -> Verdict | None:
-        if self.metrics.au < AU_TARGET:
+    def h2d(self) -> _Found | None:
+        m = self.m
+        share = m.h2d_s / m.wall_s if m.wall_s > 0 else 0.0
+        if share < max(m.stall_fraction, 1 - AU_TARGET):
             return None
-        headroom = self.pipeline_cap / self.demand if self.pipeline_cap and self.demand else None
-        return self.verdict(
-            "accelerator",
-            f"accelerator-bound: the input pipeline keeps the accelerator {100 * self.metrics.au:.0f} % busy",
-            "nothing on the input side"
-            + (f": the readers could deliver {headroom:.1f}x the demand" if headroom else ""),
+        return _Found(
+            "prep",
+            f"input-bound by h2d: copies to the device take {100 * share:.0f} % of the time",
+            "pin_memory=True with non_blocking copies, or copy less (uint8 images, not float32)",
+            "h2d",
+            [
+                f"copies to the device took {100 * share:.0f} % of the wall, more than the loop waited for data"
+            ],
         )
 
-    def no_stage_times(self) -> Verdict | None:
-        if self.total_wall > 0:
+    def unseen(self) -> _Found | None:
+        work, ev = self.work, self.ev
+        if work is not None and work.wall_ms > 0:
             return None
-        return self.verdict(
+        why = ev.unseen or "the loader reported no stage times"
+        ceilings = ev.ceilings or {}
+        loader = next((v for k, v in ceilings.items() if k != "accelerator"), None)
+        if "accelerator" in ceilings and loader is not None:
+            step = ceilings["accelerator"]
+            said = f"the loader alone delivered {_rate(loader)}, the step alone took {_rate(step)}"
+            if step <= loader:
+                return _Found(
+                    "accelerator",
+                    f"accelerator-bound by the ceilings: {said}",
+                    "nothing on the input side: a faster step (or device) is the next limit",
+                    first=[said, f"the loader's own work could not be split: {why}"],
+                )
+            return _Found(
+                "unknown",
+                f"input-bound, stage not seen: {said}",
+                "more of the loader's own parallelism (DALI: num_threads, GPU decode with device='mixed'), "
+                "or a faster store; its stages run where the probe cannot time them",
+                first=[said, f"the loader's own work could not be split: {why}"],
+            )
+        return _Found(
             "unknown",
-            "unknown: the loader reported no stage times",
-            "run with a backend that reports stage times",
+            f"unknown, stage not seen: the loop waited {100 * self.m.stall_fraction:.0f} % of the time",
+            ev.unseen_action,
+            first=[f"the loader's own work could not be split: {why}"],
         )
 
-    def fetch(self) -> Verdict | None:
-        binding = max(self.stages, key=lambda s: s.wall_ms_per_sample)
-        if binding.stage != "fetch":
+    def opening(self) -> _Found | None:
+        split = self.ev.split
+        if split is None or split.loader_start <= max(split.wait - split.loader_start, 0.0):
             return None
-        io_wait = binding.wall_ms_per_sample - binding.cpu_ms_per_sample
-        self.evidence.append(
-            f"fetch is {binding.wall_ms_per_sample:.2f} ms per sample of which {max(0.0, io_wait):.2f} ms "
-            "waiting on storage, not CPU"
+        return _Found(
+            "prep",
+            f"input-bound by the epoch's opening: {100 * split.loader_start:.0f} % of the time the loop waited "
+            "for the loader to start",
+            "persistent_workers=True, so each epoch's workers are up before it starts",
+            "loader_start",
+            [
+                f"opening each epoch took {100 * split.loader_start:.0f} % of the wall: the loader's iterator built "
+                "anew and its workers started (until each began its first batch) while the loop waited"
+            ],
         )
-        reading = f"reading takes {100 * binding.share:.0f} % of each reader's time per sample"
-        if self.client and self.client_share is not None:
-            by_client = self.client_share >= CLIENT_BOUND
-            self.evidence.append(
-                f"{self.client.name}'s own CPU took {100 * self.client_share:.0f} % of the readers' time "
+
+    def handover(self) -> _Found | None:
+        # Only idle readers make the hand-over the limit: a reader busy nearly all the time sets the
+        # rate, and its batches reaching the loop after they were made is latency in the pipe (a busy
+        # spawned worker's batches arrived one batch's making late), not a rate. Where the batches are
+        # matched to their making, the measured hand-over must also outweigh the making.
+        work, split, stall = self.work, self.ev.split, self.m.stall_fraction
+        assert work is not None
+        handed = work.workers > 0 and work.busy is not None and work.busy < BUSY and stall > 1 - AU_TARGET
+        if handed and split is not None:
+            handed = split.handover > split.wait - split.handover - split.loader_start
+        if not handed:
+            return None
+        pin = f"; pinning took {self.ev.pin_ms_per_batch:.1f} ms a batch" if self.ev.pin_ms_per_batch else ""
+        collate = work.stage("collate").wall_ms_per_sample
+        return _Found(
+            "prep",
+            f"input-bound by collate/IPC: the workers idled {100 * (1 - work.busy):.0f} % of the time while the "  # type: ignore[operator]
+            f"loop waited {100 * stall:.0f} %",
+            "look at what crosses from the workers (big or many tensors per batch, Python objects) and at "
+            "pinning; raise prefetch_factor, keep persistent_workers=True",
+            "collate",
+            [
+                f"the workers made batches only {100 * work.busy:.0f} % of the time, yet the loop waited "  # type: ignore[operator]
+                f"{100 * stall:.0f} %"
+                + (f", {100 * split.handover:.0f} % for batches already made" if split is not None else "")
+                + f": batches were made but not handed over in time (collate {collate:.2f} ms a sample in the "
+                f"workers{pin})"
+            ],
+        )
+
+    def making(self) -> _Found:
+        """Making the batches binds: the largest part of a sample's time in the readers says which."""
+        work = self.work
+        assert work is not None
+        parts = {
+            "fetch": work.stage("fetch").wall_ms_per_sample,
+            **{s: work.stage(s).cpu_ms_per_sample for s in ("decode", "augment", "collate")},
+            "cores": work.runq_ms,
+        }
+        binding = max(parts, key=parts.__getitem__)
+        if binding == "fetch":
+            return self.fetch(work)
+        if binding == "cores":
+            return self.waiting_for_cores(work)
+        return self.prep(work, binding)
+
+    def _room(self) -> str:
+        """Whether the host's cores have room for more workers, said from the budget."""
+        b = self.ev.budget
+        if b is None:
+            return ""
+        return f" (the CPU has room: {b.used:.1f} of {b.usable} cores busy)"
+
+    def fetch(self, work: ReaderWork) -> _Found:
+        fetch = work.stage("fetch")
+        first = [
+            f"fetch is {fetch.wall_ms_per_sample:.2f} ms per sample of which {work.blocked_ms:.2f} ms waiting on "
+            "storage, not CPU"
+        ]
+        reading = f"reading takes {100 * fetch.share:.0f} % of each reader's time per sample"
+        client, share = self.ev.client, self.client_share
+        if client is not None and share is not None:
+            by_client = share >= CLIENT_BOUND
+            first.append(
+                f"{client.name}'s own CPU took {100 * share:.0f} % of the readers' time "
                 f"({'at or above' if by_client else 'below'} the {100 * CLIENT_BOUND:.0f} % at which the "
                 "client, not the store, binds)"
             )
             if by_client:
-                return self.verdict(
+                return _Found(
                     "fetch",
-                    self.after_short(
-                        f"fetch-bound by the client ({self.client.name}), not the store: its CPU takes "
-                        f"{100 * self.client_share:.0f} % of the readers' time; {reading}"
-                    ),
-                    other_client(self.client.name),
-                    binding.stage,
+                    f"fetch-bound by the client ({client.name}), not the store: its CPU takes "
+                    f"{100 * share:.0f} % of the readers' time; {reading}",
+                    other_client(client.name),
+                    "fetch",
+                    first,
                 )
-        return self.verdict(
+        return _Found(
             "fetch",
-            self.after_short(f"fetch-bound (storage): {reading}"),
-            "a faster tier or a cache in front of it, or more reads in flight (more workers, a higher "
-            "read concurrency)",
-            binding.stage,
+            f"fetch-bound (storage): {reading}",
+            "a faster tier or a cache in front of it, or more reads in flight (more workers"
+            + self._room()
+            + ", a higher read concurrency)",
+            "fetch",
+            first,
         )
 
-    def prep(self, trainer_cores: int | None) -> Verdict:
-        binding = max(self.stages, key=lambda s: s.wall_ms_per_sample)
-        prep_share = sum(s.share for s in self.stages if s.stage in PREP_STAGES)
-        what = "JPEG decode" if binding.stage == "decode" else binding.stage
-        fetch = next(s for s in self.stages if s.stage == "fetch")
-        self.evidence.append(
+    def waiting_for_cores(self, work: ReaderWork) -> _Found:
+        b = self.ev.budget
+        others = b is not None and b.others >= 0.25 * b.usable
+        who = (
+            f": other processes used {b.others:.1f} of the {b.usable} cores, the job {b.trainer + b.readers:.1f}"
+            if b is not None and others
+            else ""
+        )
+        return _Found(
+            "prep",
+            f"prep-bound (readers waiting for a core): a sample waits {work.runq_ms:.1f} ms for a core against "
+            f"{work.cpu_ms:.1f} ms of CPU and {work.blocked_ms:.1f} ms blocked",
+            "free the host's cores (other processes run on it), or give the job cores of its own (taskset, a cgroup)"
+            if others
+            else "fewer intra-op threads (torch.set_num_threads) beside the loader, or more cores",
+            "decode",
+            [f"the readers wait {work.runq_ms:.1f} ms a sample for a core{who}"],
+        )
+
+    def prep(self, work: ReaderWork, binding: str) -> _Found:
+        stage = work.stage(binding)
+        prep_share = sum(work.stage(s).share for s in ("decode", "augment", "collate"))
+        fetch = work.stage("fetch")
+        first = [
             f"fetch is only {fetch.wall_ms_per_sample:.2f} ms per sample "
-            f"(alone it could feed {_fmt_rate(fetch.capacity_samples_per_s)}): storage is not the limit"
+            f"(alone it could feed {_rate(fetch.capacity_samples_per_s)}): storage is not the limit"
+        ]
+        more = (
+            "more workers" + self._room() if self.ev.budget is not None else "more CPU cores for the loader"
         )
-        # what feeding the trainer takes: its demand, or less where the trainer alone cannot reach it
-        takes = trainer_takes(self.metrics, self.demand)
-        action = "more CPU cores for the loader, or decode on the GPU (DALI mixed)"
-        if takes and self.total_cpu > 0:
-            whom = "the trainer can take" if takes < (self.demand or 0) else "demanded"
-            keeps = (
-                trainer_cores if trainer_cores is not None else math.ceil(self.metrics.trainer_cores or 0.0)
-            )
-            loader = cores_to_feed(takes, self.total_cpu)
-            action = (
-                f"feeding the {_fmt_rate(takes)} {whom} needs about {loader:.0f} cores of loader CPU at the "
-                f"measured {self.total_cpu:.2f} CPU-ms per sample (every stage), and {keeps} for the trainer: "
-                f"{loader + keeps:.0f} per accelerator (the cell had {self.cores}); or decode on the GPU (DALI mixed)"
-            )
-        headline = (
-            f"prep-bound (CPU {what}): decode+augment+collate take {100 * prep_share:.0f} % of each "
-            f"reader's time, {binding.stage} alone {100 * binding.share:.0f} %"
+        feeding = (
+            f"; feeding {_rate(self.need.samples_per_s)} takes {self.need.per_accelerator:.1f} cores per accelerator"
+            if self.need is not None
+            else ""
         )
-        return self.verdict("prep", self.after_short(headline), action, binding.stage)
+        return _Found(
+            "prep",
+            f"prep-bound (CPU {work.named(binding)}): decode+augment+collate take {100 * prep_share:.0f} % of each "
+            f"reader's time, {binding} alone {100 * stage.share:.0f} %",
+            f"{more}{feeding}; or decode on the GPU (DALI mixed)",
+            binding,
+            first,
+        )
 
 
 def other_client(name: str) -> str:
@@ -330,25 +538,69 @@ def other_client(name: str) -> str:
     )
 
 
-def trainer_takes(metrics: PipelineMetrics, demand: float | None) -> float | None:
-    """The samples/s the trainer can take: its demand, or what it steps at alone where it falls short
-    of it (an emulated trainer whose host work outlasts its device time; a real one that cannot keep up)."""
-    alone = metrics.trainer_alone_samples_per_s
-    if demand and alone and trainer_short_of_demand(metrics, demand):
-        return alone
-    return demand or None
-
-
-def trainer_short_of_demand(metrics: PipelineMetrics, demand: float | None) -> str | None:
-    """The finding that the trainer alone cannot reach its demand (it steps slower than AU_TARGET
-    of it with the data in memory), or None."""
-    alone = metrics.trainer_alone_samples_per_s
-    if not demand or not alone or alone >= AU_TARGET * demand:
-        return None
+def budget_line(b: CoreBudget) -> str:
+    steal = f"; the hypervisor took {b.steal:.1f}" if b.steal else ""
     return (
-        f"the trainer alone steps at {_fmt_rate(alone)} of the {_fmt_rate(demand)} demanded, so its AU "
+        f"cores: the trainer used {b.trainer:.1f}, the loader's readers {b.readers:.1f}, iobench {b.own:.1f} and "
+        f"other processes {b.others:.1f} of the {b.usable} usable{steal}"
+    )
+
+
+@dataclass(frozen=True)
+class TrainerAlone:
+    """What the trainer timed alone says against its demand."""
+
+    takes: float | None  # samples/s it can take: the demand, or less where it falls short of it
+    short: str | None  # the finding that it cannot reach its demand, or None
+    busy: str | None  # the timing met a busy host, so nothing is judged from it
+
+
+def trainer_alone(m: PipelineMetrics, demand: float | None) -> TrainerAlone:
+    """The trainer alone against ``demand``: short of it only where it was timed on a quiet host and
+    even the top of its interval lies below AU_TARGET of the demand."""
+    alone = m.trainer_alone_samples_per_s
+    if not demand or not alone:
+        return TrainerAlone(demand or None, None, None)
+    high = m.trainer_alone_high or alone
+    if alone >= AU_TARGET * demand:
+        return TrainerAlone(demand, None, None)
+    if m.trainer_alone_quiet is False:
+        busy = (
+            f"the trainer alone timed {_rate(alone)} of the {_rate(demand)} demanded while other processes used "
+            f"{m.trainer_alone_others_cores or 0.0:.1f} cores: the host was busy, so it is not judged short"
+        )
+        return TrainerAlone(demand, None, busy)
+    if high >= AU_TARGET * demand:
+        return TrainerAlone(demand, None, None)
+    short = (
+        f"the trainer alone steps at {_rate(alone)} of the {_rate(demand)} demanded, so its AU "
         f"cannot pass {min(1.0, alone / demand):.2f} whatever feeds it: host-bound before any data"
     )
+    return TrainerAlone(alone, short, None)
+
+
+def _need(ev: Evidence, alone: TrainerAlone) -> CoresNeeded | None:
+    """The cores one accelerator takes to be fed: at its demand (or what its trainer alone takes),
+    else at the rate the caller names (a probed job's step alone), from the window's measured CPU
+    per sample: the readers' and the trainer's, each counted once."""
+    m, b, work = ev.metrics, ev.budget, ev.work
+    if alone.takes:  # a trainer's rate: its accelerators share it
+        rate = alone.takes * ev.trainers / ev.accelerators
+        fed = "the demand" if alone.short is None else "what the trainer alone takes"
+    elif ev.feed is not None:
+        rate, fed = ev.feed
+    else:
+        return None
+    if m.samples <= 0 or rate <= 0:
+        return None
+    per_sample_ms = 1000.0 * m.wall_s / m.samples  # cores' worth x this = CPU-ms per sample
+    if b is not None:
+        loader_ms, trainer_ms = b.readers * per_sample_ms, b.trainer * per_sample_ms
+    elif work is not None:  # no host counters: the readers' stage CPU, and the trainer's where measured
+        loader_ms, trainer_ms = work.cpu_ms, (m.trainer_cores or 0.0) * per_sample_ms
+    else:
+        return None
+    return cores_needed(rate, fed, loader_cpu_ms=loader_ms, trainer_cpu_ms=trainer_ms)
 
 
 def host_bound(metrics: PipelineMetrics, cores: int) -> list[str] | None:
@@ -362,76 +614,12 @@ def host_bound(metrics: PipelineMetrics, cores: int) -> list[str] | None:
     if metrics.stall_fraction > HOST_STALL or stretch <= metrics.stall_fraction:
         return None
     ev = [
-        f"the trainer's step took {1000 * alone * slowdown:.1f} ms (median) in the cell against "
+        f"the trainer's step took {1000 * alone * slowdown:.1f} ms (median) in the window against "
         f"{1000 * alone:.1f} ms alone: {slowdown:.2f}x; the stretch is {100 * stretch:.0f} % of the wall, "
         f"waiting for data {100 * metrics.stall_fraction:.0f} %"
     ]
     if metrics.trainer_cpu_ms_per_step is not None:
         ev.append(f"the trainer used {metrics.trainer_cpu_ms_per_step:.1f} CPU-ms per step of its own")
-    trainer_cores = metrics.trainer_cores
-    if metrics.loader_cores is not None and trainer_cores is not None:
-        used = metrics.loader_cores + trainer_cores
-        ev.append(
-            f"the loader's readers used {metrics.loader_cores:.1f} and the trainer {trainer_cores:.1f} of the "
-            f"{cores} usable core(s): "
-            + (
-                "fewer workers, or decode off the CPU (DALI mixed), leaves the trainer its cores"
-                if used >= 0.9 * cores
-                else "together less than the host has, so other processes on the host took the rest"
-            )
-        )
     if metrics.device_busy_s is not None and metrics.au_basis and "GPU" in metrics.au_basis:
         ev.append(f"the GPU was busy {100 * metrics.au:.0f} % of the wall")
     return ev
-
-
-def synchronous_verdict(
-    online: Verdict,
-    *,
-    au: float,
-    data_wait: float,
-    peer_wait: float,
-    allreduce: float,
-    straggler_cost: float | None,
-    slowest: str,
-    fabric: str,
-) -> Verdict:
-    """The verdict of a synchronous multi-rank job: ``online`` (the ranks' stage timers together)
-    unless waiting for peers or the modelled all-reduce costs the ranks more of the interval than
-    waiting for their own data. ``data_wait``, ``peer_wait`` and ``allreduce`` are the ranks' mean
-    shares of the interval; ``slowest`` says which rank the others waited for, and why."""
-    ev = [
-        *online.evidence,
-        f"in step, the ranks spent {100 * au:.0f} % of the interval computing, {100 * data_wait:.0f} % waiting "
-        f"for their own batch, {100 * peer_wait:.0f} % waiting for the slowest rank and "
-        f"{100 * allreduce:.0f} % in the all-reduce modelled on {fabric}",
-    ]
-    if straggler_cost is not None:
-        ev.append(
-            f"without waiting for peers the ranks would have run at AU {au + straggler_cost:.2f}: "
-            f"waiting for the slowest cost {straggler_cost:.2f} of AU"
-        )
-    ev.append(f"the slowest: {slowest}")
-    if au >= AU_TARGET or max(peer_wait, allreduce) <= data_wait:
-        return replace(online, evidence=tuple(ev))
-    if peer_wait >= allreduce:
-        return replace(
-            online,
-            bound="straggler",
-            binding_stage=None,
-            headline=(
-                f"straggler-bound: the ranks waited {100 * peer_wait:.0f} % of the time for the slowest rank, "
-                f"more than for their own data ({100 * data_wait:.0f} %)"
-            ),
-            evidence=tuple(ev),
-        )
-    return replace(
-        online,
-        bound="allreduce",
-        binding_stage=None,
-        headline=(
-            f"all-reduce-bound ({fabric}): the modelled gradient all-reduce takes {100 * allreduce:.0f} % of "
-            f"the time, more than the ranks wait for data ({100 * data_wait:.0f} %)"
-        ),
-        evidence=tuple(ev),
-    )

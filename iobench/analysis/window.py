@@ -46,8 +46,25 @@ def provisional(rows: Sequence[StepRow], durations: Sequence[float], fixed: int 
     return len(kept), kept[-1].t_end - kept[0].t_start
 
 
+# under ``need: either``, the least a window has, however its limits are set: MSER needs a series to
+# read, and a few seconds say more than a handful of fast steps
+EITHER_LEAST_STEPS = 10
+EITHER_LEAST_SECONDS = 5.0
+
+
+def met(minimum: MinMeasure, steps: int, seconds: float) -> bool:
+    """The one window rule: whether ``steps`` over ``seconds`` after the warm-up are enough. ``both``:
+    the steps and the seconds; ``either``: the steps over a few seconds, or the seconds over a few
+    steps."""
+    if minimum.need == "both":
+        return steps >= minimum.steps and seconds >= minimum.seconds
+    return (steps >= minimum.steps and seconds >= min(EITHER_LEAST_SECONDS, minimum.seconds)) or (
+        seconds >= minimum.seconds and steps >= min(EITHER_LEAST_STEPS, minimum.steps)
+    )
+
+
 def short_of(minimum: MinMeasure, steps: int, seconds: float) -> bool:
-    return steps < minimum.steps or seconds < minimum.seconds
+    return not met(minimum, steps, seconds)
 
 
 def rel_ci(entries: Sequence[StepAccount], figure: str = "samples_per_s") -> float | None:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from iobench.accelerators.consumers import Consumer
-from iobench.analysis.verdict import ClientFacts, client_facts
+from iobench.analysis.evidence import ClientFacts, client_facts
 from iobench.datasets.manifest import Manifest
 from iobench.results.spec import CellSpec, LoaderSettings
 from iobench.tiers import make_tier

@@ -17,17 +17,18 @@ import time
 from dataclasses import dataclass
 
 from iobench.accelerators.alone import time_alone
-from iobench.accelerators.consumers import EmulatedAccelerator
 from iobench.analysis import window
 from iobench.analysis.cellfigures import Analysis, RunFacts, analyse
 from iobench.cell.inputs import CellInputs
 from iobench.cell.live import live_file
+from iobench.cell.protocol import PARENT_ENV
 from iobench.cell.ranks.allreduce import allreduce_model
 from iobench.cell.ranks.distributed import SOLO, Ranks
 from iobench.cell.ranks.sync import StepSync
 from iobench.cell.steps.loaderfactory import epoch_factory
 from iobench.cell.steps.steploop import StepLog, mark_warmup, run_steps, step_durations
 from iobench.cell.telemetry import Telemetry, TelemetrySampler
+from iobench.host.cpuload import HostLoad
 from iobench.results.figures import CacheState, PipelineMetrics, SteadyState, StepAlone, Verdict, Window
 from iobench.results.spec import CellSpec, RunSettings
 from loaders.registry import backend
@@ -71,6 +72,12 @@ def cell_processes(ranks: Ranks) -> int:
     return os.getppid() if ranks.distributed and "TORCHELASTIC_RUN_ID" in os.environ else os.getpid()
 
 
+def sweep_process() -> int | None:
+    """The sweep's process, whose CPU is iobench's own (None where the cell runs on its own)."""
+    pid = os.environ.get(PARENT_ENV)
+    return int(pid) if pid and pid.isdigit() else None
+
+
 def window_extension(run: RunSettings, ranks: Ranks):
     """``run_steps``'s ``more``: after the requested epochs, whether the window is still short of
     ``run.min_measure`` on any rank (all ranks get the same answer, so they run the same epochs).
@@ -100,7 +107,7 @@ def measure(inputs: CellInputs, ranks: Ranks = SOLO) -> Measurement:
     if live:
         live.start_run()
     sampler = (
-        TelemetrySampler(root=cell_processes(ranks))
+        TelemetrySampler(root=cell_processes(ranks), sweep=sweep_process())
         if ranks.host_leader
         else contextlib.nullcontext(Telemetry())
     )
@@ -151,13 +158,13 @@ def measure(inputs: CellInputs, ranks: Ranks = SOLO) -> Measurement:
         workers=loader.workers,
         cores=inputs.cores,
         demand_samples_per_s=consumer.demand_samples_per_s,
+        accelerators=cell.accelerator.count,
         au_basis=consumer.au_basis,
         readers_in_process=backend(loader.kind).readers_in_process(loader.options, loader.workers),
         min_measure=run.min_measure,
         requested_epochs=run.epochs,
         capped=capped,
         cold=cold and ranks.host_leader and inputs.tier.reads_block_devices,
-        trainer_cores=trainer_cores(consumer),
         client=inputs.client,
     )
     analysis = analyse(
@@ -168,16 +175,19 @@ def measure(inputs: CellInputs, ranks: Ranks = SOLO) -> Measurement:
         alone=alone,
         time_to_first_batch_s=log.time_to_first_batch_s,
         device_read_bytes=window_device_reads(log, telemetry) if facts.cold else None,
+        # a rank of a multi-rank cell shares its host's counters with the others: the job's budget
+        # is taken over every rank together (ranks/rank.py)
+        load=None if ranks.distributed else window_load(log, telemetry, inputs.cores),
     )
     return Measurement(log, analysis, cache_state, telemetry, steady, released_at, alone)
 
 
-def trainer_cores(consumer) -> int | None:
-    """The whole cores an emulated trainer keeps (its host work's), 0 for one that only sleeps; None
-    for a real model, whose measured CPU says."""
-    if not isinstance(consumer, EmulatedAccelerator):
+def window_load(log: StepLog, telemetry: Telemetry, cores: int) -> HostLoad | None:
+    """The host's load over the measured window (telemetry.py): the core budget's input."""
+    measured = [r for r in log.rows if not r.warmup]
+    if not measured:
         return None
-    return consumer.host.reserved_cores if consumer.host is not None else 0
+    return telemetry.load(log.created_at + measured[0].t_start, log.created_at + measured[-1].t_end, cores)
 
 
 def window_device_reads(log: StepLog, telemetry: Telemetry) -> int | None:

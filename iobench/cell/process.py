@@ -15,6 +15,7 @@ from pathlib import Path
 
 from iobench.accelerators.consumers import EmulatedAccelerator, make_consumer
 from iobench.analysis.differential import combine, input_ceiling
+from iobench.analysis.verdict import trainer_alone
 from iobench.cell.diagnosis.diagnose import check_capacity, measure_ceilings
 from iobench.cell.files import cell_files
 from iobench.cell.inputs import cell_inputs
@@ -63,7 +64,8 @@ def run_cell(cell: CellSpec, run_dir: Path) -> CellSummary:
             ceiling = input_ceiling(
                 ceilings["prep"].samples_per_s, ceilings["fetch"].samples_per_s, metrics.samples_per_s
             )
-            takes = metrics.trainer_alone_samples_per_s
+            # what the trainer takes where a quiet host timed it short of its demand (the verdict's rule)
+            takes = trainer_alone(metrics, consumer.demand_samples_per_s).takes
             answer = check_capacity(inputs, ceiling, takes / consumer.count if takes else None)
         attribution = combine(
             {k: c.samples_per_s for k, c in ceilings.items()},

@@ -1,6 +1,7 @@
-"""Telemetry sampled beside the step loop: the host's CPU per core, memory and disk reads per
-device, the bytes the cell's own processes read (host/proctree.py), and each GPU's utilisation,
-memory and PCIe traffic where NVML is there (loaders/observe/nvml.py)."""
+"""Telemetry sampled beside the step loop: the host's CPU per core and in all (host/cpuload.py),
+memory and disk reads per device, the bytes the cell's own processes read and the CPU they used
+(host/proctree.py), iobench's own CPU (the sweep's process and this sampler), and each GPU's
+utilisation, memory and PCIe traffic where NVML is there (loaders/observe/nvml.py)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from dataclasses import dataclass, field
 
 import psutil
 
+from iobench.host.cpuload import CpuSample, HostLoad, host_cpu, load_over, process_cpu_s
 from iobench.host.proctree import ProcessTree
 from loaders.observe import GpuSample, Nvml, NvmlUnavailable
 
@@ -28,6 +30,9 @@ class TelemetrySample:
     process_read_bytes: int | None = None
     process_read_chars: int | None = None
     gpus: list[GpuSample] = field(default_factory=list)  # one per GPU; empty without NVML
+    # the counters of the core budget: the host's busy and stolen time, the cell's process tree's,
+    # the sweep's process and this sampler thread's (iobench's own); None: not read
+    cpu: CpuSample | None = None
 
 
 @dataclass
@@ -76,6 +81,10 @@ class Telemetry:
         cores = len(window[0].cpu_percent)
         return [sum(s.cpu_percent[i] for s in window) / len(window) for i in range(cores)]
 
+    def load(self, start: float, end: float, usable: int) -> HostLoad | None:
+        """The host's load over [start, end], for the core budget (host/cpuload.py)."""
+        return load_over([s.cpu for s in self.samples if s.cpu is not None], start, end, usable)
+
     def mean_gpu_utilization(self, start: float, end: float) -> float | None:
         """NVML's utilisation (% of time a kernel ran), averaged over the GPUs and the samples
         between two instants; None without NVML."""
@@ -87,8 +96,16 @@ class TelemetrySampler:
     """A daemon thread sampling every ``interval`` seconds while the cell runs. ``root`` is the
     process whose tree is the cell's (this process, or the launcher of a multi-rank cell's ranks)."""
 
-    def __init__(self, interval: float = 0.25, root: int | None = None, nvml_lib: object = None) -> None:
+    def __init__(
+        self,
+        interval: float = 0.25,
+        root: int | None = None,
+        nvml_lib: object = None,
+        sweep: int | None = None,
+    ) -> None:
         self.interval = interval
+        self.sweep = sweep  # the sweep's process: iobench's own CPU, with this thread's
+        self._thread_cpu = 0.0
         try:
             self.nvml: Nvml | None = Nvml(nvml_lib)
         except NvmlUnavailable:  # no pynvml, no driver or no GPU: no GPU figures
@@ -105,6 +122,7 @@ class TelemetrySampler:
         mem = psutil.virtual_memory()
         disks = psutil.disk_io_counters(perdisk=True) or {}
         tree = self.tree.totals() if self.tree is not None else None
+        sweep = process_cpu_s(self.sweep) if self.sweep is not None else None
         self.telemetry.samples.append(
             TelemetrySample(
                 t=time.perf_counter(),
@@ -115,6 +133,12 @@ class TelemetrySampler:
                 process_read_bytes=int(tree["read_bytes"]) if tree else None,
                 process_read_chars=int(tree["read_chars"]) if tree else None,
                 gpus=self._gpus(),
+                cpu=CpuSample(
+                    host=host_cpu(),
+                    job_s=tree["user"] + tree["system"] if tree else None,
+                    own_outside_s=sweep or 0.0,
+                    own_inside_s=self._thread_cpu,
+                ),
             )
         )
 
@@ -131,6 +155,7 @@ class TelemetrySampler:
     def _loop(self) -> None:
         while not self._stop.wait(self.interval):
             self._sample()
+            self._thread_cpu = time.thread_time()
 
     def __enter__(self) -> Telemetry:
         psutil.cpu_percent(percpu=True)  # primes the counters: the first reading is since boot

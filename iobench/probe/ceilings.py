@@ -1,9 +1,12 @@
 """The job's two ceilings, each measured inside the job right after its window (``--ceilings``):
 
 - the step alone: the loop's own steps on its last real batches handed back from memory (no data
-  wait, the loader's workers idle): a batch over the median replayed step, after the first few (the
-  median, as the step alone everywhere in iobench: a step of a millisecond that a busy host
-  preempts once runs ten times as long, and a ceiling is what the step does when it runs);
+  wait): a batch over the median replayed step, after the first few and only those the loader's
+  readers did not overlap (the batches its workers had been asked for are still made while the
+  replay begins, on the cores the step needs), replayed until that median is known within 10 %
+  (inject/_iobench_probe/loop.py); the median, as the step alone everywhere in iobench: a step of a
+  millisecond that a busy host preempts once runs ten times as long, and a ceiling is what the step
+  does when it runs;
 - the loader alone: the job's own DataLoader drained with nothing consuming, timed after the
   batches its workers had queued: samples/s, and what bound it (its readers' time blocked against
   their CPU), which names it a ``fetch`` or a ``prep`` ceiling in a sweep's terms.
@@ -20,6 +23,7 @@ from .steps import Step
 from .workers import LoaderWork, loader_work
 
 REPLAY_WARMUP = 3  # replayed steps left out: the first ones after the switch settle caches
+QUIET_LEAST = 5  # the replayed steps the readers left alone that are enough to time the step on
 
 
 @dataclass(frozen=True)
@@ -32,6 +36,7 @@ class StepAloneRun:
     fastest_s: float
     cpu_s: float | None  # the process's CPU per step, mean
     device_s: float | None  # median device span of a step (CUDA events), None without
+    note: str = ""  # what was left out of it, and why
 
     @property
     def samples_per_s(self) -> float:
@@ -62,12 +67,26 @@ class LoaderAloneRun:
 
 
 def step_alone(
-    replayed: list[Step], device: dict[int, float], copies: Callable[[Step], float]
+    replayed: list[Step],
+    device: dict[int, float],
+    copies: Callable[[Step], float],
+    making: list[tuple[float, float]] = (),  # type: ignore[assignment]
 ) -> StepAloneRun | None:
-    """``copies(step)``: the seconds of host-to-device copies inside a step."""
-    timed = replayed[REPLAY_WARMUP:] if len(replayed) > REPLAY_WARMUP + 1 else replayed
-    if not timed:
+    """``copies(step)``: the seconds of host-to-device copies inside a step; ``making``: when the
+    loader's readers were making batches (each batch's begin and end)."""
+    settled = replayed[REPLAY_WARMUP:] if len(replayed) > REPLAY_WARMUP + 1 else replayed
+    if not settled:
         return None
+    quiet = [s for s in settled if not any(t0 < s.t_end and t1 > s.t_start for t0, t1 in making)]
+    timed = quiet if len(quiet) >= QUIET_LEAST else settled
+    left = len(settled) - len(timed)
+    note = (
+        f"{left} replayed step(s) left out: the loader's readers were still making batches during them"
+        if left
+        else ""
+        if quiet is timed
+        else "the loader's readers were making batches through most of the replay: the step alone may read low"
+    )
     hosts = [s.host_s - copies(s) for s in timed]
     cpus = [s.cpu_s for s in timed if s.cpu_s is not None]
     spans = [device[s.index] for s in timed if s.index in device]
@@ -80,6 +99,7 @@ def step_alone(
         fastest_s=min(hosts),
         cpu_s=statistics.fmean(cpus) if cpus else None,
         device_s=statistics.median(spans) if spans else None,
+        note=note,
     )
 
 

@@ -52,9 +52,10 @@ def add_probe_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def probe_command(args: argparse.Namespace, console: Console) -> int:
+    from iobench.results.spec import MinMeasure
+
     from .command import check_command
     from .session import Probe
-    from .window import Limits
 
     argv = list(args.job)
     if argv[:1] == ["--"]:
@@ -68,7 +69,7 @@ def probe_command(args: argparse.Namespace, console: Console) -> int:
     probe = Probe(
         command,
         out,
-        limits=Limits(steps=args.steps, seconds=args.seconds),
+        least=MinMeasure(seconds=args.seconds, steps=args.steps, need="either"),
         ceilings=args.ceilings,
         then=args.then,
         on_result=lambda outcome: _result(outcome, out),

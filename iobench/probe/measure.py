@@ -6,6 +6,7 @@ terms; iobench/probe/publish.py turns them into a run directory."""
 from __future__ import annotations
 
 import bisect
+import statistics
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,14 +14,14 @@ from iobench.analysis.window import warmup
 
 from .batches import match
 from .ceilings import LoaderAloneRun, StepAloneRun, loader_alone, step_alone
+from .plan import durations
 from .reader import Job
 from .steps import Step, created_at, loop_processes, main_stream, measured, rank_of, replayed, stream_steps
-from .window import durations
 from .workers import LoaderWork, loader_work
 
 
 @dataclass(frozen=True)
-class RankRun:
+class ProbedRank:
     pid: int
     rank: int
     ranks: dict  # torchrun's variables in the process (RANK, LOCAL_RANK, WORLD_SIZE, ...)
@@ -52,13 +53,24 @@ class RankRun:
     def workers(self) -> int:
         return int(self.info.get("workers") or 0)
 
+    def feed(self) -> tuple[float, str] | None:
+        """Samples/s the job's step takes with its data in hand, and what that rate is: its step
+        alone (--ceilings), else its own steps' host time in the window."""
+        if self.step_alone is not None and self.step_alone.samples_per_s > 0:
+            return self.step_alone.samples_per_s, "the job's step alone"
+        host = [s.host_s for s in self.window if s.host_s > 0]
+        if not host:
+            return None
+        rate = statistics.fmean(s.samples for s in self.window) / statistics.median(host)
+        return rate, "the job's step with its data in hand"
+
 
 def _within(records: list[Any], start: float, end: float, at: str = "t0") -> list[Any]:
     times = [getattr(r, at) for r in records]
     return records[bisect.bisect_left(times, start) : bisect.bisect_left(times, end)]
 
 
-def rank_run(job: Job, pid: int, end_step: int | None, warmup_steps: int | None = None) -> RankRun | None:
+def rank_run(job: Job, pid: int, end_step: int | None, warmup_steps: int | None = None) -> ProbedRank | None:
     """One rank's run, its window ending at ``end_step`` after ``warmup_steps`` (None: the warm-up
     read off its steps, as when the window closed; both None: the job ended first)."""
     tag = main_stream(job, pid)
@@ -91,7 +103,7 @@ def rank_run(job: Job, pid: int, end_step: int | None, warmup_steps: int | None 
     ]
     pins = _within(sorted(job.pins.get(pid, []), key=lambda r: r.t0), start, end)
     hello = job.hellos.get(pid)
-    return RankRun(
+    return ProbedRank(
         pid=pid,
         rank=rank_of(job, pid),
         ranks=dict(hello.ranks) if hello is not None else {},
@@ -109,7 +121,9 @@ def rank_run(job: Job, pid: int, end_step: int | None, warmup_steps: int | None 
         pin_ms_per_batch=1000.0 * sum(p.t1 - p.t0 for p in pins) / len(pins) if pins else None,
         h2d_bytes=sum(int(c.bytes) for c in _within(copies, start, end)),
         device_read_bytes=sum(int(f.read_bytes) for f in fetches),
-        step_alone=step_alone(replayed(every), job.device.get(tag, {}), _copies_per_step(copies)),
+        step_alone=step_alone(
+            replayed(every), job.device.get(tag, {}), _copies_per_step(copies), [(f.t0, f.t1) for f in fetches]
+        ),
         loader_alone=loader_alone(job.alone.get(tag), fetches, readers),
         stopped=tag in job.stops,
     )
@@ -122,7 +136,7 @@ def _copies_per_step(copies: list[Any]):  # type: ignore[no-untyped-def]
     return inside
 
 
-def rank_runs(job: Job, end_step: int | None, warmups: dict[str, int]) -> list[RankRun]:
+def rank_runs(job: Job, end_step: int | None, warmups: dict[str, int]) -> list[ProbedRank]:
     """Every rank that took batches, by rank; ``warmups`` the warm-up of each stream as the window
     closed (MSER on the series then: a later disturbance must not move a window already measured)."""
     out = []

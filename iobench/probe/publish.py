@@ -3,8 +3,10 @@
 
 Every conversion from the probe's raw figures (measure.py, ceilings.py, workers.py, batches.py) to
 iobench's records happens here, and only here; the figures then come from iobench's one analysis
-stage (``analysis.cellfigures.analyse``: the steps' ledger, metrics, wall split, epochs, window), as
-a sweep's do. The probe adds its own verdict (verdict.py), its window rule and its ceilings.
+stage, as a sweep's do: ``analysis.cellfigures.analyse`` (the steps' ledger, metrics, wall split,
+epochs, the window by the one window rule, the verdict by the one judge), a job's ranks through
+``analysis.job.aggregate`` as a multi-rank cell's, its core budget from the host's counters the
+probe read beside the job. The probe adds only what only it has: its ceilings.
 
 - one ``StepRow`` per step of a rank's main stream, with the step loop's meanings
   (cell/steps/steploop.py): ``wait_s`` blocked in next() (an epoch's first step from its ``iter()``, the
@@ -30,17 +32,20 @@ import re
 import socket
 import statistics
 from collections import defaultdict
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
 
 from iobench import __version__
-from iobench.analysis.cellfigures import Analysis, RunFacts, analyse
-from iobench.analysis.epochs import epoch_figures
-from iobench.analysis.ledger import clipped, totals
-from iobench.analysis.metrics import pipeline_metrics
+from iobench.analysis.cellfigures import Analysis, RunFacts, analyse, budget_of
+from iobench.analysis.cores import shared_ceiling
+from iobench.analysis.differential import combine
+from iobench.analysis.evidence import Evidence, reader_work
+from iobench.analysis.job import Aggregate, RankInput, aggregate
+from iobench.analysis.verdict import judge
 from iobench.analysis.window import weakest
+from iobench.host.cpuload import load_over
 from iobench.results.figures import (
     Attribution,
     CacheState,
@@ -49,13 +54,10 @@ from iobench.results.figures import (
     Interval,
     LoaderStats,
     PipelineMetrics,
-    RankFigures,
     StepAccount,
     StepAlone,
     StepRow,
     Verdict,
-    WallSplit,
-    Window,
 )
 from iobench.results.schema import STEP_SCHEMA, account_columns
 from iobench.results.spec import AcceleratorSpec, CellSpec, LoaderSettings, MinMeasure, RunSettings
@@ -64,9 +66,8 @@ from iobench.results.summary import CellManifest, CellSummary, DatasetInfo, Host
 from loaders import StageStats
 from loaders.observe import STAGES
 
-from .measure import RankRun
+from .measure import ProbedRank
 from .outcome import Outcome
-from .verdict import ceilings_said, differential, judge
 from .workers import LoaderWork
 
 GPU_BASIS = "GPU busy (CUDA events)"
@@ -80,7 +81,7 @@ def cell_id(outcome: Outcome) -> str:
     return "probe-" + (re.sub(r"[^A-Za-z0-9._-]+", "-", outcome.name).strip("-") or "job")
 
 
-def rows_of(run: RankRun, origin: float) -> list[StepRow]:
+def rows_of(run: ProbedRank, origin: float) -> list[StepRow]:
     """The rank's steps as the step loop records them, on a clock from ``origin``."""
     on_gpu = bool(run.device_s)
     rows = []
@@ -142,7 +143,7 @@ def epoch_stats(rows: list[StepRow]) -> list[StageStats]:
     return [out[e] for e in range(max(out) + 1)] if out else []
 
 
-def step_alone_of(run: RankRun) -> StepAlone | None:
+def step_alone_of(run: ProbedRank) -> StepAlone | None:
     a = run.step_alone
     if a is None:
         return None
@@ -157,73 +158,96 @@ def loader_stats(stats: StageStats) -> LoaderStats:
     )
 
 
-@dataclass(frozen=True)
-class RankFiguresOf:
-    """One rank's figures: its rows, the analysis of them and the probe's verdict."""
+# what the probe calls a stage of a job's readers: it times the dataset's __getitem__ whole
+PROBE_WORDS = {"decode": "decode/augment in the dataset"}
+UNSEEN_ACTION = "time the loader alone (--ceilings) to see what it can deliver"
 
-    run: RankRun
+
+@dataclass(frozen=True)
+class ProbedFigures:
+    """One rank's figures: its rows and the analysis of them (its verdict by the one judge)."""
+
+    run: ProbedRank
     rows: list[StepRow]
     analysis: Analysis
-    verdict: Verdict
 
     @property
     def metrics(self) -> PipelineMetrics:
         return self.analysis.metrics
 
+    def as_input(self) -> RankInput:
+        """The rank as a job's figures take it (analysis/job.py)."""
+        run, verdict = self.run, self.analysis.verdict
+        return RankInput(
+            rank=run.rank,
+            local_rank=int(run.ranks.get("LOCAL_RANK", run.rank)),
+            node_rank=int(run.ranks.get("GROUP_RANK", 0)),
+            host=socket.gethostname(),
+            rows=self.rows,
+            measured_stats=stage_stats(run.work),
+            epoch_stats=epoch_stats(self.rows),
+            bound=verdict.bound,
+            binding_stage=verdict.binding_stage,
+            time_to_first_batch_s=self.metrics.time_to_first_batch_s,
+            alone=step_alone_of(run),
+            au_basis=self.metrics.au_basis,
+            readers_in_process=run.workers == 0,
+        )
 
-def rank_figures(outcome: Outcome, run: RankRun, origin: float, cores: int) -> RankFiguresOf:
+
+def facts_of(outcome: Outcome, run: ProbedRank, cores: int, ceilings: dict[str, float] | None) -> RunFacts:
+    """What the analysis needs to know of a probed rank besides its steps."""
+    work = run.work
+    return RunFacts(
+        workers=run.workers,
+        cores=cores,
+        demand_samples_per_s=None,
+        au_basis=GPU_BASIS if run.device_s else CPU_BASIS,
+        readers_in_process=run.workers == 0,
+        min_measure=window_rule(outcome),
+        requested_epochs=len(epoch_stats(rows_of(run, run.created))),
+        capped=outcome.short_because or "the job's end",
+        feed=run.feed(),
+        reader_busy=work.busy if work is not None else None,
+        stage_words=PROBE_WORDS,
+        readers_seen=work is not None and run.info.get("kind") != "dali",
+        unseen=_unseen(run),
+        unseen_action=UNSEEN_ACTION,
+        pin_ms_per_batch=run.pin_ms_per_batch,
+        ceilings=ceilings,
+        split_measured=any(b is not None for b in run.batches),
+    )
+
+
+def window_rule(outcome: Outcome) -> MinMeasure:
+    """The probe's window: its steps, or its seconds where steps are slow (analysis/window.py)."""
+    return outcome.least
+
+
+def rank_figures(
+    outcome: Outcome, run: ProbedRank, origin: float, cores: int, ceilings: dict[str, float] | None
+) -> ProbedFigures:
     rows = rows_of(run, origin)
     stats = stage_stats(run.work)
-    epochs = epoch_stats(rows)
+    measured = [r for r in rows if not r.warmup]
+    load = (
+        load_over(outcome.cpu, origin + measured[0].t_start, origin + measured[-1].t_end, cores)
+        if measured and len(outcome.runs) == 1
+        else None
+    )
     analysis = analyse(
         rows,
-        facts=RunFacts(
-            workers=run.workers,
-            cores=cores,
-            demand_samples_per_s=None,
-            au_basis=GPU_BASIS if run.device_s else CPU_BASIS,
-            readers_in_process=run.workers == 0,
-            min_measure=MinMeasure(seconds=outcome.limits.seconds, steps=outcome.limits.steps),
-            requested_epochs=len(epochs),
-            capped=None,
-        ),
-        epoch_stats=epochs,
+        facts=facts_of(outcome, run, cores, ceilings),
+        epoch_stats=epoch_stats(rows),
         measured_stats=stats,
         alone=step_alone_of(run),
         time_to_first_batch_s=run.steps[0].t_return - run.created,
+        load=load,
     )
-    window = window_of(outcome, analysis.window)
-    analysis = replace(analysis, window=window)
-    verdict = judge(
-        analysis.metrics,
-        run.work,
-        cores=cores,
-        workers=run.workers,
-        split=analysis.split if any(b is not None for b in run.batches) else None,
-        unseen=_unseen(run),
-        pin_ms_per_batch=run.pin_ms_per_batch,
-    )
-    return RankFiguresOf(run, rows, analysis, verdict)
+    return ProbedFigures(run, rows, analysis)
 
 
-def window_of(outcome: Outcome, measured: Window) -> Window:
-    """The analysis's window under the probe's rule (its steps, or its seconds when steps are slow)."""
-    met = outcome.limits.done(measured.steps, measured.seconds)
-    return replace(measured, met=met, short_because=None if met else outcome.short_because or "the job's end")
-
-
-def _short_said(verdict: Verdict, window: Window, outcome: Outcome) -> Verdict:
-    if window.met:
-        return verdict
-    said = (
-        f"measured only {window.steps} steps over {window.seconds:.2f} s after warm-up (the probe asks "
-        f"{outcome.limits.steps} steps or {outcome.limits.seconds:g} s), stopped by {window.short_because}: "
-        "treat the figures as indicative"
-    )
-    return replace(verdict, headline=f"{verdict.headline} [{said}]")
-
-
-def _unseen(run: RankRun) -> str | None:
+def _unseen(run: ProbedRank) -> str | None:
     if run.info.get("kind") == "dali":
         return "DALI runs its pipeline in threads of its own, which the probe does not time"
     if run.work is None:
@@ -231,7 +255,7 @@ def _unseen(run: RankRun) -> str | None:
     return None
 
 
-def ceilings_of(runs: list[RankRun]) -> dict[str, Ceiling]:
+def ceilings_of(runs: list[ProbedRank]) -> dict[str, Ceiling]:
     """The job's ceilings: its ranks' together (they run at once)."""
     out: dict[str, Ceiling] = {}
     steps = [r.step_alone for r in runs if r.step_alone is not None]
@@ -242,7 +266,8 @@ def ceilings_of(runs: list[RankRun]) -> dict[str, Ceiling]:
             samples=sum(a.samples for a in steps),
             seconds=max(a.seconds for a in steps),
             method=f"the step alone: the job's own step on its last real batches, handed back from memory "
-            f"({steps[0].steps} steps timed), no data wait",
+            f"({steps[0].steps} steps timed after its readers went idle), no data wait",
+            note=steps[0].note,
         )
     alone = [r.loader_alone for r in runs if r.loader_alone is not None]
     if alone and len(alone) == len(runs):
@@ -264,104 +289,76 @@ def ceilings_of(runs: list[RankRun]) -> dict[str, Ceiling]:
     return out
 
 
-def job_figures(ranks: list[RankFiguresOf]) -> tuple[PipelineMetrics, WallSplit, tuple, Interval]:
-    """The job over the interval every rank measured (its ranks' accounts clipped to it), as a
-    sweep's multi-rank cell: rates summed, AU and stall over every rank's time."""
-    measured = [[e for e in r.analysis.entries if not e.warmup] for r in ranks]
-    start = max(m[0].start_s for m in measured)
-    end = min(m[-1].end_s for m in measured)
-    if end <= start:
-        raise ValueError("the ranks' measured windows do not overlap: measure more steps (--steps)")
-    inside: list[StepAccount] = [c for m in measured for e in m if (c := clipped(e, start, end)) is not None]
-    job = totals(inside, span_s=len(ranks) * (end - start))
-    every = [e for r in ranks for e in r.analysis.entries]
-    metrics = pipeline_metrics(
-        inside,
-        job,
-        ranks=len(ranks),
-        every_step=every,
-        time_to_first_batch_s=max(r.metrics.time_to_first_batch_s or 0.0 for r in ranks),
-        alone={r.run.rank: a for r in ranks if (a := step_alone_of(r.run)) is not None},
-        au_basis=ranks[0].metrics.au_basis,
-        readers_in_process=ranks[0].run.workers == 0,
-        waits=[e.wait for m in measured for e in m if start <= e.end_s <= end],
-    )
-    stats = [epoch_stats(r.rows) for r in ranks]
-    merged = []
-    for epoch in range(max(len(s) for s in stats)):
-        total = StageStats()
-        for s in stats:
-            if epoch < len(s):
-                total.merge(s[epoch])
-        merged.append(total)
-    return metrics, job.split(), epoch_figures(every, inside, merged), Interval(start, end, end - start)
-
-
-def job_verdict(ranks: list[RankFiguresOf], metrics: PipelineMetrics) -> Verdict:
-    """The job waits for its slowest rank at every step: the verdict of the rank that waited most
-    for its own data, with every rank's beside it."""
-    binding = max(ranks, key=lambda r: r.metrics.stall_fraction)
-    lines = [
-        f"rank {r.run.rank}: {r.verdict.name}, {r.metrics.samples_per_s:,.0f} samples/s, AU {r.metrics.au:.2f}, "
-        f"waited {100 * r.metrics.stall_fraction:.0f} %"
+def job_verdict(outcome: Outcome, ranks: list[ProbedFigures], agg: Aggregate) -> Verdict:
+    """The job's verdict by the one judge over every rank's readers and the job's figures (as a
+    multi-rank cell's), with each rank's own beside it."""
+    lines = tuple(
+        f"rank {r.run.rank}: {r.analysis.verdict.name}, {r.metrics.samples_per_s:,.0f} samples/s, "
+        f"AU {r.metrics.au:.2f}, waited {100 * r.metrics.stall_fraction:.0f} %"
         for r in ranks
-    ]
-    v = binding.verdict
-    return replace(
-        v,
-        headline=f"{v.headline} (rank {binding.run.rank}, which waited most for its data; the job waits for it)",
-        evidence=(
-            f"the job: {metrics.samples_per_s:,.0f} samples/s over {len(ranks)} ranks, AU {metrics.au:.2f}",
-            *lines,
-            *v.evidence,
-        ),
+    )
+    n = len(ranks)
+    first = ranks[0]
+    workers = sum(r.run.workers for r in ranks)
+    origin = min(r.run.created for r in ranks)
+    load = load_over(outcome.cpu, origin + agg.start, origin + agg.end, outcome.cores)
+    feeds = [f for r in ranks if (f := r.run.feed()) is not None]
+    rates = (
+        {k: c.samples_per_s for k, c in ceilings_of([r.run for r in ranks]).items()}
+        if outcome.ceilings
+        else None
+    )
+    seen = all(r.run.work is not None for r in ranks) and first.run.info.get("kind") != "dali"
+    busy = [r.run.work.busy for r in ranks if r.run.work is not None]
+    return judge(
+        Evidence(
+            metrics=agg.metrics,
+            work=reader_work(
+                agg.measured_stats,
+                readers=sum(max(1, r.run.workers) for r in ranks),
+                workers=workers,
+                busy=statistics.fmean(busy) if busy else None,
+                words=PROBE_WORDS,
+            )
+            if seen
+            else None,
+            cores=outcome.cores,
+            accelerators=n,
+            trainers=n,
+            split=agg.split if all(any(b is not None for b in r.run.batches) for r in ranks) else None,
+            budget=budget_of(list(agg.window), load, workers == 0, agg.end - agg.start),
+            feed=(statistics.median(f[0] for f in feeds), feeds[0][1]) if feeds else None,
+            window=weakest([r.analysis.window for r in ranks]),
+            least=window_rule(outcome),
+            ranks=(
+                f"the job: {agg.metrics.samples_per_s:,.0f} samples/s over {n} ranks, AU {agg.metrics.au:.2f}",
+                *lines,
+            ),
+            ceilings=rates,
+            unseen=_unseen(first.run),
+            unseen_action=UNSEEN_ACTION,
+        )
     )
 
 
-def _rank_record(r: RankFiguresOf) -> RankFigures:
-    m, run = r.metrics, r.run
-    return RankFigures(
-        rank=run.rank,
-        local_rank=int(run.ranks.get("LOCAL_RANK", run.rank)),
-        node_rank=int(run.ranks.get("GROUP_RANK", 0)),
-        host=socket.gethostname(),
-        steps=m.steps,
-        samples=m.samples,
-        bytes_read=m.bytes_read,
-        samples_per_s=m.samples_per_s,
-        bytes_per_s=m.bytes_per_s,
-        wait_s=m.wait_s,
-        compute_s=m.compute_s,
-        au=m.au,
-        stall_fraction=m.stall_fraction,
-        wait_p99_ms=m.wait_p99_ms,
-        warmup_steps=run.warmup,
-        verdict=r.verdict.bound,
-        binding_stage=r.verdict.binding_stage,
-        cache=None,
-    )
-
-
-def _distributed(ranks: list[RankFiguresOf], metrics: PipelineMetrics, interval: Interval) -> Distributed:
-    rates = [r.metrics.samples_per_s for r in ranks]
-    slowest = min(range(len(ranks)), key=rates.__getitem__)
+def _distributed(agg: Aggregate, n: int) -> Distributed:
     host = socket.gethostname()
     return Distributed(
-        world_size=len(ranks),
+        world_size=n,
         nodes=1,
-        ranks_per_node=len(ranks),
+        ranks_per_node=n,
         hosts=(host,),
-        interval=interval,
+        interval=Interval(agg.start, agg.end, agg.end - agg.start),
         alignment_s=0.0,
-        samples_per_s=metrics.samples_per_s,
-        bytes_per_s=metrics.bytes_per_s,
-        skew=max(rates) / min(rates) if min(rates) > 0 else None,
-        slowest_rank=ranks[slowest].run.rank,
+        samples_per_s=agg.metrics.samples_per_s,
+        bytes_per_s=agg.metrics.bytes_per_s,
+        skew=agg.skew,
+        slowest_rank=agg.slowest.rank,
         slowest_host=host,
-        slowest_samples_per_s=rates[slowest],
+        slowest_samples_per_s=agg.slowest.samples_per_s,
         sync="none",  # the probe does not see the job's collectives: its own step holds them
-        steps=metrics.steps,
-        data_wait_fraction=metrics.stall_fraction,
+        steps=agg.steps,
+        data_wait_fraction=agg.metrics.stall_fraction,
     )
 
 
@@ -393,7 +390,7 @@ def _spec(outcome: Outcome) -> CellSpec:
             ranks_per_node=world,
             sync="none" if world == 1 else "allreduce",
             diagnose=outcome.ceilings,
-            min_measure=MinMeasure(seconds=outcome.limits.seconds, steps=outcome.limits.steps),
+            min_measure=outcome.least,
         ),
         dataset=info.get("root") or "",
     )
@@ -411,14 +408,14 @@ def _cache_state() -> CacheState:
     )
 
 
-def _gpu(outcome: Outcome, run: RankRun) -> float | None:
+def _gpu(outcome: Outcome, run: ProbedRank) -> float | None:
     """NVML's utilisation over the window, mean over the GPUs and the samples."""
     start, end = run.window[0].t_start, run.window[-1].t_end
     values = [u for t, u in outcome.gpu if start <= t <= end]
     return statistics.fmean(values) if values else None
 
 
-def _run_notes(outcome: Outcome, runs: list[RankRun]) -> tuple[str, ...]:
+def _run_notes(outcome: Outcome, runs: list[ProbedRank]) -> tuple[str, ...]:
     notes = []
     if outcome.ceilings and not any(r.step_alone for r in runs):
         notes.append("ceilings asked for but not measured: the job ended before its window did")
@@ -437,48 +434,35 @@ def summary_of(outcome: Outcome) -> tuple[CellSummary, list[tuple[StepRow, StepA
         return CellSummary.failed(spec, outcome.seen, started_at=outcome.started_at), []
     cores = max(1, outcome.cores // len(runs))
     origin = min(r.created for r in runs)
-    ranks = [rank_figures(outcome, run, origin, cores) for run in runs]
-    first = ranks[0]
-    if len(ranks) == 1:
-        metrics, split, epochs = first.metrics, first.analysis.split, first.analysis.epochs
-        verdict, window, distributed = first.verdict, first.analysis.window, None
-    else:
-        metrics, split, epochs, interval = job_figures(ranks)
-        verdict, window = job_verdict(ranks, metrics), weakest([r.analysis.window for r in ranks])
-        distributed = _distributed(ranks, metrics, interval)
-    verdict = _short_said(verdict, window, outcome)
     ceilings = ceilings_of(runs) if outcome.ceilings else {}
-    attribution: Attribution | None = None
-    if "accelerator" in ceilings and len(ceilings) == 2:
-        rates = {k: c.samples_per_s for k, c in ceilings.items()}
-        if verdict.bound == "unknown":  # no stage timers to agree or disagree: the ceilings say it alone
-            verdict = ceilings_said(verdict, rates)
-        else:
-            attribution = differential(verdict, rates, metrics)
-    works = [r.work for r in runs if r.work is not None]
-    seconds = metrics.wall_s
-    stats = stage_stats(first.run.work)
+    rates = {k: c.samples_per_s for k, c in ceilings.items()} or None
+    ranks = [rank_figures(outcome, run, origin, cores, rates if len(runs) == 1 else None) for run in runs]
+    first = ranks[0]
+    distributed, rank_records = None, ()
+    if len(ranks) == 1:
+        a = first.analysis
+        metrics, split, epochs, verdict, window = a.metrics, a.split, a.epochs, a.verdict, a.window
+    else:
+        agg = aggregate([r.as_input() for r in ranks], synchronous=False)
+        metrics, split, epochs = agg.metrics, agg.split, agg.epochs
+        verdict, window = job_verdict(outcome, ranks, agg), weakest([r.analysis.window for r in ranks])
+        distributed, rank_records = _distributed(agg, len(ranks)), tuple(agg.ranks)
     summary = CellSummary(
         status="ok",
         cell=spec,
         metrics=metrics,
         verdict=verdict,
-        stage_ms_per_sample=stats.per_sample_ms("wall") if first.run.work else {},
-        stage_cpu_ms_per_sample=stats.per_sample_ms("cpu") if first.run.work else {},
-        loader_stats=loader_stats(stats),
-        loader_stats_all_steps=loader_stats(stats),
+        **_stage_figures(first.run.work),
         cache_state=_cache_state(),
         epochs_completed=max(0, len(epochs) - 1),
         epochs=epochs,
         warmup=Warmup(steps=first.run.warmup, method=first.run.warmup_method),
         window=window,
         ceilings=ceilings or None,
-        attribution=attribution,
+        attribution=_attribution(verdict, rates, metrics, outcome.cores),
         warnings=tuple(outcome.notes) + _run_notes(outcome, runs),
         split=split,
-        device_read_bytes_per_s=sum(w.read_bytes for w in works) / seconds if works and seconds > 0 else None,
-        read_call_bytes_per_s=sum(w.rchar for w in works) / seconds if works and seconds > 0 else None,
-        cell_device_read_bytes=sum(r.device_read_bytes for r in runs) if works else None,
+        **_reads(runs, metrics.wall_s),
         gpu_utilization_pct=_gpu(outcome, first.run),
         consumer={
             "kind": "the job's own step",
@@ -487,12 +471,49 @@ def summary_of(outcome: Outcome) -> tuple[CellSummary, list[tuple[StepRow, StepA
             "probe_cores": outcome.probe_cores,
         },
         distributed=distributed,
-        ranks=tuple(_rank_record(r) for r in ranks) if len(ranks) > 1 else (),
+        ranks=rank_records,
         started_at=outcome.started_at,
         finished_at=utc_now(),
     )
     pairs = [(row, entry) for r in ranks for row, entry in zip(r.rows, r.analysis.entries, strict=True)]
     return summary, pairs
+
+
+def _stage_figures(work: LoaderWork | None) -> dict:
+    stats = stage_stats(work)
+    return dict(
+        stage_ms_per_sample=stats.per_sample_ms("wall") if work else {},
+        stage_cpu_ms_per_sample=stats.per_sample_ms("cpu") if work else {},
+        loader_stats=loader_stats(stats),
+        loader_stats_all_steps=loader_stats(stats),
+    )
+
+
+def _reads(runs: list[ProbedRank], seconds: float) -> dict:
+    works = [r.work for r in runs if r.work is not None]
+    if not works or seconds <= 0:
+        return {}
+    return dict(
+        device_read_bytes_per_s=sum(w.read_bytes for w in works) / seconds,
+        read_call_bytes_per_s=sum(w.rchar for w in works) / seconds,
+        cell_device_read_bytes=sum(r.device_read_bytes for r in runs),
+    )
+
+
+def _attribution(
+    verdict: Verdict, rates: dict[str, float] | None, metrics: PipelineMetrics, cores: int
+) -> Attribution | None:
+    """The two ceilings against the one judge's verdict, with what the cores feed where the loader
+    and the step share them (analysis/cores.py, shared_ceiling): each ceiling alone ignores the other."""
+    if not rates or "accelerator" not in rates or len(rates) != 2 or verdict.bound == "unknown":
+        return None
+    shared = shared_ceiling(verdict.cores, cores) if verdict.cores is not None else None
+    return combine(
+        {**rates, **({"cores": shared} if shared else {})},
+        verdict,
+        measured_samples_per_s=metrics.samples_per_s,
+        au=metrics.au,
+    )
 
 
 def _manifest(outcome: Outcome, summary: CellSummary) -> CellManifest:

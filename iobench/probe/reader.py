@@ -46,6 +46,7 @@ class Job:
     device: dict[str, dict[int, float]] = field(default_factory=lambda: defaultdict(dict))  # tag -> step -> s
     alone: dict[str, Any] = field(default_factory=dict)
     stops: dict[str, Any] = field(default_factory=dict)
+    skips: dict[str, Any] = field(default_factory=dict)  # tag -> the phase left out, and why
     errors: list = field(default_factory=list)  # (pid, error)
     hook_failures: dict[int, str] = field(default_factory=dict)  # pid -> traceback
 
@@ -76,6 +77,8 @@ class Job:
             self.alone[r.tag] = r
         elif kind == "stop":
             self.stops[r.tag] = r
+        elif kind == "skip":
+            self.skips[r.tag] = r
         elif kind == "error":
             self.errors.append((pid, r))
 

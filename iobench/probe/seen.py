@@ -4,7 +4,7 @@ hooks, no torch, no DataLoader iterated, no batch taken), and what it could not 
 from __future__ import annotations
 
 from .command import Command
-from .measure import RankRun
+from .measure import ProbedRank
 from .reader import Job
 
 
@@ -44,7 +44,7 @@ def what_was_seen(job: Job, code: int | None, command: Command) -> str:
     return f"{processes}; the loop took {steps} batch(es) of {loaders}, too few for a step with its end known; {ended}"
 
 
-def notes_for(job: Job, runs: tuple[RankRun, ...]) -> list[str]:
+def notes_for(job: Job, runs: tuple[ProbedRank, ...]) -> list[str]:
     """What the figures leave out, said once."""
     notes = []
     for run in runs:

@@ -10,17 +10,21 @@ ignores it and waits for the job); a SIGTERM to the probe is passed on to the jo
 
 from __future__ import annotations
 
-import math
 import os
 import signal
 import subprocess
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
+
+import psutil
 
 from iobench.host.atomic import atomic_write_json
 from iobench.host.cores import usable_cores
+from iobench.host.cpuload import CpuSample, host_cpu
+from iobench.host.proctree import ProcessTree
+from iobench.results.spec import MinMeasure
 from iobench.results.summary import utc_now
 from loaders.observe import Nvml, NvmlUnavailable
 
@@ -28,26 +32,17 @@ from .command import Command
 from .inject._iobench_probe.records import CONTROL_NAME, ENV_CEILINGS, ENV_DIR
 from .measure import rank_runs
 from .outcome import Outcome
+from .plan import Plan, phases_done, window_plan
 from .reader import Follower, Job
 from .seen import notes_for, what_was_seen
-from .steps import created_at, expected_ranks, loop_processes, main_stream, measured, stream_steps
-from .window import Limits, end_step, replay_steps, so_far
 
 INJECT = Path(__file__).parent / "inject"
 POLL_S = 0.25
-ALONE_S = 3.0  # the loader alone runs at least this long
-ALONE_BATCHES = 10  # ... and takes at least this many batches
+# while the phases after the window run (the step alone, the loader alone), the probe reads the
+# records this seldom: its own process keeps off the cores the ceilings are timed on
+PHASE_POLL_S = 1.0
 STOP_GRACE_S = 30.0  # after every rank was told to stop, the job's time to end before SIGTERM
-Then = str  # "stop" | "continue"
-
-
-@dataclass
-class Plan:
-    """Where each rank's window ends (control.json), once set."""
-
-    end: int
-    streams: dict[str, dict] = field(default_factory=dict)
-    warmup: dict[str, int] = field(default_factory=dict)  # per stream: the warm-up when the window closed
+Then = Literal["stop", "continue"]
 
 
 def job_environment(records: Path, ceilings: bool, base: dict[str, str] | None = None) -> dict[str, str]:
@@ -56,53 +51,6 @@ def job_environment(records: Path, ceilings: bool, base: dict[str, str] | None =
     env[ENV_DIR] = str(records)
     env[ENV_CEILINGS] = "1" if ceilings else "0"
     return env
-
-
-def window_plan(job: Job, limits: Limits, ceilings: bool) -> Plan | None:
-    """The plan once every rank has measured enough, else None."""
-    pids = loop_processes(job)
-    if not pids or len(pids) < expected_ranks(job):
-        return None
-    tags = [t for pid in pids if (t := main_stream(job, pid)) is not None]
-    progress, warm = [], {}
-    for tag in tags:
-        steps = measured(stream_steps(job, tag))
-        if not steps:
-            return None
-        state = so_far(steps, created_at(job, tag))
-        if not limits.done(state.steps, state.seconds):
-            return None
-        progress.append(steps)
-        warm[tag] = state.warmup
-    first = progress[0]
-    end = end_step([len(job.steps[t]) for t in tags], first)
-    replay = replay_steps(first) if ceilings else 0
-    # ranks in step drain as many batches each: what the slowest took in ALONE_S at its window's pace
-    pace = min(len(steps) / max(1e-9, steps[-1].t_end - steps[0].t_start) for steps in progress)
-    plan = {
-        "end": end,
-        "replay": replay,
-        "alone_s": ALONE_S if ceilings else 0.0,
-        "alone_batches": max(ALONE_BATCHES, math.ceil(ALONE_S * pace)) if ceilings and len(tags) > 1 else 0,
-        # ranks in step leave together: as far past the phases as the window's end is past the ranks (a
-        # rank that learnt the plan late has done its phases by then); one rank stops right after them
-        "stop": (end + replay + 1 + (end - max(len(job.steps[t]) for t in tags)) if len(tags) > 1 else 0)
-        if ceilings
-        else end,
-    }
-    return Plan(end=end, streams={tag: plan for tag in tags}, warmup=warm)
-
-
-def phases_done(job: Job, plan: Plan, ceilings: bool) -> bool:
-    """Every planned stream got past its window (and its ceilings)."""
-    for tag, p in plan.streams.items():
-        if tag in job.stops:
-            continue
-        if ceilings and tag not in job.alone:
-            return False
-        if not ceilings and len(job.steps.get(tag, [])) < p["end"]:
-            return False
-    return True
 
 
 def _nvml() -> Nvml | None:
@@ -119,7 +67,7 @@ class Probe:
         command: Command,
         out: Path,
         *,
-        limits: Limits,
+        least: MinMeasure,
         ceilings: bool,
         then: Then,
         on_result: Callable[[Outcome], None],
@@ -127,13 +75,15 @@ class Probe:
         self.command = command
         self.out = out
         self.records = out / ".probe-records"
-        self.limits = limits
+        self.least = least
         self.ceilings = ceilings
         self.then = then
         self.on_result = on_result  # called once, with what was measured
         self.plan: Plan | None = None
         self.published = False
         self.gpu: list[tuple[float, float]] = []
+        self.cpu: list[CpuSample] = []
+        self.tree: ProcessTree | None = None
 
     def run(self) -> int:
         self.records.mkdir(parents=True, exist_ok=True)
@@ -144,6 +94,10 @@ class Probe:
         follower = Follower(self.records)
         nvml = _nvml()
         child = subprocess.Popen(list(self.command.argv), env=job_environment(self.records, self.ceilings))
+        try:
+            self.tree = ProcessTree(child.pid)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            self.tree = None
         previous = {
             signal.SIGINT: signal.signal(signal.SIGINT, signal.SIG_IGN),
             signal.SIGTERM: signal.signal(signal.SIGTERM, lambda *_: child.send_signal(signal.SIGTERM)),
@@ -154,10 +108,11 @@ class Probe:
                 code = child.poll()
                 job = follower.read()
                 self._sample_gpu(nvml)
+                self._sample_cpu()
                 if code is not None:
                     break
                 if self.plan is None:
-                    self.plan = window_plan(job, self.limits, self.ceilings)
+                    self.plan = window_plan(job, self.least, self.ceilings)
                     if self.plan is not None:
                         self._control(off=False)
                 elif phases_done(job, self.plan, self.ceilings):
@@ -168,7 +123,7 @@ class Probe:
                         stop_told = stop_told or time.monotonic()
                         if time.monotonic() - stop_told > STOP_GRACE_S:
                             child.terminate()
-                time.sleep(POLL_S)
+                time.sleep(POLL_S if self.plan is None or not self.ceilings else PHASE_POLL_S)
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
@@ -195,6 +150,17 @@ class Probe:
         if samples:
             self.gpu.append((time.perf_counter(), sum(g.utilization_pct for g in samples) / len(samples)))
 
+    def _sample_cpu(self) -> None:
+        """The host's counters, the job's tree's and this process's own: the core budget's input."""
+        tree = self.tree.totals() if self.tree is not None else None
+        self.cpu.append(
+            CpuSample(
+                host=host_cpu(),
+                job_s=tree["user"] + tree["system"] if tree else None,
+                own_outside_s=time.process_time(),
+            )
+        )
+
     def _own_cores(self) -> float:
         """The cores this process (following the job, sampling NVML) used so far."""
         wall, cpu = self._clock
@@ -211,7 +177,7 @@ class Probe:
             command=self.command.argv,
             name=self.command.name,
             runs=runs,
-            limits=self.limits,
+            least=self.least,
             ceilings=self.ceilings,
             exit_code=code,
             short_because=short,
@@ -223,6 +189,7 @@ class Probe:
             seen=what_was_seen(job, code, self.command),
             gpu=tuple(self.gpu),
             probe_cores=self._own_cores(),
+            cpu=tuple(self.cpu),
         )
         self.published = True
         self.on_result(outcome)

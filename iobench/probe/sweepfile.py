@@ -13,7 +13,6 @@ sample costs the readers what it cost the job's.
 
 from __future__ import annotations
 
-import statistics
 from pathlib import Path
 
 import yaml
@@ -22,26 +21,20 @@ from iobench.analysis import decoderate
 from iobench.datasets.samplesize import KIB, MAX_SAMPLE_KIB, MIN_SAMPLE_KIB
 from iobench.host.units import format_bytes
 
-from .measure import RankRun
+from .measure import ProbedRank
 from .outcome import Outcome
 
 # a store the workers waited on for less than this share of a sample's time is not reproduced
 BLOCKED_SHARE = 0.10
 
 
-def consumer_rate(run: RankRun) -> float | None:
-    """Samples/s the job's step takes with its data in hand: the step alone, else its own steps'
-    host time in the window."""
-    if run.step_alone is not None and run.step_alone.samples_per_s > 0:
-        return run.step_alone.samples_per_s
-    window = run.window
-    host = [s.host_s for s in window if s.host_s > 0]
-    if not host:
-        return None
-    return statistics.fmean(s.samples for s in window) / statistics.median(host)
+def consumer_rate(run: ProbedRank) -> float | None:
+    """Samples/s the job's step takes with its data in hand (measure.py, ProbedRank.feed)."""
+    feed = run.feed()
+    return feed[0] if feed else None
 
 
-def store_bandwidth(run: RankRun) -> float | None:
+def store_bandwidth(run: ProbedRank) -> float | None:
     """Bytes/s the job's readers got from their store, together, while blocked on it; None when
     the store cost them little."""
     w = run.work
@@ -50,7 +43,7 @@ def store_bandwidth(run: RankRun) -> float | None:
     return w.readers * w.bytes_per_sample / (w.blocked_ms / 1000.0)
 
 
-def extra_cpu_ms(run: RankRun) -> tuple[float, decoderate.DecodeRate] | None:
+def extra_cpu_ms(run: ProbedRank) -> tuple[float, decoderate.DecodeRate] | None:
     """CPU ms per sample the job's readers spent beyond what iobench's decode and augment take here
     at the job's sample size, with the rate it was told by; None where the job's readers were not
     seen or spent no more."""
@@ -62,7 +55,7 @@ def extra_cpu_ms(run: RankRun) -> tuple[float, decoderate.DecodeRate] | None:
     return (round(extra, 2), rate) if extra >= 0.01 else None
 
 
-def synth_sample_bytes(run: RankRun) -> int | None:
+def synth_sample_bytes(run: ProbedRank) -> int | None:
     """The mean sample of a synthetic stand-in for the job's samples: the bytes its readers read per
     sample, within what the generator can make (56-180 KiB); None where the readers were not seen."""
     w = run.work

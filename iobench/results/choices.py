@@ -16,8 +16,12 @@ AcceleratorKind = Literal["emulated", "torch"]
 DemandKind = Literal["training", "mlperf_storage"]
 # an emulated accelerator's device time per step (accelerators/jitter.py)
 ComputeDist = Literal["constant", "normal", "gamma", "lognormal", "uniform", "exponential"]
-# what binds a cell (analysis/verdict.py), and in a multi-rank cell its ranks' waits for each other
-Bound = Literal["accelerator", "host", "prep", "fetch", "unknown", "straggler", "allreduce"]
+# what binds a cell (analysis/verdict.py), and in a multi-rank cell its ranks' waits for each other;
+# "cores": the trainer, the readers and the rest of the host together filled the usable cores
+Bound = Literal["accelerator", "host", "cores", "prep", "fetch", "unknown", "straggler", "allreduce"]
+# what a measured window needs after its warm-up: both run.min_measure's steps and its seconds, or
+# either (the probe's rule: a job of slow steps measures seconds)
+WindowNeed = Literal["both", "either"]
 # how a cell read its samples (analysis/mlperf.py)
 Reading = Literal["mlperf", "no decode", "decode"]
 Status = Literal["ok", "failed", "interrupted"]

@@ -202,6 +202,15 @@ class StepAlone:
     cpu_s: float  # the trainer's process's CPU per step, mean (the CPU clock may tick in ms)
     steps: int
     cv: float | None = None  # sd / mean of the device spans (CUDA), else of the walls; None: < 2 steps
+    # how far the median step can be trusted: its 95 % interval (order statistics, v9+)
+    step_low_s: float | None = None
+    step_high_s: float | None = None
+    # the cores other processes used while it was timed (the host's busy CPU less this process's),
+    # whether that left the trainer the host to itself (docs/method.md, The trainer alone), and how
+    # many timings it took to find such a moment (v9+)
+    others_cores: float | None = None
+    quiet: bool | None = None
+    attempts: int = 1
 
 
 # a cold window whose reads from the tier's devices are less than this share of what the loader
@@ -283,9 +292,14 @@ class PipelineMetrics:
     trainer_cpu_ms_per_step: float | None = None
     loader_cores: float | None = None
     trainer_cores: float | None = None
-    # what the trainer alone takes: its batch over its fastest step alone (v8+); below the demand,
-    # the trainer cannot reach the demand whatever feeds it
+    # what the trainer alone takes: its batch over its median step alone (v9+; v8: its fastest step);
+    # below the demand, the trainer cannot reach the demand whatever feeds it; with the 95 % interval
+    # of that rate, whether the host was quiet while it was timed, and the cores others used then
     trainer_alone_samples_per_s: float | None = None
+    trainer_alone_low: float | None = None
+    trainer_alone_high: float | None = None
+    trainer_alone_quiet: bool | None = None
+    trainer_alone_others_cores: float | None = None
 
     @property
     def cores_used(self) -> float | None:
@@ -293,6 +307,49 @@ class PipelineMetrics:
         if self.loader_cores is None or self.trainer_cores is None:
             return None
         return self.loader_cores + self.trainer_cores
+
+
+# the usable cores' share at or above which a window's cores were spent: the trainer, the readers,
+# iobench's own processes and everything else on the host filled them (docs/method.md, The core budget)
+CORES_SPENT = 0.90
+
+
+@dataclass(frozen=True)
+class CoreBudget:
+    """Where a measured window's usable cores went, each figure in cores (CPU seconds over the
+    window's seconds): docs/method.md, The core budget."""
+
+    usable: int
+    trainer: float  # the trainer's process(es), the loader's readers that ran in them excluded
+    readers: float  # the loader's readers: its worker processes, or its threads in the trainer's
+    own: float  # iobench's own processes: the sweep (or the probe) and its telemetry
+    others: float  # everything else on the host: its busy CPU less all of the above
+    steal: float | None = None  # what the hypervisor took from the host's cores, where reported
+
+    @property
+    def used(self) -> float:
+        return self.trainer + self.readers + self.own + self.others
+
+    @property
+    def spent(self) -> bool:
+        return self.used >= CORES_SPENT * self.usable
+
+
+@dataclass(frozen=True)
+class CoresNeeded:
+    """The cores one accelerator takes to be fed (docs/method.md, Cores per accelerator): computed
+    once, by the judge, and shown unchanged wherever it is shown."""
+
+    samples_per_s: float  # the rate fed
+    fed: str  # what that rate is: "the demand", "what the trainer alone takes", ...
+    loader_cpu_ms_per_sample: float  # the readers' CPU per sample, every stage and their overhead
+    trainer_cpu_ms_per_sample: float  # the trainer's own CPU per sample
+    loader: float  # cores
+    trainer: float
+
+    @property
+    def per_accelerator(self) -> float:
+        return self.loader + self.trainer
 
 
 @dataclass(frozen=True)
@@ -316,6 +373,9 @@ class Verdict:
     demand_samples_per_s: float | None = None
     # what to do about it, in one sentence (v8+); the evidence argues it, strongest first
     action: str | None = None
+    # where the window's cores went, and the cores an accelerator takes to be fed (v9+)
+    budget: CoreBudget | None = None
+    cores: CoresNeeded | None = None
 
     @property
     def name(self) -> str:

@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from loaders.config import OnError, PipelineSpec, default
 
-from .choices import AcceleratorKind, CacheMode, ComputeDist, DemandKind, Layout, SyncMode, values
+from .choices import AcceleratorKind, CacheMode, ComputeDist, DemandKind, Layout, SyncMode, WindowNeed, values
 
 
 def bounded(default: Any, *, least: float | None = None, most: float | None = None, said: str = "") -> Any:
@@ -105,10 +105,16 @@ class InterconnectSpec:
 @dataclass(frozen=True)
 class MinMeasure:
     """The least a cell measures after its warm-up (``run.min_measure``): a cell whose requested
-    epochs give less runs more epochs over the data until it has both (or ``run.max_steps`` stops it)."""
+    epochs give less runs more epochs over the data until it has both (or ``run.max_steps`` stops it).
+    ``need: either`` is enough with the steps or the seconds (analysis/window.py: the probe's rule,
+    for jobs whose steps are slow)."""
 
     seconds: float = bounded(5.0, least=0, said="the least seconds a cell measures after its warm-up")
     steps: int = bounded(50, least=0, said="the least steps a cell measures after its warm-up")
+    need: WindowNeed = "both"
+
+    def describe(self) -> str:
+        return f"{self.steps} steps {'and' if self.need == 'both' else 'or'} {self.seconds:g} s"
 
 
 @dataclass(frozen=True)

@@ -3,15 +3,20 @@ summary, with the figures a test cares about given and the rest filled in consis
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
+from iobench.analysis.evidence import Evidence, reader_work
 from iobench.analysis.ledger import ledger, totals
 from iobench.analysis.metrics import pipeline_metrics
 from iobench.analysis.queue import LoaderQueue
 from iobench.analysis.repeats import summarize
+from iobench.analysis.verdict import judge
 from iobench.results.figures import CacheState, PipelineMetrics, StepAlone, StepRow, Verdict, WallSplit
 from iobench.results.spec import AcceleratorSpec, CellSpec, LoaderSettings, RunSettings
 from iobench.results.summary import CellManifest, CellSummary, DatasetInfo, HostInfo, Stability
+from loaders import StageStats
 
 
 def cell_spec(cell_id: str = "disk-torch-w2", *, tier: str = "disk", workers: int = 2, **run) -> CellSpec:
@@ -47,6 +52,25 @@ def metrics_of(
         alone={rows[0].rank: alone} if alone is not None else None,
         au_basis=au_basis,
         readers_in_process=readers_in_process,
+    )
+
+
+def judge_of(
+    metrics: PipelineMetrics,
+    stats: StageStats,
+    *,
+    workers: int,
+    cores: int,
+    demand: float | None = None,
+    **evidence: Any,
+) -> Verdict:
+    """The one judge's verdict on a window's metrics and its readers' stage counters, as a cell's
+    analysis asks it (analysis/cellfigures.py); ``evidence``: any other field of the Evidence."""
+    work = reader_work(stats, readers=max(1, workers), workers=workers)
+    return judge(
+        Evidence(
+            metrics=metrics, work=work, cores=cores, demand=demand, counters=stats.counters, **evidence
+        )
     )
 
 

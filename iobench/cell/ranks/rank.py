@@ -15,15 +15,16 @@ import os
 import socket
 import sys
 import traceback
-from dataclasses import replace
 from pathlib import Path
 
 import torch
 
 from iobench.accelerators.consumers import make_consumer
 from iobench.analysis import window
-from iobench.analysis.cellfigures import Analysis, marked
-from iobench.analysis.verdict import ClientFacts, attribute, synchronous_verdict
+from iobench.analysis.cellfigures import Analysis, budget_of
+from iobench.analysis.evidence import ClientFacts, Evidence, SyncFacts, reader_work
+from iobench.analysis.job import Aggregate, aggregate
+from iobench.analysis.verdict import judge
 from iobench.cell.files import CellFiles, JobFigures, cell_files
 from iobench.cell.inputs import CellInputs, cell_inputs
 from iobench.cell.lifeline import die_with_launcher
@@ -32,9 +33,10 @@ from iobench.cell.process import median_run, read_cell, warmup_method
 from iobench.cell.protocol import LIVE_ENV
 from iobench.cell.ranks.allreduce import allreduce_model
 from iobench.cell.ranks.distributed import Ranks, end_group, start_group, write_rank_error
-from iobench.cell.ranks.rankmetrics import Aggregate, RankRun, aggregate
+from iobench.cell.ranks.rankmetrics import RankRun, merged_log
 from iobench.host.cores import usable_cores
-from iobench.results.figures import Distributed, Interval, Verdict
+from iobench.host.cpuload import HostLoad
+from iobench.results.figures import Distributed, Interval, Verdict, Window
 from iobench.results.spec import AcceleratorSpec, CellSpec
 from iobench.results.store import SUMMARY_NAME, publish_cell
 from iobench.results.summary import CellSummary, utc_now
@@ -76,20 +78,16 @@ def job_verdict(
     runs: list[RankRun],
     cell: CellSpec,
     demand_per_rank: float | None,
+    *,
     client: ClientFacts | None = None,
+    load: HostLoad | None = None,
+    job_window: Window | None = None,
 ) -> Verdict:
-    """The job's verdict: every rank's readers, cores and accelerators together against the job's
-    figures, with the spread over the ranks as evidence; in a synchronous job, also whether the
-    ranks lost more to waiting for the slowest (or to the all-reduce) than to their own data."""
+    """The job's verdict by the one judge: every rank's readers, cores and accelerators together
+    against the job's figures, with the spread over the ranks as evidence; in a synchronous job, also
+    whether the ranks lost more to waiting for the slowest (or to the all-reduce) than to their own
+    data. ``load``: this host's over the interval, where every rank ran here (the core budget)."""
     n = len(runs)
-    verdict = attribute(
-        agg.metrics,
-        agg.log.measured_stats,
-        workers=n * cell.loader.readers,
-        cores=sum(run.cores for run in runs),
-        demand_samples_per_s=demand_per_rank * n if demand_per_rank else None,
-        client=client,
-    )
     slow = agg.slowest
     skew = f"{agg.skew:.2f}" if agg.skew is not None else "unbounded (a rank delivered nothing)"
     said = (
@@ -98,9 +96,34 @@ def job_verdict(
         f"slowest); slowest rank {slow.rank} on {slow.host} at {slow.samples_per_s:,.0f} samples/s, "
         f"AU {slow.au:.2f}, its own verdict {slow.verdict}"
     )
-    verdict = replace(verdict, evidence=(*verdict.evidence, said))
-    if not agg.synchronous:
-        return verdict
+    in_process = all(run.readers_in_process for run in runs)
+    return judge(
+        Evidence(
+            metrics=agg.metrics,
+            work=reader_work(
+                agg.measured_stats,
+                readers=n * cell.loader.readers,
+                workers=n * cell.loader.workers,
+                wall_s=agg.metrics.wall_s,
+            ),
+            cores=sum(run.cores for run in runs),
+            demand=demand_per_rank * n if demand_per_rank else None,
+            accelerators=n * cell.accelerator.count,
+            trainers=n,
+            split=agg.split,
+            budget=budget_of(list(agg.window), load, in_process, agg.end - agg.start),
+            client=client,
+            counters=agg.measured_stats.counters,
+            window=job_window,
+            least=cell.run.min_measure,
+            sync=_sync_facts(agg, runs, cell) if agg.synchronous else None,
+            ranks=(said,),
+        )
+    )
+
+
+def _sync_facts(agg: Aggregate, runs: list[RankRun], cell: CellSpec) -> SyncFacts:
+    slow = agg.slowest
     wall = agg.end - agg.start
     own = next(run for run in runs if run.rank == slow.rank)
     stage = f" ({slow.binding_stage})" if slow.binding_stage else ""
@@ -109,9 +132,7 @@ def job_verdict(
         f"batches (p99 {slow.wait_p99_ms or 0:.0f} ms) and {100 * slow.peer_wait_s / wall:.0f} % for its peers; "
         f"its own verdict {slow.verdict}-bound{stage} reading tier {cell.tier_name}: {own.verdict.headline}"
     )
-    return synchronous_verdict(
-        verdict,
-        au=agg.metrics.au,
+    return SyncFacts(
         data_wait=agg.metrics.stall_fraction,
         peer_wait=agg.peer_wait_fraction,
         allreduce=agg.allreduce_fraction,
@@ -127,7 +148,7 @@ def _cell_files(
     """Rank 0: the cell's files from every repeat's gathered runs."""
     cell, tier, manifest, consumer = inputs.cell, inputs.tier, inputs.manifest, inputs.consumer
     run = cell.run
-    aggs = [aggregate(runs, synchronous=run.sync != "none") for runs in gathered]
+    aggs = [aggregate([r.as_input() for r in runs], synchronous=run.sync != "none") for runs in gathered]
     merged = [_job_measurement(a, runs, m, inputs) for a, runs, m in zip(aggs, gathered, mine, strict=True)]
     chosen = median_run(merged)
     i = next(k for k, m in enumerate(merged) if m is chosen)
@@ -157,17 +178,32 @@ def _job_measurement(
     and telemetry (the other hosts' are in the rank rows)."""
     cell = inputs.cell
     job_window = window.weakest([r.window for r in runs if r.window is not None])
-    verdict = job_verdict(agg, runs, cell, inputs.consumer.demand_samples_per_s, inputs.client)
+    log = merged_log(runs, agg.start, agg.end)
+    # this host's counters say what the job did only where every rank ran on it
+    load = (
+        mine.telemetry.load(log.measure_start, log.measure_end, sum(run.cores for run in runs))  # type: ignore[arg-type]
+        if cell.run.nodes == 1
+        else None
+    )
+    verdict = job_verdict(
+        agg,
+        runs,
+        cell,
+        inputs.consumer.demand_samples_per_s,
+        client=inputs.client,
+        load=load,
+        job_window=job_window,
+    )
     analysis = Analysis(
         entries=agg.entries,
         metrics=agg.metrics,
         split=agg.split,
         epochs=agg.epochs,
         window=job_window,
-        verdict=marked(verdict, job_window, cell.run.min_measure),
+        verdict=verdict,
     )
     return Measurement(
-        log=agg.log, analysis=analysis, cache_state=mine.cache_state, telemetry=mine.telemetry, steady=None
+        log=log, analysis=analysis, cache_state=mine.cache_state, telemetry=mine.telemetry, steady=None
     )
 
 

@@ -7,12 +7,13 @@ from __future__ import annotations
 import pytest
 
 from iobench.analysis.cellfigures import RunFacts, analyse
-from iobench.analysis.verdict import CLIENT_BOUND, ClientFacts, attribute, client_facts
+from iobench.analysis.evidence import ClientFacts, client_facts
+from iobench.analysis.verdict import CLIENT_BOUND
 from iobench.results.figures import StepRow, Verdict
 from iobench.results.spec import MinMeasure
 from loaders import StageStats
 from loaders.storage import CLIENT_NAMES, describe_client, installed_clients
-from tests.helpers.summaries import metrics_of
+from tests.helpers.summaries import judge_of, metrics_of
 
 STEPS, BATCH, READERS = 10, 64, 2
 SAMPLE_BYTES = 110_000
@@ -50,13 +51,8 @@ def _cpu_at(share: float) -> float:
 
 
 def _verdict(client: ClientFacts | None, share: float, **counters) -> Verdict:
-    return attribute(
-        metrics_of(_rows()),
-        _stats(_cpu_at(share), **counters),
-        workers=READERS,
-        cores=2,
-        demand_samples_per_s=None,
-        client=client,
+    return judge_of(
+        metrics_of(_rows()), _stats(_cpu_at(share), **counters), workers=READERS, cores=2, client=client
     )
 
 
@@ -76,7 +72,10 @@ def test_the_evidence_names_the_client_its_cpu_per_request_and_per_gib_and_its_o
         "its own retries: 0 (turned off)"
     )
     assert line in v.evidence
-    assert v.evidence.index(line) == 2  # after what was measured and where a sample's time goes
+    # after the finding's own lines, what was measured and where a sample's time goes
+    measured = next(i for i, e in enumerate(v.evidence) if e.startswith("measured "))
+    per_sample = next(i for i, e in enumerate(v.evidence) if e.startswith("per sample, "))
+    assert measured < per_sample < v.evidence.index(line)
 
 
 def test_own_retries_are_the_counted_ones_or_said_not_to_be_counted():

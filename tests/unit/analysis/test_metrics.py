@@ -8,10 +8,9 @@ import torch
 
 from iobench.accelerators.consumers import EmulatedAccelerator
 from iobench.accelerators.demand import Demand, lookup_demand
-from iobench.analysis.verdict import attribute
 from iobench.cell.steps.steploop import StepRow, run_steps
 from loaders import Batch, StageStats
-from tests.helpers.summaries import metrics_of
+from tests.helpers.summaries import judge_of, metrics_of
 
 
 def _row(step, t_start, wait, compute, samples=10, warmup=False, nbytes=1000):
@@ -124,31 +123,21 @@ def _metrics(au, stall, rate=1000.0):
 
 
 def test_verdict_prep_bound_names_decode_with_evidence():
-    v = attribute(
-        _metrics(0.15, 0.85), _stats(0.05, 1.1, 0.35, 0.05), workers=2, cores=2, demand_samples_per_s=7000
-    )
+    v = judge_of(_metrics(0.15, 0.85), _stats(0.05, 1.1, 0.35, 0.05), workers=2, cores=2, demand=7000)
     assert v.bound == "prep" and v.binding_stage == "decode"
     assert "JPEG decode" in v.headline
     assert v.pipeline_capacity_samples_per_s == pytest.approx(2000 / 1.55, rel=1e-6)
-    assert "cores of loader CPU" in v.action and "per accelerator" in v.action
+    assert "per accelerator" in v.action and "DALI mixed" in v.action
 
 
 def test_verdict_fetch_bound_when_reading_dominates():
-    v = attribute(
-        _metrics(0.2, 0.8),
-        _stats(8.0, 1.0, 0.3, 0.05, io_fraction=0.9),
-        workers=2,
-        cores=2,
-        demand_samples_per_s=7000,
-    )
+    v = judge_of(_metrics(0.2, 0.8), _stats(8.0, 1.0, 0.3, 0.05, io_fraction=0.9), workers=2, cores=2, demand=7000)
     assert v.bound == "fetch" and v.binding_stage == "fetch"
     assert any("waiting on storage" in e for e in v.evidence)
 
 
 def test_verdict_accelerator_bound_at_ninety_percent():
-    v = attribute(
-        _metrics(0.95, 0.05), _stats(0.05, 1.0, 0.3, 0.05), workers=2, cores=2, demand_samples_per_s=500
-    )
+    v = judge_of(_metrics(0.95, 0.05), _stats(0.05, 1.0, 0.3, 0.05), workers=2, cores=2, demand=500)
     assert v.bound == "accelerator" and v.binding_stage is None
 
 

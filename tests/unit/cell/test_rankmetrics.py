@@ -1,4 +1,4 @@
-"""A multi-rank cell's figures (cell/ranks/rankmetrics.py), without processes: the steps every rank of a
+"""A multi-rank cell's figures (analysis/job.py, as a probed job's), without processes: the steps every rank of a
 synchronous job completed, the time each rank spent waiting for its data, for its peers and in the
 all-reduce, and what peers cost; ranks into one result, rank counts in the plan, a node's place and
 torchrun's command line, the first failure as the cause (the cells themselves run under torchrun
@@ -13,7 +13,8 @@ import pytest
 
 from iobench.cell.protocol import cell_command
 from iobench.cell.ranks.distributed import first_rank_error
-from iobench.cell.ranks.rankmetrics import RankRun, aggregate, common_interval
+from iobench.analysis.job import RankInput, aggregate, common_interval
+from iobench.cell.ranks.rankmetrics import RankRun, merged_log
 from iobench.cell.steps.steploop import StepLog
 from iobench.results.figures import StepRow, Verdict
 from iobench.results.spec import RunSettings
@@ -24,15 +25,14 @@ from loaders import StageStats
 from tests.helpers.runs import exact_epochs
 
 
-def _rank(rank: int, waits: list[float], peers: list[float], compute=0.02, allreduce=0.005) -> RankRun:
+def _rank(rank: int, waits: list[float], peers: list[float], compute=0.02, allreduce=0.005) -> RankInput:
     rows, t = [], 0.0
     for i, (w, p) in enumerate(zip(waits, peers, strict=True)):
         end = t + w + p + compute + allreduce
         rows.append(StepRow(i, 0, i == 0, t, w, 0.0, compute, end, 8, 800, rank, p, allreduce))
         t = end
-    verdict = Verdict(bound="fetch" if rank else "prep", binding_stage=None, headline="")
-    return RankRun(
-        rank, rank, 0, "h", 1, StepLog(rows=rows, epoch_stats=[StageStats()]), verdict, "fixed", 0.0
+    return RankInput(
+        rank, rank, 0, "h", rows, epoch_stats=[StageStats()], bound="fetch" if rank else "prep"
     )
 
 
@@ -75,9 +75,7 @@ def test_the_job_counts_each_devices_busy_time_and_its_trainers_host():
     runs = []
     for rank, alone_s in ((0, 0.010), (1, 0.020)):
         run = _rank(rank, [0.01] * 10, [0.0] * 10)
-        run.log.rows[:] = [
-            replace(r, device_s=0.008, trainer_cpu_s=0.015, reader_cpu_s=0.006) for r in run.log.rows
-        ]
+        run.rows[:] = [replace(r, device_s=0.008, trainer_cpu_s=0.015, reader_cpu_s=0.006) for r in run.rows]
         runs.append(
             replace(run, alone=StepAlone(alone_s, alone_s, None, 0.015, 10), au_basis="emulated device time")
         )
@@ -116,11 +114,15 @@ def _run(rank: int, rows: list[StepRow], host: str = "h") -> RankRun:
     return RankRun(rank, rank, 0, host, 1, log, verdict, "fixed", 100.0 + rank / 1000)
 
 
+def _inputs(*runs: RankRun) -> list[RankInput]:
+    return [r.as_input() for r in runs]
+
+
 def test_the_common_interval_runs_from_the_last_warmup_to_the_first_finish():
     fast = _run(0, _rows(0, [0.5, 1.0, 1.5, 2.0, 2.5]))
     slow = _run(1, _rows(1, [0.8, 1.6, 2.4, 3.2]), host="g")
-    assert common_interval([fast, slow]) == (0.8, 2.5)
-    agg = aggregate([fast, slow])
+    assert common_interval(_inputs(fast, slow)) == (0.8, 2.5)
+    agg = aggregate(_inputs(fast, slow))
     # fast: steps ending at 1.0, 1.5, 2.0, 2.5; slow: ends at 1.6, 2.4 (3.2 is past the end)
     assert [r.samples for r in agg.ranks] == [40, 20]
     assert agg.metrics.samples == 60 and agg.metrics.bytes_read == 60_000
@@ -135,7 +137,8 @@ def test_the_common_interval_runs_from_the_last_warmup_to_the_first_finish():
     assert agg.metrics.au == pytest.approx((agg.ranks[0].au + agg.ranks[1].au) / 2)
     assert agg.alignment_s == pytest.approx(0.001)
     assert agg.metrics.time_to_first_batch_s == 0.8  # the job waits for its slowest first batch
-    assert len(agg.log.rows) == 9 and agg.log.measure_start == 0.8
+    log = merged_log([fast, slow], agg.start, agg.end)
+    assert len(log.rows) == 9 and log.measure_start == 0.8
 
 
 def test_ranks_that_never_ran_together_are_refused_with_what_to_change():
@@ -144,7 +147,7 @@ def test_ranks_that_never_ran_together_are_refused_with_what_to_change():
     with pytest.raises(
         ValueError, match=r"rank 0 ran its last step to 0.40 s, before rank 1's warm-up ended"
     ):
-        aggregate([early, late])
+        aggregate(_inputs(early, late))
 
 
 def test_a_rank_list_makes_one_cell_per_rank_count_and_diagnose_needs_one_rank():

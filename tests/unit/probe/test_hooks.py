@@ -159,7 +159,24 @@ def test_after_the_window_the_loop_replays_then_the_loader_runs_alone_then_the_j
     assert kinds.count("step") == 6 and "alone" in kinds and kinds[-1] == "stop"
 
 
-def test_the_loader_alone_leaves_the_epoch_its_last_batch_and_waits_for_an_epoch_long_enough(tmp_path):
+def test_the_loader_alone_leaves_the_epoch_its_last_batch_and_waits_for_the_next_epoch(tmp_path):
+    log = Log(str(tmp_path))
+    control = Control(str(tmp_path))
+    loop = Loop(log, control, ceilings=True)
+    stream = loop.stream(("test",), lambda: {"batch_size": 4, "workers": 0})
+    control.plans = {stream.tag: Plan(end=1, replay=0, alone_s=10.0)}
+    control._checked = float("inf")
+    near_end = _Batches(40)
+    near_end._num_yielded = 35
+    loop.next(stream, near_end, _Batches.next)
+    loop.next(stream, near_end, _Batches.next)  # too near the epoch's end: a plain batch
+    assert not stream.alone_done
+    fresh = _Batches(40)
+    loop.next(stream, fresh, _Batches.next)
+    assert stream.alone_done and fresh._num_yielded == 39  # one left for the loop
+
+
+def test_an_epoch_too_short_for_the_loader_alone_leaves_it_out_and_says_why(tmp_path):
     log = Log(str(tmp_path))
     control = Control(str(tmp_path))
     loop = Loop(log, control, ceilings=True)
@@ -168,11 +185,11 @@ def test_the_loader_alone_leaves_the_epoch_its_last_batch_and_waits_for_an_epoch
     control._checked = float("inf")
     short = _Batches(5)
     loop.next(stream, short, _Batches.next)
-    loop.next(stream, short, _Batches.next)  # too near the epoch's end: a plain batch
-    assert not stream.alone_done
-    long = _Batches(40)
-    loop.next(stream, long, _Batches.next)
-    assert stream.alone_done and long._num_yielded == 39  # one left for the loop
+    loop.next(stream, short, _Batches.next)  # every epoch has 5 batches: never waited for
+    assert stream.alone_done and short._num_yielded == 2
+    log.flush()
+    (skip,) = [r for r in _lines(tmp_path / f"p{os.getpid()}.jsonl") if r[0] == "skip"]
+    assert skip[3] == "alone" and "an epoch of 5 batches is shorter than the 12" in skip[4]
 
 
 def test_a_fault_of_the_probes_own_switches_the_hooks_off_and_the_job_goes_on(tmp_path, monkeypatch):

@@ -17,7 +17,7 @@ from iobench.probe.outcome import Outcome
 from iobench.probe.publish import publish
 from iobench.probe.reader import Follower
 from iobench.probe.sweepfile import sweep_config, write_sweep_file
-from iobench.probe.window import Limits
+from iobench.results.spec import MinMeasure
 from iobench.report.terminal import print_report
 from iobench.results.api import load_run, load_summaries
 from iobench.sweep.config import parse_config
@@ -35,7 +35,7 @@ def outcome_of(
         command=("python", "train.py"),
         name="train",
         runs=runs,
-        limits=Limits(steps=40, seconds=30.0),
+        least=MinMeasure(steps=40, seconds=30.0, need="either"),
         ceilings=ceilings,
         exit_code=exit_code,
         short_because=None if end else "the job's end",

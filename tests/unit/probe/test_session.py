@@ -9,16 +9,16 @@ import pytest
 from iobench.probe.command import Command
 from iobench.probe.reader import RECORDS, Follower, Job
 from iobench.probe.seen import what_was_seen
-from iobench.probe.session import phases_done, window_plan
-from iobench.probe.window import Limits
+from iobench.probe.plan import phases_done, window_plan
+from iobench.results.spec import MinMeasure
 from tests.unit.probe.jobkit import Loop, record
 
 
 def test_the_window_closes_once_long_enough_and_ends_ahead_of_the_loop(tmp_path):
     Loop(steps=30, wait=0.05, step=0.05).write(tmp_path)  # 0.1 s a step: 3 s measured
     job = Follower(tmp_path).read()
-    assert window_plan(job, Limits(steps=50, seconds=30), ceilings=False) is None
-    plan = window_plan(job, Limits(steps=20, seconds=2), ceilings=True)
+    assert window_plan(job, MinMeasure(steps=50, seconds=30, need="either"), ceilings=False) is None
+    plan = window_plan(job, MinMeasure(steps=20, seconds=2, need="either"), ceilings=True)
     assert plan is not None
     # 31 steps recorded; 1.5 s of 0.1 s steps ahead
     assert plan.end == 31 + 15
@@ -31,9 +31,9 @@ def test_the_window_closes_once_long_enough_and_ends_ahead_of_the_loop(tmp_path)
 def test_ranks_in_step_all_wait_for_the_last_rank_and_share_one_end(tmp_path):
     Loop(steps=60, pid=100, rank=0).write(tmp_path)
     job = Follower(tmp_path).read()
-    assert window_plan(job, Limits(steps=20, seconds=1), ceilings=False) is None  # rank 1 of 2 not seen yet
+    assert window_plan(job, MinMeasure(steps=20, seconds=1, need="either"), ceilings=False) is None  # rank 1 of 2 not seen yet
     Loop(steps=62, pid=200, rank=1).write(tmp_path)
-    plan = window_plan(Follower(tmp_path).read(), Limits(steps=20, seconds=1), ceilings=False)
+    plan = window_plan(Follower(tmp_path).read(), MinMeasure(steps=20, seconds=1, need="either"), ceilings=False)
     assert plan is not None and set(plan.streams) == {"100-0", "200-0"}
     assert plan.end > 63  # past the furthest rank
     assert (
@@ -44,7 +44,7 @@ def test_ranks_in_step_all_wait_for_the_last_rank_and_share_one_end(tmp_path):
 def test_the_phases_are_done_when_every_stream_ran_its_loader_alone_or_stopped(tmp_path):
     Loop(steps=40).write(tmp_path)
     follower = Follower(tmp_path)
-    plan = window_plan(follower.read(), Limits(steps=20, seconds=1), ceilings=True)
+    plan = window_plan(follower.read(), MinMeasure(steps=20, seconds=1, need="either"), ceilings=True)
     assert not phases_done(follower.job, plan, ceilings=True)
     with open(tmp_path / "p4242.jsonl", "a") as f:
         f.write('["alone","4242-0",1.0,1.1,4.0,30,480,4,false]\n')

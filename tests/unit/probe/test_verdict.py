@@ -1,5 +1,6 @@
-"""The probe's verdict from a window's metrics and its readers' time: each bound on numbers chosen so
-that only it fits, and the differential of the two ceilings agreeing with it or not."""
+"""A probed window judged by the one judge (analysis/verdict.py) through the probe's adapter
+(probe/publish.py: its readers' time as the same evidence a cell's give): each bound on numbers
+chosen so that only it fits, and the differential of the two ceilings agreeing with it or not."""
 
 from __future__ import annotations
 
@@ -7,9 +8,42 @@ from dataclasses import replace
 
 import pytest
 
-from iobench.probe.verdict import differential, judge
+from iobench.analysis.differential import combine
+from iobench.analysis.evidence import Evidence, reader_work
+from iobench.analysis.verdict import judge as one_judge
+from iobench.probe.publish import PROBE_WORDS, UNSEEN_ACTION, stage_stats
 from iobench.probe.workers import LoaderWork
-from iobench.results.figures import PipelineMetrics, WallSplit
+from iobench.results.figures import CoreBudget, PipelineMetrics, Verdict, WallSplit
+
+
+def judge(
+    m: PipelineMetrics,
+    w: LoaderWork | None,
+    *,
+    cores: int,
+    workers: int,
+    split: WallSplit | None = None,
+    unseen: str | None = None,
+    budget: CoreBudget | None = None,
+    ceilings: dict[str, float] | None = None,
+) -> Verdict:
+    work = (
+        reader_work(stage_stats(w), readers=max(1, workers), workers=workers, busy=w.busy, words=PROBE_WORDS)
+        if w is not None
+        else None
+    )
+    return one_judge(
+        Evidence(
+            metrics=m,
+            work=work,
+            cores=cores,
+            split=split,
+            budget=budget,
+            unseen=unseen,
+            unseen_action=UNSEEN_ACTION,
+            ceilings=ceilings,
+        )
+    )
 
 
 def metrics(au: float, stall: float, **more: float) -> PipelineMetrics:
@@ -71,19 +105,24 @@ def test_an_input_pipeline_that_keeps_the_step_busy_is_not_the_limit():
     assert v.bound == "accelerator"
 
 
+ROOM = CoreBudget(usable=2, trainer=0.2, readers=0.6, own=0.0, others=0.0)
+
+
 def test_workers_blocked_in_the_dataset_are_fetch_bound():
-    v = judge(metrics(0.2, 0.8), work(blocked_ms=40, cpu_ms=3), cores=2, workers=2)
+    v = judge(metrics(0.2, 0.8), work(blocked_ms=40, cpu_ms=3), cores=2, workers=2, budget=ROOM)
     assert (v.bound, v.binding_stage) == ("fetch", "fetch")
-    assert any("40.0 ms blocked" in line for line in v.evidence)
-    assert v.action.startswith("more workers") and "40.0 ms blocked" in v.evidence[0]  # the CPU has room
+    assert "40.00 ms waiting on storage" in v.evidence[0]
+    assert "more workers (the CPU has room: 0.8 of 2 cores busy)" in v.action
 
 
-def test_workers_on_the_cpu_are_prep_bound_and_every_core_busy_says_so():
-    v = judge(metrics(0.3, 0.7), work(cpu_ms=8, runq_ms=3, blocked_ms=0.5), cores=2, workers=2)
+def test_workers_on_the_cpu_are_prep_bound_and_cores_spent_say_so():
+    v = judge(metrics(0.3, 0.7), work(cpu_ms=8, runq_ms=3, blocked_ms=0.5), cores=2, workers=2, budget=ROOM)
     assert (v.bound, v.binding_stage) == ("prep", "decode")
-    saturated = work(cpu_ms=20, runq_ms=5, blocked_ms=0.5)  # 2 readers x 2 cores' worth
-    v = judge(metrics(0.3, 0.7), saturated, cores=2, workers=2)
-    assert "every core busy" in v.headline
+    assert "decode/augment in the dataset" in v.headline and "more workers" in v.action
+    spent = CoreBudget(usable=2, trainer=0.2, readers=1.8, own=0.0, others=0.0)  # 2 readers' worth and the trainer
+    v = judge(metrics(0.3, 0.7), work(cpu_ms=20, runq_ms=5, blocked_ms=0.5), cores=2, workers=2, budget=spent)
+    assert v.bound == "cores" and "the cores are spent" in v.headline
+    assert "more workers" not in v.action and "fewer workers" not in v.action
 
 
 def test_idle_workers_while_the_loop_waits_are_the_hand_over():
@@ -137,7 +176,7 @@ def test_a_stretched_step_with_its_data_there_is_host_bound():
 def test_without_the_readers_the_stage_is_not_named():
     v = judge(metrics(0.3, 0.7), None, cores=2, workers=0, unseen="DALI runs its pipeline in its own threads")
     assert v.bound == "unknown"
-    assert any("DALI" in line for line in v.evidence)
+    assert any("DALI" in line for line in v.evidence) and v.action == UNSEEN_ACTION
 
 
 @pytest.mark.parametrize(
@@ -154,25 +193,30 @@ def test_the_two_ceilings_name_the_binding_part_and_say_whether_the_timers_agree
     online, ceilings, binding, agree
 ):
     v = judge(metrics(0.3, 0.7), work(cpu_ms=8), cores=2, workers=2)
-    a = differential(replace(v, bound=online), ceilings, metrics(0.3, 0.7))
+    a = combine(ceilings, replace(v, bound=online), measured_samples_per_s=160.0, au=0.3)
     assert (a.binding, a.agree, a.online_bound) == (binding, agree, online)
 
 
 def test_a_loader_whose_stages_are_unseen_is_told_by_the_two_ceilings():
-    from iobench.probe.verdict import ceilings_said
+    def told(ceilings: dict[str, float]) -> Verdict:
+        dali = "DALI runs its pipeline in its own threads"
+        return judge(metrics(0.4, 0.6), None, cores=2, workers=0, unseen=dali, ceilings=ceilings)
 
-    unseen = judge(
-        metrics(0.4, 0.6), None, cores=2, workers=0, unseen="DALI runs its pipeline in its own threads"
-    )
-    v = ceilings_said(unseen, {"accelerator": 1300.0, "prep": 91.0})
+    v = told({"accelerator": 1300.0, "prep": 91.0})
     assert v.bound == "unknown" and "the loader alone delivered 91/s" in v.headline and "DALI" in v.action
-    v = ceilings_said(unseen, {"accelerator": 50.0, "prep": 91.0})
-    assert v.bound == "accelerator"
+    assert told({"accelerator": 50.0, "prep": 91.0}).bound == "accelerator"
 
 
 def test_readers_waiting_for_a_core_more_than_working_say_who_holds_the_cores():
-    # the job's own processes use little of the host: other processes hold the cores
-    v = judge(metrics(0.05, 0.95), work(blocked_ms=40, cpu_ms=4, runq_ms=42, busy=0.95), cores=2, workers=2)
+    # the job's own processes use little of the host, other processes some of it: waiting for cores
+    others = CoreBudget(usable=4, trainer=0.1, readers=0.3, own=0.0, others=1.5)
+    v = judge(
+        metrics(0.05, 0.95),
+        work(blocked_ms=40, cpu_ms=4, runq_ms=42, busy=0.95),
+        cores=4,
+        workers=2,
+        budget=others,
+    )
     assert (v.bound, v.binding_stage) == ("prep", "decode")
-    assert "waiting for a core" in v.headline and "other processes on the host" in v.evidence[0]
+    assert "waiting for a core" in v.headline and "other processes used 1.5 of the 4 cores" in v.evidence[0]
     assert v.action.startswith("free the host's cores")

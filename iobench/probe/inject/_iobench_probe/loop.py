@@ -4,11 +4,13 @@ DataLoader's settings when first iterated; epochs; and, once ``iobench probe`` h
 measured window ends (control.py), the phases after it:
 
 - the step alone: the loop is handed the last real batches again, from memory, for ``replay``
-  steps, so the job's own step runs with no data wait (the loader's workers idle meanwhile: no
-  batch is asked of them);
+  steps and on until the median step is known within ``REPLAY_PRECISION`` (at most
+  ``replay_max_s``), so the job's own step runs with no data wait (the loader's workers idle
+  meanwhile: no batch is asked of them once their queue is full);
 - the loader alone: inside one ``next()`` the stream's own iterator is drained with nothing
   consuming for ``alone_s`` seconds (after the batches its workers had queued), and the last batch
-  is handed to the loop;
+  is handed to the loop; an epoch too short for it is said (a ``skip`` record) and the phase left
+  out, never waited for;
 - then the job stops (``SystemExit(0)`` from ``next()``: its ``finally`` blocks and exit handlers
   run, its output is flushed) or goes on with the hooks switched off.
 
@@ -34,6 +36,10 @@ MEASURE, REPLAY, ALONE, STOP, OFF, AFTER = range(6)
 KEEP = 2  # real batches kept for the step alone
 ALONE_MIN_BATCHES = 10
 ALONE_MAX_S = 30.0
+# the step alone's median step is known well enough: its 95 % interval (order statistics) within
+# this share of it, over the replayed steps after the first REPLAY_SETTLE
+REPLAY_PRECISION = 0.10
+REPLAY_SETTLE = 3
 ROOT_ATTRIBUTES = ("root", "data_dir", "img_dir", "image_dir", "directory", "path")
 LIST_ATTRIBUTES = ("samples", "imgs", "files", "paths", "image_paths", "filenames", "file_list")
 
@@ -46,8 +52,10 @@ class Stream:
         self.epochs = 0
         self.kept: deque = deque(maxlen=KEEP)
         self.device_open: tuple | None = None
-        self.alone_done = False  # the loader-alone phase ran (it may have ended the epoch)
+        self.alone_done = False  # the loader-alone phase ran (it may have ended the epoch), or was left out
         self.depth = int(info.get("workers") or 0) * int(info.get("prefetch_factor") or 0)
+        self.replay_calls: list[float] = []  # when each replayed next() was called
+        self.replay_done = False
 
 
 def count_samples(data: Any, fallback: int) -> int:
@@ -71,6 +79,34 @@ def _batches_left(it: Any) -> int | None:
         return len(it) - int(it._num_yielded)
     except Exception:
         return None
+
+
+def _batches_in_epoch(it: Any) -> int | None:
+    """Batches a DataLoader iterator hands out in a whole epoch; None where it cannot say."""
+    try:
+        return len(it)
+    except Exception:
+        return None
+
+
+def replayed_enough(calls: list[float], plan: Plan) -> bool:
+    """Whether the step alone has replayed enough: ``plan.replay`` steps where ranks run in step;
+    else at least that many and on until the median step (call to call) is known within
+    REPLAY_PRECISION, or ``plan.replay_max_s`` have passed."""
+    if len(calls) < plan.replay:
+        return False
+    if plan.replay_max_s <= 0 or calls[-1] - calls[0] >= plan.replay_max_s:
+        return True
+    if len(calls) % 8:  # the interval is read every 8 steps: sorting is not free
+        return False
+    periods = sorted(b - a for a, b in zip(calls[REPLAY_SETTLE:-1], calls[REPLAY_SETTLE + 1 :], strict=True))
+    n = len(periods)
+    if n < 8:
+        return False
+    half = 0.98 * n**0.5  # 1.96 x sqrt(n) / 2
+    low, high = periods[max(0, int(n / 2 - half))], periods[min(n - 1, int(n / 2 + half + 0.999) - 1)]
+    median = periods[n // 2]
+    return median > 0 and (high - low) / 2 <= REPLAY_PRECISION * median
 
 
 def _path_root(dataset: Any) -> str | None:
@@ -154,7 +190,7 @@ class Loop:
         plan = self.control.plans.get(stream.tag)
         if plan is None or stream.steps < plan.end:
             return MEASURE
-        if self.ceilings and plan.replay and stream.kept and stream.steps < plan.end + plan.replay:
+        if self.ceilings and plan.replay and stream.kept and not stream.replay_done:
             return REPLAY
         if self.ceilings and plan.alone_s > 0 and not stream.alone_done:
             return ALONE
@@ -192,6 +228,8 @@ class Loop:
         if phase == REPLAY:
             data = stream.kept[stream.steps % len(stream.kept)]
             code = PHASE_REPLAYED
+            stream.replay_calls.append(t0)
+            stream.replay_done = replayed_enough(stream.replay_calls, self.control.plans[stream.tag])
         elif phase == ALONE:
             data = self._alone(stream, it, original, self.control.plans[stream.tag])
             code = PHASE_ALONE
@@ -222,6 +260,10 @@ class Loop:
         self.log.write(["error", time.perf_counter(), where, f"{type(exc).__name__}: {exc}"])
         self.log.flush()
 
+    def _skip(self, stream: Stream, phase: str, why: str) -> None:
+        stream.alone_done = True
+        self.log.write(["skip", stream.tag, time.perf_counter(), phase, why])
+
     def _alone(self, stream: Stream, it: Any, original: Callable[[Any], Any], plan: Plan) -> Any:
         """The loader alone, inside one next(): drain ``it`` with nothing consuming, then hand the
         loop the last batch: for ``plan.alone_s`` seconds, or, where ranks run in step, exactly
@@ -230,7 +272,17 @@ class Loop:
         measure in puts it off to the next one."""
         counted = plan.alone_batches
         left = _batches_left(it)
-        if left is not None and left < stream.depth + max(counted, ALONE_MIN_BATCHES) + 2:
+        needed = stream.depth + max(counted, ALONE_MIN_BATCHES) + 2
+        whole = _batches_in_epoch(it)
+        if whole is not None and whole < needed:  # no epoch of this stream will have room for it
+            self._skip(
+                stream,
+                "alone",
+                f"an epoch of {whole} batches is shorter than the {needed} the loader alone takes (the "
+                f"{stream.depth} its workers queue, {max(counted, ALONE_MIN_BATCHES)} timed, the epoch's last)",
+            )
+            return original(it)
+        if left is not None and left < needed:  # too near this epoch's end: the next one's start
             return original(it)
         seconds = plan.alone_s
         start = time.perf_counter()

@@ -57,6 +57,9 @@ FIELDS: dict[str, tuple[str, ...]] = {
     # `untimed` batches (the queue the workers had filled) first, then `batches` batches of
     # `samples` samples timed from t_from to t_end; ended: the epoch ran out first
     "alone": ("tag", "t_start", "t_from", "t_end", "batches", "samples", "untimed", "ended"),
+    # a phase of the probe's a stream could not run: "alone" (its epochs are shorter than the
+    # phase needs), and why, in words
+    "skip": ("tag", "t", "phase", "why"),
     # the probe stopped the job at a stream's step (the window and its phases were done)
     "stop": ("tag", "t", "step"),
     # a hook could not do its work (the job went on without it)
