@@ -122,7 +122,10 @@ def rank_run(job: Job, pid: int, end_step: int | None, warmup_steps: int | None 
         h2d_bytes=sum(int(c.bytes) for c in _within(copies, start, end)),
         device_read_bytes=sum(int(f.read_bytes) for f in fetches),
         step_alone=step_alone(
-            replayed(every), job.device.get(tag, {}), _copies_per_step(copies), [(f.t0, f.t1) for f in fetches]
+            replayed(every),
+            job.device.get(tag, {}),
+            _copies_per_step(copies),
+            [(f.t0, f.t1) for f in fetches],
         ),
         loader_alone=loader_alone(job.alone.get(tag), fetches, readers),
         stopped=tag in job.stops,

@@ -68,9 +68,7 @@ def judge_of(
     analysis asks it (analysis/cellfigures.py); ``evidence``: any other field of the Evidence."""
     work = reader_work(stats, readers=max(1, workers), workers=workers)
     return judge(
-        Evidence(
-            metrics=metrics, work=work, cores=cores, demand=demand, counters=stats.counters, **evidence
-        )
+        Evidence(metrics=metrics, work=work, cores=cores, demand=demand, counters=stats.counters, **evidence)
     )
 
 

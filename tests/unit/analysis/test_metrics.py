@@ -131,7 +131,9 @@ def test_verdict_prep_bound_names_decode_with_evidence():
 
 
 def test_verdict_fetch_bound_when_reading_dominates():
-    v = judge_of(_metrics(0.2, 0.8), _stats(8.0, 1.0, 0.3, 0.05, io_fraction=0.9), workers=2, cores=2, demand=7000)
+    v = judge_of(
+        _metrics(0.2, 0.8), _stats(8.0, 1.0, 0.3, 0.05, io_fraction=0.9), workers=2, cores=2, demand=7000
+    )
     assert v.bound == "fetch" and v.binding_stage == "fetch"
     assert any("waiting on storage" in e for e in v.evidence)
 

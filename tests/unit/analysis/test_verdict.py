@@ -46,7 +46,9 @@ def test_an_allreduce_longer_than_the_waits_is_allreduce_bound():
 def test_otherwise_the_stage_timers_verdict_stands_with_the_split_as_evidence():
     v = _verdict()
     assert v.bound == "fetch" and any("waiting for the slowest rank" in e for e in v.evidence)
-    assert _verdict(au=0.95, peer_wait=0.9).bound == "accelerator"  # accelerator-bound jobs are not stragglers
+    assert (
+        _verdict(au=0.95, peer_wait=0.9).bound == "accelerator"
+    )  # accelerator-bound jobs are not stragglers
 
 
 def _rows(

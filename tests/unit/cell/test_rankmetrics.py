@@ -11,9 +11,9 @@ import json
 
 import pytest
 
+from iobench.analysis.job import RankInput, aggregate, common_interval
 from iobench.cell.protocol import cell_command
 from iobench.cell.ranks.distributed import first_rank_error
-from iobench.analysis.job import RankInput, aggregate, common_interval
 from iobench.cell.ranks.rankmetrics import RankRun, merged_log
 from iobench.cell.steps.steploop import StepLog
 from iobench.results.figures import StepRow, Verdict
@@ -31,9 +31,7 @@ def _rank(rank: int, waits: list[float], peers: list[float], compute=0.02, allre
         end = t + w + p + compute + allreduce
         rows.append(StepRow(i, 0, i == 0, t, w, 0.0, compute, end, 8, 800, rank, p, allreduce))
         t = end
-    return RankInput(
-        rank, rank, 0, "h", rows, epoch_stats=[StageStats()], bound="fetch" if rank else "prep"
-    )
+    return RankInput(rank, rank, 0, "h", rows, epoch_stats=[StageStats()], bound="fetch" if rank else "prep")
 
 
 def test_a_synchronous_job_counts_the_steps_every_rank_completed():

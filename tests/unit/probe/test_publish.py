@@ -17,9 +17,9 @@ from iobench.probe.outcome import Outcome
 from iobench.probe.publish import publish
 from iobench.probe.reader import Follower
 from iobench.probe.sweepfile import sweep_config, write_sweep_file
-from iobench.results.spec import MinMeasure
 from iobench.report.terminal import print_report
 from iobench.results.api import load_run, load_summaries
+from iobench.results.spec import MinMeasure
 from iobench.sweep.config import parse_config
 from tests.unit.probe.jobkit import Loop
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from iobench.probe.command import Command
+from iobench.probe.plan import phases_done, window_plan
 from iobench.probe.reader import RECORDS, Follower, Job
 from iobench.probe.seen import what_was_seen
-from iobench.probe.plan import phases_done, window_plan
 from iobench.results.spec import MinMeasure
 from tests.unit.probe.jobkit import Loop, record
 
@@ -31,9 +31,13 @@ def test_the_window_closes_once_long_enough_and_ends_ahead_of_the_loop(tmp_path)
 def test_ranks_in_step_all_wait_for_the_last_rank_and_share_one_end(tmp_path):
     Loop(steps=60, pid=100, rank=0).write(tmp_path)
     job = Follower(tmp_path).read()
-    assert window_plan(job, MinMeasure(steps=20, seconds=1, need="either"), ceilings=False) is None  # rank 1 of 2 not seen yet
+    assert (
+        window_plan(job, MinMeasure(steps=20, seconds=1, need="either"), ceilings=False) is None
+    )  # rank 1 of 2 not seen yet
     Loop(steps=62, pid=200, rank=1).write(tmp_path)
-    plan = window_plan(Follower(tmp_path).read(), MinMeasure(steps=20, seconds=1, need="either"), ceilings=False)
+    plan = window_plan(
+        Follower(tmp_path).read(), MinMeasure(steps=20, seconds=1, need="either"), ceilings=False
+    )
     assert plan is not None and set(plan.streams) == {"100-0", "200-0"}
     assert plan.end > 63  # past the furthest rank
     assert (

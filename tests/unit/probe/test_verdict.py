@@ -119,7 +119,9 @@ def test_workers_on_the_cpu_are_prep_bound_and_cores_spent_say_so():
     v = judge(metrics(0.3, 0.7), work(cpu_ms=8, runq_ms=3, blocked_ms=0.5), cores=2, workers=2, budget=ROOM)
     assert (v.bound, v.binding_stage) == ("prep", "decode")
     assert "decode/augment in the dataset" in v.headline and "more workers" in v.action
-    spent = CoreBudget(usable=2, trainer=0.2, readers=1.8, own=0.0, others=0.0)  # 2 readers' worth and the trainer
+    spent = CoreBudget(
+        usable=2, trainer=0.2, readers=1.8, own=0.0, others=0.0
+    )  # 2 readers' worth and the trainer
     v = judge(metrics(0.3, 0.7), work(cpu_ms=20, runq_ms=5, blocked_ms=0.5), cores=2, workers=2, budget=spent)
     assert v.bound == "cores" and "the cores are spent" in v.headline
     assert "more workers" not in v.action and "fewer workers" not in v.action
