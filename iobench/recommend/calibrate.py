@@ -26,6 +26,7 @@ from typing import Literal
 
 from loaders.observe import STAGES
 
+from ..results.figures import CoresNeeded
 from ..results.store import cell_summaries, read_manifest
 from ..results.summary import CellManifest, CellSummary
 from .model import hit_ratio
@@ -79,7 +80,7 @@ class CellFacts:
     loader: str
     workers: int
     batch_size: int
-    cores: int  # the host's usable CPUs when the cell ran
+    cores_usable: int  # the host's usable CPUs when the cell ran
     demand: float | None  # samples/s the consumer takes: emulated demand, else the accelerator ceiling
     samples_per_s: float
     au: float  # the summary's AU: device busy / wall
@@ -107,6 +108,9 @@ class CellFacts:
     cuda: bool = False  # the host had a CUDA device: a DALI cell decoded on the GPU
     # the cell process's CPU per sample (the trainer's, and a DALI loader's threads): v6+
     trainer_cpu_ms_per_sample: float | None = None
+    # the cores one accelerator takes, as the cell's verdict computed them (analysis/cores.py): the
+    # readers' CPU per sample (every stage and their overhead) and the trainer's own (v9+)
+    cores: CoresNeeded | None = None
     # the repeats' 95 % intervals of the measured figures (None: one repeat, no interval)
     au_interval: tuple[float, float] | None = None
     rate_interval: tuple[float, float] | None = None
@@ -227,7 +231,7 @@ def _facts(run: str, s: CellSummary, manifest: CellManifest | None) -> CellFacts
         loader=s.cell.loader.kind,
         workers=s.cell.loader.workers,
         batch_size=s.cell.loader.batch_size,
-        cores=manifest.host.usable_cpus if manifest else 1,
+        cores_usable=manifest.host.usable_cpus if manifest else 1,
         demand=s.verdict.demand_samples_per_s or (accelerator.samples_per_s if accelerator else None),
         samples_per_s=m.samples_per_s,
         au=m.au,
@@ -254,6 +258,7 @@ def _facts(run: str, s: CellSummary, manifest: CellManifest | None) -> CellFacts
         trainer_cpu_ms_per_sample=m.trainer_cpu_ms_per_step * m.steps / m.samples
         if m.trainer_cpu_ms_per_step is not None and m.samples
         else None,
+        cores=s.verdict.cores,
         au_interval=_interval(s.stability, "au"),
         rate_interval=_interval(s.stability, "samples_per_s"),
         measured_on=on,
@@ -290,7 +295,8 @@ class Calibration:
     cells: list[CellFacts]
     collate_ms: Figure | None  # collate thread CPU per sample (decode + augment: analysis/decoderate.py)
     overhead_ms: Figure | None  # the loader's CPU per sample outside the stage timers
-    main_ms: Figure | None  # the training process's CPU per sample (receiving batches)
+    # the trainer's own CPU per sample, as the cells measured it (never other processes' CPU)
+    trainer_ms: Figure | None
     tiers: dict[str, TierFigures] = field(default_factory=dict)
     dali_gpu: Figure | None = None  # samples/s one GPU decoded with DALI, where a cell measured it
     dali_host_ms: Figure | None = None  # host CPU ms per sample a DALI cell on a GPU still spent
@@ -298,11 +304,11 @@ class Calibration:
     cores: int | None = None
 
     def other_ms(self, fetch_cpu_ms: float = 0.0) -> float | None:
-        """CPU ms per sample besides decode + augment when the workers fill the cores: collate, the
-        fetch's CPU, the loader's overhead and the training process's share."""
+        """CPU ms per sample besides decode + augment: collate, the fetch's CPU, the loader's overhead
+        and the trainer's own."""
         if self.collate_ms is None:
             return None
-        extra = sum(f.value for f in (self.overhead_ms, self.main_ms) if f is not None)
+        extra = sum(f.value for f in (self.overhead_ms, self.trainer_ms) if f is not None)
         return self.collate_ms.value + fetch_cpu_ms + extra
 
     def tier_of_kind(self, kinds: tuple[str, ...]) -> TierFigures | None:
@@ -327,11 +333,13 @@ def cpu_bound(cell: CellFacts) -> bool:
 
 
 def overhead_of(cell: CellFacts) -> float | None:
-    """CPU seconds per sample a CPU-bound cell with fewer workers than cores spent outside its
-    stage timers (the loader's overhead): its workers delivered ``workers / (cpu + overhead)``;
-    without workers the training process spent ``cpu + overhead + 1/consumer`` per sample. None
-    for other cells."""
-    if not cpu_bound(cell) or cell.samples_per_s <= 0 or cell.workers >= cell.cores:
+    """CPU seconds per sample the loader's readers spent outside their stage timers: measured, the
+    readers' CPU (the core budget's, analysis/cores.py) less their stage timers'; for a summary
+    without a core budget, inferred from a CPU-bound cell with fewer workers than cores (its workers
+    delivered ``workers / (cpu + overhead)``). None for other cells."""
+    if cell.cores is not None:
+        return max(0.0, cell.cores.loader_cpu_ms_per_sample / 1000.0 - cell.cpu_s_per_sample)
+    if not cpu_bound(cell) or cell.samples_per_s <= 0 or cell.workers >= cell.cores_usable:
         return None
     if cell.workers >= 1:
         return cell.workers / cell.samples_per_s - cell.cpu_s_per_sample
@@ -339,12 +347,13 @@ def overhead_of(cell: CellFacts) -> float | None:
     return 1.0 / cell.samples_per_s - cell.cpu_s_per_sample - compute_s
 
 
-def main_share_of(cell: CellFacts, overhead_s: float) -> float | None:
-    """CPU seconds per sample the training process took from a CPU-bound cell whose workers fill
-    the cores: they delivered ``cores / (cpu + overhead + main)``. None for other cells."""
-    if not cpu_bound(cell) or cell.samples_per_s <= 0 or cell.workers < cell.cores:
-        return None
-    return cell.cores / cell.samples_per_s - cell.cpu_s_per_sample - overhead_s
+def trainer_ms_of(cell: CellFacts) -> float | None:
+    """The trainer's own CPU per sample (ms), as the cell measured it: its verdict's cores figure,
+    else its process's CPU timer where the readers ran apart from it. Never what the host's other
+    processes used."""
+    if cell.cores is not None:
+        return cell.cores.trainer_cpu_ms_per_sample
+    return cell.trainer_cpu_ms_per_sample if cell.workers >= 1 else None
 
 
 def fetch_limited(cell: CellFacts) -> bool:
@@ -389,7 +398,7 @@ def _median_figure(found: list[tuple[float, CellFacts]]) -> Figure | None:
     refs = ", ".join(_cell_ref(c) for _, c in found[:3]) + (" ..." if len(found) > 3 else "")
     return Figure(
         max(0.0, statistics.median([v for v, _ in found])) * 1000.0,
-        f"median over CPU-bound {refs}",
+        f"median over {refs}",
         origin="measured",
     )
 
@@ -438,7 +447,7 @@ def calibrate(cells: list[CellFacts], *, loader: str | None = None, batch: int |
     loader kind and batch size for the CPU figures (per-batch overheads differ), falling back to
     all cells."""
     if not cells:
-        return Calibration(cells=[], collate_ms=None, overhead_ms=None, main_ms=None)
+        return Calibration(cells=[], collate_ms=None, overhead_ms=None, trainer_ms=None)
     match = {k: v for k, v in (("loader", loader), ("batch_size", batch)) if v is not None}
     pool = _prefer(cells, **match)
     collate = [c.cpu_ms["collate"] for c in pool]
@@ -446,8 +455,7 @@ def calibrate(cells: list[CellFacts], *, loader: str | None = None, batch: int |
         statistics.median(collate), f"median collate thread CPU of {len(collate)} cell(s)", origin="measured"
     )
     overhead_fig = _median_figure([(o, c) for c in pool if (o := overhead_of(c)) is not None])
-    overhead_s = overhead_fig.value / 1000.0 if overhead_fig else 0.0
-    main_fig = _median_figure([(m, c) for c in pool if (m := main_share_of(c, overhead_s)) is not None])
+    trainer_fig = _median_figure([(t / 1000.0, c) for c in pool if (t := trainer_ms_of(c)) is not None])
     tiers = {}
     for name in dict.fromkeys(c.tier for c in cells):
         of_tier = [c for c in cells if c.tier == name]
@@ -476,12 +484,12 @@ def calibrate(cells: list[CellFacts], *, loader: str | None = None, batch: int |
         for c in cells
         if c.cache_limit_bytes and c.dataset_bytes and c.epochs >= 2 and c.last_epoch_hit_ratio is not None
     ]
-    cores = max(c.cores for c in cells)
+    cores = max(c.cores_usable for c in cells)
     return Calibration(
         cells=cells,
         collate_ms=collate_fig,
         overhead_ms=overhead_fig,
-        main_ms=main_fig,
+        trainer_ms=trainer_fig,
         tiers=tiers,
         dali_gpu=dali_gpu(cells),
         dali_host_ms=dali_host_ms(cells),

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -559,6 +560,8 @@ def recommend(args: argparse.Namespace) -> Recommendation:
             )
         # the CPU options decode in DataLoader workers
         cal, carried = carry_over(calibrate(cells, loader="torch"), s, same_storage=args.same_storage)
+        if cal.trainer_ms is not None:  # the trainers' measured CPU is priced per sample, not as whole cores
+            s = replace(s, trainer_cores=None)
         measured = dict(
             calibration=cal,
             carried_over=tuple(carried),

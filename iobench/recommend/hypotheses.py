@@ -101,11 +101,11 @@ def _scaling_measured(cal: Calibration | None) -> tuple[float, float, float] | N
     core counts: a measurement of how preprocessing scales with the cores."""
     if cal is None:
         return None
-    full = [c for c in cal.cells if cpu_bound(c) and c.workers >= c.cores]
-    counts = sorted({c.cores for c in full})
+    full = [c for c in cal.cells if cpu_bound(c) and c.workers >= c.cores_usable]
+    counts = sorted({c.cores_usable for c in full})
     if len(counts) < 2:
         return None
-    best = {n: max(c.samples_per_s for c in full if c.cores == n) for n in (counts[0], counts[-1])}
+    best = {n: max(c.samples_per_s for c in full if c.cores_usable == n) for n in (counts[0], counts[-1])}
     return counts[0], counts[-1], best[counts[-1]] / best[counts[0]]
 
 

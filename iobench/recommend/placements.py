@@ -318,7 +318,7 @@ def _storages(s: Scenario, cal: Calibration | None) -> list[_Storage]:
 def _cpu_parts(cal: Calibration, fetch_cpu_ms: float) -> str:
     parts = [f"{cal.collate_ms.value:.2f} ms collate ({cal.collate_ms.source})"]  # type: ignore[union-attr]
     parts.append(f"{fetch_cpu_ms:.2f} ms fetch")
-    for name, f in (("loader overhead", cal.overhead_ms), ("training process", cal.main_ms)):
+    for name, f in (("loader overhead", cal.overhead_ms), ("the trainer's own", cal.trainer_ms)):
         parts.append(f"{f.value:.2f} ms {name} ({f.source})" if f else f"{name} not measured: 0")
     return " + ".join(parts)
 

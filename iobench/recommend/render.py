@@ -39,7 +39,7 @@ def to_json(report: Recommendation) -> dict:
                 "cells": [f"{c.cell_id} ({c.run})" for c in cal.cells],
                 "collate_ms": cal.collate_ms,
                 "overhead_ms": cal.overhead_ms,
-                "main_ms": cal.main_ms,
+                "trainer_ms": cal.trainer_ms,
                 "other_cpu_ms_per_sample": cal.other_ms(),
                 "tiers": cal.tiers,
                 "caches": cal.caches,
@@ -203,7 +203,7 @@ def _calibration(report: Recommendation, console: Console) -> None:
         )
     for name, f in (
         ("loader overhead outside the stage timers", cal.overhead_ms),
-        ("the training process's share (receiving batches)", cal.main_ms),
+        ("the trainer's own CPU (measured, never other processes')", cal.trainer_ms),
     ):
         text = (
             f"{f.value:.2f} ms per sample ({f.source})" if f else "not measured (no such CPU-bound cell): 0"

@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .calibrate import Calibration, CellFacts, Figure, calibrate, tier_bandwidth
+from .calibrate import Calibration, CellFacts, Figure, calibrate, tier_bandwidth, trainer_ms_of
 from .model import loader_rate
 
 
@@ -109,7 +109,7 @@ def check_cell(cell: CellFacts, cells: list[CellFacts]) -> CellCheck:
     inputs["fetch"], fetch_rate = _fetch_input(cell, others)
     p = loader_rate(
         workers=cell.workers,
-        cores=cell.cores,
+        cores=cell.cores_usable,
         cpu_s_per_sample=(sum(cell.cpu_ms.values()) + overhead_ms) / 1000.0,
         main_s_per_sample=main_ms / 1000.0,
         fetch_rate=fetch_rate,
@@ -132,16 +132,14 @@ def check_cell(cell: CellFacts, cells: list[CellFacts]) -> CellCheck:
 
 
 def _training_process_share(cell: CellFacts, cal: Calibration) -> tuple[float, str]:
-    """The training process's own CPU per sample (ms) and where it comes from."""
-    if cal.main_ms:
-        return cal.main_ms.value, cal.main_ms.source
-    if cell.workers >= 1 and cell.trainer_cpu_ms_per_sample is not None:
-        # with workers, the training process's own CPU timer is that share (without them it decodes too)
-        return (
-            cell.trainer_cpu_ms_per_sample,
-            "this cell's training process CPU timer (no other CPU-bound cell with workers >= cores)",
-        )
-    return 0.0, "no other CPU-bound cell with workers >= cores, and no trainer CPU timed: 0"
+    """The trainer's own CPU per sample (ms) and where it comes from: this cell's measurement, else
+    the run's."""
+    own = trainer_ms_of(cell)
+    if own is not None:
+        return own, f"measured: the trainer's own CPU per sample in {cell.cell_id}"
+    if cal.trainer_ms:
+        return cal.trainer_ms.value, cal.trainer_ms.source
+    return 0.0, "no trainer CPU measured: 0"
 
 
 def _described_inputs(cell: CellFacts, cal: Calibration, overhead_ms: float, training: str) -> dict[str, str]:
@@ -152,7 +150,7 @@ def _described_inputs(cell: CellFacts, cal: Calibration, overhead_ms: float, tra
         "loader overhead": f"{overhead_ms:.3f} ms per sample, "
         + (cal.overhead_ms.source if cal.overhead_ms else "no other CPU-bound cell with workers < cores: 0"),
         "training process": training,
-        "cores": f"{cell.cores}, the host's usable CPUs",
+        "cores": f"{cell.cores_usable}, the host's usable CPUs",
         "consumer": f"{cell.consumer_rate:,.0f} samples/s, the slower of "
         + (f"the demand ({cell.demand:,.0f}/s)" if cell.demand else "no demand")
         + " and the trainer's own step "

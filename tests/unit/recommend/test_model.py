@@ -15,7 +15,7 @@ from io import StringIO
 import pytest
 from rich.console import Console
 
-from iobench.analysis.cores import cores_to_feed
+from iobench.analysis.cores import cores_needed, cores_to_feed
 from iobench.analysis.decoderate import given
 from iobench.datasets.manifest import ShardEntry, build_manifest
 from iobench.recommend.calibrate import (
@@ -25,7 +25,7 @@ from iobench.recommend.calibrate import (
     TierFigures,
     calibrate,
     fetch_limited,
-    main_share_of,
+    trainer_ms_of,
     overhead_of,
     tier_bandwidth,
 )
@@ -278,7 +278,7 @@ def test_a_dataset_larger_than_the_nvme_moves_to_the_object_store():
 def test_a_measured_lower_bound_does_not_cap_a_tier():
     def measured(bandwidth: Figure) -> Calibration:
         tier = TierFigures("disk", "local", bandwidth, None, None, 0.1)
-        return Calibration(cells=[], collate_ms=None, overhead_ms=None, main_ms=None, tiers={"disk": tier})
+        return Calibration(cells=[], collate_ms=None, overhead_ms=None, trainer_ms=None, tiers={"disk": tier})
 
     def nvme(cal: Calibration) -> Figure:
         local = next(o for o in options(_scenario(), cal) if o.name == "local NVMe")
@@ -357,8 +357,8 @@ def test_published_rules_are_judged_only_on_measured_or_given_figures():
     assert ratio.agrees is None and "96 / 24 = 4.0 x" in ratio.model_says
     # measured cells on 2 and 8 cores, workers filling them: 3.2 x of a linear 4 x
     cal = calibrate([
-        _cell("two", workers=2, cores=2, samples_per_s=700.0),
-        _cell("eight", workers=8, cores=8, samples_per_s=2240.0),
+        _cell("two", workers=2, cores_usable=2, samples_per_s=700.0),
+        _cell("eight", workers=8, cores_usable=8, samples_per_s=2240.0),
     ])  # fmt: skip
     ratio = next(c for c in checks(_scenario(), cal) if c.rule.startswith("DataLoader preprocessing"))
     assert ratio.agrees is True and "3.20 x (80% of linear)" in ratio.model_says
@@ -376,7 +376,7 @@ def _cell(cell_id: str, **kw) -> CellFacts:
         loader="torch",
         workers=1,
         batch_size=16,
-        cores=2,
+        cores_usable=2,
         demand=7000.0,
         samples_per_s=400.0,
         au=400 / 7000,
@@ -405,11 +405,15 @@ def test_overhead_is_the_cpu_the_stage_timers_miss():
     # the consumer's measured step time beats the configured demand (a sleep overshoots)
     late = _cell("c", workers=0, demand=1000.0, samples_per_s=300.0, compute_s_per_sample=1.2e-3)
     assert overhead_of(late) == pytest.approx(1 / 300 - 2.1e-3 - 1.2e-3)
-    # 2 workers fill the 2 cores: 2 / 720 = 2.778 ms, of which 2.1 timed and 0.4 the loader's
-    # overhead: the training process took 0.278 ms per sample
+    # 2 workers fill the 2 cores: what the rates leave over is no one's in particular (other processes
+    # on the host take the cores too), so nothing is charged to the trainer from them
     full = _cell("b", workers=2, samples_per_s=720.0)
-    assert overhead_of(full) is None and main_share_of(full, 0.4e-3) == pytest.approx(2 / 720 - 2.5e-3)
-    assert main_share_of(_cell("a"), 0.4e-3) is None
+    assert overhead_of(full) is None and trainer_ms_of(full) is None
+    # measured: the trainer's own CPU timer where the readers ran apart, and the verdict's cores figure
+    assert trainer_ms_of(_cell("e", workers=2, trainer_cpu_ms_per_sample=0.08)) == pytest.approx(0.08)
+    need = cores_needed(7000.0, "the demand", loader_cpu_ms=2.6, trainer_cpu_ms=0.09)
+    measured = _cell("f", cores=need)
+    assert overhead_of(measured) == pytest.approx(0.5e-3) and trainer_ms_of(measured) == pytest.approx(0.09)
     # readers waiting on storage for a third of their time are not CPU-bound, whatever the verdict
     slow = _cell("d", wall_ms={"fetch": 1.2, "decode": 1.8, "augment": 0.2, "collate": 0.0})
     assert overhead_of(slow) is None
@@ -438,7 +442,7 @@ def test_leave_one_out_prediction():
     w0 = _cell("w0", workers=0, samples_per_s=1 / (2.1e-3 + 0.5e-3 + 1 / 7000))  # loader overhead 0.5 ms
     w1 = _cell("w1")  # 400/s: loader overhead 0.4 ms
     w2 = _cell("w2", workers=2, samples_per_s=720.0)
-    w3 = _cell("w3", workers=3, samples_per_s=700.0)
+    w3 = _cell("w3", workers=3, samples_per_s=700.0, trainer_cpu_ms_per_sample=2 / 0.7 - 2.55)  # its timer
     waits = {"fetch": 1.2, "decode": 1.8, "augment": 0.2, "collate": 0.0}
     link1 = _cell(
         "l1", tier="link", tier_kind="throttled", samples_per_s=250.0, verdict="fetch", wall_ms=waits
@@ -446,12 +450,12 @@ def test_leave_one_out_prediction():
     link2 = _cell("l2", tier="link", tier_kind="throttled", workers=2, samples_per_s=255.0, wall_ms=waits)
     cells = [w0, w1, w2, w3, link1, link2]
     # w1 from w0's loader overhead (0.5 ms): its worker gives 1 / 2.6 ms = 384.6/s; the cores would
-    # allow more (training process from w2 and w3: 2/720 - 2.6 ms = 0.178 and 2/700 - 2.6 = 0.257)
+    # allow more (the trainer's own CPU as w3 measured it)
     c = check_cell(w1, cells)
     assert c.predicted_samples_per_s == pytest.approx(1 / 2.6e-3) and c.predicted_binding == "prep"
     assert c.error == pytest.approx(1 / 2.6e-3 / 400 - 1)
-    # w2: loader overhead the median of w0 and w1, 0.45 ms; training process from w3 alone:
-    # 2/700 - 2.1 - 0.45 = 0.3071 ms; the 2 cores give 2 / (2.55 + 0.3071) ms = 700/s
+    # w2: loader overhead the median of w0 and w1, 0.45 ms; the trainer's own CPU as w3's timer measured
+    # it, 0.3071 ms; the 2 cores give 2 / (2.55 + 0.3071) ms = 700/s
     c = check_cell(w2, cells)
     assert c.predicted_samples_per_s == pytest.approx(700.0) and c.error == pytest.approx(700 / 720 - 1)
     # link1 from link2's delivered 25.5 MB/s: 255/s, fetch-bound (prep allows 1/2.566 ms = 390/s)
