@@ -1,6 +1,8 @@
 """The bottom line of a run, in at most six lines: what binds per tier and loader, how far the best
-cell is from the target AU and how sure that is, and the one change with the largest expected gain
-with its predicted effect. The terminal report ends with it and the HTML report opens with it."""
+cell is from the target AU and how sure that is, whether the storage tier moved the AU at all (the
+tier differential: a sweep across tiers whose AU does not move with the tier is bound by its host),
+and the one change with the largest expected gain with its predicted effect and the cores per
+accelerator the judge computed. The terminal report ends with it and the HTML report opens with it."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ from collections import defaultdict
 from iobench.analysis.verdict import AU_TARGET
 from iobench.results.summary import CellSummary
 
-MAX_GROUPS = 4  # with the gain and a note, six lines
+MAX_GROUPS = 3  # with the tier differential, the gain and a note, six lines
 
 
 def _workers(counts: list[int]) -> str:
@@ -70,14 +72,64 @@ def predicted_gain(s: CellSummary) -> str | None:
         fetch = next((st for st in v.stages if st.stage == "fetch"), None)
         if fetch is not None and fetch.capacity_samples_per_s != float("inf"):
             others["fetch"] = fetch.capacity_samples_per_s
-    if m.trainer_alone_samples_per_s:
+    if m.trainer_alone_samples_per_s and m.trainer_alone_quiet is not False:
         others["accelerator"] = m.trainer_alone_samples_per_s
     if not others or v.bound in ("accelerator", "unknown"):
+        if m.trainer_alone_quiet is False and v.bound not in ("accelerator", "unknown"):
+            return (
+                f"the next limit is not judged: the trainer alone was timed while other processes used "
+                f"{m.trainer_alone_others_cores or 0.0:.1f} cores"
+            )
         return None
     nxt = min(others, key=others.__getitem__)
     rate = others[nxt]
     name = "the trainer alone" if nxt == "accelerator" else f"the {nxt} ceiling"
     return f"the next limit is {name} at {rate:,.0f}/s: AU up to {min(1.0, rate * device_per_sample):.2f}"
+
+
+def _au_interval(s: CellSummary) -> tuple[float, float]:
+    """A cell's AU with its interval: over repeats, else over the window (batch means)."""
+    m, w = s.metrics, s.window
+    assert m is not None
+    if s.stability is not None and s.stability.au.ci_low is not None and s.stability.au.ci_high is not None:
+        return s.stability.au.ci_low, s.stability.au.ci_high
+    half = m.au * (w.au_rel_ci or 0.0) if w is not None else 0.0
+    return m.au - half, m.au + half
+
+
+def tier_differential(ok: list[CellSummary]) -> str | None:
+    """Across tiers read by one loader: whether the best AU on each tier moved with the tier beyond
+    the intervals. Where it did not, the storage is not what binds: the host (its cores, the
+    trainer) does. None with one tier."""
+    by_loader: dict[str, dict[str, CellSummary]] = defaultdict(dict)
+    for s in ok:
+        best = by_loader[s.cell.loader.kind].get(s.cell.tier_name)
+        if best is None or s.metrics.au > best.metrics.au:  # type: ignore[union-attr]
+            by_loader[s.cell.loader.kind][s.cell.tier_name] = s
+    for loader, tiers in by_loader.items():
+        if len(tiers) < 2:
+            continue
+        spans = {tier: _au_interval(s) for tier, s in tiers.items()}
+        aus = ", ".join(f"{tier} {s.metrics.au:.2f}" for tier, s in tiers.items())  # type: ignore[union-attr]
+        if max(low for low, _ in spans.values()) <= min(high for _, high in spans.values()):
+            return (
+                f"tier differential ({loader}): the AU does not move with the tier ({aus}, within their "
+                "intervals): the host binds, not the storage"
+            )
+        best = max(tiers, key=lambda t: tiers[t].metrics.au)  # type: ignore[union-attr]
+        return f"tier differential ({loader}): the AU moves with the tier ({aus}): the storage binds; {best} reads fastest"
+    return None
+
+
+def cores_said(s: CellSummary) -> str | None:
+    """The cores per accelerator the judge computed for the cell, as the verdict carries them."""
+    need = s.verdict.cores if s.verdict is not None else None
+    if need is None:
+        return None
+    return (
+        f"{need.per_accelerator:.1f} cores per accelerator feed its {need.samples_per_s:,.0f}/s ({need.fed}): "
+        f"{need.loader:.1f} loader + {need.trainer:.1f} trainer"
+    )
 
 
 def bottom_line(summaries: list[CellSummary]) -> list[str]:
@@ -92,11 +144,15 @@ def bottom_line(summaries: list[CellSummary]) -> list[str]:
     lines = [_group_line(label, cells) for label, cells in list(groups.items())[:MAX_GROUPS]]
     if len(groups) > MAX_GROUPS:
         lines[-1] += f" (and {len(groups) - MAX_GROUPS} more tier/loader pairs in the table)"
+    if differential := tier_differential(ok):
+        lines.append(differential)
     best = max(ok, key=lambda s: s.metrics.au)  # type: ignore[union-attr]
     action = best.verdict.action  # type: ignore[union-attr]
     if action:
         gain = predicted_gain(best)
         lines.append(f"largest gain ({best.cell_id}): {action}" + (f"; {gain}" if gain else ""))
+    elif cores := cores_said(best):
+        lines.append(f"{best.cell_id}: {cores}")
     flagged = [s.cell_id for s in ok if s.window is not None and (not s.window.met or s.window.cached)]
     failed = len(summaries) - len(ok)
     notes = []

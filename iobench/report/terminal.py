@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from iobench.analysis import scale
+from iobench.analysis.cores import describe
 from iobench.analysis.knee import knees
 from iobench.analysis.mlperf import READING, reading_of
 from iobench.host.units import format_bytes, format_percent
@@ -25,8 +27,41 @@ def _say(console: Console, line: str) -> None:
     console.print(line, markup=False)
 
 
+# each column's width: the table fits 100 columns, a long cell id wrapping whole inside its own
+WIDTHS = {
+    "cell": 18,
+    "cache": 6,
+    "samples/s": 9,
+    "read/s": 10,
+    "AU": 4,
+    "stall": 5,
+    "wait p99": 8,
+    "window": 8,
+    "verdict": 13,
+}
+
+
+def wrapped_id(cell_id: str, width: int = WIDTHS["cell"]) -> str:
+    """A cell id in lines of at most ``width``, broken after its hyphens where it can be."""
+    lines, line = [], ""
+    for part in cell_id.replace("-", "-\0").split("\0"):
+        if line and len(line) + len(part) > width:
+            lines.append(line)
+            line = ""
+        line += part
+    return "\n".join([*lines, line])
+
+
 def results_table(summaries: list[CellSummary], title: str = "iobench sweep") -> Table:
-    table = Table(title=title, header_style="bold")
+    """One row per cell, readable at 100 columns: a long cell id wraps whole (folded, never cut)."""
+    table = Table(
+        title=title,
+        header_style="bold",
+        box=box.SIMPLE_HEAD,
+        padding=(0, 1),
+        pad_edge=False,
+        collapse_padding=True,
+    )
     for col, justify in (
         ("cell", "left"),
         ("cache", "left"),
@@ -38,11 +73,11 @@ def results_table(summaries: list[CellSummary], title: str = "iobench sweep") ->
         ("window", "right"),
         ("verdict", "left"),
     ):
-        table.add_column(col, justify=justify)  # type: ignore[arg-type]
+        table.add_column(col, justify=justify, overflow="fold", width=WIDTHS[col])  # type: ignore[arg-type]
     for s in summaries:
         if not s.ok or s.metrics is None or s.verdict is None or s.cache_state is None:
             table.add_row(
-                Text(s.cell_id),
+                Text(wrapped_id(s.cell_id)),
                 Text(s.cell.cache),
                 "-",
                 "-",
@@ -55,8 +90,8 @@ def results_table(summaries: list[CellSummary], title: str = "iobench sweep") ->
             continue
         m, v, c = s.metrics, s.verdict, s.cache_state
         table.add_row(
-            Text(s.cell_id),
-            f"{c.achieved} ({format_percent(c.resident_fraction_before)} resident)",
+            Text(wrapped_id(s.cell_id)),
+            c.achieved,
             f"{m.samples_per_s:,.0f}",
             f"{format_bytes(m.bytes_per_s)}/s",
             f"{m.au:.2f}",
@@ -83,8 +118,8 @@ def window_cell(w: Window | None) -> str:
     """The measured window in a table cell: seconds, steps, and the samples/s interval."""
     if w is None:
         return "-"  # a run older than the window record
-    ci = f" ±{100 * w.samples_per_s_rel_ci:.1f} %" if w.samples_per_s_rel_ci is not None else ""
-    return f"{w.seconds:.1f} s/{w.steps}{ci}" + ("" if w.met else " SHORT") + (" CACHED" if w.cached else "")
+    ci = f" ±{100 * w.samples_per_s_rel_ci:.0f}%" if w.samples_per_s_rel_ci is not None else ""
+    return f"{w.seconds:.1f}s/{w.steps}{ci}" + ("" if w.met else " SHORT") + (" CACHED" if w.cached else "")
 
 
 def window_lines(s: CellSummary) -> list[tuple[str, str]]:
@@ -205,11 +240,29 @@ def _print_verdict(s: CellSummary, console: Console, evidence: int | None) -> bo
     return True
 
 
+def cores_line(s: CellSummary) -> str | None:
+    """The cores per accelerator the judge computed, and where the window's cores went."""
+    v = s.verdict
+    if v is None or (v.cores is None and v.budget is None):
+        return None
+    parts = [describe(v.cores)] if v.cores is not None else []
+    if v.budget is not None:
+        b = v.budget
+        parts.append(
+            f"this window: the trainer {b.trainer:.1f}, the readers {b.readers:.1f}, iobench {b.own:.1f}, "
+            f"other processes {b.others:.1f} of {b.usable}"
+        )
+    return "cores: " + "; ".join(parts)
+
+
 def _print_cell(s: CellSummary, console: Console, common: list[str]) -> None:
     """One cell in at most eight lines: its verdict, its three strongest pieces of evidence, what to
-    do, a storage outage it rode through, and how many notes of its own --detail shows."""
+    do, the cores it takes, a storage outage it rode through, and how many notes of its own --detail
+    shows."""
     if not _print_verdict(s, console, KEY_EVIDENCE):
         return
+    if line := cores_line(s):
+        _say(console, f"   {line}")
     if line := outage_line(s):  # an outage inside the window moves every figure: said by default
         _say(console, f"   - {line}")
     own = [w for w in s.warnings if w not in common]

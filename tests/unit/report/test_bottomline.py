@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from iobench.report.bottomline import bottom_line, predicted_gain
-from iobench.results.figures import Ceiling
+from iobench.results.figures import Ceiling, Window
 from tests.helpers.summaries import cell_spec, failed_summary, ok_summary
 
 
@@ -50,9 +50,33 @@ def test_at_most_six_lines_however_many_tiers_and_the_failed_cells_are_counted()
     best = replace(cells[-1], verdict=replace(cells[-1].verdict, action="add loader cores"))
     lines = bottom_line([*cells[:-1], best, failed_summary("t9-torch-w2")])
     assert len(lines) == 6
-    assert "and 3 more tier/loader pairs" in lines[3]
+    assert "and 4 more tier/loader pairs" in lines[2]
+    assert lines[3].startswith("tier differential (torch): the AU moves with the tier (t0 0.10")
     assert lines[4].startswith("largest gain (t6-torch-w2): add loader cores")
     assert lines[5] == "1 cell(s) failed"
+
+
+def test_tiers_whose_au_does_not_move_beyond_the_intervals_say_the_host_binds():
+    def on(tier: str, rate: float, rel_ci: float):
+        s = ok_summary(f"{tier}-torch-w2", rate, cell=cell_spec(f"{tier}-torch-w2", tier=tier))
+        window = Window(steps=50, seconds=10.0, epochs=1, added_epochs=0, samples_per_s_rel_ci=rel_ci, met=True)
+        return replace(s, window=replace(window, au_rel_ci=rel_ci))
+
+    same = [on("local", 500.0, 0.05), on("s3", 480.0, 0.05), on("ceph", 490.0, 0.05)]
+    line = next(x for x in bottom_line(same) if x.startswith("tier differential"))
+    assert "does not move with the tier" in line and "the host binds, not the storage" in line
+    apart = [on("local", 500.0, 0.02), on("s3", 200.0, 0.02)]
+    line = next(x for x in bottom_line(apart) if x.startswith("tier differential"))
+    assert "moves with the tier" in line and "local reads fastest" in line
+    assert not any(x.startswith("tier differential") for x in bottom_line(same[:1]))
+
+
+def test_a_trainer_alone_timed_on_a_busy_host_names_no_next_limit():
+    s = _prep_bound(2_000.0)
+    busy = replace(s, metrics=replace(s.metrics, trainer_alone_quiet=False, trainer_alone_others_cores=1.1))
+    assert predicted_gain(busy) == (
+        "the next limit is not judged: the trainer alone was timed while other processes used 1.1 cores"
+    )
 
 
 def test_no_measured_cell_says_so():
