@@ -15,7 +15,7 @@ from typing import Protocol
 import torch
 
 from iobench.accelerators.demand import Demand, demand_of
-from iobench.accelerators.hostcost import HostCost, host_cost
+from iobench.accelerators.hostcost import HostCost, given_cost, host_cost
 from iobench.accelerators.hostwork import HostWork
 from iobench.accelerators.jitter import factors
 from iobench.results.spec import AcceleratorSpec, ComputeSpec
@@ -195,7 +195,8 @@ def emulated_host_cost(acc: AcceleratorSpec, batch_size: int) -> HostCost | None
     if name == "none":
         return None
     # ``count`` accelerators share each batch: as many trainers, each stepping on its share
-    return host_cost(name, max(1, batch_size // acc.count)).for_trainers(acc.count)
+    share = max(1, batch_size // acc.count)
+    return (given_cost(name, share) or host_cost(name, share)).for_trainers(acc.count)
 
 
 def make_consumer(

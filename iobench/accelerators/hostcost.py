@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import socket
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
@@ -38,7 +39,9 @@ class HostCost:
     ops_per_step: int  # top-level torch operators per step
     device_s: float | None  # CUDA: the step's span on the device (CUDA events); None on CPU
     source: str
-    kind: str  # "calibration" (measured here) | "default" (configs/accelerators.yaml)
+    kind: (
+        str  # "calibration" (measured here) | "default" (configs/accelerators.yaml) | "given" (a sweep file)
+    )
     # each top-level operator's share of the step's operator time, in the order they ran
     # (torch.profiler): how the emulated host work is cut; None: ``ops_per_step`` equal shares
     op_shares: tuple[float, ...] | None = None
@@ -157,6 +160,34 @@ def default_cost(model: str) -> HostCost:
         device_s=float(entry["device_ms"]) / 1000.0 if entry.get("device_ms") else None,
         source=" ".join(entry["source"].split()),
         kind="default",
+    )
+
+
+# an emulated trainer's host work given as its CPU per step ("35ms", or "35ms x2" on two threads):
+# what `iobench probe` measured of a job's trainer, carried into its sweep file
+GIVEN_WORK = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*ms(?:\s*x\s*(\d+))?\s*$")
+
+
+def given_cost(text: str, batch_size: int) -> HostCost | None:
+    """The host work ``text`` gives as CPU-ms per step (``"35ms x2"``), or None when it names none
+    that way (a model's name, ``none``)."""
+    found = GIVEN_WORK.match(text)
+    if found is None:
+        return None
+    cpu_s, threads = float(found.group(1)) / 1000.0, int(found.group(2) or 1)
+    if cpu_s <= 0 or threads < 1:
+        raise ValueError(f"host_work={text!r}: give a positive CPU time per step on one or more threads")
+    return HostCost(
+        model=text.strip(),
+        device="cuda",  # the work runs beside the device's time, as a GPU trainer's host does
+        batch_size=batch_size,
+        step_alone_s=cpu_s / threads,
+        cpu_s_per_step=cpu_s,
+        threads=threads,
+        ops_per_step=max(1, round(cpu_s / 40e-6)),  # PyTorch eager: some 40 µs of host CPU an operator
+        device_s=None,
+        source=f"given in the sweep file: {cpu_s * 1000:g} CPU-ms per step on {threads} thread(s) (a probed job's trainer)",
+        kind="given",
     )
 
 

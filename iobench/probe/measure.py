@@ -44,6 +44,7 @@ class ProbedRank:
     step_alone: StepAloneRun | None
     loader_alone: LoaderAloneRun | None
     stopped: bool  # the probe ended the job after this rank's window
+    skipped: str | None = None  # why the loader alone was left out (its epochs too short), if it was
 
     @property
     def window(self) -> list[Step]:
@@ -129,6 +130,7 @@ def rank_run(job: Job, pid: int, end_step: int | None, warmup_steps: int | None 
         ),
         loader_alone=loader_alone(job.alone.get(tag), fetches, readers),
         stopped=tag in job.stops,
+        skipped=job.skips[tag].why if tag in job.skips else None,
     )
 
 

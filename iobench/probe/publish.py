@@ -415,14 +415,34 @@ def _gpu(outcome: Outcome, run: ProbedRank) -> float | None:
     return statistics.fmean(values) if values else None
 
 
+LONGER = (
+    "run the job longer (more epochs or steps), or ask for a shorter window (a lower --steps or --seconds)"
+)
+
+
 def _run_notes(outcome: Outcome, runs: list[ProbedRank]) -> tuple[str, ...]:
+    """What the ceilings could not be, and why: every ceiling asked for and not measured is said."""
+    if not outcome.ceilings:
+        return ()
     notes = []
-    if outcome.ceilings and not any(r.step_alone for r in runs):
-        notes.append("ceilings asked for but not measured: the job ended before its window did")
-    if outcome.ceilings and any(r.step_alone for r in runs):
+    if not all(r.step_alone for r in runs):
+        notes.append(
+            f"the step alone was not measured: the job ended before its window and the replay did; {LONGER}"
+        )
+    else:
         notes.append(
             "the step alone ran on the job's last batches handed back again: a step that changes its batch in "
             "place changed the same one again"
+        )
+        notes.extend(
+            f"the step alone: {r.step_alone.note}" for r in runs[:1] if r.step_alone and r.step_alone.note
+        )  # type: ignore[union-attr]
+    if not all(r.loader_alone for r in runs):
+        why = next((r.skipped for r in runs if r.skipped), None)
+        notes.append(
+            f"the loader alone was not measured: {why}; {LONGER}"
+            if why
+            else f"the loader alone was not measured: the job ended before it ran; {LONGER}"
         )
     return tuple(notes)
 

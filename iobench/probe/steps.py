@@ -27,7 +27,9 @@ class Step:
     samples: int
     phase: int
     cpu_s: float | None  # the process's CPU from this call to the next (None: the epoch ended there)
-    open_s: float = 0.0  # of the wait, building the epoch's iterator (its workers' start)
+    # of the wait, the epoch's opening: from its iter() until every worker of it had begun its first
+    # batch (the iterator built, its workers started: spawned ones import the job's modules first)
+    open_s: float = 0.0
 
     @property
     def wait_s(self) -> float:
@@ -39,12 +41,30 @@ class Step:
         return self.t_end - self.t_return
 
 
+def openings(job: Job, tag: str) -> list[tuple[float, float]]:
+    """Each epoch's opening: from its iter() to when the last of its workers began its first batch
+    (at least the iter() itself)."""
+    opened = sorted(job.epochs.get(tag, []), key=lambda e: e.t)
+    begins = sorted(((f.t0, f.worker) for f in job.fetches.get(tag, []) if f.worker >= 0), key=lambda b: b[0])
+    out = []
+    for i, e in enumerate(opened):
+        until = opened[i + 1].t if i + 1 < len(opened) else float("inf")
+        first: dict[int, float] = {}
+        for t0, worker in begins[bisect.bisect_left(begins, (e.t, -1)) :]:
+            if t0 >= until:
+                break
+            first.setdefault(worker, t0)
+        out.append((e.t, max([e.t_ready, *first.values()])))
+    return out
+
+
 def stream_steps(job: Job, tag: str) -> list[Step]:
     """The complete steps of one stream, in order."""
     raw = job.steps.get(tag, [])
     ends = sorted(e.t_call for e in job.ends.get(tag, []))
     opened = sorted(job.epochs.get(tag, []), key=lambda e: e.t)
     starts = [e.t for e in opened]
+    opening = openings(job, tag)
     out: list[Step] = []
     for i, s in enumerate(raw):
         following = raw[i + 1] if i + 1 < len(raw) else None
@@ -60,10 +80,12 @@ def stream_steps(job: Job, tag: str) -> list[Step]:
         # epochs: a DataLoader's by its iterators, a DALI iterator's (which resets itself) by its ends
         n_opened = bisect.bisect_right(starts, s.t_call)
         epoch = max(0, n_opened - 1, bisect.bisect_right(ends, s.t_call))
-        t_start, open_s = s.t_call, 0.0
+        t_start = s.t_call
         if n_opened and (not out or opened[n_opened - 1].t >= out[-1].t_end):  # the epoch's first step
-            first = opened[n_opened - 1]
-            t_start, open_s = first.t, first.t_ready - first.t
+            t_start = opened[n_opened - 1].t
+        # the part of the wait inside the epoch's opening (its first steps wait for the workers' start)
+        begin, end = opening[n_opened - 1] if n_opened else (0.0, 0.0)
+        open_s = max(0.0, min(s.t_return, end) - max(t_start, begin))
         out.append(Step(i, epoch, t_start, s.t_return, t_end, int(s.samples), int(s.phase), cpu, open_s))
     return out
 

@@ -3,7 +3,9 @@ where its data should live: the job's batch size, workers and prefetch; its samp
 packed into shards when the probe found where they live, else synthetic ones of ImageNet's size);
 its store as its workers met it (a throttled tier whose bandwidth is what the job's readers got
 while they were blocked), beside the local disk; and its step as the demand (the step alone, or
-its step with the data in hand), emulated without host work.
+its step with the data in hand), emulated with the job's own trainer CPU per step as its host work
+(``host_work: "<N>ms x<threads>"``), so that a job whose trainer and readers share the cores shares
+them in the sweep too.
 
 The job's decode and transforms are its own: iobench's loader decodes and augments JPEGs its own
 way, and adds the CPU the job's readers spent per sample beyond that (``augment_cpu_ms``: the job's
@@ -13,6 +15,7 @@ sample costs the readers what it cost the job's.
 
 from __future__ import annotations
 
+import statistics
 from pathlib import Path
 
 import yaml
@@ -64,6 +67,22 @@ def synth_sample_bytes(run: ProbedRank) -> int | None:
     return round(min(max(w.bytes_per_sample / KIB, MIN_SAMPLE_KIB), MAX_SAMPLE_KIB) * KIB)
 
 
+def trainer_work(run: ProbedRank) -> tuple[float, int] | None:
+    """The job's trainer CPU per step (ms) and the threads it ran on: its process's CPU from one
+    call to the next, less its readers' where they ran in it (no workers); None where not timed."""
+    steps = [s for s in run.window if s.cpu_s is not None]
+    if not steps:
+        return None
+    cpu = statistics.median(s.cpu_s for s in steps)  # type: ignore[type-var]
+    w = run.work
+    if run.workers == 0 and w is not None and w.batches:
+        cpu -= (w.get_cpu_s + w.collate_cpu_s) / w.batches
+    host = statistics.median(s.host_s for s in steps)
+    if cpu <= 0:
+        return None
+    return round(1000.0 * cpu, 1), max(1, round(cpu / host)) if host > 0 else 1
+
+
 def one_epoch(info: dict, ranks: int, most: int = 500) -> int:
     """The steps of one epoch of the job's loader on each rank (at most ``most``)."""
     length, batch = info.get("length"), int(info.get("batch_size") or 1)
@@ -102,6 +121,7 @@ def sweep_config(outcome: Outcome, dataset_dir: Path) -> dict:
     if extra is not None:
         loader["augment_cpu_ms"] = extra[0]
     rate = consumer_rate(run)
+    work = trainer_work(run)
     world = max(1, len(outcome.runs))
     return {
         "dataset": dataset,
@@ -112,7 +132,7 @@ def sweep_config(outcome: Outcome, dataset_dir: Path) -> dict:
                 "kind": "emulated",
                 "type": "custom",
                 "samples_per_s": round(rate or 1000.0, 1),
-                "host_work": "none",
+                "host_work": f"{work[0]:g}ms x{work[1]}" if work else "none",
             }
         ],
         "run": {
@@ -146,9 +166,24 @@ def header(outcome: Outcome, dataset_dir: Path, out: Path) -> str:
             "they waited on it), beside the local disk."
         )
     rate = consumer_rate(run)
+    trainer = trainer_work(run)
     if rate is not None:
         how = "alone (--ceilings)" if run.step_alone is not None else "with its data in hand"
-        lines.append(f"Demand: the job's step took {rate:,.0f} samples/s {how}; emulated without host work.")
+        host = (
+            f"with the job's trainer CPU, {trainer[0]:g} ms per step on {trainer[1]} thread(s), as its host work"
+            if trainer
+            else "without host work (the trainer's CPU was not timed)"
+        )
+        lines.append(f"Demand: the job's step took {rate:,.0f} samples/s {how}; emulated {host}.")
+    lines.append(
+        "Not carried: the job's model (a sleep of its step's time stands for it, its host CPU burned beside),"
+    )
+    lines.append(
+        "its own transforms beyond their CPU per sample, and its store beyond a bandwidth (latency, request"
+    )
+    lines.append(
+        "sizes): the sweep's rate differs from the job's by what those change; its verdict should not."
+    )
     lines.append(
         "iobench's loader decodes and augments JPEGs its own way (simplejpeg, a random resized crop)"
     )

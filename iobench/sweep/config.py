@@ -329,6 +329,7 @@ def _accelerators(raw: Any, run_seed: int = 0) -> list[AcceleratorSpec]:
         lookup_demand,
         models_with_host_work,
     )
+    from iobench.accelerators.hostcost import GIVEN_WORK
 
     if not isinstance(raw, list) or not raw:
         raise ConfigError(f"accelerators={raw!r}: expected a non-empty list of accelerator mappings")
@@ -371,7 +372,12 @@ def _accelerators(raw: Any, run_seed: int = 0) -> list[AcceleratorSpec]:
                 raise ConfigError(
                     f"{where}.host_work: only an emulated accelerator does host work of its own"
                 )
-            choice(host_work, ("none", *models_with_host_work()), f"{where}.host_work")
+            if GIVEN_WORK.match(str(host_work)) is None:
+                choice(
+                    host_work,
+                    ("none", *models_with_host_work(), "<N>ms", "<N>ms x<threads>"),
+                    f"{where}.host_work",
+                )
         compute = parse_compute(d["compute"], f"{where}.compute", demand, run_seed)
         counts = int_list(d["count"], f"{where}.count", 1)
         if kind == "torch" and len(counts) > 1:
