@@ -62,8 +62,11 @@ def describe(need: CoresNeeded) -> str:
     )
 
 
-def shared_ceiling(need: CoresNeeded, usable: int) -> float | None:
-    """Samples/s the ``usable`` cores feed when the loader and the trainer share them: the cores over
-    the CPU a sample costs both (the differential's "cores" ceiling: each alone ignores the other)."""
+def shared_ceiling(need: CoresNeeded, budget: CoreBudget | None, usable: int) -> float | None:
+    """Samples/s the job's cores feed when the loader and the trainer share them: the cores other
+    processes left it (the budget's; all ``usable`` ones without one) over the CPU a sample costs
+    both (the differential's "cores" ceiling: the loader alone and the step alone each ignore the
+    other)."""
     per_sample = need.loader_cpu_ms_per_sample + need.trainer_cpu_ms_per_sample
-    return 1000.0 * usable / per_sample if per_sample > 0 else None
+    free = usable if budget is None else max(0.0, budget.usable - budget.others - budget.own)
+    return 1000.0 * free / per_sample if per_sample > 0 and free > 0 else None

@@ -84,7 +84,9 @@ def combine(
     online_part = ONLINE_TO_PART.get(online.bound, "unknown")
     # close ceilings cannot be told apart by either method: within the tolerance both names are right
     near = {k for k, v in present.items() if v <= predicted * (1 + AGREE_TOLERANCE)}
-    agree = online_part in near
+    # the cores spent and the loader's CPU work are the same limit seen from two sides: the CPU
+    cpu = {"prep", "cores"}
+    agree = online_part in near or (online_part in cpu and bool(cpu & near))
     headroom = {k: v / predicted for k, v in present.items()}
     others = ", ".join(f"{k} {headroom[k]:.1f}x" for k in sorted(present, key=present.get) if k != binding)
     statement = (

@@ -14,6 +14,7 @@ import traceback
 from pathlib import Path
 
 from iobench.accelerators.consumers import EmulatedAccelerator, make_consumer
+from iobench.analysis.cores import shared_ceiling
 from iobench.analysis.differential import combine, input_ceiling
 from iobench.analysis.verdict import trainer_alone
 from iobench.cell.diagnosis.diagnose import check_capacity, measure_ceilings
@@ -67,8 +68,10 @@ def run_cell(cell: CellSpec, run_dir: Path) -> CellSummary:
             # what the trainer takes where a quiet host timed it short of its demand (the verdict's rule)
             takes = trainer_alone(metrics, consumer.demand_samples_per_s).takes
             answer = check_capacity(inputs, ceiling, takes / consumer.count if takes else None)
+        v = chosen.verdict
+        shared = shared_ceiling(v.cores, v.budget, inputs.cores) if v.cores is not None else None
         attribution = combine(
-            {k: c.samples_per_s for k, c in ceilings.items()},
+            {k: c.samples_per_s for k, c in ceilings.items()} | ({"cores": shared} if shared else {}),
             chosen.verdict,
             measured_samples_per_s=metrics.samples_per_s,
             au=metrics.au,

@@ -527,7 +527,7 @@ def _attribution(
     and the step share them (analysis/cores.py, shared_ceiling): each ceiling alone ignores the other."""
     if not rates or "accelerator" not in rates or len(rates) != 2 or verdict.bound == "unknown":
         return None
-    shared = shared_ceiling(verdict.cores, cores) if verdict.cores is not None else None
+    shared = shared_ceiling(verdict.cores, verdict.budget, cores) if verdict.cores is not None else None
     return combine(
         {**rates, **({"cores": shared} if shared else {})},
         verdict,

@@ -30,7 +30,7 @@ def _say(console: Console, line: str) -> None:
 # each column's width: the table fits 100 columns, a long cell id wrapping whole inside its own
 WIDTHS = {
     "cell": 18,
-    "cache": 6,
+    "cache": 7,
     "samples/s": 9,
     "read/s": 10,
     "AU": 4,

@@ -76,3 +76,54 @@ def test_a_cpu_hog_beside_a_real_trainer_makes_the_cell_host_bound():
     assert got["cpu_measured"]
     assert got["bound"] == "host", got["headline"]
     assert "in the cell against" in got["evidence"] and "CPU-ms per step" in got["evidence"]
+
+
+class _Step:
+    """A consumer whose step takes no time: what is timed is the host around it."""
+
+    last_device_s = 0.0
+
+    def step(self, x: object, y: object) -> float:
+        return 0.001
+
+
+def test_a_timing_that_other_processes_disturb_is_taken_again_and_the_quietest_kept(monkeypatch):
+    from iobench.accelerators import alone
+    from iobench.host.cpuload import HostCpu
+
+    # each timing reads the host's counters before and after: other processes' cores per attempt
+    others = iter([1.5, 1.5, 1.2, 1.2, 0.1, 0.1])
+    clock = iter(range(100))
+
+    def fake_host_cpu() -> HostCpu:
+        t = float(next(clock))
+        return HostCpu(t, busy_s=t * next(others), steal_s=None)
+
+    monkeypatch.setattr(alone, "host_cpu", fake_host_cpu)
+    timed = alone.time_alone(_Step(), None, None, min_steps=5, min_seconds=0.0, usable=2)
+    assert timed.attempts == 3 and timed.quiet is True
+    assert timed.step_low_s is not None and timed.step_low_s <= timed.step_s <= timed.step_high_s
+
+
+def test_a_host_busy_every_time_keeps_the_least_disturbed_and_says_it_was_not_quiet(monkeypatch):
+    from iobench.accelerators import alone
+    from iobench.host.cpuload import HostCpu
+
+    clock = iter(range(100))
+
+    def busy() -> HostCpu:
+        t = float(next(clock))
+        return HostCpu(t, busy_s=t * 1.4, steal_s=None)
+
+    monkeypatch.setattr(alone, "host_cpu", busy)
+    timed = alone.time_alone(_Step(), None, None, min_steps=5, min_seconds=0.0, usable=2)
+    assert timed.attempts == alone.ATTEMPTS and timed.quiet is False and timed.others_cores > 0.5
+
+
+def test_a_quiet_host_has_cores_to_spare_or_next_to_no_others():
+    from iobench.accelerators.alone import median_interval, quiet
+
+    assert quiet(0.2, 1.0, 2) and not quiet(1.0, 0.6, 2)
+    assert quiet(3.0, 1.0, 16)  # a large host's background leaves the trainer its cores
+    low, high = median_interval([float(x) for x in range(1, 101)])
+    assert low < 50.5 < high and high - low < 25

@@ -197,3 +197,13 @@ def test_a_trainer_timed_alone_on_a_busy_host_is_not_judged_short():
     # an interval that reaches the demand does not judge it short either
     wide = StepAlone(0.020, 0.008, None, 0.020, 20, step_low_s=0.008, step_high_s=0.03, quiet=True)
     assert "host-bound before any data" not in _short(wide).headline
+
+
+def test_a_window_too_short_to_judge_gives_no_advice():
+    from iobench.results.figures import Window
+
+    rows = _rows(4, wait=0.002, compute=0.001, device=0.001)
+    crashed = Window(steps=4, seconds=0.012, epochs=1, added_epochs=0, samples_per_s_rel_ci=None, met=False)
+    v = judge_of(metrics_of(rows), _stats(0.5), workers=2, cores=2, window=crashed)
+    assert v.bound == "unknown" and v.headline.startswith("not judged: the window is 4 step(s) over 0.01 s")
+    assert "measure longer" in v.action

@@ -1,4 +1,5 @@
-"""NVML in the cell's telemetry (cell/telemetry.py), over the fake NVML library."""
+"""The cell's telemetry (cell/telemetry.py): NVML over the fake NVML library, and the host's CPU counters
+that make a window's core budget."""
 
 from __future__ import annotations
 
@@ -29,3 +30,30 @@ def test_no_nvml_means_no_gpu_figures():
         pass
     assert all(s.gpus == [] for s in telemetry.samples)
     assert telemetry.mean_gpu_utilization(0.0, float("inf")) is None
+
+
+def test_the_core_budget_splits_the_hosts_busy_cpu_between_the_job_iobench_and_the_rest():
+    from iobench.analysis.cores import core_budget
+    from iobench.host.cpuload import CpuSample, HostCpu, load_over
+
+    # 10 s: the host busy 1.8 cores, the cell's tree 1.2 (its trainer process 0.5 of it, of which the
+    # telemetry thread 0.02), the sweep 0.05
+    a = CpuSample(HostCpu(100.0, 0.0, 0.0), job_s=0.0, own_outside_s=0.0, own_inside_s=0.0)
+    b = CpuSample(HostCpu(110.0, 18.0, 1.0), job_s=12.0, own_outside_s=0.5, own_inside_s=0.2)
+    load = load_over([a, b], 100.0, 110.0, usable=2)
+    assert load is not None and load.busy == pytest.approx(1.8) and load.steal == pytest.approx(0.1)
+    budget = core_budget(load, window_s=10.0, trainer_process_cpu_s=5.0)
+    assert budget is not None
+    assert budget.trainer == pytest.approx(0.48) and budget.readers == pytest.approx(0.7)
+    assert budget.own == pytest.approx(0.07) and budget.others == pytest.approx(0.55)
+    assert budget.used == pytest.approx(1.8) and budget.spent  # 1.8 of 2: spent
+    # readers in the trainer's process (no workers) are the readers', not the trainer's
+    inside = core_budget(load, window_s=10.0, trainer_process_cpu_s=12.0, readers_in_process_cpu_s=9.0)
+    assert inside is not None and inside.readers == pytest.approx(0.9) and inside.trainer == pytest.approx(0.28)
+    assert core_budget(replace_job(load), window_s=10.0, trainer_process_cpu_s=5.0) is None
+
+
+def replace_job(load):
+    from dataclasses import replace
+
+    return replace(load, job=None)

@@ -21,7 +21,7 @@ from iobench.report.terminal import print_report
 from iobench.results.api import load_run, load_summaries
 from iobench.results.spec import MinMeasure
 from iobench.sweep.config import parse_config
-from tests.unit.probe.jobkit import Loop
+from tests.unit.probe.jobkit import Loop, record
 
 
 def outcome_of(
@@ -86,7 +86,19 @@ def test_a_job_that_ended_first_keeps_what_it_measured_and_says_the_window_is_sh
     assert not summary.window.met and summary.window.short_because == "the job's end"
     assert "treat the figures as indicative" in summary.verdict.headline
     assert summary.ceilings is None
-    assert any("ceilings asked for but not measured" in w for w in summary.warnings)
+    said = " ".join(summary.warnings)
+    assert "the step alone was not measured: the job ended" in said and "a lower --steps" in said
+    assert "the loader alone was not measured: the job ended before it ran" in said
+
+
+def test_a_loader_alone_left_out_says_why(tmp_path):
+    loop = Loop(steps=60, workers=2, replayed=12)
+    loop.records.setdefault(loop.pid, []).append(
+        record("skip", tag=loop.tag, t=200.0, phase="alone", why="an epoch of 8 batches is shorter than the 16")
+    )
+    summary = publish(tmp_path / "run", outcome_of(tmp_path, loop))
+    said = " ".join(summary.warnings)
+    assert "the loader alone was not measured: an epoch of 8 batches is shorter than the 16" in said
 
 
 def test_nothing_measured_is_a_failed_cell_that_says_what_was_seen(tmp_path):
@@ -119,11 +131,14 @@ def test_the_sweep_file_reproduces_the_loader_and_its_store_and_is_a_sweep_ioben
         2 * 0.1 / (0.099 / 16), rel=1e-3
     )
     assert config["accelerators"][0]["samples_per_s"] == pytest.approx(3200.0, rel=1e-3)
+    # the trainer's own CPU per step (its process's, 4 ms call to call in the records) as host work
+    assert config["accelerators"][0]["host_work"] == "4ms x1"
     assert config["run"]["max_steps"] == 500  # one epoch (10,000 / 16) at most 500: a throttled epoch is long
     path = write_sweep_file(outcome, tmp_path / "sweep.yaml", tmp_path / "dataset")
     text = path.read_text()
     assert text.startswith("# The loader of `python train.py`")
     assert f"# and spends augment_cpu_ms: {extra:g} more CPU ms per sample, the job's 1.25 ms less" in text
+    assert "as its host work" in text and "Not carried: the job's model" in text
     parsed = parse_config(yaml.safe_load(text), str(path))
     assert [t["kind"] for t in parsed.tiers] == ["local", "throttled"]
     assert parsed.loaders[0].settings.augment_cpu_ms == extra

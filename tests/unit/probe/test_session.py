@@ -97,3 +97,17 @@ def test_what_was_seen_of_a_job_that_was_not_measured(lines, said):
     for r in lines:
         job.add(7, r[0], RECORDS[r[0]](*r[1:]))
     assert said in what_was_seen(job, 0, Command(("python", "train.py"), "train"))
+
+
+def test_the_windows_end_is_set_at_the_windows_own_pace_epoch_openings_included():
+    from iobench.probe.plan import end_step
+    from iobench.probe.steps import Step
+
+    # steps of 1 ms from a queue, but every tenth waits 2 s for a new epoch's workers: 0.2 s a step
+    steps, t = [], 0.0
+    for i in range(50):
+        wait = 2.0 if i % 10 == 0 else 0.0
+        steps.append(Step(i, i // 10, t, t + wait, t + wait + 0.001, 4, 0, 0.001))
+        t += wait + 0.001
+    ahead = end_step([50], steps) - 50
+    assert 3 <= ahead <= 10  # 1.5 s at the window's pace, not 1,500 steps of 1 ms

@@ -59,3 +59,44 @@ def test_a_line_still_being_written_waits_for_the_next_read(tmp_path):
     torn = sum(len(v) for v in follower.read().steps.values())
     path.write_text(whole)
     assert sum(len(v) for v in follower.read().steps.values()) == torn + 1
+
+
+def _fetch(tag: str, worker: int, t0: float, t1: float) -> list:
+    return record(
+        "fetch",
+        tag=tag,
+        worker=worker,
+        t0=t0,
+        t1=t1,
+        get_wall=t1 - t0,
+        get_cpu=t1 - t0,
+        get_runq=0.0,
+        collate_wall=0.0,
+        collate_cpu=0.0,
+        collate_runq=0.0,
+        samples=4,
+        rchar=400,
+        read_bytes=0,
+    )
+
+
+def test_an_epochs_opening_lasts_until_every_worker_began_its_first_batch(tmp_path):
+    # two spawned workers that take 2 s to start: each epoch's first steps wait for them, and that
+    # wait is the epoch's opening, not the making of the batches
+    tag = f"{PID}-0"
+    lines = [record("hello", pid=PID, ppid=1, t=0.0, argv=["t.py"], executable="python", ranks={}, python="3")]
+    for epoch, t in enumerate((10.0, 20.0)):
+        lines += [
+            record("epoch", tag=tag, t=t, t_ready=t + 0.03, epoch=epoch),
+            _fetch(tag, 0, t + 2.0, t + 2.2),
+            _fetch(tag, 1, t + 2.1, t + 2.3),
+            record("step", tag=tag, t_call=t + 0.03, t_return=t + 2.2, cpu_call=0.0, samples=4, phase=0),
+            record("step", tag=tag, t_call=t + 2.21, t_return=t + 2.3, cpu_call=0.1, samples=4, phase=0),
+            record("step", tag=tag, t_call=t + 2.31, t_return=t + 2.32, cpu_call=0.2, samples=4, phase=0),
+            record("end", tag=tag, t_call=t + 2.33, t_return=t + 2.34),
+        ]
+    (tmp_path / f"p{PID}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    steps = stream_steps(Follower(tmp_path).read(), tag)
+    # the first step waits from iter() to its batch: 2.1 s of it until the second worker began
+    assert steps[0].open_s == pytest.approx(2.1) and steps[0].wait_s == pytest.approx(2.2)
+    assert steps[1].open_s == 0.0 and steps[3].open_s == pytest.approx(2.1)
