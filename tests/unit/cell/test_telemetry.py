@@ -49,7 +49,9 @@ def test_the_core_budget_splits_the_hosts_busy_cpu_between_the_job_iobench_and_t
     assert budget.used == pytest.approx(1.8) and budget.spent  # 1.8 of 2: spent
     # readers in the trainer's process (no workers) are the readers', not the trainer's
     inside = core_budget(load, window_s=10.0, trainer_process_cpu_s=12.0, readers_in_process_cpu_s=9.0)
-    assert inside is not None and inside.readers == pytest.approx(0.9) and inside.trainer == pytest.approx(0.28)
+    assert (
+        inside is not None and inside.readers == pytest.approx(0.9) and inside.trainer == pytest.approx(0.28)
+    )
     assert core_budget(replace_job(load), window_s=10.0, trainer_process_cpu_s=5.0) is None
 
 

@@ -94,7 +94,9 @@ def test_a_job_that_ended_first_keeps_what_it_measured_and_says_the_window_is_sh
 def test_a_loader_alone_left_out_says_why(tmp_path):
     loop = Loop(steps=60, workers=2, replayed=12)
     loop.records.setdefault(loop.pid, []).append(
-        record("skip", tag=loop.tag, t=200.0, phase="alone", why="an epoch of 8 batches is shorter than the 16")
+        record(
+            "skip", tag=loop.tag, t=200.0, phase="alone", why="an epoch of 8 batches is shorter than the 16"
+        )
     )
     summary = publish(tmp_path / "run", outcome_of(tmp_path, loop))
     said = " ".join(summary.warnings)

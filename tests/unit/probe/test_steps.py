@@ -84,7 +84,9 @@ def test_an_epochs_opening_lasts_until_every_worker_began_its_first_batch(tmp_pa
     # two spawned workers that take 2 s to start: each epoch's first steps wait for them, and that
     # wait is the epoch's opening, not the making of the batches
     tag = f"{PID}-0"
-    lines = [record("hello", pid=PID, ppid=1, t=0.0, argv=["t.py"], executable="python", ranks={}, python="3")]
+    lines = [
+        record("hello", pid=PID, ppid=1, t=0.0, argv=["t.py"], executable="python", ranks={}, python="3")
+    ]
     for epoch, t in enumerate((10.0, 20.0)):
         lines += [
             record("epoch", tag=tag, t=t, t_ready=t + 0.03, epoch=epoch),

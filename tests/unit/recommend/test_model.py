@@ -25,9 +25,9 @@ from iobench.recommend.calibrate import (
     TierFigures,
     calibrate,
     fetch_limited,
-    trainer_ms_of,
     overhead_of,
     tier_bandwidth,
+    trainer_ms_of,
 )
 from iobench.recommend.cli import (
     add_recommend_arguments,

@@ -93,7 +93,11 @@ def test_the_trainers_cores_are_kept_from_the_loaders():
 
 def test_dali_counts_the_host_cpu_its_cells_measured():
     cal = Calibration(
-        cells=[], collate_ms=Figure(0.05, "t"), overhead_ms=None, trainer_ms=None, dali_host_ms=Figure(2.0, "t")
+        cells=[],
+        collate_ms=Figure(0.05, "t"),
+        overhead_ms=None,
+        trainer_ms=None,
+        dali_host_ms=Figure(2.0, "t"),
     )
     dali = {(o.name, o.decode): o for o in options(_scenario(), cal)}["local NVMe", "dali"]
     # 96 cores at 2.0 ms per sample feed 48,000/s: below the 8 GPUs' 56,000/s

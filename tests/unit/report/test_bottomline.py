@@ -59,7 +59,9 @@ def test_at_most_six_lines_however_many_tiers_and_the_failed_cells_are_counted()
 def test_tiers_whose_au_does_not_move_beyond_the_intervals_say_the_host_binds():
     def on(tier: str, rate: float, rel_ci: float):
         s = ok_summary(f"{tier}-torch-w2", rate, cell=cell_spec(f"{tier}-torch-w2", tier=tier))
-        window = Window(steps=50, seconds=10.0, epochs=1, added_epochs=0, samples_per_s_rel_ci=rel_ci, met=True)
+        window = Window(
+            steps=50, seconds=10.0, epochs=1, added_epochs=0, samples_per_s_rel_ci=rel_ci, met=True
+        )
         return replace(s, window=replace(window, au_rel_ci=rel_ci))
 
     same = [on("local", 500.0, 0.05), on("s3", 480.0, 0.05), on("ceph", 490.0, 0.05)]
