@@ -23,7 +23,7 @@ from ..results.summary import CellSummary
 from . import plots
 from .bottomline import bottom_line
 from .mlperf import decoding_adds
-from .terminal import at_scale_line, diagnosis_lines, outage_line, reading_line, window_cell
+from .terminal import at_scale_line, cores_line, diagnosis_lines, outage_line, reading_line, window_cell
 
 REPORT_NAME = "report.html"
 
@@ -69,6 +69,7 @@ def _environment():
         outage=outage_line,
         window_cell=window_cell,
         reading=reading_line,
+        cores=cores_line,
         decoding_adds=decoding_adds,
     )
     return env

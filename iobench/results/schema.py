@@ -98,6 +98,14 @@ def _at_scale(world: int, field: str) -> Callable[[CellSummary], Any]:
     return read
 
 
+def _cores(read: Callable) -> Callable[[CellSummary], Any]:
+    return _ok(lambda s: read(s.verdict.cores) if s.verdict.cores is not None else None)
+
+
+def _budget(part: str) -> Callable[[CellSummary], Any]:
+    return _ok(lambda s: getattr(s.verdict.budget, part) if s.verdict.budget is not None else None)
+
+
 def _stage(name: str) -> Callable[[CellSummary], Any]:
     return _ok(lambda s: s.stage_ms_per_sample.get(name))
 
@@ -188,6 +196,17 @@ COLUMNS: list[Column] = [
     Column("differential_binding", pa.string(), lambda s: _attribution(s, lambda a: a.binding)),
     Column("methods_agree", pa.bool_(), lambda s: _attribution(s, lambda a: a.agree)),
     Column("prediction_error", pa.float64(), lambda s: _attribution(s, lambda a: a.prediction_error)),
+    # the cores one accelerator takes (the verdict's, docs/method.md Cores per accelerator) and where the
+    # window's cores went (The core budget)
+    Column("cores_per_accelerator", pa.float64(), _cores(lambda c: c.per_accelerator)),
+    Column("cores_fed_samples_per_s", pa.float64(), _cores(lambda c: c.samples_per_s)),
+    Column("loader_cpu_ms_per_sample", pa.float64(), _cores(lambda c: c.loader_cpu_ms_per_sample)),
+    Column("trainer_cpu_ms_per_sample", pa.float64(), _cores(lambda c: c.trainer_cpu_ms_per_sample)),
+    *(
+        Column(f"budget_{part}", pa.float64(), _budget(part))
+        for part in ("trainer", "readers", "own", "others")
+    ),
+    Column("budget_usable", pa.int32(), _budget("usable")),
     # the wall split (docs/method.md): each part's share of the measured window's wall; they sum to 1
     *(Column(f"split_{part}", pa.float64(), _split(part)) for part in ACCOUNT_PARTS),
     Column("max_accelerators", pa.int32(), _capacity(lambda c: c.max_accelerators)),

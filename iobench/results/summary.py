@@ -39,6 +39,10 @@ from .figures import (
 )
 from .spec import CellSpec
 
+# 9: one judge: verdict.budget (where the window's cores went) and verdict.cores (the cores per
+#    accelerator), the verdict "cores"; metrics.trainer_alone_* (its median step alone with its
+#    interval, whether the host was quiet, the cores others used meanwhile); run.min_measure.need;
+#    the cores_* and budget_* columns
 # 8: one ledger per step: AU is device busy / wall everywhere (the epochs' au and au_mlperf too);
 #    summary.split (the wall split, every part named, summing to 1) replaces attribution.lost_fraction;
 #    steps.parquet open_s, decode_s, augment_s, collate_s, reader_cpu_s and each step's account;
@@ -57,7 +61,7 @@ from .spec import CellSpec
 #    list); steps.parquet and telemetry.parquet carry cell_id; the schema version is in the
 #    Parquet metadata of results.parquet
 # 3: multi-rank cells (world_size .. rank_au_max; steps.parquet rank)
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 STATUSES = values(Status)
 
 

@@ -191,8 +191,7 @@ def test_recommend_reads_the_sweep(sweep_runs):
     # summary's basis (predicted samples/s x the cell's device busy per sample): the two errors agree
     assert len(report["validation"]) == 6 and all(v["error"] is not None for v in report["validation"])
     assert all(v["au_error"] == pytest.approx(v["error"], abs=1e-9) for v in report["validation"])
-    # the training process's CPU share is a residual (cores / rate − the workers' CPU − overhead),
-    # taken from the cells whose workers fill the cores; since the workers' batches no longer cross
-    # by fd it is near 0 here and noise can clamp it to 0, so its source is what this checks
-    main = report["calibration"]["main_ms"]
-    assert main["value"] >= 0 and "disk-torch-w" in main["source"]
+    # the trainer's own CPU per sample is what the cells measured of it (their verdicts' cores figure),
+    # never what the rates leave over: a few hundredths of a ms for this small step, named by cell
+    trainer = report["calibration"]["trainer_ms"]
+    assert 0 < trainer["value"] < 1.0 and "disk-torch-w" in trainer["source"]

@@ -1,5 +1,6 @@
 """A CPU hog beside a real trainer: the step stretches against the same step alone, and the verdict
-says the trainer was starved of the host (analysis/verdict.py, host_bound)."""
+says the trainer was starved of the host (analysis/verdict.py, host_bound); the trainer alone timed
+again while other processes disturb it."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ except PermissionError:
 import torch
 torch.set_num_threads(1)
 from tests.helpers.summaries import metrics_of
-from iobench.analysis.verdict import attribute
+from tests.helpers.summaries import judge_of
 from iobench.accelerators.consumers import TorchTrainStep
 from iobench.accelerators.alone import time_alone
 from iobench.cell.steps.steploop import run_steps
@@ -55,7 +56,7 @@ finally:
         h.wait()
 alone = min(before, time_alone(trainer, *log.last_input), key=lambda a: a.step_s)
 metrics = metrics_of(log.rows, alone=alone, au_basis=trainer.au_basis)
-verdict = attribute(metrics, log.measured_stats, workers=0, cores=cores, demand_samples_per_s=None)
+verdict = judge_of(metrics, log.measured_stats, workers=0, cores=cores)
 print(json.dumps({
     "slowdown": metrics.trainer_slowdown,
     "cpu_measured": all(r.trainer_cpu_s is not None and r.trainer_cpu_s > 0 for r in log.rows),
@@ -75,7 +76,7 @@ def test_a_cpu_hog_beside_a_real_trainer_makes_the_cell_host_bound():
     assert got["slowdown"] is not None and got["slowdown"] > 1.5
     assert got["cpu_measured"]
     assert got["bound"] == "host", got["headline"]
-    assert "in the cell against" in got["evidence"] and "CPU-ms per step" in got["evidence"]
+    assert "in the window against" in got["evidence"] and "CPU-ms per step" in got["evidence"]
 
 
 class _Step:
