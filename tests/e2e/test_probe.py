@@ -20,7 +20,7 @@ from torch.utils.data import DataLoader, Dataset, DistributedSampler, IterableDa
 
 class Store(Dataset):  # each sample waits on a slow store, then costs little CPU
     def __len__(self):
-        return 40000
+        return LENGTH
     def __getitem__(self, i):
         time.sleep(WAIT_S)
         end = time.thread_time() + CPU_S
@@ -41,14 +41,20 @@ if __name__ == "__main__":
         dist.init_process_group("gloo")
         sampler = DistributedSampler(dataset)
     loader = DataLoader(
-        dataset, batch_size=8, num_workers=WORKERS, multiprocessing_context=CONTEXT, sampler=sampler
+        dataset, batch_size=8, num_workers=WORKERS, multiprocessing_context=CONTEXT, sampler=sampler,
+        persistent_workers=PERSISTENT and WORKERS > 0,
     )
-    for step, (x, y) in enumerate(loader):
-        time.sleep(STEP_S)
+    step = 0
+    for epoch in range(EPOCHS):
         if sampler is not None:
-            dist.all_reduce(x)  # the ranks step together, as DDP's gradient all-reduce makes them
-        if step == CRASH_AT:
-            raise RuntimeError("the job's own failure")
+            sampler.set_epoch(epoch)
+        for x, y in loader:
+            time.sleep(STEP_S)
+            if sampler is not None:
+                dist.all_reduce(x)  # the ranks step together, as DDP's gradient all-reduce makes them
+            if step == CRASH_AT:
+                raise RuntimeError("the job's own failure")
+            step += 1
     print("the job's own last line")
     sys.exit(EXIT)
 """
@@ -65,8 +71,14 @@ def job(
     crash_at=-1,
     iterable=False,
     exit_code=0,
+    length=40000,
+    epochs=1,
+    persistent=False,
 ) -> str:
     settings = dict(
+        LENGTH=length,
+        EPOCHS=epochs,
+        PERSISTENT=persistent,
         WAIT_S=wait_s,
         CPU_S=cpu_s,
         STEP_S=step_s,
@@ -178,3 +190,68 @@ def test_a_command_that_is_not_python_is_refused_before_it_runs(iobench, tmp_pat
     assert proc.returncode == 2
     assert "not Python" in proc.stderr and "/bin/sh" in proc.stderr
     assert not (tmp_path / "ran").exists()
+
+
+def test_short_epochs_under_torchrun_leave_the_loader_alone_out_and_the_job_still_stops(
+    iobench_sweep, tmp_path
+):
+    # 2 ranks of 80 samples each: 10 batches an epoch, fewer than the loader alone takes (its
+    # workers' queue, 10 timed batches, the epoch's last): it is left out and said, never waited for
+    launcher = (*TORCHRUN, "--nproc-per-node", "2")
+    script = job(tmp_path, wait_s=0.001, workers=1, length=160, epochs=400)
+    proc, out = probe(iobench_sweep, tmp_path, script, "--ceilings", launcher=launcher)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "the job's own last line" not in proc.stdout  # stopped as asked (--then stop), not run out
+    (summary,) = load_summaries(out)
+    said = " ".join(summary.warnings)
+    assert "the loader alone was not measured: an epoch of 10 batches is shorter than the" in said
+    assert "a lower --steps" in said and "accelerator" in (summary.ceilings or {})
+
+
+def test_workers_started_anew_each_short_epoch_make_the_epochs_opening_the_verdict(iobench_sweep, tmp_path):
+    # spawned, non-persistent workers: each epoch of 20 batches waits for two new interpreters
+    script = job(tmp_path, wait_s=0.0, step_s=0.001, workers=2, context="spawn", length=160, epochs=200)
+    proc, out = probe(iobench_sweep, tmp_path, script)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (summary,) = load_summaries(out)
+    v = summary.verdict
+    assert (v.bound, v.binding_stage) == ("prep", "loader_start"), v.headline
+    assert "persistent_workers=True" in v.action and summary.split.loader_start > 0.5
+
+
+def test_a_job_whose_workers_fill_the_cores_is_cores_bound_in_the_probe_and_in_its_sweep(
+    iobench_sweep, iobench, tmp_path
+):
+    # a plain script (PIL decode in two workers, a tiny model) on this host's cores: the probe and the
+    # sweep of the file it wrote say the cores are spent, price them alike, advise no worker count
+    import subprocess
+
+    from tests.helpers.paths import ROOT
+
+    tree = tmp_path / "tree"
+    made = ROOT / "examples" / "probe" / "make_tree.py"
+    subprocess.run(
+        [sys.executable, str(made), str(tree), "--samples", "384"], check=True, capture_output=True
+    )
+    out = tmp_path / "run"
+    script = ROOT / "examples" / "probe" / "train_images.py"
+    proc = iobench_sweep.run(
+        "probe", "--out", out, "--steps", "30", "--seconds", "5", "--ceilings", "--",
+        sys.executable, script, tree, "--workers", "2", "--batch-size", "16", "--model", "tiny",
+        "--epochs", "40", timeout=300, cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (probed,) = load_summaries(out)
+    assert iobench("dataset", "pack", tree, "--out", out / "dataset", cwd=tmp_path).returncode == 0
+    swept = iobench_sweep.run("sweep", out / "sweep.yaml", "--out", tmp_path / "swept", cwd=tmp_path)
+    assert swept.returncode == 0, swept.stderr[-3000:]
+    (cell,) = [s for s in load_summaries(tmp_path / "swept") if s.cell.tier_name == "local"]
+    for v in (probed.verdict, cell.verdict):
+        assert v.bound == "cores", v.headline
+        assert "more workers" not in v.action and "fewer workers" not in v.action
+    ratio = cell.verdict.cores.per_accelerator / probed.verdict.cores.per_accelerator
+    print(
+        f"figures: probed {probed.metrics.samples_per_s:,.0f}/s, {probed.verdict.cores.per_accelerator:.1f} cores "
+        f"per accelerator; swept {cell.metrics.samples_per_s:,.0f}/s, {cell.verdict.cores.per_accelerator:.1f}"
+    )
+    assert 0.75 < ratio < 1.33

@@ -128,3 +128,36 @@ def test_a_quiet_host_has_cores_to_spare_or_next_to_no_others():
     assert quiet(3.0, 1.0, 16)  # a large host's background leaves the trainer its cores
     low, high = median_interval([float(x) for x in range(1, 101)])
     assert low < 50.5 < high and high - low < 25
+
+
+HOGGED = r"""
+import json, subprocess, sys, time
+import torch
+torch.set_num_threads(1)
+from iobench.accelerators.alone import time_alone
+from iobench.accelerators.consumers import TorchTrainStep
+from iobench.host.cores import usable_cores
+hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(max(2, usable_cores()))]
+try:
+    time.sleep(0.5)
+    trainer = TorchTrainStep("small_cnn", device="cpu")
+    images = torch.randint(0, 256, (16, 3, 64, 64), dtype=torch.uint8)
+    x, y, _ = trainer.h2d(images, torch.zeros(16, dtype=torch.int64))
+    alone = time_alone(trainer, x, y, min_steps=5, min_seconds=0.3)
+finally:
+    for h in hogs:
+        h.kill()
+        h.wait()
+print(json.dumps({"quiet": alone.quiet, "others": alone.others_cores, "attempts": alone.attempts}))
+"""
+
+
+@pytest.mark.slow  # a real trainer timed alone beside CPU hogs: about 5 s
+def test_a_trainer_alone_timed_beside_cpu_hogs_says_the_host_was_busy_and_is_not_judged():
+    proc = subprocess.run(
+        [sys.executable, "-c", HOGGED], capture_output=True, text=True, timeout=300, cwd=ROOT
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    print(f"figures: other processes used {got['others']:.2f} cores over {got['attempts']} timing(s)")
+    assert got["quiet"] is False and got["others"] > 1.0 and got["attempts"] == 3
