@@ -145,28 +145,7 @@ def measure(inputs: CellInputs, ranks: Ranks = SOLO) -> Measurement:
     if auto and log.rows:
         steady = window.warmup(step_durations(log))
         mark_warmup(log, steady.warmup_steps)
-    started = len(log.epoch_stats)
-    capped = (
-        "run.max_steps"
-        if run.max_steps is not None
-        else f"the {limit}-epoch limit"
-        if started >= limit
-        else "an epoch that delivered no batch"
-    )
-    cold = cell.cache == "cold"
-    facts = RunFacts(
-        workers=loader.workers,
-        cores=inputs.cores,
-        demand_samples_per_s=consumer.demand_samples_per_s,
-        accelerators=cell.accelerator.count,
-        au_basis=consumer.au_basis,
-        readers_in_process=backend(loader.kind).readers_in_process(loader.options, loader.workers),
-        min_measure=run.min_measure,
-        requested_epochs=run.epochs,
-        capped=capped,
-        cold=cold and ranks.host_leader and inputs.tier.reads_block_devices,
-        client=inputs.client,
-    )
+    facts = run_facts(inputs, ranks, capped_by(run, len(log.epoch_stats), limit))
     analysis = analyse(
         log.rows,
         facts=facts,
@@ -180,6 +159,32 @@ def measure(inputs: CellInputs, ranks: Ranks = SOLO) -> Measurement:
         load=None if ranks.distributed else window_load(log, telemetry, inputs.cores),
     )
     return Measurement(log, analysis, cache_state, telemetry, steady, released_at, alone)
+
+
+def capped_by(run: RunSettings, started: int, limit: int) -> str:
+    """What stopped the run adding epochs, for a window left short."""
+    if run.max_steps is not None:
+        return "run.max_steps"
+    return f"the {limit}-epoch limit" if started >= limit else "an epoch that delivered no batch"
+
+
+def run_facts(inputs: CellInputs, ranks: Ranks, capped: str) -> RunFacts:
+    """What the analysis needs to know of this rank's run besides its steps."""
+    cell, consumer = inputs.cell, inputs.consumer
+    run, loader = cell.run, cell.loader
+    return RunFacts(
+        workers=loader.workers,
+        cores=inputs.cores,
+        demand_samples_per_s=consumer.demand_samples_per_s,
+        accelerators=cell.accelerator.count,
+        au_basis=consumer.au_basis,
+        readers_in_process=backend(loader.kind).readers_in_process(loader.options, loader.workers),
+        min_measure=run.min_measure,
+        requested_epochs=run.epochs,
+        capped=capped,
+        cold=cell.cache == "cold" and ranks.host_leader and inputs.tier.reads_block_devices,
+        client=inputs.client,
+    )
 
 
 def window_load(log: StepLog, telemetry: Telemetry, cores: int) -> HostLoad | None:
