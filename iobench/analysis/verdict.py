@@ -123,8 +123,12 @@ class _Judge:
             parts = ", ".join(
                 f"{s.stage} {s.wall_ms_per_sample:.2f} ms ({100 * s.share:.0f} %)" for s in work.stages
             )
-            who = f"{work.readers} reader(s)" if work.workers else "the loop's own process (no workers)"
-            self.said.append(f"per sample, {who} spend {work.wall_ms:.2f} ms: {parts}")
+            who = (
+                f"{work.readers} reader(s) spend"
+                if work.workers
+                else "the loop's own process (no workers) spends"
+            )
+            self.said.append(f"per sample, {who} {work.wall_ms:.2f} ms: {parts}")
         if ev.budget is not None:
             self.said.append(budget_line(ev.budget))
         if self.need is not None:

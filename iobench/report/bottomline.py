@@ -61,14 +61,16 @@ def predicted_gain(s: CellSummary) -> str | None:
     if m is None or v is None or m.samples <= 0 or m.device_busy_s is None:
         return None
     device_per_sample = m.device_busy_s / m.samples
+    # the cores spent are the prep ceiling's limit seen from the host: neither is the next one
+    binding = {"prep", "cores"} if v.bound in ("prep", "cores") else {v.bound}
     others: dict[str, float] = {}
     if s.ceilings:
         others = {
             k: c.samples_per_s
             for k, c in s.ceilings.items()
-            if k in ("fetch", "prep") and k != v.bound and c.samples_per_s > 0
+            if k in ("fetch", "prep") and k not in binding and c.samples_per_s > 0
         }
-    elif v.bound == "prep":
+    elif v.bound in ("prep", "cores"):
         fetch = next((st for st in v.stages if st.stage == "fetch"), None)
         if fetch is not None and fetch.capacity_samples_per_s != float("inf"):
             others["fetch"] = fetch.capacity_samples_per_s
