@@ -53,6 +53,22 @@ def test_records_are_written_in_batches_and_a_forked_child_writes_its_own(tmp_pa
     assert [r[2] for r in _lines(tmp_path / f"p{pid}.jsonl")] == ["child"]
 
 
+def test_a_processs_first_records_and_its_rare_ones_reach_the_file_at_once(tmp_path):
+    # a job killed (SIGKILL) after a few steps leaves them: nothing of it is waiting in memory
+    from iobench.probe.inject._iobench_probe.log import EAGER
+
+    log = Log(str(tmp_path))
+    path = tmp_path / f"p{os.getpid()}.jsonl"
+    step = ["step", "1-0", 1.0, 1.1, 0.5, 8, 0]
+    for _ in range(EAGER):
+        log.write(step, now=log._last)
+    assert len(_lines(path)) == EAGER
+    log.write(step, now=log._last)  # a step's numbers past the first: buffered until the next flush
+    assert len(_lines(path)) == EAGER
+    log.write(["stop", "1-0", 2.0, 70], now=log._last)  # an epoch, a phase, a stop: at once
+    assert len(_lines(path)) == EAGER + 2
+
+
 def test_a_batch_counts_the_leading_size_of_its_first_tensor():
     x = torch.zeros(7, 3)
     assert count_samples((x, torch.zeros(7)), 1) == 7
