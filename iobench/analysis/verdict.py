@@ -8,15 +8,16 @@ rules are tried in this order; the first that holds is the verdict:
 2. **synchronous ranks** that waited longer for the slowest rank (straggler-bound) or in the
    modelled all-reduce (all-reduce-bound) than for their own data, below the target AU;
 3. **accelerator-bound**: a device kept at least 90 % busy (MLPerf Storage's rule);
-4. **cores-bound (the cores are spent)**: the trainer, the readers, iobench and the rest of the host
+4. **the epoch's opening**: the loop waited for the loader to start (workers started anew each
+   epoch) more than for its batches — the cores such start-ups burn are waste, not a budget;
+5. **cores-bound (the cores are spent)**: the trainer, the readers, iobench and the rest of the host
    filled the usable cores: no worker count helps, only more cores or work off the CPU;
-5. **host-bound (the trainer starved)**: its step ran much slower than alone while its data was there;
-6. **host-bound (the trainer's own step)**: the trainer alone, timed on a quiet host, cannot reach
+6. **host-bound (the trainer starved)**: its step ran much slower than alone while its data was there;
+7. **host-bound (the trainer's own step)**: the trainer alone, timed on a quiet host, cannot reach
    its demand, and the data kept up with it;
-7. **accelerator-bound** where the host is the device (a step on the CPU kept it 90 % busy);
-8. **h2d**: the copies to the device took more of the wall than the waits for data;
-9. **stage not seen**: no reader timers (the ceilings say what they can);
-10. **the epoch's opening**: the loop waited for the loader to start more than for its batches;
+8. **accelerator-bound** where the host is the device (a step on the CPU kept it 90 % busy);
+9. **h2d**: the copies to the device took more of the wall than the waits for data;
+10. **stage not seen**: no reader timers (the ceilings say what they can);
 11. **hand-over**: the readers idled while the loop waited (collate/IPC);
 12. **making the batches**: the largest part of a sample's time in the readers says which — fetch
     (by the object client, or the store), waiting for a core, or the CPU of a prep stage.
@@ -94,13 +95,13 @@ class _Judge:
             self.too_short()
             or self.synchronous()
             or self.accelerator(on_device=True)
+            or self.opening()
             or self.cores_spent()
             or self.starved_host()
             or self.short_trainer()
             or self.accelerator(on_device=False)
             or self.h2d()
             or self.unseen()
-            or self.opening()
             or self.handover()
             or self.making()
         )
