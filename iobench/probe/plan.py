@@ -68,10 +68,13 @@ def end_step(current: list[int], steps: list[Step]) -> int:
     return max(current) + ahead
 
 
+REPLAY_MOST = 4000  # a step of half a millisecond replays 2 s in this many
+
+
 def replay_steps(steps: list[Step], seconds: float = REPLAY_S, warm: int = 3) -> int:
     """Steps on replayed batches for the step alone: ``warm`` first, then about ``seconds``."""
     host = statistics.median(s.host_s for s in steps) if steps else 0.1
-    return warm + max(5, min(400, math.ceil(seconds / host - 1e-9) if host > 0 else 400))
+    return warm + max(5, min(REPLAY_MOST, math.ceil(seconds / host - 1e-9) if host > 0 else REPLAY_MOST))
 
 
 def window_plan(job: Job, least: MinMeasure, ceilings: bool) -> Plan | None:
@@ -101,6 +104,7 @@ def window_plan(job: Job, least: MinMeasure, ceilings: bool) -> Plan | None:
         "replay": replay,
         # ranks in step replay as many steps each; one rank on until its median step is known
         "replay_max_s": REPLAY_MAX_S if ceilings and not in_step else 0.0,
+        "replay_min_s": REPLAY_S if ceilings and not in_step else 0.0,
         "alone_s": ALONE_S if ceilings else 0.0,
         "alone_batches": max(ALONE_BATCHES, math.ceil(ALONE_S * pace)) if ceilings and in_step else 0,
         # ranks in step leave together: as far past the phases as the window's end is past the ranks (a

@@ -29,10 +29,11 @@ class Plan:
     # where ranks run in step: the loader alone drains this many batches on every rank, not a time
     # (every rank's epoch must keep as many batches as the others'); 0: for alone_s seconds
     alone_batches: int = 0
-    # the step alone replays at least ``replay`` steps, then on until its median step is known within
-    # REPLAY_PRECISION, for at most this many seconds; 0: exactly ``replay`` steps (ranks in step
-    # must take as many)
+    # the step alone replays at least ``replay`` steps and ``replay_min_s`` seconds, then on until its
+    # median step is known within REPLAY_PRECISION, for at most ``replay_max_s`` seconds; 0: exactly
+    # ``replay`` steps (ranks in step must take as many)
     replay_max_s: float = 0.0
+    replay_min_s: float = 0.0
 
 
 class Control:

@@ -91,12 +91,14 @@ def _batches_in_epoch(it: Any) -> int | None:
 
 def replayed_enough(calls: list[float], plan: Plan) -> bool:
     """Whether the step alone has replayed enough: ``plan.replay`` steps where ranks run in step;
-    else at least that many and on until the median step (call to call) is known within
-    REPLAY_PRECISION, or ``plan.replay_max_s`` have passed."""
+    else at least that many over at least ``plan.replay_min_s``, and on until the median step (call
+    to call) is known within REPLAY_PRECISION, or ``plan.replay_max_s`` have passed."""
     if len(calls) < plan.replay:
         return False
     if plan.replay_max_s <= 0 or calls[-1] - calls[0] >= plan.replay_max_s:
         return True
+    if calls[-1] - calls[0] < plan.replay_min_s:  # a spell of the host's load is shorter than this
+        return False
     if len(calls) % 8:  # the interval is read every 8 steps: sorting is not free
         return False
     periods = sorted(b - a for a, b in zip(calls[REPLAY_SETTLE:-1], calls[REPLAY_SETTLE + 1 :], strict=True))
