@@ -249,7 +249,7 @@ def cores_line(s: CellSummary) -> str | None:
     if v.budget is not None:
         b = v.budget
         parts.append(
-            f"this window: the trainer {b.trainer:.1f}, the readers {b.readers:.1f}, iobench {b.own:.1f}, "
+            f"the window's cores: the trainer {b.trainer:.1f}, the readers {b.readers:.1f}, iobench {b.own:.1f}, "
             f"other processes {b.others:.1f} of {b.usable}"
         )
     return "cores: " + "; ".join(parts)

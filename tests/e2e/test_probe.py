@@ -137,9 +137,11 @@ def test_spawned_workers_are_reached_and_their_cpu_bound_samples_are_prep(iobenc
     assert proc.returncode == 0, proc.stderr[-3000:]
     (summary,) = load_summaries(out)
     assert summary.stage_cpu_ms_per_sample["decode"] == pytest.approx(4.0, rel=0.5)
-    assert (summary.verdict.bound, summary.verdict.binding_stage) == ("prep", "decode"), (
-        summary.verdict.headline
-    )
+    v = summary.verdict
+    # one worker spinning on its samples: prep-bound, or, where the rest of the host took the other
+    # core meanwhile (a shared machine), the cores are spent: the judge's rule, checked on its budget
+    expected = ("cores", None) if v.budget is not None and v.budget.spent else ("prep", "decode")
+    assert (v.bound, v.binding_stage) == expected, v.headline
 
 
 def test_torchrun_ranks_are_each_reached_and_the_job_is_judged_over_both(iobench_sweep, tmp_path):
