@@ -150,7 +150,10 @@ def test_torchrun_ranks_are_each_reached_and_the_job_is_judged_over_both(iobench
     assert proc.returncode == 0, proc.stderr[-3000:]
     (summary,) = load_summaries(out)
     assert len(summary.ranks) == 2
-    assert summary.verdict.bound == "fetch", summary.verdict.headline
+    v = summary.verdict
+    # the readers wait on the store; where the rest of a shared host spent the cores meanwhile, the
+    # judge says the cores are spent instead: checked on the job's budget
+    assert v.bound == ("cores" if v.budget is not None and v.budget.spent else "fetch"), v.headline
 
 
 def test_a_crashing_job_keeps_its_traceback_and_exit_code_and_what_was_measured(iobench_sweep, tmp_path):
