@@ -145,6 +145,9 @@ def read_cpu(model: str) -> ReadCpu | None:
     at = lookup_demand(entry["accelerator"], model, "mlperf_storage")
     cores = float(entry["cores_per_accelerator"])
     return ReadCpu(
-        cores, entry["accelerator"], 1000.0 * cores / at.samples_per_s, entry.get("origin", "derived"),
+        cores,
+        entry["accelerator"],
+        1000.0 * cores / at.samples_per_s,
+        entry.get("origin", "derived"),
         " ".join(entry["source"].split()),
     )

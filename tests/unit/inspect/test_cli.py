@@ -21,7 +21,7 @@ from iobench.inspect.inventory import collect_inventory
 from iobench.inspect.pitfalls import find_pitfalls
 from iobench.results.store import publish_cell, read_manifest, read_summary, write_results_table
 from loaders.storage import installed_clients, resolve_client
-from tests.helpers.fakenvml import GIB, LIBRARY_NOT_FOUND, FakeGpu, FakeNvmlLib
+from tests.helpers.fakenvml import LIBRARY_NOT_FOUND, FakeGpu, FakeNvmlLib
 from tests.helpers.paths import DATA as TEST_DATA
 from tests.helpers.shardkit import tiny_jpeg
 from tests.helpers.summaries import cell_manifest, failed_summary, ok_summary
@@ -223,7 +223,9 @@ def test_demand_from_the_command_line_and_from_gpu_names():
     )
     with pytest.raises(ValueError, match="expected COUNTxTYPE"):
         parse_accelerators("H100", "resnet50")
-    with pytest.raises(ValueError, match="allowed values are a100, b200, h100, h200, l40s, mi300x, mi325x, mi355"):
+    with pytest.raises(
+        ValueError, match="allowed values are a100, b200, h100, h200, l40s, mi300x, mi325x, mi355"
+    ):
         parse_accelerators("2xB300", "resnet50")
     with pytest.raises(ValueError, match="for b200: allowed values are dlrm, flux, retinanet, unet3d"):
         parse_accelerators("2xB200", "resnet50")

@@ -51,7 +51,9 @@ def test_the_table_on_a_node_whose_nvme_holds_5_tb():
     rows = _rows(_node(3.84 * TB))  # 15.4 TB of NVMe
     # under 1 TB: the RAID0 at its given 12 GB/s (and the page cache) feeds the 6.16 GB/s demand
     # (decoded on the GPUs: at equal AU the option that keeps fewer cores busy leads)
-    assert rows["local"].agrees is True and "local NVMe, DALI decode leads: AU 1.00" in rows["local"].model_says
+    assert (
+        rows["local"].agrees is True and "local NVMe, DALI decode leads: AU 1.00" in rows["local"].model_says
+    )
     # at 5 TB the dataset still fits the node's NVMe: the RAID0 (12 GB/s) and the object store with
     # its NVMe cache (8 GB/s delivered) both feed the demand, and the local array is the simpler
     # setup: recommend disagrees with the table, and says why

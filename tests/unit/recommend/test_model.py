@@ -323,9 +323,14 @@ def test_crossover_at_the_nvme_capacity_with_its_reason():
     table, changes = crossovers(_scenario(), None)
     # past the NVMe, no known option fits: the first conditional one leads (the parallel file
     # system, its rate not known, ahead of the object store by setup order at equal AU and cores)
-    assert [(c.before, c.to) for c in changes] == [("local NVMe, DALI decode", "parallel file system, DALI decode")]
+    assert [(c.before, c.to) for c in changes] == [
+        ("local NVMe, DALI decode", "parallel file system, DALI decode")
+    ]
     assert changes[0].dataset_bytes == pytest.approx(7.68 * TB, rel=1e-9)
-    assert "local NVMe does not fit the node: the dataset (7.68 TB) is larger than a node's NVMe" in changes[0].why
+    assert (
+        "local NVMe does not fit the node: the dataset (7.68 TB) is larger than a node's NVMe"
+        in changes[0].why
+    )
     assert "the parallel file system's rate is not known" in changes[0].conditional
     assert table[0].option == "local NVMe, DALI decode" and table[-1].dataset_bytes == pytest.approx(100 * TB)
     assert len(grid()) == 37  # 12 sizes per decade over three decades, both ends included
