@@ -153,12 +153,13 @@ def _cores(s: Scenario, o: Option, cal: Calibration | None) -> Change | None:
 
 
 def changes(s: Scenario, opts: list[Option], cal: Calibration | None) -> list[Change]:
-    """Every single change that makes one of ``opts`` reach the target, cheapest first; where no
-    single change does, the changes of the best option together (checked the same way)."""
+    """Every single change that makes one of ``opts`` reach the target, cheapest first, where none
+    does yet; where no single change does, the changes of the best options together (checked the
+    same way)."""
+    if any(o.reaches for o in opts):
+        return []  # the recommendation reaches it: nothing to change
     found = []
     for o in opts:
-        if o.reaches:
-            continue
         found.extend(
             c for f in (_gpu_decode, _rate, _drives, _ram, _cores) if (c := f(s, o, cal)) is not None
         )
