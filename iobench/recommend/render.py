@@ -244,8 +244,9 @@ def _assumptions(report: Recommendation, console: Console, detail: bool) -> None
 
 DECODER_NOTE = (
     "the reference rate is simplejpeg's (libjpeg-turbo with SIMD) with iobench's crop and flip; a stock "
-    "torchvision pipeline (PIL decode, RandomResizedCrop, ToTensor, Normalize) decodes about 210 images/s per "
-    "worker (docs/recommend.md 'Reference figures'): price it with --decode-rate 210"
+    "torchvision pipeline (Pillow decode, RandomResizedCrop, flip, ToTensor, Normalize) decoded 2.2x fewer on "
+    "the same core, about 420 images/s (docs/benchmarks.md 'Decode stacks'): price it with --decode-rate 420, "
+    "or calibrate on the node"
 )
 
 
