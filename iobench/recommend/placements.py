@@ -369,7 +369,8 @@ def _option(s: Scenario, st: Storage, decode: str, cal: Calibration | None) -> O
         conditional=f.conditional,
         backend_needed_bytes_per_s=needed,
         backend_needed_range=needed_range,
-        cluster_backend_bytes_per_s=s.nodes * backend_read if st.remote_share else 0.0,
+        # what the nodes read from a store they share (the sharded NVMe's peers are the nodes themselves)
+        cluster_backend_bytes_per_s=s.nodes * backend_read if st.setup not in ("local", "sharded") else 0.0,
         cluster_first_epoch_backend_bytes_per_s=s.nodes * first.samples_per_s * s.sample_bytes
         if math.isfinite(f.first)
         else math.nan,

@@ -166,7 +166,8 @@ def read_benchmark(path: str, key: str, where: str, ram_bytes: float | None = No
     reading = read_file(p, where)
     if key not in TOOL_TIERS[reading.tool]:
         raise ValueError(
-            f"{where}: {path} is a {reading.tool} measurement, which does not measure {key!r}; "
+            f"{where}: {path} is {'an' if reading.tool[0] in 'aeiouIE' else 'a'} {reading.tool} measurement, "
+            f"which does not measure {key!r}; "
             f"{reading.tool} gives {', '.join(TOOL_TIERS[reading.tool])}"
         )
     caveat = vet(reading, key, where, ram_bytes)
