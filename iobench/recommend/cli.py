@@ -52,7 +52,30 @@ def _size(text: str, what: str, *, positive: bool = True, given: str | None = No
     return value
 
 
+DESCRIPTION = (
+    "What to buy for a training job's input pipeline: where the dataset should live (each node's NVMe, "
+    "sharded over the nodes' NVMe, a parallel file system, an object store or Ceph behind the NVMe cache, "
+    "Ceph with a RAM cache) and how to decode it, for one node of the cluster. The answer comes first: "
+    "the option with the highest AU that fits the node (its NVMe, RAM, cores and storage network), why, "
+    "and what would change it; where none reaches AU 0.90, the cheapest change that would (a rate to "
+    "measure, drives, RAM, cores, GPU decode). Then every option, where each figure comes from "
+    "(measured, given, published, derived, reference or assumed), the crossovers as the dataset grows "
+    "and the published rules of thumb, tested. docs/recommend.md has the model."
+)
+EPILOG = """examples:
+  iobench recommend --dataset-size 1.2TB --accelerators 8xH100
+  iobench recommend --dataset-size 50TB --accelerators 16xH200 --tier-rate ceph=2.5GB/s
+  iobench recommend --dataset-size 200TB --accelerators 32xH100 --tier-rate pfs=ior-read.json
+  iobench recommend --dataset-size 5TB --accelerators 8xMI300X --per-accelerator 3000 --nvme 8x3.84TB \\
+      --ram 2TB --cores 128"""
+
+
 def add_recommend_arguments(p: argparse.ArgumentParser) -> None:
+    import textwrap
+
+    # the examples keep their lines: the description is wrapped here, as argparse would
+    p.description, p.epilog = textwrap.fill(DESCRIPTION, 79), EPILOG
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
     _dataset_arguments(p)
     _job_arguments(p)
     _server_arguments(p)
@@ -153,7 +176,9 @@ def _server_arguments(p: argparse.ArgumentParser) -> None:
         "--nic", metavar="RATE", help="one node's storage network, bytes/s, e.g. 50GB/s (400 Gb/s)"
     )
     host.add_argument(
-        "--memory-cache", metavar="SIZE", help="RAM for a dataset cache (default: half the RAM)"
+        "--memory-cache",
+        metavar="SIZE",
+        help="RAM for a dataset cache (default: what the loader's buffers leave, up to half the RAM)",
     )
 
 
@@ -190,7 +215,7 @@ def _model_arguments(p: argparse.ArgumentParser) -> None:
         "--dali-per-gpu",
         type=float,
         metavar="SAMPLES_PER_S",
-        help="DALI GPU decode rate per GPU (default: a sweep's DALI cell on a GPU, else 7,000)",
+        help="DALI GPU decode rate per GPU, NVIDIA only (default: a sweep's DALI cell on a GPU, else 7,000)",
     )
 
 

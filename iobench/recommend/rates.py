@@ -48,7 +48,7 @@ from .units import Units
 
 TierKey = Literal["nvme", "nvme-device", "object", "ceph", "pfs"]
 TIER_KEYS: tuple[str, ...] = get_args(TierKey)
-SetupName = Literal["local", "object+nvme", "ceph+ram"]
+SetupName = Literal["local", "sharded", "pfs", "object+nvme", "ceph+nvme", "ceph+ram"]
 SETUPS: tuple[str, ...] = get_args(SetupName)
 # which benchmark measures which tier: fio reads files and devices (NVMe, a CephFS or parallel file
 # system mount), IOR and elbencho a file system, warp an S3 API (an object store, Ceph's RADOS
