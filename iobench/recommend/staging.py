@@ -5,13 +5,10 @@ no copy: it fills during the first epoch, which the option's first-epoch AU pric
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from .calibrate import Figure
+from .scenario import Scenario
 from .units import duration
-
-if TYPE_CHECKING:
-    from .placements import Scenario
 
 SOURCE_NAMES = {"object": "the object store", "ceph": "Ceph", "pfs": "the parallel file system"}
 

@@ -20,16 +20,14 @@ A remote rate is capped by the node's storage network.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from loaders.storage import choose_policy
 
 from .calibrate import Calibration, Figure
 from .mixrule import RULES as RULE_WORDS
+from .scenario import Scenario
 from .staging import Staging, staging
-
-if TYPE_CHECKING:
-    from .placements import Scenario
 
 Setup = Literal["local", "sharded", "pfs", "object+nvme", "ceph+nvme", "ceph+ram", "what-if"]
 # when two options are otherwise equal: the one with less hardware first (the node alone; the nodes

@@ -93,7 +93,7 @@ def test_a_rates_file(tmp_path):
         ),
         (
             "delivered:\n  - {setup: nas, rate: 1GB/s}\n",
-            "delivered[0]: needs setup (local, object+nvme, ceph+ram)",
+            "delivered[0]: needs setup (local, sharded, pfs, object+nvme, ceph+nvme, ceph+ram)",
         ),
         ("delivered:\n  - {setup: ceph+ram, rate: 1GB/s, sizes: big}\n", "sizes 'big': write <1TB, >10TB"),
         ("ceph: nothere.json\n", "nothere.json: no such file (give a rate such as 12GB/s"),
