@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 
 from iobench.accelerators.demand import DEMANDS, accelerator_facts, load_accelerator_table, lookup_demand
 from iobench.analysis.verdict import AU_TARGET
-from iobench.recommend.answer import answer
+from iobench.recommend.answer import Answer, answer
 from iobench.recommend.calibrate import Calibration, Figure, MeasuredOn, TierFigures
 from iobench.recommend.changes import COST, apply, changes
 from iobench.recommend.claims import WRITE_UP_TABLE
@@ -160,13 +160,17 @@ def _fits(s: Scenario, o: Option) -> None:
         assert o.remote_bytes_per_s <= s.nic_bytes_per_s * (1 + 1e-6)
 
 
+def _answered(s: Scenario, cal: Calibration | None) -> tuple[list[Option], Answer]:
+    """The options for ``s``, ranked, and the answer recommend gives (crossovers aside)."""
+    opts = options(s, cal)
+    return opts, answer(s, tuple(opts), tuple(changes(s, opts, cal)), ())
+
+
 @FUZZ
 @given(cases())
 def test_the_answer_fits_its_node_and_is_the_best_that_does(case):
     s, cal = case
-    opts = options(s, cal)
-    found = changes(s, opts, cal)
-    a = answer(s, tuple(opts), tuple(found), ())
+    opts, a = _answered(s, cal)
     candidates = [o for o in opts if o.feasible and not o.conditional]
     if a.option is None:  # invariant 1: none fits with its rates known, and the answer says so
         assert not candidates and a.headline.startswith(f"No option reaches AU {AU_TARGET:.2f}")
@@ -190,9 +194,7 @@ def test_the_answer_fits_its_node_and_is_the_best_that_does(case):
 @given(cases())
 def test_below_the_target_the_answer_says_so_first_and_names_a_change_that_works(case):
     s, cal = case
-    opts = options(s, cal)
-    found = changes(s, opts, cal)
-    a = answer(s, tuple(opts), tuple(found), ())
+    _, a = _answered(s, cal)
     if a.reaches:
         assert a.headline.startswith("Buy: ") and not a.changes
         return
