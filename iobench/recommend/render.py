@@ -136,7 +136,8 @@ def _read_demand(report: Recommendation, console: Console, detail: bool) -> None
 
 def _binds(o, s) -> str:  # type: ignore[no-untyped-def]
     if not o.feasible:
-        return "does not fit: " + ", ".join(x.split(":")[0] for x in o.shortfalls)
+        short = (x.split(":")[0] if x.startswith(("RAM", "cores")) else "NVMe" for x in o.shortfalls)
+        return "does not fit: " + ", ".join(short)
     if o.conditional:
         if o.backend_needed_bytes_per_s is not None:
             return f"needs {s.units.rate(o.backend_needed_bytes_per_s)}"
