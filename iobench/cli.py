@@ -136,8 +136,8 @@ COMMANDS: tuple[Command | CommandGroup, ...] = (
         "recommend",
         ".recommend.cli:add_recommend_arguments",
         ".recommend.cli:recommend_command",
-        "where should a dataset live, and is this server right for the job: options ranked from a "
-        "sweep's measurements, with the crossovers as the dataset grows",
+        "what to buy: where a dataset should live and how to decode it, the answer first (feasible on "
+        "the node, the highest AU, the cheapest change where none reaches the target), then every option",
     ),
     Command(
         "inspect",

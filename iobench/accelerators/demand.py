@@ -39,6 +39,8 @@ class Demand:
     # DLIO's form, where the table gives it: seconds of compute per step of step_batch samples
     step_s: float | None = None
     step_batch: int | None = None
+    # what the figure is (configs/accelerators.yaml's origin): published, derived or assumed
+    origin: str = "published"
 
 
 def lookup_demand(accelerator: str, model: str = "resnet50", kind: str = "training") -> Demand:
@@ -62,10 +64,11 @@ def lookup_demand(accelerator: str, model: str = "resnet50", kind: str = "traini
         )
     entry = models[model][kind]
     source = " ".join(entry["source"].split())
+    origin = entry.get("origin", "published")
     if "computation_time_s" in entry:  # one figure, as DLIO writes it: the rate follows from it
         step_s, batch = float(entry["computation_time_s"]), int(entry["batch_size"])
-        return Demand(accelerator, model, kind, batch / step_s, source, step_s, batch)
-    return Demand(accelerator, model, kind, float(entry["samples_per_s"]), source)
+        return Demand(accelerator, model, kind, batch / step_s, source, step_s, batch, origin)
+    return Demand(accelerator, model, kind, float(entry["samples_per_s"]), source, origin=origin)
 
 
 def demand_of(acc: AcceleratorSpec) -> Demand | None:
@@ -92,3 +95,59 @@ def mlperf_au_threshold(model: str) -> float | None:
     """MLPerf Storage's pass mark for ``model``'s workload, where the table names one."""
     value = (load_model_table().get(model) or {}).get("mlperf_au_threshold")
     return float(value) if value is not None else None
+
+
+@dataclass(frozen=True)
+class AcceleratorFacts:
+    """What the table says of an accelerator type beside its demand: its vendor and its memory as
+    the vendor's specification states it (GB: decimal bytes)."""
+
+    name: str
+    vendor: str  # nvidia | amd
+    memory_bytes: float | None
+    memory_said: str
+
+
+def accelerator_facts(accelerator: str) -> AcceleratorFacts | None:
+    """The vendor and memory of ``accelerator`` (configs/accelerators.yaml), None when unknown."""
+    from iobench.host.units import parse_size
+
+    entry = load_accelerator_table().get(accelerator)
+    if entry is None:
+        return None
+    memory = entry.get("memory")
+    source = " ".join((entry.get("memory_source") or "").split())
+    return AcceleratorFacts(
+        accelerator,
+        entry.get("vendor", "nvidia"),
+        float(parse_size(memory)) if memory else None,
+        f"{memory}: {source}" if memory else "not known",
+    )
+
+
+@dataclass(frozen=True)
+class ReadCpu:
+    """The host CPU reading one sample costs in MLPerf Storage's emulation of a model, where its
+    submitters measured it: cores per accelerator at one accelerator type's demand."""
+
+    cores_per_accelerator: float
+    accelerator: str
+    ms_per_sample: float
+    origin: str
+    source: str
+
+
+def read_cpu(model: str) -> ReadCpu | None:
+    """The measured CPU per sample of reading ``model``'s samples without decoding, if known."""
+    entry = (load_model_table().get(model) or {}).get("read_cpu")
+    if not entry:
+        return None
+    at = lookup_demand(entry["accelerator"], model, "mlperf_storage")
+    cores = float(entry["cores_per_accelerator"])
+    return ReadCpu(
+        cores,
+        entry["accelerator"],
+        1000.0 * cores / at.samples_per_s,
+        entry.get("origin", "derived"),
+        " ".join(entry["source"].split()),
+    )

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from iobench.accelerators.demand import (
     UnknownAccelerator,
+    accelerator_facts,
     load_accelerator_table,
     load_model_table,
     lookup_demand,
@@ -48,7 +49,8 @@ def _demand(count: int, acc_type: str, model: str, kind: str, found_by: str) -> 
         d = lookup_demand(acc_type, model, kind)
     except UnknownAccelerator as exc:  # names the allowed values, as the sweep file's keys
         raise UnknownAccelerator(f"{exc} (here: --accelerators TYPE, --model, --demand)") from None
-    memory_gib = load_accelerator_table()[acc_type].get("memory_gib") or 0
+    facts = accelerator_facts(acc_type)
+    memory = facts.memory_bytes if facts and facts.memory_bytes else 0.0
     dataset = (load_model_table().get(model) or {}).get("dataset")
     sample = (
         {"sample_bytes": float(dataset["sample_bytes"]), "sample_said": f"the mean of {dataset['name']}"}
@@ -56,7 +58,7 @@ def _demand(count: int, acc_type: str, model: str, kind: str, found_by: str) -> 
         else {}
     )
     return AcceleratorDemand(
-        count, acc_type, model, kind, d.samples_per_s, d.source, found_by, memory_gib * 2**30, **sample
+        count, acc_type, model, kind, d.samples_per_s, d.source, found_by, memory, **sample
     )
 
 
@@ -79,4 +81,10 @@ def demand_of_gpus(
         types.add(matches[0])
     if len(types) > 1:
         return None, f"demand: mixed GPU types ({', '.join(sorted(types))}); give --accelerators NxTYPE"
-    return _demand(len(gpus), types.pop(), model, kind, "NVML"), None
+    acc_type = types.pop()
+    if not table[acc_type].get("models"):
+        return None, (
+            f"demand: configs/accelerators.yaml has no figure for {acc_type} (no public source gives what one "
+            "consumes); give its rate to `iobench recommend --per-accelerator N`"
+        )
+    return _demand(len(gpus), acc_type, model, kind, "NVML"), None

@@ -33,28 +33,44 @@ from .model import hit_ratio
 
 # a reader that waits on storage for less than this share of its time is taken as CPU-bound
 STORAGE_WAIT_CPU_BOUND = 0.10
+# file systems whose files live on other hosts: a local tier on one measures a shared file system
+SHARED_FILESYSTEMS = (
+    "nfs",
+    "nfs4",
+    "lustre",
+    "gpfs",
+    "wekafs",
+    "beegfs",
+    "cifs",
+    "smb3",
+    "ceph",
+    "fuse.ceph-fuse",
+)
 
 
 # where a figure comes from: measured by a sweep's cells; given by the user (a flag, a file, a
-# benchmark's JSON); published (a datasheet, a vendor's guide, a claim); iobench's own reference
+# benchmark's JSON); published (a datasheet, a vendor's guide, a claim, as it stands at its source);
+# derived (computed from published figures, the computation said); iobench's own reference
 # measurement on another machine (docs/recommend.md); or an assumption of the model
-Origin = Literal["measured", "given", "published", "reference", "assumed"]
+Origin = Literal["measured", "given", "published", "derived", "reference", "assumed"]
 # the figures an answer may be judged on: what was measured or given for this case
 KNOWN: tuple[Origin, ...] = ("measured", "given")
 
 
 @dataclass(frozen=True)
 class Figure:
-    """A number and where it came from; ``lower_bound``: the tier can do at least this."""
+    """A number and where it came from; ``lower_bound``: the tier can do at least this; ``caveat``:
+    why it may not be what it is taken for (an answer is not judged on such a figure)."""
 
     value: float
     source: str
     lower_bound: bool = False
     origin: Origin = "assumed"
+    caveat: str = ""
 
     @property
     def known(self) -> bool:
-        return self.origin in KNOWN
+        return self.origin in KNOWN and not self.caveat
 
 
 @dataclass(frozen=True)
@@ -66,7 +82,7 @@ class MeasuredOn:
     usable_cpus: int
     memory_bytes: int
     cuda: bool
-    device_kind: str  # nvme | nvme-raid | virtio | disk | remote | unknown
+    device_kind: str  # nvme | nvme-raid | virtio | disk | remote | pfs (a shared file system) | unknown
     device: str  # the same in words, e.g. "md0: raid0 of 4 NVMe (SAMSUNG MZQL23T8HCLS)"
     loopback: bool = False  # a remote tier served from this very host (the lab on 127.0.0.1)
 
@@ -175,7 +191,11 @@ def _device(tier: dict) -> tuple[str, str, bool]:
         where = str(remote)
         loopback = any(h in where for h in ("127.0.0.1", "localhost", "[::1]"))
         return "remote", f"{tier.get('kind', 'remote')} at {where}", loopback
-    dev = (tier.get("storage") or {}).get("device") or {}
+    storage = tier.get("storage") or {}
+    if str(storage.get("fs_type") or "").lower() in SHARED_FILESYSTEMS:
+        where = f"{storage.get('mount_source') or storage.get('mount_point')} ({storage['fs_type']})"
+        return "pfs", f"{where}, a shared file system", False
+    dev = storage.get("device") or {}
     if not dev:
         return "unknown", "storage not described", False
     raid = dev.get("raid")

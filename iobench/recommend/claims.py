@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 
 from .calibrate import Figure
 from .rates import Delivered, MeasuredRates
+from .units import Units
 
 WRITE_UP = "docs/recommend.md 'Published claims' (a vendor-style write-up: a hypothesis)"
 TB = 1e12
@@ -24,7 +25,7 @@ TB = 1e12
 class Claim:
     """A setup and the rate it is claimed to deliver at dataset sizes from ``low`` to ``high``."""
 
-    setup: str  # local | object+nvme | ceph+ram (placements.SETUP_ORDER)
+    setup: str  # local | object+nvme | ceph+ram (storages.SETUP_ORDER)
     words: str  # as the write-up puts it
     low_bytes: float | None
     high_bytes: float | None
@@ -47,8 +48,8 @@ class Claim:
             self.setup, replace(self.figure, source=source, origin="given"), self.low_bytes, self.high_bytes
         )
 
-    def sizes(self) -> str:
-        return self.delivered("").sizes()
+    def sizes(self, units: Units | None = None) -> str:
+        return self.delivered("").sizes(units)
 
 
 # the write-up's table: under 1 TB, 1-10 TB, over 10 TB

@@ -1,6 +1,6 @@
 """`iobench recommend`: where should this dataset live, and is this server right for the job?
 
-    iobench recommend --dataset-size 5TB --sample-size 110KB --accelerators 8xH100 \\
+    iobench recommend --dataset-size 5TB --sample-size 115KB --accelerators 8xH100 \\
         --nvme 2x3.84TB --ram 1TB --cores 96 --results runs/nvme runs/s3 [--json]
 
 Importing this module is cheap: the work imports what it needs.
@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import json
 import re
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -20,7 +19,7 @@ from iobench.host.units import format_bytes
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from .calibrate import Figure
+    from .calibrate import Calibration, Figure
     from .placements import Scenario
     from .recommendation import Recommendation
     from .servers import Server
@@ -53,7 +52,30 @@ def _size(text: str, what: str, *, positive: bool = True, given: str | None = No
     return value
 
 
+DESCRIPTION = (
+    "What to buy for a training job's input pipeline: where the dataset should live (each node's NVMe, "
+    "sharded over the nodes' NVMe, a parallel file system, an object store or Ceph behind the NVMe cache, "
+    "Ceph with a RAM cache) and how to decode it, for one node of the cluster. The answer comes first: "
+    "the option with the highest AU that fits the node (its NVMe, RAM, cores and storage network), why, "
+    "and what would change it; where none reaches AU 0.90, the cheapest change that would (a rate to "
+    "measure, drives, RAM, cores, GPU decode). Then every option, where each figure comes from "
+    "(measured, given, published, derived, reference or assumed), the crossovers as the dataset grows "
+    "and the published rules of thumb, tested. docs/recommend.md has the model."
+)
+EPILOG = """examples:
+  iobench recommend --dataset-size 1.2TB --accelerators 8xH100
+  iobench recommend --dataset-size 50TB --accelerators 16xH200 --tier-rate ceph=2.5GB/s
+  iobench recommend --dataset-size 200TB --accelerators 32xH100 --tier-rate pfs=ior-read.json
+  iobench recommend --dataset-size 5TB --accelerators 8xMI300X --per-accelerator 3000 --nvme 8x3.84TB \\
+      --ram 2TB --cores 128"""
+
+
 def add_recommend_arguments(p: argparse.ArgumentParser) -> None:
+    import textwrap
+
+    # the examples keep their lines: the description is wrapped here, as argparse would
+    p.description, p.epilog = textwrap.fill(DESCRIPTION, 79), EPILOG
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
     _dataset_arguments(p)
     _job_arguments(p)
     _server_arguments(p)
@@ -68,8 +90,8 @@ def _dataset_arguments(p: argparse.ArgumentParser) -> None:
     data.add_argument(
         "--sample-size",
         metavar="SIZE",
-        help="mean bytes per sample, e.g. 110KB (default: the runs' datasets with --results, else the dataset "
-        "--model trains on: ImageNet's ~110 KB for resnet50)",
+        help="mean bytes per sample, e.g. 115KB (default: the runs' datasets with --results, else the dataset "
+        "--model trains on: ImageNet's ~115 KB for resnet50)",
     )
     data.add_argument("--manifest", metavar="PATH", help="a dataset's manifest.json (or its directory)")
 
@@ -80,7 +102,11 @@ def _job_arguments(p: argparse.ArgumentParser) -> None:
 
     job = p.add_argument_group("the job")
     job.add_argument(
-        "--accelerators", required=True, metavar="NxTYPE", help="e.g. 8xH100 (configs/accelerators.yaml)"
+        "--accelerators",
+        required=True,
+        metavar="NxTYPE",
+        help="the whole job, e.g. 64xB200 (configs/accelerators.yaml: a100, h100, h200, b200, l40s, mi300x, "
+        "mi325x, mi355)",
     )
     job.add_argument(
         "--model",
@@ -99,7 +125,10 @@ def _job_arguments(p: argparse.ArgumentParser) -> None:
         "or none (read its bytes only: MLPerf Storage's emulation, unet3d's NPZ volumes, Parquet)",
     )
     job.add_argument(
-        "--per-accelerator", type=float, metavar="SAMPLES_PER_S", help="override the demand figure"
+        "--per-accelerator",
+        type=float,
+        metavar="SAMPLES_PER_S",
+        help="samples/s one accelerator consumes: your own figure (needed where the table has none, e.g. mi300x)",
     )
     job.add_argument(
         "--batch-size",
@@ -147,7 +176,9 @@ def _server_arguments(p: argparse.ArgumentParser) -> None:
         "--nic", metavar="RATE", help="one node's storage network, bytes/s, e.g. 50GB/s (400 Gb/s)"
     )
     host.add_argument(
-        "--memory-cache", metavar="SIZE", help="RAM for a dataset cache (default: half the RAM)"
+        "--memory-cache",
+        metavar="SIZE",
+        help="RAM for a dataset cache (default: what the loader's buffers leave, up to half the RAM)",
     )
 
 
@@ -184,7 +215,7 @@ def _model_arguments(p: argparse.ArgumentParser) -> None:
         "--dali-per-gpu",
         type=float,
         metavar="SAMPLES_PER_S",
-        help="DALI GPU decode rate per GPU (default: a sweep's DALI cell on a GPU, else 7,000)",
+        help="DALI GPU decode rate per GPU, NVIDIA only (default: a sweep's DALI cell on a GPU, else 7,000)",
     )
 
 
@@ -197,8 +228,10 @@ def _rate_arguments(p: argparse.ArgumentParser) -> None:
         default=[],
         metavar="KEY=RATE|FILE",
         help="a tier's read rate as measured: KEY nvme (the node's array), nvme-device (one drive), object "
-        "(what one node reads from the object store), ceph; RATE e.g. 24GB/s, or a fio, warp or rados bench "
-        "JSON file (repeatable)",
+        "(what one node reads from an S3 store), ceph, pfs (a shared or parallel file system: Lustre, "
+        "Storage Scale, WEKA, VAST, NFS); RATE e.g. 24GB/s, or a fio, IOR, elbencho, warp or rados bench JSON "
+        "file (a buffered read that fits in RAM, or fio on a device that is not NVMe given as nvme, is "
+        "refused) (repeatable)",
     )
     rates.add_argument(
         "--rates",
@@ -210,7 +243,8 @@ def _rate_arguments(p: argparse.ArgumentParser) -> None:
         nargs="+",
         metavar="RUN_DIR",
         help="run directories of sweeps (without --sample-size or --manifest, the sample size is the runs' "
-        "datasets'); which measured figures carry over to the target is said in the output",
+        "datasets'); which measured figures carry over to the target is said in the output; a sweep with a "
+        "partial-hit shard cache narrows how a cache and its backend share the reads",
     )
     p.add_argument(
         "--same-storage",
@@ -223,6 +257,11 @@ def _rate_arguments(p: argparse.ArgumentParser) -> None:
         metavar="N[,N...]",
         help="with --results: the synchronous data-parallel job at these rank counts "
         "(default: the accelerators, 64, 512, 4096)",
+    )
+    p.add_argument(
+        "--detail",
+        action="store_true",
+        help="every input's source in full, not only its value and what it is",
     )
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
@@ -277,9 +316,7 @@ def _runs_sample_bytes(run_dirs: list[str]) -> tuple[float, str]:
             f"--results {' '.join(run_dirs)}: no cell's manifest gives a sample size; give --sample-size SIZE"
         )
     size = statistics.median(sizes)
-    return float(
-        size
-    ), f"sample size {format_bytes(size)} from the datasets of --results {' '.join(run_dirs)}"
+    return float(size), f"the sample size of the datasets of --results {' '.join(run_dirs)}"
 
 
 def _model_sample_bytes(model: str) -> tuple[float, str]:
@@ -294,7 +331,7 @@ def _model_sample_bytes(model: str) -> tuple[float, str]:
         )
     size = float(dataset["sample_bytes"])
     return size, (
-        f"sample size {format_bytes(size)}: the mean of {dataset['name']}, which --model {model} trains on "
+        f"sample size: the mean of {dataset['name']}, which --model {model} trains on "
         f"({' '.join(dataset['source'].split())}); --sample-size overrides it"
     )
 
@@ -316,6 +353,12 @@ def _demand(args: argparse.Namespace, kind: str) -> tuple[str, str, Figure, int 
         )
     models = table[kind]["models"]
     model = args.model or "resnet50"
+    if not models:
+        raise ValueError(
+            f"--accelerators {args.accelerators}: no public source found gives what one {table[kind]['description']} "
+            "consumes (no published training rate, no MLPerf Storage workload): give it with --per-accelerator "
+            "SAMPLES_PER_S, e.g. the samples/s one of them trained at in your own run"
+        )
     if model not in models:
         raise ValueError(
             f"--model {model}: configs/accelerators.yaml has no {model} figure for {kind}; give --model one of "
@@ -340,7 +383,7 @@ def _demand(args: argparse.Namespace, kind: str) -> tuple[str, str, Figure, int 
         Figure(
             d.samples_per_s,
             f"configs/accelerators.yaml {kind}/{model}/{demand}{chose}: {d.source}",
-            origin="published",
+            origin=d.origin,  # type: ignore[arg-type]
         ),
         d.step_batch,
     )
@@ -388,16 +431,16 @@ def _positive(value: float | None, flag: str) -> None:
 
 def scenario(args: argparse.Namespace) -> Scenario:
     """The scenario the arguments describe, every value checked, every error naming its flag."""
-    from iobench.accelerators.demand import load_accelerator_table
+    from iobench.accelerators.demand import accelerator_facts, read_cpu
     from iobench.analysis import decoderate
 
     from .calibrate import Figure
     from .placements import Scenario
     from .rates import MeasuredRates, load_rates, parse_tier_rate
+    from .units import units_of
 
     count, name = parse_count_of(args.accelerators, "--accelerators")
     kind = name.lower()
-    table = load_accelerator_table()
     if args.per_accelerator is not None:
         _positive(args.per_accelerator, "--per-accelerator")
         model, demand, step_batch = args.model or "resnet50", args.demand or "training", None
@@ -406,7 +449,7 @@ def scenario(args: argparse.Namespace) -> Scenario:
         model, demand, per, step_batch = _demand(args, kind)
     batch = args.batch_size or step_batch or 256
     dataset_bytes, sample_bytes, dataset_said = _dataset(args, model)
-    memory_gib = (table.get(kind) or {}).get("memory_gib")
+    facts = accelerator_facts(kind)
     server, target = _target(args, kind)
     node = _node(args, server)
     ram = node["ram_bytes"]
@@ -420,8 +463,8 @@ def scenario(args: argparse.Namespace) -> Scenario:
     if args.dali_per_gpu is not None:
         _positive(args.dali_per_gpu, "--dali-per-gpu")
         dali = Figure(args.dali_per_gpu, "given with --dali-per-gpu", origin="given")
-    rates = load_rates(args.rates) if args.rates else MeasuredRates()
-    rates = rates.with_tiers(dict(parse_tier_rate(t) for t in args.tier_rate))
+    rates = load_rates(args.rates, ram) if args.rates else MeasuredRates()
+    rates = rates.with_tiers(dict(parse_tier_rate(t, ram) for t in args.tier_rate))
     decoding, decoding_said = _decoding(args, demand)
     # a sample read without decoding stays as read: its buffers hold its bytes
     decoded = (
@@ -435,7 +478,7 @@ def scenario(args: argparse.Namespace) -> Scenario:
         accelerators=count,
         accelerator=name,
         per_accelerator=per,
-        accelerator_memory_bytes=memory_gib * 2**30 if memory_gib else None,
+        accelerator_memory_bytes=facts.memory_bytes if facts else None,
         **node,
         rates=rates,
         decoding=decoding,
@@ -451,6 +494,9 @@ def scenario(args: argparse.Namespace) -> Scenario:
         dataset_said=dataset_said,
         decode=decoderate.resolve(rate=args.decode_rate, results=args.results, sample_bytes=sample_bytes),
         trainer_cores=_trainer_cores(model, demand, batch),
+        vendor=facts.vendor if facts else "nvidia",
+        read_cpu=read_cpu(model) if decoding == "none" else None,
+        units=units_of([args.dataset_size, args.sample_size, args.nvme, args.ram, args.memory_cache]),
     )
 
 
@@ -533,50 +579,70 @@ def _trainer_cores(model: str, demand: str, batch: int) -> Figure | None:
 
 def recommend(args: argparse.Namespace) -> Recommendation:
     """Everything the command reports."""
-    from iobench.analysis.knee import knees
-    from iobench.results.api import load_summaries
+    from dataclasses import replace
 
-    from .calibrate import calibrate, load_cells
+    from .answer import answer
+    from .changes import changes
     from .crossovers import crossovers
-    from .hostcheck import carry_over
     from .hypotheses import checks
+    from .mixrule import fit, mix_cells
     from .placements import options
     from .recommendation import Recommendation
-    from .scale import at_scale, ranks_of
-    from .validate import check_cells
 
     s = scenario(args)
     if args.ranks and not args.results:
         raise ValueError("--ranks needs --results: the prediction runs on a sweep's measured steps")
     if args.same_storage and not args.results:
         raise ValueError("--same-storage needs --results: it says the runs measured the target's storage")
-    measured: dict = {}
-    cal = None
-    if args.results:
-        cells = load_cells(args.results)
-        if not cells:
-            raise ValueError(
-                f"--results {' '.join(args.results)}: no cell finished ok; nothing to calibrate from"
-            )
-        # the CPU options decode in DataLoader workers
-        cal, carried = carry_over(calibrate(cells, loader="torch"), s, same_storage=args.same_storage)
-        if cal.trainer_ms is not None:  # the trainers' measured CPU is priced per sample, not as whole cores
-            s = replace(s, trainer_cores=None)
-        measured = dict(
-            calibration=cal,
-            carried_over=tuple(carried),
-            validation=tuple(check_cells(cells)),
-            at_scale=tuple(at_scale(args.results, ranks_of(args.ranks, s.accelerators))),
-            knees=tuple(k for run in args.results for k in knees(load_summaries(run))),
-        )
-    leaders, changes = crossovers(s, cal)
+    mixed = tuple(mix_cells(args.results)) if args.results else ()
+    s = replace(s, mix=fit(list(mixed)))
+    cal, measured = _measured(args, s, mixed)
+    if cal is not None and cal.trainer_ms is not None:
+        # the trainers' measured CPU is priced per sample (the cells' cores figure), not as whole cores
+        s = replace(s, trainer_cores=None)
+    ranked = tuple(options(s, cal))
+    leaders, crossings = crossovers(s, cal)
+    found = tuple(changes(s, list(ranked), cal))
     return Recommendation(
         scenario=s,
-        options=tuple(options(s, cal)),
-        crossovers=tuple(changes),
+        answer=answer(s, ranked, found, tuple(crossings)),
+        options=ranked,
+        changes=found,
+        crossovers=tuple(crossings),
         leaders=tuple(leaders),
         hypotheses=tuple(checks(s, cal)),
+        mix_cells=mixed,
         **measured,
+    )
+
+
+def _measured(args: argparse.Namespace, s: Scenario, mixed: tuple) -> tuple[Calibration | None, dict]:
+    """The calibration from --results and what of it carries over (none without --results)."""
+    from iobench.analysis.knee import knees
+    from iobench.results.api import load_summaries
+
+    from .calibrate import calibrate, load_cells
+    from .hostcheck import carry_over
+    from .scale import at_scale, ranks_of
+    from .validate import check_cells
+
+    if not args.results:
+        return None, {}
+    cells = load_cells(args.results)
+    if not cells:
+        if mixed:  # a sweep that only reads (a cache + backend sweep): it narrows the mix rule alone
+            return None, {}
+        raise ValueError(
+            f"--results {' '.join(args.results)}: no cell finished ok; nothing to calibrate from"
+        )
+    # the CPU options decode in DataLoader workers
+    cal, carried = carry_over(calibrate(cells, loader="torch"), s, same_storage=args.same_storage)
+    return cal, dict(
+        calibration=cal,
+        carried_over=tuple(carried),
+        validation=tuple(check_cells(cells)),
+        at_scale=tuple(at_scale(args.results, ranks_of(args.ranks, s.accelerators))),
+        knees=tuple(k for run in args.results for k in knees(load_summaries(run))),
     )
 
 
@@ -587,5 +653,5 @@ def recommend_command(args: argparse.Namespace, console: Console) -> int:
     if args.json:
         print(json.dumps(to_json(report), indent=2), file=console.file)
     else:
-        render(report, console)
+        render(report, console, detail=args.detail)
     return 0

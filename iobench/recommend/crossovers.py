@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 
 from .calibrate import Calibration
 from .placements import Option, Scenario, options
-from .reasons import label, why_ahead
+from .reasons import why_ahead
 
 GRID_FROM, GRID_TO, PER_DECADE = 100e9, 100e12, 12
 BISECTIONS = 40  # the log-size interval shrinks 2**40-fold: far below a byte
@@ -58,25 +58,27 @@ def crossovers(
     sizes = sizes or grid()
     leaders = [_ranked(s, cal, size)[0] for size in sizes]
     table = [
-        Leader(size, label(o), o.prediction.au or 0.0, o.prediction.binding, o.conditional)
+        Leader(size, o.label, o.prediction.au or 0.0, o.prediction.binding, o.conditional)
         for size, o in zip(sizes, leaders, strict=True)
     ]
     changes: list[Crossover] = []
     for (lo, a), (hi, b) in itertools.pairwise(zip(sizes, leaders, strict=True)):
-        current = label(a)
-        while current != label(b):  # one or more changes in (lo, hi]: find each in turn
+        current = a.label
+        while current != b.label:  # one or more changes in (lo, hi]: find each in turn
             left, right = math.log(lo), math.log(hi)
             for _ in range(BISECTIONS):
                 mid = (left + right) / 2
-                if label(_ranked(s, cal, math.exp(mid))[0]) == current:
+                if _ranked(s, cal, math.exp(mid))[0].label == current:
                     left = mid
                 else:
                     right = mid
             lo = math.exp(right)
             ranked = _ranked(s, cal, lo)
-            was = next(o for o in ranked if label(o) == current)
+            was = next(o for o in ranked if o.label == current)
             changes.append(
-                Crossover(lo, current, label(ranked[0]), why_ahead(ranked[0], was), ranked[0].conditional)
+                Crossover(
+                    lo, current, ranked[0].label, why_ahead(ranked[0], was, s.units), ranked[0].conditional
+                )
             )
-            current = label(ranked[0])
+            current = ranked[0].label
     return table, changes

@@ -56,6 +56,8 @@ def _tier(t: TierFigures, s: Scenario, same_storage: bool) -> tuple[bool, str]:
         return True, f"measured on {where} of this very host, the target (--server {THIS_HOST})"
     if t.kind == "throttled":
         return True, f"a what-if: the configured link as its cells delivered it ({where})"
+    if t.kind == "local" and on and on.device_kind == "pfs":
+        return True, f"what one client ({on.hostname}) read from {where}" + (said if same_storage else "")
     if t.kind == "local":
         if on and on.device_kind in ("nvme", "nvme-raid"):
             return (

@@ -70,16 +70,47 @@ def hit_ratio(cache_bytes: float, dataset_bytes: float, policy: str, access: str
 
 
 def mixed_rate(hit: float, cache_rate: float, backend_rate: float) -> float:
-    """Rate of a cache in front of a backend: a fraction ``hit`` of the samples costs 1/cache_rate,
-    the rest 1/backend_rate. Times add, rates do not: the harmonic mean weighted by the hit ratio."""
-    if not 0.0 <= hit <= 1.0:
-        raise ValueError(f"mixed_rate(): hit ratio {hit} is outside [0, 1]")
+    """Rate of a cache in front of a backend when their times add: a fraction ``hit`` of the
+    samples costs 1/cache_rate, the rest 1/backend_rate, one after the other (the harmonic mean
+    weighted by the hit ratio). What the lab measured (docs/recommend.md, *Cache and backend*)."""
+    _check_hit(hit, "mixed_rate")
     seconds = 0.0
     if hit > 0:
         seconds += hit / cache_rate
     if hit < 1:
         seconds += (1.0 - hit) / backend_rate
     return 1.0 / seconds if seconds > 0 else math.inf
+
+
+def concurrent_rate(hit: float, cache_rate: float, backend_rate: float) -> float:
+    """Rate of a cache in front of a backend that serve at once (many readers, nothing shared
+    between them): each delivers its share up to its own rate, so the first to fill binds,
+    ``min(cache_rate / hit, backend_rate / (1 - hit))``. An upper bound on :func:`mixed_rate`."""
+    _check_hit(hit, "concurrent_rate")
+    by_cache = cache_rate / hit if hit > 0 else math.inf
+    by_backend = backend_rate / (1.0 - hit) if hit < 1 else math.inf
+    return min(by_cache, by_backend)
+
+
+def _check_hit(hit: float, where: str) -> None:
+    if not 0.0 <= hit <= 1.0:
+        raise ValueError(f"{where}(): hit ratio {hit} is outside [0, 1]")
+
+
+def backend_needed(
+    target: float, hit: float, cache_rate: float | None, *, concurrent: bool = False
+) -> float | None:
+    """The backend rate at which a cache serving ``hit`` of the reads at ``cache_rate`` and the
+    backend the rest deliver ``target`` (:func:`mixed_rate`, or :func:`concurrent_rate`, solved for
+    the backend); None when the cache alone delivers it, or cannot whatever the backend."""
+    if hit >= 1.0:
+        return None
+    if concurrent:
+        if hit and cache_rate and cache_rate / hit < target:
+            return None  # the cache's own share caps the rate below the target
+        return (1.0 - hit) * target
+    spare = 1.0 / target - (hit / cache_rate if hit and cache_rate else 0.0)
+    return (1.0 - hit) / spare if spare > 0 else None
 
 
 def cpu_capacity(cores: float, cpu_s_per_sample: float) -> float:

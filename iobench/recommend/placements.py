@@ -1,135 +1,55 @@
-"""Where the dataset could live and how it could be decoded, each option predicted for one node and
-ranked.
+"""The options: each place the dataset can live (storages.py) with each way to decode it, predicted
+for one node, checked against the node (feasible: its NVMe, RAM and cores hold it), and ranked.
 
-Options: the dataset on each node's local NVMe (a RAID0 of its drives) with the page cache in
-front; object storage (S3/MinIO) with the node's NVMe as a shard cache; Ceph with a RAM cache; and
-every throttled "what-if" tier a sweep measured. Each is evaluated with CPU decode (the loader
-workers) and with DALI decoding on the GPUs, or, for a workload read without decoding, reading only.
-
-The model's own capacities are separate and named: the raw tier (the NVMe array, the object store,
-Ceph), the cache (RAM, the NVMe) and the node's storage network. Each comes from, first found
-first: the user's measured rates (``--tier-rate``, ``--rates``), a sweep's cells on this kind of
-storage (``--results``), a datasheet (the NVMe drives by PCIe generation). An object store or a Ceph
-cluster has no datasheet: without a rate for it, its option is *conditional* and the answer gives
-the rate it would need. A published claim never stands in for a tier: it claims a tier together
-with its cache at some dataset size (claims.py), and enters only where the user says it is what
-they measured (a delivered rate, rates.py).
+Each storage is evaluated with CPU decode (the loader workers) and, on NVIDIA GPUs, with DALI
+decoding on the GPUs, or, for a workload read without decoding, reading only. A cache in front of a
+backend is priced with the mix rule the lab measured (mixrule.py), the other rule's figure kept as
+the far end of a range. An option whose backend rate nobody gave is *conditional*: ranked after the
+known ones, its AU an upper bound, with the rate it would need. A published claim never stands in
+for a tier (claims.py).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from typing import ClassVar, Literal
+from typing import ClassVar
 
 from iobench.analysis.cores import cores_to_feed
-from iobench.analysis.decoderate import ASSUMED, DecodeRate
+from iobench.analysis.decoderate import DecodeRate
 from iobench.analysis.verdict import AU_TARGET
-from loaders.storage import choose_policy
 
 from .calibrate import Calibration, Figure
 from .model import (
     Prediction,
     RamPlan,
-    Requirement,
     hit_ratio,
     loader_buffers,
     max_accelerators,
-    mixed_rate,
     predict,
     ram_plan,
-    required,
 )
-from .rates import Delivered, MeasuredRates
+from .rates import Delivered
+from .scenario import Scenario
+from .staging import Staging
+from .storages import (
+    BACKEND_NAMES,
+    BENCHMARKS,
+    HARDWARE,
+    RAM_PER_READER,
+    SETUP_ORDER,
+    Storage,
+    storages,
+)
 
-RAM_PER_READER = Figure(
-    2.3e9,
-    "a single-threaded buffered read from the page cache, 2.3 GB/s on one core of a 2-core cloud VM "
-    "(docs/recommend.md 'Reference figures')",
-    origin="reference",
-)
 DALI_PER_GPU = Figure(
     7000.0,
-    "assumed: DALI with nvJPEG on an A100, hardware decoder taking 75 % of the images: ~7,000 images/s "
-    "(NVIDIA, 'Loading Data Fast with DALI and the New Hardware JPEG Decoder in NVIDIA A100 GPUs', "
-    "as read in NVIDIA/DALI#5362); taken for every GPU type",
+    "about 7,000 images/s on one A100 with nvJPEG's hardware decoder taking 75 % of the images (NVIDIA, "
+    "'Loading Data Fast with DALI and the New Hardware JPEG Decoder in NVIDIA A100 GPUs', as quoted in "
+    "NVIDIA/DALI#5362): an A100 figure taken for every NVIDIA GPU; measure yours (--dali-per-gpu)",
     origin="published",
 )
-# when the setup is otherwise equal: the simpler one first (no extra service, no code change)
-SETUP_ORDER = ("local", "object+nvme", "ceph+ram", "what-if")
-Decoding = Literal["jpeg", "none"]
 DECODE_ORDER = ("none", "cpu", "dali")
-# the tier kinds a sweep's cells measure each setup's backend with
-BACKEND_KINDS = {"local": ("local",), "object+nvme": ("s3",), "ceph+ram": ("rados", "cephfs")}
-BACKEND_NAMES = {"local": "the NVMe array", "object+nvme": "the object store", "ceph+ram": "Ceph"}
-RATE_KEYS = {"local": "nvme", "object+nvme": "object", "ceph+ram": "ceph"}
-
-
-@dataclass(frozen=True)
-class Scenario:
-    """The job and one node of the cluster it runs on: the node's figures are per node."""
-
-    dataset_bytes: float
-    sample_bytes: float
-    accelerators: int  # the whole job
-    accelerator: str
-    per_accelerator: Figure  # samples/s each
-    accelerator_memory_bytes: float | None  # each
-    nvme_devices: int  # per node
-    nvme_bytes: float  # per node, all its data drives together
-    ram_bytes: float  # per node
-    cores: int  # per node
-    per_node: int = 8  # accelerators per node
-    # one NVMe drive's read; None: the datasheet figure of its PCIe generation (servers.py)
-    nvme_device_rate: Figure | None = None
-    rates: MeasuredRates = field(default_factory=MeasuredRates)
-    decoding: Decoding = "jpeg"  # "none": the workload reads its samples without decoding them
-    decoding_said: str = "JPEG: decoded and augmented on the host or the GPU"
-    cache_policy: str = "auto"  # iobench's shard caches: auto (as the tiers choose), lru or static
-    access: str = "shuffled"
-    batch: int = 256
-    prefetch: int = 2
-    decoded_sample_bytes: float = 1e6
-    memory_cache_bytes: float | None = None  # default: half the RAM
-    dali_per_gpu: Figure | None = None  # default: measured by a sweep, else DALI_PER_GPU
-    nic_bytes_per_s: float | None = None  # the node's storage network: caps a remote tier; None: not modelled
-    target: str = ""  # how the node was described (given, a reference profile), for the report
-    dataset_said: str = "given"  # where the dataset and sample sizes came from, for the report
-    decode: DecodeRate = ASSUMED  # CPU decode + augment per core (analysis/decoderate.py)
-    # host cores left to each accelerator's trainer process (accelerators/hostcost.py); None: none reserved
-    trainer_cores: Figure | None = None
-
-    @property
-    def nodes(self) -> int:
-        return math.ceil(self.accelerators / self.per_node)
-
-    @property
-    def node_accelerators(self) -> int:
-        """Accelerators on one (full) node: the job's, up to the node's."""
-        return min(self.accelerators, self.per_node)
-
-    @property
-    def reserved_cores(self) -> int:
-        """Cores the node's trainers keep: none of the loader's work runs there."""
-        return int(self.trainer_cores.value) * self.node_accelerators if self.trainer_cores else 0
-
-    @property
-    def loader_cores(self) -> int:
-        """Cores left to the loader once the trainers have theirs (at least one)."""
-        return max(1, self.cores - self.reserved_cores)
-
-    @property
-    def requirement(self) -> Requirement:
-        """What one node's accelerators need."""
-        return required(self.node_accelerators, self.per_accelerator.value, self.sample_bytes)
-
-    @property
-    def cluster_requirement(self) -> Requirement:
-        return required(self.accelerators, self.per_accelerator.value, self.sample_bytes)
-
-    @property
-    def memory_cache(self) -> float:
-        return self.memory_cache_bytes if self.memory_cache_bytes is not None else self.ram_bytes / 2
 
 
 @dataclass
@@ -138,7 +58,7 @@ class Option:
     setup: str  # one of SETUP_ORDER
     decode: str  # cpu | dali | none (read without decoding)
     feasible: bool
-    why_not: str
+    why_not: str  # every shortfall, joined ('' when feasible)
     cache_bytes: float
     hit_ratio: float  # steady state (epochs after the first)
     fetch_bytes_per_s: float  # one node's, effective, steady state (nan: a conditional option's)
@@ -153,16 +73,28 @@ class Option:
     # a rate the answer depends on and nobody gave: the option is ranked after the known ones and
     # its prediction assumes that rate is not the limit ('' when every rate is known)
     conditional: str = ""
-    # the backend rate one node needs for AU >= 0.9 (steady state); None: the cache alone suffices
-    # or prep binds below it
+    # the backend rate one node needs for AU >= 0.9 (steady state) under the mix rule, and the
+    # range the two rules give; None: the cache alone suffices, or prep binds below it
     backend_needed_bytes_per_s: float | None = None
+    backend_needed_range: tuple[float, float] | None = None
     # what the cluster's nodes read from the shared backend together, steady state and epoch 1
     cluster_backend_bytes_per_s: float = 0.0
     cluster_first_epoch_backend_bytes_per_s: float = 0.0
     delivered: Delivered | None = None  # the setup's measured delivered rate used at this size
     node_accelerators: int = 1  # the accelerators of one node, which its figures are for
+    shortfalls: tuple[str, ...] = ()  # what of the node does not hold it: capacity, RAM, cores
+    au_range: tuple[float, float] | None = None  # AU under each mix rule where they differ
+    rate_key: str = ""  # the --tier-rate key of its backend
+    remote_bytes_per_s: float = 0.0  # what it reads over the node's storage network, steady state
+    staging: Staging | None = None  # the copy it needs before training
+    node_cores: int = 0  # the node's, for the cores it leaves
 
-    JSON_DERIVED: ClassVar[tuple[str, ...]] = ("headroom", "judged", "cores_per_accelerator")
+    JSON_DERIVED: ClassVar[tuple[str, ...]] = ("headroom", "judged", "cores_per_accelerator", "label")
+
+    @property
+    def label(self) -> str:
+        how = {"cpu": "CPU decode", "dali": "DALI decode", "none": "read without decoding"}[self.decode]
+        return f"{self.name}, {how}"
 
     @property
     def headroom(self) -> float:
@@ -182,50 +114,10 @@ class Option:
         """Cores one accelerator needs: its share of the loader's and its trainer's."""
         return self.cores_needed / self.node_accelerators
 
-
-def _from_cells(cal: Calibration | None, kinds: tuple[str, ...]) -> Figure | None:
-    """The measured bandwidth of the best tier of ``kinds`` in a sweep, if one measured it."""
-    tier = cal.tier_of_kind(kinds) if cal else None
-    if tier is None or tier.bandwidth is None:
-        return None
-    f = tier.bandwidth
-    where = f"tier {tier.name!r} ({tier.kind}), {f.source}"
-    return replace(f, source=f"measured: {'at least ' if f.lower_bound else ''}{where}")
-
-
-def _nvme(s: Scenario, cal: Calibration | None) -> Figure:
-    """The node's NVMe array: given (the array, else a drive x the drives), measured by a sweep on
-    this kind of storage, else the drives' datasheet. A measured lower bound (the tier never held
-    a cell back) replaces the datasheet only where it is larger."""
-    from .servers import nvme_read_per_device
-
-    devices = max(1, s.nvme_devices)
-    if given := s.rates.tier("nvme"):
-        return given
-    if each := s.rates.tier("nvme-device"):
-        return replace(each, value=each.value * devices, source=f"{devices} drive(s) x {each.source}")
-    sheet = s.nvme_device_rate or nvme_read_per_device(None)
-    datasheet = replace(
-        sheet, value=sheet.value * devices, source=f"{devices} drive(s) in RAID0 x {sheet.source}"
-    )
-    measured = _from_cells(cal, BACKEND_KINDS["local"])
-    if measured is None:
-        return datasheet
-    if not measured.lower_bound or measured.value > datasheet.value:
-        return measured
-    return replace(datasheet, source=f"{datasheet.source}; {measured.source} (a lower bound)")
-
-
-def _remote(s: Scenario, cal: Calibration | None, setup: str) -> Figure | None:
-    """What one node reads from a remote tier: given, else measured by a sweep; capped by the node's
-    storage network. None: nobody gave or measured it."""
-    f = s.rates.tier(RATE_KEYS[setup]) or _from_cells(cal, BACKEND_KINDS[setup])
-    nic = s.nic_bytes_per_s
-    if f is None or nic is None or f.value <= nic:
-        return f
-    return replace(
-        f, value=nic, source=f"{f.source}; capped by the node's storage network, {nic / 1e9:,.3g} GB/s"
-    )
+    @property
+    def reaches(self) -> bool:
+        """Feasible, every rate known, and at or above the target AU."""
+        return self.feasible and not self.conditional and (self.prediction.au or 0.0) >= AU_TARGET - 5e-3
 
 
 def _fetch_cpu_ms(cal: Calibration | None, kinds: tuple[str, ...]) -> float:
@@ -238,83 +130,6 @@ def _fetch_cpu_ms(cal: Calibration | None, kinds: tuple[str, ...]) -> float:
     return sorted(pool)[len(pool) // 2] if pool else 0.0
 
 
-@dataclass(frozen=True)
-class _Storage:
-    name: str
-    setup: str
-    kinds: tuple[str, ...]  # tier kinds whose cost of fetching (CPU per sample) applies
-    backend: Figure | None  # None: not known (a conditional option)
-    cache: Figure | None  # read bandwidth of the cache, None without one
-    cache_bytes: float
-    cache_in_ram: bool
-    feasible: bool = True
-    why_not: str = ""
-    cache_policy: str = "lru"  # what the cache keeps: the kernel's page cache is an LRU
-
-
-def _storages(s: Scenario, cal: Calibration | None) -> list[_Storage]:
-    nvme = _nvme(s, cal)
-    ram = replace(
-        RAM_PER_READER,
-        value=RAM_PER_READER.value * s.cores,
-        source=f"{RAM_PER_READER.value / 1e9:.1f} GB/s per reader x {s.cores} cores: {RAM_PER_READER.source}",
-    )
-    fits = s.nvme_bytes >= s.dataset_bytes
-    out = [
-        _Storage(
-            "local NVMe",
-            "local",
-            BACKEND_KINDS["local"],
-            nvme,
-            ram,  # the page cache
-            min(s.memory_cache, s.dataset_bytes),
-            cache_in_ram=True,
-            feasible=fits,
-            why_not=""
-            if fits
-            else f"the dataset is larger than a node's NVMe ({s.nvme_bytes / 1e12:.2f} TB)",
-        ),
-        _Storage(
-            "object store + NVMe cache",
-            "object+nvme",
-            ("s3",),
-            _remote(s, cal, "object+nvme"),
-            nvme if s.nvme_bytes else None,
-            s.nvme_bytes,
-            cache_in_ram=False,
-            cache_policy=choose_policy(s.cache_policy, int(s.nvme_bytes), int(s.dataset_bytes)),
-        ),
-        _Storage(
-            "Ceph + RAM cache",
-            "ceph+ram",
-            BACKEND_KINDS["ceph+ram"],
-            _remote(s, cal, "ceph+ram"),
-            ram,
-            min(s.memory_cache, s.dataset_bytes),
-            cache_in_ram=True,
-            cache_policy=choose_policy(s.cache_policy, int(s.memory_cache), int(s.dataset_bytes)),
-        ),
-    ]
-    for tier in cal.tiers.values() if cal else []:
-        if tier.kind == "throttled" and tier.bandwidth is not None:
-            f = tier.bandwidth
-            source = (
-                f"measured: {'at least ' if f.lower_bound else ''}tier {tier.name!r} (throttled), {f.source}"
-            )
-            out.append(
-                _Storage(
-                    f"what-if {tier.name}",
-                    "what-if",
-                    ("throttled",),
-                    replace(f, source=source),
-                    None,
-                    0.0,
-                    False,
-                )
-            )
-    return out
-
-
 def _cpu_parts(cal: Calibration, fetch_cpu_ms: float) -> str:
     parts = [f"{cal.collate_ms.value:.2f} ms collate ({cal.collate_ms.source})"]  # type: ignore[union-attr]
     parts.append(f"{fetch_cpu_ms:.2f} ms fetch")
@@ -323,47 +138,129 @@ def _cpu_parts(cal: Calibration, fetch_cpu_ms: float) -> str:
     return " + ".join(parts)
 
 
-def backend_needed(target_bytes: float, hit: float, cache_bytes_per_s: float | None) -> float | None:
-    """The backend rate at which a cache serving ``hit`` of the reads at ``cache_bytes_per_s`` and the
-    backend the rest deliver ``target_bytes`` (mixed_rate solved for the backend); None when the
-    cache alone delivers it."""
-    spare = 1.0 / target_bytes - (hit / cache_bytes_per_s if hit and cache_bytes_per_s else 0.0)
-    if hit >= 1.0 or spare <= 0:
-        return None
-    return (1.0 - hit) / spare
-
-
 def _reading_ms(s: Scenario, cal: Calibration | None, fetch_cpu_ms: float) -> Figure:
     """CPU per sample to read a sample's bytes without decoding them: the fetch stage a sweep
-    measured, else the bytes copied at the page-cache read rate of one core."""
+    measured; else the larger of the bytes copied at the page-cache read rate of one core and what
+    the model's own benchmark submitters measured (configs/accelerators.yaml's read_cpu)."""
     if cal is not None and fetch_cpu_ms:
         return Figure(
             fetch_cpu_ms, "measured: the fetch stage's thread CPU per sample of --results", origin="measured"
         )
+    copy = 1000.0 * s.sample_bytes / RAM_PER_READER.value
+    if s.read_cpu is not None and s.read_cpu.ms_per_sample > copy:
+        r = s.read_cpu
+        return Figure(
+            r.ms_per_sample,
+            f"{r.cores_per_accelerator:g} core per {r.accelerator.upper()} at its demand, as MLPerf Storage's "
+            f"submitters measured it ({r.source}); the bytes' copy alone would take {copy:.2f} ms",
+            origin=r.origin,  # type: ignore[arg-type]
+        )
     return Figure(
-        1000.0 * s.sample_bytes / RAM_PER_READER.value,
+        copy,
         f"the sample's bytes copied at {RAM_PER_READER.value / 1e9:.1f} GB/s per core: {RAM_PER_READER.source}",
         origin="reference",
     )
 
 
-def _option(s: Scenario, st: _Storage, decode: str, cal: Calibration | None) -> Option:
+def _unknown_rate(st: Storage) -> str:
+    key = st.key
+    return (
+        f"{BACKEND_NAMES.get(key, 'its backend')}'s rate is not known: give --tier-rate {key}=RATE "
+        f"(or a {BENCHMARKS.get(key, 'benchmark')} JSON file), or --results of a sweep on it"
+    )
+
+
+@dataclass(frozen=True)
+class _Fetch:
+    """What one node reads from a setup (bytes/s): steady state, its range under the two mix rules,
+    epoch 1, and what keeps the answer conditional ('' when nothing)."""
+
+    steady: float
+    low: float
+    high: float
+    first: float
+    conditional: str = ""
+    delivered: Delivered | None = None
+
+
+def _fetch(s: Scenario, st: Storage, hit: float, inputs: dict[str, Figure]) -> _Fetch:
+    """The setup's rate as measured where the user gave it (a delivered rate at this size), else its
+    cache and backend mixed; each figure used is added to ``inputs``."""
+    delivered = s.rates.delivered_for(st.setup, s.dataset_bytes)
+    if delivered is not None:  # the whole setup as measured at this size: its cache included
+        inputs[f"delivered by the setup at {delivered.sizes()} (bytes/s)"] = delivered.rate
+        v = delivered.rate.value
+        return _Fetch(v, v, v, v, delivered=delivered)
+    backend, conditional = st.backend, ""
+    if backend is None:
+        missing = _unknown_rate(st)
+        # a cache that holds the dataset serves every read after epoch 1: only epoch 1 needs the rate
+        holds = st.cache is not None and hit >= 1.0
+        conditional = "" if holds else missing
+        said = (
+            f"not known, read in epoch 1 only (the cache holds the dataset): {missing}" if holds else missing
+        )
+        backend = Figure(math.inf, said)
+    inputs["backend bandwidth (bytes/s)"] = backend
+    if st.cache is None:
+        return _Fetch(backend.value, backend.value, backend.value, backend.value, conditional)
+    inputs["cache read bandwidth (bytes/s)"] = st.cache
+    low, high = s.mix.range(hit, st.cache.value, backend.value)
+    steady = s.mix.rate(hit, st.cache.value, backend.value)
+    return _Fetch(steady, low, high, backend.value, conditional)
+
+
+def _shortfalls(s: Scenario, st: Storage, buffers: float) -> list[str]:
+    """What of the node does not hold the option: its capacity, its RAM (the loader's buffers, and
+    a memory cache the user sized), its cores (the trainers' and at least one for the loader)."""
+    out = [st.capacity_short] if st.capacity_short else []
+    given_cache = st.cache_bytes if st.cache_in_ram and s.memory_cache_bytes is not None else 0.0
+    if buffers + given_cache > s.ram_bytes:
+        cache = f" and the {s.units.size(given_cache)} memory cache given" if given_cache else ""
+        out.append(
+            f"RAM: the loader's buffers take {s.units.size(buffers)}{cache}; the node has {s.units.size(s.ram_bytes)}"
+        )
+    if s.reserved_cores + 1 > s.cores:
+        out.append(
+            f"cores: the {s.node_accelerators} trainers keep {s.reserved_cores} and the loader needs at least "
+            f"one; the node has {s.cores}"
+        )
+    return out
+
+
+def _needed(s: Scenario, st: Storage, hit: float, prep: float) -> tuple[float | None, tuple | None]:
+    """The backend rate one node needs for AU >= 0.9, where prep allows it: under the mix rule and
+    the range of the two rules."""
+    target = AU_TARGET * s.requirement.samples_per_s
+    if prep < target:
+        return None, None
+    cache = st.cache.value if st.cache else None
+    at = target * s.sample_bytes
+    return s.mix.needed(at, hit, cache), s.mix.needed_range(at, hit, cache)
+
+
+def _option(s: Scenario, st: Storage, decode: str, cal: Calibration | None) -> Option:
     req = s.requirement
-    cache_bytes = st.cache_bytes if st.cache is not None else 0.0
-    hit = hit_ratio(cache_bytes, s.dataset_bytes, st.cache_policy, s.access, epoch=1)
     inputs: dict[str, Figure] = {"demand per accelerator (samples/s)": s.per_accelerator}
-    delivered, fetch_bytes, first_fetch_bytes, conditional = _fetch(s, st, hit, inputs)
-    fetch = fetch_bytes / s.sample_bytes
     prep, cores, workers = _prep(s, decode, cal, _fetch_cpu_ms(cal, st.kinds), inputs)
-    p = predict({"prep": prep, "fetch": fetch}, req.samples_per_s)
-    first = predict({"prep": prep, "fetch": first_fetch_bytes / s.sample_bytes}, req.samples_per_s)
-    needed = None
-    if conditional:
-        # the backend rate one node needs for AU >= 0.9, where prep allows it
-        target = AU_TARGET * req.samples_per_s
-        if prep >= target:
-            needed = backend_needed(target * s.sample_bytes, hit, st.cache.value if st.cache else None)
     buffers = loader_buffers(workers, s.prefetch, s.batch, s.decoded_sample_bytes)
+    # a RAM cache gets what the buffers leave, up to what it may hold
+    cache_bytes = st.cache_bytes if st.cache is not None else 0.0
+    if st.cache_in_ram and s.memory_cache_bytes is None:
+        cache_bytes = max(0.0, min(cache_bytes, s.ram_bytes - buffers))
+    hit = hit_ratio(cache_bytes, s.dataset_bytes, st.cache_policy, s.access, epoch=1) if st.cache else 0.0
+    f = _fetch(s, replace(st, cache_bytes=cache_bytes), hit, inputs)
+    fetch = f.steady / s.sample_bytes
+    p = predict({"prep": prep, "fetch": fetch}, req.samples_per_s)
+    first = predict({"prep": prep, "fetch": f.first / s.sample_bytes}, req.samples_per_s)
+    au_range = None
+    if f.low != f.high and not f.conditional:
+        lo, hi = (
+            predict({"prep": prep, "fetch": x / s.sample_bytes}, req.samples_per_s).au
+            for x in (f.low, f.high)
+        )
+        au_range = (lo, hi) if hi - lo >= 5e-3 else None
+    needed, needed_range = _needed(s, st, hit, prep) if f.conditional else (None, None)
     plan = ram_plan(
         ram_bytes=s.ram_bytes,
         buffers_bytes=buffers,
@@ -372,70 +269,43 @@ def _option(s: Scenario, st: _Storage, decode: str, cal: Calibration | None) -> 
         if s.accelerator_memory_bytes
         else None,
     )
-    from_backend = 1.0 - (hit if delivered is None else 0.0)
+    short = _shortfalls(s, st, buffers)
+    from_backend = 1.0 - (hit if f.delivered is None else 0.0)
+    backend_read = from_backend * p.samples_per_s * s.sample_bytes
     return Option(
         name=st.name,
         setup=st.setup,
         decode=decode,
-        feasible=st.feasible,
-        why_not=st.why_not,
+        feasible=not short,
+        why_not="; ".join(short),
         cache_bytes=cache_bytes,
         hit_ratio=hit,
-        fetch_bytes_per_s=math.nan if conditional else fetch_bytes,  # nan: the backend's rate is not known
-        first_epoch_fetch_bytes_per_s=first_fetch_bytes,
+        fetch_bytes_per_s=math.nan if f.conditional else f.steady,  # nan: the backend's rate is not known
+        first_epoch_fetch_bytes_per_s=f.first,
         prep_samples_per_s=prep,
         prediction=p,
-        first_epoch_au=first.au if math.isfinite(first_fetch_bytes) else math.nan,  # nan: backend not known
+        first_epoch_au=first.au if math.isfinite(f.first) else math.nan,  # nan: backend not known
         cores_needed=cores,
         max_accelerators=max_accelerators(min(prep, fetch), s.per_accelerator.value),
         ram=plan,
         inputs=inputs,
-        conditional=conditional,
+        conditional=f.conditional,
         backend_needed_bytes_per_s=needed,
-        cluster_backend_bytes_per_s=s.nodes * from_backend * p.samples_per_s * s.sample_bytes,
+        backend_needed_range=needed_range,
+        # what the nodes read from a store they share (the sharded NVMe's peers are the nodes themselves)
+        cluster_backend_bytes_per_s=s.nodes * backend_read if st.setup not in ("local", "sharded") else 0.0,
         cluster_first_epoch_backend_bytes_per_s=s.nodes * first.samples_per_s * s.sample_bytes
-        if math.isfinite(first_fetch_bytes)
+        if math.isfinite(f.first)
         else math.nan,
-        delivered=delivered,
+        delivered=f.delivered,
         node_accelerators=s.node_accelerators,
+        shortfalls=tuple(short),
+        au_range=au_range,
+        rate_key=st.key,
+        remote_bytes_per_s=st.remote_share * backend_read,
+        staging=st.staging,
+        node_cores=s.cores,
     )
-
-
-def _fetch(
-    s: Scenario, st: _Storage, hit: float, inputs: dict[str, Figure]
-) -> tuple[Delivered | None, float, float, str]:
-    """What one node reads from a setup, steady and in epoch 1 (bytes/s), with the setup's rate as
-    measured where the user gave it, and what keeps the answer conditional ('' when nothing); each
-    figure used is added to ``inputs``."""
-    delivered = s.rates.delivered_for(st.setup, s.dataset_bytes)
-    conditional = ""
-    if delivered is not None:  # the whole setup as measured at this size: its cache included
-        fetch_bytes = first_fetch_bytes = delivered.rate.value
-        inputs[f"delivered by the setup at {delivered.sizes()} (bytes/s)"] = delivered.rate
-    else:
-        backend = st.backend
-        if backend is None:
-            key = RATE_KEYS.get(st.setup, "")
-            missing = (
-                f"{BACKEND_NAMES.get(st.setup, 'its backend')}'s rate is not known: give --tier-rate {key}=RATE "
-                f"(or a {'warp' if key == 'object' else 'rados bench' if key == 'ceph' else 'fio'} JSON file), "
-                "or --results of a sweep on it"
-            )
-            # a cache that holds the dataset serves every read after epoch 1: only epoch 1 needs the rate
-            holds = st.cache is not None and hit >= 1.0
-            conditional = "" if holds else missing
-            backend = Figure(
-                math.inf,
-                f"not known, read in epoch 1 only (the cache holds the dataset): {missing}"
-                if holds
-                else missing,
-            )
-        inputs["backend bandwidth (bytes/s)"] = backend
-        if st.cache is not None:
-            inputs["cache read bandwidth (bytes/s)"] = st.cache
-        fetch_bytes = backend.value if st.cache is None else mixed_rate(hit, st.cache.value, backend.value)
-        first_fetch_bytes = backend.value
-    return delivered, fetch_bytes, first_fetch_bytes, conditional
 
 
 def _prep(
@@ -497,29 +367,37 @@ def _origin(rate: DecodeRate) -> str:
 
 
 def rank_key(o: Option) -> tuple:
-    """Feasible first; then options whose every rate is known before conditional ones; then higher
-    predicted AU. Among options that feed the demand (AU 1.00) the simpler setup comes first (a
-    margin beyond the demand buys nothing the job can use); among those that do not, more input
-    headroom. Then the simpler setup, and reading only or CPU decode (no code change) before DALI.
-    AU and headroom are compared to 2 decimals: closer than that the model cannot tell them apart."""
-    au = round(o.prediction.au or 0.0, 2)
-    fed = au >= 1.0
+    """Feasible first; then options whose every rate is known before conditional ones; then the
+    higher predicted AU; at equal AU the one that keeps fewer cores busy, then the one with less
+    hardware (the node alone; the nodes and their network; a storage system beside them), then the
+    setup's order and reading only or CPU decode before DALI. AU is compared to 2 decimals and cores
+    in whole cores: closer than that the model cannot tell them apart."""
     return (
         not o.feasible,
         bool(o.conditional),
-        -au,
-        SETUP_ORDER.index(o.setup) if fed else 0,
-        -round(o.headroom, 2),
+        -round(o.prediction.au or 0.0, 2),
+        math.ceil(o.cores_needed - 1e-9),
+        HARDWARE[o.setup],
         SETUP_ORDER.index(o.setup),
         DECODE_ORDER.index(o.decode),
     )
 
 
 def decodes(s: Scenario) -> tuple[str, ...]:
-    return ("none",) if s.decoding == "none" else ("cpu", "dali")
+    """Reading only for a workload read without decoding; else CPU decode, and DALI on NVIDIA GPUs
+    (DALI runs on CUDA only)."""
+    if s.decoding == "none":
+        return ("none",)
+    return ("cpu", "dali") if s.vendor == "nvidia" else ("cpu",)
 
 
 def options(s: Scenario, cal: Calibration | None) -> list[Option]:
     """Every option for ``s``, best first (:func:`rank_key`)."""
-    found = [_option(s, st, d, cal) for st in _storages(s, cal) for d in decodes(s)]
+    found = [_option(s, st, d, cal) for st in storages(s, cal) for d in decodes(s)]
     return sorted(found, key=rank_key)
+
+
+def evaluate(s: Scenario, setup: str, decode: str, cal: Calibration | None) -> Option | None:
+    """The one option of ``setup`` and ``decode`` for ``s`` (None where ``s`` has no such setup)."""
+    st = next((st for st in storages(s, cal) if st.setup == setup), None)
+    return _option(s, st, decode, cal) if st is not None and decode in decodes(s) else None

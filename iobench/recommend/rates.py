@@ -1,6 +1,6 @@
 """The user's own measured read rates of the target's storage: given on the command line
 (``--tier-rate KEY=RATE|FILE``), in a small YAML file (``--rates FILE``), or read straight from the
-JSON a storage benchmark wrote (fio, MinIO's warp, ``rados bench``). Where given, a rate replaces the
+JSON a storage benchmark wrote (fio, IOR, elbencho, MinIO's warp, ``rados bench``). Where given, a rate replaces the
 model's assumption and the answer names it as given, with the file or flag it came from.
 
 Two kinds of figure:
@@ -8,11 +8,16 @@ Two kinds of figure:
 - **a tier's own rate** (what fio, warp and ``rados bench`` measure: no cache in front):
   ``nvme`` (the node's local NVMe as the dataset would use it, e.g. its RAID0), ``nvme-device``
   (one drive: the array is that times the drives), ``object`` (what one node reads from the object
-  store), ``ceph`` (what one node reads from Ceph);
+  store), ``ceph`` (what one node reads from Ceph), ``pfs`` (what one node reads from a shared or
+  parallel file system: Lustre, Storage Scale, WEKA, VAST, NFS);
 - **a setup's delivered rate** (a tier together with its cache, at dataset sizes; YAML
   ``delivered:``): what a whole setup gave, e.g. a proof of concept, or a published claim taken as a
   measurement. It holds only at the dataset sizes it was measured at (its cache held a different
   share of a different dataset elsewhere).
+
+A rate is refused before it is used where it cannot be what it is given as: a fio run on a device
+that is not NVMe (a virtual machine's virtio disk, a SATA drive) given as the NVMe array's, and a
+buffered read (no ``--direct=1``) of less data than the node's RAM, which the page cache served.
 
 A YAML file::
 
@@ -20,6 +25,7 @@ A YAML file::
     nvme-device: 6.5GB/s
     object: warp-get.json       # what one node reads, as one warp client measured it
     ceph: rados-bench-seq.json
+    pfs: ior-read.json          # fio, IOR or elbencho on the mount
     delivered:
       - setup: object+nvme      # local | object+nvme | ceph+ram
         rate: 8GB/s
@@ -29,22 +35,33 @@ A YAML file::
 
 from __future__ import annotations
 
-import json
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal, get_args
 
 from iobench.host.units import parse_bandwidth, parse_size
 
+from .benchfiles import Reading, read_file
 from .calibrate import Figure
+from .units import Units
 
-TierKey = Literal["nvme", "nvme-device", "object", "ceph"]
+TierKey = Literal["nvme", "nvme-device", "object", "ceph", "pfs"]
 TIER_KEYS: tuple[str, ...] = get_args(TierKey)
-SetupName = Literal["local", "object+nvme", "ceph+ram"]
+SetupName = Literal["local", "sharded", "pfs", "object+nvme", "ceph+nvme", "ceph+ram"]
 SETUPS: tuple[str, ...] = get_args(SetupName)
-# which benchmark measures which tier: fio reads files (NVMe, a CephFS mount), warp an S3 API
-# (an object store, Ceph's RADOS Gateway), rados bench a Ceph pool
-TOOL_TIERS = {"fio": TIER_KEYS, "warp": ("object", "ceph"), "rados bench": ("ceph",)}
+# which benchmark measures which tier: fio reads files and devices (NVMe, a CephFS or parallel file
+# system mount), IOR and elbencho a file system, warp an S3 API (an object store, Ceph's RADOS
+# Gateway), rados bench a Ceph pool
+TOOL_TIERS = {
+    "fio": TIER_KEYS,
+    "IOR": ("pfs", "ceph", "nvme"),
+    "elbencho": ("pfs", "ceph", "nvme"),
+    "warp": ("object", "ceph"),
+    "rados bench": ("ceph",),
+}
+# a device fio names that is NVMe: a drive, a namespace, or an md array (of NVMe, the user's word)
+_NVME_DEVICE = re.compile(r"^(nvme\d|md\d|md/)")
 FLAG = "--tier-rate"
 
 
@@ -62,8 +79,8 @@ class Delivered:
             self.high_bytes is None or dataset_bytes <= self.high_bytes
         )
 
-    def sizes(self) -> str:
-        tb = lambda b: f"{b / 1e12:g} TB"  # noqa: E731
+    def sizes(self, units: Units | None = None) -> str:
+        tb = (units or Units()).size
         if self.low_bytes is None and self.high_bytes is None:
             return "any size"
         if self.low_bytes is None:
@@ -107,86 +124,54 @@ def _sizes(text: str, where: str) -> tuple[float | None, float | None]:
     raise ValueError(f"{where}: sizes {text!r}: write <1TB, >10TB, 1TB-10TB or all")
 
 
-def _json(path: Path, where: str) -> dict:
-    """The JSON object in ``path``; tools print a line or two before it (rados: ``hints = 1``)."""
-    text = path.read_text()
-    start = text.find("{")
-    try:
-        doc, _ = json.JSONDecoder().raw_decode(text[start:]) if start >= 0 else (None, 0)
-    except ValueError as exc:
-        raise ValueError(f"{where}: {path} is not JSON ({exc})") from None
-    if not isinstance(doc, dict):
-        raise ValueError(f"{where}: {path} holds no JSON object")
-    return doc
-
-
-def _fio(doc: dict, path: Path) -> tuple[float, str]:
-    jobs = doc.get("jobs") or []
-    bw = sum(float((j.get("read") or {}).get("bw_bytes") or 0) for j in jobs)
-    if bw <= 0:
+def vet(reading: Reading, key: str, where: str, ram_bytes: float | None) -> str:
+    """Refuse a benchmark's rate that cannot be ``key``'s: a device that is not NVMe given as the
+    NVMe array's, a buffered read of no more than the node's RAM (the page cache served it). Return
+    a caveat where the file cannot tell ('' when it can)."""
+    if (
+        key in ("nvme", "nvme-device")
+        and reading.devices
+        and not any(_NVME_DEVICE.match(d) for d in reading.devices)
+    ):
         raise ValueError(
-            f"{path}: fio measured no reads; run fio with --rw=read (or randread) --output-format=json"
+            f"{where}: {reading.tool} read {', '.join(reading.devices)}, which is not an NVMe drive or an md "
+            f"array: a rate measured on another kind of device is not the NVMe array's. Run fio on the NVMe "
+            "(or its md array) with --direct=1; if it is NVMe behind a hypervisor, give its rate as a number"
         )
-    opts = {**(doc.get("global options") or {}), **(jobs[0].get("job options") or {})}
-    devices = [d["name"] for d in doc.get("disk_util") or [] if d.get("name")]
-    said = ", ".join(f"{k} {opts[k]}" for k in ("rw", "bs", "direct", "numjobs", "iodepth") if k in opts)
-    where = f"; devices {', '.join(devices)}" if devices else ""
-    return bw, f"fio {doc.get('fio version', '')} ({said}{where})".replace("  ", " ")
-
-
-def _warp(doc: dict, path: Path) -> tuple[float, str]:
-    if "by_op_type" in doc:  # warp 1.x: totals per operation type
-        get = (doc.get("by_op_type") or {}).get("GET") or {}
-        tp = get.get("throughput") or {}
-        ms, total = tp.get("measure_duration_millis") or 0, tp.get("bytes") or 0
-        bw = 1000.0 * total / ms if ms else 0.0
-        clients, threads = len(get.get("clients") or []) or 1, get.get("concurrency")
-    else:  # warp 0.x: a list of operations with their average
-        get = next((o for o in doc.get("operations") or [] if o.get("type") == "GET"), {})
-        bw = float((get.get("throughput") or {}).get("average_bps") or 0)
-        clients, threads = 1, get.get("concurrency")
-    if bw <= 0:
-        raise ValueError(f"{path}: warp measured no GETs; run `warp get ... --json` (reads are GETs)")
-    if clients > 1:  # distributed warp: the clients' total; a node reads its share
+    if reading.direct is not False:
+        return ""
+    if reading.footprint_bytes is None:
         return (
-            bw / clients,
-            f"warp GET, {bw / 1e9:,.3g} GB/s from {clients} clients together, per client (concurrency {threads})",
+            f"a buffered {reading.tool} read of unknown size: the page cache may have served part of it "
+            "(run it with direct I/O)"
         )
-    return bw, f"warp GET (one client, concurrency {threads})"
-
-
-def _rados(doc: dict, path: Path) -> tuple[float, str]:
-    if "total_reads_made" not in doc:
+    if ram_bytes is not None and reading.footprint_bytes <= ram_bytes:
         raise ValueError(
-            f"{path}: a rados bench write run; read rates come from `rados bench -p POOL 60 seq --format json`"
+            f"{where}: a buffered {reading.tool} read of {reading.footprint_bytes / 1e9:,.3g} GB, no more than the "
+            f"node's RAM ({ram_bytes / 1e9:,.3g} GB): the page cache served it, not the storage. Run it with direct "
+            "I/O (fio --direct=1, IOR -B, elbencho --direct) or on more data than the RAM"
         )
-    # obj_bencher.cc: bandwidth = reads x op size / seconds / 2**20 ("MB/sec", MiB)
-    bw = float(doc["bandwidth"]) * 2**20
-    return bw, f"rados bench (reads of {doc.get('read_size')} B, {float(doc.get('total_time_run', 0)):.0f} s)"
+    return ""
 
 
-def read_benchmark(path: str, key: str, where: str) -> Figure:
-    """The read rate in a fio, warp or rados bench JSON file, for tier ``key``."""
+def read_benchmark(path: str, key: str, where: str, ram_bytes: float | None = None) -> Figure:
+    """The read rate in a fio, IOR, elbencho, warp or rados bench JSON file, for tier ``key``,
+    refused where it cannot be that tier's (:func:`vet`; ``ram_bytes``: the node's RAM)."""
     p = Path(path)
     if not p.is_file():
         raise ValueError(
-            f"{where}: {path}: no such file (give a rate such as 12GB/s, or a fio, warp or rados bench JSON file)"
+            f"{where}: {path}: no such file (give a rate such as 12GB/s, or a fio, IOR, elbencho, warp or "
+            "rados bench JSON file)"
         )
-    doc = _json(p, where)
-    if "jobs" in doc and "fio version" in doc:
-        tool, (bw, said) = "fio", _fio(doc, p)
-    elif "by_op_type" in doc or "operations" in doc:
-        tool, (bw, said) = "warp", _warp(doc, p)
-    elif "total_reads_made" in doc or "total_writes_made" in doc:
-        tool, (bw, said) = "rados bench", _rados(doc, p)
-    else:
-        raise ValueError(f"{where}: {path} is neither fio's, warp's nor rados bench's JSON")
-    if key not in TOOL_TIERS[tool]:
+    reading = read_file(p, where)
+    if key not in TOOL_TIERS[reading.tool]:
         raise ValueError(
-            f"{where}: {path} is a {tool} measurement, which does not measure {key!r}; "
-            f"{tool} gives {', '.join(TOOL_TIERS[tool])}"
+            f"{where}: {path} is {'an' if reading.tool[0] in 'aeiouIE' else 'a'} {reading.tool} measurement, "
+            f"which does not measure {key!r}; "
+            f"{reading.tool} gives {', '.join(TOOL_TIERS[reading.tool])}"
         )
-    return Figure(bw, f"given: {said}, {p}", origin="given")
+    caveat = vet(reading, key, where, ram_bytes)
+    return Figure(reading.bytes_per_s, f"given: {reading.said}, {p}", origin="given", caveat=caveat)
 
 
 def _is_rate(value: object) -> bool:
@@ -194,28 +179,29 @@ def _is_rate(value: object) -> bool:
     return isinstance(value, int | float) or str(value).strip().lower().endswith("/s")
 
 
-def _figure(value: object, key: str, where: str) -> Figure:
+def _figure(value: object, key: str, where: str, ram_bytes: float | None = None) -> Figure:
     if _is_rate(value):
         try:
             return Figure(parse_bandwidth(value), f"given: {where}", origin="given")  # type: ignore[arg-type]
         except ValueError as exc:
             raise ValueError(f"{where}: {exc}") from None
-    return read_benchmark(str(value).strip(), key, where)
+    return read_benchmark(str(value).strip(), key, where, ram_bytes)
 
 
-def parse_tier_rate(text: str) -> tuple[str, Figure]:
-    """``nvme=24GB/s`` or ``ceph=rados-seq.json`` (``--tier-rate``)."""
+def parse_tier_rate(text: str, ram_bytes: float | None = None) -> tuple[str, Figure]:
+    """``nvme=24GB/s`` or ``ceph=rados-seq.json`` (``--tier-rate``); ``ram_bytes``: the node's RAM,
+    against which a buffered benchmark read is judged."""
     key, sep, value = text.partition("=")
     key = key.strip().lower().replace("_", "-")
     if not sep or key not in TIER_KEYS:
         raise ValueError(
             f"{FLAG} {text!r}: write KEY=RATE or KEY=FILE with KEY one of {', '.join(TIER_KEYS)} "
-            "(e.g. nvme=24GB/s, ceph=rados-bench.json)"
+            "(e.g. nvme=24GB/s, ceph=rados-bench.json, pfs=ior.json)"
         )
-    return key, _figure(value, key, f"{FLAG} {text}")
+    return key, _figure(value, key, f"{FLAG} {text}", ram_bytes)
 
 
-def load_rates(path: str) -> MeasuredRates:
+def load_rates(path: str, ram_bytes: float | None = None) -> MeasuredRates:
     """A rates YAML file (``--rates FILE``; the module docstring gives its form)."""
     import yaml
 
@@ -239,7 +225,7 @@ def load_rates(path: str) -> MeasuredRates:
         key = raw.replace("_", "-")
         if not _is_rate(value):  # a benchmark's JSON, relative to the YAML
             value = str(base / str(value))
-        tiers[key] = _figure(value, key, f"{where}: {raw}")
+        tiers[key] = _figure(value, key, f"{where}: {raw}", ram_bytes)
     delivered = []
     for i, entry in enumerate(doc.get("delivered") or []):
         at = f"{where}: delivered[{i}]"

@@ -21,7 +21,7 @@ from iobench.inspect.inventory import collect_inventory
 from iobench.inspect.pitfalls import find_pitfalls
 from iobench.results.store import publish_cell, read_manifest, read_summary, write_results_table
 from loaders.storage import installed_clients, resolve_client
-from tests.helpers.fakenvml import GIB, LIBRARY_NOT_FOUND, FakeGpu, FakeNvmlLib
+from tests.helpers.fakenvml import LIBRARY_NOT_FOUND, FakeGpu, FakeNvmlLib
 from tests.helpers.paths import DATA as TEST_DATA
 from tests.helpers.shardkit import tiny_jpeg
 from tests.helpers.summaries import cell_manifest, failed_summary, ok_summary
@@ -179,7 +179,7 @@ def test_two_socket_box_with_gpus_away_from_nvme():
         "with 4 core(s) kept for the trainers, at least 36 cores are needed (8.8 per accelerator)"
         in pitfalls[0].evidence
     )
-    assert "at 107 KiB per sample (given with --decode-rate) (the mean of ImageNet-1k" in pitfalls[0].evidence
+    assert "at 113 KiB per sample (given with --decode-rate) (the mean of ImageNet-1k" in pitfalls[0].evidence
     _, ram, numa, rdma = pitfalls
     assert "RAM 251 GiB" in ram.evidence and "320 GiB" in ram.evidence and "1.25 TiB" in ram.evidence
     assert "rule of thumb" in ram.evidence and ram.severity == "warning"
@@ -219,18 +219,22 @@ def test_demand_from_the_command_line_and_from_gpu_names():
         "h100",
         56000,
         "--accelerators",
-        80 * GIB,
+        80e9,  # "80 GB", as NVIDIA's specification states it
     )
     with pytest.raises(ValueError, match="expected COUNTxTYPE"):
         parse_accelerators("H100", "resnet50")
-    with pytest.raises(ValueError, match="allowed values are a100, b200, h100, h200, mi355"):
+    with pytest.raises(
+        ValueError, match="allowed values are a100, b200, h100, h200, l40s, mi300x, mi325x, mi355"
+    ):
         parse_accelerators("2xB300", "resnet50")
     with pytest.raises(ValueError, match="for b200: allowed values are dlrm, flux, retinanet, unet3d"):
         parse_accelerators("2xB200", "resnet50")
     a100s = [{"index": 0, "name": "NVIDIA A100-SXM4-80GB"}, {"index": 1, "name": "NVIDIA A100-SXM4-80GB"}]
-    assert demand_of_gpus(a100s, "resnet50")[0].samples_per_s == 2 * 2600
+    assert demand_of_gpus(a100s, "resnet50")[0].samples_per_s == 2 * 2078
     none, why = demand_of_gpus([{"index": 0, "name": "NVIDIA L40S"}], "resnet50")
-    assert none is None and "GPU 0 (NVIDIA L40S) matches no single entry" in why
+    assert none is None and "no figure for l40s (no public source gives what one consumes)" in why
+    none, why = demand_of_gpus([{"index": 0, "name": "NVIDIA B300"}], "resnet50")
+    assert none is None and "GPU 0 (NVIDIA B300) matches no single entry" in why
     mixed = [{"index": 0, "name": "NVIDIA H100 PCIe"}, {"index": 1, "name": "NVIDIA H200"}]
     assert "mixed GPU types (h100, h200)" in demand_of_gpus(mixed, "resnet50")[1]
 
@@ -239,7 +243,7 @@ def test_ram_rule_uses_the_table_when_no_gpu_is_present():
     _, demand, pitfalls, _ = _pitfalls(DEGRADED, None, accelerators="8xH100", rate=4000)
     assert demand.found_by == "--accelerators"
     ram = next(p for p in pitfalls if p.check == "ram_vs_gpu_memory")
-    assert "8x h100 (--accelerators) with 640 GiB" in ram.evidence
+    assert "8x h100 (--accelerators) with 596 GiB" in ram.evidence  # 8 x 80 GB
     # 56,000 samples/s at 4,000 per core needs 14 of its 24 logical CPUs, the 8 trainers 8 more
     assert {p.check for p in pitfalls} == {"ram_vs_gpu_memory", "nvme_link_degraded", "no_rdma"}
 
@@ -387,9 +391,9 @@ def test_live_decode_rate_is_measured_when_demand_is_known_and_kept_for_this_hos
     assert any(n.startswith("decode rate: kept as this host's calibration") for n in doc["notes"])
     # recommend and the estimate now take the same figure
     kept = decoderate.resolve()
-    # quoted at the mean sample of resnet50's dataset (ImageNet, 110 KB), where recommend prices it too
-    assert rate["sample_bytes"] == 110_000
-    assert kept.kind == "calibration" and kept.per_core(110_000) == pytest.approx(
+    # quoted at the mean sample of resnet50's dataset (ImageNet, 115 KB), where recommend prices it too
+    assert rate["sample_bytes"] == 115_657
+    assert kept.kind == "calibration" and kept.per_core(115_657) == pytest.approx(
         rate["samples_per_s_per_core"]
     )
     cores = doc["cores_needed"]

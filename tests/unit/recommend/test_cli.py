@@ -76,7 +76,7 @@ def test_recommend_8xb200_answers_with_mlperf_storages_sourced_demand():
         and "retinanet_b200.yaml" in s.per_accelerator.source
     )
     assert s.sample_bytes == 322_957 and s.trainer_cores is None  # DLIO's emulation sleeps
-    assert s.accelerator_memory_bytes == 180 * GIB
+    assert s.accelerator_memory_bytes == 180e9  # "180 GB", as specified
     out = StringIO()
     assert recommend_command(_args(*argv), Console(file=out)) == 0
     assert json.loads(out.getvalue())["requirement"]["samples_per_s"] == pytest.approx(8 * 24 / 0.04755)
@@ -96,9 +96,9 @@ def test_recommend_8xb200_answers_with_mlperf_storages_sourced_demand():
 
 def test_inspect_and_the_sweep_file_take_b200_and_mi355():
     d = parse_accelerators("8xB200", "unet3d", "mlperf_storage")
-    assert (d.count, d.type, d.kind, d.memory_bytes_each) == (8, "b200", "mlperf_storage", 180 * GIB)
+    assert (d.count, d.type, d.kind, d.memory_bytes_each) == (8, "b200", "mlperf_storage", 180e9)
     assert d.samples_per_s == pytest.approx(8 * 7 / 0.162)
-    assert parse_accelerators("4xMI355", "retinanet", "mlperf_storage").memory_bytes_each == 288 * GIB
+    assert parse_accelerators("4xMI355", "retinanet", "mlperf_storage").memory_bytes_each == 288e9
     [acc] = _accelerators(
         [{"kind": "emulated", "type": "b200", "model": "unet3d", "demand": "mlperf_storage"}]
     )

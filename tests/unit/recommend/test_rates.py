@@ -22,10 +22,13 @@ def test_a_rate_on_the_command_line_is_given_and_says_so():
 
 
 def test_fio_json_is_read_as_written():
-    f = read_benchmark(str(DATA / "fio-read.json"), "nvme", "--tier-rate nvme=...")
+    f = read_benchmark(str(DATA / "fio-read.json"), "pfs", "--tier-rate pfs=...")
     # jobs[0].read.bw_bytes of the recorded run: 1,508,636,974 B/s on the VM's virtio disk
-    assert f.value == 1_508_636_974 and f.origin == "given"
-    assert "fio fio-3.33 (rw read, bs 1M, direct 1, numjobs 1, iodepth 8; devices vda)" in f.source
+    assert f.value == 1_508_636_974 and f.origin == "given" and not f.caveat
+    assert "fio fio-3.33 (rw read, bs 1M, direct 1, numjobs 1, iodepth 8, size 64M; devices vda)" in f.source
+    # a virtio disk is not an NVMe array: refused as the NVMe's rate, with what to do
+    with pytest.raises(ValueError, match="fio read vda, which is not an NVMe drive or an md array"):
+        read_benchmark(str(DATA / "fio-read.json"), "nvme", "--tier-rate nvme=...")
     with pytest.raises(ValueError, match=re.escape("fio measured no reads; run fio with --rw=read")):
         read_benchmark(str(DATA / "fio-write.json"), "nvme", "--tier-rate nvme=...")
 
@@ -86,11 +89,11 @@ def test_a_rates_file(tmp_path):
     [
         (
             "unknown: 1GB/s\n",
-            "--rates {}: unknown key(s) unknown; allowed: nvme, nvme-device, object, ceph, delivered",
+            "--rates {}: unknown key(s) unknown; allowed: nvme, nvme-device, object, ceph, pfs, delivered",
         ),
         (
             "delivered:\n  - {setup: nas, rate: 1GB/s}\n",
-            "delivered[0]: needs setup (local, object+nvme, ceph+ram)",
+            "delivered[0]: needs setup (local, sharded, pfs, object+nvme, ceph+nvme, ceph+ram)",
         ),
         ("delivered:\n  - {setup: ceph+ram, rate: 1GB/s, sizes: big}\n", "sizes 'big': write <1TB, >10TB"),
         ("ceph: nothere.json\n", "nothere.json: no such file (give a rate such as 12GB/s"),
