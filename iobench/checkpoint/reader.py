@@ -13,6 +13,7 @@ import os
 import pickle
 import time
 from concurrent.futures import ThreadPoolExecutor
+from queue import Queue
 from typing import Any
 
 import crc32c
@@ -22,7 +23,7 @@ from torch.distributed.checkpoint.planner import LoadItemType, LoadPlan, LoadPla
 from torch.distributed.checkpoint.storage import StorageReader
 from torch.futures import Future
 
-from .aligned import aligned_bytes, buffer_of, round_up
+from .aligned import aligned_bytes, buffer_of, byte_view, round_up
 from .errors import CheckpointCorrupt
 from .layout import PartSlice
 from .store import IoLog, Store
@@ -39,6 +40,9 @@ class ShardReader(StorageReader):
         self.totals = WriteTotals(IoLog())
         self.storage_data: dict[MetadataIndex, PartSlice] = {}
         self.metadata: Metadata | None = None
+        self._buffers: Queue[torch.Tensor] = Queue()
+        for _ in range(options.depth + 1):
+            self._buffers.put(aligned_bytes(options.chunk_bytes))
 
     def reset(self, checkpoint_id: str | os.PathLike | None = None) -> None:
         if checkpoint_id is not None:
@@ -93,50 +97,90 @@ class ShardReader(StorageReader):
         return slice_
 
     def _read_part(self, pool, part, name: str, items: list[ReadItem], planner: LoadPlanner) -> None:
-        # an item read is shared by every ReadItem of it (a resharded load reads one stored chunk for
-        # several destinations): read once, in order of offset
-        items = sorted(items, key=lambda it: self._slice(it).offset)
-        pending = [(it, pool.submit(self._read_item, part, name, it)) for it in items]
-        for item, fut in pending:
-            raw = fut.result()
-            if item.type == LoadItemType.BYTE_IO:
+        # in order of offset; an item whose destination takes the stored tensor whole is read straight
+        # into it through reused aligned buffers, any other (a resharded load, bytes) whole first
+        jobs = []
+        for item in sorted(items, key=lambda it: self._slice(it).offset):
+            slice_ = self._slice(item)
+            self._check_length(part, name, item, slice_)
+            target = None if item.type == LoadItemType.BYTE_IO else planner.resolve_tensor(item).detach()
+            dest = self._whole(item, target, slice_)
+            if dest is None:
+                futures = [pool.submit(self._read_item, part, name, item, slice_)]
+            else:
+                futures = [
+                    pool.submit(self._read_chunk, part, name, item, slice_, k, dest)
+                    for k in range(len(slice_.chunks()))
+                ]
+            jobs.append((item, target, dest, futures))
+        for item, target, dest, futures in jobs:
+            raw = [f.result() for f in futures][0]
+            if target is None:
                 planner.load_bytes(item, io.BytesIO(bytes(buffer_of(raw))))
                 continue
-            source = self._as_tensor(item, raw)
-            target = planner.resolve_tensor(item).detach()
-            target.copy_(source)
+            if dest is None:
+                target.copy_(self._as_tensor(item, raw))
             planner.commit_tensor(item, target)
 
-    def _read_item(self, part, name: str, item: ReadItem) -> torch.Tensor:
-        slice_ = self._slice(item)
+    def _whole(self, item: ReadItem, target: torch.Tensor | None, slice_: PartSlice) -> torch.Tensor | None:
+        """``target``'s bytes when it takes the stored tensor whole (same dtype, every element), else None."""
+        meta = self.metadata.state_dict_metadata.get(item.storage_index.fqn) if self.metadata else None
+        if target is None or not isinstance(meta, TensorStorageMetadata) or not target.is_contiguous():
+            return None
+        if target.dtype != meta.properties.dtype or target.numel() * target.element_size() != slice_.length:
+            return None
+        if any(item.storage_offsets) or tuple(item.lengths) != tuple(_stored_sizes(meta, item.storage_index)):
+            return None
+        return byte_view(target)
+
+    def _check_length(self, part, name: str, item: ReadItem, slice_: PartSlice) -> None:
         if slice_.offset + slice_.length > part.size:
             raise CheckpointCorrupt(
                 f"{self.store.locate(self.checkpoint_id, name)} is truncated: shard {_shard(item.storage_index)} "
                 f"needs bytes {slice_.offset}-{slice_.offset + slice_.length} and the file has {part.size}; "
                 "restore an earlier checkpoint"
             )
+
+    def _read_chunk(self, part, name: str, item: ReadItem, slice_: PartSlice, k: int, dest: torch.Tensor) -> None:
+        at, n = slice_.chunks()[k]
+        if n == 0:
+            return
+        if self.store.alignment == 1:  # no alignment asked: straight into the destination
+            self._request(part, name, item, slice_, k, buffer_of(dest[at : at + n]))
+            return
+        buf = self._buffers.get()
+        try:
+            view = self._request(part, name, item, slice_, k, buffer_of(buf[: round_up(n, self.store.alignment)]))
+            dest[at : at + n].copy_(buf[:n])
+            del view
+        finally:
+            self._buffers.put(buf)
+
+    def _read_item(self, part, name: str, item: ReadItem, slice_: PartSlice) -> torch.Tensor:
         raw = aligned_bytes(slice_.length)
-        align = self.store.alignment
         for k, (at, n) in enumerate(slice_.chunks()):
-            if n == 0:
-                continue
-            ask = round_up(n, align) if align > 1 else n
-            view = buffer_of(raw[at : at + ask]) if at + ask <= raw.numel() else buffer_of(raw[at:])
-            with self.totals.log.request(len(view)):
-                got = _read_all(part, view, slice_.offset + at)
-            if got < n:
-                raise CheckpointCorrupt(
-                    f"{self.store.locate(self.checkpoint_id, name)} is truncated: shard "
-                    f"{_shard(item.storage_index)} ends at byte {slice_.offset + at + got} of "
-                    f"{slice_.offset + slice_.length}; restore an earlier checkpoint"
-                )
-            if slice_.crcs and crc32c.crc32c(view[:n]) != slice_.crcs[k]:
-                start = slice_.offset + at
-                raise CheckpointCorrupt(
-                    f"{self.store.locate(self.checkpoint_id, name)} is corrupt: shard {_shard(item.storage_index)} "
-                    f"fails its checksum in bytes {start}-{start + n}; restore an earlier checkpoint"
-                )
+            if n:
+                self._request(part, name, item, slice_, k, buffer_of(raw[at : at + round_up(n, self.store.alignment)]))
         return raw[: slice_.length]
+
+    def _request(self, part, name: str, item: ReadItem, slice_: PartSlice, k: int, view: memoryview) -> memoryview:
+        """Request ``k`` of the item read into ``view``, its length and checksum checked."""
+        at, n = slice_.chunks()[k]
+        start = slice_.offset + at
+        with self.totals.log.request(len(view)):
+            got = _read_all(part, view, start)
+        where = f"{self.store.locate(self.checkpoint_id, name)}"
+        if got < n:
+            raise CheckpointCorrupt(
+                f"{where} is truncated: shard {_shard(item.storage_index)} ends at byte {start + got} of "
+                f"{slice_.offset + slice_.length}; restore an earlier checkpoint"
+            )
+        if slice_.crcs and crc32c.crc32c(view[:n]) != slice_.crcs[k]:
+            raise CheckpointCorrupt(
+                f"{where} is corrupt: shard {_shard(item.storage_index)} fails its checksum in bytes "
+                f"{start}-{start + n}; restore an earlier checkpoint"
+            )
+        return view
 
     def _as_tensor(self, item: ReadItem, raw: torch.Tensor) -> torch.Tensor:
         meta = self.metadata.state_dict_metadata[item.storage_index.fqn] if self.metadata else None
