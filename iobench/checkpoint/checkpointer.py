@@ -30,6 +30,7 @@ from .errors import CheckpointError, TierFull, cause, is_no_space
 from .staging import HostStager
 from .state import state_bytes
 from .targets import Target
+from .timing import io_counter
 
 
 def checkpoint_name(step: int) -> str:
@@ -72,6 +73,9 @@ class Checkpointer:
         self.saves: list[SaveFigures] = []
         self.committed: list[str] = []
         self.pending: _Pending | None = None
+        self.request_seconds: list[float] = []  # every save's requests (a part, or a file)
+        self._written_before = io_counter("write_bytes")
+        self.device_bytes: int | None = None  # what the process wrote to block devices meanwhile
 
     @property
     def no_dist(self) -> bool:
@@ -120,6 +124,9 @@ class Checkpointer:
         self._finish_pending()
         if self.stager is not None:
             self.stager.close()
+        after = io_counter("write_bytes")
+        if after is not None and self._written_before is not None:
+            self.device_bytes = after - self._written_before
         return self.saves
 
     def _finish_pending(self) -> float:
@@ -152,6 +159,7 @@ class Checkpointer:
                 sync_s=sync_s,
             )
         )
+        self.request_seconds += self.target.requests(p.writer).seconds
         self.committed.append(p.name)
         if self.rank == 0:
             while len(self.committed) > self.keep:

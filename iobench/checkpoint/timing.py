@@ -31,7 +31,9 @@ class Timed:
         return self.bytes / self.seconds / 1e9 if self.seconds > 0 else 0.0
 
 
-def _io(field: str) -> int | None:
+def io_counter(field: str) -> int | None:
+    """A field of /proc/self/io (read_bytes, write_bytes: what this process's threads caused to
+    reach block devices); None where unreadable."""
     try:
         with open("/proc/self/io") as f:
             for line in f:
@@ -44,13 +46,13 @@ def _io(field: str) -> int | None:
 
 
 def _delta(before: int | None, field: str) -> int | None:
-    after = _io(field)
+    after = io_counter(field)
     return after - before if before is not None and after is not None else None
 
 
 def timed_save(target: Target, state: dict[str, Any], name: str, group: Any = None) -> Timed:
     writer = target.writer()
-    before = _io("write_bytes")
+    before = io_counter("write_bytes")
     t0 = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
@@ -71,7 +73,7 @@ def timed_load(target: Target, like: dict[str, Any], name: str, *, cold: bool, g
     how = target.make_cold(target.checkpoint_id(name)) if cold else None
     out = empty_like_state(like)
     reader = target.reader()
-    before = _io("read_bytes")
+    before = io_counter("read_bytes")
     t0 = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)

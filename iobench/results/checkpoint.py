@@ -78,6 +78,7 @@ class CheckpointCost:
     au_with: float  # AU over every measured step
     au_without: float  # AU over the steps no save touched (neither blocked nor slowed)
     cost: float  # au_without - au_with: the accelerator time checkpointing took
+    clean_step_s: float | None = None  # a clean step's mean span (what an interval of K steps lasts)
 
 
 @dataclass(frozen=True)

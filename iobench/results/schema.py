@@ -271,6 +271,7 @@ STEP_SCHEMA = with_version(
             ("augment_s", pa.float64()),
             ("collate_s", pa.float64()),
             ("reader_cpu_s", pa.float64()),  # the CPU its readers spent making it (v8+)
+            ("checkpoint_s", pa.float64()),  # blocked saving a checkpoint after the step (v9+)
             # the step's account (analysis/ledger.py, v8+): from the rank's previous step's end to
             # this step's end, each second in one part; the parts sum to account_span_s
             ("account_start_s", pa.float64()),

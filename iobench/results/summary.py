@@ -19,6 +19,7 @@ from iobench.host.cores import usable_cores
 from iobench.host.machine import cpu_model
 from iobench.host.memory import usable_memory
 
+from .checkpoint import CheckpointFigures
 from .choices import Status, values
 from .figures import (
     Attribution,
@@ -39,6 +40,8 @@ from .figures import (
 )
 from .spec import CellSpec
 
+# 9: checkpoint cells: summary.checkpoint (saves, restores cold and warm, the cost to training);
+#    steps.parquet checkpoint_s and account_checkpoint_s; the wall split's checkpoint share
 # 8: one ledger per step: AU is device busy / wall everywhere (the epochs' au and au_mlperf too);
 #    summary.split (the wall split, every part named, summing to 1) replaces attribution.lost_fraction;
 #    steps.parquet open_s, decode_s, augment_s, collate_s, reader_cpu_s and each step's account;
@@ -57,7 +60,7 @@ from .spec import CellSpec
 #    list); steps.parquet and telemetry.parquet carry cell_id; the schema version is in the
 #    Parquet metadata of results.parquet
 # 3: multi-rank cells (world_size .. rank_au_max; steps.parquet rank)
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 STATUSES = values(Status)
 
 
@@ -142,6 +145,7 @@ class CellSummary:
     scale_queue_depth: int | None = None
     started_at: str | None = None
     finished_at: str | None = None
+    checkpoint: CheckpointFigures | None = None  # v9+: a checkpoint cell's saves, restores and cost
 
     @property
     def ok(self) -> bool:

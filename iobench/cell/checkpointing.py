@@ -1,0 +1,112 @@
+"""A checkpoint cell's saves and restores around its step loop: the state the trainer holds (a
+synthetic one of the cell's size for an emulated accelerator; a real model's parameters and optimizer
+state, filled up to the size), saved every K steps to the cell's destination in its mode, then the
+last checkpoint restored cold and warm; its figures from the run's ledger (analysis/checkpointcost.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import torch
+
+from iobench.analysis.checkpointcost import checkpoint_cost, save_transfer, transfer
+from iobench.analysis.checkpointverdict import sentence
+from iobench.checkpoint.checkpointer import Checkpointer
+from iobench.checkpoint.state import state_bytes, synthetic_state
+from iobench.checkpoint.targets import Target, make_target
+from iobench.checkpoint.timing import Timed, timed_load
+from iobench.cell.ranks.distributed import Ranks
+from iobench.results.checkpoint import CheckpointFigures, CheckpointSettings
+from iobench.results.figures import StepAccount
+
+
+def model_state(consumer: Any) -> dict[str, Any]:
+    """A real model's own state as it stands: its parameters and buffers, and its optimizer's
+    momentum (live tensors: a sync save writes them, an async one stages a copy first)."""
+    model = getattr(consumer, "model", None)
+    if not isinstance(model, torch.nn.Module):
+        return {}
+    own = {f"model.{k}": v for k, v in model.state_dict().items()}
+    for name, p in model.named_parameters():
+        buf = consumer.optimizer.state.get(p, {}).get("momentum_buffer")
+        if buf is not None:
+            own[f"optim.momentum.{name}"] = buf
+    return own
+
+
+def filler_bytes(consumer: Any, nbytes: int, world_size: int) -> int:
+    """The synthetic layers' bytes beside a real model's own state (its parameters and as much
+    again of momentum, on every rank), so the checkpoint is ``nbytes`` in all."""
+    model = getattr(consumer, "model", None)
+    own = 2 * state_bytes(dict(model.state_dict())) if isinstance(model, torch.nn.Module) else 0
+    return max(0, nbytes - own * world_size)
+
+
+class CellCheckpoints:
+    """The checkpointer of one rank of a checkpoint cell, and its figures after the loop."""
+
+    def __init__(self, settings: CheckpointSettings, consumer: Any, ranks: Ranks) -> None:
+        self.settings, self.consumer, self.ranks = settings, consumer, ranks
+        self.target: Target = make_target(settings.destination)
+        group, mesh = None, None
+        if ranks.distributed:  # a group of its own: a background save's collectives never meet training's
+            import torch.distributed as dist
+            from torch.distributed.device_mesh import init_device_mesh
+
+            group = dist.new_group(backend="gloo")
+            mesh = init_device_mesh("cpu", (ranks.world_size,))
+        self.group = group
+        nbytes = filler_bytes(consumer, settings.state_bytes, ranks.world_size)
+        self.filler = synthetic_state(nbytes, ranks.rank, ranks.world_size, mesh)
+        self.checkpointer: Checkpointer | None = None
+
+    def state(self) -> dict[str, Any]:
+        return {**self.filler, **model_state(self.consumer)}
+
+    def start(self, origin: float) -> Checkpointer:
+        self.checkpointer = Checkpointer(
+            self.target,
+            self.settings.mode,
+            self.settings.every_steps,
+            self.state,
+            origin=origin,
+            rank=self.ranks.rank,
+            group=self.group,
+            keep=self.settings.keep,
+        )
+        return self.checkpointer
+
+    def finish(self, entries: tuple[StepAccount, ...], ranks_per_node: int) -> CheckpointFigures:
+        """The saves waited for, the last checkpoint restored cold then warm, every figure made."""
+        assert self.checkpointer is not None
+        saves = self.checkpointer.close()  # closed already after the loop: the saves it recorded
+        cold = warm = None
+        how = "not restored"
+        if self.settings.restore and self.checkpointer.committed:
+            name = self.checkpointer.committed[-1]
+            cold_t, _ = timed_load(self.target, self.state(), name, cold=True, group=self.group)
+            warm_t, _ = timed_load(self.target, self.state(), name, cold=False, group=self.group)
+            cold, warm, how = _restore(cold_t, ranks_per_node), _restore(warm_t, ranks_per_node), cold_t.cold or ""
+        cost = checkpoint_cost(entries, self.checkpointer.background(), self.settings.every_steps, len(saves))
+        figures = CheckpointFigures(
+            settings=self.settings,
+            writer=self.target.writer_name,
+            where=self.target.where,
+            saves=tuple(saves),
+            save=save_transfer(saves, self.checkpointer.request_seconds, ranks_per_node, self.checkpointer.device_bytes),
+            restore_cold=cold,
+            restore_warm=warm,
+            cold_method=how,
+            cost=cost,
+            verdict="",
+            ranks_per_node=ranks_per_node,
+        )
+        return replace(figures, verdict=sentence([figures]))
+
+
+def _restore(t: Timed, ranks_per_node: int) -> Any:
+    return transfer([[t.seconds]], [[t.bytes]], t.requests.seconds, ranks_per_node, t.device_bytes)
+
+
