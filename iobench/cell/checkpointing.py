@@ -47,9 +47,11 @@ def filler_bytes(consumer: Any, nbytes: int, world_size: int) -> int:
 class CellCheckpoints:
     """The checkpointer of one rank of a checkpoint cell, and its figures after the loop."""
 
-    def __init__(self, settings: CheckpointSettings, consumer: Any, ranks: Ranks) -> None:
-        self.settings, self.consumer, self.ranks = settings, consumer, ranks
-        self.target: Target = make_target(settings.destination)
+    def __init__(self, settings: CheckpointSettings, consumer: Any, ranks: Ranks, cell_id: str) -> None:
+        self.settings, self.consumer, self.ranks, self.cell_id = settings, consumer, ranks, cell_id
+        # each cell under a directory (prefix) of its own: cells never meet each other's checkpoints
+        here = replace(settings.destination, location=f"{settings.destination.location.rstrip('/')}/{cell_id}")
+        self.target: Target = make_target(here)
         group, mesh = None, None
         if ranks.distributed:  # a group of its own: a background save's collectives never meet training's
             import torch.distributed as dist
@@ -89,11 +91,13 @@ class CellCheckpoints:
             cold_t, _ = timed_load(self.target, self.state(), name, cold=True, group=self.group)
             warm_t, _ = timed_load(self.target, self.state(), name, cold=False, group=self.group)
             cold, warm, how = _restore(cold_t, ranks_per_node), _restore(warm_t, ranks_per_node), cold_t.cold or ""
+        for name in self.checkpointer.committed if self.ranks.rank == 0 else ():
+            self.target.remove(self.target.checkpoint_id(name))  # the cell's checkpoints go with it
         cost = checkpoint_cost(entries, self.checkpointer.background(), self.settings.every_steps, len(saves))
         figures = CheckpointFigures(
             settings=self.settings,
             writer=self.target.writer_name,
-            where=self.target.where,
+            where=self.target.where.replace(f"/{self.cell_id}", ""),  # the destination, not the cell's directory
             saves=tuple(saves),
             save=save_transfer(saves, self.checkpointer.request_seconds, ranks_per_node, self.checkpointer.device_bytes),
             restore_cold=cold,

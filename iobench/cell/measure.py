@@ -107,7 +107,7 @@ def measure(inputs: CellInputs, ranks: Ranks = SOLO) -> Measurement:
         if ranks.host_leader
         else contextlib.nullcontext(Telemetry())
     )
-    checkpoints = CellCheckpoints(cell.checkpoint, consumer, ranks) if cell.checkpoint else None
+    checkpoints = CellCheckpoints(cell.checkpoint, consumer, ranks, cell.cell_id) if cell.checkpoint else None
     with sampler as telemetry:
         ranks.barrier()
         released_at = time.time()

@@ -115,3 +115,5 @@ class LocalStore:
 
     def remove(self, checkpoint_id: str) -> None:
         shutil.rmtree(self.final(checkpoint_id), ignore_errors=True)
+        with contextlib.suppress(OSError):  # the store's directory too, once nothing is left in it
+            self.root.rmdir()

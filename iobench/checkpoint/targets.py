@@ -184,22 +184,24 @@ def make_target(dest: CheckpointDestination, options: IoOptions = IoOptions()) -
 
 
 def _local(dest: CheckpointDestination, options: IoOptions) -> Target:
-    os.makedirs(dest.location, exist_ok=True)
+    root = os.path.expanduser(dest.location)
+    os.makedirs(root, exist_ok=True)
     name = "CephFS" if dest.tier.get("kind") == "cephfs" else "local disk"
-    store = LocalStore(dest.location, direct=dest.io == "direct", name=name)
+    store = LocalStore(root, direct=dest.io == "direct", name=name)
     return StoreTarget(store, options, "iobench" + (" (O_DIRECT)" if dest.io == "direct" else " (buffered, fsync)"))
 
 
 def _stock(dest: CheckpointDestination, options: IoOptions) -> Target:
     from torch.distributed.checkpoint import FileSystemReader, FileSystemWriter
 
-    os.makedirs(dest.location, exist_ok=True)
+    root = os.path.expanduser(dest.location)
+    os.makedirs(root, exist_ok=True)
     return StreamTarget(
-        f"local disk {dest.location}",
+        f"local disk {root}",
         "torch FileSystemWriter (2 threads, fsync)",
         lambda root: FileSystemWriter(root, sync_files=True, thread_count=2),
         FileSystemReader,
-        dest.location,
+        root,
         local=True,
     )
 

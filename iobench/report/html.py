@@ -14,6 +14,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .checkpoints import checkpoint_rows, checkpoint_verdicts
 from ..analysis.scale import checks
 from ..host.atomic import atomic_write
 from ..host.units import format_bytes, format_percent
@@ -160,5 +161,7 @@ def render_html(summaries: list[CellSummary], steps: dict[str, pa.Table], title:
             no_cache=NO_CACHE,
             scaling=checks(summaries),
             bottom=bottom_line(summaries),
+            checkpoints=checkpoint_rows(summaries),
+            checkpoint_verdicts=checkpoint_verdicts(summaries),
         )
     )

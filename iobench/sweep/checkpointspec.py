@@ -132,7 +132,8 @@ def checkpoint_cells(section: CheckpointSection, config: Any) -> list[CellSpec]:
     for dest, mode, every, ranks, acc in itertools.product(
         section.destinations, section.modes, section.every_steps, section.ranks, config.accelerators
     ):
-        steps = WARMUP_STEPS + every * section.saves + max(1, every // 2)
+        # saves after steps K-1, 2K-1, ...: the last one's background write still has steps beside it
+        steps = every * section.saves + max(1, every // 2)
         run = replace(config.run.settings, ranks_per_node=ranks, max_steps=steps, epochs=max(config.run.settings.epochs, 50), warmup_steps=WARMUP_STEPS)
         settings = CheckpointSettings(
             destination=replace(dest, tier=bind_tier(dest.tier, dataset)),
@@ -147,7 +148,7 @@ def checkpoint_cells(section: CheckpointSection, config: Any) -> list[CellSpec]:
         scale = f"-r{ranks}" if ranks > 1 else ""
         cells.append(
             CellSpec(
-                cell_id=slug(f"ckpt-{dest.name}-{mode}-every{every}-{acc.label}{scale}"),
+                cell_id=slug(f"ckpt-{dest.name}-{mode}-every{every}-{acc.label.replace(':', '-')}{scale}"),
                 tier=bind_tier(dest.tier, dataset),
                 loader=loader,
                 accelerator=acc,
