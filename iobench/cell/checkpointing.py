@@ -6,6 +6,8 @@ last checkpoint restored cold and warm; its figures from the run's ledger (analy
 
 from __future__ import annotations
 
+import contextlib
+import os
 from dataclasses import replace
 from typing import Any
 
@@ -14,6 +16,7 @@ import torch
 from iobench.analysis.checkpointcost import checkpoint_cost, save_transfer, transfer
 from iobench.analysis.checkpointverdict import sentence
 from iobench.checkpoint.checkpointer import Checkpointer
+from iobench.checkpoint.fioref import FioFigures, fio_reference
 from iobench.checkpoint.state import state_bytes, synthetic_state
 from iobench.checkpoint.targets import Target, make_target
 from iobench.checkpoint.timing import Timed, timed_load
@@ -107,7 +110,25 @@ class CellCheckpoints:
             verdict="",
             ranks_per_node=ranks_per_node,
         )
-        return replace(figures, verdict=sentence([figures]))
+        fio = self._fio()
+        return replace(
+            figures,
+            verdict=sentence([figures]),
+            fio_write_gb_per_s=fio.write_gb_per_s if fio else None,
+            fio_read_gb_per_s=fio.read_gb_per_s if fio else None,
+        )
+
+    def _fio(self) -> FioFigures | None:
+        """fio on the checkpoint's own device, the state's size, for a local file store (rank 0)."""
+        root = getattr(getattr(self.target, "store", None), "root", None)
+        if root is None or not self.target.local or self.ranks.rank != 0:
+            return None
+        os.makedirs(root, exist_ok=True)
+        try:
+            return fio_reference(str(root), self.settings.state_bytes)
+        finally:
+            with contextlib.suppress(OSError):
+                os.rmdir(root)
 
 
 def _restore(t: Timed, ranks_per_node: int) -> Any:

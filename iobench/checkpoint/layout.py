@@ -47,11 +47,14 @@ def assign(sizes: Sequence[int], parts: int) -> list[int]:
     return out
 
 
-def offsets(sizes: Sequence[int], part_of: Sequence[int], parts: int) -> tuple[list[int], list[int]]:
-    """Each item's aligned offset in its part (in item order), and each part's whole length."""
+def offsets(
+    sizes: Sequence[int], part_of: Sequence[int], parts: int, align: int = ALIGN
+) -> tuple[list[int], list[int]]:
+    """Each item's offset in its part, a multiple of ``align`` (in item order), and each part's
+    whole length."""
     ends = [0] * parts
     out = []
     for size, p in zip(sizes, part_of, strict=True):
         out.append(ends[p])
-        ends[p] += round_up(max(size, 1), ALIGN)
+        ends[p] += round_up(max(size, 1), align)
     return out, ends

@@ -62,6 +62,7 @@ class LocalStore:
         self.direct = direct
         self.where = f"{name} {self.root}" + (" (O_DIRECT)" if direct else "")
         self.alignment = ALIGN if direct else 1
+        self.item_alignment = ALIGN
 
     def final(self, checkpoint_id: str) -> Path:
         return self.root / checkpoint_id

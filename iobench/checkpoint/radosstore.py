@@ -11,6 +11,7 @@ import threading
 from typing import Any
 
 from iobench.ceph.connection import _errors, connect
+from iobench.ceph.radosfs import DEFAULT_APP, enable_application
 
 from .errors import CheckpointMissing
 from .store import METADATA_NAME
@@ -81,9 +82,13 @@ class RadosStore:
         self.pool, self.prefix, self.stripe = pool, prefix.strip("/"), stripe
         self.cluster = connect(**{k: v for k, v in connection.items() if v is not None})
         with _errors(f"opening pool {pool}", pool):
+            if not self.cluster.pool_exists(pool):  # as a save makes its directory
+                self.cluster.create_pool(pool)
+                enable_application(self.cluster, pool, DEFAULT_APP)
             self.ioctx = self.cluster.open_ioctx(pool)
         self.where = f"RADOS pool {pool} ({self.prefix or '/'})"
         self.alignment = 1
+        self.item_alignment = 4096
 
     def _key(self, checkpoint_id: str, name: str) -> str:
         return "/".join(p for p in (self.prefix, checkpoint_id, name) if p)

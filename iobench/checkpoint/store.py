@@ -36,6 +36,8 @@ class PartReader(Protocol):
 class Store(Protocol):
     where: str  # the tier in words, for errors ("local disk /data (O_DIRECT)")
     alignment: int  # offsets and lengths of every request are multiples of it (O_DIRECT: 4096)
+    # every item starts on a multiple of it (default 4096; one object per request: the request size)
+    item_alignment: int
 
     def open_part(self, checkpoint_id: str, name: str) -> PartWriter: ...
 

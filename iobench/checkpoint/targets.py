@@ -83,7 +83,7 @@ class StoreTarget:
 
     def make_cold(self, checkpoint_id: str) -> str:
         if not self.local:
-            return "none on this host (librados keeps no client cache; the OSDs' caches are the cluster's)"
+            return "none on this host (the client keeps no cache; the servers' caches are the cluster's)"
         return cold_local(self.store.local_files(checkpoint_id))
 
     def remove(self, checkpoint_id: str) -> None:
@@ -132,11 +132,11 @@ class StreamTarget:
     def make_cold(self, checkpoint_id: str) -> str:
         if not self.local:
             return "none on this host (the client keeps no cache between restores; the server's are its own)"
-        path = os.path.join(self.root, checkpoint_id)
+        path = checkpoint_id
         return cold_local([os.path.join(path, f) for f in os.listdir(path)] if os.path.isdir(path) else [])
 
     def remove(self, checkpoint_id: str) -> None:
-        self._fs().rm(f"{self.root}/{checkpoint_id}", recursive=True)
+        self._fs().rm(checkpoint_id, recursive=True)
 
     def abort(self, checkpoint_id: str) -> None:
         with contextlib.suppress(FileNotFoundError):
@@ -214,6 +214,21 @@ def _rados(dest: CheckpointDestination, options: IoOptions) -> Target:
     return StoreTarget(store, options, "iobench (librados)")
 
 
+def _s3_iobench(dest: CheckpointDestination, options: IoOptions) -> Target:
+    from .s3store import S3Store
+
+    tier = make_tier({**dest.tier, "url": dest.location})
+    store = S3Store(
+        dest.location,
+        endpoint_url=tier.endpoint_url,  # type: ignore[attr-defined]
+        region=tier.region,  # type: ignore[attr-defined]
+        profile=tier.config["profile"],
+        stripe=options.chunk_bytes,
+        deadline_s=tier.deadline_s or 30.0,
+    )
+    return StoreTarget(store, options, "iobench (boto3, one PUT per request)")
+
+
 def _s3torch(dest: CheckpointDestination, options: IoOptions) -> Target:
     try:
         from s3torchconnector import S3ClientConfig
@@ -278,4 +293,5 @@ _MAKERS = {
     ("rados", "iobench"): _rados,
     ("s3", "s3torchconnector"): _s3torch,
     ("s3", "fsspec"): _fsspec,
+    ("s3", "iobench"): _s3_iobench,
 }

@@ -26,7 +26,7 @@ from torch.distributed.checkpoint.planner import SavePlan, SavePlanner, WriteIte
 from torch.distributed.checkpoint.storage import StorageWriter, WriteResult
 from torch.futures import Future
 
-from .aligned import aligned_bytes, buffer_of, byte_view, is_aligned, round_up
+from .aligned import ALIGN, aligned_bytes, buffer_of, byte_view, is_aligned, round_up
 from .errors import TierFull, is_no_space
 from .layout import PartSlice, RankPrefix, assign, offsets
 from .store import IoLog, Store
@@ -110,7 +110,8 @@ class _RankWrite:
         self.sizes = [len(self.blobs[i]) if i in self.blobs else _item_bytes(it) for i, it in enumerate(self.items)]
         parts = max(1, min(self.opts.parts_per_rank, len(self.items)))
         self.part_of = assign(self.sizes, parts)
-        self.offsets, ends = offsets(self.sizes, self.part_of, parts)
+        # a store of one object per request starts every item on a request's boundary
+        self.offsets, ends = offsets(self.sizes, self.part_of, parts, getattr(self.store, "item_alignment", ALIGN))
         self.names = [f"{prefix}{p}.distcp" for p in range(parts)]
         self.total = sum(ends)
         self.ends = ends

@@ -29,6 +29,8 @@ class CheckpointRow:
     au_with: float
     au_without: float
     cost: float
+    x_fio_write: float | None = None  # the save over fio's direct write, same device, same run
+    x_fio_read: float | None = None
 
 
 def _figures(summaries: list[CellSummary]) -> list[tuple[str, CheckpointFigures]]:
@@ -58,6 +60,10 @@ def checkpoint_rows(summaries: list[CellSummary]) -> list[CheckpointRow]:
                 au_with=c.au_with,
                 au_without=c.au_without,
                 cost=c.cost,
+                x_fio_write=f.save.gb_per_s_per_node / f.fio_write_gb_per_s if f.fio_write_gb_per_s else None,
+                x_fio_read=f.restore_cold.gb_per_s_per_node / f.fio_read_gb_per_s
+                if f.fio_read_gb_per_s and f.restore_cold
+                else None,
             )
         )
     return rows
@@ -82,7 +88,7 @@ def checkpoint_table(summaries: list[CellSummary]) -> Table | None:
     if not rows:
         return None
     table = Table(title="checkpoints: saves, restores and what they cost training")
-    for name in ("cell", "writer", "save GB/s/node", "s/save", "p99 ms", "restore cold", "warm", "blocked s/save", "slowed steps", "AU with", "without", "cost"):
+    for name in ("cell", "writer", "save GB/s/node", "s/save", "p99 ms", "restore cold", "warm", "blocked s/save", "slowed steps", "AU with", "without", "cost", "× fio w", "× fio r"):
         table.add_column(name, justify="left" if name in ("cell", "writer") else "right")
     for r in rows:
         table.add_row(
@@ -98,11 +104,17 @@ def checkpoint_table(summaries: list[CellSummary]) -> Table | None:
             f"{r.au_with:.3f}",
             f"{r.au_without:.3f}",
             f"{100 * r.cost:.1f} %",
+            _x(r.x_fio_write),
+            _x(r.x_fio_read),
         )
     return table
 
 
 def _gbs(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2f}"
+
+
+def _x(x: float | None) -> str:
     return "-" if x is None else f"{x:.2f}"
 
 

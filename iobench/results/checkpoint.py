@@ -95,3 +95,7 @@ class CheckpointFigures:
     verdict: str  # the sentence (analysis/checkpointverdict.py)
     ranks_per_node: int = 1
     nodes: int = 1
+    # a file store's device, measured by fio in the same directory right after the cell (None: not a
+    # local file store, or no fio): its direct sequential write and read, GB/s
+    fio_write_gb_per_s: float | None = None
+    fio_read_gb_per_s: float | None = None

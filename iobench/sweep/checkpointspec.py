@@ -33,7 +33,7 @@ from iobench.results.spec import CellSpec
 from iobench.sweep.checks import ConfigError, as_list, check_keys, choice, int_list, integer, size, slug
 
 # what writes a checkpoint to each tier kind, the first being the default
-WRITERS = {"local": ("iobench", "stock"), "cephfs": ("iobench", "stock"), "s3": ("s3torchconnector", "fsspec"), "rados": ("iobench",)}
+WRITERS = {"local": ("iobench", "stock"), "cephfs": ("iobench", "stock"), "s3": ("fsspec", "iobench", "s3torchconnector"), "rados": ("iobench",)}
 LOCATION_KEY = {"local": "path", "cephfs": "path", "s3": "url", "rados": "url"}
 WARMUP_STEPS = 3  # a checkpoint cell's fixed warm-up: its step series has a spike per save
 
