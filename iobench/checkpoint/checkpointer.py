@@ -178,7 +178,7 @@ class Checkpointer:
         if is_no_space(inner):
             return TierFull(self.target.where, written, state_bytes(self.state()), self.target.checkpoint_id(name))
         return CheckpointError(
-            f"saving checkpoint {name} to {self.target.where} with {self.target.writer_name} failed after "
-            f"{written} bytes: {type(inner).__name__}: {inner}; nothing of it was committed (a reader opens a "
+            f"saving checkpoint {name} to {self.target.where} with {self.target.writer_name} failed "
+            f"({written} bytes acknowledged): {type(inner).__name__}: {inner}; nothing of it was committed (a reader opens a "
             "checkpoint by its metadata, written last), the previous checkpoint is intact"
         )

@@ -139,8 +139,16 @@ class StreamTarget:
         self._fs().rm(checkpoint_id, recursive=True)
 
     def abort(self, checkpoint_id: str) -> None:
+        """The failed checkpoint's files removed and, on S3, its unfinished multipart uploads aborted
+        (their parts are stored, and billed, until then)."""
         with contextlib.suppress(FileNotFoundError):
             self.remove(checkpoint_id)
+        if checkpoint_id.startswith("s3://"):
+            fs = self._fs()
+            bucket, _, prefix = checkpoint_id[len("s3://") :].partition("/")
+            listed = fs.call_s3("list_multipart_uploads", Bucket=bucket, Prefix=prefix)
+            for upload in listed.get("Uploads", []):
+                fs.call_s3("abort_multipart_upload", Bucket=bucket, Key=upload["Key"], UploadId=upload["UploadId"])
 
     def _fs(self):
         import fsspec
@@ -278,11 +286,19 @@ def _fsspec(dest: CheckpointDestination, options: IoOptions) -> Target:
 
 
 def _fsspec_writer(cls, storage: dict, root: str) -> Any:
-    return cls(root, sync_files=False, thread_count=2, **storage)
+    return _keeping_options(cls(root, sync_files=False, thread_count=2, **storage), storage)
 
 
 def _fsspec_reader(cls, storage: dict, root: str) -> Any:
-    return cls(root, **storage)
+    return _keeping_options(cls(root, **storage), storage)
+
+
+def _keeping_options(io: Any, storage: dict) -> Any:
+    """torch's fsspec writer and reader drop their storage options when DCP resets them to a
+    checkpoint id (``init_path(checkpoint_id)`` without them: the endpoint falls back to the
+    environment's); every path they open here keeps them."""
+    io.fs.init_path = functools.partial(io.fs.init_path, **storage)
+    return io
 
 
 _MAKERS = {
