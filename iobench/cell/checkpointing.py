@@ -20,6 +20,7 @@ from iobench.checkpoint.fioref import FioFigures, fio_reference
 from iobench.checkpoint.state import state_bytes, synthetic_state
 from iobench.checkpoint.targets import Target, make_target
 from iobench.checkpoint.timing import Timed, timed_load
+from iobench.cell.live import live_file
 from iobench.cell.ranks.distributed import Ranks
 from iobench.results.checkpoint import CheckpointFigures, CheckpointSettings
 from iobench.results.figures import StepAccount
@@ -80,6 +81,7 @@ class CellCheckpoints:
             rank=self.ranks.rank,
             group=self.group,
             keep=self.settings.keep,
+            on_saved=live.on_checkpoint if (live := live_file()) else None,
         )
         return self.checkpointer
 

@@ -66,9 +66,11 @@ class Checkpointer:
         rank: int = 0,
         group: Any = None,
         keep: int = 2,
+        on_saved: Callable[[int], None] | None = None,
     ) -> None:
         self.target, self.mode, self.every, self.state = target, mode, every_steps, state
         self.origin, self.rank, self.group, self.keep = origin, rank, group, keep
+        self.on_saved = on_saved  # told each committed save's bytes (a live exporter)
         self.stager = HostStager(pin=True) if mode == "async_pinned" else None
         self.saves: list[SaveFigures] = []
         self.committed: list[str] = []
@@ -160,6 +162,8 @@ class Checkpointer:
             )
         )
         self.request_seconds += self.target.requests(p.writer).seconds
+        if self.on_saved is not None:
+            self.on_saved(p.nbytes)
         self.committed.append(p.name)
         if self.rank == 0:
             while len(self.committed) > self.keep:
