@@ -37,7 +37,7 @@ def checkpoint_cost(
     clean = [e for e in measured if e.checkpoint == 0 and not _overlaps(e, background)]
     whole = totals(measured)
     au_with = whole.au
-    au_without = totals(clean).au if clean else au_with
+    au_without = totals(clean).au if clean else None
     clean_span = statistics.fmean(e.span_s for e in clean) if clean else None
     slowed_ratio = (
         statistics.fmean(e.span_s for e in slowed) / clean_span if slowed and clean_span else None
@@ -54,7 +54,7 @@ def checkpoint_cost(
         slowed_extra_fraction=extra / whole.span_s if whole.span_s > 0 else 0.0,
         au_with=au_with,
         au_without=au_without,
-        cost=max(0.0, au_without - au_with),
+        cost=max(0.0, au_without - au_with) if au_without is not None else None,
         clean_step_s=clean_span,
     )
 

@@ -46,5 +46,6 @@ def sentence(figures: Sequence[CheckpointFigures]) -> str:
     return text
 
 
-def _pct(x: float) -> str:
-    return f"{100 * x:.1f} %"
+def _pct(x: float | None) -> str:
+    """A cost in words; None: no step ran without a save beside it (the saves outlast the interval)."""
+    return "an unmeasured share (no step ran clear of a save)" if x is None else f"{100 * x:.1f} %"

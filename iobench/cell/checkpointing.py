@@ -22,7 +22,7 @@ from iobench.checkpoint.targets import Target, make_target
 from iobench.checkpoint.timing import Timed, timed_load
 from iobench.cell.live import live_file
 from iobench.cell.ranks.distributed import Ranks
-from iobench.results.checkpoint import CheckpointFigures, CheckpointSettings
+from iobench.results.checkpoint import CheckpointFigures, CheckpointSettings, TransferFigures
 from iobench.results.figures import StepAccount
 
 
@@ -56,6 +56,8 @@ class CellCheckpoints:
         # each cell under a directory (prefix) of its own: cells never meet each other's checkpoints
         here = replace(settings.destination, location=f"{settings.destination.location.rstrip('/')}/{cell_id}")
         self.target: Target = make_target(here)
+        if ranks.rank == 0:  # what an earlier attempt of this cell left (the ranks start after a barrier)
+            self.target.clear()
         group, mesh = None, None
         if ranks.distributed:  # a group of its own: a background save's collectives never meet training's
             import torch.distributed as dist
@@ -86,31 +88,45 @@ class CellCheckpoints:
         return self.checkpointer
 
     def finish(self, entries: tuple[StepAccount, ...], ranks_per_node: int) -> CheckpointFigures:
-        """The saves waited for, the last checkpoint restored cold then warm, every figure made."""
+        """The saves waited for, the last checkpoint restored cold then warm, every rank's figures
+        gathered (rank 0's are the cell's), the cell's checkpoints removed."""
         assert self.checkpointer is not None
-        saves = self.checkpointer.close()  # closed already after the loop: the saves it recorded
-        cold = warm = None
-        how = "not restored"
-        if self.settings.restore and self.checkpointer.committed:
-            name = self.checkpointer.committed[-1]
+        saver = self.checkpointer
+        saves = saver.close()  # closed already after the loop: the saves it recorded
+        restores: tuple[Timed, Timed] | None = None
+        if self.settings.restore and saver.committed:
+            name = saver.committed[-1]
             cold_t, _ = timed_load(self.target, self.state(), name, cold=True, group=self.group)
             warm_t, _ = timed_load(self.target, self.state(), name, cold=False, group=self.group)
-            cold, warm, how = _restore(cold_t, ranks_per_node), _restore(warm_t, ranks_per_node), cold_t.cold or ""
-        for name in self.checkpointer.committed if self.ranks.rank == 0 else ():
-            self.target.remove(self.target.checkpoint_id(name))  # the cell's checkpoints go with it
-        cost = checkpoint_cost(entries, self.checkpointer.background(), self.settings.every_steps, len(saves))
+            restores = (cold_t, warm_t)
+        mine = (saves, saver.request_seconds, saver.device_bytes, restores)
+        everyone = self.ranks.gather(mine) or [mine]
+        if self.ranks.rank == 0:
+            for name in saver.committed:
+                self.target.remove(self.target.checkpoint_id(name))  # the cell's checkpoints go with it
+        all_saves = [s for rank in everyone for s in rank[0]]
+        device = [rank[2] for rank in everyone]
+        cold = warm = None
+        if all(rank[3] is not None for rank in everyone):
+            cold, warm = (_restore([rank[3][i] for rank in everyone], ranks_per_node) for i in (0, 1))  # type: ignore[index]
         figures = CheckpointFigures(
             settings=self.settings,
             writer=self.target.writer_name,
             where=self.target.where.replace(f"/{self.cell_id}", ""),  # the destination, not the cell's directory
-            saves=tuple(saves),
-            save=save_transfer(saves, self.checkpointer.request_seconds, ranks_per_node, self.checkpointer.device_bytes),
+            saves=tuple(all_saves),
+            save=save_transfer(
+                all_saves,
+                [t for rank in everyone for t in rank[1]],
+                ranks_per_node,
+                None if None in device else sum(device),  # type: ignore[arg-type]
+            ),
             restore_cold=cold,
             restore_warm=warm,
-            cold_method=how,
-            cost=cost,
+            cold_method=restores[0].cold or "" if restores else "not restored",
+            cost=checkpoint_cost(entries, saver.background(), self.settings.every_steps, len(saves)),
             verdict="",
             ranks_per_node=ranks_per_node,
+            nodes=max(1, self.ranks.world_size // max(1, ranks_per_node)),
         )
         fio = self._fio()
         return replace(
@@ -133,7 +149,15 @@ class CellCheckpoints:
                 os.rmdir(root)
 
 
-def _restore(t: Timed, ranks_per_node: int) -> Any:
-    return transfer([[t.seconds]], [[t.bytes]], t.requests.seconds, ranks_per_node, t.device_bytes)
+def _restore(per_rank: list[Timed], ranks_per_node: int) -> TransferFigures:
+    """One restore of every rank: each its seconds and bytes, their requests, their device reads."""
+    device = [t.device_bytes for t in per_rank]
+    return transfer(
+        [[t.seconds] for t in per_rank],
+        [[t.bytes] for t in per_rank],
+        [s for t in per_rank for s in t.requests.seconds],
+        ranks_per_node,
+        None if None in device else sum(device),  # type: ignore[arg-type]
+    )
 
 

@@ -114,6 +114,10 @@ class LocalStore:
             return sorted(str(p) for p in self.final(checkpoint_id).iterdir() if p.is_file())
         return []
 
+    def clear(self) -> None:
+        """Every checkpoint under the root, finished or not (a directory of the caller's own)."""
+        shutil.rmtree(self.root, ignore_errors=True)
+
     def remove(self, checkpoint_id: str) -> None:
         shutil.rmtree(self.final(checkpoint_id), ignore_errors=True)
         with contextlib.suppress(OSError):  # the store's directory too, once nothing is left in it

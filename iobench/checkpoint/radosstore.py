@@ -103,10 +103,15 @@ class RadosStore:
     def abort(self, checkpoint_id: str) -> None:
         self.remove(checkpoint_id)
 
+    def clear(self) -> None:
+        """Every object under the prefix (a prefix of the caller's own)."""
+        self.remove("")
+
     def remove(self, checkpoint_id: str) -> None:
         """Every object of the checkpoint, its metadata first (so it stops being loadable before
         its parts go)."""
         base = self._key(checkpoint_id, "")
+        base = f"{base}/" if base else ""  # a checkpoint's objects, not another's that shares its start
         names = [o.key for o in self.ioctx.list_objects() if o.key.startswith(base)]
         meta = self._key(checkpoint_id, METADATA_NAME)
         for key in sorted(names, key=lambda k: k != meta):

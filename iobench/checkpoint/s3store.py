@@ -105,10 +105,14 @@ class S3Store:
     def abort(self, checkpoint_id: str) -> None:
         self.remove(checkpoint_id)
 
+    def clear(self) -> None:
+        """Every object under the prefix (a prefix of the caller's own)."""
+        self.remove("")
+
     def remove(self, checkpoint_id: str) -> None:
         """Every object of the checkpoint, its metadata first (it stops being loadable before its
         parts go)."""
-        base = self._key(checkpoint_id, "") + "/"
+        base = self._key(checkpoint_id, "") + "/" if checkpoint_id or self.prefix else ""
         meta = self._key(checkpoint_id, METADATA_NAME)
         pages = self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=base)
         keys = sorted((o["Key"] for page in pages for o in page.get("Contents", [])), key=lambda k: k != meta)

@@ -82,3 +82,10 @@ class IoLog:
     @property
     def bytes(self) -> int:
         return sum(self.sizes)
+
+    def __getstate__(self) -> dict:
+        """Its figures without its lock: a rank's log travels to rank 0 (pickled)."""
+        return {"seconds": self.seconds, "sizes": self.sizes}
+
+    def __setstate__(self, state: dict) -> None:
+        self.seconds, self.sizes, self._lock = state["seconds"], state["sizes"], threading.Lock()

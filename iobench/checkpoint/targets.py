@@ -50,6 +50,9 @@ class Target(Protocol):
     def abort(self, checkpoint_id: str) -> None:
         """Remove what a failed save left (never a committed checkpoint)."""
 
+    def clear(self) -> None:
+        """Remove every checkpoint at the destination: one a cell owns, before it starts."""
+
 
 def cold_local(files: list[str]) -> str:
     """The files out of the page cache: every clean page of the host as root (MLPerf Storage drops
@@ -91,6 +94,9 @@ class StoreTarget:
 
     def abort(self, checkpoint_id: str) -> None:
         self.store.abort(checkpoint_id)
+
+    def clear(self) -> None:
+        self.store.clear()  # type: ignore[attr-defined]
 
 
 class StreamTarget:
@@ -149,6 +155,10 @@ class StreamTarget:
             listed = fs.call_s3("list_multipart_uploads", Bucket=bucket, Prefix=prefix)
             for upload in listed.get("Uploads", []):
                 fs.call_s3("abort_multipart_upload", Bucket=bucket, Key=upload["Key"], UploadId=upload["UploadId"])
+
+    def clear(self) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            self._fs().rm(self.root, recursive=True)
 
     def _fs(self):
         import fsspec

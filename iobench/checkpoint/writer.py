@@ -53,10 +53,12 @@ class WriteTotals:
 
 
 def _item_bytes(item: WriteItem) -> int:
+    """The bytes of this rank's chunk of the item's tensor (of a sharded tensor its shard, not the
+    whole: ``tensor_data.size`` is the global shape)."""
     if item.tensor_data is None:
         return 0
     size = item.tensor_data.properties.dtype.itemsize
-    for s in item.tensor_data.size:
+    for s in item.tensor_data.chunk.sizes:
         size *= s
     return size
 

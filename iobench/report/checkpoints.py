@@ -27,8 +27,8 @@ class CheckpointRow:
     blocked_s: float
     slowed: str
     au_with: float
-    au_without: float
-    cost: float
+    au_without: float | None
+    cost: float | None
     x_fio_write: float | None = None  # the save over fio's direct write, same device, same run
     x_fio_read: float | None = None
 
@@ -102,8 +102,8 @@ def checkpoint_table(summaries: list[CellSummary]) -> Table | None:
             f"{r.blocked_s:.3f}",
             r.slowed,
             f"{r.au_with:.3f}",
-            f"{r.au_without:.3f}",
-            f"{100 * r.cost:.1f} %",
+            _x(r.au_without, "{:.3f}"),
+            _x(None if r.cost is None else 100 * r.cost, "{:.1f} %"),
             _x(r.x_fio_write),
             _x(r.x_fio_read),
         )
@@ -114,8 +114,8 @@ def _gbs(x: float | None) -> str:
     return "-" if x is None else f"{x:.2f}"
 
 
-def _x(x: float | None) -> str:
-    return "-" if x is None else f"{x:.2f}"
+def _x(x: float | None, fmt: str = "{:.2f}") -> str:
+    return "-" if x is None else fmt.format(x)
 
 
 def _ms(x: float | None) -> str:

@@ -76,8 +76,10 @@ class CheckpointCost:
     slowed_step_ratio: float | None  # their mean span over the other steps' (None: none slowed)
     slowed_extra_fraction: float  # the seconds the slowed steps took beyond a clean step's, over the wall
     au_with: float  # AU over every measured step
-    au_without: float  # AU over the steps no save touched (neither blocked nor slowed)
-    cost: float  # au_without - au_with: the accelerator time checkpointing took
+    # AU over the steps no save touched (neither blocked nor slowed); None: every step was (the saves
+    # outlast the interval), so it was not measured
+    au_without: float | None
+    cost: float | None  # au_without - au_with: the accelerator time checkpointing took
     clean_step_s: float | None = None  # a clean step's mean span (what an interval of K steps lasts)
 
 

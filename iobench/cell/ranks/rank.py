@@ -167,7 +167,12 @@ def _job_measurement(
         verdict=marked(verdict, job_window, cell.run.min_measure),
     )
     return Measurement(
-        log=agg.log, analysis=analysis, cache_state=mine.cache_state, telemetry=mine.telemetry, steady=None
+        log=agg.log,
+        analysis=analysis,
+        cache_state=mine.cache_state,
+        telemetry=mine.telemetry,
+        steady=None,
+        checkpoint=mine.checkpoint,  # every rank's saves and restores, gathered on rank 0 (its steps' cost)
     )
 
 
