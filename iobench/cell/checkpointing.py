@@ -19,7 +19,7 @@ from iobench.checkpoint.checkpointer import Checkpointer
 from iobench.checkpoint.fioref import FioFigures, fio_reference
 from iobench.checkpoint.state import state_bytes, synthetic_state
 from iobench.checkpoint.targets import Target, make_target
-from iobench.checkpoint.timing import Timed, timed_load
+from iobench.checkpoint.timing import Timed, timed_load, timed_save
 from iobench.cell.live import live_file
 from iobench.cell.ranks.distributed import Ranks
 from iobench.results.checkpoint import CheckpointFigures, CheckpointSettings, TransferFigures
@@ -99,10 +99,11 @@ class CellCheckpoints:
             cold_t, _ = timed_load(self.target, self.state(), name, cold=True, group=self.group)
             warm_t, _ = timed_load(self.target, self.state(), name, cold=False, group=self.group)
             restores = (cold_t, warm_t)
-        mine = (saves, saver.request_seconds, saver.device_bytes, restores)
+        alone = timed_save(self.target, self.state(), "alone", group=self.group)
+        mine = (saves, saver.request_seconds, saver.device_bytes, restores, alone)
         everyone = self.ranks.gather(mine) or [mine]
         if self.ranks.rank == 0:
-            for name in saver.committed:
+            for name in [*saver.committed, "alone"]:
                 self.target.remove(self.target.checkpoint_id(name))  # the cell's checkpoints go with it
         all_saves = [s for rank in everyone for s in rank[0]]
         device = [rank[2] for rank in everyone]
@@ -127,6 +128,7 @@ class CellCheckpoints:
             verdict="",
             ranks_per_node=ranks_per_node,
             nodes=max(1, self.ranks.world_size // max(1, ranks_per_node)),
+            save_alone=_restore([rank[4] for rank in everyone], ranks_per_node),
         )
         fio = self._fio()
         return replace(
@@ -150,7 +152,8 @@ class CellCheckpoints:
 
 
 def _restore(per_rank: list[Timed], ranks_per_node: int) -> TransferFigures:
-    """One restore of every rank: each its seconds and bytes, their requests, their device reads."""
+    """One timed restore (or save) of every rank: each its seconds and bytes, their requests, their
+    device bytes."""
     device = [t.device_bytes for t in per_rank]
     return transfer(
         [[t.seconds] for t in per_rank],

@@ -29,7 +29,8 @@ class CheckpointRow:
     au_with: float
     au_without: float | None
     cost: float | None
-    x_fio_write: float | None = None  # the save over fio's direct write, same device, same run
+    save_alone_gb_s: float | None = None  # a save after training, the loader gone
+    x_fio_write: float | None = None  # that save over fio's direct write, same device, same run
     x_fio_read: float | None = None
 
 
@@ -60,7 +61,10 @@ def checkpoint_rows(summaries: list[CellSummary]) -> list[CheckpointRow]:
                 au_with=c.au_with,
                 au_without=c.au_without,
                 cost=c.cost,
-                x_fio_write=f.save.gb_per_s_per_node / f.fio_write_gb_per_s if f.fio_write_gb_per_s else None,
+                save_alone_gb_s=f.save_alone.gb_per_s_per_node if f.save_alone else None,
+                x_fio_write=f.save_alone.gb_per_s_per_node / f.fio_write_gb_per_s
+                if f.fio_write_gb_per_s and f.save_alone
+                else None,
                 x_fio_read=f.restore_cold.gb_per_s_per_node / f.fio_read_gb_per_s
                 if f.fio_read_gb_per_s and f.restore_cold
                 else None,
@@ -88,7 +92,7 @@ def checkpoint_table(summaries: list[CellSummary]) -> Table | None:
     if not rows:
         return None
     table = Table(title="checkpoints: saves, restores and what they cost training")
-    for name in ("cell", "writer", "save GB/s/node", "s/save", "p99 ms", "restore cold", "warm", "blocked s/save", "slowed steps", "AU with", "without", "cost", "× fio w", "× fio r"):
+    for name in ("cell", "writer", "save GB/s/node", "s/save", "p99 ms", "restore cold", "warm", "blocked s/save", "slowed steps", "AU with", "without", "cost", "save alone", "× fio w", "× fio r"):
         table.add_column(name, justify="left" if name in ("cell", "writer") else "right")
     for r in rows:
         table.add_row(
@@ -104,6 +108,7 @@ def checkpoint_table(summaries: list[CellSummary]) -> Table | None:
             f"{r.au_with:.3f}",
             _x(r.au_without, "{:.3f}"),
             _x(None if r.cost is None else 100 * r.cost, "{:.1f} %"),
+            _x(r.save_alone_gb_s),
             _x(r.x_fio_write),
             _x(r.x_fio_read),
         )

@@ -101,3 +101,6 @@ class CheckpointFigures:
     # local file store, or no fio): its direct sequential write and read, GB/s
     fio_write_gb_per_s: float | None = None
     fio_read_gb_per_s: float | None = None
+    # one more save of the same state after training, the loader gone: the tier's own rate, what
+    # fio's write is set against (the saves during training share the cores with the loader)
+    save_alone: TransferFigures | None = None
