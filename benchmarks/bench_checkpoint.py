@@ -20,9 +20,9 @@ import warnings
 
 from common import REPO, host_line, interleaved, median, paired, spread, write_section
 
+from iobench.checkpoint.state import synthetic_state
 from iobench.checkpoint.targets import make_target
 from iobench.checkpoint.timing import timed_load, timed_save
-from iobench.checkpoint.state import synthetic_state
 from iobench.host.pagecache import drop_all_caches
 from iobench.host.units import format_bytes, parse_size
 from iobench.results.checkpoint import CheckpointDestination
@@ -63,7 +63,9 @@ def _contenders(root: str, state: dict, size: int) -> dict:
         def run() -> tuple[float, float, float]:
             where = os.path.join(root, f"{writer}-{io}")
             shutil.rmtree(where, ignore_errors=True)
-            target = make_target(CheckpointDestination("bench", {"kind": "local", "path": root}, where, writer, io))  # type: ignore[arg-type]
+            target = make_target(
+                CheckpointDestination("bench", {"kind": "local", "path": root}, where, writer, io)
+            )  # type: ignore[arg-type]
             saved = timed_save(target, state, "ckpt")
             cold, _ = timed_load(target, state, "ckpt", cold=True)
             warm, _ = timed_load(target, state, "ckpt", cold=False)

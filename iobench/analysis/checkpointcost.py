@@ -39,9 +39,7 @@ def checkpoint_cost(
     au_with = whole.au
     au_without = totals(clean).au if clean else None
     clean_span = statistics.fmean(e.span_s for e in clean) if clean else None
-    slowed_ratio = (
-        statistics.fmean(e.span_s for e in slowed) / clean_span if slowed and clean_span else None
-    )
+    slowed_ratio = statistics.fmean(e.span_s for e in slowed) / clean_span if slowed and clean_span else None
     extra = sum(max(0.0, e.span_s - clean_span) for e in slowed) if slowed and clean_span else 0.0
     blocked_s = sum(e.checkpoint for e in blocked)
     return CheckpointCost(
@@ -85,7 +83,12 @@ def transfer(
     if count == 0:
         return TransferFigures(0, 0, 0.0, 0.0, 0.0, 0.0, latency(request_s), device_bytes)
     slowest = [max(s[i] for s in per_rank_seconds) for i in range(count)]
-    rank_rates = [b[i] / s[i] for s, b in zip(per_rank_seconds, per_rank_bytes, strict=True) for i in range(count) if s[i] > 0]
+    rank_rates = [
+        b[i] / s[i]
+        for s, b in zip(per_rank_seconds, per_rank_bytes, strict=True)
+        for i in range(count)
+        if s[i] > 0
+    ]
     node_rates = []
     for i in range(count):
         for first in range(0, len(per_rank_seconds), ranks_per_node):
@@ -105,7 +108,9 @@ def transfer(
     )
 
 
-def save_transfer(saves: Sequence[SaveFigures], request_s: Sequence[float], ranks_per_node: int, device_bytes: int | None) -> TransferFigures:
+def save_transfer(
+    saves: Sequence[SaveFigures], request_s: Sequence[float], ranks_per_node: int, device_bytes: int | None
+) -> TransferFigures:
     """The saves' figures: each one's write seconds (its start to its commit) per rank."""
     ranks = sorted({s.rank for s in saves})
     seconds = [[s.write_s for s in saves if s.rank == r] for r in ranks]

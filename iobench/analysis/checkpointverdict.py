@@ -17,7 +17,9 @@ from iobench.results.checkpoint import CheckpointFigures
 TARGET_OVERHEAD = 0.01
 
 
-def needed_gb_per_s(state_bytes_per_node: float, every_steps: int, step_s: float, overhead: float = TARGET_OVERHEAD) -> float:
+def needed_gb_per_s(
+    state_bytes_per_node: float, every_steps: int, step_s: float, overhead: float = TARGET_OVERHEAD
+) -> float:
     """The write rate per node that keeps a blocking save at ``overhead`` of the wall: its seconds
     b over K steps of ``step_s`` and b itself is the share, b / (K t + b) = overhead."""
     budget = overhead / (1 - overhead) * every_steps * step_s

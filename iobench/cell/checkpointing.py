@@ -15,13 +15,13 @@ import torch
 
 from iobench.analysis.checkpointcost import checkpoint_cost, save_transfer, transfer
 from iobench.analysis.checkpointverdict import sentence
+from iobench.cell.live import live_file
+from iobench.cell.ranks.distributed import Ranks
 from iobench.checkpoint.checkpointer import Checkpointer
 from iobench.checkpoint.fioref import FioFigures, fio_reference
 from iobench.checkpoint.state import state_bytes, synthetic_state
 from iobench.checkpoint.targets import Target, make_target
 from iobench.checkpoint.timing import Timed, timed_load, timed_save
-from iobench.cell.live import live_file
-from iobench.cell.ranks.distributed import Ranks
 from iobench.results.checkpoint import CheckpointFigures, CheckpointSettings, TransferFigures
 from iobench.results.figures import StepAccount
 
@@ -54,7 +54,9 @@ class CellCheckpoints:
     def __init__(self, settings: CheckpointSettings, consumer: Any, ranks: Ranks, cell_id: str) -> None:
         self.settings, self.consumer, self.ranks, self.cell_id = settings, consumer, ranks, cell_id
         # each cell under a directory (prefix) of its own: cells never meet each other's checkpoints
-        here = replace(settings.destination, location=f"{settings.destination.location.rstrip('/')}/{cell_id}")
+        here = replace(
+            settings.destination, location=f"{settings.destination.location.rstrip('/')}/{cell_id}"
+        )
         self.target: Target = make_target(here)
         if ranks.rank == 0:  # what an earlier attempt of this cell left (the ranks start after a barrier)
             self.target.clear()
@@ -113,7 +115,9 @@ class CellCheckpoints:
         figures = CheckpointFigures(
             settings=self.settings,
             writer=self.target.writer_name,
-            where=self.target.where.replace(f"/{self.cell_id}", ""),  # the destination, not the cell's directory
+            where=self.target.where.replace(
+                f"/{self.cell_id}", ""
+            ),  # the destination, not the cell's directory
             saves=tuple(all_saves),
             save=save_transfer(
                 all_saves,
@@ -162,5 +166,3 @@ def _restore(per_rank: list[Timed], ranks_per_node: int) -> TransferFigures:
         ranks_per_node,
         None if None in device else sum(device),  # type: ignore[arg-type]
     )
-
-

@@ -14,10 +14,10 @@ the checkpoint's collectives never interleave with training's.
 
 from __future__ import annotations
 
+import contextlib
 import time
 import warnings
 from collections.abc import Callable
-from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
@@ -96,9 +96,16 @@ class Checkpointer:
         state = self.state()
         writer = self.target.writer()
         started = time.perf_counter()
-        kwargs = dict(checkpoint_id=self.target.checkpoint_id(name), storage_writer=writer, process_group=self.group, no_dist=self.no_dist)
+        kwargs = dict(
+            checkpoint_id=self.target.checkpoint_id(name),
+            storage_writer=writer,
+            process_group=self.group,
+            no_dist=self.no_dist,
+        )
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore", UserWarning)  # DCP's "assuming the intent is ... a single process"
+            warnings.simplefilter(
+                "ignore", UserWarning
+            )  # DCP's "assuming the intent is ... a single process"
             try:
                 if self.mode == "sync":
                     dcp.save(state, **kwargs)
@@ -108,7 +115,9 @@ class Checkpointer:
             except BaseException as exc:  # DCP's CheckpointException is a BaseException
                 raise self._failed(exc, name, writer) from None
         now = time.perf_counter()
-        pending = _Pending(t0, step, name, started, now - t0, waited, state_bytes(state), future, writer=writer)
+        pending = _Pending(
+            t0, step, name, started, now - t0, waited, state_bytes(state), future, writer=writer
+        )
         if future is None:
             pending.ended = now
             self._record(pending)
@@ -172,15 +181,16 @@ class Checkpointer:
     def _failed(self, exc: BaseException, name: str, writer: Any) -> CheckpointError:
         inner = cause(exc)
         if self.rank == 0:
-            try:
+            # the tier may be down: the message says what is left, abort runs again when it answers
+            with contextlib.suppress(Exception):
                 self.target.abort(self.target.checkpoint_id(name))
-            except Exception:  # noqa: BLE001 (the tier may be down; the message says what to clean)
-                pass
         if isinstance(inner, CheckpointError):
             return inner
         written = self.target.requests(writer).bytes
         if is_no_space(inner):
-            return TierFull(self.target.where, written, state_bytes(self.state()), self.target.checkpoint_id(name))
+            return TierFull(
+                self.target.where, written, state_bytes(self.state()), self.target.checkpoint_id(name)
+            )
         return CheckpointError(
             f"saving checkpoint {name} to {self.target.where} with {self.target.writer_name} failed "
             f"({written} bytes acknowledged): {type(inner).__name__}: {inner}; nothing of it was committed (a reader opens a "

@@ -26,7 +26,9 @@ class PartSlice:
 
     def chunks(self) -> list[tuple[int, int]]:
         """(offset within the item, length) of each request."""
-        return [(at, min(self.chunk, self.length - at)) for at in range(0, self.length, self.chunk)] or [(0, 0)]
+        return [(at, min(self.chunk, self.length - at)) for at in range(0, self.length, self.chunk)] or [
+            (0, 0)
+        ]
 
 
 @dataclass(frozen=True)

@@ -57,7 +57,9 @@ class LocalStore:
     """Checkpoints as directories under ``root``; ``direct``: every part read and written with
     O_DIRECT (the page cache bypassed), else through the page cache and fsync'd at the end."""
 
-    def __init__(self, root: str | os.PathLike[str], *, direct: bool = False, name: str = "local disk") -> None:
+    def __init__(
+        self, root: str | os.PathLike[str], *, direct: bool = False, name: str = "local disk"
+    ) -> None:
         self.root = Path(root)
         self.direct = direct
         self.where = f"{name} {self.root}" + (" (O_DIRECT)" if direct else "")
@@ -98,10 +100,14 @@ class LocalStore:
         try:
             return path.read_bytes()
         except FileNotFoundError:
-            partial = " (an unfinished save left only its .partial directory)" if self.staging(
-                checkpoint_id
-            ).exists() else ""
-            raise CheckpointMissing(f"no committed checkpoint at {self.final(checkpoint_id)}{partial}") from None
+            partial = (
+                " (an unfinished save left only its .partial directory)"
+                if self.staging(checkpoint_id).exists()
+                else ""
+            )
+            raise CheckpointMissing(
+                f"no committed checkpoint at {self.final(checkpoint_id)}{partial}"
+            ) from None
 
     def open_reader(self, checkpoint_id: str, name: str) -> FileReader:
         return FileReader(self.final(checkpoint_id) / name, self.direct)

@@ -52,7 +52,9 @@ class Phase:
     cold: str | None = None
 
 
-def _phase(what: str, index: int, t0: float, t1: float, rank_s: list[float], nbytes: int, cold: str | None = None) -> Phase:
+def _phase(
+    what: str, index: int, t0: float, t1: float, rank_s: list[float], nbytes: int, cold: str | None = None
+) -> Phase:
     duration = t1 - t0
     return Phase(what, index, duration, nbytes / duration / 1e9 if duration > 0 else 0.0, max(rank_s), cold)
 
@@ -71,7 +73,15 @@ def run_rank(spec: MlperfSpec) -> list[Phase] | None:
     for i, name in enumerate(names):
         phases.append(_timed(lambda n=name: timed_save(target, state, n), "save", i, spec.bytes))
     for i in range(spec.reads):
-        phases.append(_timed(lambda n=names[i % len(names)]: timed_load(target, state, n, cold=True)[0], "load", i, spec.bytes))
+        name = names[i % len(names)]
+        phases.append(
+            _timed(
+                lambda n=name: timed_load(target, state, n, cold=True)[0],
+                "load",
+                i,
+                spec.bytes,
+            )
+        )
     dist.barrier()
     if rank == 0:
         for name in names:
@@ -102,7 +112,8 @@ def summary(spec: MlperfSpec, phases: list[Phase]) -> dict[str, Any]:
         "model_checkpoint_bytes": spec.full_bytes,
         "scale": spec.bytes / spec.full_bytes,
         "destination": spec.destination.location,
-        "writer": spec.destination.writer + ("" if spec.destination.writer != "iobench" else f" ({spec.destination.io})"),
+        "writer": spec.destination.writer
+        + ("" if spec.destination.writer != "iobench" else f" ({spec.destination.io})"),
         "phases": [asdict(p) for p in phases],
     }
     for what in ("save", "load"):

@@ -27,13 +27,13 @@ from .aligned import aligned_bytes, buffer_of, byte_view, round_up
 from .errors import CheckpointCorrupt
 from .layout import PartSlice
 from .store import IoLog, Store
-from .writer import IoOptions, WriteTotals
+from .writer import DEFAULT_IO, IoOptions, WriteTotals
 
 
 class ShardReader(StorageReader):
     """A DCP StorageReader over a :class:`~iobench.checkpoint.store.Store`."""
 
-    def __init__(self, store: Store, options: IoOptions = IoOptions()) -> None:
+    def __init__(self, store: Store, options: IoOptions = DEFAULT_IO) -> None:
         super().__init__()
         self.store, self.options = store, options
         self.checkpoint_id = ""
@@ -55,12 +55,18 @@ class ShardReader(StorageReader):
             metadata = pickle.loads(raw)
         except Exception as exc:
             where = self.store.locate(self.checkpoint_id, ".metadata")
-            raise CheckpointCorrupt(f"{where} is not a checkpoint's metadata ({exc}): restore an earlier checkpoint") from None
+            raise CheckpointCorrupt(
+                f"{where} is not a checkpoint's metadata ({exc}): restore an earlier checkpoint"
+            ) from None
         if not isinstance(metadata, Metadata):
-            raise CheckpointCorrupt(f"{self.store.locate(self.checkpoint_id, '.metadata')} holds no DCP metadata")
+            raise CheckpointCorrupt(
+                f"{self.store.locate(self.checkpoint_id, '.metadata')} holds no DCP metadata"
+            )
         return metadata
 
-    def set_up_storage_reader(self, metadata: Metadata, is_coordinator: bool, *args: Any, **kwargs: Any) -> None:
+    def set_up_storage_reader(
+        self, metadata: Metadata, is_coordinator: bool, *args: Any, **kwargs: Any
+    ) -> None:
         self.metadata = metadata
         self.storage_data = metadata.storage_data or {}
 
@@ -114,7 +120,8 @@ class ShardReader(StorageReader):
                 ]
             jobs.append((item, target, dest, futures))
         for item, target, dest, futures in jobs:
-            raw = [f.result() for f in futures][0]
+            done = [f.result() for f in futures]  # every request of the item, its errors raised here
+            raw = done[0]
             if target is None:
                 planner.load_bytes(item, io.BytesIO(bytes(buffer_of(raw))))
                 continue
@@ -141,7 +148,9 @@ class ShardReader(StorageReader):
                 "restore an earlier checkpoint"
             )
 
-    def _read_chunk(self, part, name: str, item: ReadItem, slice_: PartSlice, k: int, dest: torch.Tensor) -> None:
+    def _read_chunk(
+        self, part, name: str, item: ReadItem, slice_: PartSlice, k: int, dest: torch.Tensor
+    ) -> None:
         at, n = slice_.chunks()[k]
         if n == 0:
             return
@@ -150,7 +159,9 @@ class ShardReader(StorageReader):
             return
         buf = self._buffers.get()
         try:
-            view = self._request(part, name, item, slice_, k, buffer_of(buf[: round_up(n, self.store.alignment)]))
+            view = self._request(
+                part, name, item, slice_, k, buffer_of(buf[: round_up(n, self.store.alignment)])
+            )
             dest[at : at + n].copy_(buf[:n])
             del view
         finally:
@@ -160,10 +171,14 @@ class ShardReader(StorageReader):
         raw = aligned_bytes(slice_.length)
         for k, (at, n) in enumerate(slice_.chunks()):
             if n:
-                self._request(part, name, item, slice_, k, buffer_of(raw[at : at + round_up(n, self.store.alignment)]))
+                self._request(
+                    part, name, item, slice_, k, buffer_of(raw[at : at + round_up(n, self.store.alignment)])
+                )
         return raw[: slice_.length]
 
-    def _request(self, part, name: str, item: ReadItem, slice_: PartSlice, k: int, view: memoryview) -> memoryview:
+    def _request(
+        self, part, name: str, item: ReadItem, slice_: PartSlice, k: int, view: memoryview
+    ) -> memoryview:
         """Request ``k`` of the item read into ``view``, its length and checksum checked."""
         at, n = slice_.chunks()[k]
         start = slice_.offset + at
@@ -185,7 +200,9 @@ class ShardReader(StorageReader):
     def _as_tensor(self, item: ReadItem, raw: torch.Tensor) -> torch.Tensor:
         meta = self.metadata.state_dict_metadata[item.storage_index.fqn] if self.metadata else None
         if not isinstance(meta, TensorStorageMetadata):
-            raise CheckpointCorrupt(f"shard {_shard(item.storage_index)}: the metadata holds no tensor for it")
+            raise CheckpointCorrupt(
+                f"shard {_shard(item.storage_index)}: the metadata holds no tensor for it"
+            )
         sizes = _stored_sizes(meta, item.storage_index)
         tensor = raw.view(meta.properties.dtype).reshape(sizes)
         for dim, (start, length) in enumerate(zip(item.storage_offsets, item.lengths, strict=True)):

@@ -48,7 +48,9 @@ class S3PartReader:
         try:
             self.size = int(store.get(f"{key}.length"))
         except FileNotFoundError:
-            raise CheckpointMissing(f"s3://{store.bucket}/{key} is missing: the checkpoint's metadata names it") from None
+            raise CheckpointMissing(
+                f"s3://{store.bucket}/{key} is missing: the checkpoint's metadata names it"
+            ) from None
 
     def preadinto(self, buf: memoryview, offset: int) -> int:
         index, inner = divmod(offset, self.store.stripe)
@@ -61,7 +63,16 @@ class S3PartReader:
 
 
 class S3Store:
-    def __init__(self, url: str, *, endpoint_url: str | None, region: str | None, profile: str | None, stripe: int, deadline_s: float = 30.0) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        endpoint_url: str | None,
+        region: str | None,
+        profile: str | None,
+        stripe: int,
+        deadline_s: float = 30.0,
+    ) -> None:
         import botocore.config
 
         self.bucket, _, self.prefix = url[len("s3://") :].partition("/")
@@ -70,7 +81,10 @@ class S3Store:
         client, _ = s3_client(endpoint_url, region, profile)
         # a dead endpoint fails a request within the deadline instead of retrying for minutes
         config = botocore.config.Config(
-            connect_timeout=min(5.0, deadline_s), read_timeout=deadline_s, retries={"total_max_attempts": 2, "mode": "standard"}, max_pool_connections=32
+            connect_timeout=min(5.0, deadline_s),
+            read_timeout=deadline_s,
+            retries={"total_max_attempts": 2, "mode": "standard"},
+            max_pool_connections=32,
         )
         self.client = _with_config(client, config)
         self.stripe = stripe
@@ -84,7 +98,7 @@ class S3Store:
     def put(self, key: str, body: bytes) -> None:
         try:
             self.client.put_object(Bucket=self.bucket, Key=key, Body=body)
-        except Exception as exc:  # noqa: BLE001 (botocore's connection and client errors alike)
+        except Exception as exc:
             raise _endpoint_error(f"writing s3://{self.bucket}/{key}", exc, self.endpoint) from None
 
     def get(self, key: str, offset: int = 0, length: int | None = None) -> bytes:
@@ -93,7 +107,7 @@ class S3Store:
             return self.client.get_object(Bucket=self.bucket, Key=key, **ranged)["Body"].read()
         except self.client.exceptions.NoSuchKey:
             raise FileNotFoundError(key) from None
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             raise _endpoint_error(f"reading s3://{self.bucket}/{key}", exc, self.endpoint) from None
 
     def open_part(self, checkpoint_id: str, name: str) -> S3Part:
@@ -123,7 +137,9 @@ class S3Store:
         try:
             return self.get(self._key(checkpoint_id, METADATA_NAME))
         except FileNotFoundError:
-            raise CheckpointMissing(f"no committed checkpoint at s3://{self.bucket}/{self._key(checkpoint_id, '')}") from None
+            raise CheckpointMissing(
+                f"no committed checkpoint at s3://{self.bucket}/{self._key(checkpoint_id, '')}"
+            ) from None
 
     def open_reader(self, checkpoint_id: str, name: str) -> S3PartReader:
         return S3PartReader(self, self._key(checkpoint_id, name))

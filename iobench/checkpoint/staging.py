@@ -67,7 +67,12 @@ class HostStager:
 
             shard = self._tensor(path, local)
             return DTensor.from_local(
-                shard, value.device_mesh, value.placements, run_check=False, shape=value.shape, stride=value.stride()
+                shard,
+                value.device_mesh,
+                value.placements,
+                run_check=False,
+                shape=value.shape,
+                stride=value.stride(),
             )
         if isinstance(value, torch.Tensor):
             return self._tensor(path, value)

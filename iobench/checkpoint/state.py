@@ -13,7 +13,11 @@ from typing import Any
 
 import torch
 
-SHARES = (("model", torch.bfloat16, 2), ("optim.exp_avg", torch.float32, 4), ("optim.exp_avg_sq", torch.float32, 4))
+SHARES = (
+    ("model", torch.bfloat16, 2),
+    ("optim.exp_avg", torch.float32, 4),
+    ("optim.exp_avg_sq", torch.float32, 4),
+)
 LAYER_BYTES = 64 << 20  # a rank's share of one layer, about: DCP plans one item per tensor
 
 

@@ -25,7 +25,7 @@ from .errors import CheckpointError
 from .localstore import LocalStore
 from .reader import ShardReader
 from .store import IoLog, Store
-from .writer import IoOptions, ShardWriter
+from .writer import DEFAULT_IO, IoOptions, ShardWriter
 
 
 class Target(Protocol):
@@ -154,7 +154,9 @@ class StreamTarget:
             bucket, _, prefix = checkpoint_id[len("s3://") :].partition("/")
             listed = fs.call_s3("list_multipart_uploads", Bucket=bucket, Prefix=prefix)
             for upload in listed.get("Uploads", []):
-                fs.call_s3("abort_multipart_upload", Bucket=bucket, Key=upload["Key"], UploadId=upload["UploadId"])
+                fs.call_s3(
+                    "abort_multipart_upload", Bucket=bucket, Key=upload["Key"], UploadId=upload["UploadId"]
+                )
 
     def clear(self) -> None:
         with contextlib.suppress(FileNotFoundError):
@@ -191,13 +193,15 @@ class _Counted:
         return getattr(self._stream, name)
 
 
-def make_target(dest: CheckpointDestination, options: IoOptions = IoOptions()) -> Target:
+def make_target(dest: CheckpointDestination, options: IoOptions = DEFAULT_IO) -> Target:
     """The destination's writer and reader, on its tier's connection."""
     kind = dest.tier.get("kind")
     maker = _MAKERS.get((kind, dest.writer))
     if maker is None:
         allowed = ", ".join(f"{w} on {k}" for k, w in _MAKERS)
-        raise CheckpointError(f"checkpoints to a {kind} tier with writer {dest.writer}: no such path; allowed: {allowed}")
+        raise CheckpointError(
+            f"checkpoints to a {kind} tier with writer {dest.writer}: no such path; allowed: {allowed}"
+        )
     return maker(dest, options)
 
 
@@ -206,7 +210,9 @@ def _local(dest: CheckpointDestination, options: IoOptions) -> Target:
     os.makedirs(root, exist_ok=True)
     name = "CephFS" if dest.tier.get("kind") == "cephfs" else "local disk"
     store = LocalStore(root, direct=dest.io == "direct", name=name)
-    return StoreTarget(store, options, "iobench" + (" (O_DIRECT)" if dest.io == "direct" else " (buffered, fsync)"))
+    return StoreTarget(
+        store, options, "iobench" + (" (O_DIRECT)" if dest.io == "direct" else " (buffered, fsync)")
+    )
 
 
 def _stock(dest: CheckpointDestination, options: IoOptions) -> Target:
@@ -261,7 +267,9 @@ def _s3torch(dest: CheckpointDestination, options: IoOptions) -> Target:
     config = S3ClientConfig(force_path_style=bool(tier.config["path_style"]))
 
     def fs() -> Any:
-        return S3FileSystem(region, s3_client=S3Client(region, endpoint=tier.endpoint_url, s3client_config=config))  # type: ignore[attr-defined]
+        return S3FileSystem(
+            region, s3_client=S3Client(region, endpoint=tier.endpoint_url, s3client_config=config)
+        )  # type: ignore[attr-defined]
 
     def writer(root: str) -> Any:
         w = S3StorageWriter(region, root, s3client_config=config)
@@ -273,7 +281,14 @@ def _s3torch(dest: CheckpointDestination, options: IoOptions) -> Target:
         r.fs = fs()
         return r
 
-    target = StreamTarget(f"S3 {dest.location} ({tier.endpoint_url or 'AWS'})", "s3torchconnector DCP", writer, reader, dest.location, local=False)  # type: ignore[attr-defined]
+    target = StreamTarget(
+        f"S3 {dest.location} ({tier.endpoint_url or 'AWS'})",
+        "s3torchconnector DCP",
+        writer,
+        reader,
+        dest.location,
+        local=False,
+    )  # type: ignore[attr-defined]
     target.storage_options = tier.storage_options()  # type: ignore[attr-defined]
     return target
 

@@ -57,17 +57,31 @@ def timed_save(target: Target, state: dict[str, Any], name: str, group: Any = No
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         try:
-            dcp.save(state, checkpoint_id=target.checkpoint_id(name), storage_writer=writer, process_group=group, no_dist=group is None and not _initialized())
+            dcp.save(
+                state,
+                checkpoint_id=target.checkpoint_id(name),
+                storage_writer=writer,
+                process_group=group,
+                no_dist=group is None and not _initialized(),
+            )
         except BaseException as exc:
             inner = cause(exc)
             target.abort(target.checkpoint_id(name))
-            raise (inner if isinstance(inner, CheckpointError) else CheckpointError(f"saving {name} to {target.where}: {inner}")) from None
+            raise (
+                inner
+                if isinstance(inner, CheckpointError)
+                else CheckpointError(f"saving {name} to {target.where}: {inner}")
+            ) from None
     seconds = time.perf_counter() - t0
     sync_s = getattr(getattr(writer, "totals", None), "sync_s", 0.0)
-    return Timed(seconds, state_bytes(state), target.requests(writer), _delta(before, "write_bytes"), sync_s=sync_s)
+    return Timed(
+        seconds, state_bytes(state), target.requests(writer), _delta(before, "write_bytes"), sync_s=sync_s
+    )
 
 
-def timed_load(target: Target, like: dict[str, Any], name: str, *, cold: bool, group: Any = None) -> tuple[Timed, dict[str, Any]]:
+def timed_load(
+    target: Target, like: dict[str, Any], name: str, *, cold: bool, group: Any = None
+) -> tuple[Timed, dict[str, Any]]:
     """Restore checkpoint ``name`` into a fresh state shaped like ``like``; ``cold``: this host's
     cached copy dropped first."""
     how = target.make_cold(target.checkpoint_id(name)) if cold else None
@@ -78,12 +92,24 @@ def timed_load(target: Target, like: dict[str, Any], name: str, *, cold: bool, g
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         try:
-            dcp.load(out, checkpoint_id=target.checkpoint_id(name), storage_reader=reader, process_group=group, no_dist=group is None and not _initialized())
+            dcp.load(
+                out,
+                checkpoint_id=target.checkpoint_id(name),
+                storage_reader=reader,
+                process_group=group,
+                no_dist=group is None and not _initialized(),
+            )
         except BaseException as exc:
             inner = cause(exc)
-            raise (inner if isinstance(inner, CheckpointError) else CheckpointError(f"restoring {name} from {target.where}: {inner}")) from None
+            raise (
+                inner
+                if isinstance(inner, CheckpointError)
+                else CheckpointError(f"restoring {name} from {target.where}: {inner}")
+            ) from None
     seconds = time.perf_counter() - t0
-    return Timed(seconds, state_bytes(out), target.requests(reader), _delta(before, "read_bytes"), cold=how), out
+    return Timed(
+        seconds, state_bytes(out), target.requests(reader), _delta(before, "read_bytes"), cold=how
+    ), out
 
 
 def _initialized() -> bool:

@@ -7,12 +7,12 @@ coordinator commits the checkpoint (metadata last, store.py) only after every ra
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import pickle
 import threading
 import time
-from collections.abc import Callable
 from concurrent.futures import Future as CFuture
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -42,6 +42,9 @@ class IoOptions:
     parts_per_rank: int = 1  # files (or striped objects) each rank writes
 
 
+DEFAULT_IO = IoOptions()
+
+
 @dataclass
 class WriteTotals:
     """One rank's write: its bytes, its requests, and the seconds of its final sync."""
@@ -66,7 +69,7 @@ def _item_bytes(item: WriteItem) -> int:
 class ShardWriter(StorageWriter):
     """A DCP StorageWriter over a :class:`~iobench.checkpoint.store.Store`."""
 
-    def __init__(self, store: Store, options: IoOptions = IoOptions()) -> None:
+    def __init__(self, store: Store, options: IoOptions = DEFAULT_IO) -> None:
         super().__init__()
         self.store, self.options = store, options
         self.checkpoint_id = ""
@@ -108,12 +111,18 @@ class _RankWrite:
         self.writer, self.planner, self.opts = writer, planner, writer.options
         self.store, self.cid = writer.store, writer.checkpoint_id
         self.items = sorted(plan.items, key=lambda i: i.type != WriteItemType.BYTE_IO)  # bytes first
-        self.blobs = {i: self._blob(it) for i, it in enumerate(self.items) if it.type == WriteItemType.BYTE_IO}
-        self.sizes = [len(self.blobs[i]) if i in self.blobs else _item_bytes(it) for i, it in enumerate(self.items)]
+        self.blobs = {
+            i: self._blob(it) for i, it in enumerate(self.items) if it.type == WriteItemType.BYTE_IO
+        }
+        self.sizes = [
+            len(self.blobs[i]) if i in self.blobs else _item_bytes(it) for i, it in enumerate(self.items)
+        ]
         parts = max(1, min(self.opts.parts_per_rank, len(self.items)))
         self.part_of = assign(self.sizes, parts)
         # a store of one object per request starts every item on a request's boundary
-        self.offsets, ends = offsets(self.sizes, self.part_of, parts, getattr(self.store, "item_alignment", ALIGN))
+        self.offsets, ends = offsets(
+            self.sizes, self.part_of, parts, getattr(self.store, "item_alignment", ALIGN)
+        )
         self.names = [f"{prefix}{p}.distcp" for p in range(parts)]
         self.total = sum(ends)
         self.ends = ends
@@ -130,7 +139,9 @@ class _RankWrite:
     def _blob(self, item: WriteItem) -> torch.Tensor:
         data = self.planner.resolve_data(item)
         raw = data.getvalue() if isinstance(data, io.BytesIO) else bytes(data)
-        return torch.frombuffer(bytearray(raw), dtype=torch.uint8) if raw else torch.empty(0, dtype=torch.uint8)
+        return (
+            torch.frombuffer(bytearray(raw), dtype=torch.uint8) if raw else torch.empty(0, dtype=torch.uint8)
+        )
 
     def run(self) -> list[WriteResult]:
         totals = self.writer.totals
@@ -148,10 +159,13 @@ class _RankWrite:
             totals.sync_s = time.perf_counter() - t0
         except BaseException as exc:
             for h in handles:
-                _quietly(h.close)
+                with contextlib.suppress(OSError):
+                    h.close()
             self.store.abort(self.cid)  # nothing of this save may stay: it can never be committed
             if is_no_space(exc):
-                raise TierFull(self.store.where, self.written, self.total, self.store.locate(self.cid, "")) from exc
+                raise TierFull(
+                    self.store.where, self.written, self.total, self.store.locate(self.cid, "")
+                ) from exc
             raise
         totals.ended = time.perf_counter()
         return [self._result(i, item) for i, item in enumerate(self.items)]
@@ -166,12 +180,16 @@ class _RankWrite:
                 data = self.blobs.get(i)
                 if data is None:
                     data = byte_view(_on_cpu(self.planner.resolve_data(item)))
-                slice_ = PartSlice(self.names[self.part_of[i]], self.offsets[i], self.sizes[i], self.opts.chunk_bytes)
+                slice_ = PartSlice(
+                    self.names[self.part_of[i]], self.offsets[i], self.sizes[i], self.opts.chunk_bytes
+                )
                 for k, (at, n) in enumerate(slice_.chunks()):
                     if n == 0 or self.failure is not None:
                         continue
                     in_flight.acquire()
-                    f = pool.submit(self._request, handles[self.part_of[i]], data[at : at + n], slice_.offset + at, (i, k))
+                    f = pool.submit(
+                        self._request, handles[self.part_of[i]], data[at : at + n], slice_.offset + at, (i, k)
+                    )
                     f.add_done_callback(lambda _f: in_flight.release())
                     futures.append(f)
             for f in futures:
@@ -208,8 +226,12 @@ class _RankWrite:
 
     def _result(self, i: int, item: WriteItem) -> WriteResult:
         slice_ = PartSlice(self.names[self.part_of[i]], self.offsets[i], self.sizes[i], self.opts.chunk_bytes)
-        crcs = tuple(self.crcs.get((i, k), 0) for k in range(len(slice_.chunks()))) if self.opts.checksum else ()
-        return WriteResult(index=item.index, size_in_bytes=self.sizes[i], storage_data=replace(slice_, crcs=crcs))
+        crcs = (
+            tuple(self.crcs.get((i, k), 0) for k in range(len(slice_.chunks()))) if self.opts.checksum else ()
+        )
+        return WriteResult(
+            index=item.index, size_in_bytes=self.sizes[i], storage_data=replace(slice_, crcs=crcs)
+        )
 
 
 def _on_cpu(data: Any) -> torch.Tensor:
@@ -241,10 +263,3 @@ def _reserve(handle, nbytes: int) -> None:
         if is_no_space(exc):
             raise
         return  # EOPNOTSUPP and the like: write without it
-
-
-def _quietly(close: Callable[[], None]) -> None:
-    try:
-        close()
-    except OSError:
-        pass

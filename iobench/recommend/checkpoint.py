@@ -157,18 +157,35 @@ def size_checkpoints(
         f"assumed: {COPY_PER_ACCELERATOR / 1e9:g} GB/s pinned device-to-host per accelerator x {int(per_node.value)}",
     )
     placements = _placements(per, t, o, rates, local, copy.value)
-    sizing = CheckpointSizing(state, interval_s, overhead, accelerators, per_node, nodes, per, sync_need, async_need, copy, rates, tuple(placements))
+    sizing = CheckpointSizing(
+        state,
+        interval_s,
+        overhead,
+        accelerators,
+        per_node,
+        nodes,
+        per,
+        sync_need,
+        async_need,
+        copy,
+        rates,
+        tuple(placements),
+    )
     return CheckpointSizing(**{**sizing.__dict__, "answer": _answer(sizing)})
 
 
-def _placements(per: float, t: float, o: float, rates: dict[str, Sourced], local: str | None, copy: float) -> list[Placement]:
+def _placements(
+    per: float, t: float, o: float, rates: dict[str, Sourced], local: str | None, copy: float
+) -> list[Placement]:
     out = []
     staged = per / copy
     for name, rate in rates.items():
         if name == local:  # a node's own disk keeps a checkpoint only until the node fails: staging only
             continue
         b = per / rate.value
-        out.append(Placement(f"{name}, sync", b, b / (t + b), b / (t + b) <= o, f"each save blocks {b:.1f} s"))
+        out.append(
+            Placement(f"{name}, sync", b, b / (t + b), b / (t + b) <= o, f"each save blocks {b:.1f} s")
+        )
         fits = b <= t
         out.append(
             Placement(

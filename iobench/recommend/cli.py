@@ -588,7 +588,10 @@ def recommend_command(args: argparse.Namespace, console: Console) -> int:
     report = recommend(args) if sizing is None or args.dataset_size or args.manifest else None
     if args.json:
         out = to_json(report) if report is not None else {}
-        print(json.dumps({**out, **({"checkpoint": checkpoint_json(sizing)} if sizing else {})}, indent=2), file=console.file)
+        print(
+            json.dumps({**out, **({"checkpoint": checkpoint_json(sizing)} if sizing else {})}, indent=2),
+            file=console.file,
+        )
         return 0
     if report is not None:
         render(report, console)

@@ -35,7 +35,11 @@ class CheckpointRow:
 
 
 def _figures(summaries: list[CellSummary]) -> list[tuple[str, CheckpointFigures]]:
-    return [(s.cell_id, s.checkpoint) for s in summaries if s.ok and s.checkpoint is not None and s.checkpoint.cost]
+    return [
+        (s.cell_id, s.checkpoint)
+        for s in summaries
+        if s.ok and s.checkpoint is not None and s.checkpoint.cost
+    ]
 
 
 def checkpoint_rows(summaries: list[CellSummary]) -> list[CheckpointRow]:
@@ -43,7 +47,9 @@ def checkpoint_rows(summaries: list[CellSummary]) -> list[CheckpointRow]:
     for cell_id, f in _figures(summaries):
         c = f.cost
         assert c is not None
-        slowed = f"{c.slowed_steps} × {c.slowed_step_ratio:.2f}" if c.slowed_step_ratio else f"{c.slowed_steps}"
+        slowed = (
+            f"{c.slowed_steps} × {c.slowed_step_ratio:.2f}" if c.slowed_step_ratio else f"{c.slowed_steps}"
+        )
         rows.append(
             CheckpointRow(
                 cell_id=cell_id,
@@ -79,7 +85,12 @@ def checkpoint_verdicts(summaries: list[CellSummary]) -> list[str]:
     by = {}
     for cell_id, f in figures:
         s = next(x for x in summaries if x.cell_id == cell_id)
-        key = (f.settings.destination.name, f.settings.every_steps, s.cell.accelerator.label, s.cell.run.ranks_per_node)
+        key = (
+            f.settings.destination.name,
+            f.settings.every_steps,
+            s.cell.accelerator.label,
+            s.cell.run.ranks_per_node,
+        )
         by.setdefault(key, []).append(f)
     out = []
     for (dest, _, acc, ranks), group in sorted(by.items(), key=lambda kv: tuple(map(str, kv[0]))):
@@ -92,7 +103,23 @@ def checkpoint_table(summaries: list[CellSummary]) -> Table | None:
     if not rows:
         return None
     table = Table(title="checkpoints: saves, restores and what they cost training")
-    for name in ("cell", "writer", "save GB/s/node", "s/save", "p99 ms", "restore cold", "warm", "blocked s/save", "slowed steps", "AU with", "without", "cost", "save alone", "× fio w", "× fio r"):
+    for name in (
+        "cell",
+        "writer",
+        "save GB/s/node",
+        "s/save",
+        "p99 ms",
+        "restore cold",
+        "warm",
+        "blocked s/save",
+        "slowed steps",
+        "AU with",
+        "without",
+        "cost",
+        "save alone",
+        "× fio w",
+        "× fio r",
+    ):
         table.add_column(name, justify="left" if name in ("cell", "writer") else "right")
     for r in rows:
         table.add_row(
@@ -125,6 +152,3 @@ def _x(x: float | None, fmt: str = "{:.2f}") -> str:
 
 def _ms(x: float | None) -> str:
     return "-" if x is None else f"{x:.0f}"
-
-
-

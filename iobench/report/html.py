@@ -14,7 +14,6 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .checkpoints import checkpoint_rows, checkpoint_verdicts
 from ..analysis.scale import checks
 from ..host.atomic import atomic_write
 from ..host.units import format_bytes, format_percent
@@ -23,6 +22,7 @@ from ..results.store import STEPS_NAME, read_manifest
 from ..results.summary import CellSummary
 from . import plots
 from .bottomline import bottom_line
+from .checkpoints import checkpoint_rows, checkpoint_verdicts
 from .mlperf import decoding_adds
 from .terminal import at_scale_line, diagnosis_lines, outage_line, reading_line, window_cell
 

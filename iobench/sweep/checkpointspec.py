@@ -33,7 +33,12 @@ from iobench.results.spec import CellSpec
 from iobench.sweep.checks import ConfigError, as_list, check_keys, choice, int_list, integer, size, slug
 
 # what writes a checkpoint to each tier kind, the first being the default
-WRITERS = {"local": ("iobench", "stock"), "cephfs": ("iobench", "stock"), "s3": ("fsspec", "iobench", "s3torchconnector"), "rados": ("iobench",)}
+WRITERS = {
+    "local": ("iobench", "stock"),
+    "cephfs": ("iobench", "stock"),
+    "s3": ("fsspec", "iobench", "s3torchconnector"),
+    "rados": ("iobench",),
+}
 LOCATION_KEY = {"local": "path", "cephfs": "path", "s3": "url", "rados": "url"}
 WARMUP_STEPS = 3  # a checkpoint cell's fixed warm-up: its step series has a spike per save
 
@@ -57,10 +62,22 @@ def parse_checkpoints(raw: Any, tiers: list[dict]) -> CheckpointSection | None:
         return None
     d = check_keys(
         raw,
-        {"state": None, "to": None, "mode": ["sync"], "every_steps": [50], "ranks": [1], "saves": 3, "restore": True, "keep": 2},
+        {
+            "state": None,
+            "to": None,
+            "mode": ["sync"],
+            "every_steps": [50],
+            "ranks": [1],
+            "saves": 3,
+            "restore": True,
+            "keep": 2,
+        },
         "checkpoints",
     )
-    modes = [choice(m, get_args(CheckpointMode), f"checkpoints.mode[{i}]") for i, m in enumerate(as_list(d["mode"], "checkpoints.mode"))]
+    modes = [
+        choice(m, get_args(CheckpointMode), f"checkpoints.mode[{i}]")
+        for i, m in enumerate(as_list(d["mode"], "checkpoints.mode"))
+    ]
     if not isinstance(d["restore"], bool):
         raise ConfigError(f"checkpoints.restore={d['restore']!r}: expected true or false")
     model, nbytes = _state(d["state"])
@@ -79,7 +96,9 @@ def parse_checkpoints(raw: Any, tiers: list[dict]) -> CheckpointSection | None:
 
 
 def _state(raw: Any) -> tuple[str | None, int | None]:
-    d = check_keys(raw if raw is not None else {"size": "256MiB"}, {"model": None, "size": None}, "checkpoints.state")
+    d = check_keys(
+        raw if raw is not None else {"size": "256MiB"}, {"model": None, "size": None}, "checkpoints.state"
+    )
     if (d["model"] is None) == (d["size"] is None):
         raise ConfigError(
             f"checkpoints.state={raw!r}: give a model ({', '.join(MODELS)}) or a size (e.g. size: 1GiB), one of them"
@@ -98,26 +117,39 @@ def _destinations(raw: Any, tiers: list[dict]) -> list[CheckpointDestination]:
     out = []
     for i, entry in enumerate(raw):
         at = f"checkpoints.to[{i}]"
-        d = check_keys(entry, {"tier": None, "path": None, "url": None, "io": None, "writer": None, "name": None}, at)
+        d = check_keys(
+            entry, {"tier": None, "path": None, "url": None, "io": None, "writer": None, "name": None}, at
+        )
         tier = by_name.get(d["tier"])
         if tier is None:
             raise ConfigError(f"{at}.tier={d['tier']!r}: name a tier of tiers: ({', '.join(by_name)})")
         kind = tier["kind"]
         if kind not in WRITERS:
-            raise ConfigError(f"{at}: tier {d['tier']!r} is of kind {kind}; checkpoints go to local, cephfs, s3 or rados tiers")
+            raise ConfigError(
+                f"{at}: tier {d['tier']!r} is of kind {kind}; checkpoints go to local, cephfs, s3 or rados tiers"
+            )
         key = LOCATION_KEY[kind]
         location = d[key]
         if not isinstance(location, str) or not location:
             raise ConfigError(f"{at}.{key}: missing; where on tier {d['tier']!r} the checkpoints go")
         if key == "url" and not location.startswith(f"{kind if kind == 'rados' else 's3'}://"):
-            raise ConfigError(f"{at}.url={location!r}: expected {'rados://pool/prefix' if kind == 'rados' else 's3://bucket/prefix'}")
-        writers = [choice(w, WRITERS[kind], f"{at}.writer") for w in as_list(d["writer"] or WRITERS[kind][0], f"{at}.writer")]
-        ios = [choice(x, get_args(CheckpointIo), f"{at}.io") for x in as_list(d["io"] or "buffered", f"{at}.io")]
+            raise ConfigError(
+                f"{at}.url={location!r}: expected {'rados://pool/prefix' if kind == 'rados' else 's3://bucket/prefix'}"
+            )
+        writers = [
+            choice(w, WRITERS[kind], f"{at}.writer")
+            for w in as_list(d["writer"] or WRITERS[kind][0], f"{at}.writer")
+        ]
+        ios = [
+            choice(x, get_args(CheckpointIo), f"{at}.io") for x in as_list(d["io"] or "buffered", f"{at}.io")
+        ]
         if kind not in ("local", "cephfs") and d["io"] is not None:
             raise ConfigError(f"{at}.io: only a file tier (local, cephfs) is written buffered or direct")
         for writer, io in itertools.product(writers, ios):
             suffix = "".join(f"-{x}" for x, many in ((writer, len(writers) > 1), (io, len(ios) > 1)) if many)
-            out.append(CheckpointDestination(slug(f"{d['name'] or d['tier']}{suffix}"), tier, location, writer, io))  # type: ignore[arg-type]
+            out.append(
+                CheckpointDestination(slug(f"{d['name'] or d['tier']}{suffix}"), tier, location, writer, io)
+            )  # type: ignore[arg-type]
     return out
 
 
@@ -134,7 +166,13 @@ def checkpoint_cells(section: CheckpointSection, config: Any) -> list[CellSpec]:
     ):
         # saves after steps K-1, 2K-1, ...: the last one's background write still has steps beside it
         steps = every * section.saves + max(1, every // 2)
-        run = replace(config.run.settings, ranks_per_node=ranks, max_steps=steps, epochs=max(config.run.settings.epochs, 50), warmup_steps=WARMUP_STEPS)
+        run = replace(
+            config.run.settings,
+            ranks_per_node=ranks,
+            max_steps=steps,
+            epochs=max(config.run.settings.epochs, 50),
+            warmup_steps=WARMUP_STEPS,
+        )
         settings = CheckpointSettings(
             destination=replace(dest, tier=bind_tier(dest.tier, dataset)),
             mode=mode,  # type: ignore[arg-type]
@@ -159,6 +197,3 @@ def checkpoint_cells(section: CheckpointSection, config: Any) -> list[CellSpec]:
             )
         )
     return cells
-
-
-

@@ -25,6 +25,7 @@ from iobench.results.spec import (
     LoaderSettings,
     RunSettings,
 )
+from iobench.sweep.checkpointspec import CheckpointSection, checkpoint_cells, parse_checkpoints
 from iobench.sweep.checks import (
     ConfigError,
     as_list,
@@ -37,7 +38,6 @@ from iobench.sweep.checks import (
     slug,
     url,
 )
-from iobench.sweep.checkpointspec import CheckpointSection, checkpoint_cells, parse_checkpoints
 from iobench.sweep.computespec import parse_compute
 from iobench.sweep.datasetspec import DATASET_PLACEHOLDER, DatasetSpec, bind_tier, parse_datasets
 from iobench.sweep.schema import section
@@ -438,7 +438,14 @@ def _run(raw: Any) -> RunSection:
 def parse_config(raw: Any, source: str = "<config>") -> SweepConfig:
     top = check_keys(
         raw,
-        {"dataset": None, "tiers": None, "loaders": None, "accelerators": None, "run": None, "checkpoints": None},
+        {
+            "dataset": None,
+            "tiers": None,
+            "loaders": None,
+            "accelerators": None,
+            "run": None,
+            "checkpoints": None,
+        },
         "",
     )
     for key in ("dataset", "tiers", "loaders", "accelerators"):

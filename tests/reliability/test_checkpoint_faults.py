@@ -31,7 +31,11 @@ MIB = 1 << 20
 
 
 def _same(a: dict, b: dict) -> bool:
-    return all(torch.equal(a[k].view(torch.uint8), b[k].view(torch.uint8)) for k in a if isinstance(a[k], torch.Tensor))
+    return all(
+        torch.equal(a[k].view(torch.uint8), b[k].view(torch.uint8))
+        for k in a
+        if isinstance(a[k], torch.Tensor)
+    )
 
 
 def _save_twice(target, state) -> tuple[Checkpointer, BaseException]:
@@ -44,7 +48,9 @@ def _save_twice(target, state) -> tuple[Checkpointer, BaseException]:
 
 
 @pytest.mark.parametrize("preallocate", [True, False], ids=["preallocated", "written-until-full"])
-def test_a_full_tier_fails_the_save_by_name_and_keeps_the_previous_checkpoint(tmp_path, monkeypatch, preallocate):
+def test_a_full_tier_fails_the_save_by_name_and_keeps_the_previous_checkpoint(
+    tmp_path, monkeypatch, preallocate
+):
     """20 MiB of state on a 32 MiB tmpfs: the first checkpoint fits, the second cannot. Preallocated,
     the writer learns it before its first byte; without (a file system that cannot preallocate) the
     kernel says ENOSPC in the middle of the writes."""
@@ -53,10 +59,14 @@ def test_a_full_tier_fails_the_save_by_name_and_keeps_the_previous_checkpoint(tm
     state = synthetic_state(20 * MIB)
     with mounted_tmpfs(tmp_path / "disk", "32m") as disk:
         target = make_target(CheckpointDestination("tmpfs", {"kind": "local", "path": str(disk)}, str(disk)))
-        saver, failure = _save_twice(target, state)
+        _, failure = _save_twice(target, state)
         assert isinstance(failure, TierFull)
         text = str(failure)
-        assert f"local disk {disk} is full" in text and "of 20.0 MiB" in text and "previous checkpoint is intact" in text
+        assert (
+            f"local disk {disk} is full" in text
+            and "of 20.0 MiB" in text
+            and "previous checkpoint is intact" in text
+        )
         assert "Free space on the tier" in text
         if not preallocate:
             assert 0 < failure.written < failure.total  # it failed mid-save, with bytes on the disk

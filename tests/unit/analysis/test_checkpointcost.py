@@ -17,7 +17,15 @@ def _step(i: int, start: float, device: float, checkpoint: float = 0.0, extra: f
     parts = dict.fromkeys(ACCOUNT_PARTS, 0.0)
     parts.update(device=device, fetch=extra, checkpoint=checkpoint)
     return StepAccount(
-        rank=0, epoch=0, step=i, warmup=False, start_s=start, end_s=start + sum(parts.values()), samples=1, bytes_read=0, **parts
+        rank=0,
+        epoch=0,
+        step=i,
+        warmup=False,
+        start_s=start,
+        end_s=start + sum(parts.values()),
+        samples=1,
+        bytes_read=0,
+        **parts,
     )
 
 

@@ -42,12 +42,19 @@ def test_every_mode_saves_every_k_steps_keeps_two_and_restores_the_last(tmp_path
     else:  # the write ran beside the loop: it ends after the loop was released
         assert all(end >= start for start, end in saver.background())
     _, out = timed_load(target, state, "step-00000008", cold=False)
-    assert all(torch.equal(out[k].view(torch.uint8), state[k].view(torch.uint8)) for k in state if k != "step")
+    assert all(
+        torch.equal(out[k].view(torch.uint8), state[k].view(torch.uint8)) for k in state if k != "step"
+    )
 
 
 def test_the_stager_reuses_page_aligned_buffers_and_copies_exactly():
     stager = HostStager(pin=True)
-    state = {"w": torch.randn(1000), "b": torch.arange(7, dtype=torch.bfloat16), "nested": {"m": torch.ones(3, 3)}, "step": 4}
+    state = {
+        "w": torch.randn(1000),
+        "b": torch.arange(7, dtype=torch.bfloat16),
+        "nested": {"m": torch.ones(3, 3)},
+        "step": 4,
+    }
     first = stager.stage(state)
     state["w"].add_(1.0)
     second = stager.stage(state)

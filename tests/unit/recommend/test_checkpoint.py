@@ -14,7 +14,13 @@ from iobench.recommend.checkpoint import Sourced, parse_duration, size_checkpoin
 
 def _sizing(state=912e9, every=1800.0, overhead=0.01, accelerators=64, per_node=8, rates=None, local=None):
     return size_checkpoints(
-        Sourced(state, "s"), Sourced(every, "e"), Sourced(overhead, "o"), accelerators, Sourced(per_node, "n"), rates or {}, local
+        Sourced(state, "s"),
+        Sourced(every, "e"),
+        Sourced(overhead, "o"),
+        accelerators,
+        Sourced(per_node, "n"),
+        rates or {},
+        local,
     )
 
 
@@ -25,7 +31,9 @@ def _sizing(state=912e9, every=1800.0, overhead=0.01, accelerators=64, per_node=
     accelerators=st.integers(1, 4096),
     rate=st.floats(1e8, 1e11),
 )
-def test_a_placement_meets_the_share_exactly_when_its_blocked_time_does(state, every, overhead, accelerators, rate):
+def test_a_placement_meets_the_share_exactly_when_its_blocked_time_does(
+    state, every, overhead, accelerators, rate
+):
     s = _sizing(state, every, overhead, accelerators, rates={"shared": Sourced(rate, "r")})
     b = s.bytes_per_node / s.sync_rate_per_node
     assert b / (every + b) == pytest.approx(overhead, rel=1e-9)
@@ -39,7 +47,9 @@ def test_seventy_b_every_thirty_minutes_on_64_h100():
     assert s.nodes == 8 and s.bytes_per_node == pytest.approx(114e9)
     assert s.sync_rate_per_node == pytest.approx(114e9 / (0.01 / 0.99 * 1800))
     names = [p.name for p in s.placements]
-    assert "local, sync" not in names and "local staging, then shared" in names  # a node's disk is staging only
+    assert (
+        "local, sync" not in names and "local staging, then shared" in names
+    )  # a node's disk is staging only
     assert s.answer.startswith("shared, async_pinned")
 
 

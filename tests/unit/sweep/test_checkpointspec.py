@@ -12,7 +12,13 @@ def _raw(checkpoints: dict) -> dict:
         "dataset": {"path": "/data/in1k-shards"},
         "tiers": [
             {"kind": "local", "name": "nvme"},
-            {"kind": "s3", "name": "rgw", "url": "s3://b/data", "endpoint_url": "http://127.0.0.1:9", "client": "s3fs"},
+            {
+                "kind": "s3",
+                "name": "rgw",
+                "url": "s3://b/data",
+                "endpoint_url": "http://127.0.0.1:9",
+                "client": "s3fs",
+            },
         ],
         "loaders": [{"kind": "torch", "workers": [2, 4]}],
         "accelerators": [{"kind": "emulated", "type": "h100"}, {"kind": "torch", "model": "small_cnn"}],
@@ -50,8 +56,14 @@ def test_cells_per_destination_mode_interval_rank_count_and_accelerator():
     ("section", "message"),
     [
         ({"to": [{"tier": "nvme", "path": "/c"}], "state": {}}, "give a model"),
-        ({"to": [{"tier": "nvme", "path": "/c"}], "state": {"model": "gpt5"}}, "checkpoints.state.model='gpt5'"),
-        ({"to": [{"tier": "ssd", "path": "/c"}]}, "checkpoints.to[0].tier='ssd': name a tier of tiers: (nvme, rgw)"),
+        (
+            {"to": [{"tier": "nvme", "path": "/c"}], "state": {"model": "gpt5"}},
+            "checkpoints.state.model='gpt5'",
+        ),
+        (
+            {"to": [{"tier": "ssd", "path": "/c"}]},
+            "checkpoints.to[0].tier='ssd': name a tier of tiers: (nvme, rgw)",
+        ),
         ({"to": [{"tier": "nvme"}]}, "checkpoints.to[0].path: missing"),
         ({"to": [{"tier": "rgw", "url": "/c"}]}, "expected s3://bucket/prefix"),
         ({"to": [{"tier": "rgw", "url": "s3://b/c", "io": "direct"}]}, "only a file tier"),
