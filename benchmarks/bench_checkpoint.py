@@ -12,18 +12,16 @@ reads the same checkpoint again at once (an O_DIRECT reader bypasses the cache: 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
-import subprocess
 import warnings
 
 from common import REPO, host_line, interleaved, median, paired, spread, write_section
 
+from iobench.checkpoint.fioref import fio_reference
 from iobench.checkpoint.state import synthetic_state
 from iobench.checkpoint.targets import make_target
 from iobench.checkpoint.timing import timed_load, timed_save
-from iobench.host.pagecache import drop_all_caches
 from iobench.host.units import format_bytes, parse_size
 from iobench.results.checkpoint import CheckpointDestination
 
@@ -37,27 +35,11 @@ WRITERS = {
 FIO = "fio direct (libaio, 4 MiB, depth 8)"
 
 
-def _fio(path: str, rw: str, size: int) -> float:
-    """fio's bytes/s writing or reading ``path`` sequentially, direct, 4 MiB blocks, depth 8."""
-    cmd = [
-        "fio", "--name=ckpt", f"--filename={path}", f"--rw={rw}", "--bs=4M", "--iodepth=8",
-        "--ioengine=libaio", "--direct=1", f"--size={size}", "--end_fsync=1", "--output-format=json",
-    ]  # fmt: skip
-    out = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout)
-    job = out["jobs"][0]["write" if rw == "write" else "read"]
-    return float(job["bw_bytes"])
-
-
 def _contenders(root: str, state: dict, size: int) -> dict:
     def fio_round() -> tuple[float, float, float]:
-        path = os.path.join(root, "fio.dat")
-        try:
-            write = _fio(path, "write", size)
-            drop_all_caches()
-            read = _fio(path, "read", size)
-        finally:
-            os.unlink(path)
-        return write, read, read
+        fio = fio_reference(root, size)
+        assert fio is not None  # main() checked fio is there
+        return fio.write_gb_per_s * 1e9, fio.read_gb_per_s * 1e9, fio.read_gb_per_s * 1e9
 
     def writer_round(writer: str, io: str):
         def run() -> tuple[float, float, float]:

@@ -50,29 +50,35 @@ def _delta(before: int | None, field: str) -> int | None:
     return after - before if before is not None and after is not None else None
 
 
+def _dcp(call, state: dict[str, Any], what: str, target: Target, name: str, group: Any, io: Any) -> float:
+    """``call`` (dcp.save or dcp.load) on ``state`` with ``io``; its seconds. A failure comes out as
+    the destination's own CheckpointError (DCP wraps it), or one that names the checkpoint and where."""
+    kind = "storage_writer" if call is dcp.save else "storage_reader"
+    t0 = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # DCP's "assuming the intent is ... a single process"
+        try:
+            call(
+                state,
+                checkpoint_id=target.checkpoint_id(name),
+                process_group=group,
+                no_dist=group is None and not _initialized(),
+                **{kind: io},
+            )
+        except BaseException as exc:  # DCP's CheckpointException is a BaseException
+            inner = cause(exc)
+            if call is dcp.save:
+                target.abort(target.checkpoint_id(name))
+            if isinstance(inner, CheckpointError):
+                raise inner from None
+            raise CheckpointError(f"{what} {name} ({target.where}): {inner}") from None
+    return time.perf_counter() - t0
+
+
 def timed_save(target: Target, state: dict[str, Any], name: str, group: Any = None) -> Timed:
     writer = target.writer()
     before = io_counter("write_bytes")
-    t0 = time.perf_counter()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)
-        try:
-            dcp.save(
-                state,
-                checkpoint_id=target.checkpoint_id(name),
-                storage_writer=writer,
-                process_group=group,
-                no_dist=group is None and not _initialized(),
-            )
-        except BaseException as exc:
-            inner = cause(exc)
-            target.abort(target.checkpoint_id(name))
-            raise (
-                inner
-                if isinstance(inner, CheckpointError)
-                else CheckpointError(f"saving {name} to {target.where}: {inner}")
-            ) from None
-    seconds = time.perf_counter() - t0
+    seconds = _dcp(dcp.save, state, "saving", target, name, group, writer)
     sync_s = getattr(getattr(writer, "totals", None), "sync_s", 0.0)
     return Timed(
         seconds, state_bytes(state), target.requests(writer), _delta(before, "write_bytes"), sync_s=sync_s
@@ -88,28 +94,9 @@ def timed_load(
     out = empty_like_state(like)
     reader = target.reader()
     before = io_counter("read_bytes")
-    t0 = time.perf_counter()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)
-        try:
-            dcp.load(
-                out,
-                checkpoint_id=target.checkpoint_id(name),
-                storage_reader=reader,
-                process_group=group,
-                no_dist=group is None and not _initialized(),
-            )
-        except BaseException as exc:
-            inner = cause(exc)
-            raise (
-                inner
-                if isinstance(inner, CheckpointError)
-                else CheckpointError(f"restoring {name} from {target.where}: {inner}")
-            ) from None
-    seconds = time.perf_counter() - t0
-    return Timed(
-        seconds, state_bytes(out), target.requests(reader), _delta(before, "read_bytes"), cold=how
-    ), out
+    seconds = _dcp(dcp.load, out, "restoring", target, name, group, reader)
+    timed = Timed(seconds, state_bytes(out), target.requests(reader), _delta(before, "read_bytes"), cold=how)
+    return timed, out
 
 
 def _initialized() -> bool:

@@ -28,10 +28,16 @@ def _destinations(lab) -> list[CheckpointDestination]:
     out = [
         CheckpointDestination("s3-fsspec", s3, f"s3://{BUCKET}/{run}-f", "fsspec"),
         CheckpointDestination("s3-iobench", s3, f"s3://{BUCKET}/{run}-i", "iobench"),
-        CheckpointDestination("rados", {"kind": "rados", "url": "rados://iobench-ckpt/x", "conffile": str(lab.conf)}, f"rados://iobench-ckpt/{run}"),
+        CheckpointDestination(
+            "rados",
+            {"kind": "rados", "url": "rados://iobench-ckpt/x", "conffile": str(lab.conf)},
+            f"rados://iobench-ckpt/{run}",
+        ),
     ]
     if lab.mount is not None:
-        out.append(CheckpointDestination("cephfs", {"kind": "cephfs", "path": str(lab.mount)}, f"{lab.mount}/{run}"))
+        out.append(
+            CheckpointDestination("cephfs", {"kind": "cephfs", "path": str(lab.mount)}, f"{lab.mount}/{run}")
+        )
     return out
 
 
@@ -53,12 +59,26 @@ def test_every_tier_restores_what_it_saved(lab_env, bucket):
         assert same, dest.name
         assert saved.requests.seconds and restored.requests.seconds, dest.name
         target.remove(target.checkpoint_id("step-1"))
-        print(f"figures: {dest.name} ({target.writer_name}): save {saved.gb_per_s:.2f} GB/s, restore {restored.gb_per_s:.2f} GB/s")
+        print(
+            f"figures: {dest.name} ({target.writer_name}): save {saved.gb_per_s:.2f} GB/s, restore {restored.gb_per_s:.2f} GB/s"
+        )
 
 
 def test_mlperf_checkpointing_on_two_ranks_reports_its_fields(iobench, tmp_path):
     out = tmp_path / "mlperf.json"
-    proc = iobench("checkpoint", "--model", "llama3-8b", "--to", str(tmp_path / "ckpt"), "--ranks", "2", "--size", "16MiB", "--out", str(out))
+    proc = iobench(
+        "checkpoint",
+        "--model",
+        "llama3-8b",
+        "--to",
+        str(tmp_path / "ckpt"),
+        "--ranks",
+        "2",
+        "--size",
+        "16MiB",
+        "--out",
+        str(out),
+    )
     assert proc.returncode == 0, proc.stderr
     result = json.loads(out.read_text())
     assert result["num_processes"] == 2 and result["checkpoint_bytes"] == 16 << 20
