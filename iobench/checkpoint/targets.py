@@ -103,8 +103,18 @@ class StreamTarget:
     """A writer and reader of the DCP FileSystemWriter family (one stream per file), each file's
     open-to-close timed through the writer's own file system."""
 
-    def __init__(self, where: str, label: str, make_writer, make_reader, root: str, local: bool) -> None:
+    def __init__(
+        self,
+        where: str,
+        label: str,
+        make_writer,
+        make_reader,
+        root: str,
+        local: bool,
+        storage_options: dict[str, Any] | None = None,
+    ) -> None:
         self.where, self.writer_name, self.local = where, label, local
+        self.storage_options = storage_options or {}  # fsspec's, to reach the root (may hold credentials)
         self._make_writer, self._make_reader, self.root = make_writer, make_reader, root.rstrip("/")
         self._logs: dict[int, IoLog] = {}
 
@@ -165,7 +175,7 @@ class StreamTarget:
     def _fs(self):
         import fsspec
 
-        return fsspec.core.url_to_fs(self.root, **getattr(self, "storage_options", {}))[0]
+        return fsspec.core.url_to_fs(self.root, **self.storage_options)[0]
 
 
 class _Counted:
@@ -281,16 +291,15 @@ def _s3torch(dest: CheckpointDestination, options: IoOptions) -> Target:
         r.fs = fs()
         return r
 
-    target = StreamTarget(
-        f"S3 {dest.location} ({tier.endpoint_url or 'AWS'})",
+    return StreamTarget(
+        f"S3 {dest.location} ({tier.endpoint_url or 'AWS'})",  # type: ignore[attr-defined]
         "s3torchconnector DCP",
         writer,
         reader,
         dest.location,
         local=False,
-    )  # type: ignore[attr-defined]
-    target.storage_options = tier.storage_options()  # type: ignore[attr-defined]
-    return target
+        storage_options=tier.storage_options(),
+    )
 
 
 def _fsspec(dest: CheckpointDestination, options: IoOptions) -> Target:
@@ -298,16 +307,15 @@ def _fsspec(dest: CheckpointDestination, options: IoOptions) -> Target:
 
     tier = make_tier({**dest.tier, "url": dest.location}) if dest.tier.get("kind") == "s3" else None
     storage = tier.storage_options() if tier is not None else {}
-    target = StreamTarget(
+    return StreamTarget(
         f"S3 {dest.location} ({getattr(tier, 'endpoint_url', None) or 'AWS'})" if tier else dest.location,
         "torch FsspecWriter (s3fs)" if tier else "torch FsspecWriter",
         functools.partial(_fsspec_writer, FsspecWriter, storage),
         functools.partial(_fsspec_reader, FsspecReader, storage),
         dest.location,
         local=tier is None,
+        storage_options=storage,
     )
-    target.storage_options = storage  # type: ignore[attr-defined]
-    return target
 
 
 def _fsspec_writer(cls, storage: dict, root: str) -> Any:
