@@ -120,21 +120,27 @@ def write_rate(text: str) -> Sourced:
     return Sourced(parse_bandwidth(text), f"given: {text}")
 
 
-def measured_rates(run_dirs: list[str]) -> dict[str, Sourced]:
-    """The best save rate per node of each checkpoint destination in the runs' checkpoint cells."""
+def measured_rates(run_dirs: list[str]) -> tuple[dict[str, Sourced], Sourced | None]:
+    """The best save rate per node of each shared destination in the runs' checkpoint cells, and the
+    best of the node-local ones (a local disk: staging, never a checkpoint's last place)."""
     from iobench.results.api import load_summaries
 
     best: dict[str, Sourced] = {}
+    local: Sourced | None = None
     for run in run_dirs:
         for s in load_summaries(run):
             f = s.checkpoint if s.ok else None
             if f is None or f.save.gb_per_s_per_node <= 0:
                 continue
             name = f.settings.destination.name
-            rate = f.save.gb_per_s_per_node * 1e9
-            if name not in best or rate > best[name].value:
-                best[name] = Sourced(rate, f"measured: {run}/{s.cell_id} ({f.writer}, {f.settings.mode})")
-    return best
+            rate = Sourced(
+                f.save.gb_per_s_per_node * 1e9, f"measured: {run}/{s.cell_id} ({f.writer}, {f.settings.mode})"
+            )
+            if f.settings.destination.tier.get("kind") == "local":
+                local = rate if local is None or rate.value > local.value else local
+            elif name not in best or rate.value > best[name].value:
+                best[name] = rate
+    return best, local
 
 
 def size_checkpoints(

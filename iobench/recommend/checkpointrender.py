@@ -62,7 +62,11 @@ def sizing_of(
                 f"--checkpoint-rate {item!r}: expected NAME=RATE or NAME=FIO_JSON, e.g. local=6GB/s"
             )
         rates[name] = write_rate(value)
-    rates.update(measured_rates(args.results) if getattr(args, "results", None) else {})
+    if getattr(args, "results", None):
+        shared, local = measured_rates(args.results)
+        rates.update(shared)
+        if local is not None and "local" not in rates:
+            rates["local"] = local
     return size_checkpoints(
         state_of(args.checkpoint_model, args.checkpoint_params, args.checkpoint_size),
         Sourced(parse_duration(args.checkpoint_every), f"given: --checkpoint-every {args.checkpoint_every}"),
@@ -104,6 +108,11 @@ def render_checkpoints(s: CheckpointSizing, console: Console) -> None:
         say(
             f"  {name}: writes {_gbs(rate.value)} per node ({rate.source}); a restore reading at that rate takes "
             f"{restore:.0f} s (a read rate equal to the write rate assumed)"
+        )
+    if any(r.source.startswith("measured:") for r in s.rates.values()):
+        say(
+            "  (a rate measured by a sweep is the measuring host's: a lab on loopback or another kind of "
+            "device does not carry over to the target; give the target's with --checkpoint-rate)"
         )
     for p in s.placements:
         mark = "meets" if p.meets else "misses"
