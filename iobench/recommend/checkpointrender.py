@@ -87,7 +87,9 @@ def _gbs(x: float) -> str:
 def render_checkpoints(s: CheckpointSizing, console: Console) -> None:
     say = lambda line: console.print(line, markup=False, highlight=False)  # noqa: E731
     say("\ncheckpoints")
-    say(f"  state: {s.state.value / 1e9:,.0f} GB ({format_bytes(s.state.value)}) per checkpoint ({s.state.source})")
+    say(
+        f"  state: {s.state.value / 1e9:,.0f} GB ({format_bytes(s.state.value)}) per checkpoint ({s.state.source})"
+    )
     say(
         f"  every {s.interval_s.value:g} s ({s.interval_s.source}); accepted: {100 * s.overhead.value:g} % of the time ({s.overhead.source})"
     )
