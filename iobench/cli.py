@@ -115,6 +115,13 @@ COMMANDS: tuple[Command | CommandGroup, ...] = (
         ),
     ),
     Command(
+        "checkpoint",
+        ".checkpoint.cli:add_checkpoint_arguments",
+        ".checkpoint.cli:checkpoint_command",
+        "MLPerf Storage's checkpointing workload on a directory, S3 or RADOS: save and load duration "
+        "and throughput, one process per rank (docs/checkpoints.md)",
+    ),
+    Command(
         "lab",
         ".lab.cli:add_lab_arguments",
         ".lab.cli:lab_command",

@@ -76,6 +76,7 @@ def account(
         device=device,
         host=row.compute_s - device,
         allreduce=row.allreduce_s,
+        checkpoint=row.checkpoint_s,
     )
     start = min(opened_at, row.t_start)
     return StepAccount(

@@ -8,7 +8,9 @@ rules are tried in this order; the first that holds is the verdict:
 2. **synchronous ranks** that waited longer for the slowest rank (straggler-bound) or in the
    modelled all-reduce (all-reduce-bound) than for their own data, below the target AU;
 3. **accelerator-bound**: a device kept at least 90 % busy (MLPerf Storage's rule);
-4. **the epoch's opening**: the loop waited for the loader to start (workers started anew each
+4. **checkpoint saves**: the trainer blocked saving its checkpoints longer than it waited for data
+   (host-bound, stage ``checkpoint``);
+   **the epoch's opening**: the loop waited for the loader to start (workers started anew each
    epoch) more than for its batches — the cores such start-ups burn are waste, not a budget;
 5. **cores-bound (the cores are spent)**: the trainer, the readers, iobench and the rest of the host
    filled the usable cores: no worker count helps, only more cores or work off the CPU;
@@ -95,6 +97,7 @@ class _Judge:
             self.too_short()
             or self.synchronous()
             or self.accelerator(on_device=True)
+            or self.checkpointing()
             or self.opening()
             or self.cores_spent()
             or self.starved_host()
@@ -378,6 +381,21 @@ class _Judge:
             f"unknown, stage not seen: the loop waited {100 * self.m.stall_fraction:.0f} % of the time",
             ev.unseen_action,
             first=[f"the loader's own work could not be split: {why}"],
+        )
+
+    def checkpointing(self) -> _Found | None:
+        """The trainer blocked saving its checkpoints longer than it waited for data (a checkpoint
+        cell: its saves' own figures and sentence are in its checkpoint record)."""
+        split = self.ev.split
+        if split is None or split.checkpoint <= max(split.wait, 1 - AU_TARGET):
+            return None
+        return _Found(
+            "host",
+            f"host-bound (checkpoint saves): saving checkpoints blocked the trainer {100 * split.checkpoint:.0f} % "
+            f"of the time, more than it waited for data ({100 * split.wait:.0f} %)",
+            "save less often, asynchronously from pinned memory (mode async_pinned), or to a faster tier",
+            "checkpoint",
+            [f"the trainer was blocked saving checkpoints {100 * split.checkpoint:.0f} % of the wall"],
         )
 
     def opening(self) -> _Found | None:

@@ -306,6 +306,7 @@ def cell_files(
         scale_queue_depth=depth,
         started_at=started,
         finished_at=utc_now(),
+        checkpoint=chosen.checkpoint,
     )
     return CellFiles(
         summary=summary,

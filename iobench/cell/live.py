@@ -28,11 +28,14 @@ class LiveFile:
         self.samples = 0
         self.wait_s = 0.0
         self.last_write = 0.0
+        self.checkpoint_s = 0.0  # a checkpoint cell: the loop's seconds blocked saving
+        self.checkpoint_bytes = 0  # ... and the bytes its saves committed
 
     def start_run(self) -> None:
         """A new measured run (repeat or capacity check): its figures start from zero."""
         self.run += 1
         self.first, self.samples, self.wait_s = None, 0, 0.0
+        self.checkpoint_s, self.checkpoint_bytes = 0.0, 0
         self._write({"run": self.run, "steps": 0, "samples": 0})
 
     def pause(self, what: str) -> None:
@@ -40,7 +43,12 @@ class LiveFile:
         written): the sweep's watchdog (iobench/sweep/watchdog.py) does not count this time."""
         self._write({"run": self.run, "steps": None, "paused": what})
 
+    def on_checkpoint(self, nbytes: int) -> None:
+        """A save committed ``nbytes`` (the next step's write publishes it)."""
+        self.checkpoint_bytes += nbytes
+
     def on_step(self, row: StepRow) -> None:
+        self.checkpoint_s += row.checkpoint_s
         if self.first is None:
             # the first step carries worker start-up: rates are taken from its end on
             self.first = row
@@ -58,6 +66,8 @@ class LiveFile:
                 "samples": self.samples + self.first.samples,
                 "samples_per_s": self.samples / span if span > 0 else None,
                 "stall_fraction": self.wait_s / span if span > 0 else None,
+                "checkpoint_blocked_s": self.checkpoint_s,
+                "checkpoint_bytes_per_s": self.checkpoint_bytes / span if span > 0 else None,
             }
         )
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from iobench.accelerators.alone import time_alone
 from iobench.analysis import window
 from iobench.analysis.cellfigures import Analysis, RunFacts, analyse
+from iobench.cell.checkpointing import CellCheckpoints
 from iobench.cell.inputs import CellInputs
 from iobench.cell.live import live_file
 from iobench.cell.protocol import PARENT_ENV
@@ -29,6 +30,7 @@ from iobench.cell.steps.loaderfactory import epoch_factory
 from iobench.cell.steps.steploop import StepLog, mark_warmup, run_steps, step_durations
 from iobench.cell.telemetry import Telemetry, TelemetrySampler
 from iobench.host.cpuload import HostLoad
+from iobench.results.checkpoint import CheckpointFigures
 from iobench.results.figures import CacheState, PipelineMetrics, SteadyState, StepAlone, Verdict, Window
 from iobench.results.spec import CellSpec, RunSettings
 from loaders.registry import backend
@@ -43,6 +45,7 @@ class Measurement:
     steady: SteadyState | None  # None when the warm-up was a fixed count
     released_at: float = 0.0  # time.time() as the loader was built: where the barrier let this rank go
     alone: StepAlone | None = None  # the step timed alone after the loop (alone.py)
+    checkpoint: CheckpointFigures | None = None  # a checkpoint cell's saves, restores and cost
 
     @property
     def metrics(self) -> PipelineMetrics:
@@ -111,10 +114,12 @@ def measure(inputs: CellInputs, ranks: Ranks = SOLO) -> Measurement:
         if ranks.host_leader
         else contextlib.nullcontext(Telemetry())
     )
+    checkpoints = CellCheckpoints(cell.checkpoint, consumer, ranks, cell.cell_id) if cell.checkpoint else None
     with sampler as telemetry:
         ranks.barrier()
         released_at = time.time()
         created_at = time.perf_counter()
+        saver = checkpoints.start(created_at) if checkpoints else None
         make_epoch = epoch_factory(
             inputs.items, inputs.source, loader, run, rank=ranks.rank, world_size=ranks.world_size
         )
@@ -131,7 +136,10 @@ def measure(inputs: CellInputs, ranks: Ranks = SOLO) -> Measurement:
             sync=step_sync(cell, consumer, ranks),
             more=window_extension(run, ranks),
             max_epochs=limit,
+            after_step=saver.after_step if saver else None,
         )
+        if saver:  # a background save still writing ends before the step is timed alone
+            saver.close()
         ranks.barrier()
     # the workers are gone: the same step on the last batch, with the host to itself (a host's
     # ranks one at a time, each while the others wait)
@@ -158,7 +166,8 @@ def measure(inputs: CellInputs, ranks: Ranks = SOLO) -> Measurement:
         # is taken over every rank together (ranks/rank.py)
         load=None if ranks.distributed else window_load(log, telemetry, inputs.cores),
     )
-    return Measurement(log, analysis, cache_state, telemetry, steady, released_at, alone)
+    figures = checkpoints.finish(analysis.entries, ranks.local_world_size) if checkpoints else None
+    return Measurement(log, analysis, cache_state, telemetry, steady, released_at, alone, figures)
 
 
 def capped_by(run: RunSettings, started: int, limit: int) -> str:

@@ -37,7 +37,7 @@ def atomic_write(path: str | os.PathLike[str], mode: str = "wb") -> Iterator[IO[
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
-    _fsync_dir(dest.parent)
+    fsync_dir(dest.parent)
 
 
 def atomic_write_json(path: str | os.PathLike[str], obj: Any, *, indent: int | None = 2) -> None:
@@ -47,7 +47,7 @@ def atomic_write_json(path: str | os.PathLike[str], obj: Any, *, indent: int | N
         f.write("\n")
 
 
-def _fsync_dir(directory: Path) -> None:
+def fsync_dir(directory: Path) -> None:
     # Makes the rename itself durable; some filesystems refuse O_RDONLY fsync on dirs, which is fine.
     try:
         fd = os.open(directory, os.O_RDONLY)

@@ -121,6 +121,16 @@ class SweepCell:
             ("samples", "samples", "Samples of the running cell's current measured run so far."),
             ("samples_per_second", "samples_per_s", "Samples/s of the running cell since its first step."),
             ("stall_ratio", "stall_fraction", "Stall fraction of the running cell since its first step."),
+            (
+                "checkpoint_blocked_seconds",
+                "checkpoint_blocked_s",
+                "Seconds the running checkpoint cell's training loop was blocked saving checkpoints.",
+            ),
+            (
+                "checkpoint_bytes_per_second",
+                "checkpoint_bytes_per_s",
+                "Bytes/s the running checkpoint cell's saves committed since its first step.",
+            ),
         ):
             if live.get(key) is not None:
                 family = GaugeMetricFamily(f"iobench_sweep_cell_{name}", doc, labels=["cell"])

@@ -81,6 +81,9 @@ def add_recommend_arguments(p: argparse.ArgumentParser) -> None:
     _server_arguments(p)
     _model_arguments(p)
     _rate_arguments(p)
+    from .checkpointrender import add_checkpoint_arguments
+
+    add_checkpoint_arguments(p)
 
 
 def _dataset_arguments(p: argparse.ArgumentParser) -> None:
@@ -647,11 +650,36 @@ def _measured(args: argparse.Namespace, s: Scenario, mixed: tuple) -> tuple[Cali
 
 
 def recommend_command(args: argparse.Namespace, console: Console) -> int:
+    from .checkpointrender import checkpoint_json, render_checkpoints, wanted
     from .render import render, to_json
 
-    report = recommend(args)
+    sizing = _checkpoint_sizing(args) if wanted(args) else None
+    report = recommend(args) if sizing is None or args.dataset_size or args.manifest else None
     if args.json:
-        print(json.dumps(to_json(report), indent=2), file=console.file)
-    else:
+        out = to_json(report) if report is not None else {}
+        print(
+            json.dumps({**out, **({"checkpoint": checkpoint_json(sizing)} if sizing else {})}, indent=2),
+            file=console.file,
+        )
+        return 0
+    if report is not None:
         render(report, console, detail=args.detail)
+    if sizing is not None:
+        render_checkpoints(sizing, console)
     return 0
+
+
+def _checkpoint_sizing(args: argparse.Namespace):
+    """The checkpoint sizing for ``--accelerators`` on their reference node (checkpointrender.py)."""
+    from .checkpointrender import sizing_of
+    from .servers import for_accelerator
+
+    count, kind = parse_count_of(args.accelerators, "--accelerators")
+    server = for_accelerator(kind)
+    if args.accelerators_per_node:
+        per, source = args.accelerators_per_node, "given: --accelerators-per-node"
+    elif server is not None and server.accelerators_per_node:
+        per, source = server.accelerators_per_node, f"{server.description} (configs/servers.yaml)"
+    else:
+        per, source = 8, "assumed: 8 per node"
+    return sizing_of(args, count, per, source)

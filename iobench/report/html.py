@@ -22,6 +22,7 @@ from ..results.store import STEPS_NAME, read_manifest
 from ..results.summary import CellSummary
 from . import plots
 from .bottomline import bottom_line
+from .checkpoints import checkpoint_rows, checkpoint_verdicts
 from .mlperf import decoding_adds
 from .terminal import at_scale_line, cores_line, diagnosis_lines, outage_line, reading_line, window_cell
 
@@ -161,5 +162,7 @@ def render_html(summaries: list[CellSummary], steps: dict[str, pa.Table], title:
             no_cache=NO_CACHE,
             scaling=checks(summaries),
             bottom=bottom_line(summaries),
+            checkpoints=checkpoint_rows(summaries),
+            checkpoint_verdicts=checkpoint_verdicts(summaries),
         )
     )

@@ -45,6 +45,7 @@ SPLIT_COLOURS = {
     "peer_wait": "#c62828",
     "h2d": "#546e7a",
     "allreduce": "#00838f",
+    "checkpoint": "#ad1457",
     "loop": "#cfd8dc",
 }
 # a step in the order it runs: its own data wait, waiting for peers, copy, compute, all-reduce

@@ -192,6 +192,7 @@ def print_report(
         for knee in found:
             for line in knee.lines():
                 _say(console, f"  {line}")
+    _print_checkpoints(summaries, console)
     lines = scaling_lines(summaries)
     if lines:
         console.print(
@@ -206,6 +207,17 @@ def print_report(
             _say(console, f"  {line}")
     if not detail and any(s.ok for s in summaries):
         _say(console, "\n(every figure of every cell: iobench report RUN --detail, or --html)")
+
+
+def _print_checkpoints(summaries: list[CellSummary], console: Console) -> None:
+    from .checkpoints import checkpoint_table, checkpoint_verdicts
+
+    table = checkpoint_table(summaries)
+    if table is None:
+        return
+    console.print(table)
+    for line in checkpoint_verdicts(summaries):
+        _say(console, f"  {line}")
 
 
 # evidence lines a cell shows by default; the rest, and its other figures, with --detail

@@ -25,6 +25,14 @@ WindowNeed = Literal["both", "either"]
 # how a cell read its samples (analysis/mlperf.py)
 Reading = Literal["mlperf", "no decode", "decode"]
 Status = Literal["ok", "failed", "interrupted"]
+# how a training loop saves a checkpoint (docs/checkpoints.md): blocked for the whole write; for a copy
+# into fresh host memory then written in the background (DCP's default staging); for a copy into
+# reused, pinned host buffers then written in the background
+CheckpointMode = Literal["sync", "async", "async_pinned"]
+# what writes it: iobench's own DCP writer, torch's FileSystemWriter, s3torchconnector's DCP writer,
+# torch's fsspec writer (s3fs for s3://)
+CheckpointWriter = Literal["iobench", "stock", "s3torchconnector", "fsspec"]
+CheckpointIo = Literal["buffered", "direct"]  # a file store through the page cache, or O_DIRECT
 
 
 def values(choice: object) -> tuple[str, ...]:

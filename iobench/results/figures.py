@@ -62,6 +62,8 @@ class StepRow:
     augment_s: float | None = None
     collate_s: float | None = None
     reader_cpu_s: float = 0.0  # the CPU its readers spent making the batch, every stage (thread CPU)
+    # after the step, the training loop blocked for a checkpoint save (a checkpoint cell's; v9+)
+    checkpoint_s: float = 0.0
 
 
 # the parts of a step's account, in the order a step runs them (analysis/ledger.py): every second of
@@ -80,6 +82,7 @@ ACCOUNT_PARTS = (
     "device",
     "host",
     "allreduce",
+    "checkpoint",
 )
 # of those, the data wait: the step blocked in next() on the loader
 WAIT_PARTS = ("loader_start", "fetch", "decode", "augment", "collate", "unsplit", "handover")
@@ -98,6 +101,7 @@ PART_LABELS = {
     "h2d": "host-to-device copy",
     "allreduce": "all-reduce",
     "loop": "the step loop's own bookkeeping",
+    "checkpoint": "blocked saving a checkpoint",
 }
 
 
@@ -136,6 +140,7 @@ class StepAccount:
     # its batch counts here: False where an interval clipped it before its end (a step delivers its
     # batch as it ends), its samples and bytes then 0
     delivered: bool = True
+    checkpoint: float = 0.0  # blocked saving a checkpoint after the step (a time part, the last)
 
     @property
     def span_s(self) -> float:
@@ -170,6 +175,7 @@ class WallSplit:
     device: float
     host: float
     allreduce: float
+    checkpoint: float = 0.0  # v9+
 
     def parts(self) -> dict[str, float]:
         return {p: getattr(self, p) for p in ACCOUNT_PARTS}

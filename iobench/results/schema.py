@@ -83,6 +83,15 @@ def _mlperf(read: Callable) -> Callable[[CellSummary], Any]:
     return lambda s: read(s.mlperf) if s.mlperf is not None else None
 
 
+def _ckpt(read: Callable) -> Callable[[CellSummary], Any]:
+    """A checkpoint cell's figure (docs/method.md, Checkpoints); None for any other cell."""
+    return lambda s: read(s.checkpoint) if s.ok and s.checkpoint is not None else None
+
+
+def _ckpt_cost(read: Callable) -> Callable[[CellSummary], Any]:
+    return _ckpt(lambda c: read(c.cost) if c.cost is not None else None)
+
+
 def _dist(read: Callable) -> Callable[[CellSummary], Any]:
     return lambda s: read(s.distributed) if s.distributed is not None else None
 
@@ -236,6 +245,55 @@ COLUMNS: list[Column] = [
         Column(f"predicted_samples_per_s_{w}", pa.float64(), _at_scale(w, "samples_per_s"))
         for w in SCALE_COLUMNS
     ),
+    # checkpoint cells (docs/method.md, Checkpoints)
+    Column(
+        "ckpt_destination",
+        pa.string(),
+        lambda s: s.cell.checkpoint.destination.name if s.cell.checkpoint else None,
+    ),
+    Column("ckpt_writer", pa.string(), _ckpt(lambda c: c.writer)),
+    Column("ckpt_mode", pa.string(), lambda s: s.cell.checkpoint.mode if s.cell.checkpoint else None),
+    Column(
+        "ckpt_every_steps", pa.int32(), lambda s: s.cell.checkpoint.every_steps if s.cell.checkpoint else None
+    ),
+    Column(
+        "ckpt_state_bytes", pa.int64(), lambda s: s.cell.checkpoint.state_bytes if s.cell.checkpoint else None
+    ),
+    Column("ckpt_saves", pa.int32(), _ckpt(lambda c: c.save.count)),
+    Column("ckpt_save_gb_per_s_per_node", pa.float64(), _ckpt(lambda c: c.save.gb_per_s_per_node)),
+    Column("ckpt_save_gb_per_s_per_rank", pa.float64(), _ckpt(lambda c: c.save.gb_per_s_per_rank)),
+    Column("ckpt_save_s_mean", pa.float64(), _ckpt(lambda c: c.save.seconds_mean)),
+    Column("ckpt_request_p50_ms", pa.float64(), _ckpt(lambda c: c.save.request_ms.p50)),
+    Column("ckpt_request_p99_ms", pa.float64(), _ckpt(lambda c: c.save.request_ms.p99)),
+    Column("ckpt_save_device_bytes", pa.int64(), _ckpt(lambda c: c.save.device_bytes)),
+    Column(
+        "ckpt_restore_cold_gb_per_s_per_node",
+        pa.float64(),
+        _ckpt(lambda c: c.restore_cold and c.restore_cold.gb_per_s_per_node),
+    ),
+    Column(
+        "ckpt_restore_cold_s", pa.float64(), _ckpt(lambda c: c.restore_cold and c.restore_cold.seconds_mean)
+    ),
+    Column(
+        "ckpt_restore_warm_gb_per_s_per_node",
+        pa.float64(),
+        _ckpt(lambda c: c.restore_warm and c.restore_warm.gb_per_s_per_node),
+    ),
+    Column(
+        "ckpt_save_alone_gb_per_s_per_node",
+        pa.float64(),
+        _ckpt(lambda c: c.save_alone and c.save_alone.gb_per_s_per_node),
+    ),
+    Column("ckpt_fio_write_gb_per_s", pa.float64(), _ckpt(lambda c: c.fio_write_gb_per_s)),
+    Column("ckpt_fio_read_gb_per_s", pa.float64(), _ckpt(lambda c: c.fio_read_gb_per_s)),
+    Column("ckpt_blocked_s_per_save", pa.float64(), _ckpt_cost(lambda c: c.blocked_s_per_save)),
+    Column("ckpt_blocked_fraction", pa.float64(), _ckpt_cost(lambda c: c.blocked_fraction)),
+    Column("ckpt_slowed_steps", pa.int32(), _ckpt_cost(lambda c: c.slowed_steps)),
+    Column("ckpt_slowed_step_ratio", pa.float64(), _ckpt_cost(lambda c: c.slowed_step_ratio)),
+    Column("ckpt_au_with", pa.float64(), _ckpt_cost(lambda c: c.au_with)),
+    Column("ckpt_au_without", pa.float64(), _ckpt_cost(lambda c: c.au_without)),
+    Column("ckpt_cost", pa.float64(), _ckpt_cost(lambda c: c.cost)),
+    Column("ckpt_verdict", pa.string(), _ckpt(lambda c: c.verdict)),
     Column("notes", pa.string(), lambda s: " | ".join(s.warnings) or None),
     # accelerator | host | prep | fetch | unknown | failed (and straggler | allreduce, multi-rank)
     Column("verdict", pa.string(), lambda s: s.verdict.bound if s.ok and s.verdict else "failed"),
@@ -290,6 +348,7 @@ STEP_SCHEMA = with_version(
             ("augment_s", pa.float64()),
             ("collate_s", pa.float64()),
             ("reader_cpu_s", pa.float64()),  # the CPU its readers spent making it (v8+)
+            ("checkpoint_s", pa.float64()),  # blocked saving a checkpoint after the step (v9+)
             # the step's account (analysis/ledger.py, v8+): from the rank's previous step's end to
             # this step's end, each second in one part; the parts sum to account_span_s
             ("account_start_s", pa.float64()),

@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from loaders.config import OnError, PipelineSpec, default
 
+from .checkpoint import CheckpointSettings
 from .choices import AcceleratorKind, CacheMode, ComputeDist, DemandKind, Layout, SyncMode, WindowNeed, values
 
 
@@ -159,6 +160,8 @@ class CellSpec:
     cache: CacheMode
     run: RunSettings
     dataset: str  # the local dataset directory (generated or given)
+    # a checkpoint cell: the trainer saves its state every K steps (results/checkpoint.py); None: none
+    checkpoint: CheckpointSettings | None = None
 
     @property
     def tier_name(self) -> str:

@@ -19,6 +19,7 @@ from iobench.host.cores import usable_cores
 from iobench.host.machine import cpu_model
 from iobench.host.memory import usable_memory
 
+from .checkpoint import CheckpointFigures
 from .choices import Status, values
 from .figures import (
     Attribution,
@@ -42,7 +43,9 @@ from .spec import CellSpec
 # 9: one judge: verdict.budget (where the window's cores went) and verdict.cores (the cores per
 #    accelerator), the verdict "cores"; metrics.trainer_alone_* (its median step alone with its
 #    interval, whether the host was quiet, the cores others used meanwhile); run.min_measure.need;
-#    the cores_* and budget_* columns
+#    the cores_* and budget_* columns; checkpoint cells: summary.checkpoint (saves, restores cold
+#    and warm, the cost to training), steps.parquet checkpoint_s and account_checkpoint_s, the wall
+#    split's checkpoint share
 # 8: one ledger per step: AU is device busy / wall everywhere (the epochs' au and au_mlperf too);
 #    summary.split (the wall split, every part named, summing to 1) replaces attribution.lost_fraction;
 #    steps.parquet open_s, decode_s, augment_s, collate_s, reader_cpu_s and each step's account;
@@ -146,6 +149,7 @@ class CellSummary:
     scale_queue_depth: int | None = None
     started_at: str | None = None
     finished_at: str | None = None
+    checkpoint: CheckpointFigures | None = None  # v9+: a checkpoint cell's saves, restores and cost
 
     @property
     def ok(self) -> bool:

@@ -25,6 +25,7 @@ from iobench.results.spec import (
     LoaderSettings,
     RunSettings,
 )
+from iobench.sweep.checkpointspec import CheckpointSection, checkpoint_cells, parse_checkpoints
 from iobench.sweep.checks import (
     ConfigError,
     as_list,
@@ -114,6 +115,7 @@ class SweepConfig:
     run: RunSection
     source: str = field(default="")
     raw: dict = field(default_factory=dict)
+    checkpoints: CheckpointSection | None = None  # the checkpoint cells' section (checkpointspec.py)
 
     def layouts(self) -> set[str]:
         return {loader.layout for loader in self.loaders}
@@ -164,6 +166,8 @@ class SweepConfig:
                             dataset=str(dataset.path),
                         )
                     )
+        if self.checkpoints is not None:
+            cells += checkpoint_cells(self.checkpoints, self)
         ids = [c.cell_id for c in cells]
         dupes = sorted({i for i in ids if ids.count(i) > 1})
         if dupes:
@@ -439,7 +443,16 @@ def _run(raw: Any) -> RunSection:
 
 def parse_config(raw: Any, source: str = "<config>") -> SweepConfig:
     top = check_keys(
-        raw, {"dataset": None, "tiers": None, "loaders": None, "accelerators": None, "run": None}, ""
+        raw,
+        {
+            "dataset": None,
+            "tiers": None,
+            "loaders": None,
+            "accelerators": None,
+            "run": None,
+            "checkpoints": None,
+        },
+        "",
     )
     for key in ("dataset", "tiers", "loaders", "accelerators"):
         if top[key] is None:
@@ -462,14 +475,16 @@ def parse_config(raw: Any, source: str = "<config>") -> SweepConfig:
                     "for it, so its gradient all-reduce cannot be modelled; set run.sync: barrier (MLPerf "
                     "Storage's computation_time is its whole step, all-reduce included)"
                 )
+    tiers = _tiers(top["tiers"], datasets)
     return SweepConfig(
         datasets=datasets,
-        tiers=_tiers(top["tiers"], datasets),
+        tiers=tiers,
         loaders=loaders,
         accelerators=accelerators,
         run=run,
         source=source,
         raw=raw,
+        checkpoints=parse_checkpoints(top["checkpoints"], tiers),
     )
 
 

@@ -8,7 +8,6 @@ it skips, saying why.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import hashlib
 import json
@@ -16,7 +15,6 @@ import os
 import subprocess
 import sys
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -30,23 +28,9 @@ from loaders.storage.shardcache import CacheError, ShardCache
 from tests.helpers.cgroups import inside, new_group
 from tests.helpers.faultkit import cache_problems, dataset_pairs, stage_copy
 from tests.helpers.lab_fixture import ceph_missing
+from tests.helpers.mounts import mounted_tmpfs
 from tests.helpers.runs import exact_epochs
 from tests.helpers.sweepkit import assert_table, sweep_file
-
-
-@contextlib.contextmanager
-def mounted_tmpfs(path: Path, size: str, *, read_only: bool = False) -> Iterator[Path]:
-    path.mkdir(parents=True, exist_ok=True)
-    options = f"size={size}" + (",ro" if read_only else "")
-    r = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)], capture_output=True, text=True
-    )
-    if r.returncode:
-        ceph_missing(f"cannot mount a tmpfs (needs root or CAP_SYS_ADMIN): {r.stderr.strip()}")
-    try:
-        yield path
-    finally:
-        subprocess.run(["umount", "-l", str(path)], check=True)
 
 
 def _payload(name: str, size: int) -> bytes:

@@ -203,7 +203,12 @@ def _job_measurement(
         verdict=verdict,
     )
     return Measurement(
-        log=log, analysis=analysis, cache_state=mine.cache_state, telemetry=mine.telemetry, steady=None
+        log=log,
+        analysis=analysis,
+        cache_state=mine.cache_state,
+        telemetry=mine.telemetry,
+        steady=None,
+        checkpoint=mine.checkpoint,  # every rank's saves and restores, gathered on rank 0 (its steps' cost)
     )
 
 

@@ -52,6 +52,7 @@ def run_steps(
     sync: StepSync | None = None,
     more: Callable[[StepLog], bool] | None = None,
     max_epochs: int = 1,
+    after_step: Callable[[int], float] | None = None,
 ) -> StepLog:
     """Run ``epochs`` passes (or ``max_steps`` steps) of ``make_epoch(epoch)`` through ``consumer``.
 
@@ -64,6 +65,8 @@ def run_steps(
     ``more``, asked after the requested epochs and after each added one, says whether to run
     another (up to ``max_epochs`` in all): how a short window is extended (analysis/window.py).
     In a multi-rank cell it must give every rank the same answer.
+    ``after_step(step)``, called as each step ends (after its all-reduce), returns the seconds it
+    blocked the loop (a checkpoint save): they count in the step, as its ``checkpoint_s``.
     """
     loop = _StepLoop(
         consumer,
@@ -73,6 +76,7 @@ def run_steps(
         rank=rank,
         record_keys=record_keys,
         sync=sync,
+        after_step=after_step,
     )
     epoch = 0
     while epoch < epochs or (more is not None and epoch < max_epochs and more(loop.log)):
@@ -100,8 +104,10 @@ class _StepLoop:
         rank: int,
         record_keys: bool,
         sync: StepSync | None,
+        after_step: Callable[[int], float] | None = None,
     ) -> None:
         self.consumer, self.log, self.sync = consumer, log, sync
+        self.after_step = after_step
         self.warmup_steps, self.on_step, self.rank, self.record_keys = (
             warmup_steps,
             on_step,
@@ -182,6 +188,7 @@ class _StepLoop:
         trainer_cpu_s = time.process_time() - c0
         compute_s = time.perf_counter() - stepping
         allreduce_s = self.sync.allreduce(compute_s) if self.sync is not None else 0.0
+        checkpoint_s = self.after_step(self.step) if self.after_step is not None else 0.0
         t2 = time.perf_counter()
         if log.last_input is None or len(y) >= len(log.last_input[1]):  # type: ignore[arg-type]
             self.kept = (x, y)
@@ -206,6 +213,7 @@ class _StepLoop:
             allreduce_s=allreduce_s,
             trainer_cpu_s=trainer_cpu_s,
             open_s=self.opening,
+            checkpoint_s=checkpoint_s,
         )
         if self.record_keys:
             log.keys.extend((self.rank, epoch, self.step, key) for key in batch.keys)
@@ -247,6 +255,7 @@ def _row(
     allreduce_s: float,
     trainer_cpu_s: float,
     open_s: float,
+    checkpoint_s: float = 0.0,
 ) -> StepRow:
     """A step's row: ``times`` are its start of waiting, its batch in hand and its end (perf_counter)."""
     t0, t1, t2 = times
@@ -279,6 +288,7 @@ def _row(
         augment_s=stats.wall_s["augment"],
         collate_s=stats.wall_s["collate"],
         reader_cpu_s=sum(stats.cpu_s.values()),
+        checkpoint_s=checkpoint_s,
     )
 
 

@@ -207,3 +207,25 @@ def test_a_window_too_short_to_judge_gives_no_advice():
     v = judge_of(metrics_of(rows), _stats(0.5), workers=2, cores=2, window=crashed)
     assert v.bound == "unknown" and v.headline.startswith("not judged: the window is 4 step(s) over 0.01 s")
     assert "measure longer" in v.action
+
+
+def test_a_trainer_blocked_by_its_checkpoint_saves_more_than_by_its_data_is_host_bound_by_them():
+    from iobench.results.figures import WallSplit
+
+    parts = dict.fromkeys(
+        ("loop", "loader_start", "fetch", "decode", "augment", "collate", "unsplit", "handover"), 0.0
+    )
+    split = WallSplit(
+        wall_s=10.0,
+        **{**parts, "decode": 0.05},
+        peer_wait=0.0,
+        h2d=0.0,
+        device=0.6,
+        host=0.05,
+        allreduce=0.0,
+        checkpoint=0.3,
+    )
+    rows = _rows(10, wait=0.03, compute=0.06, device=0.06)  # AU 0.67: the saves' time is in the wall
+    v = judge_of(metrics_of(rows), _stats(0.5), workers=2, cores=2, split=split)
+    assert (v.bound, v.binding_stage) == ("host", "checkpoint") and "30 %" in v.headline
+    assert "async_pinned" in v.action

@@ -194,6 +194,13 @@ def test_a_running_sweep_cell_is_re_exported_from_the_run_directory(tmp_path, mo
     assert scrape.value("iobench_sweep_cell_attempts_total", status="ok") == 1
     assert scrape.names() == documented("iobench_sweep_")
 
+    # a checkpoint cell: a save of 6 MB committed after the third step, which blocked 0.4 s
+    live.on_checkpoint(6_000_000)
+    live.on_step(StepRow(3, 0, False, 3, 0.0, 0.0, 0.5, 5.0, 4, 1000, checkpoint_s=0.4))
+    scrape = _once("--run-dir", str(tmp_path))
+    assert scrape.value("iobench_sweep_cell_checkpoint_blocked_seconds", **cell) == 0.4
+    assert scrape.value("iobench_sweep_cell_checkpoint_bytes_per_second", **cell) == 1_500_000.0
+
 
 def test_wrong_input_says_what_to_give(tmp_path):
     gone = subprocess.Popen([sys.executable, "-c", ""])

@@ -73,7 +73,7 @@ def test_overrides_change_a_copy_and_loader_x_means_every_loader():
             "loader.worker=[2]",
             "loaders[0].worker: unknown key; allowed keys here are augment_cpu_ms, batch_size",
         ),
-        ("bogus.x=1", "bogus: unknown key; allowed keys here are accelerators, dataset"),
+        ("bogus.x=1", "bogus: unknown key; allowed keys here are accelerators, checkpoints, dataset"),
         ("tier.pth=/x", "tiers[0].pth: not an option of tier kind local; its options are"),
         ("loaders[5].workers=1", "--set loaders[5].workers: loaders[5] does not exist (loaders has 2)"),
         ("run.cache.x=1", "--set run.cache.x: run.cache=['cold'] is not a mapping"),
