@@ -62,7 +62,12 @@ from peers import (
 )
 
 from loaders import LoaderConfig, make_loader
-from loaders.pipeline.cropdecode import MISSING_HINT, decode_crop, decoder_name, region_decode_available
+from loaders.pipeline.cropdecode import (
+    REGION_DECODER_MISSING,
+    decode_crop,
+    decoder_name,
+    region_decode_available,
+)
 from loaders.pipeline.decode import resize_flip
 
 # what the contenders import, by the group that installs it: (module, who needs it, what to install)
@@ -403,7 +408,9 @@ def main() -> None:
     args = ap.parse_args()
     missing = missing_extras()
     if not region_decode_available():
-        missing.append(f"the crop-region contenders need the loaders' region decoder: {MISSING_HINT}")
+        missing.append(
+            f"the crop-region contenders need the loaders' region decoder: {REGION_DECODER_MISSING}"
+        )
     if missing:
         sys.exit("bench_loaders.py cannot run every contender; install first:\n  - " + "\n  - ".join(missing))
     if args.check:

@@ -26,7 +26,7 @@ from loaders.config import AugmentSpec
 from loaders.pipeline.decode import MAX_PIXELS, CorruptImage, crop_box, decode_jpeg, random_resized_crop_box
 
 try:
-    from loaders.pipeline import _cropdecode
+    import loaders.pipeline._cropdecode as _cropdecode
 except ImportError:  # not built: the system had no libjpeg-turbo headers when the package was installed
     _cropdecode = None
 
@@ -35,7 +35,7 @@ _NOT_RGB = ("CMYK", "YCCK")
 # columns out has beyond the box: the decoded columns start at most an iMCU (32 pixels) left of it
 _SPARE_COLUMNS = 32
 
-MISSING_HINT = (
+REGION_DECODER_MISSING = (
     "decoding whole images: the loaders' region decoder was not built (it needs libjpeg-turbo's "
     "headers when the package is installed: apt-get install libjpeg62-turbo-dev, or your system's "
     "libjpeg-turbo development package, then reinstall iobench)"
