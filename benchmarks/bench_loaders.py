@@ -337,7 +337,7 @@ def section_at(workers: int, run: dict, rounds: int, cores: int) -> str:
         f"{'met' if x_peer >= 1.15 else 'not met'} in this run (best, {ours_name}: {x_peer:.2f} × best "
         f"peer, {paired(ours, ceil):.2f} × ceiling, {paired(ours, results[BARE]):.2f} × bare parallel decode)"
     )
-    backends = [k for k in results if k.startswith(OURS)]
+    backends = [k for k in results if k.startswith(OURS) and "whole-image" not in k]
     per_backend = "; ".join(
         f"{name.removeprefix('iobench ')}: {paired(results[name], ceil):.2f} × ceiling, CPU "
         f"{paired(cpu[name], cpu[BARE]):.2f} × bare ("
