@@ -48,6 +48,10 @@ class PipelineSpec:
     # thread: a training job's transforms beyond the random resized crop and flip (the sweep file
     # `iobench probe` writes sets it to what the job's readers spent beyond this loader's decode)
     augment_cpu_ms: float = 0.0
+    # True: each sample's random-resized-crop box is drawn first and only the box is decoded
+    # (libjpeg-turbo's partial decompression, where the loaders' region decoder is built: the same
+    # pixels as a whole decode); False: the whole image is decoded, then cropped
+    decode_roi: bool = True
 
     @property
     def image_size(self) -> int | None:

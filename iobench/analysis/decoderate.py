@@ -16,6 +16,11 @@ the JPEG's bytes (libjpeg-turbo's work grows with the coded data: 9.8-9.9 µs pe
 synthetic and photographic sets of docs/benchmarks.md), and augment, a fixed cost per sample (the
 crop is resized to the same output whatever the input). :meth:`DecodeRate.at` gives the rate at
 any sample size and says how it was scaled.
+
+The rate is the decoder's: decoding the crop box alone (the loaders' default where their region
+decoder is built) costs less CPU than decoding the whole image. Each rate names its decoder
+(``loaders.pipeline.decoder_name``), this host's calibration keeps one rate per decoder, and a
+resolved rate is the one of the decoder the loaders use here unless another is asked for.
 """
 
 from __future__ import annotations
@@ -56,6 +61,7 @@ class DecodeRate:
     measured_at_bytes: float  # the mean sample size the figures were measured (or given) at
     source: str
     kind: str  # "given" | "run" | "calibration" | "assumed"
+    decoder: str = ""  # whose CPU it is (loaders.pipeline.decoder_name); "" where not known
 
     def ms_per_sample(self, sample_bytes: float | None = None) -> float:
         size = self.measured_at_bytes if sample_bytes is None else sample_bytes
@@ -77,8 +83,9 @@ class DecodeRate:
     def describe(self, sample_bytes: float | None = None) -> str:
         size = self.measured_at_bytes if sample_bytes is None else sample_bytes
         how = self.scaling(size)
+        by = f", {self.decoder}" if self.decoder else ""
         return (
-            f"{self.per_core(size):,.0f} samples/s per core at {format_bytes(size)} per sample "
+            f"{self.per_core(size):,.0f} samples/s per core at {format_bytes(size)} per sample{by} "
             f"({self.source}{'; ' + how if how else ''})"
         )
 
@@ -87,7 +94,21 @@ class DecodeRate:
         return {**asdict(self), "sample_bytes": size, "samples_per_s_per_core": self.per_core(size)}
 
 
-ASSUMED = DecodeRate(ASSUMED_DECODE_US_PER_KIB, ASSUMED_AUGMENT_MS, 111 * KIB, ASSUMED_SOURCE, "assumed")
+ASSUMED = DecodeRate(
+    ASSUMED_DECODE_US_PER_KIB,
+    ASSUMED_AUGMENT_MS,
+    111 * KIB,
+    ASSUMED_SOURCE,
+    "assumed",
+    "simplejpeg whole-image decode",
+)
+
+
+def default_decoder() -> str:
+    """The decoder the loaders use here by default (the crop region's, where it is built)."""
+    from loaders.pipeline import decoder_name
+
+    return decoder_name(True)
 
 
 def given(samples_per_s_per_core: float, sample_bytes: float = REFERENCE_SAMPLE_BYTES) -> DecodeRate:
@@ -100,7 +121,9 @@ def given(samples_per_s_per_core: float, sample_bytes: float = REFERENCE_SAMPLE_
     return DecodeRate(us_per_kib, 0.0, sample_bytes, "given with --decode-rate", "given")
 
 
-def from_costs(costs: Sequence[tuple[float, float, float]], source: str, kind: str) -> DecodeRate:
+def from_costs(
+    costs: Sequence[tuple[float, float, float]], source: str, kind: str, decoder: str = ""
+) -> DecodeRate:
     """From per-cell (decode ms, augment ms, sample bytes): the median of each cost."""
     if not costs:
         raise ValueError("no decode and augment times to rate")
@@ -110,16 +133,19 @@ def from_costs(costs: Sequence[tuple[float, float, float]], source: str, kind: s
         measured_at_bytes=statistics.median(b for _, _, b in costs),
         source=source,
         kind=kind,
+        decoder=decoder,
     )
 
 
-def from_runs(run_dirs: Iterable[str | Path]) -> DecodeRate:
-    """The median decode and augment thread CPU time per sample over the ok cells of runs, each at
-    its dataset's mean sample size (from the cell's manifest)."""
+def rates_of_runs(run_dirs: Iterable[str | Path]) -> dict[str, DecodeRate]:
+    """Per decoder the cells of runs used (``""``: cells measured before decoders were named), the
+    median decode and augment thread CPU time per sample over its ok cells, each at its dataset's
+    mean sample size (from the cell's manifest); the decoder most cells used first."""
     from iobench.results.store import cell_summaries, read_manifest
 
     dirs = [Path(d) for d in run_dirs]
-    costs, wall = [], False
+    costs: dict[str, list[tuple[float, float, float]]] = {}
+    wall = False
     for run_dir in dirs:
         for s in cell_summaries(run_dir):
             manifest = read_manifest(run_dir, s.cell_id) if s.ok else None
@@ -130,7 +156,8 @@ def from_runs(run_dirs: Iterable[str | Path]) -> DecodeRate:
             if ms.get("decode") and "augment" in ms:
                 # the cell's own augment, without the extra CPU a sweep file asked it to spend
                 augment = max(0.0, ms["augment"] - s.cell.loader.augment_cpu_ms)
-                costs.append((ms["decode"], augment, float(manifest.dataset.mean_sample_bytes)))
+                cost = (ms["decode"], augment, float(manifest.dataset.mean_sample_bytes))
+                costs.setdefault(s.decoder or "", []).append(cost)
     names = " ".join(str(d) for d in dirs)
     if not costs:
         raise ValueError(
@@ -138,81 +165,112 @@ def from_runs(run_dirs: Iterable[str | Path]) -> DecodeRate:
             "give --decode-rate N or leave --results out"
         )
     how = "wall time (an underestimate of the rate)" if wall else "thread CPU time"
-    return from_costs(
-        costs, f"measured: median decode and augment {how} of {len(costs)} cell(s) in {names}", "run"
-    )
+    return {
+        decoder: from_costs(
+            cells,
+            f"measured: median decode and augment {how} of {len(cells)} cell(s) in {names}",
+            "run",
+            decoder,
+        )
+        for decoder, cells in sorted(costs.items(), key=lambda item: -len(item[1]))
+    }
 
 
-def measure_costs(jpegs: list[bytes], seconds: float = 1.0) -> tuple[float, float]:
-    """(decode ms, augment ms) per sample on one core: ``jpegs`` in turn for about ``seconds``,
-    timed by this thread's CPU time so that other load on the host does not count."""
+def from_runs(run_dirs: Iterable[str | Path]) -> DecodeRate:
+    """The rate of the decoder most of the runs' cells used (:func:`rates_of_runs`)."""
+    return next(iter(rates_of_runs(run_dirs).values()))
+
+
+def measure_costs(jpegs: list[bytes], seconds: float = 1.0, roi: bool = True) -> tuple[float, float]:
+    """(decode ms, augment ms) per sample on one core, as a reader with ``decode_roi=roi`` spends
+    them (decode: the crop box drawn and decoded; augment: its resize and flip): ``jpegs`` in turn
+    for about ``seconds``, timed by this thread's CPU time so that other load on the host does not
+    count."""
     from loaders import AugmentSpec
-    from loaders.pipeline import augment, decode_jpeg
+    from loaders.pipeline import decode_crop, resize_flip
 
     rng, spec = random.Random(0), AugmentSpec()
-    augment(decode_jpeg(jpegs[0]), rng, spec)  # the first call pays for lazy initialisation
+    resize_flip(
+        decode_crop(jpegs[0], rng, spec, roi), rng, spec
+    )  # the first call pays for lazy initialisation
     done, decode_s, augment_s = 0, 0.0, 0.0
     wall_end = time.perf_counter() + seconds
     while time.perf_counter() < wall_end or done < len(jpegs):
         t0 = time.thread_time()
-        image = decode_jpeg(jpegs[done % len(jpegs)])
+        crop = decode_crop(jpegs[done % len(jpegs)], rng, spec, roi)
         t1 = time.thread_time()
-        augment(image, rng, spec)
+        resize_flip(crop, rng, spec)
         decode_s += t1 - t0
         augment_s += time.thread_time() - t1
         done += 1
     return 1000.0 * decode_s / done, 1000.0 * augment_s / done
 
 
-def measure_here(seconds: float = 1.0, images: int = 24) -> DecodeRate:
-    """Measured on this host: synthetic ImageNet-like JPEGs from the synth dataset's generator."""
+def measure_here(seconds: float = 1.0, images: int = 24, roi: bool = True) -> DecodeRate:
+    """Measured on this host with the decoder of ``decode_roi=roi``: synthetic ImageNet-like JPEGs
+    from the synth dataset's generator."""
     from iobench.datasets.synth import PRIOR_NOISE_SCALE, render
+    from loaders.pipeline import decoder_name
 
     jpegs = [render(0, i, PRIOR_NOISE_SCALE)[0] for i in range(images)]
     mean = sum(map(len, jpegs)) / len(jpegs)
-    decode_ms, augment_ms = measure_costs(jpegs, seconds)
+    decode_ms, augment_ms = measure_costs(jpegs, seconds, roi)
     return DecodeRate(
         1000.0 * decode_ms / (mean / KIB),
         augment_ms,
         mean,
         f"measured on {this_host()} at {time.strftime('%Y-%m-%d %H:%M')}: one core, {seconds:g} s of decode + "
-        f"RandomResizedCrop + flip (loaders.pipeline.decode) on {images} synthetic ImageNet-like JPEGs",
+        f"RandomResizedCrop + flip (loaders.pipeline) on {images} synthetic ImageNet-like JPEGs",
         "calibration",
+        decoder_name(roi),
     )
 
 
+def _calibrations() -> dict[str, dict]:
+    """This host's calibration file: a rate per decoder (a file from another host, or of an older
+    layout, holds none)."""
+    try:
+        doc = json.loads((cache_dir() / CALIBRATION_FILE).read_text())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(doc, dict) or doc.get("host") != this_host() or not isinstance(doc.get("rates"), dict):
+        return {}
+    return doc["rates"]
+
+
 def save(rate: DecodeRate) -> Path:
-    """Keep ``rate`` as this host's calibration (in iobench's cache directory)."""
+    """Keep ``rate`` as this host's calibration of its decoder (in iobench's cache directory)."""
     path = cache_dir() / CALIBRATION_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(path, {"host": this_host(), **asdict(rate)})
+    rates = {**_calibrations(), rate.decoder: asdict(rate)}
+    atomic_write_json(path, {"host": this_host(), "rates": rates})
     return path
 
 
 def keep_from_run(run_dir: str | Path) -> DecodeRate | None:
-    """After a sweep on this host: its cells' rate becomes this host's calibration (the latest
-    measurement wins, a sweep's or inspect's). None when no cell measured decode and augment."""
+    """After a sweep on this host: its cells' rates become this host's calibration of their
+    decoders (the latest measurement wins, a sweep's or inspect's). Returns the rate of the decoder
+    most cells used; None when no cell measured decode and augment."""
     try:
-        rate = from_runs([run_dir])
+        rates = rates_of_runs([run_dir])
     except ValueError:
         return None
-    rate = replace(rate, kind="calibration", source=f"{rate.source}, on {this_host()}")
+    kept = [replace(r, kind="calibration", source=f"{r.source}, on {this_host()}") for r in rates.values()]
     try:
-        save(rate)
+        for rate in kept:
+            save(rate)
     except OSError:
-        return None  # a read-only home: the figure is in the run anyway
-    return rate
+        pass  # a read-only home: the figures are in the run anyway
+    return kept[0]
 
 
-def load_calibration() -> DecodeRate | None:
-    """This host's calibration, if one was measured here (a file from another host is ignored)."""
-    path = cache_dir() / CALIBRATION_FILE
+def load_calibration(decoder: str | None = None) -> DecodeRate | None:
+    """This host's calibration of ``decoder`` (default: the one the loaders use here), if one was
+    measured here."""
+    doc = _calibrations().get(default_decoder() if decoder is None else decoder)
     try:
-        doc = json.loads(path.read_text())
-        if doc.pop("host") != this_host():
-            return None
-        return DecodeRate(**doc)
-    except (OSError, ValueError, KeyError, TypeError):
+        return DecodeRate(**doc) if doc else None
+    except TypeError:
         return None
 
 
@@ -221,11 +279,12 @@ def resolve(
     rate: float | None = None,
     results: Sequence[str | Path] | None = None,
     sample_bytes: float = REFERENCE_SAMPLE_BYTES,
+    decoder: str | None = None,
 ) -> DecodeRate:
-    """The rate to use: given (at ``sample_bytes``), else from runs, else this host's calibration,
-    else assumed."""
+    """The rate to use: given (at ``sample_bytes``), else from runs (their cells' decoder), else
+    this host's calibration of ``decoder`` (default: the one the loaders use here), else assumed."""
     if rate is not None:
         return given(rate, sample_bytes)
     if results:
         return from_runs(results)
-    return load_calibration() or ASSUMED
+    return load_calibration(decoder) or ASSUMED

@@ -24,6 +24,7 @@ from iobench.analysis.repeats import summarize
 from iobench.analysis.steptimes import step_times
 from iobench.cell.measure import Measurement
 from iobench.cell.ranks.allreduce import allreduce_model, gradient_size_known
+from iobench.cell.steps.loaderfactory import decoder_notes, decoder_of
 from iobench.results.codec import from_json
 from iobench.results.figures import Attribution, Ceiling, Distributed, LoaderStats, RankFigures
 from iobench.results.schema import KEYS_SCHEMA, STEP_SCHEMA, TELEMETRY_SCHEMA, account_columns
@@ -291,7 +292,9 @@ def cell_files(
             *cache_warnings(cell.cache, states, epochs, tier, manifest),
             *host_work_warnings(consumer),
             *allreduce_warnings(cell, consumer),
+            *decoder_notes(cell.loader),
         ),
+        decoder=decoder_of(cell.loader),
         split=analysis.split,
         epoch_delta=epoch_delta(epochs),
         epoch1_vs_steady=epoch1_vs_steady(epochs, metrics.samples_per_s),

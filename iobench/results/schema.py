@@ -188,6 +188,9 @@ COLUMNS: list[Column] = [
     Column("mib_per_s", pa.float64(), _mlperf(lambda m: m.mib_per_s)),
     # false: samples read in full but not decoded; mlperf_mode: that, at MLPerf Storage's compute
     Column("decode", pa.bool_(), lambda s: s.cell.loader.decode),
+    # the decode_roi setting, and the decoder the readers used (None: nothing decoded, or DALI's own)
+    Column("decode_roi", pa.bool_(), lambda s: s.cell.loader.decode_roi),
+    Column("decoder", pa.string(), lambda s: s.decoder),
     Column("mlperf_mode", pa.bool_(), lambda s: s.cell.mlperf_mode),
     Column("repeats", pa.int32(), _stable("samples_per_s", lambda r: r.n)),
     Column("samples_per_s_ci_low", pa.float64(), _stable("samples_per_s", lambda r: r.ci_low)),

@@ -41,6 +41,8 @@ class LoaderSettings:
     decode: bool = default("decode")
     # CPU ms of extra work per sample in the augment stage (loaders.config.PipelineSpec)
     augment_cpu_ms: float = default("augment_cpu_ms")
+    # False: whole images decoded, then cropped (True: the crop box alone, where the region decoder is built)
+    decode_roi: bool = default("decode_roi")
 
     @property
     def readers(self) -> int:
@@ -56,6 +58,7 @@ class LoaderSettings:
             on_error=run.on_error,
             decode=self.decode,
             augment_cpu_ms=self.augment_cpu_ms,
+            decode_roi=self.decode_roi,
         )
 
 

@@ -125,6 +125,9 @@ class CellSummary:
     ceilings: dict[str, Ceiling] | None = None  # diagnose: accelerator, prep, fetch
     attribution: Attribution | None = None
     warnings: tuple[str, ...] = ()
+    # the JPEG decoder its readers used, by name (loaders.pipeline.decoder_name): the crop region's
+    # or the whole image's; None where nothing was decoded or DALI decoded in its own graph
+    decoder: str | None = None
     split: WallSplit | None = None  # v8+: where the measured window's wall went (docs/method.md)
     epoch_delta: float | None = None
     epoch1_vs_steady: float | None = None

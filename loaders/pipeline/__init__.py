@@ -17,6 +17,7 @@ _EXPORTS = {
     "CorruptImage": "decode",
     "IMAGENET_MEAN": "decode",
     "IMAGENET_STD": "decode",
+    "REGION_DECODER_MISSING": "cropdecode",
     "InTurn": "in_turn",
     "Items": "items",
     "Bookkeeping": "batch",
@@ -27,16 +28,21 @@ _EXPORTS = {
     "ShmRing": "shmring",
     "Shuffle": "shuffle",
     "augment": "decode",
+    "decode_crop": "cropdecode",
     "decode_jpeg": "decode",
+    "decoder_name": "cropdecode",
     "normalize_batch": "decode",
     "process_sample": "samples",
     "raw_samples": "reader",
     "reader_batches": "reader",
     "reader_rng": "reader",
+    "region_decode_available": "cropdecode",
+    "resize_flip": "decode",
 }
 __all__ = [
     "IMAGENET_MEAN",
     "IMAGENET_STD",
+    "REGION_DECODER_MISSING",
     "Batch",
     "BatchAssembler",
     "Batcher",
@@ -51,18 +57,28 @@ __all__ = [
     "ShmRing",
     "Shuffle",
     "augment",
+    "decode_crop",
     "decode_jpeg",
+    "decoder_name",
     "normalize_batch",
     "process_sample",
     "raw_samples",
     "reader_batches",
     "reader_rng",
+    "region_decode_available",
+    "resize_flip",
 ]
 
 if TYPE_CHECKING:
     from loaders.pipeline.assemble import BatchAssembler
     from loaders.pipeline.batch import Batch, Bookkeeping
     from loaders.pipeline.batcher import Batcher
+    from loaders.pipeline.cropdecode import (
+        REGION_DECODER_MISSING,
+        decode_crop,
+        decoder_name,
+        region_decode_available,
+    )
     from loaders.pipeline.decode import (
         IMAGENET_MEAN,
         IMAGENET_STD,
@@ -70,6 +86,7 @@ if TYPE_CHECKING:
         augment,
         decode_jpeg,
         normalize_batch,
+        resize_flip,
     )
     from loaders.pipeline.in_turn import InTurn
     from loaders.pipeline.items import Items

@@ -81,17 +81,29 @@ def random_resized_crop_box(
     return (width - w) // 2, (height - h) // 2, w, h
 
 
-def augment(
-    image: np.ndarray, rng: random.Random, spec: AugmentSpec, out: np.ndarray | None = None
-) -> np.ndarray:
-    """H x W x 3 uint8 -> size x size x 3 uint8 (contiguous), written into ``out`` when given
-    (a slot of the batch buffer, so that collating needs no copy)."""
+def crop_box(image: np.ndarray, rng: random.Random, spec: AugmentSpec) -> np.ndarray:
+    """The random-resized-crop box of a decoded image, drawn from ``rng`` (a view, no copy)."""
     height, width = image.shape[:2]
     x, y, w, h = random_resized_crop_box(rng, width, height, spec)
-    crop, size = image[y : y + h, x : x + w], (spec.size, spec.size)
+    return image[y : y + h, x : x + w]
+
+
+def resize_flip(
+    crop: np.ndarray, rng: random.Random, spec: AugmentSpec, out: np.ndarray | None = None
+) -> np.ndarray:
+    """A crop box's pixels -> size x size x 3 uint8 (contiguous), flipped at random, written into
+    ``out`` when given (a slot of the batch buffer, so that collating needs no copy)."""
+    size = (spec.size, spec.size)
     if spec.flip and rng.random() < 0.5:
         return cv2.flip(cv2.resize(crop, size, interpolation=cv2.INTER_LINEAR), 1, dst=out)
     return cv2.resize(crop, size, dst=out, interpolation=cv2.INTER_LINEAR)
+
+
+def augment(
+    image: np.ndarray, rng: random.Random, spec: AugmentSpec, out: np.ndarray | None = None
+) -> np.ndarray:
+    """H x W x 3 uint8 -> size x size x 3 uint8: :func:`crop_box`, then :func:`resize_flip`."""
+    return resize_flip(crop_box(image, rng, spec), rng, spec, out)
 
 
 def spend_cpu(seconds: float) -> None:

@@ -1,5 +1,6 @@
 """One sample's work, the same in every backend: its label and image found among its members, then
-decoded and augmented (into a batch slot when one is given) under the error policy. With
+its crop box decoded (alone where it can be: loaders.pipeline.cropdecode), resized and flipped
+(into a batch slot when one is given) under the error policy. With
 ``decode=False`` the image's byte length takes the image's place: its bytes were read (and counted)
 all the same, and no decode or augment time accrues.
 """
@@ -14,7 +15,8 @@ import numpy as np
 from loaders.config import PipelineSpec
 from loaders.formats.base import Ref, Sample
 from loaders.observe.stages import StageStats, Stopwatch
-from loaders.pipeline.decode import CorruptImage, augment, decode_jpeg, spend_cpu
+from loaders.pipeline.cropdecode import decode_crop
+from loaders.pipeline.decode import CorruptImage, resize_flip, spend_cpu
 
 IMAGE_EXTS = ("jpg", "jpeg", "png", "webp")
 LABEL_EXTS = ("cls", "label", "class")
@@ -85,15 +87,15 @@ def process_sample(
         if not spec.decode:
             stats.samples += 1
             return len(data), label, sample.key
-        with Stopwatch(stats, "decode"):
+        with Stopwatch(stats, "decode"):  # the crop box drawn, then decoded (alone where it can be)
             try:
-                image = decode_jpeg(data)
+                crop = decode_crop(data, rng, spec.augment, spec.decode_roi)
             except CorruptImage as exc:
                 raise SampleError(
                     f"{sample.url}: sample {sample.key!r} (tar offset {sample.offset}): {exc}"
                 ) from None
         with Stopwatch(stats, "augment"):
-            image = augment(image, rng, spec.augment, out)
+            image = resize_flip(crop, rng, spec.augment, out)
             if spec.augment_cpu_ms:
                 spend_cpu(spec.augment_cpu_ms / 1000.0)
     except SampleError as exc:

@@ -67,3 +67,27 @@ def epoch_factory(
         return built
 
     return epoch
+
+
+def decoder_of(loader: LoaderSettings) -> str | None:
+    """The JPEG decoder a cell's readers use, by name; None where they decode nothing, or where
+    DALI decodes inside its own graph."""
+    from loaders.pipeline import decoder_name  # the decoders import torch: the sweep's checks do not
+
+    if not loader.decode or loader.kind == "dali":
+        return None
+    return decoder_name(loader.decode_roi)
+
+
+def decoder_notes(loader: LoaderSettings) -> tuple[str, ...]:
+    """What the report says of a cell's decoder: which one, and why not the crop region's where
+    it was asked for and is missing (the same note on every cell: said once for a run)."""
+    from loaders.pipeline import REGION_DECODER_MISSING, region_decode_available
+
+    decoder = decoder_of(loader)
+    if decoder is None:
+        return ()
+    note = f"JPEG decode: {decoder}"
+    if loader.decode_roi and not region_decode_available():
+        return (f"{note}; {REGION_DECODER_MISSING}",)
+    return (note + ("" if loader.decode_roi else " (decode_roi: false)"),)

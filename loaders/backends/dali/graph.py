@@ -3,7 +3,8 @@ in-graph label parser and augmentation and the S3 environment.
 
 The augmentation: ``decoders.image_random_crop`` (fused ROI decode with RandomResizedCrop's
 parameters; ``device="mixed"`` = nvJPEG when a CUDA device is visible, else ``"cpu"`` with
-``device_id=None``) -> ``resize`` to ``augment.size`` -> random horizontal flip -> uint8 NHWC. With
+``device_id=None``) -> ``resize`` to ``augment.size`` -> random horizontal flip -> uint8 NHWC
+(``decode_roi=False``: ``decoders.image``, then ``random_resized_crop``). With
 normalisation the flip and normalisation are fused into ``crop_mirror_normalize`` (float32).
 """
 
@@ -61,20 +62,26 @@ def parse_ascii_label(cls):
     return value
 
 
-def augment(jpegs, spec: AugmentSpec, decode_device: str, normalize: bool, seed: int):
-    """Decode + RandomResizedCrop, resize, flip (and normalise) of a batch of encoded JPEGs."""
+def augment(jpegs, spec: AugmentSpec, decode_device: str, normalize: bool, seed: int, roi: bool = True):
+    """Decode + RandomResizedCrop, resize, flip (and normalise) of a batch of encoded JPEGs.
+    ``roi=False``: the whole images decoded, then cropped and resized (the comparison that
+    ``decode_roi: false`` asks for)."""
     from nvidia.dali import fn, types
 
-    images = fn.decoders.image_random_crop(
-        jpegs,
-        device=decode_device,
-        output_type=types.RGB,
-        random_area=list(spec.scale),
-        random_aspect_ratio=list(spec.ratio),
-        num_attempts=10,
-        seed=seed,
-    )
-    images = fn.resize(images, resize_x=spec.size, resize_y=spec.size, interp_type=types.INTERP_LINEAR)
+    crop = {
+        "random_area": list(spec.scale),
+        "random_aspect_ratio": list(spec.ratio),
+        "num_attempts": 10,
+        "seed": seed,
+    }
+    if roi:
+        images = fn.decoders.image_random_crop(jpegs, device=decode_device, output_type=types.RGB, **crop)
+        images = fn.resize(images, resize_x=spec.size, resize_y=spec.size, interp_type=types.INTERP_LINEAR)
+    else:
+        images = fn.decoders.image(jpegs, device=decode_device, output_type=types.RGB)
+        images = fn.random_resized_crop(
+            images, size=[spec.size, spec.size], interp_type=types.INTERP_LINEAR, **crop
+        )
     flip = fn.random.coin_flip(seed=seed + 1) if spec.flip else 0
     if normalize:
         return fn.crop_mirror_normalize(

@@ -243,7 +243,9 @@ class DaliLoader(BaseLoader):
                 labels = parse_ascii_label(cls)
                 keys = fn.get_property(jpegs, key="source_info")
                 nbytes = fn.cast(jpegs.shape()[0] + cls.shape()[0], dtype=types.INT64)
-            images = augment(jpegs, spec.augment, self.decode_device, bool(cfg.normalize), spec.seed)
+            images = augment(
+                jpegs, spec.augment, self.decode_device, bool(cfg.normalize), spec.seed, spec.decode_roi
+            )
             keys = fn.pad(keys, axes=(0,), fill_value=0)  # dense for the iterator; trimmed on the host
             outputs = [images, labels, keys] + ([nbytes] if nbytes is not None else [])
             pipe.set_outputs(*outputs)

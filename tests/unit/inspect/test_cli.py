@@ -6,7 +6,7 @@ import argparse
 import io
 import json
 import shutil
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import pytest
@@ -302,6 +302,49 @@ def test_decode_rate_from_a_runs_stage_cpu_times(tmp_path):
     publish_cell(empty, "failed", {"summary.json": failed_summary("failed")})
     with pytest.raises(ValueError, match="no successful cell with decode and augment times"):
         from_runs([empty])
+
+
+def test_a_runs_decode_rate_is_its_decoders_and_each_decoder_keeps_its_own_calibration(tmp_path, monkeypatch):
+    """Cells that decoded the crop box alone and cells that decoded whole images cost different CPU:
+    a run gives a rate per decoder (the decoder most cells used first), and this host's calibration
+    keeps each decoder's apart; resolve() takes the one the loaders use here by default."""
+    from iobench.analysis import decoderate
+
+    monkeypatch.setenv("IOBENCH_CACHE", str(tmp_path / "cache"))
+    run = tmp_path / "run"
+    for cell_id, decode_ms, decoder in [("a", 0.8, "crop"), ("b", 0.8, "crop"), ("c", 1.0, "whole")]:
+        _ok_cell(run, cell_id, decode_ms, 0.25, (decode_ms, 0.25))
+        summary = replace(read_summary(run, cell_id), decoder=decoder)
+        publish_cell(run, cell_id, {"summary.json": summary, "manifest.json": read_manifest(run, cell_id)})
+    rates = decoderate.rates_of_runs([run])
+    assert list(rates) == ["crop", "whole"]
+    assert rates["crop"].per_core() == pytest.approx(1000 / 1.05) and rates[
+        "whole"
+    ].per_core() == pytest.approx(800)
+    assert from_runs([run]).decoder == "crop" and ", crop (" in from_runs([run]).describe()
+
+    kept = decoderate.keep_from_run(run)
+    assert kept is not None and kept.decoder == "crop"
+    assert decoderate.load_calibration("whole").per_core() == pytest.approx(800)
+    assert decoderate.load_calibration("crop").per_core() == pytest.approx(1000 / 1.05)
+    assert decoderate.resolve() == decoderate.ASSUMED  # neither is the loaders' own decoder here
+    monkeypatch.setattr(decoderate, "default_decoder", lambda: "whole")
+    assert decoderate.resolve().decoder == "whole" and decoderate.resolve().kind == "calibration"
+    # a file of the layout before decoders were named holds no rate
+    (tmp_path / "cache" / decoderate.CALIBRATION_FILE).write_text(
+        json.dumps(
+            {"host": this_host(), **{k: v for k, v in asdict(rates["whole"]).items() if k != "decoder"}}
+        )
+    )
+    assert decoderate.resolve() == decoderate.ASSUMED
+
+
+def test_a_measured_rate_names_the_decoder_it_measured():
+    from iobench.analysis import decoderate
+    from loaders.pipeline import decoder_name
+
+    for roi in (True, False):
+        assert decoderate.measure_here(seconds=0.0, images=2, roi=roi).decoder == decoder_name(roi)
 
 
 def test_measured_costs_decode_every_image_at_least_once():

@@ -101,6 +101,13 @@ def test_len_is_the_batches_every_rank_yields(tiny_dataset, mode):
         assert sum(counts) == 256  # DALI's own split: shards of 86, 85, 85
 
 
+def test_whole_image_decode_on_request_gives_every_sample_in_shape(tiny_dataset):
+    """decode_roi=False: decoders.image, then random_resized_crop (the comparison to the fused
+    region decode), the same batches' shapes and samples."""
+    urls = _shards(tiny_dataset)[:2]
+    assert _read(DaliLoader(_config(urls=urls, decode_roi=False, options={"mode": "reader"}))) == _truth(urls)
+
+
 def test_normalize_gives_float_channels_last(tiny_dataset):
     loader = DaliLoader(_config(urls=_shards(tiny_dataset)[:2], normalize=True, options={"mode": "reader"}))
     batch = next(iter(loader))

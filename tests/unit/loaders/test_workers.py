@@ -101,15 +101,15 @@ def test_an_epoch_left_early_does_not_leak_into_the_next(urls, mode):
 def _count_decodes(counter, _worker_id: int, pause_s: float = 0.0) -> None:
     import loaders.pipeline.samples as pipeline
 
-    decode = pipeline.decode_jpeg
+    decode = pipeline.decode_crop
 
-    def counted(data):
+    def counted(*args):
         with counter.get_lock():
             counter.value += 1
         time.sleep(pause_s)
-        return decode(data)
+        return decode(*args)
 
-    pipeline.decode_jpeg = counted
+    pipeline.decode_crop = counted
 
 
 @pytest.mark.parametrize("ahead", [True, False])
