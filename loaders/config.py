@@ -68,7 +68,7 @@ class PipelineSpec:
 
 
 # LoaderConfig's keywords for the source's cache, which nests (SourceSpec.cache)
-CACHE_KEYWORDS = {"cache_dir": "dir", "cache_bytes": "bytes", "cache_policy": "policy"}
+CACHE_KEYWORDS = {"cache_dir": "dir", "cache_bytes": "bytes", "cache_policy": "policy", "cache_verify": "verify"}
 
 
 @dataclass(init=False)
@@ -80,7 +80,7 @@ class LoaderConfig:
     in the registry (nodes: ``method="process"``; torch: ``pin_memory``; dali: ``mode``).
 
     Any field of :class:`PipelineSpec` or :class:`~loaders.storage.SourceSpec` may be given here
-    by its name, and the cache's as ``cache_dir``, ``cache_bytes``, ``cache_policy``: they go into
+    by its name, and the cache's as ``cache_dir``, ``cache_bytes``, ``cache_policy``, ``cache_verify``: they go into
     (or over) the nested specs, so training code writes
     ``LoaderConfig(urls=..., batch_size=256, workers=8, cache_dir="/nvme/cache")``."""
 

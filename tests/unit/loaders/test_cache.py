@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from loaders.storage.shardcache import CacheError, CacheStats, ShardCache, choose_policy
+from loaders.storage.shardcache import CacheError, CacheStats, ShardCache, StoreChecksumError, choose_policy
 from tests.helpers.paths import ROOT as REPO
 
 LOADERS_DIR = str(REPO / "loaders")
@@ -175,7 +175,7 @@ def test_md5_etag_is_checked_and_multipart_etag_is_size_only(tmp_path):
     cache = ShardCache(tmp_path, max_bytes=10_000)
     good = hashlib.md5(payload("u", 500)).hexdigest()
     bad = hashlib.md5(b"other").hexdigest()
-    with pytest.raises(CacheError, match=f"expected ETag {bad}, got {good}"):
+    with pytest.raises(StoreChecksumError, match=f"does not match its MD5 .its ETag. .{bad}, the download's {good}"):
         cache.get("u", writer(500), size=500, etag=f'"{bad}"')
     assert not cache.contains("u") and parts(tmp_path) == []
     cache.get("u", writer(500), size=500, etag=f'"{good.upper()}"')  # quoted, any case: as S3 sends it
@@ -308,7 +308,16 @@ def test_stats_reset_merge_and_clear(tmp_path):
     cache.get("a", writer(10))
     epoch1 = cache.reset_stats()
     assert epoch1.as_dict() == dict(
-        hits=1, misses=1, evictions=0, bytes_fetched=10, bytes_evicted=0, wait_s=0.0, bypassed=0
+        hits=1,
+        misses=1,
+        evictions=0,
+        bytes_fetched=10,
+        bytes_evicted=0,
+        wait_s=0.0,
+        bypassed=0,
+        damaged=0,
+        damaged_bytes=0,
+        verified_bytes=0,
     )
     assert cache.stats == CacheStats()
     total = CacheStats()
@@ -317,6 +326,7 @@ def test_stats_reset_merge_and_clear(tmp_path):
     assert total.hits == 2 and total.bytes_fetched == 20
     cache.clear()
     assert not cache.contains("a") and cache.used_bytes() == 0 and os.listdir(tmp_path / ".locks") == []
+    assert os.listdir(tmp_path / ".sums") == []
 
 
 # ---- several real processes -------------------------------------------------------------------
