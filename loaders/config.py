@@ -68,7 +68,12 @@ class PipelineSpec:
 
 
 # LoaderConfig's keywords for the source's cache, which nests (SourceSpec.cache)
-CACHE_KEYWORDS = {"cache_dir": "dir", "cache_bytes": "bytes", "cache_policy": "policy", "cache_verify": "verify"}
+CACHE_KEYWORDS = {
+    "cache_dir": "dir",
+    "cache_bytes": "bytes",
+    "cache_policy": "policy",
+    "cache_verify": "verify",
+}
 
 
 @dataclass(init=False)

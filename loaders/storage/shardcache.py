@@ -286,7 +286,10 @@ class ShardCache:
         st = os.stat(path)
         summed = read_sum(self._dir.sum_path(sha))
         if summed is None:
-            return f"{url}: its cache entry has no checksums recorded (filled by an older version?)", st.st_ino
+            return (
+                f"{url}: its cache entry has no checksums recorded (filled by an older version?)",
+                st.st_ino,
+            )
         if st.st_size != summed.size:
             return f"{url}: its cache entry is {st.st_size:,} bytes, {summed.size:,} when filled", st.st_ino
         todo = [p for p in summed.parts(start, end) if (st.st_ino, summed.filled_ns, p) not in self._checked]
@@ -478,7 +481,9 @@ class ShardCache:
                 self._room_then(url, 0, sha, reserving=False, action=lambda: self._commit(tmp, path))
             self.stats.bytes_fetched += written
             # its bytes were just summed from the file itself: this process need not check them again
-            self._checked.update((os.stat(path).st_ino, summed.filled_ns, p) for p in range(len(summed.crc32)))
+            self._checked.update(
+                (os.stat(path).st_ino, summed.filled_ns, p) for p in range(len(summed.crc32))
+            )
         finally:
             unlink_quiet(tmp)  # no-op after a commit; otherwise never leave a partial file behind
 
