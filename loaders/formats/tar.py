@@ -23,6 +23,9 @@ META_MAX_BYTES = 2**20  # pax headers and GNU long names: a few hundred bytes in
 # out of it: copying a label or a small image once more costs less than another read
 SMALL_MEMBER = 16 * 2**10
 _ZERO_BLOCK = bytes(BLOCK)
+# a tar ends with two zero blocks padded to a 10 KiB record: a zero block this close to the end of
+# a shard is its end, and what follows it is not read
+END_SLACK = 10240 + 2 * BLOCK
 SCAN_CHUNK = 64 * 2**10  # what a resync reads at a time looking for the next header
 _NONZERO = re.compile(rb"[^\x00]")
 
@@ -206,6 +209,7 @@ def iter_members(
     max_member_bytes: int = DEFAULT_MAX_MEMBER_BYTES,
     at: int = 0,
     resync: Landmarks | None = None,
+    size: int | None = None,
 ) -> Iterator[Member | Gap]:
     """Yield every regular file member of a tar stream (:data:`Member`), which starts at byte
     ``at`` of the shard (a part of it read by range: offsets stay the shard's). A member's headers
@@ -218,7 +222,8 @@ def iter_members(
     Damage (a header that is not one, a shard cut short, zeroed blocks with data after them) is a
     ShardFormatError naming the shard and the byte; with ``resync`` the reader finds its place
     again instead (the next sample's header from the index, else the next whole header) and
-    yields a :class:`Gap` for what it skipped.
+    yields a :class:`Gap` for what it skipped. A zero block within a record of the shard's ``size``
+    (where known) is its end, as before; elsewhere what follows it is looked at first.
     """
     reader = _ExactReader(raw, counter, at)
     long_name: str | None = None
@@ -228,7 +233,8 @@ def iter_members(
         header_at = reader.at - len(header)
         try:
             found = _member(reader, header, url, max_member_bytes)
-            if found is None and resync is not None and _after_zeros(reader):  # not the end: damage
+            ends = size is not None and size - header_at <= END_SLACK
+            if found is None and resync is not None and not ends and _after_zeros(reader):  # damage
                 raise _Damage(
                     url,
                     header_at,
@@ -328,6 +334,10 @@ class Resync(Protocol):
         """The offsets of the shard's samples' headers, ascending; None where not known."""
         ...
 
+    def size(self) -> int | None:
+        """The shard's size in bytes, where known."""
+        ...
+
     def found(self, gap: Gap, current: Sample | None, upcoming: int) -> tuple[bool, int]:
         """``gap`` was skipped while ``current`` (not yet yielded: its members may not all have been
         read) was being read, the next sample to be numbered ``upcoming``. Returns whether
@@ -364,7 +374,8 @@ def iter_samples(
         return sample
 
     landmarks = resync.landmarks if resync is not None else None
-    for member in iter_members(raw, url, counter, max_member_bytes, at, landmarks):
+    size = resync.size() if resync is not None else None
+    for member in iter_members(raw, url, counter, max_member_bytes, at, landmarks, size):
         if isinstance(member, Gap):
             whole, index = resync.found(member, current, index + (current is not None))  # type: ignore[union-attr]
             if current is not None and whole:

@@ -5,6 +5,8 @@ shard resumed at a saved byte, and samples read again by their spans."""
 from __future__ import annotations
 
 import bisect
+import contextlib
+import os
 from collections.abc import Callable, Iterator, Sequence
 
 from loaders.formats.base import DEFAULT_MAX_MEMBER_BYTES, Opener, Sample, ShardFormatError, charged
@@ -19,6 +21,7 @@ from loaders.formats.tar_index import (
 )
 from loaders.observe.losses import Loss
 from loaders.observe.stages import clocks, since
+from loaders.plan import local_path
 
 Lost = Callable[[Loss], None]
 
@@ -164,6 +167,14 @@ class _Gaps:
             except (ShardFormatError, OSError):  # no index (or none readable): scan for headers
                 self._index = None
         return self._starts
+
+    def size(self) -> int | None:
+        known = self.source.spec.shard_sizes.get(self.url)
+        path = local_path(self.url)
+        if known is None and path is not None:
+            with contextlib.suppress(OSError):
+                known = os.stat(path).st_size
+        return known
 
     def found(self, gap: Gap, current: Sample | None, upcoming: int) -> tuple[bool, int]:
         starts, index = self.landmarks(), self._index
