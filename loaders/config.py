@@ -48,6 +48,10 @@ class PipelineSpec:
     # thread: a training job's transforms beyond the random resized crop and flip (the sweep file
     # `iobench probe` writes sets it to what the job's readers spent beyond this loader's decode)
     augment_cpu_ms: float = 0.0
+    # the loss budget: the fraction of an epoch's samples it may lose (skipped as corrupt, or in a
+    # damaged region of a shard) before the loader raises SamplesLostError rather than train on
+    # less of the data; None: count and report only (iobench's cells, which say it in the report)
+    max_lost_fraction: float | None = 0.001
 
     @property
     def image_size(self) -> int | None:
@@ -61,6 +65,11 @@ class PipelineSpec:
             raise ValueError(f"batch_size={self.batch_size}: must be at least 1")
         if self.shuffle_buffer < 0:
             raise ValueError(f"shuffle_buffer={self.shuffle_buffer}: must be 0 or more")
+        if self.max_lost_fraction is not None and not 0 <= self.max_lost_fraction <= 1:
+            raise ValueError(
+                f"max_lost_fraction={self.max_lost_fraction}: a fraction of an epoch's samples, 0 to 1 "
+                "(None: no budget)"
+            )
         if not 0 <= self.augment_cpu_ms < 10_000:  # also refuses NaN
             raise ValueError(
                 f"augment_cpu_ms={self.augment_cpu_ms}: CPU milliseconds per sample, from 0 to under 10,000"

@@ -18,6 +18,7 @@ from iobench import __version__
 from iobench.accelerators.demand import mlperf_au_threshold
 from iobench.analysis import scale
 from iobench.analysis.honesty import cache_warnings, epoch1_vs_steady, epoch_delta
+from iobench.analysis.losses import said_in, sample_loss
 from iobench.analysis.mlperf import mlperf_figures, reading_of
 from iobench.analysis.queue import LoaderQueue
 from iobench.analysis.repeats import summarize
@@ -263,18 +264,22 @@ def cell_files(
     reads = _reads(chosen, tier_device)
     if job is not None and not job.one_host:  # one host's reads say nothing of a multi-node job's
         reads.update(dict.fromkeys(HOST_READS))
+    all_steps = loader_stats(log.all_stats)
+    # samples lost: said first in the headline (analysis/losses.py), apart from the verdict's rules
+    losses = sample_loss(epochs, log.epochs_completed, all_steps)
     summary = CellSummary(
         status="ok",
         cell=cell,
         metrics=metrics,
-        verdict=chosen.verdict,
+        verdict=said_in(chosen.verdict, losses),
         stage_ms_per_sample=log.measured_stats.per_sample_ms("wall"),
         stage_cpu_ms_per_sample=log.measured_stats.per_sample_ms("cpu"),
         loader_stats=loader_stats(log.measured_stats),
-        loader_stats_all_steps=loader_stats(log.all_stats),
+        loader_stats_all_steps=all_steps,
         cache_state=chosen.cache_state,
         epochs_completed=log.epochs_completed,
         epochs=tuple(epochs),
+        losses=losses,
         warmup=Warmup(steps=sum(r.warmup for r in log.rows), method=warmup),
         window=chosen.window,
         mlperf=mlperf_figures(

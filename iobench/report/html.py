@@ -23,7 +23,7 @@ from ..results.summary import CellSummary
 from . import plots
 from .bottomline import bottom_line
 from .mlperf import decoding_adds
-from .terminal import at_scale_line, diagnosis_lines, outage_line, reading_line, window_cell
+from .terminal import at_scale_line, cache_lines, diagnosis_lines, outage_line, reading_line, window_cell
 
 REPORT_NAME = "report.html"
 
@@ -67,6 +67,7 @@ def _environment():
         diagnosis=diagnosis_lines,
         at_scale=at_scale_line,
         outage=outage_line,
+        cache_lines=cache_lines,
         window_cell=window_cell,
         reading=reading_line,
         decoding_adds=decoding_adds,

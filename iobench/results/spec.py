@@ -55,6 +55,7 @@ class LoaderSettings:
             on_error=run.on_error,
             decode=self.decode,
             augment_cpu_ms=self.augment_cpu_ms,
+            max_lost_fraction=None,  # a cell completes and reports what an epoch lost
         )
 
 

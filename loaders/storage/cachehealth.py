@@ -28,7 +28,7 @@ _REASONS = {
 log = logging.getLogger("loaders.storage")
 
 
-def reason(exc: BaseException) -> str:
+def cache_reason(exc: BaseException) -> str:
     """Why the cache could not be used, in words, from the error's errno."""
     number = getattr(exc, "errno", None)
     return _REASONS.get(number, f"{type(exc).__name__}") if number is not None else type(exc).__name__
@@ -49,7 +49,7 @@ class CacheHealth:
 
     def failed(self, exc: BaseException, url: str) -> None:
         """The cache failed on ``url`` with ``exc``: read through for a while, and say so once."""
-        why = reason(exc)
+        why = cache_reason(exc)
         self.counters["cache_unusable"] += 1
         if getattr(exc, "errno", None) == errno.EFBIG:  # that shard alone: nothing to wait for
             self.say(why, f"{url}: {why} at {self.directory}: read through from the store, not cached")

@@ -550,7 +550,13 @@ class ShardCache:
 
 
 def default_cache_bytes(directory: str) -> int:
-    """Half of the free space on the cache's filesystem: a bound the user did not have to pick."""
-    os.makedirs(directory, exist_ok=True)
-    st = os.statvfs(directory)
-    return st.f_bavail * st.f_frsize // 2
+    """Half of the free space on the cache's filesystem: a bound the user did not have to pick. A
+    directory that cannot be made (a read-only file system) is measured where it would be: the
+    cache then reads around it (cachehealth.py) rather than stop the job here."""
+    with contextlib.suppress(OSError):
+        os.makedirs(directory, exist_ok=True)
+    where = os.path.abspath(directory)
+    while not os.path.isdir(where) and os.path.dirname(where) != where:
+        where = os.path.dirname(where)
+    st = os.statvfs(where)
+    return max(1, st.f_bavail * st.f_frsize // 2)

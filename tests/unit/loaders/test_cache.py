@@ -175,7 +175,9 @@ def test_md5_etag_is_checked_and_multipart_etag_is_size_only(tmp_path):
     cache = ShardCache(tmp_path, max_bytes=10_000)
     good = hashlib.md5(payload("u", 500)).hexdigest()
     bad = hashlib.md5(b"other").hexdigest()
-    with pytest.raises(StoreChecksumError, match=f"does not match its MD5 .its ETag. .{bad}, the download's {good}"):
+    with pytest.raises(
+        StoreChecksumError, match=f"does not match its MD5 .its ETag. .{bad}, the download's {good}"
+    ):
         cache.get("u", writer(500), size=500, etag=f'"{bad}"')
     assert not cache.contains("u") and parts(tmp_path) == []
     cache.get("u", writer(500), size=500, etag=f'"{good.upper()}"')  # quoted, any case: as S3 sends it
