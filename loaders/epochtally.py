@@ -51,25 +51,25 @@ class EpochTally:
         self.losses.extend(stats.losses[: max(0, 5 - len(self.losses))])
         self.examples.extend(stats.error_examples[: max(0, 3 - len(self.examples))])
 
+    ended: bool = False  # read to its end: its shortfall against the plan is known
+
     @property
     def lost(self) -> int:
-        """Samples this epoch has not delivered: what the readers said so far; at its end, at
+        """Samples this epoch has not delivered: what its readers said so far; once it ended, at
         least its shortfall against the plan."""
-        short = self.expected - self.delivered if self.expected is not None else 0
-        return max(self.skipped, short)
+        if not self.ended or self.expected is None:
+            return self.skipped
+        return max(self.skipped, self.expected - self.delivered)
 
-    def over(self, budget: float | None, *, ended: bool) -> bool:
-        """Whether the epoch has lost more than ``budget`` of its expected samples (at its end,
-        counting its shortfall; before, what its readers said)."""
-        if budget is None or not self.expected:
-            return False
-        lost = self.lost if ended else self.skipped
-        return lost > budget * self.expected
+    def over(self, budget: float | None) -> bool:
+        """Whether the epoch has lost more than ``budget`` of its expected samples."""
+        return budget is not None and bool(self.expected) and self.lost > budget * self.expected  # type: ignore[operator]
 
     def error(self, budget: float) -> SamplesLostError:
         where = "; ".join(loss.describe() for loss in self.losses[:3]) or "; ".join(self.examples)
+        so_far = "" if self.ended else " so far"
         return SamplesLostError(
-            f"epoch {self.epoch} lost {self.lost:,} of its {self.expected:,} samples "
+            f"epoch {self.epoch} lost {self.lost:,} of its {self.expected:,} samples{so_far} "
             f"({100 * self.lost / max(1, self.expected or 1):.2f} %), over the loss budget "
             f"max_lost_fraction={budget:g}: {where or 'see the loader stats errors'}. Check and repair "
             "the shard (a damaged cache entry is fetched again by itself; a damaged shard in the store "

@@ -30,7 +30,7 @@ def sample_loss(epochs: Sequence[EpochFigures], completed: int, stats: LoaderSta
         epoch=worst.epoch,
         epoch_delivered=worst.samples,
         epoch_expected=worst.expected_samples,  # type: ignore[arg-type]
-        where=stats.losses,
+        where=tuple({(r.url, r.begin, r.end): r for r in stats.losses}.values()),  # each region once
         skipped=dict(stats.errors),
         cache_damaged=stats.counter("cache_damaged"),
     )

@@ -101,7 +101,7 @@ class BaseLoader:
                 self.stats.merge(batch.stats)
                 self._cursor.count(batch)  # before the yield: a state taken now includes this batch
                 tally.add(batch.stats, len(batch) if batch.delivers else 0)
-                if tally.over(budget, ended=False):
+                if tally.over(budget):
                     raise tally.error(budget)  # type: ignore[arg-type]
                 if batch.delivers:
                     yield self._deliver(batch)
@@ -128,10 +128,11 @@ class BaseLoader:
     def _ended(self, tally: EpochTally, budget: float | None) -> None:
         """An epoch read to its end: what it lost counted (``lost_samples_epoch``: the samples it
         delivered short of its plan), and the budget checked against it."""
+        tally.ended = True
         self.tallies.append(tally)
         if tally.expected is not None and tally.lost:
             self.stats.counters["epoch_samples_lost"] += tally.lost
-        if tally.over(budget, ended=True):
+        if tally.over(budget):
             raise tally.error(budget)  # type: ignore[arg-type]
 
     @cached_property

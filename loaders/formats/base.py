@@ -64,6 +64,13 @@ class Sample:
     ref: Ref = ()
 
 
+def local_path(url: str) -> str | None:
+    """The file system path of a local shard URL (no scheme or ``file://``), else None."""
+    if url.startswith("file://"):
+        return url[len("file://") :]
+    return None if "://" in url else url
+
+
 def charged(samples: Iterator[Sample], wall: float, cpu: float) -> Iterator[Sample]:
     """The samples, the first one charged ``wall`` and ``cpu`` seconds more (opening the shard)."""
     for sample in samples:

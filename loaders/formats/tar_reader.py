@@ -9,7 +9,14 @@ import contextlib
 import os
 from collections.abc import Callable, Iterator, Sequence
 
-from loaders.formats.base import DEFAULT_MAX_MEMBER_BYTES, Opener, Sample, ShardFormatError, charged
+from loaders.formats.base import (
+    DEFAULT_MAX_MEMBER_BYTES,
+    Opener,
+    Sample,
+    ShardFormatError,
+    charged,
+    local_path,
+)
 from loaders.formats.tar import BLOCK, Gap, count_tar_samples, iter_samples
 from loaders.formats.tar_index import (
     ArchiveRange,
@@ -21,7 +28,6 @@ from loaders.formats.tar_index import (
 )
 from loaders.observe.losses import Loss
 from loaders.observe.stages import clocks, since
-from loaders.plan import local_path
 
 Lost = Callable[[Loss], None]
 

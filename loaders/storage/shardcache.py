@@ -218,7 +218,7 @@ class ShardCache:
         assert fd is not None
         try:
             self.stats.wait_s += waited
-            if self._touch(path, size):  # another process downloaded it while we waited
+            if self._touch(path, size, url):  # another process downloaded it while we waited
                 self.stats.hits += 1
                 return path
             try:
@@ -432,15 +432,23 @@ class ShardCache:
 
     # ---- the miss path (caller holds the key lock) ------------------------------------------
 
-    def _touch(self, path: str, size: int | None = None) -> bool:
-        """Mark a hit as recently used; an entry of the wrong size (torn by a power cut on a
-        non-durable cache) is no hit, and the download that follows replaces it."""
+    def _touch(self, path: str, size: int | None = None, url: str | None = None) -> bool:
+        """Mark a hit as recently used; an entry of the wrong size (cut short, torn by a power cut
+        on a non-durable cache) is no hit, and the download that follows replaces it; with ``url``
+        (the caller holds the key lock) it is counted as damaged and said."""
         try:
             now = time.time_ns()
             os.utime(path, ns=(now, now))
-            return size is None or os.stat(path).st_size == size
+            found = os.stat(path).st_size
         except FileNotFoundError:
             return False
+        if size is None or found == size:
+            return True
+        if url is not None:
+            self.stats.damaged += 1
+            self.stats.damaged_bytes += abs(size - found)
+            self.notes.append(f"{url}: its cache entry is {found:,} bytes, the shard {size:,}: fetched again")
+        return False
 
     def _download(
         self,
