@@ -137,6 +137,36 @@ def _overwrite(lab, url: str, name: str, data: bytes) -> None:
     s3.put_object(Bucket=bucket, Key=f"{prefix}/{name}", Body=data)
 
 
+def test_a_shard_damaged_in_the_store_loses_exactly_its_damaged_samples_within_the_budget(
+    lab_env, tiny_dataset, tmp_path
+):
+    """Read through the cache and streamed alike: the samples delivered are the dataset's less those
+    whose bytes were damaged, exactly; past the default budget the epoch fails naming the shard."""
+    url = stage_copy(lab_env, tiny_dataset, "storeloss")
+    name = f"train-{DAMAGED:06d}.tar"
+    data = bytearray((tiny_dataset / name).read_bytes())
+    data[REGION[0] : REGION[1]] = os.urandom(REGION[1] - REGION[0])
+    _overwrite(lab_env, url, name, bytes(data))
+    manifest, want = Manifest.load(tiny_dataset), dataset_pairs(tiny_dataset)
+    lost = _lost_keys(tiny_dataset / name, REGION)
+    kept = Counter({pair: n for pair, n in want.items() if pair[0] not in lost})
+    for cache in (tmp_path / "cache", None):
+        loader = _loader(url, manifest, cache, max_lost_fraction=0.1)
+        assert _pairs(loader) == kept, cache
+        (tally,) = loader.tallies
+        assert (tally.expected, tally.delivered, tally.lost) == (256, 256 - len(lost), len(lost))
+        (region,) = loader.stats.losses
+        assert region.url == f"{url}/{name}" and region.begin < REGION[1] and region.end > REGION[0]
+        # the samples whose headers were damaged were skipped with the region; one whose image
+        # bytes alone were damaged was read, failed to decode and was skipped as corrupt
+        assert loader.stats.counters["lost_samples"] + sum(loader.stats.errors.values()) == len(lost)
+    with pytest.raises(SamplesLostError) as info:
+        _pairs(_loader(url, manifest, None))  # the default budget: 0.1 %
+    said = str(info.value)
+    assert f"{url}/{name} bytes " in said and "max_lost_fraction=0.001" in said and "uploaded again" in said
+    print(f"figures: store copy with random bytes at {REGION}: {len(lost)} samples lost, exactly; {said}")
+
+
 def _sweep(iobench_sweep, lab, tmp_path: Path, dataset: Path, tier: dict) -> tuple[dict, dict, str]:
     config = sweep_file(tmp_path, dataset, tier, samples_per_s=2000, epochs=2)
     out = tmp_path / "run"
