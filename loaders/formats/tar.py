@@ -223,7 +223,8 @@ def iter_members(
     ShardFormatError naming the shard and the byte; with ``resync`` the reader finds its place
     again instead (the next sample's header from the index, else the next whole header) and
     yields a :class:`Gap` for what it skipped. A zero block within a record of the shard's ``size``
-    (where known) is its end, as before; elsewhere what follows it is looked at first.
+    (where known) is its end; elsewhere what follows it is looked at first (zeros to the end: the
+    end; data: zeroed damage, which read as the end before).
     """
     reader = _ExactReader(raw, counter, at)
     long_name: str | None = None
@@ -234,7 +235,7 @@ def iter_members(
         try:
             found = _member(reader, header, url, max_member_bytes)
             ends = size is not None and size - header_at <= END_SLACK
-            if found is None and resync is not None and not ends and _after_zeros(reader):  # damage
+            if found is None and not ends and _after_zeros(reader):  # data after it: damage
                 raise _Damage(
                     url,
                     header_at,
@@ -338,6 +339,11 @@ class Resync(Protocol):
         """The shard's size in bytes, where known."""
         ...
 
+    @property
+    def skips(self) -> bool:
+        """Whether damage is skipped (and told to :meth:`found`), or a ShardFormatError."""
+        ...
+
     def found(self, gap: Gap, current: Sample | None, upcoming: int) -> tuple[bool, int]:
         """``gap`` was skipped while ``current`` (not yet yielded: its members may not all have been
         read) was being read, the next sample to be numbered ``upcoming``. Returns whether
@@ -359,7 +365,8 @@ def iter_samples(
     reading from the end of the previous one up to then (the shard's last sample: up to its end);
     the clocks run once per sample, and never while the consumer holds it. ``at``: where in the
     shard ``raw`` starts (:func:`iter_members`); ``first``: the index of its first sample.
-    ``resync``: go on past damage (told of each gap) rather than fail with a ShardFormatError.
+    ``resync``: the shard's size (where a zero block is its end) and, where it ``skips``, going on
+    past damage (told of each gap) rather than failing with a ShardFormatError.
     """
     counter = ReadCounter()
     current: Sample | None = None
@@ -373,7 +380,7 @@ def iter_samples(
         sample.fetch_wall_s, sample.fetch_cpu_s = since(start)
         return sample
 
-    landmarks = resync.landmarks if resync is not None else None
+    landmarks = resync.landmarks if resync is not None and resync.skips else None
     size = resync.size() if resync is not None else None
     for member in iter_members(raw, url, counter, max_member_bytes, at, landmarks, size):
         if isinstance(member, Gap):

@@ -119,7 +119,7 @@ def iter_range_samples(
     (:func:`byte_range`); each checked against the index as it comes. ``resync``: go on past
     damage (iter_samples), the samples after it numbered by the index."""
     begin, end = byte_range(index, url, start, stop)
-    ranged = ArchiveRange(raw, url, begin, end, lenient=resync is not None)
+    ranged = ArchiveRange(raw, url, begin, end, lenient=resync is not None and resync.skips)
     n = start
     for sample in iter_samples(ranged, url, max_member_bytes, at=begin, first=start, resync=resync):
         n = sample.index
@@ -139,7 +139,7 @@ def iter_range_samples(
         if n == stop:
             ranged.uncount(sample)
         yield sample
-    if n != stop and resync is None:  # with resync, a gap up to the range's end was told as lost
+    if n != stop and (resync is None or not resync.skips):  # skipping: a gap to the end was told
         _stale(url, f"bytes {begin} to {end} hold {n - start} samples, its index says {stop - start}")
 
 

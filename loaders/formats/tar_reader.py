@@ -51,8 +51,7 @@ class TarReader:
             return iter(())
         if ranged:
             return _by_index(source, url, start, stop, max_member_bytes, lost)
-        gaps = _Gaps(source, url, start, stop, lost) if lost is not None else None
-        return _stream(source, url, start, stop, at, max_member_bytes, gaps)
+        return _stream(source, url, start, stop, at, max_member_bytes, _Gaps(source, url, start, stop, lost))
 
     def reread(
         self,
@@ -91,7 +90,7 @@ def _stream(
     stop: int | None,
     at: int,
     max_member_bytes: int,
-    gaps: _Gaps | None,
+    gaps: _Gaps,
 ) -> Iterator[Sample]:
     """Samples [start, stop) read front to back: from byte ``at`` where sample ``start`` begins
     when it is known, else from the shard's start, the samples before ``start`` read but not
@@ -138,7 +137,7 @@ def _by_index(
         raise ShardIndexError(
             url, f"its index places members up to byte {end}, but the shard has {size} (stale index)"
         )
-    gaps = _Gaps(source, url, start, stop, lost, index) if lost is not None else None
+    gaps = _Gaps(source, url, start, stop, lost, index)
     with source.open(url, begin, end) as raw:
         wall, cpu = since(clock)
         yield from charged(
@@ -149,7 +148,8 @@ def _by_index(
 class _Gaps:
     """How a read of samples ``[start, stop)`` of a shard goes on past damage (a
     :class:`loaders.formats.tar.Resync`): by the shard's index where it has one (read on the first
-    damage, if not given), each gap told to ``lost`` as the samples of this read it held."""
+    damage, if not given), each gap told to ``lost`` as the samples of this read it held; with
+    ``lost`` None damage is a ShardFormatError."""
 
     def __init__(
         self,
@@ -157,12 +157,16 @@ class _Gaps:
         url: str,
         start: int,
         stop: int | None,
-        lost: Lost,
+        lost: Lost | None,
         index: list[Members] | None = None,
     ) -> None:
         self.source, self.url, self.start, self.stop, self.lost = source, url, start, stop, lost
         self._index, self._starts = index, None if index is None else _starts(index)
         self._asked = index is not None
+
+    @property
+    def skips(self) -> bool:
+        return self.lost is not None
 
     def landmarks(self) -> list[int] | None:
         if not self._asked:
@@ -198,7 +202,7 @@ class _Gaps:
         end = gap.end
         if gap.final:  # cut short: what is lost runs to where the shard should have ended
             end = max(end, self.source.spec.shard_sizes.get(self.url, end))
-        if count != 0:
+        if count != 0 and self.lost is not None:
             self.lost(Loss(self.url, gap.begin, end, count, first, gap.problem))
         return whole, after
 

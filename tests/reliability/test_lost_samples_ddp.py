@@ -112,7 +112,7 @@ def test_a_shard_damaged_in_the_store_under_ddp_fails_past_the_budget_naming_it(
 def test_a_shard_damaged_in_the_store_under_ddp_within_a_budget_trains_on_exactly_the_rest(
     torchrun, lab_env, shards, tiny_dataset, tmp_path
 ):
-    url, urls, counts = shards[0]["damaged"]
+    _, urls, counts = shards[0]["damaged"]
     lost = _lost_keys(tiny_dataset / f"train-{DAMAGED:06d}.tar", REGION)
     with mounted_tmpfs(tmp_path / "ro", "1m", read_only=True) as ro:
         proc, steps, ends = _train(
