@@ -228,3 +228,31 @@ def test_a_cache_directory_that_cannot_hold_a_shard_is_read_around_and_the_cell_
     print(
         f"figures: cache on a 1 MiB tmpfs ({disk}): {counters['cache_bypassed_bytes']:,} bytes read around; {notes}"
     )
+
+
+def test_the_rados_tiers_ram_cache_is_checked_the_same_way(ceph_lab, tiny_dataset):
+    """The RADOS tier's memory_cache is the same shard cache on tmpfs: an entry damaged in RAM is
+    found at first open and fetched again from the pool."""
+    from iobench.ceph.connection import shutdown_all
+    from iobench.ceph.upload import upload_rados
+    from iobench.tiers import make_tier
+    from iobench.tiers.ramcache import release
+
+    url = f"rados://iobench-data/lost-{uuid.uuid4().hex[:6]}"
+    upload_rados(tiny_dataset, url, conffile=str(ceph_lab.conf))
+    tier = make_tier({"kind": "rados", "url": url, "conffile": str(ceph_lab.conf), "memory_cache": "64MB"})
+    try:
+        manifest = tier.load_manifest()
+        assert tier.prepare(manifest, "warm").achieved == "warm"
+        urls = tier.shard_urls(manifest)
+        _damage(Path(ShardCache(tier.cache_dir, 10**9).path_for(urls[DAMAGED])), "random")
+        source = tier.source(manifest)
+        counts = {u: s.samples for u, s in zip(urls, manifest.shards, strict=True)}
+        loader = ShardLoader(
+            urls, workers=1, return_batches=True, source=source, shard_samples=counts, max_lost_fraction=0.0
+        )
+        assert _pairs(loader) == dataset_pairs(tiny_dataset)
+        assert loader.stats.counters["cache_damaged"] == 1 and loader.stats.counters["cache_misses"] == 1
+    finally:
+        release(tier.cache_dir)
+        shutdown_all()
