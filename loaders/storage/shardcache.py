@@ -489,9 +489,7 @@ class ShardCache:
                 self._room_then(url, 0, sha, reserving=False, action=lambda: self._commit(tmp, path))
             self.stats.bytes_fetched += written
             # its bytes were just summed from the file itself: this process need not check them again
-            self._checked.update(
-                (os.stat(path).st_ino, summed.filled_ns, p) for p in range(len(summed.crc32))
-            )
+            self._checked.update((os.stat(path).st_ino, summed.filled_ns, p) for p in range(len(summed.xxh3)))
         finally:
             unlink_quiet(tmp)  # no-op after a commit; otherwise never leave a partial file behind
 
@@ -547,7 +545,7 @@ class ShardCache:
                     "damaged in the store, or changed since its checksum was recorded",
                 )
         checked = "sha256" if sha256 else "etag-md5" if md5 else "size" if size is not None else "none"
-        return EntrySum(found.size, PART_BYTES, found.crc32, checked, time.time_ns())
+        return EntrySum(found.size, PART_BYTES, found.xxh3, checked, time.time_ns())
 
     def _commit(self, tmp: str, path: str) -> None:
         now = time.time_ns()

@@ -1,15 +1,15 @@
 """A cache entry's checksums at fill, and the check against them: any damage to the bytes is found
 in the part it hit and in no other (properties over sizes and places), and the one pass at fill
-gives the same MD5 and sha256 as hashlib alone."""
+gives the same MD5, sha256 and XXH3-64 as hashlib and xxhash alone."""
 
 from __future__ import annotations
 
 import hashlib
 import os
-import zlib
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from xxhash import xxh3_64_intdigest
 
 from loaders.storage.entrysum import PART_BYTES, EntrySum, damaged_parts, digests, read_sum, write_sum
 
@@ -18,7 +18,7 @@ SIZES = st.integers(min_value=0, max_value=3 * PART_BYTES + 1000)
 
 def _summed(path: str) -> EntrySum:
     found = digests(path)
-    return EntrySum(found.size, PART_BYTES, found.crc32, "size", 1)
+    return EntrySum(found.size, PART_BYTES, found.xxh3, "size", 1)
 
 
 @settings(max_examples=12, deadline=None)
@@ -29,7 +29,7 @@ def test_damage_is_found_in_the_part_it_hit_and_no_other(tmp_path_factory, size,
     with open(path, "wb") as f:
         f.write(body)
     summed = _summed(path)
-    assert summed.size == size and len(summed.crc32) == max(1, -(-size // PART_BYTES))
+    assert summed.size == size and len(summed.xxh3) == max(1, -(-size // PART_BYTES))
     assert damaged_parts(memoryview(bytes(body)), summed, summed.parts()) == []
     if not size:
         return
@@ -49,7 +49,7 @@ def test_one_pass_gives_what_hashlib_and_zlib_give(tmp_path):
     path.write_bytes(body)
     found = digests(str(path), md5=True, sha256=True)
     assert found.md5 == hashlib.md5(body).hexdigest() and found.sha256 == hashlib.sha256(body).hexdigest()
-    assert found.crc32 == (zlib.crc32(body[:PART_BYTES]), zlib.crc32(body[PART_BYTES:]))
+    assert found.xxh3 == (xxh3_64_intdigest(body[:PART_BYTES]), xxh3_64_intdigest(body[PART_BYTES:]))
 
 
 def test_a_sum_is_written_whole_and_a_bad_one_reads_as_none(tmp_path):
