@@ -248,14 +248,8 @@ class ObjectStoreTier(Tier):
         self.check_cache_mode(cache)
         total = manifest.total_bytes
         if not self.cache_dir:
-            return CacheState(
-                requested=cache,
-                method="none (streamed, no client cache)",
-                resident_bytes_before=0,
-                total_bytes=total,
-                resident_fraction_before=0.0,
-                achieved="cold" if cache == "cold" else "unknown",
-                note=f"every byte comes from {self.url}; {self.server_caches()}",
+            return self._streamed(
+                cache, total, "none (streamed, no client cache)", f"every byte comes from {self.url}"
             )
         from loaders.storage import ShardCache
 
@@ -270,18 +264,13 @@ class ObjectStoreTier(Tier):
         except ObjectStoreError:
             raise  # the store's failure is the cell's
         except OSError as exc:  # the cache's own disk: the loader reads around it (cachehealth.py)
-            return CacheState(
-                requested=cache,
-                method="none: the shard cache cannot be used",
-                resident_bytes_before=0,
-                total_bytes=total,
-                resident_fraction_before=0.0,
-                achieved="cold" if cache == "cold" else "unknown",
-                note=(
-                    f"the shard cache at {self.cache_dir} cannot be used ({cache_reason(exc)}: {exc}): every "
-                    f"shard is read through from {self.url}, and the loader tries the cache again for new "
-                    f"entries as it goes; {self.server_caches()}"
-                ),
+            return self._streamed(
+                cache,
+                total,
+                "none: the shard cache cannot be used",
+                f"the shard cache at {self.cache_dir} cannot be used ({cache_reason(exc)}: {exc}): every "
+                f"shard is read through from {self.url}, and the loader tries the cache again for new "
+                "entries as it goes",
             )
         cached = sum(s.bytes for u, s in zip(urls, manifest.shards, strict=True) if shard_cache.contains(u))
         fraction = cached / total if total else 0.0
@@ -299,6 +288,18 @@ class ObjectStoreTier(Tier):
                 + "".join(f"; {x}" for x in said)
                 + f"; {self.server_caches()}"
             ),
+        )
+
+    def _streamed(self, cache: str, total: int, method: str, note: str) -> CacheState:
+        """The cache state of a tier read without a shard cache: nothing of it held on the client."""
+        return CacheState(
+            requested=cache,
+            method=method,
+            resident_bytes_before=0,
+            total_bytes=total,
+            resident_fraction_before=0.0,
+            achieved="cold" if cache == "cold" else "unknown",
+            note=f"{note}; {self.server_caches()}",
         )
 
     def _cold_or_warm(
