@@ -234,7 +234,8 @@ def iter_parquet_samples(
             if lost is None or (counting is not None and counting.storage_error is not None):
                 fail(exc, "cannot read row group (truncated or corrupt)", rg, offset)
             skipped = range(max(lo, firsts[rg]), min(hi, firsts[rg + 1]))
-            end = offset + md.row_group(rg).total_compressed_size if offset >= 0 else offset
+            group = md.row_group(rg)
+            end = offset + sum(group.column(c).total_compressed_size for c in range(group.num_columns))
             problem = (
                 f"row group {rg} cannot be read (truncated or corrupt): {' '.join(str(exc).split())[:200]}"
             )

@@ -115,3 +115,31 @@ def test_a_part_counts_only_its_own_samples_and_fail_keeps_the_error(tmp_path):
     assert ranged == [4, 8, 9, 10, 11] and [(x.first, x.samples) for x in lost] == [(5, 3)]
     with pytest.raises(ShardFormatError, match=r"train-000000\.tar: .* at byte offset"):
         list(TarReader().read(source, url))
+
+
+def test_a_parquet_row_group_that_cannot_be_read_is_skipped_and_its_rows_counted(tmp_path):
+    """Parquet can go on where its footer is whole: the row groups after a damaged one are read."""
+    import pyarrow.parquet as pq
+
+    from loaders.formats.parquet import ParquetReader
+    from loaders.formats.parquet_writer import ParquetWriter
+
+    path = tmp_path / "train-000000.parquet"
+    with open(path, "wb") as f:
+        writer = ParquetWriter(f, row_group=10)
+        for i in range(30):
+            writer.add(f"{i:06d}", [("jpg", os.urandom(3000)), ("cls", str(i).encode())])
+        writer.close()
+    group = pq.ParquetFile(path).metadata.row_group(1)
+    columns = [group.column(c) for c in range(group.num_columns)]
+    begin = min(c.dictionary_page_offset or c.data_page_offset for c in columns)
+    size = sum(c.total_compressed_size for c in columns)
+    data = bytearray(path.read_bytes())
+    data[begin : begin + size] = bytes(size)
+    path.write_bytes(bytes(data))
+    lost = []
+    got = [s.index for s in ParquetReader().read(ShardSource(SourceSpec()), str(path), lost=lost.append)]
+    assert got == [*range(10), *range(20, 30)]
+    assert [(x.first, x.samples) for x in lost] == [(10, 10)] and "row group 1" in lost[0].problem
+    with pytest.raises(ShardFormatError, match="row group"):
+        list(ParquetReader().read(ShardSource(SourceSpec()), str(path)))
