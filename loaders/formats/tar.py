@@ -422,6 +422,10 @@ def count_tar_samples(path: str) -> int:
                     path, at, "shard ends without the tar end-of-archive marker (truncated?)"
                 )
             if header == _ZERO_BLOCK:
+                if end - at > END_SLACK and _data_after(f):
+                    raise ShardFormatError(
+                        path, at, "zeroed blocks where a tar header belongs, with tar data after them"
+                    )
                 return count
             name, size, kind = _fields(header, path, at)
             data_at = at + BLOCK
@@ -450,3 +454,11 @@ def count_tar_samples(path: str) -> int:
             long_name = None
             if key != last_key:
                 count, last_key = count + 1, key
+
+
+def _data_after(f: BinaryIO) -> bool:
+    """Whether anything but zeros follows in ``f`` (zeroed damage, not the archive's end)."""
+    while chunk := f.read(SCAN_CHUNK):
+        if _NONZERO.search(chunk):
+            return True
+    return False
