@@ -264,14 +264,12 @@ def cell_files(
     reads = _reads(chosen, tier_device)
     if job is not None and not job.one_host:  # one host's reads say nothing of a multi-node job's
         reads.update(dict.fromkeys(HOST_READS))
-    all_steps = loader_stats(log.all_stats)
-    # samples lost: said first in the headline (analysis/losses.py), apart from the verdict's rules
-    losses = sample_loss(epochs, log.epochs_completed, all_steps)
+    losses = sample_loss(epochs, log.epochs_completed, all_steps := loader_stats(log.all_stats))
     summary = CellSummary(
         status="ok",
         cell=cell,
         metrics=metrics,
-        verdict=said_in(chosen.verdict, losses),
+        verdict=said_in(chosen.verdict, losses),  # samples lost said first (analysis/losses.py)
         stage_ms_per_sample=log.measured_stats.per_sample_ms("wall"),
         stage_cpu_ms_per_sample=log.measured_stats.per_sample_ms("cpu"),
         loader_stats=loader_stats(log.measured_stats),

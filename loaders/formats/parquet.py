@@ -233,13 +233,7 @@ def iter_parquet_samples(
         except (pa.ArrowException, OSError, ValueError) as exc:
             if lost is None or (counting is not None and counting.storage_error is not None):
                 fail(exc, "cannot read row group (truncated or corrupt)", rg, offset)
-            skipped = range(max(lo, firsts[rg]), min(hi, firsts[rg + 1]))
-            group = md.row_group(rg)
-            end = offset + sum(group.column(c).total_compressed_size for c in range(group.num_columns))
-            problem = (
-                f"row group {rg} cannot be read (truncated or corrupt): {' '.join(str(exc).split())[:200]}"
-            )
-            lost(Loss(url, offset, end, len(skipped), skipped.start, problem))
+            lost(_group_lost(url, md, rg, range(max(lo, firsts[rg]), min(hi, firsts[rg + 1])), exc))
             continue
         del table
         # Wall/CPU include decoding pages into Python bytes: that is this format's fetch cost,
@@ -251,6 +245,22 @@ def iter_parquet_samples(
         )
         wanted = range(max(0, lo - firsts[rg]), min(len(keys), hi - firsts[rg]))
         yield from _rows(url, keys, labels, blobs, firsts[rg], wanted, cost, last=hi - 1)
+
+
+def _group_lost(url: str, md: pq.FileMetaData, rg: int, rows: range, exc: BaseException) -> Loss:
+    """Row group ``rg``, which could not be read, as the rows of it that were wanted and its bytes."""
+    group = md.row_group(rg)
+    begin = _row_group_offset(md, rg)
+    end = begin + sum(group.column(c).total_compressed_size for c in range(group.num_columns))
+    detail = " ".join(str(exc).split())[:200]
+    return Loss(
+        url,
+        begin,
+        end,
+        len(rows),
+        rows.start,
+        f"row group {rg} cannot be read (truncated or corrupt): {detail}",
+    )
 
 
 def _upfront(

@@ -25,6 +25,8 @@ _REASONS = {
     errno.ENOENT: "its directory is gone (ENOENT)",
     errno.EFBIG: "the shard is larger than the whole cache",
 }
+# errors of the cache's own disk: a download cut by one of these is the cache's failure, not the store's
+MEDIUM_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO, errno.EACCES, errno.EPERM)
 log = logging.getLogger("loaders.storage")
 
 

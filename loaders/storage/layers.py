@@ -20,7 +20,6 @@ several threads at once (per-sample reads), so the store makes its clients under
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import threading
 from collections.abc import Iterator
@@ -328,6 +327,7 @@ class CacheOpener(Layer):
 def _from_store(exc: BaseException, store: BaseException) -> bool:
     """Whether ``exc``, raised out of the cache, is the store's failure ``store`` (an object store's
     error, or a download cut by anything but the cache's own disk)."""
+    from loaders.storage.cachehealth import MEDIUM_ERRNOS
     from loaders.storage.faults import ObjectStoreError
 
     if isinstance(store, ObjectStoreError):
@@ -335,8 +335,7 @@ def _from_store(exc: BaseException, store: BaseException) -> bool:
     chain: BaseException | None = exc
     while chain is not None and chain is not store:
         chain = chain.__cause__ or chain.__context__
-    medium = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO, errno.EACCES, errno.EPERM)
-    return chain is store and getattr(store, "errno", None) not in medium
+    return chain is store and getattr(store, "errno", None) not in MEDIUM_ERRNOS
 
 
 def _at(f: BinaryIO, start: int) -> BinaryIO:
