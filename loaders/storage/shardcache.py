@@ -412,7 +412,8 @@ class ShardCache:
             return 0
         st = os.statvfs(self.directory)
         pending = sum(max(0, t.reserved - t.written) for t in inflight)
-        on_disk = -(-(size + pending) // st.f_frsize) * st.f_frsize  # files take whole blocks
+        # files take whole blocks; the entry's checksums (.sums) take one more
+        on_disk = (-(-(size + pending) // st.f_frsize) + 1) * st.f_frsize
         return max(0, on_disk - st.f_bavail * st.f_frsize)
 
     def _room_then(
@@ -473,7 +474,7 @@ class ShardCache:
         try:
             written = self._write(url, fetch, tmp, sha, size)
             summed = self._verify(url, tmp, written, size, *store_sums)
-            write_sum(self._dir.sum_path(sha), summed)  # before the entry appears: never one without
+            self._record(url, sha, summed)  # before the entry appears: never one without
             if size is not None:
                 # reservation == size, so the total does not change; but a scan running meanwhile
                 # could list neither the temp (renamed away) nor the entry (not listed yet) and
@@ -546,6 +547,24 @@ class ShardCache:
                 )
         checked = "sha256" if sha256 else "etag-md5" if md5 else "size" if size is not None else "none"
         return EntrySum(found.size, PART_BYTES, found.xxh3, checked, time.time_ns())
+
+    def _record(self, url: str, sha: str, summed: EntrySum) -> None:
+        """Write the entry's checksums beside it; a disk filled meanwhile (by other programs)
+        evicts the least recently used entry and tries once more."""
+        try:
+            write_sum(self._dir.sum_path(sha), summed)
+            return
+        except OSError as exc:
+            if exc.errno != errno.ENOSPC or self.policy == "static":
+                raise
+        with self._dir.global_lock():
+            entries, _ = self._dir.scan(clean=True)
+            freed, _busy = self._evict(entries, 1, keep=sha)
+        if not freed:
+            raise CacheError(
+                errno.ENOSPC, f"{url}: disk full (ENOSPC) writing its checksums, nothing to evict"
+            )
+        write_sum(self._dir.sum_path(sha), summed)
 
     def _commit(self, tmp: str, path: str) -> None:
         now = time.time_ns()
