@@ -59,6 +59,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--mp-context", choices=("fork", "forkserver", "spawn"), default=None)
     p.add_argument("--record", type=Path, default=None, help="a directory: one JSON-lines file per rank")
+    p.add_argument("--cache-dir", default=None, help="a local shard cache in front of s3:// shards")
+    p.add_argument(
+        "--max-lost-fraction",
+        type=float,
+        default=0.001,
+        help="the loss budget: an epoch that loses more of its samples (corrupt, or in a damaged shard) fails",
+    )
+    p.add_argument(
+        "--shard-samples",
+        type=Path,
+        default=None,
+        help="a JSON file {shard url: samples}: remote shards' counts, which the even split over ranks needs",
+    )
     return p.parse_args(argv)
 
 
@@ -80,6 +93,9 @@ def main(argv: list[str] | None = None) -> None:
         augment=AugmentSpec(size=args.image_size),
         multiprocessing_context=args.mp_context,
         return_batches=True,  # Batch objects: images, labels, and each sample's key
+        cache_dir=args.cache_dir,
+        max_lost_fraction=args.max_lost_fraction,  # loaders: past it, SamplesLostError names the shard
+        shard_samples=json.loads(args.shard_samples.read_text()) if args.shard_samples else {},
     )
     model = DistributedDataParallel(
         SmallCNN(args.classes).to(device), device_ids=[local_rank] if cuda else None
@@ -107,6 +123,13 @@ def main(argv: list[str] | None = None) -> None:
         dist.all_gather(gathered, counts)
         if log:
             summary = {"rank": rank, "epoch": epoch, "steps": steps, "len": len(loader)}
+            tally = loader.tallies[-1]  # what this rank's epoch should have delivered, and did
+            summary["samples"] = {
+                "expected": tally.expected,
+                "delivered": tally.delivered,
+                "lost": tally.lost,
+            }
+            summary["counters"] = dict(loader.stats.counters)
             log.write(json.dumps({**summary, "all": [g.tolist() for g in gathered]}) + "\n")
             log.flush()
         if rank == 0:

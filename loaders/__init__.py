@@ -33,6 +33,7 @@ _EXPORTS = {
     "Option": "options",
     "PipelineSpec": "config",
     "SampleError": "pipeline.samples",
+    "SamplesLostError": "epochtally",
     "ShardFormatError": "formats.base",
     "ShardLoader": "backends.torch_loader",
     "StageStats": "observe.stages",
@@ -51,6 +52,7 @@ __all__ = [
     "Option",
     "PipelineSpec",
     "SampleError",
+    "SamplesLostError",
     "ShardFormatError",
     "ShardLoader",
     "StageStats",
@@ -66,6 +68,7 @@ if TYPE_CHECKING:
     from loaders.backends.torch_loader import ShardLoader
     from loaders.config import AugmentSpec, LoaderConfig, PipelineSpec
     from loaders.contract import Loader
+    from loaders.epochtally import SamplesLostError
     from loaders.formats.base import ShardFormatError
     from loaders.observe.stages import StageStats, StallMeter
     from loaders.options import Option

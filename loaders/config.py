@@ -52,6 +52,10 @@ class PipelineSpec:
     # (libjpeg-turbo's partial decompression, where the loaders' region decoder is built: the same
     # pixels as a whole decode); False: the whole image is decoded, then cropped
     decode_roi: bool = True
+    # the loss budget: the fraction of an epoch's samples it may lose (skipped as corrupt, or in a
+    # damaged region of a shard) before the loader raises SamplesLostError rather than train on
+    # less of the data; None: count and report only (iobench's cells, which say it in the report)
+    max_lost_fraction: float | None = 0.001
 
     @property
     def image_size(self) -> int | None:
@@ -65,6 +69,11 @@ class PipelineSpec:
             raise ValueError(f"batch_size={self.batch_size}: must be at least 1")
         if self.shuffle_buffer < 0:
             raise ValueError(f"shuffle_buffer={self.shuffle_buffer}: must be 0 or more")
+        if self.max_lost_fraction is not None and not 0 <= self.max_lost_fraction <= 1:
+            raise ValueError(
+                f"max_lost_fraction={self.max_lost_fraction}: a fraction of an epoch's samples, 0 to 1 "
+                "(None: no budget)"
+            )
         if not 0 <= self.augment_cpu_ms < 10_000:  # also refuses NaN
             raise ValueError(
                 f"augment_cpu_ms={self.augment_cpu_ms}: CPU milliseconds per sample, from 0 to under 10,000"
@@ -72,7 +81,12 @@ class PipelineSpec:
 
 
 # LoaderConfig's keywords for the source's cache, which nests (SourceSpec.cache)
-CACHE_KEYWORDS = {"cache_dir": "dir", "cache_bytes": "bytes", "cache_policy": "policy"}
+CACHE_KEYWORDS = {
+    "cache_dir": "dir",
+    "cache_bytes": "bytes",
+    "cache_policy": "policy",
+    "cache_verify": "verify",
+}
 
 
 @dataclass(init=False)
@@ -84,7 +98,7 @@ class LoaderConfig:
     in the registry (nodes: ``method="process"``; torch: ``pin_memory``; dali: ``mode``).
 
     Any field of :class:`PipelineSpec` or :class:`~loaders.storage.SourceSpec` may be given here
-    by its name, and the cache's as ``cache_dir``, ``cache_bytes``, ``cache_policy``: they go into
+    by its name, and the cache's as ``cache_dir``, ``cache_bytes``, ``cache_policy``, ``cache_verify``: they go into
     (or over) the nested specs, so training code writes
     ``LoaderConfig(urls=..., batch_size=256, workers=8, cache_dir="/nvme/cache")``."""
 

@@ -42,6 +42,8 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from loaders.formats.base import local_path
+
 _RANGE = re.compile(r"\{(\d+)\.\.(\d+)\}")
 _LIST = re.compile(r"\{([^{}]*,[^{}]*)\}")
 
@@ -285,13 +287,6 @@ def _whole_shards(
 
 
 # -- counting samples without reading them ---------------------------------------------------------
-
-
-def local_path(url: str) -> str | None:
-    """The file system path of a local shard URL (no scheme or ``file://``), else None."""
-    if url.startswith("file://"):
-        return url[len("file://") :]
-    return None if "://" in url else url
 
 
 def count_samples(url: str) -> int | None:

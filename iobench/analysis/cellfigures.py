@@ -9,13 +9,16 @@ functions over its ranks' accounts clipped to their common interval (cell/ranks/
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from iobench.host.cpuload import HostLoad
+from iobench.results.codec import from_json
 from iobench.results.figures import (
     CoreBudget,
     EpochFigures,
+    LoaderStats,
     PipelineMetrics,
+    SampleLoss,
     StepAccount,
     StepAlone,
     StepRow,
@@ -32,6 +35,7 @@ from .cores import core_budget
 from .epochs import epoch_figures
 from .evidence import ClientFacts, Evidence, reader_work
 from .ledger import ledger, totals
+from .losses import sample_loss
 from .metrics import pipeline_metrics
 from .verdict import judge
 
@@ -78,6 +82,7 @@ class Analysis:
     epochs: tuple[EpochFigures, ...]
     window: Window
     verdict: Verdict
+    loss: SampleLoss | None = None  # samples the completed epochs did not deliver (losses.py)
 
 
 def stage_shares(stats: StageStats) -> tuple[float, ...]:
@@ -97,11 +102,15 @@ def analyse(
     time_to_first_batch_s: float | None = None,
     device_read_bytes: int | None = None,
     load: HostLoad | None = None,
+    run_stats: StageStats | None = None,
+    completed_epochs: int | None = None,
 ) -> Analysis:
     """One rank's run: ``rows`` its steps (warm-up marked), ``epoch_stats`` the loader's counters per
     epoch, ``measured_stats`` over the measured steps (the verdict's stage evidence),
     ``device_read_bytes`` what the cell's processes read from block devices over the window (a cold
-    cell on such a tier), ``load`` the host's over the window (the core budget)."""
+    cell on such a tier), ``load`` the host's over the window (the core budget), ``run_stats`` the
+    loader's counters over the whole run and ``completed_epochs`` its epochs run to their end (the
+    samples lost against the epochs' plans)."""
     entries = ledger(rows, alone, stage_shares(measured_stats))
     measured = [e for e in entries if not e.warmup]
     window_totals = totals(measured)
@@ -125,14 +134,21 @@ def analyse(
         if facts.cold and device_read_bytes is not None and metrics.bytes_read > 0
         else None,
     )
-    verdict = judge(evidence_of(facts, metrics, measured_stats, window_totals.split(), run_window, budget))
+    epochs = epoch_figures(entries, measured, epoch_stats)
+    loss = (
+        sample_loss(epochs, completed_epochs, from_json(LoaderStats, run_stats.as_dict()))
+        if run_stats is not None and completed_epochs is not None
+        else None
+    )
+    evidence = evidence_of(facts, metrics, measured_stats, window_totals.split(), run_window, budget)
     return Analysis(
         entries=entries,
         metrics=metrics,
         split=window_totals.split(),
-        epochs=epoch_figures(entries, measured, epoch_stats),
+        epochs=epochs,
         window=run_window,
-        verdict=verdict,
+        verdict=judge(replace(evidence, loss=loss)),
+        loss=loss,
     )
 
 

@@ -58,6 +58,7 @@ def epoch_figures(
                 au_mlperf=epoch_dlio_au(mine),
                 window_s=inside.span_s / ranks,
                 window_au=inside.au if inside.span_s > 0 else None,
+                expected_samples=c.get("epoch_samples_expected"),
             )
         )
     return tuple(out)

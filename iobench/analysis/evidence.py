@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from iobench.results.figures import CoreBudget, PipelineMetrics, StageEvidence, WallSplit, Window
+from iobench.results.figures import CoreBudget, PipelineMetrics, SampleLoss, StageEvidence, WallSplit, Window
 from iobench.results.spec import MinMeasure
 from loaders.observe import STAGES, StageStats
 
@@ -169,3 +169,4 @@ class Evidence:
     unseen: str | None = None  # why the readers were not seen
     unseen_action: str = "run with a backend that reports stage times"
     pin_ms_per_batch: float | None = None
+    loss: SampleLoss | None = None  # samples the completed epochs did not deliver (losses.py): said first

@@ -24,8 +24,8 @@ rules are tried in this order; the first that holds is the verdict:
 12. **making the batches**: the largest part of a sample's time in the readers says which — fetch
     (by the object client, or the store), waiting for a core, or the CPU of a prep stage.
 
-The headline is composed once, from the final inputs: the trainer's shortfall before it where there
-is one, what limits the window's figures after it. Nothing amends it afterwards. The verdict
+The headline is composed once, from the final inputs: samples the epochs lost first (losses.py), then
+the trainer's shortfall where there is one, the finding, and what limits the window's figures after it. Nothing amends it afterwards. The verdict
 carries the window's core budget and the cores one accelerator takes to be fed (analysis/cores.py).
 """
 
@@ -38,6 +38,7 @@ from iobench.results.figures import CoreBudget, CoresNeeded, PipelineMetrics, Ve
 
 from .cores import cores_needed, describe
 from .evidence import ClientFacts, Evidence, ReaderWork
+from .losses import loss_line
 
 AU_TARGET = 0.90
 # the trainer's median step in the window over its step alone above which a stretched step can be
@@ -183,6 +184,10 @@ class _Judge:
         if self.short and found.prefixed and found.bound not in ("host", "unknown"):
             headline = f"{self.short}; and {headline}"
         headline += "".join(f" [{note}]" for note in self._window_notes())
+        if (
+            self.ev.loss is not None
+        ):  # a rate measured on fewer samples than the plan is no rate of the dataset
+            headline = f"{loss_line(self.ev.loss)}; {headline}"
         work = self.work
         cpu_cap = (
             1000.0 * self.ev.cores / work.cpu_ms

@@ -264,18 +264,20 @@ def cell_files(
     reads = _reads(chosen, tier_device)
     if job is not None and not job.one_host:  # one host's reads say nothing of a multi-node job's
         reads.update(dict.fromkeys(HOST_READS))
+    losses, all_steps = analysis.loss, loader_stats(log.all_stats)
     summary = CellSummary(
         status="ok",
         cell=cell,
         metrics=metrics,
-        verdict=chosen.verdict,
+        verdict=chosen.verdict,  # samples lost said first in it (analysis/verdict.py)
         stage_ms_per_sample=log.measured_stats.per_sample_ms("wall"),
         stage_cpu_ms_per_sample=log.measured_stats.per_sample_ms("cpu"),
         loader_stats=loader_stats(log.measured_stats),
-        loader_stats_all_steps=loader_stats(log.all_stats),
+        loader_stats_all_steps=all_steps,
         cache_state=chosen.cache_state,
         epochs_completed=log.epochs_completed,
         epochs=tuple(epochs),
+        losses=losses,
         warmup=Warmup(steps=sum(r.warmup for r in log.rows), method=warmup),
         window=chosen.window,
         mlperf=mlperf_figures(

@@ -165,6 +165,8 @@ def measure(inputs: CellInputs, ranks: Ranks = SOLO) -> Measurement:
         # a rank of a multi-rank cell shares its host's counters with the others: the job's budget
         # is taken over every rank together (ranks/rank.py)
         load=None if ranks.distributed else window_load(log, telemetry, inputs.cores),
+        run_stats=log.all_stats,
+        completed_epochs=log.epochs_completed,
     )
     figures = checkpoints.finish(analysis.entries, ranks.local_world_size) if checkpoints else None
     return Measurement(log, analysis, cache_state, telemetry, steady, released_at, alone, figures)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from iobench.analysis.losses import loss_line
 from iobench.analysis.verdict import AU_TARGET
 from iobench.results.summary import CellSummary
 
@@ -134,6 +135,15 @@ def cores_said(s: CellSummary) -> str | None:
     )
 
 
+def losses_line(cells: list[CellSummary]) -> str | None:
+    """The first cell whose epochs lost samples, said as its headline says it (analysis/losses.py)."""
+    lost = [s for s in cells if s.losses is not None]
+    if not lost:
+        return None
+    more = f" (and {len(lost) - 1} more cell(s): read their headlines)" if len(lost) > 1 else ""
+    return f"{lost[0].cell_id}: {loss_line(lost[0].losses)}{more}"  # type: ignore[arg-type]
+
+
 def bottom_line(summaries: list[CellSummary]) -> list[str]:
     """At most six lines; none when no cell measured anything."""
     ok = [s for s in summaries if s.ok and s.metrics is not None and s.verdict is not None]
@@ -144,6 +154,8 @@ def bottom_line(summaries: list[CellSummary]) -> list[str]:
     for s in ok:
         groups[f"{s.cell.tier_name} / {s.cell.loader.kind}"].append(s)
     lines = [_group_line(label, cells) for label, cells in list(groups.items())[:MAX_GROUPS]]
+    if said := losses_line(ok):  # before the rest: a rate measured on fewer samples than planned
+        lines.insert(0, said)
     if len(groups) > MAX_GROUPS:
         lines[-1] += f" (and {len(groups) - MAX_GROUPS} more tier/loader pairs in the table)"
     if differential := tier_differential(ok):

@@ -24,7 +24,15 @@ from . import plots
 from .bottomline import bottom_line
 from .checkpoints import checkpoint_rows, checkpoint_verdicts
 from .mlperf import decoding_adds
-from .terminal import at_scale_line, cores_line, diagnosis_lines, outage_line, reading_line, window_cell
+from .terminal import (
+    at_scale_line,
+    cache_lines,
+    cores_line,
+    diagnosis_lines,
+    outage_line,
+    reading_line,
+    window_cell,
+)
 
 REPORT_NAME = "report.html"
 
@@ -68,6 +76,7 @@ def _environment():
         diagnosis=diagnosis_lines,
         at_scale=at_scale_line,
         outage=outage_line,
+        cache_lines=cache_lines,
         window_cell=window_cell,
         reading=reading_line,
         cores=cores_line,

@@ -277,6 +277,8 @@ def _print_cell(s: CellSummary, console: Console, common: list[str]) -> None:
         _say(console, f"   {line}")
     if line := outage_line(s):  # an outage inside the window moves every figure: said by default
         _say(console, f"   - {line}")
+    for line in cache_lines(s):  # so does a cache read around, or one whose entries were damaged
+        _say(console, f"   - {line}")
     own = [w for w in s.warnings if w not in common]
     if own:
         _say(console, f"   ({len(own)} note(s) on this cell: --detail)")
@@ -313,6 +315,8 @@ def _print_cell_detail(s: CellSummary, console: Console, common: list[str]) -> N
     if s.cache_state and s.cache_state.note:
         _say(console, f"   - cache: {s.cache_state.note}")
     if line := outage_line(s):
+        _say(console, f"   - {line}")
+    for line in cache_lines(s):
         _say(console, f"   - {line}")
     errors = s.loader_stats.errors
     if errors:
@@ -390,6 +394,26 @@ def outage_line(s: CellSummary) -> str | None:
         f"it had answered, each retried; {c.get('outage_s', 0.0):.1f} s of reading lost (summed over the "
         "reader processes)"
     )
+
+
+def cache_lines(s: CellSummary) -> list[str]:
+    """What the shard cache found and did about it (loaders/storage/cachehealth.py, entrysum.py): the
+    entries found damaged and fetched again, the bytes read around it, and what it said once."""
+    stats = s.loader_stats_all_steps
+    c = stats.counters
+    out = []
+    if damaged := c.get("cache_damaged", 0):
+        out.append(
+            f"shard cache: {damaged:,.0f} entr{'y' if damaged == 1 else 'ies'} found damaged when first opened "
+            f"({format_bytes(c.get('cache_damaged_bytes', 0))} of parts whose checksums at fill differ), "
+            "evicted and fetched again: no sample lost"
+        )
+    if around := c.get("cache_bypassed_bytes", 0):
+        out.append(
+            f"shard cache read around: {format_bytes(around)} read through from the store while the cache "
+            "could not be used (the figures are the store's, not the cache's)"
+        )
+    return out + [f"said: {note}" for note in stats.notes]
 
 
 def scaling_lines(summaries: list[CellSummary]) -> list[str]:

@@ -495,6 +495,19 @@ class Latency:
 
 
 @dataclass(frozen=True)
+class ShardLoss:
+    """Bytes ``[begin, end)`` of shard ``url`` a reader skipped as damaged, the ``samples`` that lay
+    there (None: not known) from number ``first``, and what was wrong (loaders.observe.losses)."""
+
+    url: str
+    begin: int
+    end: int
+    samples: int | None
+    first: int | None
+    problem: str
+
+
+@dataclass(frozen=True)
 class LoaderStats:
     """The loader's own counters over a span of batches (loaders.StageStats, as recorded)."""
 
@@ -506,6 +519,8 @@ class LoaderStats:
     error_examples: tuple[str, ...] = ()
     counters: dict[str, int | float] = field(default_factory=dict)  # requests, retries, cache_wait_s, ...
     request_latency_ms: Latency = field(default_factory=Latency)
+    notes: tuple[str, ...] = ()  # what the loader said once (a cache read around, an entry refetched)
+    losses: tuple[ShardLoss, ...] = ()  # the regions of shards its readers skipped as damaged
 
     def counter(self, name: str) -> int:
         return self.counters.get(name, 0)
@@ -537,6 +552,25 @@ class EpochFigures:
     # by window_s the epochs' window_au give the cell's AU (v8+)
     window_s: float = 0.0
     window_au: float | None = None
+    # the samples the epoch's plan delivers (the loader's count, loaders/epochtally.py); None: not
+    # known (remote shards without counts, DALI's own readers) or recorded before the count existed
+    expected_samples: int | None = None
+
+
+@dataclass(frozen=True)
+class SampleLoss:
+    """What the cell's completed epochs did not deliver against their plans (analysis/losses.py):
+    the samples lost over them, the epoch that lost most, where (the regions readers skipped, the
+    samples skipped by kind), and the cache entries found damaged and fetched again (no loss)."""
+
+    lost: int
+    expected: int
+    epoch: int  # the epoch that lost most
+    epoch_delivered: int
+    epoch_expected: int
+    where: tuple[ShardLoss, ...] = ()
+    skipped: dict[str, int] = field(default_factory=dict)  # samples skipped as corrupt, by kind
+    cache_damaged: int = 0
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,12 @@ def _ok(read: Callable[[CellSummary], Any]) -> Callable[[CellSummary], Any]:
     return lambda s: read(s) if s.ok else None
 
 
+def _expected(s: CellSummary) -> int | None:
+    """What the completed epochs' plans deliver, where known (samples lost are counted against it)."""
+    known = [e.expected_samples for e in s.epochs if e.epoch < s.epochs_completed]
+    return sum(known) if known and None not in known else None  # type: ignore[arg-type]
+
+
 def _first_epoch(s: CellSummary) -> EpochFigures | None:
     return s.epochs[0] if s.epochs else None
 
@@ -145,6 +151,18 @@ COLUMNS: list[Column] = [
         for stage in ("fetch", "decode", "augment", "collate")
     ),
     Column("errors", pa.int64(), _ok(lambda s: sum(s.loader_stats_all_steps.errors.values()))),
+    # samples lost (docs/method.md): the completed epochs' plans against what they delivered
+    Column("samples_expected", pa.int64(), _ok(lambda s: _expected(s))),
+    Column("samples_lost", pa.int64(), lambda s: s.losses.lost if s.losses else (0 if s.ok else None)),
+    Column("lost_bytes", pa.int64(), _ok(lambda s: s.loader_stats_all_steps.counters.get("lost_bytes"))),
+    Column(
+        "cache_damaged", pa.int64(), _ok(lambda s: s.loader_stats_all_steps.counters.get("cache_damaged"))
+    ),
+    Column(
+        "cache_bypassed_bytes",
+        pa.int64(),
+        _ok(lambda s: s.loader_stats_all_steps.counters.get("cache_bypassed_bytes")),
+    ),
     Column("epochs", pa.int32(), lambda s: len(s.epochs)),
     Column("first_epoch_samples_per_s", pa.float64(), lambda s: (e := _first_epoch(s)) and e.samples_per_s),
     Column("last_epoch_samples_per_s", pa.float64(), lambda s: (e := _last_epoch(s)) and e.samples_per_s),

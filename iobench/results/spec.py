@@ -59,6 +59,7 @@ class LoaderSettings:
             decode=self.decode,
             augment_cpu_ms=self.augment_cpu_ms,
             decode_roi=self.decode_roi,
+            max_lost_fraction=None,  # a cell completes and reports what an epoch lost
         )
 
 

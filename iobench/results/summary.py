@@ -32,6 +32,7 @@ from .figures import (
     PipelineMetrics,
     RankFigures,
     RepeatSummary,
+    SampleLoss,
     ScalePoint,
     StepTimes,
     Verdict,
@@ -117,6 +118,7 @@ class CellSummary:
     cache_state: CacheState | None = None
     epochs_completed: int = 0
     epochs: tuple[EpochFigures, ...] = ()
+    losses: SampleLoss | None = None  # samples the completed epochs did not deliver (None: none lost)
     warmup: Warmup | None = None
     window: Window | None = None  # what the chosen repeat measured after its warm-up (v5+)
     mlperf: MlperfFigures | None = None  # the figures as MLPerf Storage reports them (v5+)

@@ -79,6 +79,12 @@ SERVER_CACHES = (
     "(a memstore OSD, as in `iobench lab`, holds every object in RAM; bluestore keeps its own "
     "buffer cache and the disks theirs), so 'cold' means cold on this client only"
 )
+# what the loader cannot check on CephFS, said with the cache state (docs/reliability.md, section 13)
+UNCHECKED = (
+    "bytes served from the client's caches are not checked against the upload's sha256 (no checksum "
+    "reaches a file read; the OSDs check their own copies, and a read of a damaged one fails with EIO); "
+    "a damaged region the reader meets is skipped and counted as samples lost"
+)
 
 
 class CephFSMountGone(OSError):
@@ -289,9 +295,9 @@ class CephFSTier(LocalTier):
             else:
                 held = f"{after / _MIB:.1f} MiB" if after is not None else "an unknown amount"
                 client_note = f"its object cache holds {held} (at most client_oc_size)"
-            note = f"{note}; ceph-fuse: {client_note}; {SERVER_CACHES}"
+            note = f"{note}; ceph-fuse: {client_note}; {SERVER_CACHES}; {UNCHECKED}"
         else:
-            note = f"{note}; the kernel client caches file data in the page cache only; {SERVER_CACHES}"
+            note = f"{note}; the kernel client caches file data in the page cache only; {SERVER_CACHES}; {UNCHECKED}"
         state = replace(state, method=method, achieved=achieved, note=note)
         return state
 

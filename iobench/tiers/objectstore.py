@@ -20,8 +20,12 @@ from loaders.storage import (
     DEFAULT_CLIENT,
     DEFAULT_CONCURRENCY,
     DEFAULT_PART_BYTES,
+    CacheError,
     CacheSpec,
+    ObjectStoreError,
     SourceSpec,
+    StoreChecksumError,
+    cache_reason,
     choose_policy,
     reads_before_fork,
 )
@@ -236,20 +240,16 @@ class ObjectStoreTier(Tier):
             part_bytes=self.part_bytes,
             concurrency=self.config["concurrency"],
             shard_sizes={u: s.bytes for u, s in zip(urls, manifest.shards, strict=True)},
+            # what the upload recorded: a download that differs is never cached as good
+            shard_sha256={u: s.sha256 for u, s in zip(urls, manifest.shards, strict=True)},
         )
 
     def prepare(self, manifest: Any, cache: str) -> CacheState:
         self.check_cache_mode(cache)
         total = manifest.total_bytes
         if not self.cache_dir:
-            return CacheState(
-                requested=cache,
-                method="none (streamed, no client cache)",
-                resident_bytes_before=0,
-                total_bytes=total,
-                resident_fraction_before=0.0,
-                achieved="cold" if cache == "cold" else "unknown",
-                note=f"every byte comes from {self.url}; {self.server_caches()}",
+            return self._streamed(
+                cache, total, "none (streamed, no client cache)", f"every byte comes from {self.url}"
             )
         from loaders.storage import ShardCache
 
@@ -257,26 +257,20 @@ class ObjectStoreTier(Tier):
         if self.cache_medium == RAM_MEDIUM:
             self._check_ram_room(total)
         policy = self.cache_policy()
-        shard_cache = ShardCache(self.cache_dir, self.cache_limit() or 1, policy=policy)
         urls = self.shard_urls(manifest)
-        method = "none"
-        if cache == "cold":
-            shard_cache.clear()
-            method = f"shard cache ({self.cache_medium}) cleared"
-        elif cache == "warm":
-            reader = self.reader()
-            try:
-                for url, entry in zip(urls, manifest.shards, strict=True):
-                    if entry.bytes <= shard_cache.max_bytes:
-                        shard_cache.get(
-                            url, lambda u, out, n=entry.bytes: reader.download(u, out, n), size=entry.bytes
-                        )
-            finally:
-                reader.close()
-            method = f"shard cache ({self.cache_medium}, {policy}) filled" + (
-                "; a cache smaller than the dataset keeps its first shards"
-                if policy == "static"
-                else "; a cache smaller than the dataset keeps its last shards"
+        try:
+            shard_cache = ShardCache(self.cache_dir, self.cache_limit() or 1, policy=policy)
+            method, said = self._cold_or_warm(shard_cache, cache, urls, manifest, policy)
+        except ObjectStoreError:
+            raise  # the store's failure is the cell's
+        except OSError as exc:  # the cache's own disk: the loader reads around it (cachehealth.py)
+            return self._streamed(
+                cache,
+                total,
+                "none: the shard cache cannot be used",
+                f"the shard cache at {self.cache_dir} cannot be used ({cache_reason(exc)}: {exc}): every "
+                f"shard is read through from {self.url}, and the loader tries the cache again for new "
+                "entries as it goes",
             )
         cached = sum(s.bytes for u, s in zip(urls, manifest.shards, strict=True) if shard_cache.contains(u))
         fraction = cached / total if total else 0.0
@@ -290,9 +284,61 @@ class ObjectStoreTier(Tier):
             note=(
                 f"{100 * fraction:.0f} % of the dataset is in the {self.cache_medium} shard cache "
                 f"({self.cache_dir}, {policy}, limit {format_bytes(shard_cache.max_bytes)}, "
-                f"{100 * shard_cache.max_bytes / max(1, total):.0f} % of the dataset); {self.server_caches()}"
+                f"{100 * shard_cache.max_bytes / max(1, total):.0f} % of the dataset)"
+                + "".join(f"; {x}" for x in said)
+                + f"; {self.server_caches()}"
             ),
         )
+
+    def _streamed(self, cache: str, total: int, method: str, note: str) -> CacheState:
+        """The cache state of a tier read without a shard cache: nothing of it held on the client."""
+        return CacheState(
+            requested=cache,
+            method=method,
+            resident_bytes_before=0,
+            total_bytes=total,
+            resident_fraction_before=0.0,
+            achieved="cold" if cache == "cold" else "unknown",
+            note=f"{note}; {self.server_caches()}",
+        )
+
+    def _cold_or_warm(
+        self, shard_cache: Any, cache: str, urls: list[str], manifest: Any, policy: str
+    ) -> tuple[str, list[str]]:
+        """Empty the shard cache (cold) or fill it (warm): how, and what was found on the way (a
+        store's copy that does not match its sha256 at upload is not cached; a disk that fills
+        stops the filling, and the rest is read through)."""
+        if cache == "cold":
+            shard_cache.clear()
+            return f"shard cache ({self.cache_medium}) cleared", []
+        if cache != "warm":
+            return "none", []
+        said: list[str] = []
+        reader = self.reader()
+        try:
+            for url, entry in zip(urls, manifest.shards, strict=True):
+                if entry.bytes > shard_cache.max_bytes:
+                    continue
+                try:
+                    shard_cache.get(
+                        url,
+                        lambda u, out, n=entry.bytes: reader.download(u, out, n),
+                        size=entry.bytes,
+                        sha256=entry.sha256,
+                    )
+                except StoreChecksumError as exc:
+                    said.append(f"{exc}: not cached")
+                except CacheError as exc:
+                    said.append(f"filling stopped at {url}: {cache_reason(exc)}; the rest is read through")
+                    break
+        finally:
+            reader.close()
+        method = f"shard cache ({self.cache_medium}, {policy}) filled" + (
+            "; a cache smaller than the dataset keeps its first shards"
+            if policy == "static"
+            else "; a cache smaller than the dataset keeps its last shards"
+        )
+        return method, said
 
     def _check_ram_room(self, dataset_bytes: int) -> None:
         """A RAM cache that its tmpfs cannot hold would measure a smaller cache than the one asked

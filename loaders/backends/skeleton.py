@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 from loaders import registry
 from loaders.config import LoaderConfig, plan_for
 from loaders.contract import EpochCursor, deliver, fingerprint
+from loaders.epochtally import EpochTally, expected_samples
 from loaders.observe.stages import StageStats
 from loaders.pipeline.batch import Batch
 from loaders.plan import EpochPlan, batches_of
@@ -30,7 +31,10 @@ class BaseLoader:
     - ``len()``: the batches of the current (or next) epoch, one rank's shards counted when first asked;
     - resume: the epoch cursor (``set_epoch``, ``state_dict``, ``load_state_dict``), which keeps
       each reader's pipeline state from every batch the backend hands on before the consumer gets it;
-    - ``stats``: every batch's counters, merged.
+    - ``stats``: every batch's counters, merged;
+    - the count of each epoch (``tallies``): the samples its plan delivers against those delivered,
+      and the loss budget (``max_lost_fraction``): an epoch that loses more fails with a
+      :class:`~loaders.epochtally.SamplesLostError` naming the shards.
 
     A backend names itself (``backend``, its registry name) and writes ``_epoch``; where it needs to,
     ``_readers`` (default one reader), ``_build`` (its machinery, once the plan is known),
@@ -48,6 +52,7 @@ class BaseLoader:
         self.items = config.items()
         self.spec = config.pipeline
         self.stats = StageStats()
+        self.tallies: list[EpochTally] = []  # each epoch read to its end: expected, delivered, lost
         self._plan: EpochPlan | None = None
         self._fingerprint: dict | None = None
         self.readers: int | None = None  # DALI's _readers plans with one reader to count its share
@@ -84,16 +89,51 @@ class BaseLoader:
 
     def __iter__(self) -> Iterator:
         epoch, resumed = self._cursor.begin()
+        tally = EpochTally(epoch, None if resumed else self._expected(epoch))
+        budget = self.spec.max_lost_fraction
         batches = self._epoch(epoch, resumed)
+        stamp = tally.expected
         try:
             for batch in batches:
+                if stamp is not None:  # the epoch's plan rides with its first batch: read per epoch
+                    batch.stats.counters["epoch_samples_expected"] += stamp
+                    stamp = None
                 self.stats.merge(batch.stats)
                 self._cursor.count(batch)  # before the yield: a state taken now includes this batch
+                tally.add(batch.stats, len(batch) if batch.delivers else 0)
+                if tally.over(budget):
+                    raise tally.error(budget)  # type: ignore[arg-type]
                 if batch.delivers:
                     yield self._deliver(batch)
         finally:
             batches.close()  # an epoch left half-read: the backend's clean-up runs now, not at gc
         self._cursor.end()
+        self._ended(tally, budget)
+
+    def _expected(self, epoch: int) -> int | None:
+        """The samples this rank's ``epoch`` delivers by its plan; None where the shards' counts are
+        not known (remote shards without ``shard_samples``, a local shard that cannot be counted)."""
+        if self.readers is None:
+            return None  # DALI's own reader modes split the epoch themselves
+        if self.counts is None:
+            try:
+                self.counts = self.config.counts()
+            except (OSError, ValueError):
+                return None
+            self._plan = None
+        if self.counts is None:
+            return None
+        return expected_samples(self.plan(epoch), self.spec.batch_size, self.spec.drop_last)
+
+    def _ended(self, tally: EpochTally, budget: float | None) -> None:
+        """An epoch read to its end: what it lost counted (``lost_samples_epoch``: the samples it
+        delivered short of its plan), and the budget checked against it."""
+        tally.ended = True
+        self.tallies.append(tally)
+        if tally.expected is not None and tally.lost:
+            self.stats.counters["epoch_samples_lost"] += tally.lost
+        if tally.over(budget):
+            raise tally.error(budget)  # type: ignore[arg-type]
 
     @cached_property
     def counts(self) -> list[int] | None:

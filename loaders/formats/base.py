@@ -5,10 +5,12 @@ table of formats, table.py, names one of each per format).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import BinaryIO, Protocol
+
+from loaders.observe.losses import Loss
 
 DEFAULT_MAX_MEMBER_BYTES = 256 * 2**20
 
@@ -62,6 +64,13 @@ class Sample:
     ref: Ref = ()
 
 
+def local_path(url: str) -> str | None:
+    """The file system path of a local shard URL (no scheme or ``file://``), else None."""
+    if url.startswith("file://"):
+        return url[len("file://") :]
+    return None if "://" in url else url
+
+
 def charged(samples: Iterator[Sample], wall: float, cpu: float) -> Iterator[Sample]:
     """The samples, the first one charged ``wall`` and ``cpu`` seconds more (opening the shard)."""
     for sample in samples:
@@ -104,12 +113,15 @@ class ShardReader(Protocol):
         *,
         ranged: bool = False,
         max_member_bytes: int = DEFAULT_MAX_MEMBER_BYTES,
+        lost: Callable[[Loss], None] | None = None,
     ) -> Iterator[Sample]:
         """Samples ``[start, stop)`` of the shard (``stop`` None: to its end), numbered from
         ``start``. ``at``: the byte where sample ``start``'s reading begins, when known (a resumed
         cursor), else 0 and the reader finds it. ``ranged``: most of the shard is other readers'
         (fewer shards than readers): read only these samples' bytes. Opening the shard is charged to
-        the first sample."""
+        the first sample. ``lost``: a damaged region is skipped, told to it as a
+        :class:`~loaders.observe.losses.Loss` (the samples of this read it held), and reading goes
+        on where the format can find its place again; None: damage is a ShardFormatError."""
         ...
 
     def reread(

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import io
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from itertools import accumulate
 from typing import BinaryIO, NoReturn
 
@@ -35,6 +35,7 @@ from loaders.formats.base import (
     ShardFormatError,
     charged,
 )
+from loaders.observe.losses import Loss
 from loaders.observe.stages import clocks, since
 
 KEY_COLUMN = "key"
@@ -169,6 +170,7 @@ def iter_parquet_samples(
     verify_checksums: bool = False,
     max_buffer_bytes: int = DEFAULT_MAX_BUFFER_BYTES,
     rows: tuple[int, int | None] | None = None,
+    lost: Callable[[Loss], None] | None = None,
 ) -> Iterator[Sample]:
     """Yield one ``Sample`` per row: ``parts`` holds the image column(s) and ``cls`` as ASCII.
 
@@ -185,7 +187,9 @@ def iter_parquet_samples(
     of a shard that several readers share, a resumed position); the rows of those groups outside it
     are read and charged to the rows yielded.
     Truncated or corrupt shards and missing columns raise ``ParquetFormatError`` (a ValueError)
-    naming the file and, when known, the row group.
+    naming the file and, when known, the row group. With ``lost``, a row group that cannot be read
+    is told to it (its bytes and rows) and the next one is read: the footer says where each is. A
+    shard whose footer cannot be read has nothing to go on from, and fails either way.
     """
     counter = ReadCounter()  # bytes taken from the storage
     counting: _CountingFile | None = None
@@ -227,7 +231,10 @@ def iter_parquet_samples(
             labels = table.column(LABEL_COLUMN).to_pylist()
             blobs = {c: table.column(c).to_pylist() for c in images}
         except (pa.ArrowException, OSError, ValueError) as exc:
-            fail(exc, "cannot read row group (truncated or corrupt)", rg, offset)
+            if lost is None or (counting is not None and counting.storage_error is not None):
+                fail(exc, "cannot read row group (truncated or corrupt)", rg, offset)
+            lost(_group_lost(url, md, rg, range(max(lo, firsts[rg]), min(hi, firsts[rg + 1])), exc))
+            continue
         del table
         # Wall/CPU include decoding pages into Python bytes: that is this format's fetch cost,
         # as parsing headers and copying members is tar's.
@@ -238,6 +245,22 @@ def iter_parquet_samples(
         )
         wanted = range(max(0, lo - firsts[rg]), min(len(keys), hi - firsts[rg]))
         yield from _rows(url, keys, labels, blobs, firsts[rg], wanted, cost, last=hi - 1)
+
+
+def _group_lost(url: str, md: pq.FileMetaData, rg: int, rows: range, exc: BaseException) -> Loss:
+    """Row group ``rg``, which could not be read, as the rows of it that were wanted and its bytes."""
+    group = md.row_group(rg)
+    begin = _row_group_offset(md, rg)
+    end = begin + sum(group.column(c).total_compressed_size for c in range(group.num_columns))
+    detail = " ".join(str(exc).split())[:200]
+    return Loss(
+        url,
+        begin,
+        end,
+        len(rows),
+        rows.start,
+        f"row group {rg} cannot be read (truncated or corrupt): {detail}",
+    )
 
 
 def _upfront(
@@ -309,6 +332,7 @@ class ParquetReader:
         *,
         ranged: bool = False,
         max_member_bytes: int = DEFAULT_MAX_MEMBER_BYTES,
+        lost: Callable[[Loss], None] | None = None,
     ) -> Iterator[Sample]:
         if stop is not None and stop <= start:
             return
@@ -316,7 +340,7 @@ class ParquetReader:
         with source.open(url) as raw:
             wall, cpu = since(clock)
             rows = None if start == 0 and stop is None else (start, stop)
-            yield from charged(iter_parquet_samples(raw, url, rows=rows), wall, cpu)
+            yield from charged(iter_parquet_samples(raw, url, rows=rows, lost=lost), wall, cpu)
 
     def reread(
         self,

@@ -7,9 +7,11 @@ byte offset, and so that every byte taken from the storage is counted and timed.
 from __future__ import annotations
 
 import os
+import re
 import zlib
-from collections.abc import Iterator
-from typing import BinaryIO
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import BinaryIO, Protocol
 
 from loaders.formats.base import DEFAULT_MAX_MEMBER_BYTES, ReadCounter, Sample, ShardFormatError
 from loaders.observe.stages import clocks, since
@@ -21,6 +23,11 @@ META_MAX_BYTES = 2**20  # pax headers and GNU long names: a few hundred bytes in
 # out of it: copying a label or a small image once more costs less than another read
 SMALL_MEMBER = 16 * 2**10
 _ZERO_BLOCK = bytes(BLOCK)
+# a tar ends with two zero blocks padded to a 10 KiB record: a zero block this close to the end of
+# a shard is its end, and what follows it is not read
+END_SLACK = 10240 + 2 * BLOCK
+SCAN_CHUNK = 64 * 2**10  # what a resync reads at a time looking for the next header
+_NONZERO = re.compile(rb"[^\x00]")
 
 # a regular member as iter_members yields it: (name, where its headers begin, where its data begins,
 # its data, where its padding ends)
@@ -28,12 +35,27 @@ Member = tuple[str, int, int, bytes, int]
 
 
 class _ExactReader:
-    """Reads exactly n bytes (fewer only at the end of the stream), counting them."""
+    """Reads exactly n bytes (fewer only at the end of the stream), counting them; ``at``: where in
+    the shard the next byte comes from. Bytes given back (``unread``) are read again first."""
 
-    def __init__(self, raw: BinaryIO, counter: ReadCounter) -> None:
-        self.raw, self.counter = raw, counter
+    def __init__(self, raw: BinaryIO, counter: ReadCounter, at: int = 0) -> None:
+        self.raw, self.counter, self.at = raw, counter, at
+        self.pending = b""
 
     def read_exact(self, n: int) -> bytes:
+        if self.pending:  # only after a resync
+            data, self.pending = self.pending[:n], self.pending[n:]
+            self.at += len(data)
+            if len(data) < n:
+                data += self._read(n - len(data))
+            return data
+        return self._read(n)
+
+    def unread(self, data: bytes) -> None:
+        self.pending = data + self.pending
+        self.at -= len(data)
+
+    def _read(self, n: int) -> bytes:
         # bounded reads: a buffered file allocates what read() asks for before it has the bytes,
         # so asking for a member's declared size would let a 1 kB shard claim 256 MiB
         data = self.raw.read(min(n, READ_CHUNK))
@@ -47,6 +69,7 @@ class _ExactReader:
                 got += len(chunk)
             data = b"".join(chunks)
         self.counter.bytes += len(data)
+        self.at += len(data)
         return data
 
 
@@ -111,13 +134,83 @@ def _pax_path(data: bytes) -> str | None:
     return path
 
 
+@dataclass(frozen=True)
+class Gap:
+    """Bytes ``[begin, end)`` of a shard skipped as damaged: from the headers of the member where
+    the damage was found to the next header found whole (or the shard's end); ``problem``: what
+    was wrong there."""
+
+    begin: int
+    end: int
+    problem: str
+    final: bool = False  # no whole header after it: the rest of the shard is lost
+
+
+# the offsets of a shard's samples' headers (from its index), asked for once damage is found; None
+# where the shard has no index: then the next header is found by scanning for a whole one
+Landmarks = Callable[[], Sequence[int] | None]
+
+
+class _Damage(ShardFormatError):
+    """A member that cannot be read; ``tail``: bytes already read past it (the next header)."""
+
+    tail = b""
+
+
+def _member(
+    reader: _ExactReader, header: bytes, url: str, max_member_bytes: int
+) -> tuple[str, bytes, int, bytes, bytes, str | None] | None:
+    """The member whose header is ``header`` (the bytes last read): (name, type flag, where its
+    data begins, its data, the next header, the name a pax or GNU long-name member gives the
+    next); None at a zero block."""
+    header_at = reader.at - len(header)
+    if len(header) == 0:
+        raise _Damage(url, header_at, "shard ends without the tar end-of-archive marker (truncated?)")
+    if len(header) < BLOCK:
+        raise _Damage(url, header_at, f"truncated tar header ({len(header)} of 512 bytes)")
+    if header == _ZERO_BLOCK:
+        return None
+    name, size, kind = _fields(header, url, header_at)
+    # checked before a byte is read: a declared size allocates nothing
+    limit = META_MAX_BYTES if kind in (b"x", b"L") else max_member_bytes
+    if size > limit:
+        raise _Damage(url, header_at, f"member declares {size} bytes, over the {limit}-byte limit")
+    data_at = header_at + BLOCK
+    padding = -size % BLOCK
+    if size <= SMALL_MEMBER:
+        rest = reader.read_exact(size + padding + BLOCK)
+        data, rest = rest[:size], rest[size:]
+    else:
+        data = reader.read_exact(size)
+        rest = reader.read_exact(padding + BLOCK) if len(data) == size else b""
+    if len(data) < size:
+        raise _Damage(
+            url, data_at, f"member {name!r} declares {size} bytes but only {len(data)} follow (truncated)"
+        )
+    if len(rest) < padding:
+        raise _Damage(
+            url, data_at, f"member {name!r} is whole but the shard ends inside its padding (truncated)"
+        )
+    long_name = None
+    if kind in (b"x", b"L"):  # pax / GNU long name for the next member
+        try:
+            long_name = _pax_path(data) if kind == b"x" else data.rstrip(b"\0").decode("utf-8", "replace")
+        except ValueError as exc:
+            damage = _Damage(url, data_at, f"malformed pax extended header: {exc}")
+            damage.tail = rest[padding:]
+            raise damage from None
+    return name, kind, data_at, data, rest[padding:], long_name
+
+
 def iter_members(
     raw: BinaryIO,
     url: str,
     counter: ReadCounter,
     max_member_bytes: int = DEFAULT_MAX_MEMBER_BYTES,
     at: int = 0,
-) -> Iterator[Member]:
+    resync: Landmarks | None = None,
+    size: int | None = None,
+) -> Iterator[Member | Gap]:
     """Yield every regular file member of a tar stream (:data:`Member`), which starts at byte
     ``at`` of the shard (a part of it read by range: offsets stay the shard's). A member's headers
     begin at its pax or long-name header when it has one.
@@ -125,57 +218,104 @@ def iter_members(
     A large member's data is read on its own, exactly its size, so the bytes yielded are the bytes
     read (slicing them out of a padded block would copy every image once more); its padding comes
     in the same read as the next header. ``counter`` counts the bytes; the caller times the calls.
+
+    Damage (a header that is not one, a shard cut short, zeroed blocks with data after them) is a
+    ShardFormatError naming the shard and the byte; with ``resync`` the reader finds its place
+    again instead (the next sample's header from the index, else the next whole header) and
+    yields a :class:`Gap` for what it skipped. A zero block within a record of the shard's ``size``
+    (where known) is its end; elsewhere what follows it is looked at first (zeros to the end: the
+    end; data: zeroed damage, which read as the end before).
     """
-    reader = _ExactReader(raw, counter)
+    reader = _ExactReader(raw, counter, at)
     long_name: str | None = None
-    header_at = begin = at
+    begin = at
     header = reader.read_exact(BLOCK)
     while True:
-        if len(header) == 0:
-            raise ShardFormatError(
-                url, header_at, "shard ends without the tar end-of-archive marker (truncated?)"
-            )
-        if len(header) < BLOCK:
-            raise ShardFormatError(url, header_at, f"truncated tar header ({len(header)} of 512 bytes)")
-        if header == _ZERO_BLOCK:
+        header_at = reader.at - len(header)
+        try:
+            found = _member(reader, header, url, max_member_bytes)
+            ends = size is not None and size - header_at <= END_SLACK
+            if found is None and not ends and _after_zeros(reader):  # data after it: damage
+                raise _Damage(
+                    url,
+                    header_at,
+                    "zeroed blocks where a tar header belongs (they read as the end-of-archive marker), "
+                    "with tar data after them",
+                )
+        except ShardFormatError as damage:
+            if resync is None:
+                raise
+            reader.unread(getattr(damage, "tail", b""))
+            header = _next_header(reader, resync)
+            yield Gap(begin, reader.at - len(header), damage.problem or "damaged", final=not header)
+            long_name, begin = None, reader.at - len(header)
+            if not header:
+                return
+            continue
+        if found is None:
             return  # end-of-archive; the second zero block and padding are not needed
-        name, size, kind = _fields(header, url, header_at)
-        # checked before a byte is read: a declared size allocates nothing
-        limit = META_MAX_BYTES if kind in (b"x", b"L") else max_member_bytes
-        if size > limit:
-            raise ShardFormatError(
-                url, header_at, f"member declares {size} bytes, over the {limit}-byte limit"
-            )
-        data_at = header_at + BLOCK
-        padding = -size % BLOCK
-        if size <= SMALL_MEMBER:
-            rest = reader.read_exact(size + padding + BLOCK)
-            data, rest = rest[:size], rest[size:]
-        else:
-            data = reader.read_exact(size)
-            rest = reader.read_exact(padding + BLOCK) if len(data) == size else b""
-        if len(data) < size:
-            raise ShardFormatError(
-                url, data_at, f"member {name!r} declares {size} bytes but only {len(data)} follow (truncated)"
-            )
-        if len(rest) < padding:
-            raise ShardFormatError(
-                url, data_at, f"member {name!r} is whole but the shard ends inside its padding (truncated)"
-            )
-        header, header_at = rest[padding:], data_at + size + padding
-        if kind in (b"x", b"L"):  # pax / GNU long name for the next member
-            try:
-                long_name = _pax_path(data) if kind == b"x" else data.rstrip(b"\0").decode("utf-8", "replace")
-            except ValueError as exc:
-                raise ShardFormatError(url, data_at, f"malformed pax extended header: {exc}") from None
+        name, kind, data_at, data, header, named = found
+        if kind in (b"x", b"L"):
+            long_name = named
             continue
         if kind not in (b"0", b"\0", b"7"):
-            long_name = None
-            begin = header_at
+            long_name, begin = None, reader.at - len(header)
             continue  # directories, links, devices: never followed, never created
-        yield (long_name or name), begin, data_at, data, header_at
-        long_name = None
-        begin = header_at
+        yield (long_name or name), begin, data_at, data, reader.at - len(header)
+        long_name, begin = None, reader.at - len(header)
+
+
+def _plausible(block: bytes) -> bool:
+    """A whole tar header: named, its checksum right, its size a number."""
+    return (
+        len(block) == BLOCK and block[0] != 0 and _checksum_ok(block) and _octal(block[124:136]) is not None
+    )
+
+
+def _after_zeros(reader: _ExactReader) -> bool:
+    """Past a zero block: False where only zeros follow to the end (the archive's end); True where
+    data follows (damage: zeroed blocks, then data), its first block given back to the reader."""
+    while chunk := reader.read_exact(SCAN_CHUNK):
+        found = _NONZERO.search(chunk)
+        if found is not None:
+            reader.unread(chunk[found.start() // BLOCK * BLOCK :])
+            return True
+    return False
+
+
+def _next_header(reader: _ExactReader, landmarks: Landmarks) -> bytes:
+    """The next whole header at or after the reader's position, as the bytes last read (b"" at
+    the shard's end): at the next sample the index places there, else by scanning block by block."""
+    marks = landmarks()
+    if marks:
+        for mark in marks:
+            if mark < reader.at:
+                continue
+            while reader.at < mark:
+                if not reader.read_exact(min(mark - reader.at, READ_CHUNK)):
+                    return b""
+            block = reader.read_exact(BLOCK)
+            if _plausible(block):
+                return block
+        while reader.read_exact(READ_CHUNK):  # the index knows of no sample after the damage
+            pass
+        return b""
+    return _scan(reader)
+
+
+def _scan(reader: _ExactReader) -> bytes:
+    """The next whole header found block by block, as the bytes last read (b"" at the end)."""
+    if reader.at % BLOCK:  # headers lie on block boundaries of the shard
+        reader.read_exact(BLOCK - reader.at % BLOCK)
+    while chunk := reader.read_exact(SCAN_CHUNK):
+        at = 0
+        while (found := _NONZERO.search(chunk, at)) is not None:
+            at = found.start() // BLOCK * BLOCK
+            if _plausible(chunk[at : at + BLOCK]):
+                reader.unread(chunk[at + BLOCK :])
+                return chunk[at : at + BLOCK]
+            at += BLOCK
+    return b""
 
 
 def split_key(name: str) -> tuple[str, str]:
@@ -187,12 +327,37 @@ def split_key(name: str) -> tuple[str, str]:
     return name[:dot], name[dot + 1 :].lower()
 
 
+class Resync(Protocol):
+    """How a reader goes on past damage: where the shard's samples begin (its index, if it has one),
+    and what to do with a gap found (say what was lost; the sample read when it was found)."""
+
+    def landmarks(self) -> Sequence[int] | None:
+        """The offsets of the shard's samples' headers, ascending; None where not known."""
+        ...
+
+    def size(self) -> int | None:
+        """The shard's size in bytes, where known."""
+        ...
+
+    @property
+    def skips(self) -> bool:
+        """Whether damage is skipped (and told to :meth:`found`), or a ShardFormatError."""
+        ...
+
+    def found(self, gap: Gap, current: Sample | None, upcoming: int) -> tuple[bool, int]:
+        """``gap`` was skipped while ``current`` (not yet yielded: its members may not all have been
+        read) was being read, the next sample to be numbered ``upcoming``. Returns whether
+        ``current`` is whole (it is yielded) and the number of the sample after the gap."""
+        ...
+
+
 def iter_samples(
     raw: BinaryIO,
     url: str,
     max_member_bytes: int = DEFAULT_MAX_MEMBER_BYTES,
     at: int = 0,
     first: int = 0,
+    resync: Resync | None = None,
 ) -> Iterator[Sample]:
     """Group consecutive members sharing a key into samples, with the bytes and time each cost.
 
@@ -200,6 +365,8 @@ def iter_samples(
     reading from the end of the previous one up to then (the shard's last sample: up to its end);
     the clocks run once per sample, and never while the consumer holds it. ``at``: where in the
     shard ``raw`` starts (:func:`iter_members`); ``first``: the index of its first sample.
+    ``resync``: the shard's size (where a zero block is its end) and, where it ``skips``, going on
+    past damage (told of each gap) rather than failing with a ShardFormatError.
     """
     counter = ReadCounter()
     current: Sample | None = None
@@ -213,7 +380,17 @@ def iter_samples(
         sample.fetch_wall_s, sample.fetch_cpu_s = since(start)
         return sample
 
-    for name, begin, data_at, data, end in iter_members(raw, url, counter, max_member_bytes, at):
+    landmarks = resync.landmarks if resync is not None and resync.skips else None
+    size = resync.size() if resync is not None else None
+    for member in iter_members(raw, url, counter, max_member_bytes, at, landmarks, size):
+        if isinstance(member, Gap):
+            whole, index = resync.found(member, current, index + (current is not None))  # type: ignore[union-attr]
+            if current is not None and whole:
+                yield close(current)
+                start = clocks()
+            current = None
+            continue
+        name, begin, data_at, data, end = member
         key, ext = split_key(name)
         if current is not None and key != current.key:
             yield close(current)
@@ -245,6 +422,10 @@ def count_tar_samples(path: str) -> int:
                     path, at, "shard ends without the tar end-of-archive marker (truncated?)"
                 )
             if header == _ZERO_BLOCK:
+                if end - at > END_SLACK and _data_after(f):
+                    raise ShardFormatError(
+                        path, at, "zeroed blocks where a tar header belongs, with tar data after them"
+                    )
                 return count
             name, size, kind = _fields(header, path, at)
             data_at = at + BLOCK
@@ -273,3 +454,11 @@ def count_tar_samples(path: str) -> int:
             long_name = None
             if key != last_key:
                 count, last_key = count + 1, key
+
+
+def _data_after(f: BinaryIO) -> bool:
+    """Whether anything but zeros follows in ``f`` (zeroed damage, not the archive's end)."""
+    while chunk := f.read(SCAN_CHUNK):
+        if _NONZERO.search(chunk):
+            return True
+    return False

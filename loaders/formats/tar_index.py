@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from typing import BinaryIO
 
 from loaders.formats.base import DEFAULT_MAX_MEMBER_BYTES, Sample, ShardFormatError
-from loaders.formats.tar import BLOCK, iter_samples
+from loaders.formats.tar import BLOCK, Resync, iter_samples
 
 VERSION = "v1.2"
 REBUILD_COMMAND = "iobench dataset index"
@@ -113,13 +113,16 @@ def iter_range_samples(
     start: int,
     stop: int,
     max_member_bytes: int = DEFAULT_MAX_MEMBER_BYTES,
+    resync: Resync | None = None,
 ) -> Iterator[Sample]:
     """Samples ``[start, stop)`` of the shard, ``raw`` being positioned at the first one's header
-    (:func:`byte_range`); each checked against the index as it comes."""
+    (:func:`byte_range`); each checked against the index as it comes. ``resync``: go on past
+    damage (iter_samples), the samples after it numbered by the index."""
     begin, end = byte_range(index, url, start, stop)
-    ranged = ArchiveRange(raw, url, begin, end)
+    ranged = ArchiveRange(raw, url, begin, end, lenient=resync is not None and resync.skips)
     n = start
-    for sample in iter_samples(ranged, url, max_member_bytes, at=begin, first=start):
+    for sample in iter_samples(ranged, url, max_member_bytes, at=begin, first=start, resync=resync):
+        n = sample.index
         if n >= stop:
             _stale(
                 url, f"it has more samples between bytes {begin} and {end} than its index's {stop - start}"
@@ -136,7 +139,7 @@ def iter_range_samples(
         if n == stop:
             ranged.uncount(sample)
         yield sample
-    if n != stop:
+    if n != stop and (resync is None or not resync.skips):  # skipping: a gap to the end was told
         _stale(url, f"bytes {begin} to {end} hold {n - start} samples, its index says {stop - start}")
 
 
@@ -151,10 +154,13 @@ class ArchiveRange:
 
     _END = bytes(2 * BLOCK)
 
-    def __init__(self, raw: BinaryIO, url: str, begin: int, end: int, placed: str = "") -> None:
+    def __init__(
+        self, raw: BinaryIO, url: str, begin: int, end: int, placed: str = "", *, lenient: bool = False
+    ) -> None:
         self.raw, self.url, self.at, self.end = raw, url, begin, end
         self.tail = self._END
         self.placed = placed
+        self.lenient = lenient  # a shard that ends first reads as cut short there (damage), no error
 
     def read(self, n: int = -1) -> bytes:
         left = self.end - self.at
@@ -165,6 +171,9 @@ class ArchiveRange:
             return data
         data = self.raw.read(min(n, left))
         if not data:
+            if self.lenient:
+                self.tail = b""
+                return b""
             if self.placed:
                 raise ShardFormatError(
                     self.url, self.at, f"the shard ends here, but {self.placed} up to byte {self.end}"

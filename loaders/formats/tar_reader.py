@@ -4,18 +4,32 @@ shard resumed at a saved byte, and samples read again by their spans."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import bisect
+import contextlib
+import os
+from collections.abc import Callable, Iterator, Sequence
 
-from loaders.formats.base import DEFAULT_MAX_MEMBER_BYTES, Opener, Sample, ShardFormatError, charged
-from loaders.formats.tar import count_tar_samples, iter_samples
+from loaders.formats.base import (
+    DEFAULT_MAX_MEMBER_BYTES,
+    Opener,
+    Sample,
+    ShardFormatError,
+    charged,
+    local_path,
+)
+from loaders.formats.tar import BLOCK, Gap, count_tar_samples, iter_samples
 from loaders.formats.tar_index import (
     ArchiveRange,
+    Members,
     ShardIndexError,
     byte_range,
     iter_range_samples,
     load_index,
 )
+from loaders.observe.losses import Loss
 from loaders.observe.stages import clocks, since
+
+Lost = Callable[[Loss], None]
 
 
 class TarReader:
@@ -31,12 +45,13 @@ class TarReader:
         *,
         ranged: bool = False,
         max_member_bytes: int = DEFAULT_MAX_MEMBER_BYTES,
+        lost: Lost | None = None,
     ) -> Iterator[Sample]:
         if stop is not None and stop <= start:
             return iter(())
         if ranged:
-            return _by_index(source, url, start, stop, max_member_bytes)
-        return _stream(source, url, start, stop, at, max_member_bytes)
+            return _by_index(source, url, start, stop, max_member_bytes, lost)
+        return _stream(source, url, start, stop, at, max_member_bytes, _Gaps(source, url, start, stop, lost))
 
     def reread(
         self,
@@ -69,7 +84,13 @@ class TarReader:
 
 
 def _stream(
-    source: Opener, url: str, start: int, stop: int | None, at: int, max_member_bytes: int
+    source: Opener,
+    url: str,
+    start: int,
+    stop: int | None,
+    at: int,
+    max_member_bytes: int,
+    gaps: _Gaps,
 ) -> Iterator[Sample]:
     """Samples [start, stop) read front to back: from byte ``at`` where sample ``start`` begins
     when it is known, else from the shard's start, the samples before ``start`` read but not
@@ -78,7 +99,7 @@ def _stream(
     clock = clocks()
     with source.open(url, at) as raw:
         wall, cpu = since(clock)
-        samples = iter_samples(raw, url, max_member_bytes, at=at, first=start if at else 0)
+        samples = iter_samples(raw, url, max_member_bytes, at=at, first=start if at else 0, resync=gaps)
         if start and not at:
             samples = _from(samples, start)
         for sample in charged(samples, wall, cpu):
@@ -103,7 +124,7 @@ def _from(samples: Iterator[Sample], start: int) -> Iterator[Sample]:
 
 
 def _by_index(
-    source: Opener, url: str, start: int, stop: int | None, max_member_bytes: int
+    source: Opener, url: str, start: int, stop: int | None, max_member_bytes: int, lost: Lost | None
 ) -> Iterator[Sample]:
     """Samples [start, stop) by byte range from the shard's index (read, and charged, with the
     first sample)."""
@@ -116,9 +137,86 @@ def _by_index(
         raise ShardIndexError(
             url, f"its index places members up to byte {end}, but the shard has {size} (stale index)"
         )
+    gaps = _Gaps(source, url, start, stop, lost, index)
     with source.open(url, begin, end) as raw:
         wall, cpu = since(clock)
-        yield from charged(iter_range_samples(raw, url, index, start, stop, max_member_bytes), wall, cpu)
+        yield from charged(
+            iter_range_samples(raw, url, index, start, stop, max_member_bytes, gaps), wall, cpu
+        )
+
+
+class _Gaps:
+    """How a read of samples ``[start, stop)`` of a shard goes on past damage (a
+    :class:`loaders.formats.tar.Resync`): by the shard's index where it has one (read on the first
+    damage, if not given), each gap told to ``lost`` as the samples of this read it held; with
+    ``lost`` None damage is a ShardFormatError."""
+
+    def __init__(
+        self,
+        source: Opener,
+        url: str,
+        start: int,
+        stop: int | None,
+        lost: Lost | None,
+        index: list[Members] | None = None,
+    ) -> None:
+        self.source, self.url, self.start, self.stop, self.lost = source, url, start, stop, lost
+        self._index, self._starts = index, None if index is None else _starts(index)
+        self._asked = index is not None
+
+    @property
+    def skips(self) -> bool:
+        return self.lost is not None
+
+    def landmarks(self) -> list[int] | None:
+        if not self._asked:
+            self._asked = True
+            try:
+                self._index = load_index(self.url, self.source.read_object)
+                self._starts = _starts(self._index)
+            except (ShardFormatError, OSError):  # no index (or none readable): scan for headers
+                self._index = None
+        return self._starts
+
+    def size(self) -> int | None:
+        known = self.source.spec.shard_sizes.get(self.url)
+        path = local_path(self.url)
+        if known is None and path is not None:
+            with contextlib.suppress(OSError):
+                known = os.stat(path).st_size
+        return known
+
+    def found(self, gap: Gap, current: Sample | None, upcoming: int) -> tuple[bool, int]:
+        starts, index = self.landmarks(), self._index
+        if starts is None or index is None:
+            whole, after, first, count = True, upcoming, upcoming, None
+        else:
+            after = len(starts) if gap.final else bisect.bisect_left(starts, gap.end)
+            whole = current is not None and _matches(current, index)
+            first = (
+                current.index if current is not None and not whole else bisect.bisect_left(starts, gap.begin)
+            )
+            top = after if self.stop is None else min(after, self.stop)
+            first = max(first, self.start)
+            count = max(0, top - first)
+        end = gap.end
+        if gap.final:  # cut short: what is lost runs to where the shard should have ended
+            end = max(end, self.source.spec.shard_sizes.get(self.url, end))
+        if count != 0 and self.lost is not None:
+            self.lost(Loss(self.url, gap.begin, end, count, first, gap.problem))
+        return whole, after
+
+
+def _starts(index: list[Members]) -> list[int]:
+    """Where each sample's first header is, from the index (a member's data follows its header)."""
+    return [members[0][1] - BLOCK for members in index]
+
+
+def _matches(sample: Sample, index: list[Members]) -> bool:
+    """Whether ``sample`` has every member its index lists, at their sizes."""
+    if not 0 <= sample.index < len(index):
+        return False
+    return {ext: len(data) for ext, data in sample.parts.items()} == {e: n for e, _, n in index[sample.index]}
 
 
 def _adjacent(spans: Sequence[tuple[int, int, int]]) -> Iterator[list[tuple[int, int, int]]]:

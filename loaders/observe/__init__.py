@@ -13,6 +13,7 @@ _EXPORTS = {
     "GpuInfo": "nvml",
     "GpuSample": "nvml",
     "LoaderCollector": "prometheus",
+    "Loss": "losses",
     "Nvml": "nvml",
     "NvmlUnavailable": "nvml",
     "STAGES": "stages",
@@ -28,6 +29,7 @@ __all__ = [
     "GpuInfo",
     "GpuSample",
     "LoaderCollector",
+    "Loss",
     "Nvml",
     "NvmlUnavailable",
     "StageStats",
@@ -38,6 +40,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    from loaders.observe.losses import Loss
     from loaders.observe.nvml import GpuInfo, GpuSample, Nvml, NvmlUnavailable
     from loaders.observe.prometheus import GpuCollector, LoaderCollector, exported, serve_registry
     from loaders.observe.stages import STAGES, StageStats, StallMeter, Stopwatch

@@ -61,6 +61,37 @@ _CACHE_COUNTERS = (
     ("cache_fetched_bytes", "cache_bytes_fetched", "Bytes downloaded into the shard cache and committed."),
     ("cache_evicted_bytes", "cache_bytes_evicted", "Bytes of shard-cache entries evicted."),
     ("cache_wait_seconds", "cache_wait_s", "Seconds blocked while another process downloaded a shard."),
+    (
+        "cache_damaged",
+        "cache_damaged",
+        "Shard-cache entries found damaged when first opened (checksums at fill differ), fetched again.",
+    ),
+    ("cache_damaged_bytes", "cache_damaged_bytes", "Bytes of the damaged parts of those entries."),
+    (
+        "cache_bypassed_bytes",
+        "cache_bypassed_bytes",
+        "Bytes read through from the store while the shard cache could not be used (full, read-only, failing).",
+    ),
+    ("cache_unusable", "cache_unusable", "Times the shard cache could not be used and was read around."),
+)
+# what was lost: every loader, cached or not
+_LOSS_COUNTERS = (
+    (
+        "expected_samples",
+        "epoch_samples_expected",
+        "Samples the loader's epochs deliver by their plans (the shards' counts).",
+    ),
+    (
+        "lost_samples",
+        "epoch_samples_lost",
+        "Samples completed epochs delivered short of their plans.",
+    ),
+    (
+        "skipped_region_samples",
+        "lost_samples",
+        "Samples in regions of shards the readers skipped as damaged.",
+    ),
+    ("skipped_region_bytes", "lost_bytes", "Bytes of shards the readers skipped as damaged."),
 )
 
 
@@ -164,7 +195,7 @@ class LoaderCollector(Collector):
         }
         for suffix, _, doc in _STORAGE_COUNTERS:
             families[suffix] = counter(suffix, doc, "tier")
-        for suffix, _, doc in _CACHE_COUNTERS:
+        for suffix, _, doc in (*_CACHE_COUNTERS, *_LOSS_COUNTERS):
             families[suffix] = counter(suffix, doc)
         return families
 
@@ -191,6 +222,8 @@ def _add(families: dict[str, Any], t: _Tracked, stats: StageStats) -> None:
     if t.cached or "cache_hits" in counters:
         for suffix, key, _ in _CACHE_COUNTERS:
             families[suffix].add_metric([name], counters.get(key, 0))
+    for suffix, key, _ in _LOSS_COUNTERS:  # zero is a finding too: nothing lost
+        families[suffix].add_metric([name], counters.get(key, 0))
 
 
 class GpuCollector(Collector):

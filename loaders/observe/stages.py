@@ -11,13 +11,16 @@ import os
 import time
 from collections import Counter
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Generic, TypeVar
+
+from loaders.observe.losses import KEEP_LOSSES, Loss
 
 STAGES = ("fetch", "decode", "augment", "collate")
 # the stage clocks can be switched off so that a benchmark can measure what they cost
 _timing = os.environ.get("LOADERS_INSTRUMENT", "1") != "0"
 LATENCY_SAMPLE = 4096
+KEEP_NOTES = 20
 
 T = TypeVar("T")
 
@@ -36,6 +39,10 @@ class StageStats:
     # bounded sample of request latencies, filled by the shard source
     counters: Counter = field(default_factory=Counter)
     latencies_ms: list[float] = field(default_factory=list)
+    # what was said once (a cache read around, a damaged cache entry fetched again), and the
+    # regions of shards a reader skipped as damaged (losses.py); both bounded, each said once
+    notes: list[str] = field(default_factory=list)
+    losses: list[Loss] = field(default_factory=list)
 
     def add_time(self, stage: str, wall: float, cpu: float) -> None:
         self.wall_s[stage] += wall
@@ -45,6 +52,20 @@ class StageStats:
         self.errors[kind] += 1
         if len(self.error_examples) < keep:
             self.error_examples.append(f"{kind}: {where}")
+
+    def add_notes(self, notes: list[str]) -> None:
+        for note in notes:
+            if note not in self.notes and len(self.notes) < KEEP_NOTES:
+                self.notes.append(note)
+
+    def add_loss(self, loss: Loss) -> None:
+        """A region a reader skipped: counted (``lost_regions``, ``lost_bytes``, ``lost_samples``
+        where known) and kept while fewer than KEEP_LOSSES are."""
+        self.counters["lost_regions"] += 1
+        self.counters["lost_bytes"] += loss.end - loss.begin
+        self.counters["lost_samples"] += loss.samples or 0
+        if len(self.losses) < KEEP_LOSSES:
+            self.losses.append(loss)
 
     def add_latencies(self, values: list[float]) -> None:
         room = LATENCY_SAMPLE - len(self.latencies_ms)
@@ -61,6 +82,8 @@ class StageStats:
         self.error_examples.extend(other.error_examples[: max(0, room)])
         self.counters.update(other.counters)
         self.add_latencies(other.latencies_ms)
+        self.add_notes(other.notes)
+        self.losses.extend(other.losses[: max(0, KEEP_LOSSES - len(self.losses))])
 
     def per_sample_ms(self, clock: str = "wall") -> dict[str, float]:
         sums = self.wall_s if clock == "wall" else self.cpu_s
@@ -77,6 +100,8 @@ class StageStats:
             "error_examples": list(self.error_examples),
             "counters": dict(self.counters),
             "request_latency_ms": _percentiles(self.latencies_ms),
+            "notes": list(self.notes),
+            "losses": [asdict(loss) for loss in self.losses],
         }
 
 

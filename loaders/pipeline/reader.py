@@ -46,7 +46,9 @@ def raw_samples(
     if objects:
         shuffled = Shuffle(Items(items), spec.shuffle_buffer, seed)
         return ObjectReads(shuffled, source, source.spec.concurrency)
-    return Shuffle(ShardSamples(items, source, spec.max_member_bytes), spec.shuffle_buffer, seed)
+    return Shuffle(
+        ShardSamples(items, source, spec.max_member_bytes, spec.on_error), spec.shuffle_buffer, seed
+    )
 
 
 def reader_spec(config: LoaderConfig, plan: EpochPlan) -> PipelineSpec:

@@ -28,15 +28,20 @@ def _bounds(item: str | Part) -> tuple[str, int, int | None, bool]:
 
 class ShardSamples(Node[Sample]):
     """The samples of ``items`` in order, read from ``source``; each sample's ``ref`` is (its item,
-    its index in the shard, its span), by which :meth:`restore` reads it again alone."""
+    its index in the shard, its span), by which :meth:`restore` reads it again alone. ``on_error``
+    the pipeline's policy, for damaged regions of a shard too."""
 
     def __init__(
         self,
         items: Sequence[str | Part],
         source: ShardSource,
         max_member_bytes: int = DEFAULT_MAX_MEMBER_BYTES,
+        on_error: str = "skip",
     ) -> None:
         self.items, self.storage, self.max_member_bytes = list(items), source, max_member_bytes
+        # "skip": a damaged region is skipped and counted by the source (its losses), as a corrupt
+        # sample is skipped and counted; "fail": it is the reader's ShardFormatError
+        self._lost = source.lost if on_error == "skip" else None
         self._samples: Iterator[Sample] | None = None
         self._stop: int | None = None  # the open item's: where its part ends
         self._item, self._index, self._at = 0, None, 0
@@ -62,6 +67,7 @@ class ShardSamples(Node[Sample]):
                     self._at,
                     ranged=ranged,
                     max_member_bytes=self.max_member_bytes,
+                    lost=self._lost,
                 )
             sample = next(self._samples, None)
             if sample is None:

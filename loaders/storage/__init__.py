@@ -26,9 +26,11 @@ _EXPORTS = {
     "ObjectStoreError": "faults",
     "ShardCache": "shardcache",
     "ShardSource": "sources",
+    "StoreChecksumError": "shardcache",
     "SourceSpec": "spec",
     "Throttle": "throttle",
     "ThrottleSpec": "throttle",
+    "cache_reason": "cachehealth",
     "choose_policy": "shardcache",
     "default_burst": "throttle",
     "default_cache_bytes": "shardcache",
@@ -57,8 +59,10 @@ __all__ = [
     "ShardCache",
     "ShardSource",
     "SourceSpec",
+    "StoreChecksumError",
     "Throttle",
     "ThrottleSpec",
+    "cache_reason",
     "choose_policy",
     "default_burst",
     "default_cache_bytes",
@@ -72,6 +76,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    from loaders.storage.cachehealth import cache_reason
     from loaders.storage.clients import (
         CLIENT_CHOICES,
         CLIENT_NAMES,
@@ -89,6 +94,7 @@ if TYPE_CHECKING:
     from loaders.storage.shardcache import (
         CacheError,
         ShardCache,
+        StoreChecksumError,
         choose_policy,
         default_cache_bytes,
     )

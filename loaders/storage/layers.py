@@ -20,6 +20,7 @@ several threads at once (per-sample reads), so the store makes its clients under
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 from collections.abc import Iterator
 from typing import BinaryIO
@@ -217,13 +218,21 @@ class ThrottleOpener(Layer):
 class CacheOpener(Layer):
     """Object-store shards are read from a bounded local copy, downloaded through ``inner`` on a
     miss; a static cache that is full reads the rest through ``inner``. Files, other URLs and
-    whole-object reads (one object per sample) pass through."""
+    whole-object reads (one object per sample) pass through.
+
+    The cache never stops the reader (cachehealth.py): a cache that fails (a full, read-only or
+    failing disk, its directory removed) is read around, said once and tried again later; a
+    download that does not match the store's own checksum is read through, not cached. A store
+    that fails is the store's error, as without a cache."""
 
     def __init__(self, inner: Opener, spec: SourceSpec) -> None:
         super().__init__(inner)
         assert spec.cache is not None
         self.spec, self.settings = spec, spec.cache
         self._cache = None
+        from loaders.storage.cachehealth import CacheHealth
+
+        self.health = CacheHealth(self.settings.dir)
 
     def shard_cache(self):
         if self._cache is None:  # made in the process that reads, on its first shard
@@ -232,31 +241,101 @@ class CacheOpener(Layer):
             limit = self.settings.bytes or default_cache_bytes(self.settings.dir)
             sizes = self.spec.shard_sizes
             policy = choose_policy(self.settings.policy, limit, sum(sizes.values()) if sizes else None)
-            self._cache = ShardCache(self.settings.dir, limit, policy=policy)
+            self._cache = ShardCache(self.settings.dir, limit, policy=policy, verify=self.settings.verify)
         return self._cache
 
     @contextlib.contextmanager
     def open(self, url: str, start: int = 0, end: int | None = None) -> Iterator[BinaryIO]:
-        cached = None
+        cached, around = None, False
         if protocol_of(url) in OBJECT_PROTOCOLS:
-            size = self.spec.shard_sizes.get(url)
-            cached = self.shard_cache().open_shard(
-                url,
-                lambda u, out: self.inner.download(u, out, size),
-                size=size,
-                etag=self.spec.etags.get(url),
-            )
+            if self.health.usable():
+                cached, around = self._cached(url, start, end)
+            else:
+                around = True
         if cached is None:
             with self.inner.open(url, start, end) as f:
-                yield f
+                yield self.health.bypassing(f) if around else f
             return
         with cached:
             yield _at(cached, start)  # the whole shard is cached; a part of it is read from there
 
+    def _cached(self, url: str, start: int, end: int | None) -> tuple[BinaryIO | None, bool]:
+        """The cache's open copy of ``url`` (None: read it through), and whether the cache failed."""
+        from loaders.storage.shardcache import StoreChecksumError
+
+        size = self.spec.shard_sizes.get(url)
+        store_failed: list[BaseException] = []
+
+        def fetch(u: str, out: BinaryIO) -> None:
+            try:
+                self.inner.download(u, out, size)
+            except BaseException as exc:  # the store's own failure is not the cache's
+                store_failed.append(exc)
+                raise
+
+        for attempt in (1, 2):
+            try:
+                f = self.shard_cache().open_shard(
+                    url,
+                    fetch,
+                    size=size,
+                    etag=self.spec.etags.get(url),
+                    sha256=self.spec.shard_sha256.get(url),
+                    start=start,
+                    end=end,
+                )
+                return f, False
+            except StoreChecksumError as exc:
+                self.health.counters["store_checksum_mismatches"] += 1
+                self.health.say(f"store:{url}", f"{exc}: read through from the store, not cached")
+                return None, False
+            except OSError as exc:
+                if store_failed and _from_store(exc, store_failed[-1]):
+                    raise
+                if attempt == 1 and self._recreated():
+                    store_failed.clear()
+                    continue  # the directory was removed under the job: made again, tried once more
+                self.health.failed(exc, url)
+                return None, True
+        raise AssertionError("unreachable")
+
+    def _recreated(self) -> bool:
+        """The cache directory was removed: make it (and the cache) again; whether that worked."""
+        if os.path.isdir(self.settings.dir):
+            return False
+        self._cache = None
+        try:
+            self.shard_cache()
+        except OSError:
+            return False
+        self.health.counters["cache_recreated"] += 1
+        self.health.say("recreated", f"the shard cache directory {self.settings.dir} was removed: made again")
+        return True
+
     def drain_into(self, stats: StageStats) -> None:
         self.inner.drain_into(stats)
         if self._cache is not None:
-            stats.counters.update({f"cache_{k}": v for k, v in self._cache.reset_stats().as_dict().items()})
+            done = self._cache.reset_stats()
+            stats.counters.update({f"cache_{k}": v for k, v in done.as_dict().items()})
+            stats.add_notes(self._cache.notes)
+            self._cache.notes = []
+        counters, notes = self.health.drain()
+        stats.counters.update(counters)
+        stats.add_notes(notes)
+
+
+def _from_store(exc: BaseException, store: BaseException) -> bool:
+    """Whether ``exc``, raised out of the cache, is the store's failure ``store`` (an object store's
+    error, or a download cut by anything but the cache's own disk)."""
+    from loaders.storage.cachehealth import MEDIUM_ERRNOS
+    from loaders.storage.faults import ObjectStoreError
+
+    if isinstance(store, ObjectStoreError):
+        return True
+    chain: BaseException | None = exc
+    while chain is not None and chain is not store:
+        chain = chain.__cause__ or chain.__context__
+    return chain is store and getattr(store, "errno", None) not in MEDIUM_ERRNOS
 
 
 def _at(f: BinaryIO, start: int) -> BinaryIO:

@@ -47,6 +47,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import mmap
 import os
 import re
 import time
@@ -54,6 +55,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import BinaryIO
 
+from loaders.storage.entrysum import PART_BYTES, EntrySum, damaged_parts, digests, read_sum, write_sum
 from loaders.storage.localfile import open_local
 from loaders.storage.shardcache_index import (
     CacheDir,
@@ -61,7 +63,6 @@ from loaders.storage.shardcache_index import (
     InFlight,
     fsync_dir,
     key_of,
-    md5_of,
     readable_name,
     unlink_quiet,
 )
@@ -96,11 +97,19 @@ class CacheStats:
     bytes_evicted: int = 0
     wait_s: float = 0.0  # blocked on a key lock while another process/thread downloaded that shard
     bypassed: int = 0  # misses a static cache read through without keeping (counted in misses too)
+    # entries whose bytes differed from their checksums at fill when this process first opened
+    # them: evicted and fetched again; the bytes of their damaged parts; bytes checked at open
+    damaged: int = 0
+    damaged_bytes: int = 0
+    verified_bytes: int = 0
 
     def merge(self, other: CacheStats) -> None:
         self.hits += other.hits
         self.misses += other.misses
         self.bypassed += other.bypassed
+        self.damaged += other.damaged
+        self.damaged_bytes += other.damaged_bytes
+        self.verified_bytes += other.verified_bytes
         self.evictions += other.evictions
         self.bytes_fetched += other.bytes_fetched
         self.bytes_evicted += other.bytes_evicted
@@ -114,6 +123,11 @@ class CacheError(OSError):
     """The cache cannot hold or produce a shard; the message says which limit or check failed."""
 
 
+class StoreChecksumError(CacheError):
+    """A download's bytes are not what the store's own checksum (a single-part ETag's MD5, the
+    sha256 recorded at upload) says: the store's copy is damaged, or changed since. Not cached."""
+
+
 class _Declined(Exception):
     """A static cache has no room for this miss: it is read through."""
 
@@ -122,12 +136,19 @@ class ShardCache:
     """Local copies of remote shards, at most ``max_bytes`` of them, shared safely by processes."""
 
     def __init__(
-        self, directory: str | os.PathLike, max_bytes: int, *, durable: bool = False, policy: str = "lru"
+        self,
+        directory: str | os.PathLike,
+        max_bytes: int,
+        *,
+        durable: bool = False,
+        policy: str = "lru",
+        verify: bool = True,
     ) -> None:
         """``durable=True`` fsyncs every entry and its rename, so entries survive a power cut; it
         halves miss throughput on this kind of VM. Without it a process crash still never exposes a
         partial file (the rename is atomic), and a hit whose size is wrong is downloaded again.
-        ``policy``: "lru" or "static" (see Admission in the module docstring)."""
+        ``policy``: "lru" or "static" (see Admission in the module docstring). ``verify``: check
+        each entry against its checksums at fill when this process first opens it (open_shard)."""
         if max_bytes <= 0:
             raise ValueError(f"max_bytes={max_bytes}: must be positive")
         if policy not in CACHE_POLICIES:
@@ -136,11 +157,16 @@ class ShardCache:
         self.max_bytes = int(max_bytes)
         self.durable = durable
         self.policy = policy
+        self.verify = verify
         self._full_until = 0.0
         self._dir = CacheDir(self.directory)
         self.stats = CacheStats()
+        self.notes: list[str] = []  # what this process found, said once each (drained by the reader)
+        # (inode, fill time, part) of the parts this process has checked: each is checked once
+        self._checked: set[tuple[int, int, int]] = set()
         try:
             os.makedirs(self._dir.locks, exist_ok=True)
+            os.makedirs(self._dir.sums, exist_ok=True)
             os.close(os.open(self._dir.global_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666))
             # an existing .lock proves nothing about today's permissions: create and remove a file
             probe = os.path.join(self.directory, f".probe-{os.getpid()}")
@@ -157,15 +183,25 @@ class ShardCache:
         """Where the complete copy of ``url`` lives (whether or not it is cached now)."""
         return os.path.join(self.directory, f"{key_of(url)}-{readable_name(url)}")
 
-    def get(self, url: str, fetch: Fetch, *, size: int | None = None, etag: str | None = None) -> str | None:
+    def get(
+        self,
+        url: str,
+        fetch: Fetch,
+        *,
+        size: int | None = None,
+        etag: str | None = None,
+        sha256: str | None = None,
+    ) -> str | None:
         """Return the path of a complete, verified local copy of ``url``, downloading it if needed;
         None when a static cache does not admit it (full, or its size unknown): read it through.
 
         ``fetch(url, f)`` writes the object's bytes into the binary file ``f``. With ``size`` the
-        download is checked for length and room is reserved before it starts; with ``etag`` of a
-        single-part S3 upload (the MD5 of the bytes) the content is checked too. A multipart ETag
-        (it contains a '-') is an MD5 of part MD5s and cannot be checked against the bytes, nor can
-        an ETag that is not 32 hex digits: then only the size is verified.
+        download is checked for length and room is reserved before it starts; with ``sha256`` (what
+        a dataset's manifest recorded at upload) or ``etag`` of a single-part S3 upload (the MD5 of
+        the bytes) the content is checked too, and a mismatch is a :class:`StoreChecksumError`. A
+        multipart ETag (it contains a '-') is an MD5 of part MD5s and cannot be checked against the
+        bytes, nor can an ETag that is not 32 hex digits: then only the size is verified. Either
+        way the entry's own part checksums are recorded beside it (entrysum.py).
 
         The returned path stays valid until the entry is evicted, which only happens under
         pressure and to the least recently used entries; ``open_shard`` returns an open file
@@ -182,11 +218,11 @@ class ShardCache:
         assert fd is not None
         try:
             self.stats.wait_s += waited
-            if self._touch(path, size):  # another process downloaded it while we waited
+            if self._touch(path, size, url):  # another process downloaded it while we waited
                 self.stats.hits += 1
                 return path
             try:
-                self._download(url, fetch, path, sha, size, etag)
+                self._download(url, fetch, path, sha, size, (etag, sha256))
             except _Declined:
                 self._full_until = time.monotonic() + _FULL_RECHECK_S
                 return self._bypass()
@@ -196,32 +232,95 @@ class ShardCache:
             os.close(fd)
 
     def open_shard(
-        self, url: str, fetch: Fetch, *, size: int | None = None, etag: str | None = None
+        self,
+        url: str,
+        fetch: Fetch,
+        *,
+        size: int | None = None,
+        etag: str | None = None,
+        sha256: str | None = None,
+        start: int = 0,
+        end: int | None = None,
     ) -> BinaryIO | None:
-        """Like get(), but return the cached copy opened for reading, with no eviction race (None
-        where get() gives None, or where other processes evicted it three times before it could be
-        opened: read the shard through).
+        """Like get(), but return the cached copy opened for reading, with no eviction race, its
+        bytes ``[start, end)`` checked against the checksums recorded at fill where this process
+        has not checked them yet (None where get() gives None, or where other processes evicted it
+        three times before it could be opened: read the shard through).
 
-        A shared key lock is held while opening, so eviction (which only tries key locks) cannot
-        remove the entry in between; once open, the file stays readable even if evicted.
+        A damaged entry (a part's checksum differs, its size changed, or it has none recorded) is
+        evicted, counted, said once in ``notes`` and fetched again. A shared key lock is held while
+        opening and checking, so eviction (which only tries key locks) cannot remove the entry in
+        between; once open, the file stays readable even if evicted.
         """
         sha = key_of(url)
         for _ in range(3):
-            path = self.get(url, fetch, size=size, etag=etag)
+            path = self.get(url, fetch, size=size, etag=etag, sha256=sha256)
             if path is None:
                 return None
             fd, _waited = self._dir.lock_key(sha, fcntl.LOCK_SH, block=True)
             assert fd is not None
             try:
-                return open_local(path)  # as a local shard is read: mapped (loaders/storage/localfile.py)
+                f = open_local(path)  # as a local shard is read: mapped (loaders/storage/localfile.py)
+                damage = self._check(url, sha, path, f, start, end)
             except FileNotFoundError:
                 continue  # evicted between get() and the lock: the cache is thrashing; fetch again
             finally:
                 os.close(fd)
+            if damage is None:
+                return f
+            f.close()
+            self._evict_damaged(sha, path, damage)
         # other processes evicted it between its download and the open, three times: an LRU far
         # smaller than what they read at once; this one is read through rather than fail the reader
         self.stats.bypassed += 1
         return None
+
+    def _check(
+        self, url: str, sha: str, path: str, f: BinaryIO, start: int, end: int | None
+    ) -> tuple[str, int] | None:
+        """What is wrong with the entry ``path`` of ``url``, open as ``f``, in bytes ``[start,
+        end)``, and its inode (None: nothing, or already checked by this process), against its sum
+        recorded at fill. The caller holds the key lock, so ``path`` is the file open as ``f``."""
+        if not self.verify:
+            return None
+        st = os.stat(path)
+        summed = read_sum(self._dir.sum_path(sha))
+        if summed is None:
+            return (
+                f"{url}: its cache entry has no checksums recorded (filled by an older version?)",
+                st.st_ino,
+            )
+        if st.st_size != summed.size:
+            return f"{url}: its cache entry is {st.st_size:,} bytes, {summed.size:,} when filled", st.st_ino
+        todo = [p for p in summed.parts(start, end) if (st.st_ino, summed.filled_ns, p) not in self._checked]
+        if not todo or not isinstance(f, mmap.mmap):
+            return None  # an empty entry cannot be mapped: its size was its check
+        with memoryview(f) as data:
+            bad = damaged_parts(data, summed, todo)
+        self.stats.verified_bytes += sum(e - b for b, e in map(summed.span, todo))
+        if bad:
+            spans = [summed.span(p) for p in bad]
+            self.stats.damaged_bytes += sum(e - b for b, e in spans)
+            where = ", ".join(f"{b:,}-{e:,}" for b, e in spans)
+            return f"{url}: its cache entry's bytes {where} differ from their checksums at fill", st.st_ino
+        self._checked.update((st.st_ino, summed.filled_ns, p) for p in todo)
+        return None
+
+    def _evict_damaged(self, sha: str, path: str, damage: tuple[str, int]) -> None:
+        """Remove the damaged entry at ``path`` (unless another process has replaced it meanwhile:
+        a new inode), count it and say so once."""
+        damage, inode = damage
+        self.stats.damaged += 1
+        self.notes.append(f"{damage}: evicted and fetched again")
+        fd, _ = self._dir.lock_key(sha, fcntl.LOCK_EX, block=True)
+        try:
+            if os.stat(path).st_ino == inode:
+                unlink_quiet(path)
+                unlink_quiet(self._dir.sum_path(sha))
+        except FileNotFoundError:
+            pass
+        finally:
+            os.close(fd)
 
     def contains(self, url: str) -> bool:
         return os.path.exists(self.path_for(url))
@@ -232,7 +331,8 @@ class ShardCache:
             return sum(e.size for e in self._dir.scan(clean=False)[0])
 
     def clear(self) -> None:
-        """Remove every entry not in use, stale temp files and unused lock files.
+        """Remove every entry not in use, stale temp files, unused lock files and the checksums of
+        entries that are gone.
 
         Entries being downloaded or opened right now are left alone. Removals here are not
         counted as evictions (those measure cache pressure).
@@ -240,6 +340,7 @@ class ShardCache:
         with self._dir.global_lock():
             for entry in self._dir.scan(clean=True)[0]:
                 self._dir.remove_entry(entry)
+            self._dir.remove_orphan_sums()
             self._dir.remove_unused_locks()
 
     def reset_stats(self) -> CacheStats:
@@ -311,7 +412,8 @@ class ShardCache:
             return 0
         st = os.statvfs(self.directory)
         pending = sum(max(0, t.reserved - t.written) for t in inflight)
-        on_disk = -(-(size + pending) // st.f_frsize) * st.f_frsize  # files take whole blocks
+        # files take whole blocks; the entry's checksums (.sums) take one more
+        on_disk = (-(-(size + pending) // st.f_frsize) + 1) * st.f_frsize
         return max(0, on_disk - st.f_bavail * st.f_frsize)
 
     def _room_then(
@@ -331,18 +433,32 @@ class ShardCache:
 
     # ---- the miss path (caller holds the key lock) ------------------------------------------
 
-    def _touch(self, path: str, size: int | None = None) -> bool:
-        """Mark a hit as recently used; an entry of the wrong size (torn by a power cut on a
-        non-durable cache) is no hit, and the download that follows replaces it."""
+    def _touch(self, path: str, size: int | None = None, url: str | None = None) -> bool:
+        """Mark a hit as recently used; an entry of the wrong size (cut short, torn by a power cut
+        on a non-durable cache) is no hit, and the download that follows replaces it; with ``url``
+        (the caller holds the key lock) it is counted as damaged and said."""
         try:
             now = time.time_ns()
             os.utime(path, ns=(now, now))
-            return size is None or os.stat(path).st_size == size
+            found = os.stat(path).st_size
         except FileNotFoundError:
             return False
+        if size is None or found == size:
+            return True
+        if url is not None:
+            self.stats.damaged += 1
+            self.stats.damaged_bytes += abs(size - found)
+            self.notes.append(f"{url}: its cache entry is {found:,} bytes, the shard {size:,}: fetched again")
+        return False
 
     def _download(
-        self, url: str, fetch: Fetch, path: str, sha: str, size: int | None, etag: str | None
+        self,
+        url: str,
+        fetch: Fetch,
+        path: str,
+        sha: str,
+        size: int | None,
+        store_sums: tuple[str | None, str | None],
     ) -> None:
         if size is not None and size > self.max_bytes:
             raise CacheError(
@@ -357,7 +473,8 @@ class ShardCache:
         self._room_then(url, size or 0, sha, reserving=True, action=create)
         try:
             written = self._write(url, fetch, tmp, sha, size)
-            self._verify(url, tmp, written, size, etag)
+            summed = self._verify(url, tmp, written, size, *store_sums)
+            self._record(url, sha, summed)  # before the entry appears: never one without
             if size is not None:
                 # reservation == size, so the total does not change; but a scan running meanwhile
                 # could list neither the temp (renamed away) nor the entry (not listed yet) and
@@ -372,6 +489,8 @@ class ShardCache:
             else:  # our temp is in the scan at its real size: make the total fit, then rename
                 self._room_then(url, 0, sha, reserving=False, action=lambda: self._commit(tmp, path))
             self.stats.bytes_fetched += written
+            # its bytes were just summed from the file itself: this process need not check them again
+            self._checked.update((os.stat(path).st_ino, summed.filled_ns, p) for p in range(len(summed.xxh3)))
         finally:
             unlink_quiet(tmp)  # no-op after a commit; otherwise never leave a partial file behind
 
@@ -409,16 +528,43 @@ class ShardCache:
                     ) from exc
         raise AssertionError("unreachable")
 
-    def _verify(self, url: str, tmp: str, written: int, size: int | None, etag: str | None) -> None:
+    def _verify(
+        self, url: str, tmp: str, written: int, size: int | None, etag: str | None, sha256: str | None
+    ) -> EntrySum:
+        """Check the download against its size and the store's checksum; its sum to record."""
         if size is not None and written != size:
             raise CacheError(errno.EIO, f"{url}: size mismatch: expected {size} bytes, got {written}")
-        if etag is None:
+        md5 = (etag or "").strip().strip('"').lower()
+        md5 = md5 if _MD5_RE.match(md5) else ""  # a multipart ETag is no MD5 of the bytes
+        sha256 = (sha256 or "").lower()
+        found = digests(tmp, md5=bool(md5) and not sha256, sha256=bool(sha256))
+        for name, want, got in (("sha256", sha256, found.sha256), ("MD5 (its ETag)", md5, found.md5)):
+            if want and got is not None and got != want:
+                raise StoreChecksumError(
+                    errno.EIO,
+                    f"{url}: the store's copy does not match its {name} ({want}, the download's {got}): "
+                    "damaged in the store, or changed since its checksum was recorded",
+                )
+        checked = "sha256" if sha256 else "etag-md5" if md5 else "size" if size is not None else "none"
+        return EntrySum(found.size, PART_BYTES, found.xxh3, checked, time.time_ns())
+
+    def _record(self, url: str, sha: str, summed: EntrySum) -> None:
+        """Write the entry's checksums beside it; a disk filled meanwhile (by other programs)
+        evicts the least recently used entry and tries once more."""
+        try:
+            write_sum(self._dir.sum_path(sha), summed)
             return
-        want = etag.strip().strip('"').lower()
-        if _MD5_RE.match(want):  # single-part upload: the ETag is the MD5 of the bytes
-            got = md5_of(tmp)
-            if got != want:
-                raise CacheError(errno.EIO, f"{url}: MD5 mismatch: expected ETag {want}, got {got}")
+        except OSError as exc:
+            if exc.errno != errno.ENOSPC or self.policy == "static":
+                raise
+        with self._dir.global_lock():
+            entries, _ = self._dir.scan(clean=True)
+            freed, _busy = self._evict(entries, 1, keep=sha)
+        if not freed:
+            raise CacheError(
+                errno.ENOSPC, f"{url}: disk full (ENOSPC) writing its checksums, nothing to evict"
+            )
+        write_sum(self._dir.sum_path(sha), summed)
 
     def _commit(self, tmp: str, path: str) -> None:
         now = time.time_ns()
@@ -429,7 +575,13 @@ class ShardCache:
 
 
 def default_cache_bytes(directory: str) -> int:
-    """Half of the free space on the cache's filesystem: a bound the user did not have to pick."""
-    os.makedirs(directory, exist_ok=True)
-    st = os.statvfs(directory)
-    return st.f_bavail * st.f_frsize // 2
+    """Half of the free space on the cache's filesystem: a bound the user did not have to pick. A
+    directory that cannot be made (a read-only file system) is measured where it would be: the
+    cache then reads around it (cachehealth.py) rather than stop the job here."""
+    with contextlib.suppress(OSError):
+        os.makedirs(directory, exist_ok=True)
+    where = os.path.abspath(directory)
+    while not os.path.isdir(where) and os.path.dirname(where) != where:
+        where = os.path.dirname(where)
+    st = os.statvfs(where)
+    return max(1, st.f_bavail * st.f_frsize // 2)

@@ -3,6 +3,8 @@
     <sha256(url)>-<name>           a complete, verified shard
     .part-<sha256>.<pid>.<bytes>   an in-flight download; <bytes> is its reservation (0: size unknown)
     .locks/<sha256>                per-key flock, held for a whole download and for an eviction
+    .sums/<sha256>                 the entry's size and part checksums at fill (entrysum.py),
+                                   written before the entry appears and removed with it
     .lock                          global flock, held only to scan, reserve, evict and commit
 
 Only the standard library: child processes can import this without the rest of ``loaders``.
@@ -20,8 +22,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 _ENTRY_RE = re.compile(r"^([0-9a-f]{64})-")
+_KEY_RE = re.compile(r"^[0-9a-f]{64}$")
 _PART_RE = re.compile(r"^\.part-([0-9a-f]{64})\.(\d+)\.(\d+)$")
-_CHUNK = 1 << 20
 
 
 @dataclass
@@ -54,16 +56,6 @@ def readable_name(url: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "_", tail)[-80:].lstrip(".") or "shard"
 
 
-def md5_of(path: str) -> str:
-    digest = hashlib.md5(usedforsecurity=False)
-    buf = bytearray(_CHUNK)
-    view = memoryview(buf)
-    with open(path, "rb", buffering=0) as f:
-        while n := f.readinto(buf):
-            digest.update(view[:n])
-    return digest.hexdigest()
-
-
 def unlink_quiet(path: str) -> None:
     with contextlib.suppress(FileNotFoundError):
         os.unlink(path)
@@ -84,7 +76,11 @@ class CacheDir:
     def __init__(self, directory: str) -> None:
         self.directory = directory
         self.locks = os.path.join(directory, ".locks")
+        self.sums = os.path.join(directory, ".sums")
         self.global_path = os.path.join(directory, ".lock")
+
+    def sum_path(self, sha: str) -> str:
+        return os.path.join(self.sums, sha)
 
     def part_path(self, sha: str, reserved: int) -> str:
         return os.path.join(self.directory, f".part-{sha}.{os.getpid()}.{reserved}")
@@ -175,6 +171,7 @@ class CacheDir:
             return False
         try:
             unlink_quiet(os.path.join(self.directory, entry.name))
+            unlink_quiet(self.sum_path(entry.sha))
             unlink_quiet(os.path.join(self.locks, entry.sha))  # see the inode check in lock_key
         finally:
             os.close(fd)
@@ -185,4 +182,15 @@ class CacheDir:
             fd, _ = self.lock_key(name, fcntl.LOCK_EX, block=False)
             if fd is not None:
                 unlink_quiet(os.path.join(self.locks, name))
+                os.close(fd)
+
+    def remove_orphan_sums(self) -> None:
+        """The checksums of entries that are gone (call under the global lock)."""
+        present = {m.group(1) for name in os.listdir(self.directory) if (m := _ENTRY_RE.match(name))}
+        for name in os.listdir(self.sums):
+            if name in present or not _KEY_RE.match(name):
+                continue
+            fd, _ = self.lock_key(name, fcntl.LOCK_EX, block=False)  # held: a download in flight
+            if fd is not None:
+                unlink_quiet(os.path.join(self.sums, name))
                 os.close(fd)

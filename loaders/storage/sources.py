@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 from typing import BinaryIO
 
+from loaders.observe.losses import Loss
 from loaders.observe.stages import StageStats
 from loaders.storage.layers import stack
 from loaders.storage.spec import SourceSpec
@@ -23,6 +24,11 @@ class ShardSource:
     def __init__(self, spec: SourceSpec) -> None:
         self.spec = spec
         self._opener = stack(spec)
+        self._lost: list[Loss] = []
+
+    def lost(self, loss: Loss) -> None:
+        """A region of a shard a reader skipped as damaged: counted at the next drain."""
+        self._lost.append(loss)
 
     def open(
         self, url: str, start: int = 0, end: int | None = None
@@ -36,8 +42,12 @@ class ShardSource:
         return self._opener.read_object(url)
 
     def drain_into(self, stats: StageStats) -> None:
-        """Move the request, cache and throttle counters gathered since the last drain into ``stats``."""
+        """Move the request, cache and throttle counters, and the regions readers skipped, gathered
+        since the last drain into ``stats``."""
         self._opener.drain_into(stats)
+        for loss in self._lost:
+            stats.add_loss(loss)
+        self._lost = []
 
     def close(self) -> None:
         self._opener.close()

@@ -25,11 +25,14 @@ class CacheSpec:
     """A bounded local shard cache in front of an object store (loaders/storage/shardcache.py).
 
     ``bytes`` None: half the free space of ``dir``'s file system. ``policy``: what a cache smaller
-    than the data keeps; "auto" is static when the shards' sizes add up to more than the cache."""
+    than the data keeps; "auto" is static when the shards' sizes add up to more than the cache.
+    ``verify``: each reading process checks an entry against the checksums recorded at its fill
+    when it first opens it (loaders/storage/entrysum.py); off only to measure what that costs."""
 
     dir: str
     bytes: int | None = None
     policy: str = "auto"
+    verify: bool = True
 
     def __post_init__(self) -> None:
         if self.policy not in CACHE_POLICY_CHOICES:
@@ -67,3 +70,6 @@ class SourceSpec:
     # len() need them; local shards missing here are counted from their tar headers
     shard_samples: Mapping[str, int] = field(default_factory=dict)
     etags: Mapping[str, str] = field(default_factory=dict)
+    # url -> the sha256 recorded when the shard was uploaded (a dataset manifest's): the shard
+    # cache checks each download against it, so a store's damaged copy is never cached as good
+    shard_sha256: Mapping[str, str] = field(default_factory=dict)

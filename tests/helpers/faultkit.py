@@ -71,7 +71,7 @@ def cache_problems(cache_dir: str | Path, want_sha256: dict[str, str]) -> list[s
     by_key = {key_of(url): (url, sha) for url, sha in want_sha256.items()}
     problems = []
     for path in directory.iterdir():
-        if path.name in (".lock", ".locks"):
+        if path.name in (".lock", ".locks", ".sums"):
             continue
         if path.name.startswith(".part-"):
             problems.append(f"{path.name}: a download's temp file was left behind")

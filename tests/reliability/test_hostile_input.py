@@ -263,7 +263,7 @@ def test_a_corrupt_shard_read_by_a_dataloader_worker_raises_its_own_error_type(t
     from loaders import ShardLoader
 
     (tmp_path / "cut.tar").write_bytes(SHARD[:1000])
-    loader = ShardLoader([str(tmp_path / "cut.tar")], workers=1, batch_size=2)
+    loader = ShardLoader([str(tmp_path / "cut.tar")], workers=1, batch_size=2, on_error="fail")
     error = None
     try:
         list(loader)
@@ -308,7 +308,8 @@ def test_corrupt_and_missing_objects_are_named_whatever_the_client(
     ceph_lab, hostile_bucket, client, monkeypatch
 ):
     """The same errors, naming the object, through every client: a corrupt shard and one cut short
-    are ShardFormatErrors at their offset, a missing one an ObjectStoreError saying so at once."""
+    are ShardFormatErrors at their offset (under on_error="fail"; "skip" skips and counts them:
+    test_lost_samples.py), a missing one an ObjectStoreError saying so at once."""
     from loaders import ShardLoader
     from loaders.storage import ObjectStoreError, SourceSpec
 
@@ -318,7 +319,7 @@ def test_corrupt_and_missing_objects_are_named_whatever_the_client(
     spec = SourceSpec(client=client, deadline_s=20, shard_sizes=sizes)
 
     def first_error(shard: str) -> BaseException:
-        loader = ShardLoader([f"{url}/{shard}"], workers=0, batch_size=2, source=spec)
+        loader = ShardLoader([f"{url}/{shard}"], workers=0, batch_size=2, source=spec, on_error="fail")
         with pytest.raises((ShardFormatError, ObjectStoreError)) as info:
             list(loader)
         return info.value

@@ -24,8 +24,9 @@ from iobench.analysis import window
 from iobench.analysis.cellfigures import Analysis, budget_of
 from iobench.analysis.evidence import ClientFacts, Evidence, SyncFacts, reader_work
 from iobench.analysis.job import Aggregate, aggregate
+from iobench.analysis.losses import sample_loss
 from iobench.analysis.verdict import judge
-from iobench.cell.files import CellFiles, JobFigures, cell_files
+from iobench.cell.files import CellFiles, JobFigures, cell_files, loader_stats
 from iobench.cell.inputs import CellInputs, cell_inputs
 from iobench.cell.lifeline import die_with_launcher
 from iobench.cell.measure import Measurement, measure
@@ -36,7 +37,7 @@ from iobench.cell.ranks.distributed import Ranks, end_group, start_group, write_
 from iobench.cell.ranks.rankmetrics import RankRun, merged_log
 from iobench.host.cores import usable_cores
 from iobench.host.cpuload import HostLoad
-from iobench.results.figures import Distributed, Interval, Verdict, Window
+from iobench.results.figures import Distributed, Interval, SampleLoss, Verdict, Window
 from iobench.results.spec import AcceleratorSpec, CellSpec
 from iobench.results.store import SUMMARY_NAME, publish_cell
 from iobench.results.summary import CellSummary, utc_now
@@ -82,6 +83,7 @@ def job_verdict(
     client: ClientFacts | None = None,
     load: HostLoad | None = None,
     job_window: Window | None = None,
+    loss: SampleLoss | None = None,
 ) -> Verdict:
     """The job's verdict by the one judge: every rank's readers, cores and accelerators together
     against the job's figures, with the spread over the ranks as evidence; in a synchronous job, also
@@ -118,6 +120,7 @@ def job_verdict(
             least=cell.run.min_measure,
             sync=_sync_facts(agg, runs, cell) if agg.synchronous else None,
             ranks=(said,),
+            loss=loss,
         )
     )
 
@@ -185,6 +188,7 @@ def _job_measurement(
         if cell.run.nodes == 1
         else None
     )
+    loss = sample_loss(agg.epochs, log.epochs_completed, loader_stats(log.all_stats))
     verdict = job_verdict(
         agg,
         runs,
@@ -193,6 +197,7 @@ def _job_measurement(
         client=inputs.client,
         load=load,
         job_window=job_window,
+        loss=loss,
     )
     analysis = Analysis(
         entries=agg.entries,
@@ -201,6 +206,7 @@ def _job_measurement(
         epochs=agg.epochs,
         window=job_window,
         verdict=verdict,
+        loss=loss,
     )
     return Measurement(
         log=log,

@@ -88,7 +88,7 @@ class Feed:
         source = self.sources[worker]
         if self.objects:
             return ObjectReads(Items(items), source, source.spec.concurrency)
-        return ShardSamples(items, source, self.spec.max_member_bytes)
+        return ShardSamples(items, source, self.spec.max_member_bytes, self.spec.on_error)
 
     def _epoch(self, epoch: int, state: dict[str, Any] | None) -> Iterator[list]:
         spec = self.spec

@@ -61,10 +61,10 @@ from loaders.backends.dali.graph import (
     protocol,
 )
 from loaders.backends.skeleton import BaseLoader
+from loaders.formats.base import local_path
 from loaders.formats.tar_index import index_path
 from loaders.observe.stages import StageStats
 from loaders.pipeline.batch import Batch, Bookkeeping
-from loaders.plan import local_path
 from loaders.storage.layers import OBJECT_PROTOCOLS
 
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import hashlib
+import io
 import json
 import os
 import signal
@@ -19,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from loaders.storage.shardcache import CacheError, CacheStats, ShardCache, choose_policy
+from loaders.storage.shardcache import CacheError, CacheStats, ShardCache, StoreChecksumError, choose_policy
 from tests.helpers.paths import ROOT as REPO
 
 LOADERS_DIR = str(REPO / "loaders")
@@ -175,7 +177,9 @@ def test_md5_etag_is_checked_and_multipart_etag_is_size_only(tmp_path):
     cache = ShardCache(tmp_path, max_bytes=10_000)
     good = hashlib.md5(payload("u", 500)).hexdigest()
     bad = hashlib.md5(b"other").hexdigest()
-    with pytest.raises(CacheError, match=f"expected ETag {bad}, got {good}"):
+    with pytest.raises(
+        StoreChecksumError, match=f"does not match its MD5 .its ETag. .{bad}, the download's {good}"
+    ):
         cache.get("u", writer(500), size=500, etag=f'"{bad}"')
     assert not cache.contains("u") and parts(tmp_path) == []
     cache.get("u", writer(500), size=500, etag=f'"{good.upper()}"')  # quoted, any case: as S3 sends it
@@ -308,7 +312,16 @@ def test_stats_reset_merge_and_clear(tmp_path):
     cache.get("a", writer(10))
     epoch1 = cache.reset_stats()
     assert epoch1.as_dict() == dict(
-        hits=1, misses=1, evictions=0, bytes_fetched=10, bytes_evicted=0, wait_s=0.0, bypassed=0
+        hits=1,
+        misses=1,
+        evictions=0,
+        bytes_fetched=10,
+        bytes_evicted=0,
+        wait_s=0.0,
+        bypassed=0,
+        damaged=0,
+        damaged_bytes=0,
+        verified_bytes=0,
     )
     assert cache.stats == CacheStats()
     total = CacheStats()
@@ -317,6 +330,7 @@ def test_stats_reset_merge_and_clear(tmp_path):
     assert total.hits == 2 and total.bytes_fetched == 20
     cache.clear()
     assert not cache.contains("a") and cache.used_bytes() == 0 and os.listdir(tmp_path / ".locks") == []
+    assert os.listdir(tmp_path / ".sums") == []
 
 
 # ---- several real processes -------------------------------------------------------------------
@@ -506,3 +520,100 @@ def test_a_torn_entry_of_the_wrong_size_is_downloaded_again(tmp_path):
     assert cache.stats.misses == 1 and cache.stats.hits == 0
     cache.get("s3://b/a.tar", fetch, size=100)
     assert calls == ["s3://b/a.tar"] and cache.stats.hits == 1
+
+
+# ---- entries checked at first open; a cache that degrades ---------------------------------------
+
+
+@pytest.mark.parametrize("how", ["zeros", "flip", "cut", "no sums"])
+def test_a_damaged_entry_is_found_at_first_open_evicted_and_fetched_again(tmp_path, how):
+    body = os.urandom(3 * 2**20)
+    calls: list[str] = []
+
+    def fetch(url, f):
+        calls.append(url)
+        f.write(body)
+
+    ShardCache(tmp_path, 10**9).get("s3://b/x.tar", fetch, size=len(body))
+    cache = ShardCache(tmp_path, 10**9)  # another process: it has checked nothing yet
+    path = Path(cache.path_for("s3://b/x.tar"))
+    if how == "cut":
+        os.truncate(path, 1000)
+    elif how == "no sums":
+        os.unlink(tmp_path / ".sums" / path.name[:64])
+    else:
+        with open(path, "r+b") as f:
+            f.seek(2**20)
+            f.write(bytes(10) if how == "zeros" else bytes(b ^ 1 for b in body[2**20 : 2**20 + 10]))
+    with cache.open_shard("s3://b/x.tar", fetch, size=None if how == "cut" else len(body)) as f:
+        assert f.read() == body
+    assert cache.stats.damaged == 1 and len(calls) == 2 and len(cache.notes) == 1
+    assert "s3://b/x.tar" in cache.notes[0] and "fetched again" in cache.notes[0]
+    with cache.open_shard("s3://b/x.tar", fetch, size=len(body)) as f:  # checked once per process
+        assert f.read(4) == body[:4]
+    assert cache.stats.damaged == 1 and len(calls) == 2
+
+
+def test_unverified_entries_and_ranges_check_what_is_asked(tmp_path):
+    body = os.urandom(20 * 2**20)
+    ShardCache(tmp_path, 10**9).get("s3://b/x.tar", lambda u, f: f.write(body), size=len(body))
+    cache = ShardCache(tmp_path, 10**9)
+    with cache.open_shard("s3://b/x.tar", None, size=len(body), start=9 * 2**20, end=9 * 2**20 + 10):
+        pass
+    assert cache.stats.verified_bytes == 8 * 2**20  # the one 8 MiB part that holds the range
+    off = ShardCache(tmp_path, 10**9, verify=False)
+    with off.open_shard("s3://b/x.tar", None, size=len(body)):
+        pass
+    assert off.stats.verified_bytes == 0
+
+
+class _Store:
+    """The opener under the cache, for its error paths: serves ``body`` for any URL."""
+
+    def __init__(self, body: bytes, fail: BaseException | None = None) -> None:
+        self.body, self.fail, self.downloads = body, fail, 0
+
+    @contextlib.contextmanager
+    def open(self, url, start=0, end=None):
+        yield io.BytesIO(self.body[start:end])
+
+    def download(self, url, out, size):
+        self.downloads += 1
+        if self.fail is not None:
+            raise self.fail
+        out.write(self.body)
+
+    def drain_into(self, stats):
+        pass
+
+    def close(self):
+        pass
+
+
+def test_a_cache_that_cannot_be_used_is_read_around_said_once_and_counted(tmp_path):
+    from loaders.observe.stages import StageStats
+    from loaders.storage.layers import CacheOpener
+    from loaders.storage.spec import CacheSpec, SourceSpec
+
+    (tmp_path / "file").write_text("not a directory")
+    spec = SourceSpec(cache=CacheSpec(str(tmp_path / "file" / "cache"), 10**9))
+    opener = CacheOpener(_Store(b"shard bytes"), spec)
+    for _ in range(3):
+        with opener.open("s3://b/x.tar") as f:
+            assert f.read() == b"shard bytes"
+    stats = StageStats()
+    opener.drain_into(stats)
+    assert stats.counters["cache_bypassed_bytes"] == 33 and stats.counters["cache_unusable"] == 1
+    (note,) = stats.notes  # said once, the reason in it
+    assert "cannot be used" in note and str(tmp_path / "file" / "cache") in note
+
+
+def test_the_stores_own_failure_is_not_read_around(tmp_path):
+    from loaders.storage.faults import ObjectStoreError
+    from loaders.storage.layers import CacheOpener
+    from loaders.storage.spec import CacheSpec, SourceSpec
+
+    store = _Store(b"x", fail=ObjectStoreError(5, "GET s3://b/x.tar: gave up after 6 attempts"))
+    opener = CacheOpener(store, SourceSpec(cache=CacheSpec(str(tmp_path / "cache"), 10**9)))
+    with pytest.raises(ObjectStoreError, match="gave up"), opener.open("s3://b/x.tar"):
+        pass

@@ -95,9 +95,10 @@ def _shard_with_corrupt(tmp_path):
 
 def test_corrupt_jpeg_is_skipped_counted_and_batches_stay_full(tmp_path):
     url = _shard_with_corrupt(tmp_path)
-    loader = make_loader("nodes", _cfg([url], batch_size=4))
+    loader = make_loader("nodes", _cfg([url], batch_size=4, max_lost_fraction=None))
     batches = list(loader)
     assert [len(b) for b in batches] == [4, 4]  # the skipped sample's place is filled by the next
+    assert [(t.expected, t.delivered, t.lost) for t in loader.tallies] == [(9, 8, 1)]  # counted, not raised
     assert sorted(k for b in batches for k in b.keys) == [f"{i:06d}" for i in range(9) if i != 2]
     assert loader.stats.errors == {"corrupt_sample": 1}
     assert "000002" in loader.stats.error_examples[0] and url in loader.stats.error_examples[0]

@@ -37,7 +37,7 @@ def _shards_with_a_corrupt_sample(directory: Path) -> list[str]:
 def test_scrapes_during_a_run_follow_the_batches_delivered(tmp_path, backend):
     urls = _shards_with_a_corrupt_sample(tmp_path)
     shard_bytes = sum(Path(u).stat().st_size for u in urls)
-    loader = exported(make_loader(backend, small_config(urls, workers=2)), port=0)
+    loader = exported(make_loader(backend, small_config(urls, workers=2, max_lost_fraction=None)), port=0)
     port = loader.exporter.port
     try:
         delivered = read = 0

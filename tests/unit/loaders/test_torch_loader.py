@@ -114,7 +114,9 @@ def test_corrupt_jpeg_is_skipped_and_counted(tmp_path):
         data = tiny_jpeg(i) if i != 2 else b"\xff\xd8\xff\xe0 not really a jpeg"
         members += [(f"{i:06d}.jpg", data), (f"{i:06d}.cls", b"7")]
     url = str(write_shard(tmp_path / "train-000000.tar", members))
-    loader = ShardLoader([url], batch_size=10, workers=0, return_batches=True, augment=_small())
+    loader = ShardLoader(
+        [url], batch_size=10, workers=0, return_batches=True, augment=_small(), max_lost_fraction=None
+    )
     keys, _ = _collect(loader)
     assert sorted(keys) == ["000000", "000001", "000003", "000004"]
     assert loader.stats.errors == {"corrupt_sample": 1}
@@ -132,7 +134,7 @@ def test_corrupt_jpeg_fails_under_fail_policy_naming_shard_and_key(tmp_path):
 def test_missing_label_is_reported(tmp_path):
     members = [("000000.jpg", tiny_jpeg(0)), ("000001.jpg", tiny_jpeg(1)), ("000001.cls", b"3")]
     url = str(write_shard(tmp_path / "nolabel.tar", members))
-    loader = ShardLoader([url], workers=0, return_batches=True, augment=_small())
+    loader = ShardLoader([url], workers=0, return_batches=True, augment=_small(), max_lost_fraction=None)
     keys, labels = _collect(loader)
     assert keys == ["000001"] and labels == [3]
     assert loader.stats.errors == {"missing_label": 1}

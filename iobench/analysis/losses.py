@@ -1,0 +1,52 @@
+"""Samples lost: what a cell's completed epochs did not deliver against their plans, where, and the
+one line that says it first in the headline (the judge composes it there, analysis/verdict.py) and
+in the bottom line (docs/method.md, Samples lost).
+
+Each epoch's plan is the loader's own count of what it delivers to the cell's ranks (the dataset
+manifest's counts through the even split, loaders/epochtally.py), recorded with the epoch; an epoch
+that the run stopped early (run.max_steps) is not judged. The regions readers skipped and the
+samples skipped as corrupt say where the loss is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict
+
+from iobench.results.figures import EpochFigures, LoaderStats, SampleLoss
+from loaders.observe import Loss
+
+
+def sample_loss(epochs: Sequence[EpochFigures], completed: int, stats: LoaderStats) -> SampleLoss | None:
+    """The loss over the first ``completed`` epochs, from their counts and the loader's ``stats``
+    (the whole run's); None when every completed epoch with a known plan delivered all of it."""
+    judged = [e for e in epochs if e.epoch < completed and e.expected_samples is not None]
+    short = [e for e in judged if e.samples < e.expected_samples]  # type: ignore[operator]
+    if not short:
+        return None
+    worst = max(short, key=lambda e: e.expected_samples - e.samples)  # type: ignore[operator]
+    return SampleLoss(
+        lost=sum(e.expected_samples - e.samples for e in short),  # type: ignore[operator,misc]
+        expected=sum(e.expected_samples for e in judged),  # type: ignore[misc]
+        epoch=worst.epoch,
+        epoch_delivered=worst.samples,
+        epoch_expected=worst.expected_samples,  # type: ignore[arg-type]
+        where=tuple({(r.url, r.begin, r.end): r for r in stats.losses}.values()),  # each region once
+        skipped=dict(stats.errors),
+        cache_damaged=stats.counter("cache_damaged"),
+    )
+
+
+def loss_line(loss: SampleLoss) -> str:
+    """The finding in one line: the worst epoch's count, where its samples went."""
+    lost = loss.epoch_expected - loss.epoch_delivered
+    text = (
+        f"SAMPLES LOST: epoch {loss.epoch} delivered {loss.epoch_delivered:,} of {loss.epoch_expected:,} "
+        f"samples ({lost:,} lost; {loss.lost:,} of {loss.expected:,} over the completed epochs)"
+    )
+    where = [Loss(**asdict(r)).describe() for r in loss.where[:2]]
+    if loss.skipped:
+        where.append("skipped as corrupt: " + ", ".join(f"{n:,} {kind}" for kind, n in loss.skipped.items()))
+    if where:
+        text += ": " + "; ".join(where)
+    return text
