@@ -87,7 +87,13 @@ def predicted_gain(s: CellSummary) -> str | None:
     nxt = min(others, key=others.__getitem__)
     rate = others[nxt]
     name = "the trainer alone" if nxt == "accelerator" else f"the {nxt} ceiling"
-    return f"the next limit is {name} at {rate:,.0f}/s: AU up to {min(1.0, rate * device_per_sample):.2f}"
+    said = f"the next limit is {name} at {rate:,.0f}/s: AU up to {min(1.0, rate * device_per_sample):.2f}"
+    if m.trainer_alone_quiet is False:  # the trainer's own rate is not known: it may come first
+        said += (
+            f" (the trainer alone, timed while other processes used {m.trainer_alone_others_cores or 0.0:.1f} "
+            "cores, is not judged: it may bind first)"
+        )
+    return said
 
 
 def _au_interval(s: CellSummary) -> tuple[float, float]:

@@ -86,3 +86,11 @@ def test_no_measured_cell_says_so():
         "no cell measured anything (2 failed: see each cell's error above)"
     ]
     assert bottom_line([]) == []
+
+
+def test_a_next_limit_beside_a_trainer_timed_on_a_busy_host_says_the_trainer_may_bind_first():
+    ceilings = {"fetch": Ceiling("fetch", 4_500.0, 12_000, 2.7), "prep": Ceiling("prep", 480.0, 5_000, 10.4)}
+    s = _prep_bound(2_000.0, ceilings)
+    busy = replace(s, metrics=replace(s.metrics, trainer_alone_quiet=False, trainer_alone_others_cores=1.1))
+    gain = predicted_gain(busy)
+    assert gain.startswith("the next limit is the fetch ceiling at 4,500/s") and "may bind first" in gain
