@@ -102,8 +102,8 @@ def main() -> None:
     lines = [
         "## Checking shard-cache entries at first open",
         "",
-        f"`python benchmarks/bench_verify.py --samples {args.samples} --pairs {args.pairs}` under "
-        f"`/work/bin/cpu-exclusive`; {host_line()}. {len(manifest.shards)} shards of "
+        f"`python benchmarks/bench_verify.py --samples {args.samples} --pairs {args.pairs}`; "
+        f"{host_line()}. {len(manifest.shards)} shards of "
         f"{manifest.total_bytes / len(manifest.shards) / 1e6:.0f} MB from a warm shard cache (filled once "
         "from the lab's radosgw); each epoch a new loader, so every entry checked again by new reader "
         "processes (the most it can cost; persistent workers check once per job). Pairs alternate the order.",
