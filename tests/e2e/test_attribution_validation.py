@@ -87,9 +87,15 @@ def test_an_accelerator_slower_than_the_pipeline_is_the_bottleneck(tmp_path, tin
 def test_the_unthrottled_local_tier_is_prep_bound_here(tmp_path, tiny_dataset):
     tier = {"kind": "local", "path": str(tiny_dataset)}
     s = run_cell(_cell("local", tier, {"type": "h100"}, repeats=2), tmp_path)
-    a = s["attribution"]
-    assert s["verdict"]["bound"] == "prep" and s["verdict"]["binding_stage"] == "decode"
-    assert a["binding"] == "prep" and a["agree"], a["statement"]
+    a, v = s["attribution"], s["verdict"]
+    # the CPU binds: decode in the readers, or, where the readers and the trainer filled the cores
+    # (two workers on two cores), the cores are spent: the judge's rule, checked on its budget
+    b = v["budget"]
+    spent = b is not None and b["trainer"] + b["readers"] + b["own"] + b["others"] >= 0.9 * b["usable"]
+    assert (v["bound"], v["binding_stage"]) == (("cores", None) if spent else ("prep", "decode")), v[
+        "headline"
+    ]
+    assert a["binding"] in ("prep", "cores") and a["agree"], a["statement"]
     assert s["ceilings"]["fetch"]["samples_per_s"] > 2 * s["ceilings"]["prep"]["samples_per_s"]
     assert s["split"]["decode"] > s["split"]["fetch"]
     # two runs, each from a freshly evicted cache, with an interval over both
