@@ -48,6 +48,10 @@ class PipelineSpec:
     # thread: a training job's transforms beyond the random resized crop and flip (the sweep file
     # `iobench probe` writes sets it to what the job's readers spent beyond this loader's decode)
     augment_cpu_ms: float = 0.0
+    # the same in the decode stage: a job's decoding beyond this loader's (the sweep file `iobench
+    # probe` writes puts there what the job's readers spent in their dataset beyond this loader's
+    # decode and augment: the probe times a job's __getitem__ whole and names it decode)
+    decode_cpu_ms: float = 0.0
     # True: each sample's random-resized-crop box is drawn first and only the box is decoded
     # (libjpeg-turbo's partial decompression, where the loaders' region decoder is built: the same
     # pixels as a whole decode); False: the whole image is decoded, then cropped
@@ -74,10 +78,10 @@ class PipelineSpec:
                 f"max_lost_fraction={self.max_lost_fraction}: a fraction of an epoch's samples, 0 to 1 "
                 "(None: no budget)"
             )
-        if not 0 <= self.augment_cpu_ms < 10_000:  # also refuses NaN
-            raise ValueError(
-                f"augment_cpu_ms={self.augment_cpu_ms}: CPU milliseconds per sample, from 0 to under 10,000"
-            )
+        for name in ("augment_cpu_ms", "decode_cpu_ms"):
+            value = getattr(self, name)
+            if not 0 <= value < 10_000:  # also refuses NaN
+                raise ValueError(f"{name}={value}: CPU milliseconds per sample, from 0 to under 10,000")
 
 
 # LoaderConfig's keywords for the source's cache, which nests (SourceSpec.cache)

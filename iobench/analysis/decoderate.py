@@ -156,7 +156,8 @@ def rates_of_runs(run_dirs: Iterable[str | Path]) -> dict[str, DecodeRate]:
             if ms.get("decode") and "augment" in ms:
                 # the cell's own augment, without the extra CPU a sweep file asked it to spend
                 augment = max(0.0, ms["augment"] - s.cell.loader.augment_cpu_ms)
-                cost = (ms["decode"], augment, float(manifest.dataset.mean_sample_bytes))
+                decode = max(0.0, ms["decode"] - s.cell.loader.decode_cpu_ms)
+                cost = (decode, augment, float(manifest.dataset.mean_sample_bytes))
                 costs.setdefault(s.decoder or "", []).append(cost)
     names = " ".join(str(d) for d in dirs)
     if not costs:

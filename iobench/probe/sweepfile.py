@@ -8,7 +8,7 @@ its step with the data in hand), emulated with the job's own trainer CPU per ste
 them in the sweep too.
 
 The job's decode and transforms are its own: iobench's loader decodes and augments JPEGs its own
-way, and adds the CPU the job's readers spent per sample beyond that (``augment_cpu_ms``: the job's
+way, and adds the CPU the job's readers spent per sample beyond that (``decode_cpu_ms``: the job's
 CPU per sample less this host's decode and augment rate at the job's sample size), so that a
 sample costs the readers what it cost the job's.
 """
@@ -119,7 +119,7 @@ def sweep_config(outcome: Outcome, dataset_dir: Path) -> dict:
         loader["prefetch"] = int(info.get("prefetch_factor") or 2)
     extra = extra_cpu_ms(run)
     if extra is not None:
-        loader["augment_cpu_ms"] = extra[0]
+        loader["decode_cpu_ms"] = extra[0]
     rate = consumer_rate(run)
     work = trainer_work(run)
     world = max(1, len(outcome.runs))
@@ -191,7 +191,7 @@ def header(outcome: Outcome, dataset_dir: Path, out: Path) -> str:
     if extra is not None and work is not None:
         (ms, rate), size = extra, work.bytes_per_sample or None
         lines.append(
-            f"and spends augment_cpu_ms: {ms:g} more CPU ms per sample, the job's {work.cpu_ms:.2f} ms less "
+            f"and spends decode_cpu_ms: {ms:g} more CPU ms per sample (in its decode stage: the probe times the job's dataset whole), the job's {work.cpu_ms:.2f} ms less "
             f"{rate.ms_per_sample(size):.2f} ms of its own decode and augment here"
         )
         lines.append(f"({rate.describe(size)}).")

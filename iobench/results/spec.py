@@ -41,6 +41,8 @@ class LoaderSettings:
     decode: bool = default("decode")
     # CPU ms of extra work per sample in the augment stage (loaders.config.PipelineSpec)
     augment_cpu_ms: float = default("augment_cpu_ms")
+    # ... and in the decode stage
+    decode_cpu_ms: float = default("decode_cpu_ms")
     # False: whole images decoded, then cropped (True: the crop box alone, where the region decoder is built)
     decode_roi: bool = default("decode_roi")
 
@@ -58,6 +60,7 @@ class LoaderSettings:
             on_error=run.on_error,
             decode=self.decode,
             augment_cpu_ms=self.augment_cpu_ms,
+            decode_cpu_ms=self.decode_cpu_ms,
             decode_roi=self.decode_roi,
             max_lost_fraction=None,  # a cell completes and reports what an epoch lost
         )

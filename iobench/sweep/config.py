@@ -81,11 +81,12 @@ class LoaderEntry:
 
     def label(self) -> str:
         """The loader's part of a cell id: its kind, the options given (``nodes-method_process``), and
-        extra augment CPU where given (``torch-augment_cpu_ms_2.5``), whole-image decoding where asked
-        (``torch-decode_roi=false``)."""
+        extra augment or decode CPU where given (``torch-augment_cpu_ms=2.5``), whole-image decoding
+        where asked (``torch-decode_roi=false``)."""
         options = dict(self.settings.options)
-        if self.settings.augment_cpu_ms:
-            options["augment_cpu_ms"] = f"{self.settings.augment_cpu_ms:g}"
+        for extra in ("augment_cpu_ms", "decode_cpu_ms"):
+            if getattr(self.settings, extra):
+                options[extra] = f"{getattr(self.settings, extra):g}"
         if not self.settings.decode_roi:
             options["decode_roi"] = "false"
         return self.settings.kind + "".join(f"-{k}={v}" for k, v in sorted(options.items()))

@@ -90,6 +90,8 @@ def process_sample(
         with Stopwatch(stats, "decode"):  # the crop box drawn, then decoded (alone where it can be)
             try:
                 crop = decode_crop(data, rng, spec.augment, spec.decode_roi)
+                if spec.decode_cpu_ms:
+                    spend_cpu(spec.decode_cpu_ms / 1000.0)
             except CorruptImage as exc:
                 raise SampleError(
                     f"{sample.url}: sample {sample.key!r} (tar offset {sample.offset}): {exc}"

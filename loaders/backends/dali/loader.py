@@ -167,11 +167,12 @@ class DaliLoader(BaseLoader):
         cfg, objects = self.config, self.config.layout == "objects"
         self.num_threads = max(1, int(cfg.workers))
         throttled = cfg.source.throttle is not None
-        if cfg.pipeline.augment_cpu_ms:
-            raise ValueError(
-                f"augment_cpu_ms={cfg.pipeline.augment_cpu_ms:g}: DALI augments inside its own graph, which "
-                "has no CPU work of the user's to add; use a loader of kind torch, thread or nodes"
-            )
+        for extra in ("augment_cpu_ms", "decode_cpu_ms"):
+            if getattr(cfg.pipeline, extra):
+                raise ValueError(
+                    f"{extra}={getattr(cfg.pipeline, extra):g}: DALI decodes and augments inside its own graph, "
+                    "which has no CPU work of the user's to add; use a loader of kind torch, thread or nodes"
+                )
         self.mode = _choose_mode(cfg.options["mode"], self.items, objects, throttled)
         if self.mode != "external":
             if cfg.remainder == "pad" and cfg.world_size > 1:  # type: ignore[operator]

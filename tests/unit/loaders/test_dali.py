@@ -231,5 +231,7 @@ def test_gpu_check_cpu_smoke_prints_the_table():
 
 
 def test_extra_augment_cpu_is_refused_naming_the_loaders_that_take_it(tiny_dataset):
-    with pytest.raises(ValueError, match=r"augment_cpu_ms=1\.5: DALI augments inside its own graph.*torch"):
+    with pytest.raises(
+        ValueError, match=r"augment_cpu_ms=1\.5: DALI decodes and augments inside its own graph.*torch"
+    ):
         next(iter(DaliLoader(_config(urls=_shards(tiny_dataset), augment_cpu_ms=1.5))))

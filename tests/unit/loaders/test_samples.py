@@ -46,3 +46,13 @@ def test_extra_augment_cpu_out_of_range_is_refused(bad):
         ValueError, match=r"augment_cpu_ms=.*CPU milliseconds per sample, from 0 to under 10,000"
     ):
         PipelineSpec(augment_cpu_ms=bad)
+
+
+def test_extra_decode_cpu_is_spent_in_the_decode_stage(tiny_dataset):
+    sample = _first_sample(tiny_dataset)
+    plain, extra = StageStats(), StageStats()
+    process_sample(sample, PipelineSpec(), random.Random(0), plain)
+    process_sample(sample, PipelineSpec(decode_cpu_ms=5.0), random.Random(0), extra)
+    assert extra.cpu_s["decode"] - plain.cpu_s["decode"] >= 0.004  # thread CPU, not a sleep
+    with pytest.raises(ValueError, match=r"decode_cpu_ms=-1: CPU milliseconds per sample"):
+        PipelineSpec(decode_cpu_ms=-1)

@@ -125,7 +125,7 @@ def test_the_sweep_file_reproduces_the_loader_and_its_store_and_is_a_sweep_ioben
     extra = round(1000 * 0.02 / 16 - decoderate.resolve().ms_per_sample(100_000), 2)
     assert extra > 0
     assert config["loaders"] == [
-        {"kind": "torch", "workers": [2], "batch_size": [16], "prefetch": 2, "augment_cpu_ms": extra}
+        {"kind": "torch", "workers": [2], "batch_size": [16], "prefetch": 2, "decode_cpu_ms": extra}
     ]
     (throttled,) = [t for t in config["tiers"] if t["kind"] == "throttled"]
     # 2 readers x 100 kB a sample, each sample blocked 99 ms / 16 (a batch of 16 blocked 99 ms)
@@ -139,11 +139,14 @@ def test_the_sweep_file_reproduces_the_loader_and_its_store_and_is_a_sweep_ioben
     path = write_sweep_file(outcome, tmp_path / "sweep.yaml", tmp_path / "dataset")
     text = path.read_text()
     assert text.startswith("# The loader of `python train.py`")
-    assert f"# and spends augment_cpu_ms: {extra:g} more CPU ms per sample, the job's 1.25 ms less" in text
+    assert (
+        f"# and spends decode_cpu_ms: {extra:g} more CPU ms per sample" in text
+        and "the job's 1.25 ms less" in text
+    )
     assert "as its host work" in text and "Not carried: the job's model" in text
     parsed = parse_config(yaml.safe_load(text), str(path))
     assert [t["kind"] for t in parsed.tiers] == ["local", "throttled"]
-    assert parsed.loaders[0].settings.augment_cpu_ms == extra
+    assert parsed.loaders[0].settings.decode_cpu_ms == extra
     # synthetic samples the size the job's readers read (100 kB), within what the generator makes
     assert config["dataset"] == {"synth": {"samples": 10_000, "sample_size": "100000B"}}
     assert parsed.datasets[0].synth_jpeg_bytes == 100_000
