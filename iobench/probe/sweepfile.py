@@ -68,8 +68,13 @@ def synth_sample_bytes(run: ProbedRank) -> int | None:
 
 
 def trainer_work(run: ProbedRank) -> tuple[float, int] | None:
-    """The job's trainer CPU per step (ms) and the threads it ran on: its process's CPU from one
-    call to the next, less its readers' where they ran in it (no workers); None where not timed."""
+    """The job's trainer CPU per step (ms) and the threads it ran on: its step alone's (--ceilings:
+    the step itself, which an emulated trainer does beside its device time), else its process's CPU
+    from one call to the next in the window, less its readers' where they ran in it (no workers);
+    None where not timed."""
+    alone = run.step_alone
+    if alone is not None and alone.cpu_s and alone.step_s > 0:
+        return round(1000.0 * alone.cpu_s, 2), max(1, round(alone.cpu_s / alone.step_s))
     steps = [s for s in run.window if s.cpu_s is not None]
     if not steps:
         return None
@@ -80,7 +85,7 @@ def trainer_work(run: ProbedRank) -> tuple[float, int] | None:
     host = statistics.median(s.host_s for s in steps)
     if cpu <= 0:
         return None
-    return round(1000.0 * cpu, 1), max(1, round(cpu / host)) if host > 0 else 1
+    return round(1000.0 * cpu, 2), max(1, round(cpu / host)) if host > 0 else 1
 
 
 def one_epoch(info: dict, ranks: int, most: int = 500) -> int:
