@@ -295,6 +295,11 @@ class _Judge:
         b = self.ev.budget
         if b is None or not b.spent:
             return None
+        # readers blocked on their store wait for it whoever holds the cores (a link at its cap):
+        # spent cores bind only where the readers wanted a core, or the trainer was starved of one
+        if self.work is not None and self.work.wall_ms > 0 and self._making_part(self.work) == "fetch":
+            if host_bound(self.m, self.ev.cores) is None:
+                return None
         more = (
             f"{self.need.per_accelerator:.1f} cores per accelerator ({self.need.loader:.1f} for the loader, "
             f"{self.need.trainer:.1f} for the trainer) to feed {_rate(self.need.samples_per_s)}"
@@ -449,16 +454,22 @@ class _Judge:
             ],
         )
 
-    def making(self) -> _Found:
-        """Making the batches binds: the largest part of a sample's time in the readers says which."""
-        work = self.work
-        assert work is not None
+    @staticmethod
+    def _making_part(work: ReaderWork) -> str:
+        """The largest part of a sample's time in the readers: fetch's wall, a CPU stage's CPU, or
+        the time waiting for a core ("cores")."""
         parts = {
             "fetch": work.stage("fetch").wall_ms_per_sample,
             **{s: work.stage(s).cpu_ms_per_sample for s in ("decode", "augment", "collate")},
             "cores": work.runq_ms,
         }
-        binding = max(parts, key=parts.__getitem__)
+        return max(parts, key=parts.__getitem__)
+
+    def making(self) -> _Found:
+        """Making the batches binds: the largest part of a sample's time in the readers says which."""
+        work = self.work
+        assert work is not None
+        binding = self._making_part(work)
         if binding == "fetch":
             return self.fetch(work)
         if binding == "cores":

@@ -92,7 +92,7 @@ def test_the_plugins_options_are_checked_like_any_other_key(iobench, tmp_path, p
     proc = _sweep(iobench, tmp_path, plugin_site, tiny_dataset, {"repat": 2}, "--dry-run")
     assert proc.returncode == 2
     assert (
-        "loaders[0].repat: unknown key; allowed keys here are augment_cpu_ms, batch_size, decode, decode_roi, kind, layout"
+        "loaders[0].repat: unknown key; allowed keys here are augment_cpu_ms, batch_size, decode, decode_cpu_ms, decode_roi, kind, layout"
         in proc.stderr
     )
     assert "repeat" in proc.stderr  # the plugin's own option is named among the allowed ones

@@ -229,3 +229,13 @@ def test_a_trainer_blocked_by_its_checkpoint_saves_more_than_by_its_data_is_host
     v = judge_of(metrics_of(rows), _stats(0.5), workers=2, cores=2, split=split)
     assert (v.bound, v.binding_stage) == ("host", "checkpoint") and "30 %" in v.headline
     assert "async_pinned" in v.action
+
+
+def test_spent_cores_do_not_bind_readers_that_wait_on_their_store():
+    # a link at its cap: the readers are blocked whoever holds the cores (other processes here)
+    busy = CoreBudget(usable=2, trainer=0.1, readers=0.2, own=0.0, others=1.7)
+    rows = _rows(10, wait=0.2, compute=0.02, device=0.02)
+    v = judge_of(metrics_of(rows), _fetch_stats(), workers=2, cores=2, budget=busy)
+    assert v.bound == "fetch", v.headline
+    cpu = _stats(1.5)  # readers on the CPU instead: the spent cores bind
+    assert judge_of(metrics_of(rows), cpu, workers=2, cores=2, budget=busy).bound == "cores"
