@@ -19,7 +19,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 from common import host_line, loaders_dataset, write_section
 
-from iobench.cell.process import run_cell
+from iobench.cell.entry.process import run_cell
 
 
 def throttled_cell(root: Path, cap_mb: float, out: Path) -> dict:

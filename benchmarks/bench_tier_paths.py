@@ -23,7 +23,7 @@ from bench_tier_matrix import lab_with_cephfs
 from common import host_line, interleaved, median, paired, spread, write_section
 
 from iobench.cell.diagnosis.ceilings import fetch_ceiling
-from iobench.cell.process import loader_inputs
+from iobench.cell.inputs import loader_inputs
 from iobench.datasets.synth import ensure_dataset
 from iobench.host.units import format_bytes
 from iobench.results.spec import LoaderSettings, RunSettings

@@ -1,42 +1,59 @@
-"""The one analysis stage of a measured run: its steps' ledger in, every figure of the run out.
+"""The one analysis stage of a cell: a measured run's steps' ledger in, every figure of the run out;
+the cell's measured runs in, every figure of the cell out.
 
 ``analyse`` takes one rank's step rows (warm-up already marked), builds their ledger
 (analysis/ledger.py) and derives from it, and from nothing else, the metrics, the wall split, the
 epochs, the measured window and the verdict. A multi-rank cell's job figures come from the same
-functions over its ranks' accounts clipped to their common interval (cell/ranks/rankmetrics.py).
+functions over its ranks' accounts clipped to their common interval (cell/entry/rankmetrics.py).
+
+``analyse_cell`` takes a cell's repeats, each analysed so, and chooses the one its summary quotes
+(the median); from them come the spread over repeats, the cache-honesty warnings, MLPerf Storage's
+view, the step times and the synchronous job predicted at scale.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Protocol
 
 from iobench.host.cpuload import HostLoad
 from iobench.results.codec import from_json
 from iobench.results.figures import (
+    CacheState,
     CoreBudget,
     EpochFigures,
     LoaderStats,
+    MlperfFigures,
     PipelineMetrics,
     SampleLoss,
+    ScalePoint,
     StepAccount,
     StepAlone,
     StepRow,
+    StepTimes,
     Verdict,
     WallSplit,
     Window,
 )
-from iobench.results.spec import MinMeasure
+from iobench.results.spec import CellSpec, MinMeasure
+from iobench.results.summary import RepeatFigures, Stability
 from loaders import StageStats
 from loaders.observe import STAGES
 
+from . import scale
 from . import window as windows
 from .cores import core_budget
 from .epochs import epoch_figures
 from .evidence import ClientFacts, Evidence, reader_work
+from .honesty import cache_warnings, epoch1_vs_steady, epoch_delta
 from .ledger import ledger, totals
 from .losses import sample_loss
 from .metrics import pipeline_metrics
+from .mlperf import mlperf_figures, reading_of
+from .queue import LoaderQueue
+from .repeats import summarize
+from .steptimes import step_times
 from .verdict import judge
 
 
@@ -207,3 +224,110 @@ def budget_of(
     return core_budget(
         load, window_s=window_s, trainer_process_cpu_s=sum(trainer), readers_in_process_cpu_s=readers
     )
+
+
+class MeasuredRun(Protocol):
+    """One measured repeat of a cell as the cell's figures read it (cell/records.py, Measurement)."""
+
+    @property
+    def analysis(self) -> Analysis: ...
+
+    @property
+    def rows(self) -> Sequence[StepRow]: ...
+
+    @property
+    def cache_state(self) -> CacheState | None: ...
+
+    @property
+    def alone(self) -> StepAlone | None: ...
+
+
+@dataclass(frozen=True)
+class SetupFacts:
+    """What a cell's figures need to know of its setup besides its repeats."""
+
+    cell: CellSpec
+    # the modelled all-reduce a step waits for, at (world size, compute seconds); None: not modelled
+    exposed_allreduce: Callable[[int, float], float] | None
+    mlperf_threshold: float | None  # MLPerf Storage's AU pass mark for the cell's model, where it has one
+    dataset_bytes: int
+    server_caches: str | None  # the tier's word on caches past the client's control
+    notes: tuple[str, ...] = ()  # what the setup says of itself beside the figures (said last)
+
+
+@dataclass(frozen=True)
+class CellFigures:
+    """A cell's figures over its repeats; the chosen repeat's own are its ``Analysis``."""
+
+    chosen: int  # the index of the repeat the summary quotes (median_run)
+    warmup_steps: int  # of the chosen repeat
+    repeats: tuple[RepeatFigures, ...]
+    stability: Stability
+    mlperf: MlperfFigures | None
+    warnings: tuple[str, ...]
+    epoch_delta: float | None
+    epoch1_vs_steady: float | None
+    step_times: StepTimes | None
+    scale: tuple[ScalePoint, ...]  # the synchronous job predicted at scale (analysis/scale.py)
+    scale_method: str
+    scale_queue_depth: int  # requests the model let each rank's loader have in flight
+
+
+def median_run(runs: Sequence[MeasuredRun]) -> int:
+    """The index of the repeat whose samples/s is the median (the lower one of an even count): a
+    real repeat, so all of its figures belong together."""
+    ordered = sorted(range(len(runs)), key=lambda i: runs[i].analysis.metrics.samples_per_s)
+    return ordered[(len(ordered) - 1) // 2]
+
+
+def analyse_cell(runs: Sequence[MeasuredRun], facts: SetupFacts) -> CellFigures:
+    """A cell's figures from its measured repeats: the chosen one's steps give the epochs' change,
+    the step times and the synchronous job predicted at scale; every repeat's, their spread and
+    whether a cache flattered them."""
+    chosen = median_run(runs)
+    cell, run, rows = facts.cell, runs[chosen].analysis, runs[chosen].rows
+    metrics, epochs = run.metrics, run.epochs
+    queue = scale.replayed(
+        [r for r in rows if not r.warmup], LoaderQueue(cell.loader.workers, cell.loader.prefetch)
+    )
+    points = scale.predict(
+        rows, facts.exposed_allreduce or _no_allreduce, queue=queue, alone=runs[chosen].alone
+    )
+    states = [m.cache_state for m in runs if m.cache_state is not None]
+    return CellFigures(
+        chosen=chosen,
+        warmup_steps=sum(r.warmup for r in rows),
+        repeats=tuple(
+            RepeatFigures(
+                samples_per_s=m.analysis.metrics.samples_per_s,
+                au=m.analysis.metrics.au,
+                cache=m.cache_state.achieved if m.cache_state else None,
+            )
+            for m in runs
+        ),
+        stability=Stability(
+            samples_per_s=summarize([m.analysis.metrics.samples_per_s for m in runs]),
+            au=summarize([m.analysis.metrics.au for m in runs]),
+        ),
+        mlperf=mlperf_figures(
+            epochs,
+            metrics,
+            cell.accelerator.count * cell.run.world_size,
+            facts.mlperf_threshold,
+            reading_of(cell),
+        ),
+        warnings=(
+            *cache_warnings(cell.cache, states, epochs, facts.dataset_bytes, facts.server_caches),
+            *facts.notes,
+        ),
+        epoch_delta=epoch_delta(epochs),
+        epoch1_vs_steady=epoch1_vs_steady(epochs, metrics.samples_per_s),
+        step_times=step_times(rows, metrics.au_basis or ""),
+        scale=tuple(points),
+        scale_method=scale.METHOD,
+        scale_queue_depth=queue.depth,
+    )
+
+
+def _no_allreduce(world_size: int, compute_s: float) -> float:
+    return 0.0

@@ -8,20 +8,23 @@ next to the figures it affects.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from iobench.host.memory import usable_memory
+from iobench.results.choices import CacheMode
 from iobench.results.figures import CacheState, EpochFigures
 
 EPOCH_DELTA_NOTE = 0.10
 
 
-def epoch_delta(epochs: list[EpochFigures]) -> float | None:
+def epoch_delta(epochs: Sequence[EpochFigures]) -> float | None:
     """Last epoch's samples/s over epoch 1's, minus one; None with fewer than two epochs."""
     if len(epochs) < 2 or not epochs[0].samples_per_s:
         return None
     return epochs[-1].samples_per_s / epochs[0].samples_per_s - 1.0
 
 
-def epoch1_vs_steady(epochs: list[EpochFigures], steady_samples_per_s: float) -> float | None:
+def epoch1_vs_steady(epochs: Sequence[EpochFigures], steady_samples_per_s: float) -> float | None:
     """The steady-state rate (after the detected warm-up) over epoch 1's whole rate, minus one:
     how much start-up and cold caches cost the first epoch."""
     if not epochs or not epochs[0].samples_per_s:
@@ -30,8 +33,15 @@ def epoch1_vs_steady(epochs: list[EpochFigures], steady_samples_per_s: float) ->
 
 
 def cache_warnings(
-    requested: str, cache_states: list[CacheState], epochs: list[EpochFigures], tier, manifest
+    requested: CacheMode,
+    cache_states: Sequence[CacheState],
+    epochs: Sequence[EpochFigures],
+    dataset_bytes: int,
+    server_caches: str | None,
 ) -> list[str]:
+    """What the cache states say of the figures: a cold run that was not, a dataset that fits in
+    RAM, ``server_caches`` (the tier's word on caches no client can drop), an epoch 1 far from the
+    last."""
     out = []
     ram = usable_memory().total  # a container's memory limit bounds its page cache too
     for i, state in enumerate(cache_states):
@@ -47,14 +57,13 @@ def cache_warnings(
                 f"{label} was asked to be cold but was {state.achieved}: {share} in the page cache before it "
                 f"started ({state.method}); its figures include cache hits, not only storage reads"
             )
-    if requested == "cold" and manifest.total_bytes < ram and any(s.method == "none" for s in cache_states):
+    if requested == "cold" and dataset_bytes < ram and any(s.method == "none" for s in cache_states):
         out.append(
-            f"the dataset ({manifest.total_bytes / 2**30:.1f} GiB) fits in RAM ({ram / 2**30:.0f} GiB) and "
+            f"the dataset ({dataset_bytes / 2**30:.1f} GiB) fits in RAM ({ram / 2**30:.0f} GiB) and "
             "was not evicted: repeated reads come from the page cache"
         )
-    server = getattr(tier, "server_caches", None)
-    if server is not None:
-        out.append(f"limitation: {server()}")
+    if server_caches is not None:
+        out.append(f"limitation: {server_caches}")
     delta = epoch_delta(epochs)
     if delta is not None and abs(delta) > EPOCH_DELTA_NOTE:
         out.append(

@@ -14,11 +14,10 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from dataclasses import dataclass
 
 from iobench.accelerators.alone import time_alone
 from iobench.analysis import window
-from iobench.analysis.cellfigures import Analysis, RunFacts, analyse
+from iobench.analysis.cellfigures import RunFacts, analyse
 from iobench.cell.checkpointing import CellCheckpoints
 from iobench.cell.inputs import CellInputs
 from iobench.cell.live import live_file
@@ -26,38 +25,13 @@ from iobench.cell.protocol import PARENT_ENV
 from iobench.cell.ranks.allreduce import allreduce_model
 from iobench.cell.ranks.distributed import SOLO, Ranks
 from iobench.cell.ranks.sync import StepSync
+from iobench.cell.records import Measurement, StepLog
 from iobench.cell.steps.loaderfactory import epoch_factory
-from iobench.cell.steps.steploop import StepLog, mark_warmup, run_steps, step_durations
+from iobench.cell.steps.steploop import mark_warmup, run_steps, step_durations
 from iobench.cell.telemetry import Telemetry, TelemetrySampler
 from iobench.host.cpuload import HostLoad
-from iobench.results.checkpoint import CheckpointFigures
-from iobench.results.figures import CacheState, PipelineMetrics, SteadyState, StepAlone, Verdict, Window
 from iobench.results.spec import CellSpec, RunSettings
 from loaders.registry import backend
-
-
-@dataclass
-class Measurement:
-    log: StepLog
-    analysis: Analysis  # every figure of the run, from its steps' ledger (analysis/cellfigures.py)
-    cache_state: CacheState | None  # None on a rank that is not the first on its host
-    telemetry: Telemetry  # empty on a rank that is not the first on its host
-    steady: SteadyState | None  # None when the warm-up was a fixed count
-    released_at: float = 0.0  # time.time() as the loader was built: where the barrier let this rank go
-    alone: StepAlone | None = None  # the step timed alone after the loop (alone.py)
-    checkpoint: CheckpointFigures | None = None  # a checkpoint cell's saves, restores and cost
-
-    @property
-    def metrics(self) -> PipelineMetrics:
-        return self.analysis.metrics
-
-    @property
-    def verdict(self) -> Verdict:
-        return self.analysis.verdict
-
-    @property
-    def window(self) -> Window:
-        return self.analysis.window
 
 
 def step_sync(cell: CellSpec, consumer, ranks: Ranks) -> StepSync | None:
@@ -163,7 +137,7 @@ def measure(inputs: CellInputs, ranks: Ranks = SOLO) -> Measurement:
         time_to_first_batch_s=log.time_to_first_batch_s,
         device_read_bytes=window_device_reads(log, telemetry) if facts.cold else None,
         # a rank of a multi-rank cell shares its host's counters with the others: the job's budget
-        # is taken over every rank together (ranks/rank.py)
+        # is taken over every rank together (entry/rank.py)
         load=None if ranks.distributed else window_load(log, telemetry, inputs.cores),
         run_stats=log.all_stats,
         completed_epochs=log.epochs_completed,

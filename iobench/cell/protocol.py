@@ -1,6 +1,6 @@
 """The sweep↔cell protocol, in one place: the command that starts a cell (one process, or torchrun
 and its ranks) and what the sweep tells it through the environment. The sweep's side
-(sweep/runner.py, sweep/supervise.py) and the cell's (lifeline.py, live.py, ranks/distributed.py)
+(sweep/runner.py, sweep/supervise.py) and the cell's (lifeline.py, live.py, ranks/distributed.py, entry/rank.py)
 both read these names.
 """
 
@@ -48,8 +48,8 @@ def cell_command(
     """
     ranks, nodes = run.ranks_per_node, run.nodes
     if ranks == 1 and nodes == 1:
-        return [sys.executable, "-m", "iobench.cell.process", str(spec), str(run_dir)]
-    cmd = [sys.executable, "-m", "iobench.cell.ranks.torchrun", f"--nproc-per-node={ranks}"]
+        return [sys.executable, "-m", "iobench.cell.entry.process", str(spec), str(run_dir)]
+    cmd = [sys.executable, "-m", "iobench.cell.entry.torchrun", f"--nproc-per-node={ranks}"]
     if nodes == 1:
         cmd.append("--standalone")
     else:
@@ -66,4 +66,4 @@ def cell_command(
             f"--rdzv-id={run_id}",
             f"--rdzv-conf=timeout={run.timeout_s}",
         ]
-    return [*cmd, "--max-restarts=0", "-m", "iobench.cell.ranks.rank", str(spec), str(run_dir)]
+    return [*cmd, "--max-restarts=0", "-m", "iobench.cell.entry.rank", str(spec), str(run_dir)]

@@ -35,9 +35,40 @@ class TelemetrySample:
     cpu: CpuSample | None = None
 
 
+@dataclass(frozen=True)
+class WindowTelemetry:
+    """What the telemetry saw over a measured window (docs/method.md, Bytes read): the block devices'
+    bytes host-wide, the cell's processes' reads, the tier's device's, the CPU per core, the GPUs'."""
+
+    device_read_bytes: dict[str, int]  # per block device, host-wide
+    device_read_bytes_per_s: float | None  # the cell's processes, from block devices
+    read_call_bytes_per_s: float | None  # ... what their read calls returned, caches included
+    cell_device_read_bytes: int | None  # the cell's processes from block devices, the whole repeat
+    host_device_read_bytes_per_s: float | None  # the tier's device, every process on the host
+    cpu_percent_per_core: tuple[float, ...]
+    gpu_utilization_pct: float | None
+
+
 @dataclass
 class Telemetry:
     samples: list[TelemetrySample] = field(default_factory=list)
+
+    def window(self, start: float, end: float, tier_device: str | None) -> WindowTelemetry:
+        """The figures of [start, end] (and of the whole repeat, for the cell's device bytes);
+        ``tier_device``: the block device the tier reads, where it names one."""
+        return WindowTelemetry(
+            device_read_bytes=self.disk_read_bytes(start, end),
+            device_read_bytes_per_s=self.rate(start, end, lambda t: t.process_read_bytes),
+            read_call_bytes_per_s=self.rate(start, end, lambda t: t.process_read_chars),
+            cell_device_read_bytes=self.growth(lambda t: t.process_read_bytes),
+            host_device_read_bytes_per_s=self.rate(
+                start, end, lambda t: t.disk_read_bytes.get(tier_device, 0)
+            )
+            if tier_device
+            else None,
+            cpu_percent_per_core=tuple(self.mean_cpu_percent(start, end)),
+            gpu_utilization_pct=self.mean_gpu_utilization(start, end),
+        )
 
     def between(self, start: float, end: float) -> list[TelemetrySample]:
         return [s for s in self.samples if start <= s.t <= end]

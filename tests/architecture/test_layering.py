@@ -1,6 +1,7 @@
-"""The import rules of docs/architecture.md, read from its ``layers`` block: no import cycle among
-the modules, no import from a lower layer up, loaders never importing iobench, and the loader
-registry and settings importable without torch.
+"""The import rules of docs/architecture.md, read from its ``layers`` blocks: no import cycle among
+the modules, no import from a lower layer up (between iobench's packages, and between the groups
+inside a package that has a block of its own: ```layers iobench.cell), loaders never importing
+iobench, and the loader registry and settings importable without torch.
 
 Every import counts, inside functions and under TYPE_CHECKING too: a lazy import is still a
 dependency, and one that points up the layers is still a cycle waiting to happen.
@@ -15,16 +16,54 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+import pytest
+
 from tests.helpers.paths import ROOT
 
 ARCHITECTURE = ROOT / "docs" / "architecture.md"
 
 
-def layers() -> dict[str, int]:
-    """Package -> layer number, from the fenced ``layers`` block of docs/architecture.md."""
-    block = re.search(r"```layers\n(.*?)```", ARCHITECTURE.read_text(), re.S)
-    assert block, f"{ARCHITECTURE} has no ```layers block"
-    return {pkg: i for i, line in enumerate(block.group(1).split("\n")) for pkg in line.split()}
+def layer_lines(scope: str = "") -> list[list[str]]:
+    """The fenced ``layers`` block of docs/architecture.md, lowest line first: iobench's packages;
+    with a ``scope`` (a package: ``iobench.cell``), that package's own block of its groups, each one
+    of its modules or subpackages."""
+    fence = f"```layers {scope}\n" if scope else "```layers\n"
+    block = re.search(re.escape(fence) + r"(.*?)```", ARCHITECTURE.read_text(), re.S)
+    assert block, f"{ARCHITECTURE} has no {fence.strip()} block"
+    return [line.split() for line in block.group(1).split("\n")]
+
+
+def layers(scope: str = "") -> dict[str, int]:
+    """Package (or a scope's group) -> layer number."""
+    return {name: i for i, line in enumerate(layer_lines(scope)) for name in line}
+
+
+def scopes() -> list[str]:
+    """The packages whose groups have a ``layers`` block of their own."""
+    return re.findall(r"```layers (\S+)\n", ARCHITECTURE.read_text())
+
+
+def group_of(module: str, scope: str) -> str | None:
+    """The group of ``module`` inside package ``scope``: the module or subpackage of ``scope`` it is
+    or lies in; None outside ``scope`` (and for the package's own ``__init__``)."""
+    if not module.startswith(f"{scope}."):
+        return None
+    return module.removeprefix(f"{scope}.").split(".")[0]
+
+
+def upward_inside(graph: dict[str, set[str]], scope: str, rank: dict[str, int]) -> list[str]:
+    """Imports between the groups of ``scope`` that do not run down its layers: up, or sideways
+    between groups on one line."""
+    upward = []
+    for module, targets in graph.items():
+        a = group_of(module, scope)
+        for target in targets:
+            b = group_of(target, scope)
+            if a is None or b is None or a == b:
+                continue
+            if rank[b] >= rank[a]:
+                upward.append(f"{module} ({a}, layer {rank[a]}) -> {target} ({b}, layer {rank[b]})")
+    return upward
 
 
 def _module(path: Path) -> str:
@@ -130,6 +169,27 @@ def test_no_import_from_a_lower_layer_up():
     assert upward == []
 
 
+def test_cell_has_its_layers():
+    assert "iobench.cell" in scopes()
+
+
+@pytest.mark.parametrize("scope", scopes())
+def test_a_packages_layers_name_each_of_its_modules_and_subpackages_once(scope):
+    folder = ROOT.joinpath(*scope.split("."))
+    groups = [
+        p.stem if p.is_file() else p.name
+        for p in folder.iterdir()
+        if (p.suffix == ".py" and p.name != "__init__.py") or (p / "__init__.py").exists()
+    ]
+    named = [name for line in layer_lines(scope) for name in line]
+    assert sorted(named) == sorted(set(named)) == sorted(groups)
+
+
+@pytest.mark.parametrize("scope", scopes())
+def test_no_import_from_a_lower_group_up_inside_a_package(scope):
+    assert upward_inside(import_graph(), scope, layers(scope)) == []
+
+
 # what iobench may import of loaders: the top-level modules and the subpackages' faces (their __all__)
 SUBPACKAGE_FACES = {f"loaders.{face}" for face in ("storage", "formats", "pipeline", "backends", "observe")}
 LOADER_FACES = {
@@ -177,6 +237,21 @@ def test_the_rules_catch_what_they_forbid():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     rank = layers()
     assert rank["host"] < rank["results"] < rank["analysis"] < rank["cell"] < rank["sweep"] < rank["cli"]
+    inside = {"low": 0, "side": 1, "beside": 1, "high": 2}
+    graph = {
+        "p.high.a": {"p.low", "p.high.b"},
+        "p.low": {"p.high.a"},
+        "p.side": {"p.beside"},
+        "q.x": {"p.high.a"},
+    }
+    assert upward_inside(graph, "p", inside) == [
+        "p.low (low, layer 0) -> p.high.a (high, layer 2)",
+        "p.side (side, layer 1) -> p.beside (beside, layer 1)",
+    ]
+    cell = layers("iobench.cell")
+    assert (
+        cell["records"] < cell["ranks"] < cell["steps"] < cell["measure"] < cell["diagnosis"] < cell["entry"]
+    )
 
 
 def test_the_registry_settings_storage_and_formats_import_without_torch():

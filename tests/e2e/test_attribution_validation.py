@@ -12,7 +12,7 @@ from __future__ import annotations
 import pyarrow.parquet as pq
 import pytest
 
-from iobench.cell import process
+from iobench.cell.entry import process
 from iobench.results.codec import from_json, to_json
 from iobench.results.spec import CellSpec
 from tests.helpers.runs import exact_epochs

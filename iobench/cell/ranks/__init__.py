@@ -1,1 +1,1 @@
-"""A multi-rank cell: its ranks under torchrun, kept in step, and their figures together."""
+"""The ranks of a multi-rank cell: who a rank is, the process group, keeping step, the all-reduce."""

@@ -11,31 +11,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
 
 from iobench.accelerators.consumers import Consumer
 from iobench.cell.ranks.sync import StepSync
+from iobench.cell.records import StepLog
 from iobench.results.figures import StepRow
 from loaders import Batch, StageStats
-
-
-@dataclass
-class StepLog:
-    rows: list[StepRow] = field(default_factory=list)
-    measured_stats: StageStats = field(default_factory=StageStats)  # from batches after warm-up
-    all_stats: StageStats = field(default_factory=StageStats)
-    epoch_stats: list[StageStats] = field(default_factory=list)  # every step, warm-up included
-    row_stats: list[StageStats] = field(default_factory=list)  # one per row: warm-up can be re-marked
-    created_at: float = 0.0  # perf_counter when the loader was built; rows are relative to it
-    time_to_first_batch_s: float | None = None
-    epochs_completed: int = 0
-    measure_start: float | None = None  # perf_counter when the first measured step began
-    measure_end: float | None = None
-    keys: list[tuple[int, int, int, str]] = field(default_factory=list)  # (rank, epoch, step, key)
-    dropped_batches: int = 0  # synchronous cells: batches unused because a peer's epoch ran out
-    # the (x, y) of the last full-sized step: the step alone is timed on it (an epoch's short last
-    # batch would make the step alone short and the trainer's slowdown read many times too high)
-    last_input: tuple[object, object] | None = None
 
 
 def run_steps(

@@ -61,7 +61,7 @@ def test_an_emulated_accelerator_does_its_own_models_host_work_but_not_in_mlperf
 
 def test_a_default_host_cost_is_said_in_the_cells_notes():
     from iobench.accelerators.hostcost import default_cost
-    from iobench.cell.files import host_work_warnings
+    from iobench.cell.entry.shared import host_work_warnings
 
     acc = EmulatedAccelerator(Demand("x", "m", "custom", 1e6, "test"), host=default_cost("resnet50"))
     (said,) = host_work_warnings(acc)

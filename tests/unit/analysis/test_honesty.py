@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import pytest
 
 from iobench.analysis.honesty import cache_warnings, epoch1_vs_steady, epoch_delta
-from iobench.cell.steps.steploop import StepLog, StepRow, mark_warmup, step_durations
-from iobench.results.figures import CacheState, EpochFigures
+from iobench.cell.records import StepLog
+from iobench.cell.steps.steploop import mark_warmup, step_durations
+from iobench.results.figures import CacheState, EpochFigures, StepRow
 from loaders import StageStats
 
 
@@ -16,27 +15,27 @@ def _state(achieved: str, resident: float | None, method: str = "posix_fadvise(D
     return CacheState("cold", method, None, 100, resident, achieved, "")
 
 
-MANIFEST = SimpleNamespace(total_bytes=10 * 2**30)
+DATASET_BYTES = 10 * 2**30
 CELL = "cold"  # the cache state the cell asked for
 
 
 def test_a_cold_run_that_was_not_cold_is_named_with_its_residency():
-    notes = cache_warnings(CELL, [_state("cold", 0.0), _state("partly-cold", 0.4)], [], object(), MANIFEST)
+    notes = cache_warnings(CELL, [_state("cold", 0.0), _state("partly-cold", 0.4)], [], DATASET_BYTES, None)
     assert len(notes) == 1
     assert "repeat 2 of 2" in notes[0] and "40 %" in notes[0] and "partly-cold" in notes[0]
 
 
 def test_a_dataset_that_fits_in_ram_and_could_not_be_evicted_is_said():
-    notes = cache_warnings(CELL, [_state("unknown", None, method="none")], [], object(), MANIFEST)
+    notes = cache_warnings(CELL, [_state("unknown", None, method="none")], [], DATASET_BYTES, None)
     assert any("fits in RAM" in n for n in notes)
 
 
 def test_server_caches_are_a_limitation_and_a_clean_local_cold_run_says_nothing():
-    tier = SimpleNamespace(server_caches=lambda: "RGW caches cannot be dropped")
-    assert cache_warnings(CELL, [_state("cold", 0.0)], [], tier, MANIFEST) == [
+    said = "RGW caches cannot be dropped"
+    assert cache_warnings(CELL, [_state("cold", 0.0)], [], DATASET_BYTES, said) == [
         "limitation: RGW caches cannot be dropped"
     ]
-    assert cache_warnings(CELL, [_state("cold", 0.01)], [], object(), MANIFEST) == []
+    assert cache_warnings(CELL, [_state("cold", 0.01)], [], DATASET_BYTES, None) == []
 
 
 def _epoch(epoch: int, samples_per_s: float) -> EpochFigures:
@@ -50,7 +49,7 @@ def test_epoch_deltas():
     assert epoch_delta(epochs) == pytest.approx(0.25)
     assert epoch_delta(epochs[:1]) is None
     assert epoch1_vs_steady(epochs, 480.0) == pytest.approx(0.2)
-    notes = cache_warnings(CELL, [_state("cold", 0.0)], epochs, object(), MANIFEST)
+    notes = cache_warnings(CELL, [_state("cold", 0.0)], epochs, DATASET_BYTES, None)
     assert any("+25 %" in n for n in notes)
 
 

@@ -8,7 +8,8 @@ import torch
 
 from iobench.accelerators.consumers import EmulatedAccelerator
 from iobench.accelerators.demand import Demand, lookup_demand
-from iobench.cell.steps.steploop import StepRow, run_steps
+from iobench.cell.steps.steploop import run_steps
+from iobench.results.figures import StepRow
 from loaders import Batch, StageStats
 from tests.helpers.summaries import judge_of, metrics_of
 

@@ -9,7 +9,7 @@ import tarfile
 import pyarrow.parquet as pq
 import pytest
 
-from iobench.cell import process
+from iobench.cell.entry import process
 from iobench.recommend.calibrate import load_cells
 from iobench.results.spec import AcceleratorSpec, CellSpec, LoaderSettings, MinMeasure, RunSettings
 from iobench.results.store import cell_summaries

@@ -12,10 +12,10 @@ import json
 import pytest
 
 from iobench.analysis.job import RankInput, aggregate, common_interval
+from iobench.cell.entry.rankmetrics import RankRun, merged_log
 from iobench.cell.protocol import cell_command
 from iobench.cell.ranks.distributed import first_rank_error
-from iobench.cell.ranks.rankmetrics import RankRun, merged_log
-from iobench.cell.steps.steploop import StepLog
+from iobench.cell.records import StepLog
 from iobench.results.figures import StepRow, Verdict
 from iobench.results.spec import RunSettings
 from iobench.sweep.cli import node_place
@@ -193,7 +193,7 @@ def test_each_node_names_its_place_and_torchrun_meets_at_node_zero(tmp_path):
     place = node_place(args(1, "node0:29500"), 2)
     run = RunSettings(ranks_per_node=4, nodes=2, timeout_s=60)
     cmd = cell_command(tmp_path / "c.json", tmp_path, run, place=place, run_id="c")
-    assert cmd[1:3] == ["-m", "iobench.cell.ranks.torchrun"]
+    assert cmd[1:3] == ["-m", "iobench.cell.entry.torchrun"]
     for flag in (
         "--nproc-per-node=4",
         "--nnodes=2",
@@ -202,11 +202,11 @@ def test_each_node_names_its_place_and_torchrun_meets_at_node_zero(tmp_path):
         "--master-port=29500",
     ):
         assert flag in cmd
-    assert cmd[-4:] == ["-m", "iobench.cell.ranks.rank", str(tmp_path / "c.json"), str(tmp_path)]
+    assert cmd[-4:] == ["-m", "iobench.cell.entry.rank", str(tmp_path / "c.json"), str(tmp_path)]
     solo = cell_command(tmp_path / "c.json", tmp_path, RunSettings(ranks_per_node=2), place=None, run_id="c")
     assert "--standalone" in solo and not any(a.startswith("--nnodes") for a in solo)
     one = cell_command(tmp_path / "c.json", tmp_path, RunSettings(), place=None, run_id="c")
-    assert one[1:3] == ["-m", "iobench.cell.process"]
+    assert one[1:3] == ["-m", "iobench.cell.entry.process"]
 
 
 def test_the_first_failure_is_the_cause(tmp_path):

@@ -59,3 +59,22 @@ def replace_job(load):
     from dataclasses import replace
 
     return replace(load, job=None)
+
+
+def test_a_windows_reads_are_the_samples_that_bracket_it():
+    from iobench.cell.telemetry import Telemetry, TelemetrySample
+
+    def at(t: float, nvme: int, tree: int, chars: int) -> TelemetrySample:
+        return TelemetrySample(t, [50.0, 10.0], 0, 0, {"nvme0n1": nvme, "sda": 7}, tree, chars)
+
+    telemetry = Telemetry(
+        [at(0.0, 0, 0, 0), at(1.0, 100, 40, 400), at(3.0, 500, 240, 2400), at(4.0, 600, 300, 3000)]
+    )
+    seen = telemetry.window(1.0, 3.0, "nvme0n1")
+    assert seen.device_read_bytes == {"nvme0n1": 400}  # sda read nothing in the window
+    assert seen.host_device_read_bytes_per_s == pytest.approx(200.0)
+    assert seen.device_read_bytes_per_s == pytest.approx(100.0)
+    assert seen.read_call_bytes_per_s == pytest.approx(1000.0)
+    assert seen.cell_device_read_bytes == 300  # the whole repeat's, not the window's
+    assert seen.cpu_percent_per_core == (50.0, 10.0) and seen.gpu_utilization_pct is None
+    assert telemetry.window(1.0, 3.0, None).host_device_read_bytes_per_s is None  # no device named

@@ -16,9 +16,9 @@ from rich.console import Console
 
 import iobench.cell.live
 from iobench.cell.live import LiveFile
-from iobench.cell.steps.steploop import StepRow
 from iobench.host.pagecache import evict
 from iobench.monitor.cli import add_monitor_arguments, monitor_command
+from iobench.results.figures import StepRow
 from iobench.sweep.rundir import SCRATCH_PREFIX, SWEEP_FILE, SweepState
 from tests.helpers.promkit import Scrape, documented
 

@@ -1,6 +1,6 @@
 """One cell, in a process of its own: prepare the tier, run the step loop, write the results.
 
-    python -m iobench.cell.process CELL.json RUN_DIR
+    python -m iobench.cell.entry.process CELL.json RUN_DIR
 
 A fresh process per cell keeps one cell's workers, page-cache warmth in the interpreter, imported
 decoders and torch thread pools from leaking into the next cell's numbers.
@@ -8,38 +8,27 @@ decoders and torch thread pools from leaking into the next cell's numbers.
 
 from __future__ import annotations
 
-import json
 import sys
 import traceback
 from pathlib import Path
 
 from iobench.accelerators.consumers import EmulatedAccelerator, make_consumer
+from iobench.analysis.cellfigures import analyse_cell
 from iobench.analysis.cores import shared_ceiling
 from iobench.analysis.differential import combine, input_ceiling
 from iobench.analysis.verdict import trainer_alone
 from iobench.cell.diagnosis.diagnose import check_capacity, measure_ceilings
+from iobench.cell.entry.shared import cell_arguments, setup_facts, warmup_method
 from iobench.cell.files import cell_files
 from iobench.cell.inputs import cell_inputs
 from iobench.cell.lifeline import die_with_parent
 from iobench.cell.live import live_file
-from iobench.cell.measure import Measurement, measure
+from iobench.cell.measure import measure
 from iobench.host.cores import usable_cores
-from iobench.results.codec import from_json
-from iobench.results.spec import CellSpec, RunSettings
+from iobench.results.spec import CellSpec
 from iobench.results.store import SUMMARY_NAME, publish_cell
 from iobench.results.summary import CellSummary, utc_now
 from iobench.tiers.faults import explain
-
-
-def median_run(runs: list[Measurement]) -> Measurement:
-    """The repeat whose samples/s is the median (the lower one of an even count): a real repeat,
-    so all of its figures belong together."""
-    ordered = sorted(runs, key=lambda m: m.metrics.samples_per_s)
-    return ordered[(len(ordered) - 1) // 2]
-
-
-def warmup_method(m: Measurement, run: RunSettings) -> str:
-    return m.steady.method if m.steady else f"fixed: run.warmup_steps={run.warmup_steps}"
 
 
 def run_cell(cell: CellSpec, run_dir: Path) -> CellSummary:
@@ -56,7 +45,8 @@ def run_cell(cell: CellSpec, run_dir: Path) -> CellSummary:
         runs.append(measure(inputs))
     if live:
         live.pause("computing and writing the results")
-    chosen = median_run(runs)
+    figures = analyse_cell(runs, setup_facts(inputs))
+    chosen = runs[figures.chosen]
     metrics = chosen.metrics
     attribution = None
     if ceilings:
@@ -78,12 +68,9 @@ def run_cell(cell: CellSpec, run_dir: Path) -> CellSummary:
             capacity=answer,
         )
     files = cell_files(
-        cell,
-        inputs.tier,
-        inputs.manifest,
-        consumer,
+        inputs,
         runs,
-        chosen,
+        figures,
         warmup=warmup_method(chosen, run),
         started=started,
         ceilings=ceilings,
@@ -93,18 +80,12 @@ def run_cell(cell: CellSpec, run_dir: Path) -> CellSummary:
     return files.summary
 
 
-def read_cell(path: Path) -> CellSpec:
-    return from_json(CellSpec, json.loads(path.read_text()))
-
-
 def main(argv: list[str] | None = None) -> int:
     die_with_parent()
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 2:
-        print("usage: python -m iobench.cell.process CELL.json RUN_DIR", file=sys.stderr)
+    given = cell_arguments(argv, "python -m iobench.cell.entry.process")
+    if given is None:
         return 2
-    cell = read_cell(Path(args[0]))
-    run_dir = Path(args[1])
+    cell, run_dir = given
     try:
         run_cell(cell, run_dir)
     except Exception as exc:

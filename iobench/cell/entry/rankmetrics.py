@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from iobench.analysis.job import RankInput
-from iobench.cell.steps.steploop import StepLog
+from iobench.cell.records import StepLog
 from iobench.results.figures import CacheState, StepAlone, Verdict, Window
 from loaders import StageStats
 

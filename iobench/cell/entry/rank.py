@@ -1,6 +1,6 @@
-"""One cell on one rank of a torchrun job (the sweep launches it through run/torchrun.py):
+"""One cell on one rank of a torchrun job (the sweep launches it through torchrun.py):
 
-    torchrun --standalone --nproc-per-node N -m iobench.cell.ranks.rank CELL.json RUN_DIR
+    torchrun --standalone --nproc-per-node N -m iobench.cell.entry.rank CELL.json RUN_DIR
 
 Each rank builds its own loader over its share of the shards (the contract's rank split: disjoint,
 covering) and runs its own step loop; barriers start the loaders together (measure.py). Rank 0
@@ -21,20 +21,21 @@ import torch
 
 from iobench.accelerators.consumers import make_consumer
 from iobench.analysis import window
-from iobench.analysis.cellfigures import Analysis, budget_of
+from iobench.analysis.cellfigures import Analysis, analyse_cell, budget_of
 from iobench.analysis.evidence import ClientFacts, Evidence, SyncFacts, reader_work
 from iobench.analysis.job import Aggregate, aggregate
 from iobench.analysis.losses import sample_loss
 from iobench.analysis.verdict import judge
+from iobench.cell.entry.rankmetrics import RankRun, merged_log
+from iobench.cell.entry.shared import cell_arguments, setup_facts, warmup_method
 from iobench.cell.files import CellFiles, JobFigures, cell_files, loader_stats
 from iobench.cell.inputs import CellInputs, cell_inputs
 from iobench.cell.lifeline import die_with_launcher
-from iobench.cell.measure import Measurement, measure
-from iobench.cell.process import median_run, read_cell, warmup_method
+from iobench.cell.measure import measure
 from iobench.cell.protocol import LIVE_ENV
 from iobench.cell.ranks.allreduce import allreduce_model
 from iobench.cell.ranks.distributed import Ranks, end_group, start_group, write_rank_error
-from iobench.cell.ranks.rankmetrics import RankRun, merged_log
+from iobench.cell.records import Measurement
 from iobench.host.cores import usable_cores
 from iobench.host.cpuload import HostLoad
 from iobench.results.figures import Distributed, Interval, SampleLoss, Verdict, Window
@@ -149,21 +150,17 @@ def _cell_files(
     inputs: CellInputs, mine: list[Measurement], gathered: list[list[RankRun]], started: str
 ) -> CellFiles:
     """Rank 0: the cell's files from every repeat's gathered runs."""
-    cell, tier, manifest, consumer = inputs.cell, inputs.tier, inputs.manifest, inputs.consumer
+    cell, consumer = inputs.cell, inputs.consumer
     run = cell.run
     aggs = [aggregate([r.as_input() for r in runs], synchronous=run.sync != "none") for runs in gathered]
     merged = [_job_measurement(a, runs, m, inputs) for a, runs, m in zip(aggs, gathered, mine, strict=True)]
-    chosen = median_run(merged)
-    i = next(k for k, m in enumerate(merged) if m is chosen)
-    agg, runs = aggs[i], gathered[i]
+    figures = analyse_cell(merged, setup_facts(inputs))
+    agg, runs = aggs[figures.chosen], gathered[figures.chosen]
     methods = sorted({r.warmup_method for r in runs})
     return cell_files(
-        cell,
-        tier,
-        manifest,
-        consumer,
+        inputs,
         merged,
-        chosen,
+        figures,
         warmup=f"per rank ({'; '.join(methods)}); the common interval starts where the last rank's ends",
         started=started,
         job=JobFigures(
@@ -275,18 +272,17 @@ def run_rank(cell: CellSpec, run_dir: Path, ranks: Ranks) -> CellSummary | None:
 
 def main(argv: list[str] | None = None) -> int:
     die_with_launcher()
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 2:
-        print("usage: torchrun [...] -m iobench.cell.ranks.rank CELL.json RUN_DIR", file=sys.stderr)
+    given = cell_arguments(argv, "torchrun [...] -m iobench.cell.entry.rank")
+    if given is None:
         return 2
-    cell = read_cell(Path(args[0]))
+    cell, run_dir = given
     ranks = Ranks.from_env()
     if ranks.rank != 0:
         os.environ.pop(LIVE_ENV, None)  # the sweep's live display follows rank 0
     try:
         cuda = cell.accelerator.kind == "torch" and torch.cuda.is_available()
         start_group(ranks, cuda=cuda, timeout_s=cell.run.timeout_s)
-        run_rank(cell, Path(args[1]), ranks)
+        run_rank(cell, run_dir, ranks)
     except Exception as exc:
         traceback.print_exc(file=sys.stderr)
         # a DataLoader worker's error arrives with the worker's traceback; its last line says it

@@ -1,6 +1,6 @@
 """The launcher of a multi-rank cell: torch's own torchrun, tied to the sweep that started it.
 
-    python -m iobench.cell.ranks.torchrun [torchrun arguments] -m iobench.cell.ranks.rank CELL.json RUN_DIR
+    python -m iobench.cell.entry.torchrun [torchrun arguments] -m iobench.cell.entry.rank CELL.json RUN_DIR
 
 (the command is the protocol's: cell/protocol.py)
 

@@ -1,0 +1,1 @@
+"""A cell's entry points, one a process: the cell alone, or torchrun and one rank of its job."""
