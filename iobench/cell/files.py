@@ -301,6 +301,7 @@ def cell_files(
         epoch_delta=epoch_delta(epochs),
         epoch1_vs_steady=epoch1_vs_steady(epochs, metrics.samples_per_s),
         tier_device=tier_device,
+        client=tier.object_client(),
         **reads,  # type: ignore[arg-type]
         consumer=consumer.describe(),
         step_times=step_times(log.rows, metrics.au_basis or ""),
