@@ -7,6 +7,8 @@ The clients against the real radosgw: tests/integration/test_s3_clients.py."""
 from __future__ import annotations
 
 import io
+import subprocess
+import sys
 import threading
 import time
 import typing
@@ -48,7 +50,7 @@ def test_the_registry_holds_every_client_and_all_are_installed_for_the_tests():
     assert installed_clients() == list(ALL)  # the test extra installs them all
     for name in ALL:
         entry = CLIENTS.entry(name)
-        assert isinstance(entry.target, str) and issubclass(entry.load(), ObjectClient)
+        assert issubclass(entry.load(), ObjectClient)
         described = describe_client(name)
         assert described["client"] == name and described["client_version"] == entry.version()
         assert entry.version()[0].isdigit()
@@ -56,6 +58,18 @@ def test_the_registry_holds_every_client_and_all_are_installed_for_the_tests():
     assert describe_client("obstore")["client_own_retries"].startswith("none")
     with pytest.raises(TypeError, match=r"client 'plain' must be an ObjectClient subclass"):
         CLIENTS.register(ClientEntry("plain", object))
+
+
+def test_auto_and_the_fork_facts_import_no_client():
+    # in a fresh process: what auto weighs is the entries', asked of the import system
+    code = (
+        "import sys\n"
+        "from loaders.storage import installed_clients, reads_before_fork, resolve_client\n"
+        "resolve_client('auto'); [reads_before_fork(c) for c in installed_clients()]\n"
+        f"print([m for m in {(*ALL, 's3torchconnectorclient')!r} if m in sys.modules])\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]", done.stdout + done.stderr
 
 
 def test_a_client_states_what_it_is_once_its_entry_what_auto_weighs():
