@@ -15,35 +15,34 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from iobench.results.figures import CoreBudget, PipelineMetrics, SampleLoss, StageEvidence, WallSplit, Window
 from iobench.results.spec import MinMeasure
 from loaders.observe import STAGES, StageStats
+from loaders.storage import CLIENTS, ResolvedClient
 
 CPU_STAGES = ("decode", "augment", "collate")
 
 
 @dataclass(frozen=True)
 class ClientFacts:
-    """The object client a cell's tier reads through, as the tier's description records it."""
+    """The object client a cell's tier reads through: its registry entry's name and version, and
+    what its class says it retries by itself."""
 
-    name: str
+    name: ResolvedClient
     version: str
     # what it retries by itself that the reader cannot turn off (clients/base.py: own_retries);
     # None: it makes no retries of its own
     own_retries: str | None = None
 
 
-def client_facts(tier_description: Mapping[str, Any]) -> ClientFacts | None:
-    """The object client of a tier from its description (tiers/s3.py: ``client``,
-    ``client_version``, ``client_own_retries``), or None for a tier that reads through none (a
-    CephFS tier's ``client`` is its mount, ceph-fuse or the kernel's, with no version of its own)."""
-    name = tier_description.get("client")
-    if name is None or "client_version" not in tier_description:
+def client_facts(name: ResolvedClient | None) -> ClientFacts | None:
+    """The object client a tier reads through (``Tier.object_client``), from its registry entry
+    and class, or None for a tier that reads through none (a file system, librados)."""
+    if name is None:
         return None
-    own = tier_description.get("client_own_retries") or ""
-    return ClientFacts(name, tier_description["client_version"], None if own.startswith("none") else own)
+    entry = CLIENTS.entry(name)
+    return ClientFacts(name, entry.version(), entry.load().own_retries)
 
 
 def stage_evidence(stats: StageStats, readers: int) -> tuple[StageEvidence, ...]:

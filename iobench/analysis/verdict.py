@@ -297,9 +297,11 @@ class _Judge:
             return None
         # readers blocked on their store wait for it whoever holds the cores (a link at its cap):
         # spent cores bind only where the readers wanted a core, or the trainer was starved of one
-        if self.work is not None and self.work.wall_ms > 0 and self._making_part(self.work) == "fetch":
-            if host_bound(self.m, self.ev.cores) is None:
-                return None
+        waits_on_store = (
+            self.work is not None and self.work.wall_ms > 0 and self._making_part(self.work) == "fetch"
+        )
+        if waits_on_store and host_bound(self.m, self.ev.cores) is None:
+            return None
         more = (
             f"{self.need.per_accelerator:.1f} cores per accelerator ({self.need.loader:.1f} for the loader, "
             f"{self.need.trainer:.1f} for the trainer) to feed {_rate(self.need.samples_per_s)}"

@@ -201,6 +201,7 @@ def cell_files(
         epoch1_vs_steady=figures.epoch1_vs_steady,
         device_read_bytes=seen.device_read_bytes,
         tier_device=tier_device,
+        client=inputs.tier.object_client(),
         device_read_bytes_per_s=seen.device_read_bytes_per_s,
         read_call_bytes_per_s=seen.read_call_bytes_per_s,
         cell_device_read_bytes=seen.cell_device_read_bytes,

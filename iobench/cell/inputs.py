@@ -14,7 +14,7 @@ from iobench.datasets.manifest import Manifest
 from iobench.results.spec import CellSpec, LoaderSettings
 from iobench.tiers import make_tier
 from iobench.tiers.base import Tier
-from loaders.storage import SourceSpec, describe_client
+from loaders.storage import SourceSpec
 
 
 @dataclass(frozen=True)
@@ -35,9 +35,9 @@ def cell_inputs(cell: CellSpec, consumer: Consumer, cores: int) -> CellInputs:
     tier = make_tier(cell.tier)
     manifest = tier.load_manifest()
     items, source = loader_inputs(tier, manifest, cell.loader)
-    client = tier.object_client()  # its description without the tier's own (a HEAD to the endpoint)
-    facts = client_facts(describe_client(client)) if client else None
-    return CellInputs(cell, tier, manifest, items, source, consumer, cores, facts)
+    return CellInputs(
+        cell, tier, manifest, items, source, consumer, cores, client_facts(tier.object_client())
+    )
 
 
 def loader_inputs(tier: Tier, manifest: Manifest, loader: LoaderSettings) -> tuple[list[Any], SourceSpec]:

@@ -91,11 +91,10 @@ def inspect_command(args: argparse.Namespace, console: Console, nvml_lib: Any = 
     """Inventory, demand, decode rate and pitfalls; ``nvml_lib`` replaces pynvml (tests)."""
     from iobench.analysis.decoderate import REFERENCE_SAMPLE_BYTES
     from iobench.results.codec import to_json
-    from loaders.storage import installed_clients, resolve_client
 
     from .accelerators import demand_of_gpus, parse_accelerators
     from .cores import cores_needed
-    from .inventory import collect_inventory
+    from .inventory import ObjectClients, collect_inventory
     from .pitfalls import find_pitfalls
     from .render import render
 
@@ -116,7 +115,7 @@ def inspect_command(args: argparse.Namespace, console: Console, nvml_lib: Any = 
     # the cores needed, whether or not the host has them (MLPerf Storage's emulation does not decode)
     cores = cores_needed(demand, rate) if demand and rate and demand.kind != "mlperf_storage" else None
     # this Python's, not the recorded tree's: what an S3 tier run from here can read with
-    clients = {"installed": installed_clients(), "auto": resolve_client("auto")}
+    clients = ObjectClients.here()
     if args.json:
         doc = {
             "inventory": to_json(inv),
@@ -126,7 +125,7 @@ def inspect_command(args: argparse.Namespace, console: Console, nvml_lib: Any = 
             else rate.as_dict(demand.sample_bytes if demand else REFERENCE_SAMPLE_BYTES),
             "cores_needed": to_json(cores),
             "pitfalls": to_json(pitfalls),
-            "object_clients": clients,
+            "object_clients": to_json(clients),
             "notes": notes,
         }
         print(json.dumps(doc, indent=2))

@@ -9,6 +9,7 @@ from typing import Any
 from iobench.host.cores import usable_cores
 from iobench.host.memory import usable_memory
 from loaders.observe import Nvml, NvmlUnavailable
+from loaders.storage import ResolvedClient, installed_clients, resolve_client
 
 from .host import cpu_info, memory, numa_nodes
 from .network import nics, rdma_devices
@@ -29,6 +30,18 @@ class Inventory:
     rdma: list[dict]
     gpus: list[dict]
     notes: list[str] = field(default_factory=list)  # what is absent or unknown, and why
+
+
+@dataclass(frozen=True)
+class ObjectClients:
+    """The object clients an S3 tier run from this Python can read with (not the recorded tree's)."""
+
+    installed: tuple[ResolvedClient, ...]
+    auto: ResolvedClient  # what `client: auto` reads with
+
+    @classmethod
+    def here(cls) -> ObjectClients:
+        return cls(tuple(installed_clients()), resolve_client("auto"))
 
 
 def _gpus(root: str, nvml_lib: Any) -> tuple[list[dict], str | None]:

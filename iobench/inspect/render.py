@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -14,7 +12,7 @@ from iobench.sweep.dryrun import clients_line
 
 from .accelerators import AcceleratorDemand
 from .cores import CoresNeeded
-from .inventory import Inventory
+from .inventory import Inventory, ObjectClients
 from .pitfalls import Pitfall
 
 _SEVERITY_STYLE = {"high": "bold red", "warning": "yellow", "info": "cyan"}
@@ -143,7 +141,7 @@ def render(
     demand: AcceleratorDemand | None,
     rate: DecodeRate | None,
     cores: CoresNeeded | None,
-    clients: dict[str, Any],
+    clients: ObjectClients,
     pitfalls: list[Pitfall],
     notes: list[str],
 ) -> None:
@@ -170,7 +168,7 @@ def render(
     # as Text: the install hint's brackets are not markup
     console.print(
         Text(
-            f"{clients_line(clients['installed'])}; `client: auto` reads with {clients['auto']} "
+            f"{clients_line(clients.installed)}; `client: auto` reads with {clients.auto} "
             "(the best measured one installed that survives a fork)"
         )
     )

@@ -51,6 +51,8 @@ def from_json(cls: type[T], data: Any, where: str = "") -> T:
 def _build(tp: Any, data: Any, where: str) -> Any:
     if tp is Any or tp is object:
         return data
+    if isinstance(tp, typing.NewType):  # a name checked where it is made (loaders.storage.PluginClientName)
+        return _build(tp.__supertype__, data, where)
     origin = typing.get_origin(tp)
     if origin is typing.Literal:
         allowed = typing.get_args(tp)

@@ -130,6 +130,7 @@ COLUMNS: list[Column] = [
     Column("status", pa.string(), lambda s: s.status),  # ok | failed | interrupted
     Column("tier", pa.string(), lambda s: s.cell.tier_name),
     Column("tier_kind", pa.string(), lambda s: s.cell.tier_kind),
+    Column("client", pa.string(), lambda s: s.client),  # the object client the tier read through
     Column("loader", pa.string(), lambda s: s.cell.loader.kind),
     Column("workers", pa.int32(), lambda s: s.cell.loader.workers),
     Column("batch_size", pa.int32(), lambda s: s.cell.loader.batch_size),

@@ -18,6 +18,7 @@ from typing import Any
 from iobench.host.cores import usable_cores
 from iobench.host.machine import cpu_model
 from iobench.host.memory import usable_memory
+from loaders.storage import ResolvedClient
 
 from .checkpoint import CheckpointFigures
 from .choices import Status, values
@@ -46,7 +47,7 @@ from .spec import CellSpec
 #    interval, whether the host was quiet, the cores others used meanwhile); run.min_measure.need;
 #    the cores_* and budget_* columns; checkpoint cells: summary.checkpoint (saves, restores cold
 #    and warm, the cost to training), steps.parquet checkpoint_s and account_checkpoint_s, the wall
-#    split's checkpoint share
+#    split's checkpoint share; within 9, summary.client (the object client that read) and its column
 # 8: one ledger per step: AU is device busy / wall everywhere (the epochs' au and au_mlperf too);
 #    summary.split (the wall split, every part named, summing to 1) replaces attribution.lost_fraction;
 #    steps.parquet open_s, decode_s, augment_s, collate_s, reader_cpu_s and each step's account;
@@ -135,6 +136,9 @@ class CellSummary:
     epoch1_vs_steady: float | None = None
     device_read_bytes: dict[str, int] = field(default_factory=dict)  # per block device, host-wide
     tier_device: str | None = None
+    # the object client the tier read through, by name (Tier.object_client; the client column);
+    # None where it reads through none, for a cell that did not finish, and in older summaries
+    client: ResolvedClient | None = None
     # v5+: what the cell's own processes caused to be read from block devices, per second of the
     # measured window (before v5: the tier's device, host-wide, now host_device_read_bytes_per_s)
     device_read_bytes_per_s: float | None = None

@@ -4,6 +4,7 @@ checked of them without running a cell, generating or uploading a dataset, or se
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from rich.console import Console
@@ -18,7 +19,7 @@ from iobench.sweep.config import SweepConfig
 from iobench.sweep.estimate import CellEstimate, format_duration, method
 from iobench.sweep.preflight import preflight
 from iobench.sweep.rundir import CELLS_FILE, SweepState, plan_differences, saved_plan
-from loaders.storage import CLIENT_NAMES, DEFAULT_CLIENT, installed_clients, resolve_client
+from loaders.storage import CLIENT_NAMES, DEFAULT_CLIENT, ResolvedClient, installed_clients, resolve_client
 
 
 def resume_states(run_dir: Path, cells: list[CellSpec]) -> dict[str, str]:
@@ -58,7 +59,7 @@ def _tier(cell: CellSpec) -> str:
     return f"{cell.tier_name} (s3, client {client})"
 
 
-def clients_line(here: list[str]) -> str:
+def clients_line(here: Sequence[ResolvedClient]) -> str:
     """Which object clients S3 tiers can use on this host, and how to get the others."""
     missing = [c for c in CLIENT_NAMES if c not in here]
     return f"object clients installed: {', '.join(here)}" + (

@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 from iobench.results.figures import CacheState
 from iobench.results.spec import CACHE_MODES
 from loaders.options import Option, check_options
-from loaders.storage import SourceSpec
+from loaders.storage import ResolvedClient, SourceSpec
 
 __all__ = [
     "CACHE_MODES",
@@ -151,7 +151,7 @@ class Tier(abc.ABC):
         through a choice of object clients and the mapping names several (tiers/s3.py)."""
         return [dict(spec)]
 
-    def object_client(self) -> str | None:
+    def object_client(self) -> ResolvedClient | None:
         """The object client the tier's readers read through (loaders/storage/clients/), or None for
         a tier read through none (a file system, librados)."""
         return None

@@ -22,6 +22,7 @@ from loaders.storage import (
     DEFAULT_PART_BYTES,
     CacheError,
     CacheSpec,
+    ClientChoice,
     ObjectStoreError,
     SourceSpec,
     StoreChecksumError,
@@ -148,7 +149,7 @@ class ObjectStoreTier(Tier):
         """Several gateways of one store, when the tier lists them (SourceSpec.endpoints)."""
         return ()
 
-    def client_name(self) -> str:
+    def client_name(self) -> ClientChoice:
         """The object client the tier is read with (loaders/storage/clients/); a store other than S3
         is read through fsspec whatever it says."""
         return DEFAULT_CLIENT

@@ -16,7 +16,7 @@ import urllib.request
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from loaders.storage import CLIENT_CHOICES, DEFAULT_CLIENT, describe_client, resolve_client
+from loaders.storage import CLIENT_NAMES, DEFAULT_CLIENT, ResolvedClient, describe_client, resolve_client
 
 from .base import DEFAULT_DEADLINE_S, Option, TierConfigError
 from .objectstore import OBJECT_STORE_OPTIONS, ObjectStoreTier
@@ -95,10 +95,9 @@ class S3Tier(ObjectStoreTier):
         "profile": Option(str, help="AWS profile holding the credentials"),
         "client": Option(
             str,
-            default=DEFAULT_CLIENT,
-            choices=CLIENT_CHOICES,
-            help="the object client that reads the tier: s3fs, minio, s3torchconnector, obstore or s3dlio; "
-            "auto (default): the best measured one installed (docs/tiers.md)",
+            default=DEFAULT_CLIENT,  # checked against the client registry (check_options), plugins included
+            help=f"the object client that reads the tier: {', '.join(CLIENT_NAMES)}, or one another package "
+            "registered; auto (default): the best measured one installed (docs/tiers.md)",
         ),
         **OBJECT_STORE_OPTIONS,
     }
@@ -108,7 +107,7 @@ class S3Tier(ObjectStoreTier):
         config = super().check_options(options)
         try:
             client = resolve_client(config["client"], profile=bool(config["profile"]))
-        except ImportError as exc:
+        except (ValueError, ImportError) as exc:
             raise TierConfigError(f"s3 tier: {exc}") from None
         if client == "s3dlio" and config["profile"]:
             raise TierConfigError(
@@ -148,12 +147,14 @@ class S3Tier(ObjectStoreTier):
             self.gateways[0] if self.gateways else given, self.config["region"], self.config["profile"]
         )
         # "auto" made the one that will read
-        self.client = resolve_client(self.config["client"], profile=bool(self.config["profile"]))
+        self.client: ResolvedClient = resolve_client(
+            self.config["client"], profile=bool(self.config["profile"])
+        )
 
-    def client_name(self) -> str:
+    def client_name(self) -> ResolvedClient:
         return self.client
 
-    def object_client(self) -> str | None:
+    def object_client(self) -> ResolvedClient | None:
         return self.client
 
     def storage_options(self) -> dict[str, Any]:

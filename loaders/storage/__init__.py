@@ -12,9 +12,14 @@ from loaders._faces import lazy_face
 
 _EXPORTS = {
     "CACHE_POLICIES": "spec",
-    "CLIENT_CHOICES": "clients",
+    "CLIENTS": "clients",
     "CLIENT_NAMES": "clients",
     "DEFAULT_CLIENT": "clients",
+    "ClientChoice": "clients",
+    "ClientEntry": "clients",
+    "ClientName": "clients",
+    "PluginClientName": "clients",
+    "ResolvedClient": "clients",
     "CacheDir": "shardcache_index",
     "CacheError": "shardcache",
     "CacheSpec": "spec",
@@ -44,7 +49,7 @@ _EXPORTS = {
 }
 __all__ = [
     "CACHE_POLICIES",
-    "CLIENT_CHOICES",
+    "CLIENTS",
     "CLIENT_NAMES",
     "DEFAULT_CLIENT",
     "DEFAULT_CONCURRENCY",
@@ -53,9 +58,14 @@ __all__ = [
     "CacheDir",
     "CacheError",
     "CacheSpec",
+    "ClientChoice",
+    "ClientEntry",
+    "ClientName",
     "DeadlineExceeded",
     "ObjectReader",
     "ObjectStoreError",
+    "PluginClientName",
+    "ResolvedClient",
     "ShardCache",
     "ShardSource",
     "SourceSpec",
@@ -78,9 +88,14 @@ __all__ = [
 if TYPE_CHECKING:
     from loaders.storage.cachehealth import cache_reason
     from loaders.storage.clients import (
-        CLIENT_CHOICES,
         CLIENT_NAMES,
+        CLIENTS,
         DEFAULT_CLIENT,
+        ClientChoice,
+        ClientEntry,
+        ClientName,
+        PluginClientName,
+        ResolvedClient,
         describe_client,
         installed_clients,
         reads_before_fork,

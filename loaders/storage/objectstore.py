@@ -26,7 +26,14 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
-from loaders.storage.clients import DEFAULT_CLIENT, make_client, resolve_client, threadcpu
+from loaders.storage.clients import (
+    DEFAULT_CLIENT,
+    ClientChoice,
+    ResolvedClient,
+    make_client,
+    resolve_client,
+    threadcpu,
+)
 from loaders.storage.clients.base import ClientSettings, ObjectClient
 from loaders.storage.clients.fsspec_client import FsspecClient
 from loaders.storage.deadline import helper_threads
@@ -138,7 +145,7 @@ class ObjectReader:
         self,
         storage_options: Mapping | None = None,
         *,
-        client: str = DEFAULT_CLIENT,
+        client: ClientChoice = DEFAULT_CLIENT,
         part_bytes: int = DEFAULT_PART_BYTES,
         concurrency: int = DEFAULT_CONCURRENCY,
         policy: RetryPolicy | None = None,
@@ -172,11 +179,15 @@ class ObjectReader:
                 config.setdefault("connect_timeout", min(5.0, self.deadline_s))
                 config.setdefault("read_timeout", self.deadline_s)
             options["config_kwargs"] = config
+        # the client's name, as the tier's description says it (fsspec is the s3fs entry's class)
+        self.client: ResolvedClient = "s3fs"
         if protocol == "s3" and filesystem is None:
-            name = resolve_client(client, keys=bool(options.get("key")), profile=bool(options.get("profile")))
+            self.client = resolve_client(
+                client, keys=bool(options.get("key")), profile=bool(options.get("profile"))
+            )
             self._clients: list[ObjectClient] = [
                 make_client(
-                    name,
+                    self.client,
                     ClientSettings.from_storage_options(
                         options, url, part_bytes=part_bytes, connections=connections
                     ),
@@ -188,7 +199,6 @@ class ObjectReader:
             settings = ClientSettings(storage_options=options, part_bytes=part_bytes, connections=connections)
             self._clients = [FsspecClient(settings, protocol=protocol, filesystem=filesystem)]
             self.endpoint = None
-        self.client = self._clients[0].name  # the client's name, as the tier's description says it
         self.attempt_limits = self._clients[0].attempt_limits
         # each client's endpoint, as SourceSpec.answered_endpoints names it
         self._names = list(endpoints) if len(endpoints) == len(self._clients) else []
@@ -341,7 +351,7 @@ class ObjectReader:
             return future.result(max(0.0, self.deadline_s - (time.monotonic() - since)))
         except concurrent.futures.TimeoutError:
             raise TimeoutError(
-                f"{client.name} gave no answer within the {self.deadline_s:g} s deadline (the attempt is "
+                f"{self.client} gave no answer within the {self.deadline_s:g} s deadline (the attempt is "
                 "left running on a helper thread)"
             ) from None
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from loaders.storage.clients import DEFAULT_CLIENT
+from loaders.storage.clients import DEFAULT_CLIENT, ClientChoice
 from loaders.storage.throttle import ThrottleSpec
 
 DEFAULT_PART_BYTES = 8 * 2**20  # one ranged GET of an object store
@@ -48,9 +48,9 @@ class SourceSpec:
     # fsspec's own options (endpoint, region, timeouts); may hold credentials: never printed
     storage_options: Mapping = field(default_factory=dict, repr=False)
     # the client an S3 store is read with, by name (loaders/storage/clients/: s3fs, minio,
-    # s3torchconnector, obstore, s3dlio; "auto": the best measured one installed); other stores
-    # are read through fsspec
-    client: str = DEFAULT_CLIENT
+    # s3torchconnector, obstore, s3dlio, or one another package registered; "auto": the best
+    # measured one installed); other stores are read through fsspec
+    client: ClientChoice = DEFAULT_CLIENT
     # how long a request (object store, retries included) or a read (network file system) may go
     # without an answer before it fails; None waits as long as the client does
     deadline_s: float | None = None

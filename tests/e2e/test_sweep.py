@@ -41,6 +41,7 @@ def test_sweep_writes_results_and_finds_decode_bound(iobench_sweep, tmp_path, ti
         steps = pq.read_table(cell / "steps.parquet").to_pylist()
         assert summary["schema_version"] == SCHEMA_VERSION and summary["status"] == "ok"
         assert manifest["tier"]["kind"] == "local" and manifest["versions"]["torch"]
+        assert row["client"] is None and summary["client"] is None  # a file system: no object client
         assert manifest["cache_state"]["requested"] == "cold"
         assert manifest["cache_state"]["achieved"] in ("cold", "partly-cold")
         # one epoch of 256 samples in batches of 16; warm-up steps are marked, not dropped

@@ -161,6 +161,9 @@ def test_ranks_on_one_host_share_its_shard_cache(
     assert proc.returncode == 0, proc.stderr + proc.stdout
     (row,) = pq.read_table(out / "results.parquet").to_pylist()
     summary = json.loads((out / row["cell_id"] / "summary.json").read_text())
+    manifest = json.loads((out / row["cell_id"] / "manifest.json").read_text())
+    # the object client that read, in a column of its own: the one the tier's description names
+    assert row["client"] == summary["client"] == manifest["tier"]["client"] != "auto"
     shards = len(list(tiny_dataset.glob("*.tar")))
     first, second = summary["epochs"]
     # each shard is fetched once by the host, and never again (a download a worker makes while it

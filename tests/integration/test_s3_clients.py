@@ -18,13 +18,13 @@ from iobench.tiers import make_tier
 from loaders import ShardLoader
 from loaders.storage import (
     CLIENT_NAMES,
+    CLIENTS,
     ObjectStoreError,
     ShardSource,
     SourceSpec,
     installed_clients,
     survives_fork,
 )
-from loaders.storage.clients import client_class
 from loaders.storage.objectstore import ObjectReader
 from tests.helpers.faultkit import dataset_pairs, stage_copy
 from tests.helpers.faultproxy import FaultProxy
@@ -124,7 +124,8 @@ def test_through_faults_each_client_reads_exactly_and_counts_every_request(stage
     assert sum(proxy.counts.values()) >= 5  # faults were met
     assert stats.failures == 0 and stats.retries == sum(faults.values()) >= 1
     assert stats.bytes == manifest.total_bytes  # only whole ranges counted as read
-    if client_class(client).own_retries is None:  # retries off: every request the store saw is counted
+    # retries off: every request the store saw is counted
+    if CLIENTS.entry(client).load().own_retries is None:
         assert proxy.requests == stats.requests
         injected = {"throttled_or_5xx": "slowdown", "connection_reset": "reset", "truncated_body": "truncate"}
         assert faults == {kind: proxy.counts[k] for kind, k in injected.items() if proxy.counts[k]}

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import errno
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, NoReturn
 from urllib.parse import urlsplit
@@ -95,8 +95,8 @@ class ForkGuard:
     good, measured with obstore and s3dlio). A client made in a process forked after that fails at
     once, saying what to do, instead of hanging the job."""
 
-    def __init__(self, client: str) -> None:
-        self.client = client
+    def __init__(self, client: str, survivors: Sequence[str]) -> None:
+        self.client, self.survivors = client, survivors  # survivors: the clients that survive a fork
         self.pid: int | None = None
 
     def check(self) -> None:
@@ -109,7 +109,7 @@ class ForkGuard:
                 f"from it: {self.client}'s runtime does not survive a fork and its requests here would "
                 "hang. Start the loader's workers with spawn or forkserver (torch: multiprocessing_context="
                 f"'forkserver'), make the first {self.client} request in the workers, or use a client "
-                "that survives a fork (s3fs, minio, s3torchconnector)"
+                f"that survives a fork ({', '.join(self.survivors)})"
             )
 
 
@@ -126,10 +126,11 @@ def split_url(url: str) -> tuple[str, str]:
 
 
 class ObjectClient:
-    """One client of one endpoint. Subclasses set ``name`` and the class facts, and write ``head``
-    and ``get``; ``get_into``, ``classify`` and ``describe`` have defaults."""
+    """One client of one endpoint. Subclasses write ``head`` and ``get`` (or ``get_into``) and
+    state what differs from the class facts below; ``classify`` and ``describe`` have defaults.
+    What the client is called and what ``auto`` weighs of it are its registry entry's
+    (``loaders.storage.clients.CLIENTS``)."""
 
-    name: ClassVar[str]
     # None: the client makes one attempt per call; else what it retries by itself, which the
     # reader cannot see (said in the docs and the tier's description)
     own_retries: ClassVar[str | None] = None
@@ -137,8 +138,6 @@ class ObjectClient:
     hidden_retries_per_fault: ClassVar[int] = 0
     # the client's own timeouts bound every attempt; if not, the reader bounds it (a helper thread)
     bounds_attempts: ClassVar[bool] = True
-    # its requests work in a process forked after it made its first (a DataLoader worker, by default)
-    fork_safe: ClassVar[bool] = True
 
     def __init__(self, settings: ClientSettings) -> None:
         self.settings = settings

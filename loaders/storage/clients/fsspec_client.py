@@ -22,7 +22,6 @@ class FsspecClient(ObjectClient):
     """Reads through an fsspec filesystem: ``info`` is the HEAD, ``cat_file`` a ranged GET; an S3
     body is streamed through s3fs' own botocore client."""
 
-    name: ClassVar[str] = "s3fs"
     own_retries: ClassVar[str | None] = (
         "aiohttp resends a GET or HEAD once, at once, when its connection broke before any answer"
     )

@@ -9,8 +9,6 @@ instance's IAM role.
 
 from __future__ import annotations
 
-from typing import ClassVar
-
 import urllib3
 from minio import Minio
 from minio.credentials import (
@@ -37,8 +35,6 @@ DENIED = ("AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch")
 
 
 class MinioClient(ObjectClient):
-    name: ClassVar[str] = "minio"
-
     def __init__(self, settings: ClientSettings) -> None:
         super().__init__(settings)
         http = urllib3.PoolManager(

@@ -11,28 +11,21 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
-from typing import Any, ClassVar
+from typing import Any
 
 import obstore
 import obstore.exceptions
 from obstore.store import S3Store
 
-from loaders.storage.clients.base import ClientSettings, ForkGuard, ObjectClient, raise_final, split_url
+from loaders.storage.clients.base import ClientSettings, ObjectClient, raise_final, split_url
 from loaders.storage.clients.threadcpu import threads_named
 from loaders.storage.faults import classify
 
 _STATUS = re.compile(r"status code: (\d{3})")
 
 
-_FORK = ForkGuard("obstore")
-
-
 class ObstoreClient(ObjectClient):
-    name: ClassVar[str] = "obstore"
-    fork_safe: ClassVar[bool] = False
-
     def __init__(self, settings: ClientSettings) -> None:
-        _FORK.check()
         super().__init__(settings)
         self._config: dict[str, Any] = {"virtual_hosted_style_request": not settings.path_style}
         if settings.endpoint:

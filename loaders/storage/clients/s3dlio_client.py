@@ -17,9 +17,9 @@ from __future__ import annotations
 import os
 import re
 import threading
-from typing import Any, ClassVar
+from typing import Any
 
-from loaders.storage.clients.base import ClientSettings, ForkGuard, ObjectClient, raise_final
+from loaders.storage.clients.base import ClientSettings, ObjectClient, raise_final
 from loaders.storage.clients.threadcpu import threads_named
 from loaders.storage.faults import classify
 
@@ -48,15 +48,8 @@ def _configure(settings: ClientSettings) -> Any:
         return s3dlio
 
 
-_FORK = ForkGuard("s3dlio")
-
-
 class S3dlioClient(ObjectClient):
-    name: ClassVar[str] = "s3dlio"
-    fork_safe: ClassVar[bool] = False
-
     def __init__(self, settings: ClientSettings) -> None:
-        _FORK.check()
         super().__init__(settings)
         if settings.key or settings.profile:
             raise ValueError(

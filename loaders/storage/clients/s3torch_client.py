@@ -32,7 +32,6 @@ _DENIED = ("Forbidden", "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotM
 
 
 class S3TorchClient(ObjectClient):
-    name: ClassVar[str] = "s3torchconnector"
     own_retries: ClassVar[str | None] = (
         "the CRT retries each failed request once by itself (max_attempts=2, the fewest it takes) and "
         "does not say so: a fault it passes on is counted with one hidden retry, one it mended is not seen"

@@ -12,7 +12,8 @@ from iobench.analysis.verdict import CLIENT_BOUND
 from iobench.results.figures import StepRow, Verdict
 from iobench.results.spec import MinMeasure
 from loaders import StageStats
-from loaders.storage import CLIENT_NAMES, describe_client, installed_clients
+from loaders.storage import CLIENT_NAMES, CLIENTS, describe_client, installed_clients
+from loaders.storage.clients import OWN_RETRIES_OFF
 from tests.helpers.summaries import judge_of, metrics_of
 
 STEPS, BATCH, READERS = 10, 64, 2
@@ -124,21 +125,22 @@ def test_the_threshold_is_inclusive_and_obstore_bound_is_told_to_spread_its_cpu(
 
 
 @pytest.mark.parametrize("name", CLIENT_NAMES)
-def test_client_facts_from_the_tiers_description(name):
+def test_client_facts_come_from_the_registry_and_say_what_the_tiers_description_says(name):
     if name not in installed_clients():
         pytest.skip(f"{name} is not installed")
-    recorded = describe_client(name)  # what an S3 tier's description holds of its client
-    facts = client_facts({"kind": "s3", "url": "s3://bucket/data", **recorded})
-    assert facts is not None and (facts.name, facts.version) == (name, recorded["client_version"])
+    facts = client_facts(name)
+    entry = CLIENTS.entry(name)
+    assert facts == ClientFacts(name, entry.version(), entry.load().own_retries)
     # a client whose own retries are off has nothing more to say; the others, what they retry
     off = name in ("minio", "obstore", "s3dlio")
-    assert facts.own_retries == (None if off else recorded["client_own_retries"])
+    assert (facts.own_retries is None) == off
+    recorded = describe_client(name)  # what an S3 tier's description holds of its client (the manifest)
+    assert (recorded["client"], recorded["client_version"]) == (facts.name, facts.version)
+    assert recorded["client_own_retries"] == (facts.own_retries or OWN_RETRIES_OFF)
 
 
-def test_a_tier_description_without_a_client_has_none():
-    assert client_facts({"kind": "local", "path": "/data"}) is None
-    # a CephFS tier names its mount as its client (ceph-fuse or the kernel): no object client
-    assert client_facts({"kind": "cephfs", "client": "ceph-fuse", "mount": "/mnt/cephfs"}) is None
+def test_a_tier_that_reads_through_no_object_client_has_no_client_facts():
+    assert client_facts(None) is None
 
 
 def test_the_cells_analysis_passes_the_client_to_the_verdict():

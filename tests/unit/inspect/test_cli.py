@@ -459,7 +459,7 @@ def test_the_object_clients_installed_and_the_one_auto_picks(capsys):
 def test_the_terminal_names_the_object_clients_with_the_install_hint_whole(monkeypatch):
     # s3fs alone (a core dependency): auto falls back to it, and the others' install hint shows
     monkeypatch.setattr("loaders.storage.clients.installed_clients", lambda: ["s3fs"])
-    monkeypatch.setattr("loaders.storage.installed_clients", lambda: ["s3fs"], raising=False)
+    monkeypatch.setattr("iobench.inspect.inventory.installed_clients", lambda: ["s3fs"])
     parser = argparse.ArgumentParser()
     add_inspect_arguments(parser)
     out = io.StringIO()

@@ -1,4 +1,4 @@
-"""The object clients by name (loaders/storage/clients/): the table, the settings read from the
+"""The object clients by name (loaders/storage/clients/): the registry, the settings read from the
 storage options, each client's reading of its own errors (the messages are the ones each raised
 against a fault-injecting proxy and dead endpoints, recorded with the pinned versions), the CPU of
 a client's own threads, and the reader's bounds on a client whose attempts have no read timeout.
@@ -7,37 +7,77 @@ The clients against the real radosgw: tests/integration/test_s3_clients.py."""
 from __future__ import annotations
 
 import io
+import subprocess
+import sys
 import threading
 import time
+import typing
 
 import pytest
 
+from iobench.analysis.evidence import ClientFacts, client_facts
+from iobench.tiers import check_tier_spec
+from loaders import make_loader
 from loaders.storage import (
     CLIENT_NAMES,
+    CLIENTS,
     DEFAULT_CLIENT,
+    ClientEntry,
+    ClientName,
     SourceSpec,
     installed_clients,
     reads_before_fork,
     resolve_client,
     survives_fork,
 )
-from loaders.storage.clients import MEASURED_ORDER, client_class, describe_client, threadcpu
+from loaders.storage.clients import describe_client, threadcpu
 from loaders.storage.clients.base import ClientSettings, ObjectClient
 from loaders.storage.faults import DeadlineExceeded
 from loaders.storage.objectstore import ObjectReader, RetryPolicy
+from tests.helpers.shardkit import ALL_KEYS, make_shards, small_config
 
 ALL = ("s3fs", "minio", "s3torchconnector", "obstore", "s3dlio")
 
 
-def test_the_table_names_every_client_and_all_are_installed_for_the_tests():
-    assert CLIENT_NAMES == ALL and sorted(MEASURED_ORDER) == sorted(ALL) and MEASURED_ORDER[-1] == "s3fs"
+def _measured_order() -> list[str]:
+    ranked = [e for e in CLIENTS.known().values() if e.measured_rank is not None]
+    return [e.name for e in sorted(ranked, key=lambda e: e.measured_rank)]
+
+
+def test_the_registry_holds_every_client_and_all_are_installed_for_the_tests():
+    assert CLIENT_NAMES == typing.get_args(ClientName) == ALL and list(CLIENTS.known()) == list(ALL)
+    assert sorted(_measured_order()) == sorted(ALL) and _measured_order()[-1] == "s3fs"
     assert installed_clients() == list(ALL)  # the test extra installs them all
     for name in ALL:
-        assert client_class(name).name == name
+        entry = CLIENTS.entry(name)
+        assert issubclass(entry.load(), ObjectClient)
         described = describe_client(name)
-        assert described["client"] == name and described["client_version"][0].isdigit()
+        assert described["client"] == name and described["client_version"] == entry.version()
+        assert entry.version()[0].isdigit()
     assert describe_client("s3torchconnector")["client_own_retries"].startswith("the CRT retries")
     assert describe_client("obstore")["client_own_retries"].startswith("none")
+    with pytest.raises(TypeError, match=r"client 'plain' must be an ObjectClient subclass"):
+        CLIENTS.register(ClientEntry("plain", object))
+
+
+def test_auto_and_the_fork_facts_import_no_client():
+    # in a fresh process: what auto weighs is the entries', asked of the import system
+    code = (
+        "import sys\n"
+        "from loaders.storage import installed_clients, reads_before_fork, resolve_client\n"
+        "resolve_client('auto'); [reads_before_fork(c) for c in installed_clients()]\n"
+        f"print([m for m in {(*ALL, 's3torchconnectorclient')!r} if m in sys.modules])\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]", done.stdout + done.stderr
+
+
+def test_a_client_states_what_it_is_once_its_entry_what_auto_weighs():
+    # the facts auto weighs are the entry's, read without importing the client; the class says
+    # only how it reads (its retries, its attempts' bounds)
+    for name in ALL:
+        cls = CLIENTS.entry(name).load()
+        assert not {"name", "fork_safe", "takes_keys", "measured_rank"} & set(vars(cls))
 
 
 def test_auto_is_the_best_measured_client_that_survives_a_fork_and_takes_what_is_given():
@@ -45,7 +85,7 @@ def test_auto_is_the_best_measured_client_that_survives_a_fork_and_takes_what_is
     # a process that forks readers after its own reads makes those with a client that survives it
     assert [reads_before_fork(c) for c in ALL] == [c if survives_fork(c) else "s3fs" for c in ALL]
     assert reads_before_fork("obstore") == "s3fs" and reads_before_fork("minio") == "minio"
-    safe = [c for c in MEASURED_ORDER if survives_fork(c)]
+    safe = [c for c in _measured_order() if survives_fork(c)]
     assert resolve_client("auto") == safe[0]
     # credentials passed in: not the CRT, which finds its own
     assert resolve_client("auto", keys=True) == next(c for c in safe if c != "s3torchconnector")
@@ -283,7 +323,7 @@ def _errors():
 @pytest.mark.parametrize("case", range(len(_errors())))
 def test_each_client_reads_its_own_errors_as_the_fault_kinds(case):
     name, exc, kind = _errors()[case]
-    client = object.__new__(client_class(name))  # classify reads the error alone, no connection
+    client = object.__new__(CLIENTS.entry(name).load())  # classify reads the error alone, no connection
     assert client.classify(exc) == kind
     words = {
         "connect_failed": "Could not connect",
@@ -334,7 +374,6 @@ class _Silent(ObjectClient):
     """A client whose attempts never end (no read timeout), and which writes into a download
     after its caller gave it up."""
 
-    name = "silent"
     bounds_attempts = False
 
     def __init__(self, release: threading.Event) -> None:
@@ -361,7 +400,7 @@ class _Silent(ObjectClient):
 
 def _reader(client: ObjectClient, deadline_s: float) -> ObjectReader:
     reader = ObjectReader(filesystem=object(), deadline_s=deadline_s, policy=RetryPolicy(attempts=2))
-    reader._clients = [client]
+    reader._clients, reader.client = [client], "silent"
     return reader
 
 
@@ -432,3 +471,63 @@ def test_without_an_endpoint_the_environments_is_taken_as_botocore_takes_it(monk
     assert ClientSettings.from_storage_options({}, part_bytes=1, connections=1).endpoint == "http://env:1"
     monkeypatch.setenv("AWS_ENDPOINT_URL_S3", "http://s3env:2")
     assert ClientSettings.from_storage_options({}, part_bytes=1, connections=1).endpoint == "http://s3env:2"
+
+
+# A sixth object client, whole: the adapter (one file: 13 lines of code, the class 9 of them: a HEAD
+# and a ranged GET) and its registry entry (ENTRY, its last line, found through one line of the
+# iobench.clients entry-point group). Its objects are files under a root directory. A built-in
+# client is the same class in loaders/storage/clients/ and the same entry in its _BUILTIN, its name
+# added to ClientName (docs/architecture.md, Where things go).
+SIXTH_ADAPTER = """\
+import os
+
+from loaders.storage import ClientEntry
+from loaders.storage.clients.base import ObjectClient, split_url
+
+
+class FileClient(ObjectClient):
+    def path(self, url):
+        return os.path.join(self.settings.storage_options["root"], *split_url(url))
+
+    def head(self, url):
+        return os.path.getsize(self.path(url)), None
+
+    def get(self, url, start, end):
+        with open(self.path(url), "rb") as f:
+            f.seek(start)
+            return f.read(end - start)
+
+
+ENTRY = ClientEntry("sixth", FileClient, package="sixthclient", fork_safe=False)
+"""
+SIXTH_ENTRY_POINT = "[iobench.clients]\nsixth = sixth_client:ENTRY\n"
+
+
+@pytest.fixture
+def sixth_client(tmp_path, monkeypatch):
+    """The sixth client installed as another package would be: a module and a distribution's
+    metadata on sys.path, found by importlib.metadata as any entry point is."""
+    monkeypatch.setattr(CLIENTS, "_registered", dict(CLIENTS._registered))  # what it registers: this test's
+    (tmp_path / "sixth_client.py").write_text(SIXTH_ADAPTER)
+    dist = tmp_path / "sixthclient-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: sixthclient\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text(SIXTH_ENTRY_POINT)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return tmp_path
+
+
+def test_a_sixth_client_is_one_adapter_and_one_registry_entry_and_reads_through_every_layer(sixth_client):
+    assert "sixth" in installed_clients() and resolve_client("sixth") == "sixth"
+    # what the entry states is what the layers do, the adapter saying none of it
+    assert not survives_fork("sixth") and reads_before_fork("sixth") == "s3fs"
+    assert resolve_client("auto") in ALL  # not measured: auto never picks it
+    # the sweep file's check takes it where a tier names it
+    check_tier_spec({"kind": "s3", "url": "s3://bucket/in1k", "client": "sixth"})
+    shards = make_shards(sixth_client / "store" / "bucket" / "in1k")
+    urls = [f"s3://bucket/in1k/{url.rsplit('/', 1)[1]}" for url in shards]
+    source = SourceSpec(client="sixth", storage_options={"root": str(sixth_client / "store")}, deadline_s=5)
+    loader = make_loader("threads", small_config(urls, workers=2, source=source))
+    assert sorted(k for batch in loader for k in batch.keys) == ALL_KEYS
+    assert loader.stats.counters["requests"] >= len(urls)  # the reader's requests, counted
+    assert client_facts("sixth") == ClientFacts("sixth", "0.1", None)  # the verdict's, from its entry

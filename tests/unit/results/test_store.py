@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -43,6 +44,17 @@ def test_results_table_has_a_row_per_cell_including_failures(tmp_path):
     row = table.to_pylist()[0]
     assert row["status"] == "failed" and row["verdict"] == "failed" and row["error"] == "OSError: boom"
     assert read_summary(tmp_path, "disk-w0").schema_version == SCHEMA_VERSION
+
+
+def test_the_object_client_is_a_column_of_its_own_null_where_none_reads(tmp_path):
+    # a built-in's name, another package's (it reads back on a host without that package) and none
+    for cell_id, client in (("rgw-obstore", "obstore"), ("rgw-mine", "mine"), ("disk", None)):
+        summary = replace(failed_summary(cell_id), client=client)
+        publish_cell(tmp_path, cell_id, {"summary.json": summary})
+        assert read_summary(tmp_path, cell_id) == summary
+    write_results_table(tmp_path)
+    rows = {r["cell_id"]: r["client"] for r in load_results(tmp_path).to_pylist()}
+    assert rows == {"rgw-obstore": "obstore", "rgw-mine": "mine", "disk": None}
 
 
 def test_load_results_names_a_directory_that_is_not_a_run(tmp_path):
