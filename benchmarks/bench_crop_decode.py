@@ -31,7 +31,7 @@ def library_decode(jpegs: list[bytes], region: bool) -> float:
     import numpy as np
     import simplejpeg
 
-    from loaders.pipeline import cropdecode
+    from loaders.pipeline import decoders
 
     sizes = [simplejpeg.decode_jpeg_header(j)[:2] for j in jpegs]
     # both written before the clock starts: a page's first touch is the kernel's work, not the decoder's
@@ -42,7 +42,7 @@ def library_decode(jpegs: list[bytes], region: bool) -> float:
     t0 = time.thread_time()
     for jpeg, (h, w), out, buffer in zip(jpegs, sizes, outs, flat, strict=True):
         if region:
-            cropdecode._cropdecode.decode_crop(jpeg, 0, 0, w, h, out)
+            decoders.region_decoder.decode_crop(jpeg, 0, 0, w, h, out)
         else:
             simplejpeg.decode_jpeg(jpeg, colorspace="RGB", fastdct=True, fastupsample=True, buffer=buffer)
     return (time.thread_time() - t0) / len(jpegs) * 1e6

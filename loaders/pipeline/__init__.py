@@ -17,7 +17,7 @@ _EXPORTS = {
     "CorruptImage": "decode",
     "IMAGENET_MEAN": "decode",
     "IMAGENET_STD": "decode",
-    "REGION_DECODER_MISSING": "cropdecode",
+    "REGION_DECODER_MISSING": "decoders",
     "InTurn": "in_turn",
     "Items": "items",
     "Bookkeeping": "batch",
@@ -30,13 +30,13 @@ _EXPORTS = {
     "augment": "decode",
     "decode_crop": "cropdecode",
     "decode_jpeg": "decode",
-    "decoder_name": "cropdecode",
+    "decoder_name": "decoders",
     "normalize_batch": "decode",
     "process_sample": "samples",
     "raw_samples": "reader",
     "reader_batches": "reader",
     "reader_rng": "reader",
-    "region_decode_available": "cropdecode",
+    "region_decode_available": "decoders",
     "resize_flip": "decode",
 }
 __all__ = [
@@ -73,12 +73,7 @@ if TYPE_CHECKING:
     from loaders.pipeline.assemble import BatchAssembler
     from loaders.pipeline.batch import Batch, Bookkeeping
     from loaders.pipeline.batcher import Batcher
-    from loaders.pipeline.cropdecode import (
-        REGION_DECODER_MISSING,
-        decode_crop,
-        decoder_name,
-        region_decode_available,
-    )
+    from loaders.pipeline.cropdecode import decode_crop
     from loaders.pipeline.decode import (
         IMAGENET_MEAN,
         IMAGENET_STD,
@@ -88,6 +83,7 @@ if TYPE_CHECKING:
         normalize_batch,
         resize_flip,
     )
+    from loaders.pipeline.decoders import REGION_DECODER_MISSING, decoder_name, region_decode_available
     from loaders.pipeline.in_turn import InTurn
     from loaders.pipeline.items import Items
     from loaders.pipeline.node import Node

@@ -23,45 +23,20 @@ import numpy as np
 import simplejpeg
 
 from loaders.config import AugmentSpec
+from loaders.pipeline import decoders
 from loaders.pipeline.decode import MAX_PIXELS, CorruptImage, crop_box, decode_jpeg, random_resized_crop_box
-
-try:
-    import loaders.pipeline._cropdecode as _cropdecode
-except ImportError:  # not built: the system had no libjpeg-turbo headers when the package was installed
-    _cropdecode = None
 
 # libjpeg-turbo gives no RGB for these: PIL converts them, from the whole image
 _NOT_RGB = ("CMYK", "YCCK")
 # columns out has beyond the box: the decoded columns start at most an iMCU (32 pixels) left of it
 _SPARE_COLUMNS = 32
 
-REGION_DECODER_MISSING = (
-    "decoding whole images: the loaders' region decoder was not built (it needs libjpeg-turbo's "
-    "headers when the package is installed: apt-get install libjpeg62-turbo-dev, or your system's "
-    "libjpeg-turbo development package, then reinstall iobench)"
-)
-
-
-def region_decode_available() -> bool:
-    """Whether this installation has the region decoder (built against the system's libjpeg-turbo)."""
-    return _cropdecode is not None
-
-
-def decoder_name(roi: bool = True) -> str:
-    """The JPEG decoder a reader with ``decode_roi=roi`` uses on this installation, by name: what
-    the report names and the decode-rate calibration is kept under."""
-    if roi and _cropdecode is not None:
-        number = _cropdecode.LIBJPEG_TURBO_VERSION_NUMBER
-        version = f"{number // 1_000_000}.{number // 1000 % 1000}.{number % 1000}"
-        return f"libjpeg-turbo {version} crop-region decode"
-    return f"simplejpeg {simplejpeg.__version__} whole-image decode"
-
 
 def decode_crop(data: bytes, rng: random.Random, spec: AugmentSpec, roi: bool = True) -> np.ndarray:
     """The random-resized-crop box of the image in ``data`` (drawn from ``rng``), decoded: H x W x 3
     uint8 RGB, a view. ``roi``: decode the box alone where the region decoder can; else (and for
     any image it cannot take) decode the whole image and take the box from it, the same pixels."""
-    if not roi or _cropdecode is None:
+    if not roi or decoders.region_decoder is None:
         return crop_box(decode_jpeg(data), rng, spec)
     try:
         height, width, colorspace, _ = simplejpeg.decode_jpeg_header(data)
@@ -72,7 +47,7 @@ def decode_crop(data: bytes, rng: random.Random, spec: AugmentSpec, roi: bool = 
     x, y, w, h = random_resized_crop_box(rng, width, height, spec)
     out = np.empty((h, w + _SPARE_COLUMNS, 3), np.uint8)
     try:
-        left, _ = _cropdecode.decode_crop(data, x, y, w, h, out)
+        left, _ = decoders.region_decoder.decode_crop(data, x, y, w, h, out)
     except (ValueError, NotImplementedError):
         # what libjpeg-turbo refuses, the whole-image path decodes (PIL) or refuses in its own words
         image = decode_jpeg(data)

@@ -238,8 +238,9 @@ def test_a_cell_the_oom_killer_ends_is_said_to_be_out_of_memory_and_the_sweep_go
         proc = iobench_sweep.run(
             "sweep", config, "--out", out, wrap=lambda argv: inside(group, argv), timeout=300
         )
-    (summary_path,) = out.glob("*/summary.json")
-    error = json.loads(summary_path.read_text())["error"] or "(none)"
+    summaries = list(out.glob("*/summary.json"))
+    assert len(summaries) == 1, f"the sweep itself died: exit {proc.returncode}\n{proc.stderr[-3000:]}"
+    error = json.loads(summaries[0].read_text())["error"] or "(none)"
     print(f"figures: a cell in 128 MiB beside the sweep: exit {proc.returncode}; {' '.join(error.split())}")
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]  # a failed cell, not a dead sweep
     assert error.startswith(
@@ -247,7 +248,7 @@ def test_a_cell_the_oom_killer_ends_is_said_to_be_out_of_memory_and_the_sweep_go
     )
     assert "in this memory cgroup" in error and "a memory cgroup limit of 128 MiB" in error
     assert "fewer workers" in error and "docker run --memory" in error
-    assert_table(out, {summary_path.parent.name: "failed"})
+    assert_table(out, {summaries[0].parent.name: "failed"})
 
 
 def test_a_ram_cache_over_what_the_memory_limit_leaves_is_refused(tmp_path, tiny_dataset, monkeypatch):

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from iobench.cell.steps.loaderfactory import decoder_notes, decoder_of
 from iobench.results.spec import LoaderSettings
-from loaders.pipeline import REGION_DECODER_MISSING, cropdecode, decoder_name
+from loaders.pipeline import REGION_DECODER_MISSING, decoder_name, decoders
 
 TORCH = LoaderSettings(kind="torch", workers=2, batch_size=64)
 
@@ -22,7 +22,7 @@ def test_a_cell_names_the_decoder_of_its_setting():
 
 
 def test_a_missing_region_decoder_is_said_with_what_to_install(monkeypatch):
-    monkeypatch.setattr(cropdecode, "_cropdecode", None)
+    monkeypatch.setattr(decoders, "region_decoder", None)
     (note,) = decoder_notes(TORCH)
     assert "whole-image" in note and REGION_DECODER_MISSING in note
     assert "libjpeg62-turbo-dev" in note

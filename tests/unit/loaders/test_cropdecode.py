@@ -15,9 +15,10 @@ from hypothesis import strategies as st
 from PIL import Image
 
 from loaders.config import AugmentSpec
-from loaders.pipeline import cropdecode
-from loaders.pipeline.cropdecode import decode_crop, decoder_name, region_decode_available
+from loaders.pipeline import decoders
+from loaders.pipeline.cropdecode import decode_crop
 from loaders.pipeline.decode import CorruptImage, crop_box, decode_jpeg, resize_flip
+from loaders.pipeline.decoders import decoder_name, region_decode_available
 
 SPEC = AugmentSpec()
 # PIL's subsampling codes: 0 = 4:4:4, 1 = 4:2:2, 2 = 4:2:0
@@ -105,7 +106,7 @@ def test_any_box_decoded_alone_is_the_whole_decodes_box(data):
     x, y = data.draw(st.integers(0, width - 1)), data.draw(st.integers(0, height - 1))
     w, h = data.draw(st.integers(1, width - x)), data.draw(st.integers(1, height - y))
     out = np.empty((h, w + 32, 3), np.uint8)
-    left, decoded_width = cropdecode._cropdecode.decode_crop(encoded, x, y, w, h, out)
+    left, decoded_width = decoders.region_decoder.decode_crop(encoded, x, y, w, h, out)
     assert left <= x and left + decoded_width >= x + w and x - left < 32
     whole = decode_jpeg(encoded)
     assert within_one_level(out[:, x - left : x - left + w], whole[y : y + h, x : x + w])
@@ -116,11 +117,11 @@ def test_a_box_outside_the_image_or_a_short_buffer_is_refused():
     encoded = jpeg(64, 48, "RGB", "4:2:0", False, 0)
     for x, y, w, h in [(0, 0, 65, 48), (10, 0, 60, 10), (0, 40, 8, 9), (-1, 0, 4, 4), (0, 0, 0, 4)]:
         with pytest.raises(ValueError, match="not inside the image"):
-            cropdecode._cropdecode.decode_crop(
+            decoders.region_decoder.decode_crop(
                 encoded, x, y, w, h, np.empty((max(h, 1), w + 32, 3), np.uint8)
             )
     with pytest.raises(ValueError, match="smaller than"):
-        cropdecode._cropdecode.decode_crop(encoded, 0, 0, 16, 16, np.empty((15, 48, 3), np.uint8))
+        decoders.region_decoder.decode_crop(encoded, 0, 0, 16, 16, np.empty((15, 48, 3), np.uint8))
 
 
 @needs_region_decoder
@@ -142,7 +143,7 @@ def test_a_truncated_jpeg_takes_the_whole_image_path_and_its_error():
 
 
 def test_without_the_region_decoder_the_whole_image_is_decoded(monkeypatch):
-    monkeypatch.setattr(cropdecode, "_cropdecode", None)
+    monkeypatch.setattr(decoders, "region_decoder", None)
     data = jpeg(80, 60, "RGB", "4:2:0", False, 2)
     assert not region_decode_available()
     assert np.array_equal(decode_crop(data, random.Random(3), SPEC, roi=True), whole_then_crop(data, 3))
