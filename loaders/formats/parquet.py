@@ -22,7 +22,7 @@ import io
 import time
 from collections.abc import Callable, Iterator, Sequence
 from itertools import accumulate
-from typing import BinaryIO, NoReturn
+from typing import TYPE_CHECKING, BinaryIO, NoReturn
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -37,6 +37,9 @@ from loaders.formats.base import (
 )
 from loaders.observe.losses import Loss
 from loaders.observe.stages import clocks, since
+
+if TYPE_CHECKING:
+    from _typeshed import WriteableBuffer  # a type checker's name for what readinto writes into
 
 KEY_COLUMN = "key"
 LABEL_COLUMN = "cls"
@@ -103,9 +106,10 @@ class _CountingFile(io.RawIOBase):
         self._counter.bytes += len(data)
         return data
 
-    def readinto(self, b) -> int:  # type: ignore[no-untyped-def]
-        data = self.read(len(b))
-        b[: len(data)] = data
+    def readinto(self, b: WriteableBuffer) -> int:
+        with memoryview(b) as view, view.cast("B") as into:  # any writable buffer, as bytes
+            data = self.read(len(into))
+            into[: len(data)] = data
         return len(data)
 
 
