@@ -218,10 +218,7 @@ def iter_parquet_samples(
         fail(exc, "not a readable Parquet file (truncated, or corrupt footer)")
     images, columns = _columns(pf.schema_arrow, url)
     md = pf.metadata
-    firsts = list(accumulate((md.row_group(i).num_rows for i in range(md.num_row_groups)), initial=0))
-    lo, hi = rows if rows is not None else (0, None)
-    hi = firsts[-1] if hi is None else min(hi, firsts[-1])
-    groups = [rg for rg in range(md.num_row_groups) if firsts[rg] < hi and firsts[rg + 1] > lo]
+    firsts, lo, hi, groups = _row_groups_holding(md, rows)
     opened = (counter.bytes, time.perf_counter() - w0, time.thread_time() - c0)
     upfront = _upfront(opened, md, groups, seekable=counting is not None)
     for n, rg in enumerate(groups):
@@ -249,6 +246,18 @@ def iter_parquet_samples(
         )
         wanted = range(max(0, lo - firsts[rg]), min(len(keys), hi - firsts[rg]))
         yield from _rows(url, keys, labels, blobs, firsts[rg], wanted, cost, last=hi - 1)
+
+
+def _row_groups_holding(
+    md: pq.FileMetaData, rows: tuple[int, int | None] | None
+) -> tuple[list[int], int, int, list[int]]:
+    """The row groups that hold ``rows`` (all rows where None): each group's first row (and the
+    file's row count last), the rows' start and end clipped to the file, and the groups' numbers."""
+    firsts = list(accumulate((md.row_group(i).num_rows for i in range(md.num_row_groups)), initial=0))
+    lo, hi = rows if rows is not None else (0, None)
+    hi = firsts[-1] if hi is None else min(hi, firsts[-1])
+    groups = [rg for rg in range(md.num_row_groups) if firsts[rg] < hi and firsts[rg + 1] > lo]
+    return firsts, lo, hi, groups
 
 
 def _group_lost(url: str, md: pq.FileMetaData, rg: int, rows: range, exc: BaseException) -> Loss:
