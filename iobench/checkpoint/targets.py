@@ -226,7 +226,8 @@ def _tier_of(dest: CheckpointDestination, cls: type[_TierT]) -> _TierT:
     if not isinstance(tier, cls):
         raise CheckpointError(
             f"checkpoints to a {dest.tier.get('kind')} tier: its kind is registered as "
-            f"{type(tier).__name__}, and this path writes through {cls.__name__}"
+            f"{type(tier).__name__}, and this path writes through {cls.__name__}; register a "
+            f"subclass of {cls.__name__} under that kind, or write the checkpoints to another tier"
         )
     return tier
 
