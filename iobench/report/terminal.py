@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from rich import box
-from rich.console import Console
+from rich.console import Console, JustifyMethod
 from rich.table import Table
 from rich.text import Text
 
@@ -62,7 +62,7 @@ def results_table(summaries: list[CellSummary], title: str = "iobench sweep") ->
         pad_edge=False,
         collapse_padding=True,
     )
-    for col, justify in (
+    columns: tuple[tuple[str, JustifyMethod], ...] = (
         ("cell", "left"),
         ("cache", "left"),
         ("samples/s", "right"),
@@ -72,8 +72,9 @@ def results_table(summaries: list[CellSummary], title: str = "iobench sweep") ->
         ("wait p99", "right"),
         ("window", "right"),
         ("verdict", "left"),
-    ):
-        table.add_column(col, justify=justify, overflow="fold", width=WIDTHS[col])  # type: ignore[arg-type]
+    )
+    for col, justify in columns:
+        table.add_column(col, justify=justify, overflow="fold", width=WIDTHS[col])
     for s in summaries:
         if not s.ok or s.metrics is None or s.verdict is None or s.cache_state is None:
             table.add_row(
@@ -372,9 +373,9 @@ def at_scale_line(s: CellSummary) -> str | None:
     if any(p.beyond_measured_tail for p in points):
         text += "; * more ranks than measured steps: an upper bound (measure more steps)"
     m, world = s.metrics, s.cell.run.world_size
-    if m is not None and m.cores_used is not None:
+    if m is not None and m.loader_cores is not None and m.trainer_cores is not None:  # cores_used known
         # the model gives every rank the CPU the measured one had (docs/scale-out.md)
-        loader, trainer = m.loader_cores / world, m.trainer_cores / world  # type: ignore[operator]
+        loader, trainer = m.loader_cores / world, m.trainer_cores / world
         text += (
             f"; a rank used {loader + trainer:.2f} cores here (its loader's readers {loader:.2f}, its trainer "
             f"{trainer:.2f}): ranks that share a host need as many each, or they slow each other and these AUs are high"
