@@ -447,7 +447,7 @@ def test_a_client_that_bounds_its_attempts_runs_on_the_calling_thread():
     reader = _reader(Quick(threading.Event()), deadline_s=1.0)
     assert reader.read_range("s3://b/k", 0, 3) == b"yyy"
     assert callers == [threading.get_ident()]
-    assert reader.take_stats().client_cpu_s >= 0.0
+    assert reader.take_stats().counts.client_cpu_s >= 0.0
 
 
 def test_read_view_keeps_the_clients_buffer_and_read_range_gives_bytes():

@@ -96,8 +96,8 @@ def test_latency_is_once_per_request_and_overlaps_across_threads(tmp_path):
     assert counters.latency_ms >= 4 * 199
     assert counters.wait_ms == 0  # no cap: bytes cost nothing
     throttle.charge(10 * MB)
-    assert throttle.take_counters() == {"throttle_bytes": 10 * MB}  # the bytes that crossed the link
-    assert throttle.take_counters() == {}  # nothing since: nothing to report
+    assert throttle.take_counters() == ThrottleCounts(bytes=10 * MB)  # the bytes that crossed the link
+    assert throttle.take_counters() is None  # nothing since: nothing to report
 
 
 def test_a_throttled_readers_batches_end_with_its_share(tmp_path):
