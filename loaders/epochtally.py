@@ -48,7 +48,8 @@ class EpochTally:
     def add(self, stats: StageStats, samples: int) -> None:
         """A batch of ``samples`` delivered (0: counters only) with its ``stats``."""
         self.delivered += samples
-        self.skipped += int(stats.counters.get("lost_samples", 0)) + sum(stats.errors.values())
+        lost = stats.counters.lost
+        self.skipped += (lost.samples if lost else 0) + sum(stats.errors.values())
         self.losses.extend(stats.losses[: max(0, 5 - len(self.losses))])
         self.examples.extend(stats.error_examples[: max(0, 3 - len(self.examples))])
 

@@ -35,7 +35,7 @@ def sample_loss(epochs: Sequence[EpochFigures], completed: int, stats: LoaderSta
         epoch_expected=worst_expected,
         where=tuple({(r.url, r.begin, r.end): r for r in stats.losses}.values()),  # each region once
         skipped=dict(stats.errors),
-        cache_damaged=stats.counter("cache_damaged"),
+        cache_damaged=stats.counters.cache.damaged if stats.counters.cache else 0,
     )
 
 

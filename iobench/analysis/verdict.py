@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 
 from iobench.results.choices import Bound
 from iobench.results.figures import CoreBudget, CoresNeeded, PipelineMetrics, Verdict
+from loaders.observe import RequestCounts
 
 from .cores import cores_needed, describe
 from .evidence import ClientFacts, Evidence, ReaderWork
@@ -152,18 +153,14 @@ class _Judge:
     def _client(self, client: ClientFacts) -> float | None:
         """The object client's cost per request and per GiB, said as evidence; its share of the
         readers' time (client_cpu_s / (readers x wall)) for the fetch rule, None without requests."""
-        c = self.ev.counters
-        requests, cpu_s, nbytes = (
-            c.get("requests", 0),
-            c.get("client_cpu_s", 0.0),
-            c.get("bytes_transferred", 0),
-        )
+        c = self.ev.counters.requests or RequestCounts()
+        requests, cpu_s, nbytes = c.requests, c.client_cpu_s, c.bytes_transferred
         said = f"client: {client.name} {client.version}: "
         if not requests:
             self.said.append(said + "made no requests over the measured steps")
             return None
         per_gib = f", {cpu_s / (nbytes / GIB):.1f} CPU-s per GiB" if nbytes else ""
-        reported = c.get("client_retries", 0)
+        reported = c.client_retries
         own = (
             "0 (turned off)"
             if client.own_retries is None

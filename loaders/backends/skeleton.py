@@ -14,6 +14,7 @@ from loaders import registry
 from loaders.config import LoaderConfig, plan_for
 from loaders.contract import EpochCursor, deliver, fingerprint
 from loaders.epochtally import EpochTally, expected_samples
+from loaders.observe.counters import LoaderCounters
 from loaders.observe.stages import StageStats
 from loaders.pipeline.batch import Batch
 from loaders.plan import EpochPlan, batches_of
@@ -96,7 +97,7 @@ class BaseLoader:
         try:
             for batch in batches:
                 if stamp is not None:  # the epoch's plan rides with its first batch: read per epoch
-                    batch.stats.counters["epoch_samples_expected"] += stamp
+                    batch.stats.counters.merge(LoaderCounters(epoch_samples_expected=stamp))
                     stamp = None
                 self.stats.merge(batch.stats)
                 self._cursor.count(batch)  # before the yield: a state taken now includes this batch
@@ -131,7 +132,7 @@ class BaseLoader:
         tally.ended = True
         self.tallies.append(tally)
         if tally.expected is not None and tally.lost:
-            self.stats.counters["epoch_samples_lost"] += tally.lost
+            self.stats.counters.epoch_samples_lost += tally.lost
         if tally.over(budget):
             raise tally.error(budget)  # type: ignore[arg-type]
 

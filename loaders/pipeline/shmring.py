@@ -149,7 +149,7 @@ class SharedBuffers:
             slot = self.ring.acquire(self.owner)
             if slot is not None:
                 return torch.from_numpy(self.ring.array(slot).reshape(shape))
-            stats.counters["ring_fallback_batches"] += 1
+            stats.counters.ring_fallback_batches += 1
         storage = torch.UntypedStorage._new_shared(int(np.prod(shape)))
         return torch.empty(0, dtype=torch.uint8).set_(storage).view(shape)
 

@@ -49,6 +49,8 @@ from typing import TYPE_CHECKING, BinaryIO, Protocol, cast
 if TYPE_CHECKING:
     from _typeshed import WriteableBuffer
 
+from loaders.observe.counters import ThrottleCounts
+
 __all__ = ["Throttle", "ThrottleSpec", "ThrottledFile", "default_burst"]
 
 MIN_BURST_BYTES = 256 * 2**10
@@ -191,26 +193,24 @@ class Throttle:
                 ) from None
         return self._fd
 
-    def take_counters(self) -> dict[str, int]:
-        """The counters since the last call, waits in whole milliseconds (sub-ms remainders carry
-        over, so many small drains do not round the waits away), and only those above zero.
+    def take_counters(self) -> ThrottleCounts | None:
+        """The counts since the last call, waits in whole milliseconds (sub-ms remainders carry
+        over, so many small drains do not round the waits away); None when all are zero.
 
-        Only those: a reader drains its storage counters into every batch it makes, and a batch
+        None then: a reader drains its storage counters into every batch it makes, and a batch
         with counters but no samples still goes to the consumer (so they are not lost). Zeros
         from a link that did nothing made such a batch on every call once a reader's share was
         read, so its stream never ended and the epoch never closed."""
         with self._lock:
             s = self.stats
-            out = {"throttle_requests": s.requests, "throttle_bytes": s.bytes}
-            for name, seconds in (
-                ("throttle_wait_ms", s.bandwidth_wait_s),
-                ("throttle_latency_ms", s.latency_wait_s),
-            ):
+            waits = {}
+            for name, seconds in (("wait_ms", s.bandwidth_wait_s), ("latency_ms", s.latency_wait_s)):
                 ms = seconds * 1000 + self._carried_ms.get(name, 0.0)
-                out[name] = int(ms)
+                waits[name] = int(ms)
                 self._carried_ms[name] = ms - int(ms)
             self.stats = ThrottleStats()
-        return {name: n for name, n in out.items() if n}
+        counts = ThrottleCounts(requests=s.requests, bytes=s.bytes, **waits)
+        return counts if counts != ThrottleCounts() else None
 
     def close(self) -> None:
         with self._lock:

@@ -19,6 +19,7 @@ import re
 import threading
 from typing import Any
 
+from loaders.observe.counters import FaultKind
 from loaders.storage.clients.base import ClientSettings, ObjectClient, raise_final
 from loaders.storage.clients.threadcpu import threads_named
 from loaders.storage.faults import classify
@@ -103,7 +104,7 @@ class S3dlioClient(ObjectClient):
             _raise_final(exc, url)
             raise
 
-    def classify(self, exc: BaseException) -> str | None:
+    def classify(self, exc: BaseException) -> FaultKind | None:
         text = str(exc)
         if "SlowDown" in text or "ServiceUnavailable" in text or "InternalError" in text:
             return "throttled_or_5xx"
