@@ -430,22 +430,23 @@ class _Judge:
         # matched to their making, the measured hand-over must also outweigh the making.
         work, split, stall = self.work, self.ev.split, self.m.stall_fraction
         assert work is not None
-        handed = work.workers > 0 and work.busy is not None and work.busy < BUSY and stall > 1 - AU_TARGET
+        busy = work.busy
+        handed = work.workers > 0 and busy is not None and busy < BUSY and stall > 1 - AU_TARGET
         if handed and split is not None:
             handed = split.handover > split.wait - split.handover - split.loader_start
-        if not handed:
+        if not handed or busy is None:
             return None
         pin = f"; pinning took {self.ev.pin_ms_per_batch:.1f} ms a batch" if self.ev.pin_ms_per_batch else ""
         collate = work.stage("collate").wall_ms_per_sample
         return _Found(
             "prep",
-            f"input-bound by collate/IPC: the workers idled {100 * (1 - work.busy):.0f} % of the time while the "  # type: ignore[operator]
+            f"input-bound by collate/IPC: the workers idled {100 * (1 - busy):.0f} % of the time while the "
             f"loop waited {100 * stall:.0f} %",
             "look at what crosses from the workers (big or many tensors per batch, Python objects) and at "
             "pinning; raise prefetch_factor, keep persistent_workers=True",
             "collate",
             [
-                f"the workers made batches only {100 * work.busy:.0f} % of the time, yet the loop waited "  # type: ignore[operator]
+                f"the workers made batches only {100 * busy:.0f} % of the time, yet the loop waited "
                 f"{100 * stall:.0f} %"
                 + (f", {100 * split.handover:.0f} % for batches already made" if split is not None else "")
                 + f": batches were made but not handed over in time (collate {collate:.2f} ms a sample in the "

@@ -44,8 +44,9 @@ def _counted(read: Callable[[LoaderCounters], Any]) -> Callable[[CellSummary], A
 
 def _expected(s: CellSummary) -> int | None:
     """What the completed epochs' plans deliver, where known (samples lost are counted against it)."""
-    known = [e.expected_samples for e in s.epochs if e.epoch < s.epochs_completed]
-    return sum(known) if known and None not in known else None  # type: ignore[arg-type]
+    planned = [e.expected_samples for e in s.epochs if e.epoch < s.epochs_completed]
+    known = [n for n in planned if n is not None]
+    return sum(known) if known and len(known) == len(planned) else None
 
 
 def _first_epoch(s: CellSummary) -> EpochFigures | None:

@@ -74,7 +74,7 @@ class CacheHealth:
 
     def bypassing(self, f: BinaryIO) -> BinaryIO:
         """``f`` (a shard read through the store) counting the bytes it reads as bypassed."""
-        return _Counted(f, self)  # type: ignore[return-value]
+        return _Counted(f, self)  # type: ignore[return-value]  # a file-like object: typing.BinaryIO is a class, not a protocol it could meet
 
     def drain(self) -> tuple[CacheHealthCounts | None, list[str]]:
         """The counts (None: nothing was counted) and notes since the last drain."""

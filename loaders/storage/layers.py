@@ -160,7 +160,7 @@ class DeadlineOpener(Layer):
                 yield f
             return
         with DeadlineFile(url.removeprefix("file://"), self.deadline_s) as f:
-            yield _at(f, start)  # type: ignore[misc]
+            yield _at(f, start)  # type: ignore[misc]  # a file-like object: typing.BinaryIO is a class, not a protocol it could meet
 
     def read_object(self, url: str) -> bytes:
         if protocol_of(url) != "file":
@@ -181,7 +181,7 @@ class ThrottleOpener(Layer):
     def open(self, url: str, start: int = 0, end: int | None = None) -> Iterator[BinaryIO]:
         self.throttle.request()
         with self.inner.open(url, start, end) as f:
-            yield ThrottledFile(f, self.throttle)  # type: ignore[misc]
+            yield ThrottledFile(f, self.throttle)  # type: ignore[misc]  # a file-like object: typing.BinaryIO is a class, not a protocol it could meet
 
     def read_object(self, url: str) -> bytes:
         self.throttle.request()
