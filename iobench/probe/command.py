@@ -20,7 +20,7 @@ _PYTHON = re.compile(r"^(python|pypy)(\d+(\.\d+)?)?$")
 
 
 @dataclass(frozen=True)
-class Command:
+class JobCommand:
     argv: tuple[str, ...]
     name: str  # what the job is called: its script or module
 
@@ -67,7 +67,7 @@ def _job_name(args: list[str]) -> str:
     return "job"
 
 
-def check_command(argv: list[str]) -> Command:
+def check_command(argv: list[str]) -> JobCommand:
     """The command as the probe runs it; ValueError saying why it cannot."""
     if not argv:
         raise ValueError("give the job's command after --, e.g. iobench probe -- python train.py")
@@ -90,8 +90,8 @@ def check_command(argv: list[str]) -> Command:
                 )
             if not arg.startswith("-") or arg in ("-m", "-c"):
                 break
-        return Command(tuple(argv), _job_name(argv[1:]))
+        return JobCommand(tuple(argv), _job_name(argv[1:]))
     line = _shebang(exe)
     if line is None or not any(_PYTHON.match(Path(word).name) for word in line.split()[:2]):
         raise ValueError(refuse)
-    return Command(tuple(argv), _job_name(argv[1:]) if exe.name == "torchrun" else exe.stem)
+    return JobCommand(tuple(argv), _job_name(argv[1:]) if exe.name == "torchrun" else exe.stem)

@@ -3,7 +3,7 @@ hooks, no torch, no DataLoader iterated, no batch taken), and what it could not 
 
 from __future__ import annotations
 
-from .command import Command
+from .command import JobCommand
 from .measure import ProbedRank
 from .reader import Job
 
@@ -16,7 +16,7 @@ def _exit(code: int | None) -> str:
     return f"the job exited with code {code}"
 
 
-def what_was_seen(job: Job, code: int | None, command: Command) -> str:
+def what_was_seen(job: Job, code: int | None, command: JobCommand) -> str:
     """Why no window was measured, naming what the probe did see."""
     ended = _exit(code)
     if job.hook_failures:

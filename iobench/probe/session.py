@@ -28,7 +28,7 @@ from iobench.results.spec import MinMeasure
 from iobench.results.summary import utc_now
 from loaders.observe import Nvml, NvmlUnavailable
 
-from .command import Command
+from .command import JobCommand
 from .inject._iobench_probe.records import CONTROL_NAME, ENV_CEILINGS, ENV_DIR
 from .measure import rank_runs
 from .outcome import Outcome
@@ -64,7 +64,7 @@ def _nvml() -> Nvml | None:
 class Probe:
     def __init__(
         self,
-        command: Command,
+        command: JobCommand,
         out: Path,
         *,
         least: MinMeasure,

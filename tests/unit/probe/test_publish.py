@@ -11,7 +11,7 @@ import yaml
 from rich.console import Console
 
 from iobench.analysis import decoderate
-from iobench.probe.command import Command
+from iobench.probe.command import JobCommand
 from iobench.probe.measure import rank_runs
 from iobench.probe.outcome import Outcome
 from iobench.probe.publish import publish
@@ -166,4 +166,4 @@ def test_a_store_the_workers_hardly_waited_on_is_not_reproduced(tmp_path):
 
 
 def test_the_command_is_said_as_given():
-    assert Command(("python", "train.py"), "train").argv == ("python", "train.py")
+    assert JobCommand(("python", "train.py"), "train").argv == ("python", "train.py")

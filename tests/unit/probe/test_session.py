@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from iobench.probe.command import Command
+from iobench.probe.command import JobCommand
 from iobench.probe.plan import phases_done, window_plan
 from iobench.probe.reader import RECORDS, Follower, Job
 from iobench.probe.seen import what_was_seen
@@ -96,7 +96,7 @@ def test_what_was_seen_of_a_job_that_was_not_measured(lines, said):
     job = Job()
     for r in lines:
         job.add(7, r[0], RECORDS[r[0]](*r[1:]))
-    assert said in what_was_seen(job, 0, Command(("python", "train.py"), "train"))
+    assert said in what_was_seen(job, 0, JobCommand(("python", "train.py"), "train"))
 
 
 def test_the_windows_end_is_set_at_the_windows_own_pace_epoch_openings_included():
