@@ -40,7 +40,7 @@ def _delegated(where: str) -> Callable[[argparse.Namespace], int]:
 
 
 @dataclass(frozen=True)
-class Command:
+class Subcommand:
     """A subcommand: where its arguments are added (its package's cli.py, imported to build the
     parser, so cheap to import) and where its code is (imported only when it runs), as
     ``"module:function"`` relative to this package."""
@@ -53,59 +53,59 @@ class Command:
 
 
 @dataclass(frozen=True)
-class CommandGroup:
+class SubcommandGroup:
     name: str
     help: str
     dest: str  # the attribute that names the subcommand chosen
-    commands: tuple[Command, ...]
+    commands: tuple[Subcommand, ...]
 
 
-COMMANDS: tuple[Command | CommandGroup, ...] = (
-    Command(
+COMMANDS: tuple[Subcommand | SubcommandGroup, ...] = (
+    Subcommand(
         "sweep",
         ".sweep.cli:add_sweep_arguments",
         ".sweep.cli:sweep_command",
         "run a sweep (no CONFIG: the embedded default on the local disk)",
     ),
-    Command(
+    Subcommand(
         "diagnose",
         ".sweep.cli:add_sweep_arguments",
         ".sweep.cli:sweep_command",
         "a sweep with the differential ceilings (accelerator, prep from RAM, fetch from the tier) "
         "and the accelerator-capacity check in every cell",
     ),
-    CommandGroup(
+    SubcommandGroup(
         "dataset",
         "make datasets",
         "dataset_command",
         (
-            Command(
+            Subcommand(
                 "synth",
                 ".datasets.cli:add_synth_arguments",
                 ".datasets.cli:synth_command",
                 "synthesise ImageNet-like WebDataset shards",
             ),
-            Command(
+            Subcommand(
                 "pack",
                 ".datasets.cli:add_pack_arguments",
                 ".datasets.cli:pack_command",
                 "pack a train/<class>/*.JPEG tree into shards",
             ),
-            Command(
+            Subcommand(
                 "objects",
                 ".datasets.cli:add_objects_arguments",
                 ".datasets.cli:objects_command",
                 "add one object per sample (objects/NNNNNN.jpg + objects/index.json) to a shard dataset, "
                 "for the objects layout (layout: objects)",
             ),
-            Command(
+            Subcommand(
                 "index",
                 ".datasets.cli:add_index_arguments",
                 ".datasets.cli:index_command",
                 "(re)write the .idx index beside each tar shard (the index a part of a shard is read "
                 "by when shards are fewer than readers, and DALI's reader)",
             ),
-            Command(
+            Subcommand(
                 "upload",
                 ".datasets.cli:add_upload_arguments",
                 ".tiers.cli:upload_command",  # putting a dataset on a tier needs the tiers, above datasets
@@ -114,59 +114,59 @@ COMMANDS: tuple[Command | CommandGroup, ...] = (
             ),
         ),
     ),
-    Command(
+    Subcommand(
         "checkpoint",
         ".checkpoint.cli:add_checkpoint_arguments",
         ".checkpoint.cli:checkpoint_command",
         "MLPerf Storage's checkpointing workload on a directory, S3 or RADOS: save and load duration "
         "and throughput, one process per rank (docs/checkpoints.md)",
     ),
-    Command(
+    Subcommand(
         "lab",
         ".lab.cli:add_lab_arguments",
         ".lab.cli:lab_command",
         "a real single-node Ceph (S3 via radosgw, RADOS, CephFS) on 127.0.0.1",
     ),
-    Command(
+    Subcommand(
         "report",
         ".report.cli:add_report_arguments",
         ".report.cli:report_command",
         "print the report of a run directory",
     ),
-    Command(
+    Subcommand(
         "compare",
         ".report.cli:add_compare_arguments",
         ".report.cli:compare_command",
         "what changed between two run directories, cell by cell",
     ),
-    Command(
+    Subcommand(
         "recommend",
         ".recommend.cli:add_recommend_arguments",
         ".recommend.cli:recommend_command",
         "what to buy: where a dataset should live and how to decode it, the answer first (feasible on "
         "the node, the highest AU, the cheapest change where none reaches the target), then every option",
     ),
-    Command(
+    Subcommand(
         "inspect",
         ".inspect.cli:add_inspect_arguments",
         ".inspect.cli:inspect_command",
         "this host's CPUs, NUMA nodes, memory, NVMe/RAID links, file systems, NICs/RDMA and GPUs, "
         "and the pitfalls it sees",
     ),
-    Command(
+    Subcommand(
         "calibrate",
         ".accelerators.cli:add_calibrate_arguments",
         ".accelerators.cli:calibrate_command",
         "time a real trainer's step alone on this host, for the emulated accelerator's host work",
     ),
-    Command(
+    Subcommand(
         "probe",
         ".probe.cli:add_probe_arguments",
         ".probe.cli:probe_command",
         "run your own training command (after --) and say where it starves its accelerator: the loop's "
         "waits, the workers' time per sample, the step alone and the loader alone (--ceilings)",
     ),
-    Command(
+    Subcommand(
         "monitor",
         ".monitor.cli:add_monitor_arguments",
         ".monitor.cli:monitor_command",
@@ -175,9 +175,11 @@ COMMANDS: tuple[Command | CommandGroup, ...] = (
 )
 
 
-def _add_commands(sub: argparse._SubParsersAction, commands: tuple[Command | CommandGroup, ...]) -> None:
+def _add_commands(
+    sub: argparse._SubParsersAction, commands: tuple[Subcommand | SubcommandGroup, ...]
+) -> None:
     for c in commands:
-        if isinstance(c, CommandGroup):
+        if isinstance(c, SubcommandGroup):
             group = sub.add_parser(c.name, help=c.help).add_subparsers(dest=c.dest, required=True)
             _add_commands(group, c.commands)
             continue
