@@ -36,7 +36,7 @@ class OomCount:
         return out_of_memory(after[0] - self.before[0], after[1], usable_memory().describe())
 
 
-def judge(
+def cell_outcome(
     run_dir: Path, cell: CellSpec, ended: Ended, files: CellFiles, *, started: float, oom: OomCount
 ) -> CellSummary:
     """The cell's summary, published in ``run_dir`` when it differs from what the cell published."""

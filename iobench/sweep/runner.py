@@ -20,7 +20,7 @@ from iobench.results.store import SUMMARY_NAME, read_summary, write_results_tabl
 from iobench.results.summary import CellSummary
 from iobench.sweep.config import SweepConfig
 from iobench.sweep.datasetspec import DatasetSpec, bind_tier
-from iobench.sweep.outcome import OomCount, judge
+from iobench.sweep.outcome import OomCount, cell_outcome
 from iobench.sweep.rundir import (
     Resumed,
     RunDirUnwritable,
@@ -230,6 +230,6 @@ class Sweep:
             started=started,
             on_live=functools.partial(events.live, cell),
         )
-        summary = judge(self.run_dir, cell, ended, files, started=started, oom=oom)
+        summary = cell_outcome(self.run_dir, cell, ended, files, started=started, oom=oom)
         state.finish(summary.status)
         return summary
