@@ -14,7 +14,7 @@ from iobench.host.memory import oom_kills, usable_memory
 from iobench.results.spec import CellSpec
 from iobench.results.store import SUMMARY_NAME, publish_cell, read_summary
 from iobench.results.summary import CellSummary
-from iobench.sweep.supervise import CellFiles, Ended
+from iobench.sweep.supervise import Ended, RunningCellPaths
 from iobench.tiers.faults import Cause, blame_out_of_memory, exit_status, explain, out_of_memory
 
 LOG_NAME = "cell.log"  # a failed cell's output (its traceback) in its directory
@@ -37,7 +37,7 @@ class OomCount:
 
 
 def cell_outcome(
-    run_dir: Path, cell: CellSpec, ended: Ended, files: CellFiles, *, started: float, oom: OomCount
+    run_dir: Path, cell: CellSpec, ended: Ended, files: RunningCellPaths, *, started: float, oom: OomCount
 ) -> CellSummary:
     """The cell's summary, published in ``run_dir`` when it differs from what the cell published."""
     error = ended.stopped

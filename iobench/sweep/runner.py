@@ -30,7 +30,7 @@ from iobench.sweep.rundir import (
     record_interrupted,
     scratch_dir,
 )
-from iobench.sweep.supervise import CellFiles, supervise
+from iobench.sweep.supervise import RunningCellPaths, supervise
 from iobench.tiers.cachebooks import RamCacheBooks, settle_ram_leftovers
 
 
@@ -217,7 +217,7 @@ class Sweep:
     def _attempt(self, cell: CellSpec, state: SweepState, events: SweepEvents, scratch: Path) -> CellSummary:
         """One cell in a child interpreter (or torchrun and its ranks); a crash, a time-out or a stall
         becomes a failed cell, not a lost one, with its output kept in the cell's log."""
-        files = CellFiles(scratch, self.run_dir / cell.cell_id / SUMMARY_NAME)
+        files = RunningCellPaths(scratch, self.run_dir / cell.cell_id / SUMMARY_NAME)
         files.spec.write_text(json.dumps(to_json(cell)))
         state.start(cell.cell_id)
         started = time.time()

@@ -34,7 +34,7 @@ _UNREAPED: list[subprocess.Popen] = []
 
 
 @dataclass(frozen=True)
-class CellFiles:
+class RunningCellPaths:
     """A running cell's files: its spec, output and live figures in its scratch directory (which
     also collects its ranks' errors), and the summary it publishes in the run directory."""
 
@@ -67,7 +67,7 @@ class Ended:
 def supervise(
     command: list[str],
     cell: CellSpec,
-    files: CellFiles,
+    files: RunningCellPaths,
     *,
     timeout_s: float,
     started: float,
@@ -91,7 +91,7 @@ def supervise(
     return Ended(proc.returncode, stopped, notes)
 
 
-def _start(command: list[str], files: CellFiles) -> subprocess.Popen:
+def _start(command: list[str], files: RunningCellPaths) -> subprocess.Popen:
     with open(files.stderr, "w") as stderr:
         proc = subprocess.Popen(
             command,
@@ -117,7 +117,7 @@ def _start(command: list[str], files: CellFiles) -> subprocess.Popen:
 def _watch(
     proc: subprocess.Popen,
     cell: CellSpec,
-    files: CellFiles,
+    files: RunningCellPaths,
     *,
     timeout_s: float,
     started: float,
