@@ -34,7 +34,7 @@ class SoFar:
 
 
 @dataclass
-class Plan:
+class WindowPlan:
     """Where each rank's window ends (control.json), once set."""
 
     end: int
@@ -77,7 +77,7 @@ def replay_steps(steps: list[Step], seconds: float = REPLAY_S, warm: int = 3) ->
     return warm + max(5, min(REPLAY_MOST, math.ceil(seconds / host - 1e-9) if host > 0 else REPLAY_MOST))
 
 
-def window_plan(job: Job, least: MinMeasure, ceilings: bool) -> Plan | None:
+def window_plan(job: Job, least: MinMeasure, ceilings: bool) -> WindowPlan | None:
     """The plan once every rank has measured enough, else None."""
     pids = loop_processes(job)
     if not pids or len(pids) < expected_ranks(job):
@@ -113,10 +113,10 @@ def window_plan(job: Job, least: MinMeasure, ceilings: bool) -> Plan | None:
         if ceilings
         else end,
     }
-    return Plan(end=end, streams={tag: plan for tag in tags}, warmup=warm)
+    return WindowPlan(end=end, streams={tag: plan for tag in tags}, warmup=warm)
 
 
-def phases_done(job: Job, plan: Plan, ceilings: bool) -> bool:
+def phases_done(job: Job, plan: WindowPlan, ceilings: bool) -> bool:
     """Every planned stream got past its window (and its ceilings, each run or left out)."""
     for tag, p in plan.streams.items():
         if tag in job.stops:

@@ -32,7 +32,7 @@ from .command import JobCommand
 from .inject._iobench_probe.records import CONTROL_NAME, ENV_CEILINGS, ENV_DIR
 from .measure import rank_runs
 from .outcome import Outcome
-from .plan import Plan, phases_done, window_plan
+from .plan import WindowPlan, phases_done, window_plan
 from .reader import Follower, Job
 from .seen import notes_for, what_was_seen
 
@@ -79,7 +79,7 @@ class Probe:
         self.ceilings = ceilings
         self.then = then
         self.on_result = on_result  # called once, with what was measured
-        self.plan: Plan | None = None
+        self.plan: WindowPlan | None = None
         self.published = False
         self.gpu: list[tuple[float, float]] = []
         self.cpu: list[CpuSample] = []
