@@ -14,7 +14,7 @@ import torch
 from torch.utils.data._utils.fetch import _MapDatasetFetcher
 
 from iobench.probe.inject._iobench_probe import worker
-from iobench.probe.inject._iobench_probe.control import Control, Plan
+from iobench.probe.inject._iobench_probe.control import Control, ControlPlan
 from iobench.probe.inject._iobench_probe.imports import when_imported
 from iobench.probe.inject._iobench_probe.log import Log
 from iobench.probe.inject._iobench_probe.loop import Loop, count_samples, loader_info
@@ -107,7 +107,7 @@ def test_the_control_file_is_read_when_it_changes(tmp_path):
     control.poll(0.05)  # too soon after the last look
     assert control.plans == {}
     control.poll(1.0)
-    assert control.plans == {"1-0": Plan(end=5, replay=2, alone_s=1.0)} and control.then == "continue"
+    assert control.plans == {"1-0": ControlPlan(end=5, replay=2, alone_s=1.0)} and control.then == "continue"
 
 
 class _Images(torch.utils.data.Dataset):
@@ -160,7 +160,7 @@ def test_after_the_window_the_loop_replays_then_the_loader_runs_alone_then_the_j
     control = Control(str(tmp_path))
     loop = Loop(log, control, ceilings=True)
     stream = loop.stream(("test",), lambda: {"batch_size": 4, "workers": 0})
-    control.plans = {stream.tag: Plan(end=3, replay=2, alone_s=0.01)}
+    control.plans = {stream.tag: ControlPlan(end=3, replay=2, alone_s=0.01)}
     control._checked = float("inf")  # the plan above is the one read
     it = _Batches(100)
     taken = [loop.next(stream, it, _Batches.next)[0].item() for _ in range(6)]
@@ -180,7 +180,7 @@ def test_the_loader_alone_leaves_the_epoch_its_last_batch_and_waits_for_the_next
     control = Control(str(tmp_path))
     loop = Loop(log, control, ceilings=True)
     stream = loop.stream(("test",), lambda: {"batch_size": 4, "workers": 0})
-    control.plans = {stream.tag: Plan(end=1, replay=0, alone_s=10.0)}
+    control.plans = {stream.tag: ControlPlan(end=1, replay=0, alone_s=10.0)}
     control._checked = float("inf")
     near_end = _Batches(40)
     near_end._num_yielded = 35
@@ -197,7 +197,7 @@ def test_an_epoch_too_short_for_the_loader_alone_leaves_it_out_and_says_why(tmp_
     control = Control(str(tmp_path))
     loop = Loop(log, control, ceilings=True)
     stream = loop.stream(("test",), lambda: {"batch_size": 4, "workers": 0})
-    control.plans = {stream.tag: Plan(end=1, replay=0, alone_s=10.0)}
+    control.plans = {stream.tag: ControlPlan(end=1, replay=0, alone_s=10.0)}
     control._checked = float("inf")
     short = _Batches(5)
     loop.next(stream, short, _Batches.next)
@@ -232,7 +232,7 @@ def test_a_job_stops_at_the_step_set_for_every_rank_after_its_phases(tmp_path):
     loop = Loop(log, control, ceilings=True)
     stream = loop.stream(("test",), lambda: {"batch_size": 4, "workers": 0})
     # a rank that learnt the plan late: its window ended before it read it
-    control.plans = {stream.tag: Plan(end=1, replay=2, alone_s=0.01, stop=8)}
+    control.plans = {stream.tag: ControlPlan(end=1, replay=2, alone_s=0.01, stop=8)}
     control._checked = float("inf")
     it = _Batches(100_000)
     for _ in range(8):  # steps 0..7: measured, replayed, the loader alone, then real batches unrecorded

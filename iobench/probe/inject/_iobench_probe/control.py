@@ -19,7 +19,7 @@ CHECK_S = 0.1
 
 
 @dataclass(frozen=True)
-class Plan:
+class ControlPlan:
     end: int  # the first step after the measured window
     replay: int  # steps on batches replayed from memory (the step alone); 0: none
     alone_s: float  # seconds of the loader alone after them; 0: none
@@ -39,7 +39,7 @@ class Plan:
 class Control:
     def __init__(self, directory: str) -> None:
         self.path = os.path.join(directory, CONTROL_NAME)
-        self.plans: dict[str, Plan] = {}
+        self.plans: dict[str, ControlPlan] = {}
         self.then = "stop"
         self.off = False
         self._checked = -1.0
@@ -62,6 +62,6 @@ class Control:
         except (OSError, ValueError):
             return  # replaced while read: the next poll reads the new one
         self._seen = seen
-        self.plans = {tag: Plan(**plan) for tag, plan in raw.get("streams", {}).items()}
+        self.plans = {tag: ControlPlan(**plan) for tag, plan in raw.get("streams", {}).items()}
         self.then = raw.get("then", "stop")
         self.off = bool(raw.get("off", False))

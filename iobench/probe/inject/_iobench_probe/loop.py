@@ -28,7 +28,7 @@ from collections.abc import Callable
 from typing import Any
 
 from . import worker
-from .control import Control, Plan
+from .control import Control, ControlPlan
 from .log import Log
 from .records import PHASE_ALONE, PHASE_MEASURED, PHASE_REPLAYED
 
@@ -89,7 +89,7 @@ def _batches_in_epoch(it: Any) -> int | None:
         return None
 
 
-def replayed_enough(calls: list[float], plan: Plan) -> bool:
+def replayed_enough(calls: list[float], plan: ControlPlan) -> bool:
     """Whether the step alone has replayed enough: ``plan.replay`` steps where ranks run in step;
     else at least that many over at least ``plan.replay_min_s``, and on until the median step (call
     to call) is known within REPLAY_PRECISION, or ``plan.replay_max_s`` have passed."""
@@ -266,7 +266,7 @@ class Loop:
         stream.alone_done = True
         self.log.write(["skip", stream.tag, time.perf_counter(), phase, why])
 
-    def _alone(self, stream: Stream, it: Any, original: Callable[[Any], Any], plan: Plan) -> Any:
+    def _alone(self, stream: Stream, it: Any, original: Callable[[Any], Any], plan: ControlPlan) -> Any:
         """The loader alone, inside one next(): drain ``it`` with nothing consuming, then hand the
         loop the last batch: for ``plan.alone_s`` seconds, or, where ranks run in step, exactly
         ``plan.alone_batches`` batches on every rank (each rank's epoch must keep as many batches as
