@@ -69,7 +69,7 @@ def build(photo_set: tuple[photos.Photo, ...], seed: int, samples: int) -> tuple
     photos.load_photos = lambda: photo_set  # render_jpeg() and fingerprint() look it up by name
     synth._CALIBRATION_CACHE.clear()
     try:
-        scale, _ = synth.calibrate(110.0)
+        scale, _ = synth.calibrate_noise(110.0)
         return scale, [synth.render(seed, i, scale)[0] for i in range(samples)]
     finally:
         photos.load_photos = original

@@ -90,7 +90,7 @@ class _Mapper:
 _CALIBRATION_CACHE: dict[tuple[float, int], tuple[float, float]] = {}
 
 
-def calibrate(
+def calibrate_noise(
     target_kb: float, *, samples: int = CALIBRATION_SAMPLES, mapper: _Mapper | None = None
 ) -> tuple[float, float]:
     """``(noise_scale, mean_jpeg_bytes)`` putting the mean JPEG size at ``target_kb`` KiB.
@@ -235,7 +235,7 @@ def synthesize(
     n_workers = max(1, workers if workers is not None else os.cpu_count() or 1)
     mapper = _Mapper(n_workers if samples is None or samples >= 64 else 1)
     try:
-        noise_scale, cal_mean = calibrate(target_kb, mapper=mapper)
+        noise_scale, cal_mean = calibrate_noise(target_kb, mapper=mapper)
         if samples is None:
             assert size_bytes is not None
             # the tar overhead for both formats: one size gives one sample count, so the two
