@@ -63,7 +63,7 @@ def operator_shares(
     return tuple(t / whole for t in totals)
 
 
-def calibrate(model: str, device: str | None, batch_size: int) -> tuple[HostCost, list[str]]:
+def measure_host_cost(model: str, device: str | None, batch_size: int) -> tuple[HostCost, list[str]]:
     """Measure ``model``'s step alone on ``device`` ("cpu" | "cuda"; None: CUDA where present).
     Asked for CUDA on a host without it, it measures on the CPU and says so in the notes."""
     notes = []

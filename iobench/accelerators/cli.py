@@ -18,11 +18,11 @@ def add_calibrate_arguments(parser: argparse.ArgumentParser) -> None:
 def calibrate_command(args: argparse.Namespace, console: Console) -> int:
     """Time the model's step alone and keep it as this host's calibration (accelerators/hostcost.py)."""
     from iobench.accelerators import hostcost
-    from iobench.accelerators.calibrate import calibrate
+    from iobench.accelerators.calibrate import measure_host_cost
 
     if args.batch_size < 1:
         raise ValueError(f"--batch-size={args.batch_size}: must be at least 1")
-    cost, notes = calibrate(args.model, args.device, args.batch_size)
+    cost, notes = measure_host_cost(args.model, args.device, args.batch_size)
     for note in notes:
         console.print(f"[yellow]note:[/] {note}")
     path = hostcost.save(cost)
