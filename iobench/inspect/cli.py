@@ -93,7 +93,7 @@ def inspect_command(args: argparse.Namespace, console: Console, nvml_lib: Any = 
     from iobench.results.codec import to_json
 
     from .accelerators import demand_of_gpus, parse_accelerators
-    from .cores import cores_needed
+    from .cores import estimate_cores
     from .inventory import ObjectClients, collect_inventory
     from .pitfalls import find_pitfalls
     from .render import render
@@ -113,7 +113,7 @@ def inspect_command(args: argparse.Namespace, console: Console, nvml_lib: Any = 
     pitfalls, check_notes = find_pitfalls(inv, demand, rate, args.workers)
     notes += check_notes
     # the cores needed, whether or not the host has them (MLPerf Storage's emulation does not decode)
-    cores = cores_needed(demand, rate) if demand and rate and demand.kind != "mlperf_storage" else None
+    cores = estimate_cores(demand, rate) if demand and rate and demand.kind != "mlperf_storage" else None
     # this Python's, not the recorded tree's: what an S3 tier run from here can read with
     clients = ObjectClients.here()
     if args.json:

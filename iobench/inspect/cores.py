@@ -20,7 +20,7 @@ TRAINER_BATCH = 256  # the batch a trainer's host cost is quoted at, as recommen
 
 
 @dataclass(frozen=True)
-class CoresNeeded:
+class CoresEstimate:
     count: int  # accelerators
     decode_per_accelerator: float  # cores of decode + augment one accelerator's demand keeps busy
     trainer_per_accelerator: int  # whole cores its trainer keeps
@@ -44,9 +44,9 @@ def trainer_cost(demand: AcceleratorDemand) -> HostCost | None:
     return None if demand.kind == "mlperf_storage" else host_cost(demand.model, TRAINER_BATCH)
 
 
-def cores_needed(demand: AcceleratorDemand, rate: DecodeRate) -> CoresNeeded:
+def estimate_cores(demand: AcceleratorDemand, rate: DecodeRate) -> CoresEstimate:
     cost = trainer_cost(demand)
-    return CoresNeeded(
+    return CoresEstimate(
         count=demand.count,
         decode_per_accelerator=cores_to_feed(
             demand.samples_per_s_each, rate.ms_per_sample(demand.sample_bytes)

@@ -14,7 +14,7 @@ from iobench.analysis.decoderate import DecodeRate
 from iobench.host.units import format_bytes
 
 from .accelerators import AcceleratorDemand
-from .cores import cores_needed, trainer_cost
+from .cores import estimate_cores, trainer_cost
 from .inventory import Inventory
 
 RAM_PER_GPU_MEMORY = (
@@ -182,7 +182,7 @@ def _cores(inv: Inventory, demand: AcceleratorDemand | None, rate: DecodeRate | 
     if not known:
         return "cores for decode: the CPU count is unknown; not checked"
     cores = min(known)
-    need = cores_needed(demand, rate)
+    need = estimate_cores(demand, rate)
     needed, trainer = need.total, need.trainer_per_accelerator * demand.count
     if needed <= cores:
         return None

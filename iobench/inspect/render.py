@@ -11,7 +11,7 @@ from iobench.host.units import format_bytes
 from iobench.sweep.dryrun import clients_line
 
 from .accelerators import AcceleratorDemand
-from .cores import CoresNeeded
+from .cores import CoresEstimate
 from .inventory import Inventory, ObjectClients
 from .pitfalls import Pitfall
 
@@ -140,7 +140,7 @@ def render(
     inv: Inventory,
     demand: AcceleratorDemand | None,
     rate: DecodeRate | None,
-    cores: CoresNeeded | None,
+    cores: CoresEstimate | None,
     clients: ObjectClients,
     pitfalls: list[Pitfall],
     notes: list[str],
