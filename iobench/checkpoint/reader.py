@@ -30,7 +30,7 @@ from .store import IoLog, Store
 from .writer import DEFAULT_IO, IoOptions, WriteTotals
 
 
-class ShardReader(StorageReader):
+class DcpStoreReader(StorageReader):
     """A DCP StorageReader over a :class:`~iobench.checkpoint.store.Store`."""
 
     def __init__(self, store: Store, options: IoOptions = DEFAULT_IO) -> None:

@@ -24,9 +24,9 @@ from iobench.tiers.base import Tier
 
 from .errors import CheckpointError
 from .localstore import LocalStore
-from .reader import ShardReader
+from .reader import DcpStoreReader
 from .store import IoLog, Store
-from .writer import DEFAULT_IO, IoOptions, ShardWriter
+from .writer import DEFAULT_IO, DcpStoreWriter, IoOptions
 
 _TierT = TypeVar("_TierT", bound=Tier)
 
@@ -75,18 +75,18 @@ class StoreTarget:
         self.where, self.writer_name = store.where, label
         self.local = isinstance(store, LocalStore)
 
-    def writer(self) -> ShardWriter:
-        return ShardWriter(self.store, self.options)
+    def writer(self) -> DcpStoreWriter:
+        return DcpStoreWriter(self.store, self.options)
 
     def checkpoint_id(self, name: str) -> str:
         return name
 
-    def reader(self) -> ShardReader:
-        return ShardReader(self.store, self.options)
+    def reader(self) -> DcpStoreReader:
+        return DcpStoreReader(self.store, self.options)
 
     def requests(self, io: StorageWriter | StorageReader) -> IoLog:
         # the writers and readers DCP is given here are the ones writer() and reader() made
-        assert isinstance(io, (ShardWriter, ShardReader)), type(io)
+        assert isinstance(io, (DcpStoreWriter, DcpStoreReader)), type(io)
         return io.totals.log
 
     def make_cold(self, checkpoint_id: str) -> str:

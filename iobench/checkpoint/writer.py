@@ -66,7 +66,7 @@ def _item_bytes(item: WriteItem) -> int:
     return size
 
 
-class ShardWriter(StorageWriter):
+class DcpStoreWriter(StorageWriter):
     """A DCP StorageWriter over a :class:`~iobench.checkpoint.store.Store`."""
 
     def __init__(self, store: Store, options: IoOptions = DEFAULT_IO) -> None:
@@ -107,7 +107,7 @@ class ShardWriter(StorageWriter):
 class _RankWrite:
     """One rank's write_data: items laid out, requests in flight, parts made durable."""
 
-    def __init__(self, writer: ShardWriter, plan: SavePlan, planner: SavePlanner, prefix: str) -> None:
+    def __init__(self, writer: DcpStoreWriter, plan: SavePlan, planner: SavePlanner, prefix: str) -> None:
         self.writer, self.planner, self.opts = writer, planner, writer.options
         self.store, self.cid = writer.store, writer.checkpoint_id
         self.items = sorted(plan.items, key=lambda i: i.type != WriteItemType.BYTE_IO)  # bytes first

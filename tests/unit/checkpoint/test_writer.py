@@ -15,21 +15,21 @@ from hypothesis import strategies as st
 from iobench.checkpoint.aligned import byte_view
 from iobench.checkpoint.errors import CheckpointCorrupt, CheckpointError, CheckpointMissing
 from iobench.checkpoint.localstore import LocalStore
-from iobench.checkpoint.reader import ShardReader
+from iobench.checkpoint.reader import DcpStoreReader
 from iobench.checkpoint.state import empty_like_state
-from iobench.checkpoint.writer import DEFAULT_IO, IoOptions, ShardWriter
+from iobench.checkpoint.writer import DEFAULT_IO, DcpStoreWriter, IoOptions
 
 warnings.filterwarnings("ignore", message=".*single process.*")
 DTYPES = [torch.float32, torch.bfloat16, torch.int64, torch.uint8, torch.float16]
 
 
 def _save(store, state, cid, options=DEFAULT_IO):
-    dcp.save(state, storage_writer=ShardWriter(store, options), checkpoint_id=cid, no_dist=True)
+    dcp.save(state, storage_writer=DcpStoreWriter(store, options), checkpoint_id=cid, no_dist=True)
 
 
 def _load(store, like, cid, options=DEFAULT_IO):
     out = empty_like_state(like)
-    dcp.load(out, storage_reader=ShardReader(store, options), checkpoint_id=cid, no_dist=True)
+    dcp.load(out, storage_reader=DcpStoreReader(store, options), checkpoint_id=cid, no_dist=True)
     return out
 
 
@@ -83,7 +83,7 @@ def test_a_failed_save_commits_nothing_and_the_previous_stays_loadable(tmp_path)
         _save(Broken(tmp_path), state, "step-2")
     assert sorted(os.listdir(tmp_path)) == ["step-1"]  # no step-2, no step-2.partial
     with pytest.raises(CheckpointMissing, match="no committed checkpoint"):
-        ShardReader(store).reset("step-2") or ShardReader(store).read_metadata()
+        DcpStoreReader(store).reset("step-2") or DcpStoreReader(store).read_metadata()
     assert _same(_load(store, state, "step-1"), state)
 
 
@@ -123,7 +123,7 @@ def test_a_flipped_byte_names_the_file_the_shard_and_the_bytes(tmp_path, direct)
 def test_garbage_metadata_is_named(tmp_path):
     _save(LocalStore(tmp_path), {"w": torch.ones(4)}, "a")
     (tmp_path / "a" / ".metadata").write_bytes(b"not a pickle")
-    reader = ShardReader(LocalStore(tmp_path))
+    reader = DcpStoreReader(LocalStore(tmp_path))
     reader.reset("a")
     with pytest.raises(CheckpointCorrupt, match=r"a/\.metadata is not a checkpoint's metadata"):
         reader.read_metadata()
