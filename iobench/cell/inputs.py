@@ -49,9 +49,9 @@ def loader_inputs(tier: Tier, manifest: Manifest, loader: LoaderSettings) -> tup
         urls = tier.shard_urls(manifest)
         samples = {url: s.samples for url, s in zip(urls, manifest.shards, strict=True)}
         return urls, replace(source, shard_samples=samples)
-    from iobench.datasets.objects import INDEX_NAME, OBJECTS_DIR, load_index
+    from iobench.datasets.objects import INDEX_NAME, OBJECTS_DIR, load_object_index
 
-    index = load_index(tier.read_json(INDEX_NAME), tier.object_url(INDEX_NAME))
+    index = load_object_index(tier.read_json(INDEX_NAME), tier.object_url(INDEX_NAME))
     items = [(s["key"], tier.object_url(f"{OBJECTS_DIR}/{s['name']}"), s["label"]) for s in index]
     # sizes from the index save a HEAD per object; per-sample objects bypass the shard cache
     sizes = {url: s["bytes"] for (_, url, _), s in zip(items, index, strict=True)}

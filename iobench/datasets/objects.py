@@ -21,7 +21,7 @@ INDEX_NAME = f"{OBJECTS_DIR}/index.json"
 INDEX_VERSION = 1
 
 
-def load_index(raw: Any, where: str = INDEX_NAME) -> list[dict]:
+def load_object_index(raw: Any, where: str = INDEX_NAME) -> list[dict]:
     if (
         not isinstance(raw, dict)
         or raw.get("schema_version") != INDEX_VERSION
@@ -39,7 +39,7 @@ def explode(dataset_dir: str | Path) -> list[dict]:
     manifest = Manifest.load(root)
     index_path = root / INDEX_NAME
     if index_path.exists():
-        samples = load_index(json.loads(index_path.read_text()), str(index_path))
+        samples = load_object_index(json.loads(index_path.read_text()), str(index_path))
         if len(samples) == manifest.num_samples:
             return samples
     out = root / OBJECTS_DIR

@@ -93,7 +93,7 @@ def load_photos() -> tuple[Photo, ...]:
     return tuple(photos)
 
 
-def fingerprint() -> str:
+def sources_fingerprint() -> str:
     """Names and sizes of the sources: part of the generator identity recorded in manifests."""
     return ",".join(f"{p.name}:{p.pixels.shape[1]}x{p.pixels.shape[0]}" for p in load_photos())
 

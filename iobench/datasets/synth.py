@@ -29,7 +29,7 @@ from iobench.datasets.manifest import (
     verify,
 )
 from iobench.datasets.parquet import DEFAULT_ROW_GROUP, check_format, open_shard_writer, remove_stale_shards
-from iobench.datasets.photos import fingerprint, load_photos, noise_bank, render_jpeg
+from iobench.datasets.photos import load_photos, noise_bank, render_jpeg, sources_fingerprint
 from iobench.datasets.samplesize import DEFAULT_SAMPLE_KIB, KIB, check_sample_kib
 from iobench.datasets.shardsize import auto_shard_bytes
 from iobench.datasets.shardwriter import member_bytes
@@ -146,7 +146,14 @@ def calibrate_noise(
 def _calibration_cache_file(target_kb: float, samples: int) -> Path:
     # Keyed by everything the result depends on, so a library upgrade recalibrates.
     ident = json.dumps(
-        [GENERATOR_VERSION, float(target_kb), samples, CALIBRATION_SEED, _library_versions(), fingerprint()],
+        [
+            GENERATOR_VERSION,
+            float(target_kb),
+            samples,
+            CALIBRATION_SEED,
+            _library_versions(),
+            sources_fingerprint(),
+        ],
         sort_keys=True,
     )
     digest = hashlib.sha256(ident.encode()).hexdigest()[:16]
@@ -188,7 +195,7 @@ def _request(
         "shard_bytes": shard_bytes,
         "target_kb": float(target_kb),
         "libraries": _library_versions(),
-        "photos": fingerprint(),
+        "photos": sources_fingerprint(),
     }
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from iobench.datasets.manifest import MANIFEST_NAME, Manifest, sha256_file
-from iobench.datasets.objects import INDEX_NAME, OBJECTS_DIR, load_index
+from iobench.datasets.objects import INDEX_NAME, OBJECTS_DIR, load_object_index
 
 SHA_META = "sha256"
 _MISSING = ("404", "NoSuchKey", "NotFound", "NoSuchBucket")
@@ -182,7 +182,7 @@ def upload_files(root: Path, manifest: Manifest) -> list[tuple[Path, str, str | 
             files.append((idx, idx.name, None))
     index = root / INDEX_NAME
     if index.exists():
-        for sample in load_index(json.loads(index.read_text()), str(index)):
+        for sample in load_object_index(json.loads(index.read_text()), str(index)):
             files.append((root / OBJECTS_DIR / sample["name"], f"{OBJECTS_DIR}/{sample['name']}", None))
         files.append((index, INDEX_NAME, None))
     return files

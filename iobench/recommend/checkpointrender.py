@@ -22,7 +22,7 @@ from .checkpoint import (
 )
 
 
-def add_checkpoint_arguments(p: argparse.ArgumentParser) -> None:
+def add_checkpoint_sizing_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("checkpoints (docs/checkpoints.md): the write rate and the place they need")
     g.add_argument(
         "--checkpoint-model",

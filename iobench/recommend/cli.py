@@ -81,9 +81,9 @@ def add_recommend_arguments(p: argparse.ArgumentParser) -> None:
     _server_arguments(p)
     _model_arguments(p)
     _rate_arguments(p)
-    from .checkpointrender import add_checkpoint_arguments
+    from .checkpointrender import add_checkpoint_sizing_arguments
 
-    add_checkpoint_arguments(p)
+    add_checkpoint_sizing_arguments(p)
 
 
 def _dataset_arguments(p: argparse.ArgumentParser) -> None:
@@ -394,7 +394,7 @@ def _demand(args: argparse.Namespace, kind: str) -> tuple[str, str, Figure, int 
 
 def _target(args: argparse.Namespace, kind: str) -> tuple[Server | None, str]:
     """The node the flags leave to a profile, and how the target was described, in words."""
-    from .servers import THIS_HOST, for_accelerator, from_inspect, profile, this_host
+    from .servers import THIS_HOST, for_accelerator, from_inspect, profile, this_server
 
     given = [
         f"{flag} {v}"
@@ -407,7 +407,7 @@ def _target(args: argparse.Namespace, kind: str) -> tuple[Server | None, str]:
         server = from_inspect(args.inspect)
         how = "described by --inspect"
     elif args.server:
-        server = this_host() if args.server == THIS_HOST else profile(args.server)
+        server = this_server() if args.server == THIS_HOST else profile(args.server)
         how = "chosen with --server"
     elif len(given) == 3:
         return None, "as given: " + ", ".join(given)

@@ -99,7 +99,7 @@ def for_accelerator(kind: str) -> Server | None:
     )
 
 
-def this_host() -> Server:
+def this_server() -> Server:
     import socket
 
     from iobench.host.cores import usable_cores

@@ -59,8 +59,8 @@ from loaders.storage.entrysum import PART_BYTES, EntrySum, damaged_parts, digest
 from loaders.storage.localfile import open_local
 from loaders.storage.shardcache_index import (
     CacheDir,
-    Entry,
-    InFlight,
+    CachedShard,
+    Download,
     fsync_dir,
     key_of,
     readable_name,
@@ -322,7 +322,7 @@ class ShardCache:
 
     # ---- room (callers hold the global lock) ------------------------------------------------
 
-    def _evict(self, entries: list[Entry], need: int, keep: str) -> tuple[int, list[str]]:
+    def _evict(self, entries: list[CachedShard], need: int, keep: str) -> tuple[int, list[str]]:
         """Evict least recently used entries until ``need`` bytes are freed.
 
         Returns the bytes freed and the keys of entries skipped because they were locked.
@@ -343,7 +343,7 @@ class ShardCache:
         return freed, busy
 
     def _make_room(
-        self, url: str, size: int, *, keep: str, held: str = "", may_wait: Callable[[InFlight], bool]
+        self, url: str, size: int, *, keep: str, held: str = "", may_wait: Callable[[Download], bool]
     ) -> str | None:
         """Evict until ``size`` more bytes fit; else name a key whose holder will give room back."""
         entries, inflight = self._dir.scan(clean=True, held=held)
@@ -367,7 +367,7 @@ class ShardCache:
             "by downloads of unknown size in flight",
         )
 
-    def _disk_shortfall(self, size: int, inflight: list[InFlight]) -> int:
+    def _disk_shortfall(self, size: int, inflight: list[Download]) -> int:
         """Bytes the filesystem lacks for ``size`` more, after the downloads in flight finish.
 
         A limit above the disk's free space (other files share it, or it was set too high) would

@@ -27,7 +27,7 @@ _PART_RE = re.compile(r"^\.part-([0-9a-f]{64})\.(\d+)\.(\d+)$")
 
 
 @dataclass
-class Entry:
+class CachedShard:
     """A complete cached shard."""
 
     name: str
@@ -37,7 +37,7 @@ class Entry:
 
 
 @dataclass
-class InFlight:
+class Download:
     """A live download: ``charged`` = max(reservation, bytes written so far)."""
 
     sha: str
@@ -131,7 +131,7 @@ class CacheDir:
         os.close(fd)
         return waited
 
-    def scan(self, *, clean: bool, held: str = "") -> tuple[list[Entry], list[InFlight]]:
+    def scan(self, *, clean: bool, held: str = "") -> tuple[list[CachedShard], list[Download]]:
         """Complete entries and live downloads; with ``clean``, remove the temps of dead writers.
 
         Call under the global lock. A temp whose key lock can be taken has no live writer (the
@@ -139,14 +139,14 @@ class CacheDir:
         process has locked and has no temp for yet, so any temp of it is stale, although the lock
         test would call it live.
         """
-        entries: list[Entry] = []
-        inflight: list[InFlight] = []
+        entries: list[CachedShard] = []
+        inflight: list[Download] = []
         with os.scandir(self.directory) as it:
             for de in it:
                 try:
                     if m := _ENTRY_RE.match(de.name):
                         st = de.stat(follow_symlinks=False)
-                        entries.append(Entry(de.name, m.group(1), st.st_size, st.st_mtime_ns))
+                        entries.append(CachedShard(de.name, m.group(1), st.st_size, st.st_mtime_ns))
                     elif m := _PART_RE.match(de.name):
                         sha, reserved = m.group(1), int(m.group(3))
                         st = de.stat(follow_symlinks=False)
@@ -159,12 +159,12 @@ class CacheDir:
                                 unlink_quiet(de.path)
                                 os.close(fd)
                                 continue
-                        inflight.append(InFlight(sha, reserved, max(st.st_size, reserved), st.st_size))
+                        inflight.append(Download(sha, reserved, max(st.st_size, reserved), st.st_size))
                 except FileNotFoundError:
                     continue  # gone while we listed (a writer committed or failed)
         return entries, inflight
 
-    def remove_entry(self, entry: Entry) -> bool:
+    def remove_entry(self, entry: CachedShard) -> bool:
         """Delete a complete entry unless its key is locked (being opened or re-fetched)."""
         fd, _ = self.lock_key(entry.sha, fcntl.LOCK_EX, block=False)
         if fd is None:

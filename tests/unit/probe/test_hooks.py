@@ -17,7 +17,7 @@ from iobench.probe.inject._iobench_probe import worker
 from iobench.probe.inject._iobench_probe.control import Control, ControlPlan
 from iobench.probe.inject._iobench_probe.imports import when_imported
 from iobench.probe.inject._iobench_probe.log import Log
-from iobench.probe.inject._iobench_probe.loop import Loop, count_samples, loader_info
+from iobench.probe.inject._iobench_probe.loop import Loop, batch_samples, loader_info
 from iobench.probe.reader import parse
 
 
@@ -71,10 +71,10 @@ def test_a_processs_first_records_and_its_rare_ones_reach_the_file_at_once(tmp_p
 
 def test_a_batch_counts_the_leading_size_of_its_first_tensor():
     x = torch.zeros(7, 3)
-    assert count_samples((x, torch.zeros(7)), 1) == 7
-    assert count_samples({"image": x}, 1) == 7
-    assert count_samples([{"data": x}], 1) == 7  # DALI's list of dicts
-    assert count_samples(["a", "b"], 5) == 5  # no tensor: the loader's batch size
+    assert batch_samples((x, torch.zeros(7)), 1) == 7
+    assert batch_samples({"image": x}, 1) == 7
+    assert batch_samples([{"data": x}], 1) == 7  # DALI's list of dicts
+    assert batch_samples(["a", "b"], 5) == 5  # no tensor: the loader's batch size
 
 
 def test_a_loader_says_where_its_files_live(tmp_path):
@@ -218,7 +218,7 @@ def test_a_fault_of_the_probes_own_switches_the_hooks_off_and_the_job_goes_on(tm
     def broken(data, fallback):
         raise RuntimeError("a batch the probe cannot count")
 
-    monkeypatch.setattr(loop_module, "count_samples", broken)
+    monkeypatch.setattr(loop_module, "batch_samples", broken)
     it = _Batches(10)
     assert loop.next(stream, it, _Batches.next)[0].item() == 1.0  # the job has its batch
     assert not loop.active

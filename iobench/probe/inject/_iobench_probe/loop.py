@@ -58,7 +58,7 @@ class Stream:
         self.replay_done = False
 
 
-def count_samples(data: Any, fallback: int) -> int:
+def batch_samples(data: Any, fallback: int) -> int:
     """Samples in a batch: the leading size of its first tensor (through lists, tuples and dicts)."""
     for _ in range(4):
         shape = getattr(data, "shape", None)
@@ -247,7 +247,7 @@ class Loop:
             t1 = time.perf_counter()
             if self.ceilings and code == PHASE_MEASURED:
                 stream.kept.append(data)
-            samples = count_samples(data, int(stream.info.get("batch_size") or 1))
+            samples = batch_samples(data, int(stream.info.get("batch_size") or 1))
             self.log.write(["step", stream.tag, t0, t1, c0, samples, code], t1)
             if self.device is not None:
                 self.device.on_return(stream, stream.steps)
@@ -305,7 +305,7 @@ class Loop:
                         t_from = now
                     continue
                 batches += 1
-                samples += count_samples(data, fallback)
+                samples += batch_samples(data, fallback)
                 if counted:
                     enough = batches >= counted
                 else:
