@@ -32,7 +32,7 @@ import yaml
 from common import host_line, write_section
 
 from iobench.analysis.queue import LoaderQueue
-from iobench.analysis.scale import ScaleCheck, checks, predict, production, replayed
+from iobench.analysis.scale import ScaleCheck, predict_at_scale, production, replay_queue, scale_checks
 from iobench.results.api import load_summaries, step_rows
 
 SECTION = "sync-scaling"
@@ -103,7 +103,7 @@ def _round(
             "own_au": next(p.au for p in summaries[c.cell_id].scale if p.world_size == c.world_size),
             **_on_this_host(out, c),
         }
-        for c in checks(list(summaries.values()))
+        for c in scale_checks(list(summaries.values()))
     ]
 
 
@@ -114,7 +114,7 @@ def _drift(out: Path, c: ScaleCheck) -> float:
 
     def mean_made(cell_id: str) -> float:
         rows = [r for r in step_rows(out, cell_id) if not r.warmup]
-        return float(production(rows, replayed(rows, queue)).made.mean())
+        return float(production(rows, replay_queue(rows, queue)).made.mean())
 
     return mean_made(c.cell_id) / mean_made(c.predicted_from)
 
@@ -130,8 +130,10 @@ def _on_this_host(out: Path, c: ScaleCheck) -> dict:
         by_step.setdefault(r.step, []).append(r.peer_wait_s)
     collective = statistics.mean(min(w) for w in by_step.values() if len(w) == c.world_size)
     twin = step_rows(out, c.predicted_from)
-    queue = replayed([r for r in twin if not r.warmup], LoaderQueue(_workers_of(c), 2))
-    (point,) = predict(twin, lambda world, compute: collective, queue=queue, world_sizes=(c.world_size,))
+    queue = replay_queue([r for r in twin if not r.warmup], LoaderQueue(_workers_of(c), 2))
+    (point,) = predict_at_scale(
+        twin, lambda world, compute: collective, queue=queue, world_sizes=(c.world_size,)
+    )
     return {"collective_s": collective, "predicted_on_host_au": point.au}
 
 

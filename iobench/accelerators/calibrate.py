@@ -19,7 +19,7 @@ import torch
 from iobench.accelerators.alone import time_alone
 from iobench.accelerators.consumers import TorchTrainStep
 from iobench.accelerators.hostcost import HostCost
-from iobench.accelerators.hostwork import size
+from iobench.accelerators.hostwork import elements_for
 from iobench.host.machine import this_host
 
 IMAGE_SIZE = 224  # the loaders' default crop (loaders.config.AugmentSpec.size)
@@ -100,4 +100,4 @@ def measure_host_cost(model: str, device: str | None, batch_size: int) -> tuple[
     )
     # the host work sized on as many steps of it as the real step ran, the fastest kept: the same
     # statistic over the same spell of load
-    return replace(cost, elements_per_step=size(cost.host_wall_s, cost.shares, alone.steps)), notes
+    return replace(cost, elements_per_step=elements_for(cost.host_wall_s, cost.shares, alone.steps)), notes

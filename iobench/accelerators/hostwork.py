@@ -71,7 +71,7 @@ def work_seconds(sizes: Sequence[int]) -> float:
     return _Operators(sizes).run()
 
 
-def size(host_wall_s: float, shares: Sequence[float], blocks: int) -> int:
+def elements_for(host_wall_s: float, shares: Sequence[float], blocks: int) -> int:
     """The elements a step of work cut in ``shares`` needs to take ``host_wall_s``: a first guess
     from a probe, rescaled by the fastest of ``blocks`` timed steps of it (the cost is linear in the
     elements)."""
@@ -90,7 +90,7 @@ class HostWork:
         self.cost = cost
         self.threads = max(1, cost.threads)
         torch.set_num_threads(self.threads)
-        elements = cost.elements_per_step or size(cost.host_wall_s, cost.shares, PROBE_BLOCKS)
+        elements = cost.elements_per_step or elements_for(cost.host_wall_s, cost.shares, PROBE_BLOCKS)
         self.sizes = regions(elements, cost.shares)
         self._operators = _Operators(self.sizes)
 

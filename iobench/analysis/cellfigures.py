@@ -287,10 +287,10 @@ def analyse_cell(runs: Sequence[MeasuredRun], facts: SetupFacts) -> CellFigures:
     chosen = median_run(runs)
     cell, run, rows = facts.cell, runs[chosen].analysis, runs[chosen].rows
     metrics, epochs = run.metrics, run.epochs
-    queue = scale.replayed(
+    queue = scale.replay_queue(
         [r for r in rows if not r.warmup], LoaderQueue(cell.loader.workers, cell.loader.prefetch)
     )
-    points = scale.predict(
+    points = scale.predict_at_scale(
         rows, facts.exposed_allreduce or _no_allreduce, queue=queue, alone=runs[chosen].alone
     )
     states = [m.cache_state for m in runs if m.cache_state is not None]

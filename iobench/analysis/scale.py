@@ -65,7 +65,7 @@ def block_length(n: int) -> int:
     return max(1, math.ceil(n ** (1 / 3)))
 
 
-def replayed(rows: Sequence[StepRow], queue: LoaderQueue) -> LoaderQueue:
+def replay_queue(rows: Sequence[StepRow], queue: LoaderQueue) -> LoaderQueue:
     """The queue the model replays ``rows`` through: ``queue``, or none when a batch was not
     stamped with its production times (a backend that does not stamp: the model without a queue,
     pessimistic with workers)."""
@@ -155,7 +155,7 @@ def production(rows: Sequence[StepRow], queue: LoaderQueue) -> Production:
     return Production(made, taking, compute, ahead if np.isfinite(ahead).any() else None)
 
 
-def predict(
+def predict_at_scale(
     rows: Sequence[StepRow],
     exposed_allreduce: Callable[[int, float], float],
     *,
@@ -172,7 +172,7 @@ def predict(
     measured = [r for r in rows if not r.warmup]
     if len(measured) < 2:
         raise ValueError(f"{len(measured)} measured step(s): too few to predict a synchronous job at scale")
-    queue = replayed(measured, queue)
+    queue = replay_queue(measured, queue)
     batches = production(measured, queue)
     ordered = in_order(measured)
     epochs = epochs_of([r.rank for r in ordered], [r.epoch for r in ordered])
@@ -258,7 +258,7 @@ def _twin_key(cell: CellSpec) -> str:
     return json.dumps(to_json(one), sort_keys=True)
 
 
-def checks(summaries: Sequence[CellSummary]) -> list[ScaleCheck]:
+def scale_checks(summaries: Sequence[CellSummary]) -> list[ScaleCheck]:
     """Every synchronous multi-rank cell that has a one-rank twin in ``summaries`` (the same cell
     but for the ranks), measured against the twin's prediction at its world size."""
     ones = {_twin_key(s.cell): s for s in summaries if s.ok and s.cell.run.world_size == 1}

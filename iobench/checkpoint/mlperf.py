@@ -59,7 +59,7 @@ def _phase(
     return Phase(what, index, duration, nbytes / duration / 1e9 if duration > 0 else 0.0, max(rank_s), cold)
 
 
-def run_rank(spec: MlperfSpec) -> list[Phase] | None:
+def run_checkpoint_rank(spec: MlperfSpec) -> list[Phase] | None:
     """This rank's part; rank 0 returns every phase."""
     import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     spec = from_json(MlperfSpec, json.loads(Path(args[0]).read_text()))
     warnings.filterwarnings("ignore", category=UserWarning)
-    phases = run_rank(spec)
+    phases = run_checkpoint_rank(spec)
     if phases is not None:
         Path(args[1]).write_text(json.dumps(summary(spec, phases), indent=2))
     return 0

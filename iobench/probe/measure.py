@@ -17,7 +17,16 @@ from .batches import match
 from .ceilings import LoaderAloneRun, StepAloneRun, loader_alone, step_alone
 from .plan import durations
 from .reader import Job
-from .steps import Step, created_at, loop_processes, main_stream, measured, rank_of, replayed, stream_steps
+from .steps import (
+    Step,
+    created_at,
+    loop_processes,
+    main_stream,
+    measured,
+    rank_of,
+    replayed_steps,
+    stream_steps,
+)
 from .workers import LoaderWork, loader_work
 
 
@@ -124,7 +133,7 @@ def rank_run(job: Job, pid: int, end_step: int | None, warmup_steps: int | None 
         h2d_bytes=sum(int(c.bytes) for c in _within(copies, start, end)),
         device_read_bytes=sum(int(f.read_bytes) for f in fetches),
         step_alone=step_alone(
-            replayed(every),
+            replayed_steps(every),
             job.device.get(tag, {}),
             _copies_per_step(copies),
             [(f.t0, f.t1) for f in fetches],

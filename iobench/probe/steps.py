@@ -100,7 +100,7 @@ def measured(steps: list[Step]) -> list[Step]:
     return out
 
 
-def replayed(steps: list[Step]) -> list[Step]:
+def replayed_steps(steps: list[Step]) -> list[Step]:
     return [s for s in steps if s.phase == PHASE_REPLAYED]
 
 

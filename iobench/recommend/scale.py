@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from iobench.analysis.queue import LoaderQueue
-from iobench.analysis.scale import predict
+from iobench.analysis.scale import predict_at_scale
 from iobench.cell.ranks.allreduce import AllReduceModel, gradient_bytes
 from iobench.results.api import load_summaries, step_rows
 from iobench.results.figures import ScalePoint
@@ -73,7 +73,7 @@ def at_scale(run_dirs: Sequence[str | Path], ranks: Sequence[int]) -> list[AtSca
                 if fabric
                 else None
             )
-            points = predict(
+            points = predict_at_scale(
                 rows,
                 model.exposed if model else lambda world, compute: 0.0,
                 queue=LoaderQueue(cell.loader.workers, cell.loader.prefetch),

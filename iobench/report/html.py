@@ -14,7 +14,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..analysis.scale import checks
+from ..analysis.scale import scale_checks
 from ..host.atomic import atomic_write
 from ..host.units import format_bytes, format_percent
 from ..results.api import load_steps, load_summaries
@@ -170,7 +170,7 @@ def render_html(summaries: list[CellSummary], steps: dict[str, pa.Table], title:
             figures=figures,
             timeline=shown,
             no_cache=NO_CACHE,
-            scaling=checks(summaries),
+            scaling=scale_checks(summaries),
             bottom=bottom_line(summaries),
             checkpoints=checkpoint_rows(summaries),
             checkpoint_verdicts=checkpoint_verdicts(summaries),

@@ -423,7 +423,7 @@ def scaling_lines(summaries: list[CellSummary]) -> list[str]:
     return [
         f"{c.cell_id}: predicted AU {c.predicted_au:.3f} [{c.predicted_low:.3f}-{c.predicted_high:.3f}] from "
         f"{c.predicted_from}, measured {c.measured_au:.3f}: {100 * c.error:+.1f} %"
-        for c in scale.checks(summaries)
+        for c in scale.scale_checks(summaries)
     ]
 
 

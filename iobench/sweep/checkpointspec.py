@@ -30,7 +30,16 @@ from iobench.host.memory import usable_memory
 from iobench.results.checkpoint import CheckpointDestination, CheckpointSettings
 from iobench.results.choices import CheckpointIo, CheckpointMode, CheckpointWriter
 from iobench.results.spec import CellSpec
-from iobench.sweep.checks import ConfigError, as_list, check_keys, choice, int_list, integer, size, slug
+from iobench.sweep.checks import (
+    ConfigError,
+    as_list,
+    check_keys,
+    choice,
+    int_list,
+    integer,
+    size_in_bytes,
+    slug,
+)
 
 # what writes a checkpoint to each tier kind, the first being the default
 WRITERS: dict[str, tuple[CheckpointWriter, ...]] = {
@@ -105,7 +114,7 @@ def _state(raw: Any) -> tuple[str | None, int | None]:
         )
     if d["model"] is not None:
         return choice(d["model"], tuple(MODELS), "checkpoints.state.model"), None
-    return None, size(d["size"], "checkpoints.state.size")
+    return None, size_in_bytes(d["size"], "checkpoints.state.size")
 
 
 def _destinations(raw: Any, tiers: list[dict]) -> list[CheckpointDestination]:

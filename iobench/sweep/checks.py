@@ -80,7 +80,7 @@ def int_list(value: Any, key: str, minimum: int) -> list[int]:
     return [integer(v, f"{key}[{i}]", minimum) for i, v in enumerate(as_list(value, key))]
 
 
-def size(value: Any, key: str) -> int:
+def size_in_bytes(value: Any, key: str) -> int:
     """Bytes in a size the sweep file gives: a YAML number is what its user wrote without a unit."""
     try:
         return parse_size(str(value))

@@ -34,7 +34,7 @@ from iobench.sweep.checks import (
     did_you_mean,
     endpoint,
     int_list,
-    size,
+    size_in_bytes,
     slug,
     url,
 )
@@ -220,7 +220,7 @@ def _tier_values(tier: dict, at: str) -> None:
                 + did_you_mean(key, declared)
             )
         if _takes_size(option):
-            size(value, f"{at}.{key}")
+            size_in_bytes(value, f"{at}.{key}")
         elif key == "url":
             url(value, f"{at}.url")
         elif key == "endpoint_url":

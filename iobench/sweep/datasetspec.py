@@ -10,7 +10,7 @@ from typing import Any
 
 from iobench.datasets.samplesize import DEFAULT_SAMPLE_KIB, KIB, check_sample_kib
 from iobench.host.cachedir import cache_dir
-from iobench.sweep.checks import ConfigError, as_list, check_keys, choice, integer, size, slug
+from iobench.sweep.checks import ConfigError, as_list, check_keys, choice, integer, size_in_bytes, slug
 
 FORMATS = ("wds", "parquet")
 # written in a tier's string options, it becomes the dataset's label: one tier template then reads
@@ -66,7 +66,7 @@ def _target_kb(value: Any) -> dict[str, float]:
     key = "dataset.synth.sample_size"
     if value is None:
         return {}
-    kib = size(value, key) / KIB
+    kib = size_in_bytes(value, key) / KIB
     try:
         check_sample_kib(kib)
     except ValueError as exc:
@@ -100,7 +100,7 @@ def parse_datasets(raw: Any) -> list[DatasetSpec]:
         **(
             {"format": "parquet"} if choice(s["format"], FORMATS, "dataset.synth.format") == "parquet" else {}
         ),
-        "shard_bytes": size(s["shard_size"], "dataset.synth.shard_size"),
+        "shard_bytes": size_in_bytes(s["shard_size"], "dataset.synth.shard_size"),
         **_target_kb(s["sample_size"]),
     }
     name = "size" if s["size"] is not None else "samples"
@@ -110,7 +110,7 @@ def parse_datasets(raw: Any) -> list[DatasetSpec]:
     for i, value in enumerate(values):
         at = f"{key}[{i}]" if isinstance(s[name], list) else key
         if name == "size":
-            synth, label = {**common, "size_bytes": size(value, at)}, slug(str(value))
+            synth, label = {**common, "size_bytes": size_in_bytes(value, at)}, slug(str(value))
         else:
             synth, label = {**common, "samples": integer(value, at, 1)}, f"{value}samples"
         if d["path"] is None:

@@ -39,7 +39,7 @@ def remove_partials(spec: Mapping[str, Any]) -> str | None:
     if found is None:
         return None
     try:
-        n = ramcache.remove_partials(found[0])
+        n = ramcache.remove_partial_downloads(found[0])
     except OSError as exc:
         return f"could not check the shard cache {found[0]} for partial downloads: {exc}"
     return f"removed {n} partial download(s) the cell's killed processes left in {found[0]}" if n else None

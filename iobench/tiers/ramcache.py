@@ -136,7 +136,7 @@ def leftovers(root: str = RAM_CACHE_ROOT) -> list[Leftover]:
     return out
 
 
-def remove_partials(cache_dir: str) -> int:
+def remove_partial_downloads(cache_dir: str) -> int:
     """Remove the temp files of downloads whose writer is gone (a cell killed mid-download); how many.
 
     A live writer holds its key's lock, so its temp file stays (loaders.storage.shardcache_index.CacheDir.scan)."""

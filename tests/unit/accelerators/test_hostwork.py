@@ -83,7 +83,7 @@ def test_the_work_is_sized_on_whole_steps_of_it(monkeypatch):
     monkeypatch.setattr(hostwork, "work_seconds", probe)
     monkeypatch.setattr(hostwork._Operators, "run", step)
     # 36 ms of the real step: 36 M elements at the probe's speed, 18 M at the speed the steps ran
-    assert hostwork.size(0.036, (0.5, 0.25, 0.25), blocks=3) == pytest.approx(18_000_000, abs=2)
+    assert hostwork.elements_for(0.036, (0.5, 0.25, 0.25), blocks=3) == pytest.approx(18_000_000, abs=2)
 
 
 def test_the_work_is_cut_in_the_real_steps_shares():

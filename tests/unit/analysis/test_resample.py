@@ -9,7 +9,7 @@ import pytest
 
 from iobench.analysis.queue import LoaderQueue
 from iobench.analysis.resample import Epochs, StreamDraw, epochs_of
-from iobench.analysis.scale import predict, production
+from iobench.analysis.scale import predict_at_scale, production
 from tests.helpers.summaries import queued_steps
 
 
@@ -47,7 +47,7 @@ def test_every_rank_reaches_the_jobs_epoch_start_at_the_same_step():
 
 def test_a_fixed_dataset_at_w_ranks_starts_its_epochs_w_times_as_often():
     rows = _epoch_rows()
-    points = {p.world_size: p for p in predict(rows, lambda w, c: 0.0, world_sizes=(1, 3))}
+    points = {p.world_size: p for p in predict_at_scale(rows, lambda w, c: 0.0, world_sizes=(1, 3))}
     # one rank: 3 epoch starts in its 180 steps; three ranks: one every 20 of them, the slowest of
     # three (all alike here)
     assert points[1].data_wait_s == pytest.approx((177 * 0.005 + 3 * 0.2) / 180)

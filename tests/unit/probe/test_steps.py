@@ -9,7 +9,7 @@ import json
 import pytest
 
 from iobench.probe.reader import Follower
-from iobench.probe.steps import main_stream, measured, replayed, stream_steps
+from iobench.probe.steps import main_stream, measured, replayed_steps, stream_steps
 from tests.unit.probe.jobkit import PID, Loop, record
 
 
@@ -20,7 +20,7 @@ def test_each_step_runs_from_its_call_to_the_next_call(tmp_path):
     steps = stream_steps(job, tag)
     assert len(steps) == 14  # the 15th record has no next call yet
     first = measured(steps)
-    assert len(first) == 10 and len(replayed(steps)) == 4
+    assert len(first) == 10 and len(replayed_steps(steps)) == 4
     assert first[0].wait_s == pytest.approx(1.05)  # from the iter() a second before, workers starting
     for s in first[1:]:
         assert s.wait_s == pytest.approx(0.05)
