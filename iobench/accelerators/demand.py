@@ -6,14 +6,16 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 from importlib import resources
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import yaml
+
+from iobench.results.choices import DemandKind, values
 
 if TYPE_CHECKING:
     from iobench.results.spec import AcceleratorSpec
 
-DEMANDS = ("training", "mlperf_storage")
+DEMANDS: tuple[DemandKind, ...] = values(DemandKind)
 
 
 class UnknownAccelerator(ValueError):
@@ -33,7 +35,7 @@ def load_accelerator_table() -> dict:
 class Demand:
     accelerator: str
     model: str
-    kind: str
+    kind: DemandKind | Literal["custom"]  # custom: a rate given in the sweep file
     samples_per_s: float
     source: str
     # DLIO's form, where the table gives it: seconds of compute per step of step_batch samples
@@ -43,7 +45,7 @@ class Demand:
     origin: str = "published"
 
 
-def lookup_demand(accelerator: str, model: str = "resnet50", kind: str = "training") -> Demand:
+def lookup_demand(accelerator: str, model: str = "resnet50", kind: DemandKind = "training") -> Demand:
     table = load_accelerator_table()
     if accelerator not in table:
         raise UnknownAccelerator(
