@@ -448,7 +448,7 @@ class Ceilings:
     """The ceilings a diagnosed cell or a probed job measured, each None where it was not: a cell
     measures all three, a probed job the step alone (accelerator) and its loader alone (prep or
     fetch, by where its readers spent their time). Written as the mapping of part to ceiling that
-    summaries have always held, so those on disk read back unchanged."""
+    summaries have always held (a part not measured: null), so those on disk read back unchanged."""
 
     accelerator: Ceiling | None = None
     prep: Ceiling | None = None
