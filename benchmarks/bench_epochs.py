@@ -61,7 +61,7 @@ def run(urls: list[str], counts: dict[str, int], method: str, mode: str, args) -
                 later_samples += len(images)
             time.sleep(args.step_ms / 1000)
     wall = time.perf_counter() - later_start  # type: ignore[operator]
-    fallback = loader.stats.counters.get("ring_fallback_batches", 0)
+    fallback = loader.stats.counters.ring_fallback_batches
     loader.close()
     boundary = [next(w for e, w in waits if e == epoch) for epoch in range(1, args.epochs)]
     return {

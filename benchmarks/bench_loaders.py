@@ -62,13 +62,9 @@ from peers import (
 )
 
 from loaders import LoaderConfig, make_loader
-from loaders.pipeline.cropdecode import (
-    REGION_DECODER_MISSING,
-    decode_crop,
-    decoder_name,
-    region_decode_available,
-)
+from loaders.pipeline.cropdecode import decode_crop
 from loaders.pipeline.decode import resize_flip
+from loaders.pipeline.decoders import REGION_DECODER_MISSING, decoder_name, region_decode_available
 
 # what the contenders import, by the group that installs it: (module, who needs it, what to install)
 EXTRAS = {

@@ -39,6 +39,7 @@ from common import cpu_seconds, host_line, median, paired, spread, write_section
 from s3env import s3_endpoint
 
 from iobench.tiers.s3 import s3_storage_options
+from loaders.observe import RequestCounts
 from loaders.storage import CLIENT_NAMES, installed_clients
 from loaders.storage.clients import make_client
 from loaders.storage.clients.base import ClientSettings
@@ -102,12 +103,12 @@ def measure(
     wall, cpu = time.perf_counter() - t0, cpu_seconds() - cpu0
     stats = reader.take_stats()
     nbytes = sum(done)
-    assert nbytes == sum(end - start for _, start, end in jobs) and stats.failures == 0
+    assert nbytes == sum(end - start for _, start, end in jobs) and stats.counts.failures == 0
     return Figures(
         rate=(len(jobs) if small else nbytes) / wall,
         cpu_per_gib=cpu / (nbytes / 2**30),
         p99_ms=float(np.percentile(stats.latencies_ms, 99)) if stats.latencies_ms else float("nan"),
-        counted_share=stats.client_cpu_s / cpu if cpu else 0.0,
+        counted_share=stats.counts.client_cpu_s / cpu if cpu else 0.0,
     )
 
 
@@ -348,13 +349,13 @@ def sweep(args: argparse.Namespace) -> None:
         if not s.ok:
             lines.append(f"| {s.cell.tier_name} | {s.cell.loader.decode} | failed: {s.error} ||||||||")
             continue
-        c = s.loader_stats_all_steps.counters
-        requests = c.get("requests", 0)
+        c = s.loader_stats_all_steps.counters.requests or RequestCounts()
+        requests = c.requests
         epochs = len(s.epochs)  # a cell reads whole epochs until it has measured long enough
         lines.append(
             f"| {s.cell.tier_name.removeprefix('rgw-')} | {'yes' if s.cell.loader.decode else 'no'} "
-            f"| {s.metrics.samples_per_s:,.0f} | {epochs} | {c.get('bytes_transferred', 0) / 1e6 / epochs:,.1f} "
-            f"| {requests:,} | {1000 * c.get('client_cpu_s', 0.0) / max(1, requests):.2f} | {c.get('retries', 0)} "
+            f"| {s.metrics.samples_per_s:,.0f} | {epochs} | {c.bytes_transferred / 1e6 / epochs:,.1f} "
+            f"| {requests:,} | {1000 * c.client_cpu_s / max(1, requests):.2f} | {c.retries} "
             f"| {s.verdict.bound}{' (' + s.verdict.binding_stage + ')' if s.verdict.binding_stage else ''} |"
         )
         client = [e for e in s.verdict.evidence if e.startswith("client")]

@@ -129,7 +129,7 @@ def main(argv: list[str] | None = None) -> None:
                 "delivered": tally.delivered,
                 "lost": tally.lost,
             }
-            summary["counters"] = dict(loader.stats.counters)
+            summary["counters"] = loader.stats.counters.as_flat()
             log.write(json.dumps({**summary, "all": [g.tolist() for g in gathered]}) + "\n")
             log.flush()
         if rank == 0:

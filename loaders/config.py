@@ -219,12 +219,15 @@ KEYWORDS = frozenset(
 def plan_for(
     config: LoaderConfig, items: Sequence, counts: Sequence[int] | None, epoch: int, readers: int = 1
 ) -> EpochPlan:
-    """This rank's share of ``epoch`` over ``readers`` readers, as ``config`` splits it."""
+    """This rank's share of ``epoch`` over ``readers`` readers, as ``config`` splits it (its ranks
+    resolved: :meth:`LoaderConfig.with_ranks`)."""
+    if config.rank is None or config.world_size is None:
+        raise TypeError("plan_for needs a config whose ranks are resolved: pass config.with_ranks()")
     return plan_epoch(
         items,
         counts,
-        rank=config.rank,  # type: ignore[arg-type]
-        world_size=config.world_size,  # type: ignore[arg-type]
+        rank=config.rank,
+        world_size=config.world_size,
         num_workers=readers,
         batch_size=config.pipeline.batch_size,
         drop_last=config.pipeline.drop_last,

@@ -58,10 +58,11 @@ def deliver(batch: Batch, config: LoaderConfig) -> Batch:
     if batch.images is None or (config.device is None and not config.normalize):
         return batch
     images, labels = batch.images, batch.labels
+    assert labels is not None  # a batch with images has their labels (Batch's invariant)
     if config.device is not None:
         device = torch.device(device_for(config.device))
         images = images.to(device, non_blocking=True)
-        labels = labels.to(device, non_blocking=True)  # type: ignore[union-attr]
+        labels = labels.to(device, non_blocking=True)
     if config.normalize:
         images = normalize_batch(images).contiguous(memory_format=torch.channels_last)
     return batch.with_data(images=images, labels=labels)

@@ -25,11 +25,12 @@ def expected_samples(plan: EpochPlan, batch_size: int, drop_last: bool) -> int |
         return None
     if plan.split == "samples":
         return plan.samples
-    if any(r.samples is None for r in plan.readers):
+    known = [r.samples for r in plan.readers if r.samples is not None]
+    if len(known) < len(plan.readers):
         return None
     if not drop_last:
-        return sum(r.samples for r in plan.readers)  # type: ignore[misc]
-    return sum(r.samples // batch_size * batch_size for r in plan.readers)  # type: ignore[operator]
+        return sum(known)
+    return sum(n // batch_size * batch_size for n in known)
 
 
 @dataclass
@@ -47,7 +48,8 @@ class EpochTally:
     def add(self, stats: StageStats, samples: int) -> None:
         """A batch of ``samples`` delivered (0: counters only) with its ``stats``."""
         self.delivered += samples
-        self.skipped += int(stats.counters.get("lost_samples", 0)) + sum(stats.errors.values())
+        lost = stats.counters.lost
+        self.skipped += (lost.samples if lost else 0) + sum(stats.errors.values())
         self.losses.extend(stats.losses[: max(0, 5 - len(self.losses))])
         self.examples.extend(stats.error_examples[: max(0, 3 - len(self.examples))])
 
@@ -63,7 +65,10 @@ class EpochTally:
 
     def over(self, budget: float | None) -> bool:
         """Whether the epoch has lost more than ``budget`` of its expected samples."""
-        return budget is not None and bool(self.expected) and self.lost > budget * self.expected  # type: ignore[operator]
+        expected = self.expected
+        if budget is None or not expected:
+            return False
+        return self.lost > budget * expected
 
     def error(self, budget: float) -> SamplesLostError:
         where = "; ".join(loss.describe() for loss in self.losses[:3]) or "; ".join(self.examples)

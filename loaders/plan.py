@@ -272,8 +272,9 @@ def _whole_shards(
         samples = None if counts is None else int(sum(counts[i] for i in mine))
         batches = None if samples is None else batches_of(samples, batch_size, drop_last)
         plans.append(ReaderPlan(tuple(items[i] for i in mine), samples, batches))
-    known = counts is not None
-    total = int(sum(counts)) if known else None  # type: ignore[arg-type]
+    total = None if counts is None else int(sum(counts))
+    # known counts give every reader its count of batches
+    batches = None if counts is None else sum(p.batches for p in plans if p.batches is not None)
     return EpochPlan(
         epoch=epoch,
         rank=0,
@@ -281,7 +282,7 @@ def _whole_shards(
         split="shards",
         readers=tuple(plans),
         samples=total,
-        batches=sum(p.batches for p in plans) if known else None,  # type: ignore[misc]
+        batches=batches,
         total=total,
     )
 

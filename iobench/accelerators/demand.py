@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 from importlib import resources
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, TypeGuard, get_args
 
 import yaml
 
@@ -16,6 +16,9 @@ if TYPE_CHECKING:
     from iobench.results.spec import AcceleratorSpec
 
 DEMANDS: tuple[DemandKind, ...] = values(DemandKind)
+# what a figure of configs/accelerators.yaml is (its header says): read at its source, computed
+# from published figures, or an estimate no public source gives
+TableOrigin = Literal["published", "derived", "assumed"]
 
 
 class UnknownAccelerator(ValueError):
@@ -25,6 +28,21 @@ class UnknownAccelerator(ValueError):
 @functools.cache
 def _table() -> dict:
     return yaml.safe_load(resources.files("iobench").joinpath("configs/accelerators.yaml").read_text())
+
+
+def _is_origin(value: object) -> TypeGuard[TableOrigin]:
+    return value in get_args(TableOrigin)
+
+
+def _origin(entry: dict, default: TableOrigin, where: str) -> TableOrigin:
+    """The entry's origin; a value the table's header does not define is an error in the table."""
+    origin = entry.get("origin", default)
+    if not _is_origin(origin):
+        raise ValueError(
+            f"configs/accelerators.yaml {where}: origin={origin!r}: allowed values are "
+            f"{', '.join(get_args(TableOrigin))}"
+        )
+    return origin
 
 
 def load_accelerator_table() -> dict:
@@ -41,8 +59,7 @@ class Demand:
     # DLIO's form, where the table gives it: seconds of compute per step of step_batch samples
     step_s: float | None = None
     step_batch: int | None = None
-    # what the figure is (configs/accelerators.yaml's origin): published, derived or assumed
-    origin: str = "published"
+    origin: TableOrigin = "published"
 
 
 def lookup_demand(accelerator: str, model: str = "resnet50", kind: DemandKind = "training") -> Demand:
@@ -66,7 +83,7 @@ def lookup_demand(accelerator: str, model: str = "resnet50", kind: DemandKind = 
         )
     entry = models[model][kind]
     source = " ".join(entry["source"].split())
-    origin = entry.get("origin", "published")
+    origin = _origin(entry, "published", f"{accelerator}/{model}/{kind}")
     if "computation_time_s" in entry:  # one figure, as DLIO writes it: the rate follows from it
         step_s, batch = float(entry["computation_time_s"]), int(entry["batch_size"])
         return Demand(accelerator, model, kind, batch / step_s, source, step_s, batch, origin)
@@ -135,7 +152,7 @@ class ReadCpu:
     cores_per_accelerator: float
     accelerator: str
     ms_per_sample: float
-    origin: str
+    origin: TableOrigin
     source: str
 
 
@@ -150,6 +167,6 @@ def read_cpu(model: str) -> ReadCpu | None:
         cores,
         entry["accelerator"],
         1000.0 * cores / at.samples_per_s,
-        entry.get("origin", "derived"),
+        _origin(entry, "derived", f"models/{model}/read_cpu"),
         " ".join(entry["source"].split()),
     )

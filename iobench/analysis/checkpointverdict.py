@@ -28,20 +28,18 @@ def needed_gb_per_s(
 
 def sentence(figures: Sequence[CheckpointFigures]) -> str:
     """The verdict over cells of one destination and interval (any of the three modes present)."""
-    by_mode = {f.settings.mode: f for f in figures if f.cost is not None}
-    if not by_mode:
+    costs = {f.settings.mode: (f, f.cost) for f in figures if f.cost is not None}
+    if not costs:
         return "no checkpoint cell measured a save"
-    any_fig = next(iter(by_mode.values()))
-    every = any_fig.settings.every_steps
-    first_mode, first = next(iter(by_mode.items()))
-    lead = by_mode.get("sync") or first
-    lead_mode = "sync" if "sync" in by_mode else first_mode
-    text = f"checkpointing every {every} steps costs {_pct(lead.cost.cost)} of accelerator time on {lead.where} ({lead_mode})"  # type: ignore[union-attr]
+    lead_mode = "sync" if "sync" in costs else next(iter(costs))
+    lead, lead_cost = costs[lead_mode]
+    every = lead.settings.every_steps
+    text = f"checkpointing every {every} steps costs {_pct(lead_cost.cost)} of accelerator time on {lead.where} ({lead_mode})"
     for mode in ("async", "async_pinned"):
-        if mode in by_mode and mode != lead_mode:
-            text += f"; {mode} {_pct(by_mode[mode].cost.cost)}"  # type: ignore[union-attr]
+        if mode in costs and mode != lead_mode:
+            text += f"; {mode} {_pct(costs[mode][1].cost)}"
     text += f"; the tier writes {lead.save.gb_per_s_per_node:.2f} GB/s per node"
-    step_s = lead.cost.clean_step_s  # type: ignore[union-attr]
+    step_s = lead_cost.clean_step_s
     if step_s:
         per_node = lead.settings.state_bytes / max(1, lead.nodes)
         text += f"; ≤ 1 % at this interval needs {needed_gb_per_s(per_node, every, step_s):.2f} GB/s"

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from iobench.results.figures import EpochFigures, Latency, StepAccount
 from loaders import StageStats
+from loaders.observe import CacheStats, RequestCounts
 
 from .ledger import totals
 from .metrics import epoch_dlio_au
@@ -34,7 +35,8 @@ def epoch_figures(
         whole = totals(mine)
         inside = totals(e for e in window if e.epoch == epoch)
         c = epoch_stats.counters
-        hits, misses = c.get("cache_hits", 0), c.get("cache_misses", 0)
+        cache, requests = c.cache or CacheStats(), c.requests or RequestCounts()
+        hits, misses = cache.hits, cache.misses
         samples = sum(e.samples for e in mine)
         out.append(
             EpochFigures(
@@ -49,16 +51,16 @@ def epoch_figures(
                 cache_hits=hits,
                 cache_misses=misses,
                 cache_hit_ratio=hits / (hits + misses) if hits + misses else None,
-                cache_evictions=c.get("cache_evictions", 0),
-                bytes_transferred=c.get("bytes_transferred", 0),
-                requests=c.get("requests", 0),
-                retries=c.get("retries", 0),
+                cache_evictions=cache.evictions,
+                bytes_transferred=requests.bytes_transferred,
+                requests=requests.requests,
+                retries=requests.retries,
                 request_latency_ms=Latency(**epoch_stats.as_dict()["request_latency_ms"]),
                 au=whole.au if whole.span_s > 0 else None,
                 au_mlperf=epoch_dlio_au(mine),
                 window_s=inside.span_s / ranks,
                 window_au=inside.au if inside.span_s > 0 else None,
-                expected_samples=c.get("epoch_samples_expected"),
+                expected_samples=c.epoch_samples_expected,
             )
         )
     return tuple(out)

@@ -26,7 +26,7 @@ from iobench.results.figures import (
     Window,
 )
 from iobench.results.spec import MinMeasure
-from loaders.observe import STAGES, StageStats
+from loaders.observe import STAGES, LoaderCounters, StageStats
 from loaders.storage import CLIENTS, ResolvedClient
 
 CPU_STAGES = ("decode", "augment", "collate")
@@ -167,7 +167,7 @@ class Evidence:
     # it is
     feed: tuple[float, str] | None = None
     client: ClientFacts | None = None
-    counters: Mapping[str, float] = field(default_factory=dict)  # the loader's request counters
+    counters: LoaderCounters = field(default_factory=LoaderCounters)  # the loader's request counters
     window: Window | None = None
     least: MinMeasure | None = None  # what the window was asked to be
     sync: SyncFacts | None = None

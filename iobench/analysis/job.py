@@ -201,13 +201,13 @@ def aggregate(runs: list[RankInput], synchronous: bool = False) -> Aggregate:
     counted_waits = [e.wait for entries in kept for e in entries if start < e.end_s <= end]
     methods = {run.readers_in_process for run in runs}
     measured, epoch_stats = merged_stats(runs)
-    firsts = [run.time_to_first_batch_s for run in runs]
+    firsts = [run.time_to_first_batch_s for run in runs if run.time_to_first_batch_s is not None]
     metrics = pipeline_metrics(
         window,
         job,
         ranks=n,
         every_step=every,
-        time_to_first_batch_s=None if None in firsts else max(firsts),  # type: ignore[type-var]
+        time_to_first_batch_s=max(firsts) if len(firsts) == len(runs) else None,
         alone={run.rank: run.alone for run in runs if run.alone is not None},
         au_basis=runs[0].au_basis,
         readers_in_process=methods == {True},
@@ -219,7 +219,7 @@ def aggregate(runs: list[RankInput], synchronous: bool = False) -> Aggregate:
         slowest = min(ranks, key=lambda f: (f.samples_per_s, f.rank))
     fastest = max(f.samples_per_s for f in ranks)
     released = [run.released_at for run in runs]
-    free = [f.free_running_au for f in ranks]
+    free = [f.free_running_au for f in ranks if f.free_running_au is not None]
     return Aggregate(
         start=start,
         end=end,
@@ -237,7 +237,7 @@ def aggregate(runs: list[RankInput], synchronous: bool = False) -> Aggregate:
         steps=min(rank.steps for rank in ranks),
         peer_wait_fraction=job["peer_wait"] / job.span_s,
         allreduce_fraction=job["allreduce"] / job.span_s,
-        free_running_au=None if None in free else float(np.mean(free)),  # type: ignore[arg-type]
+        free_running_au=float(np.mean(free)) if len(free) == len(ranks) else None,
         dropped_batches=sum(run.dropped_batches for run in runs),
     )
 

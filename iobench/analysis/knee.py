@@ -66,16 +66,16 @@ def _group(s: CellSummary) -> tuple:
 
 def knees(summaries: list[CellSummary]) -> list[Knee]:
     """One knee per group of ok cells measured at two or more worker counts."""
-    groups: dict[tuple, list[CellSummary]] = {}
+    groups: dict[tuple, list[tuple[CellSummary, float]]] = {}
     for s in summaries:
         if s.ok and s.metrics is not None:
-            groups.setdefault(_group(s), []).append(s)
+            groups.setdefault(_group(s), []).append((s, s.metrics.samples_per_s))
     out = []
     for key, cells in groups.items():
         rates: dict[int, float] = {}
-        for s in cells:
+        for s, rate in cells:
             w = s.cell.loader.workers
-            rates[w] = max(rates.get(w, 0.0), s.metrics.samples_per_s)  # type: ignore[union-attr]
+            rates[w] = max(rates.get(w, 0.0), rate)
         if len(rates) < 2:
             continue
         best = max(rates, key=lambda w: rates[w])
@@ -87,7 +87,7 @@ def knees(summaries: list[CellSummary]) -> list[Knee]:
                 best_workers=best,
                 best_samples_per_s=rates[best],
                 by_workers=tuple(sorted(rates.items())),
-                trainer=_trainer(cells[0]),
+                trainer=_trainer(cells[0][0]),
             )
         )
     return out

@@ -40,10 +40,11 @@ def device_cap(alone: StepAlone | None) -> float:
 
 
 def _stage_walls(row: StepRow) -> tuple[float, ...] | None:
-    walls = (row.fetch_wait_s, row.decode_s, row.augment_s, row.collate_s)
-    if any(w is None for w in walls) or sum(walls) <= 0:  # type: ignore[arg-type]
+    fetch, decode, augment, collate = row.fetch_wait_s, row.decode_s, row.augment_s, row.collate_s
+    if fetch is None or decode is None or augment is None or collate is None:
         return None
-    return walls  # type: ignore[return-value]
+    walls = (fetch, decode, augment, collate)
+    return walls if sum(walls) > 0 else None
 
 
 def account(

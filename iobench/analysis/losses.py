@@ -20,20 +20,22 @@ from loaders.observe import Loss
 def sample_loss(epochs: Sequence[EpochFigures], completed: int, stats: LoaderStats) -> SampleLoss | None:
     """The loss over the first ``completed`` epochs, from their counts and the loader's ``stats``
     (the whole run's); None when every completed epoch with a known plan delivered all of it."""
-    judged = [e for e in epochs if e.epoch < completed and e.expected_samples is not None]
-    short = [e for e in judged if e.samples < e.expected_samples]  # type: ignore[operator]
+    judged = [
+        (e, expected) for e in epochs if e.epoch < completed and (expected := e.expected_samples) is not None
+    ]
+    short = [(e, expected) for e, expected in judged if e.samples < expected]
     if not short:
         return None
-    worst = max(short, key=lambda e: e.expected_samples - e.samples)  # type: ignore[operator]
+    worst, worst_expected = max(short, key=lambda pair: pair[1] - pair[0].samples)
     return SampleLoss(
-        lost=sum(e.expected_samples - e.samples for e in short),  # type: ignore[operator,misc]
-        expected=sum(e.expected_samples for e in judged),  # type: ignore[misc]
+        lost=sum(expected - e.samples for e, expected in short),
+        expected=sum(expected for _, expected in judged),
         epoch=worst.epoch,
         epoch_delivered=worst.samples,
-        epoch_expected=worst.expected_samples,  # type: ignore[arg-type]
+        epoch_expected=worst_expected,
         where=tuple({(r.url, r.begin, r.end): r for r in stats.losses}.values()),  # each region once
         skipped=dict(stats.errors),
-        cache_damaged=stats.counter("cache_damaged"),
+        cache_damaged=stats.counters.cache.damaged if stats.counters.cache else 0,
     )
 
 

@@ -72,9 +72,10 @@ class StreamDraw:
         drawn = self.steady[
             ((starts[..., None] + np.arange(self.block)) % m).reshape(count, world, -1)[..., :n]
         ]
-        if not self.segments:
+        epochs = self.epochs
+        if epochs is None or not self.segments:  # segments come only with epochs
             return drawn
-        length = self.epochs.length(world)  # type: ignore[union-attr]
+        length = epochs.length(world)
         phase = rng.integers(0, length, size=(count, 1, 1))
         k = np.arange(n)
         offset = (k + phase) % length  # steps since the job's last epoch start

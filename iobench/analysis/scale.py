@@ -101,6 +101,15 @@ class Production:
     ahead: np.ndarray | None = None
 
 
+def _stamps(row: StepRow) -> tuple[float, float]:
+    """When ``row``'s batch was begun and ready: stamped on every row a queue replays (:func:`replayed`)."""
+    if row.begun_s is None or row.ready_s is None:
+        raise TypeError(
+            f"rank {row.rank} step {row.step}: no production stamps to replay a loader queue with"
+        )
+    return row.begun_s, row.ready_s
+
+
 def production(rows: Sequence[StepRow], queue: LoaderQueue) -> Production:
     """Each of ``rows``' batches' production time and hand-over cost, and the compute of the step
     that took it, for a model with ``queue``; without workers the step's wait is its production
@@ -120,22 +129,26 @@ def production(rows: Sequence[StepRow], queue: LoaderQueue) -> Production:
     if queue.workers == 0:
         made, taking = waits.copy(), np.zeros_like(waits)
     else:
-        made = np.array([r.ready_s - r.begun_s for r in ordered])  # type: ignore[operator]
+        stamps = [_stamps(r) for r in ordered]
+        made = np.array([ready - begun for begun, ready in stamps])
         taken = [r.t_start + r.wait_s for r in ordered]
         for i, r in enumerate(ordered):
-            asked = i - queue.depth
-            if before[i] is not None and asked >= 0 and ordered[asked].rank == r.rank:
-                made[i] = max(made[i], r.ready_s - max(before[i], taken[asked]))  # type: ignore[operator]
+            asked, previous = i - queue.depth, before[i]
+            if previous is not None and asked >= 0 and ordered[asked].rank == r.rank:
+                made[i] = max(made[i], stamps[i][1] - max(previous, taken[asked]))
         # a batch ready before the step asked for it still costs the hand-over (unpickling, the ring)
-        late = np.maximum(0.0, np.array([r.ready_s - r.t_start for r in ordered]))  # type: ignore[operator]
+        late = np.maximum(
+            0.0, np.array([ready - r.t_start for r, (_, ready) in zip(ordered, stamps, strict=True)])
+        )
         made, taking = np.maximum(0.0, made), np.maximum(0.0, waits - late)
     ahead = np.full(len(ordered), -np.inf)
     for i, r in enumerate(ordered):
-        if before[i] is None or r.read_asked_s is None or r.read_in_s is None or r.begun_s is None:
+        previous, asked_s, in_s, begun, ready = before[i], r.read_asked_s, r.read_in_s, r.begun_s, r.ready_s
+        if previous is None or asked_s is None or in_s is None or begun is None or ready is None:
             continue
-        stamped = r.ready_s - r.begun_s  # type: ignore[operator]
+        stamped = ready - begun
         own = max(0.0, stamped - (r.fetch_wait_s or 0.0))  # its making less its waits for bytes
-        both = two_ways(r.read_asked_s, r.read_in_s, r.begun_s, before[i], own)  # type: ignore[arg-type]
+        both = two_ways(asked_s, in_s, begun, previous, own)
         if both is not None:
             # what kept the maker from beginning when the model lets it stays in its making
             made[i], ahead[i] = both[0] + max(0.0, made[i] - stamped), both[1]

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 
 from iobench.results.choices import Bound
 from iobench.results.figures import CoreBudget, CoresNeeded, PipelineMetrics, Verdict
+from loaders.observe import RequestCounts
 
 from .cores import cores_needed, describe
 from .evidence import ClientFacts, Evidence, ReaderWork
@@ -152,18 +153,14 @@ class _Judge:
     def _client(self, client: ClientFacts) -> float | None:
         """The object client's cost per request and per GiB, said as evidence; its share of the
         readers' time (client_cpu_s / (readers x wall)) for the fetch rule, None without requests."""
-        c = self.ev.counters
-        requests, cpu_s, nbytes = (
-            c.get("requests", 0),
-            c.get("client_cpu_s", 0.0),
-            c.get("bytes_transferred", 0),
-        )
+        c = self.ev.counters.requests or RequestCounts()
+        requests, cpu_s, nbytes = c.requests, c.client_cpu_s, c.bytes_transferred
         said = f"client: {client.name} {client.version}: "
         if not requests:
             self.said.append(said + "made no requests over the measured steps")
             return None
         per_gib = f", {cpu_s / (nbytes / GIB):.1f} CPU-s per GiB" if nbytes else ""
-        reported = c.get("client_retries", 0)
+        reported = c.client_retries
         own = (
             "0 (turned off)"
             if client.own_retries is None
@@ -432,22 +429,23 @@ class _Judge:
         # matched to their making, the measured hand-over must also outweigh the making.
         work, split, stall = self.work, self.ev.split, self.m.stall_fraction
         assert work is not None
-        handed = work.workers > 0 and work.busy is not None and work.busy < BUSY and stall > 1 - AU_TARGET
+        busy = work.busy
+        handed = work.workers > 0 and busy is not None and busy < BUSY and stall > 1 - AU_TARGET
         if handed and split is not None:
             handed = split.handover > split.wait - split.handover - split.loader_start
-        if not handed:
+        if not handed or busy is None:
             return None
         pin = f"; pinning took {self.ev.pin_ms_per_batch:.1f} ms a batch" if self.ev.pin_ms_per_batch else ""
         collate = work.stage("collate").wall_ms_per_sample
         return _Found(
             "prep",
-            f"input-bound by collate/IPC: the workers idled {100 * (1 - work.busy):.0f} % of the time while the "  # type: ignore[operator]
+            f"input-bound by collate/IPC: the workers idled {100 * (1 - busy):.0f} % of the time while the "
             f"loop waited {100 * stall:.0f} %",
             "look at what crosses from the workers (big or many tensors per batch, Python objects) and at "
             "pinning; raise prefetch_factor, keep persistent_workers=True",
             "collate",
             [
-                f"the workers made batches only {100 * work.busy:.0f} % of the time, yet the loop waited "  # type: ignore[operator]
+                f"the workers made batches only {100 * busy:.0f} % of the time, yet the loop waited "
                 f"{100 * stall:.0f} %"
                 + (f", {100 * split.handover:.0f} % for batches already made" if split is not None else "")
                 + f": batches were made but not handed over in time (collate {collate:.2f} ms a sample in the "

@@ -113,16 +113,17 @@ def window_of(
 def weakest(windows: Sequence[Window]) -> Window:
     """A multi-rank job's window: its ranks' shortest and least tight, met only if every rank's is."""
     short = next((w for w in windows if not w.met), None)
-    cis = [w.samples_per_s_rel_ci for w in windows]
+    cis = [w.samples_per_s_rel_ci for w in windows if w.samples_per_s_rel_ci is not None]
+    aus = [w.au_rel_ci for w in windows if w.au_rel_ci is not None]
     return Window(
         steps=min(w.steps for w in windows),
         seconds=min(w.seconds for w in windows),
         epochs=max(w.epochs for w in windows),
         added_epochs=max(w.added_epochs for w in windows),
-        samples_per_s_rel_ci=None if None in cis else max(cis),  # type: ignore[type-var]
+        samples_per_s_rel_ci=max(cis) if len(cis) == len(windows) else None,
         met=short is None,
         short_because=short.short_because if short else None,
-        au_rel_ci=None if None in (aus := [w.au_rel_ci for w in windows]) else max(aus),  # type: ignore[type-var]
+        au_rel_ci=max(aus) if len(aus) == len(windows) else None,
         device_read_share=min(
             (w.device_read_share for w in windows if w.device_read_share is not None), default=None
         ),

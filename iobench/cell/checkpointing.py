@@ -22,7 +22,7 @@ from iobench.checkpoint.fioref import FioFigures, fio_reference
 from iobench.checkpoint.state import state_bytes, synthetic_state
 from iobench.checkpoint.targets import Target, make_target
 from iobench.checkpoint.timing import Timed, timed_load, timed_save
-from iobench.results.checkpoint import CheckpointFigures, CheckpointSettings, TransferFigures
+from iobench.results.checkpoint import CheckpointFigures, CheckpointSettings, SaveFigures, TransferFigures
 from iobench.results.figures import StepAccount
 
 
@@ -46,6 +46,11 @@ def filler_bytes(consumer: Any, nbytes: int, world_size: int) -> int:
     model = getattr(consumer, "model", None)
     own = 2 * state_bytes(dict(model.state_dict())) if isinstance(model, torch.nn.Module) else 0
     return max(0, nbytes - own * world_size)
+
+
+# what one rank hands rank 0: its saves, their requests' seconds, its device bytes while saving,
+# its cold and warm restores (None: not restored) and its save with nothing else running
+_RankFigures = tuple[list[SaveFigures], list[float], int | None, tuple[Timed, Timed] | None, Timed]
 
 
 class CellCheckpoints:
@@ -103,15 +108,15 @@ class CellCheckpoints:
             restores = (cold_t, warm_t)
         alone = timed_save(self.target, self.state(), "alone", group=self.group)
         mine = (saves, saver.request_seconds, saver.device_bytes, restores, alone)
-        everyone = self.ranks.gather(mine) or [mine]
+        everyone: list[_RankFigures] = self.ranks.gather(mine) or [mine]
         if self.ranks.rank == 0:
             for name in [*saver.committed, "alone"]:
                 self.target.remove(self.target.checkpoint_id(name))  # the cell's checkpoints go with it
         all_saves = [s for rank in everyone for s in rank[0]]
-        device = [rank[2] for rank in everyone]
         cold = warm = None
-        if all(rank[3] is not None for rank in everyone):
-            cold, warm = (_restore([rank[3][i] for rank in everyone], ranks_per_node) for i in (0, 1))  # type: ignore[index]
+        restored = [pair for rank in everyone if (pair := rank[3]) is not None]
+        if len(restored) == len(everyone):
+            cold, warm = (_restore([pair[i] for pair in restored], ranks_per_node) for i in (0, 1))
         figures = CheckpointFigures(
             settings=self.settings,
             writer=self.target.writer_name,
@@ -123,7 +128,7 @@ class CellCheckpoints:
                 all_saves,
                 [t for rank in everyone for t in rank[1]],
                 ranks_per_node,
-                None if None in device else sum(device),  # type: ignore[arg-type]
+                _total([rank[2] for rank in everyone]),
             ),
             restore_cold=cold,
             restore_warm=warm,
@@ -158,11 +163,16 @@ class CellCheckpoints:
 def _restore(per_rank: list[Timed], ranks_per_node: int) -> TransferFigures:
     """One timed restore (or save) of every rank: each its seconds and bytes, their requests, their
     device bytes."""
-    device = [t.device_bytes for t in per_rank]
     return transfer(
         [[t.seconds] for t in per_rank],
         [[t.bytes] for t in per_rank],
         [s for t in per_rank for s in t.requests.seconds],
         ranks_per_node,
-        None if None in device else sum(device),  # type: ignore[arg-type]
+        _total([t.device_bytes for t in per_rank]),
     )
+
+
+def _total(device_bytes: list[int | None]) -> int | None:
+    """The ranks' device bytes together; None when any rank could not read its own."""
+    known = [n for n in device_bytes if n is not None]
+    return sum(known) if len(known) == len(device_bytes) else None

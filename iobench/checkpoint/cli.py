@@ -10,8 +10,13 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
+
+if TYPE_CHECKING:
+    from iobench.results.checkpoint import CheckpointDestination
+    from iobench.results.choices import CheckpointIo, CheckpointWriter
 
 RANKS = {"llama3-8b": 8, "llama3-70b": 64, "llama3-405b": 512, "llama3-1t": 1024}
 
@@ -43,7 +48,7 @@ def add_checkpoint_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the summary JSON")
 
 
-def destination_of(where: str, writer: str, io: str):
+def destination_of(where: str, writer: CheckpointWriter, io: CheckpointIo) -> CheckpointDestination:
     from iobench.results.checkpoint import CheckpointDestination
 
     if where.startswith("s3://"):
@@ -53,7 +58,7 @@ def destination_of(where: str, writer: str, io: str):
     else:
         where = str(Path(where).expanduser().resolve())
         tier = {"kind": "local", "path": where}
-    return CheckpointDestination("mlperf", tier, where, writer, io)  # type: ignore[arg-type]
+    return CheckpointDestination("mlperf", tier, where, writer, io)
 
 
 def checkpoint_command(args: argparse.Namespace, console: Console) -> int:

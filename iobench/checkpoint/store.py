@@ -57,6 +57,12 @@ class Store(Protocol):
     def local_files(self, checkpoint_id: str) -> list[str]:
         """The committed checkpoint's files on this host's file systems (for the page cache), or []."""
 
+    def remove(self, checkpoint_id: str) -> None:
+        """Remove the checkpoint, committed or not."""
+
+    def clear(self) -> None:
+        """Remove every checkpoint the store holds (a root or prefix of the caller's own)."""
+
 
 @dataclass
 class IoLog:

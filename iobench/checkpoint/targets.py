@@ -13,19 +13,22 @@ import contextlib
 import functools
 import os
 import time
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from torch.distributed.checkpoint.storage import StorageReader, StorageWriter
 
 from iobench.host.pagecache import drop_all_caches, evict
 from iobench.results.checkpoint import CheckpointDestination
 from iobench.tiers import make_tier
+from iobench.tiers.base import Tier
 
 from .errors import CheckpointError
 from .localstore import LocalStore
 from .reader import ShardReader
 from .store import IoLog, Store
 from .writer import DEFAULT_IO, IoOptions, ShardWriter
+
+_TierT = TypeVar("_TierT", bound=Tier)
 
 
 class Target(Protocol):
@@ -82,7 +85,9 @@ class StoreTarget:
         return ShardReader(self.store, self.options)
 
     def requests(self, io: StorageWriter | StorageReader) -> IoLog:
-        return io.totals.log  # type: ignore[union-attr]
+        # the writers and readers DCP is given here are the ones writer() and reader() made
+        assert isinstance(io, (ShardWriter, ShardReader)), type(io)
+        return io.totals.log
 
     def make_cold(self, checkpoint_id: str) -> str:
         if not self.local:
@@ -90,13 +95,13 @@ class StoreTarget:
         return cold_local(self.store.local_files(checkpoint_id))
 
     def remove(self, checkpoint_id: str) -> None:
-        self.store.remove(checkpoint_id)  # type: ignore[attr-defined]
+        self.store.remove(checkpoint_id)
 
     def abort(self, checkpoint_id: str) -> None:
         self.store.abort(checkpoint_id)
 
     def clear(self) -> None:
-        self.store.clear()  # type: ignore[attr-defined]
+        self.store.clear()
 
 
 class StreamTarget:
@@ -215,6 +220,18 @@ def make_target(dest: CheckpointDestination, options: IoOptions = DEFAULT_IO) ->
     return maker(dest, options)
 
 
+def _tier_of(dest: CheckpointDestination, cls: type[_TierT]) -> _TierT:
+    """The destination's tier, built from its mapping: ``cls``, which its kind names."""
+    tier = make_tier({**dest.tier, "url": dest.location})
+    if not isinstance(tier, cls):
+        raise CheckpointError(
+            f"checkpoints to a {dest.tier.get('kind')} tier: its kind is registered as "
+            f"{type(tier).__name__}, and this path writes through {cls.__name__}; register a "
+            f"subclass of {cls.__name__} under that kind, or write the checkpoints to another tier"
+        )
+    return tier
+
+
 def _local(dest: CheckpointDestination, options: IoOptions) -> Target:
     root = os.path.expanduser(dest.location)
     os.makedirs(root, exist_ok=True)
@@ -241,21 +258,25 @@ def _stock(dest: CheckpointDestination, options: IoOptions) -> Target:
 
 
 def _rados(dest: CheckpointDestination, options: IoOptions) -> Target:
+    from iobench.tiers.rados import RadosTier
+
     from .radosstore import RadosStore
 
-    tier = make_tier({**dest.tier, "url": dest.location})
-    store = RadosStore(tier.pool, tier.prefix, tier.connection())  # type: ignore[attr-defined]
+    tier = _tier_of(dest, RadosTier)
+    store = RadosStore(tier.pool, tier.prefix, tier.connection())
     return StoreTarget(store, options, "iobench (librados)")
 
 
 def _s3_iobench(dest: CheckpointDestination, options: IoOptions) -> Target:
+    from iobench.tiers.s3 import S3Tier
+
     from .s3store import S3Store
 
-    tier = make_tier({**dest.tier, "url": dest.location})
+    tier = _tier_of(dest, S3Tier)
     store = S3Store(
         dest.location,
-        endpoint_url=tier.endpoint_url,  # type: ignore[attr-defined]
-        region=tier.region,  # type: ignore[attr-defined]
+        endpoint_url=tier.endpoint_url,
+        region=tier.region,
         profile=tier.config["profile"],
         stripe=options.chunk_bytes,
         deadline_s=tier.deadline_s or 30.0,
@@ -272,14 +293,16 @@ def _s3torch(dest: CheckpointDestination, options: IoOptions) -> Target:
         raise CheckpointError(
             f"checkpoints through s3torchconnector need it installed: pip install 'iobench[s3checkpoint]' ({exc})"
         ) from None
-    tier = make_tier({**dest.tier, "url": dest.location})
-    region = tier.region or "us-east-1"  # type: ignore[attr-defined]
+    from iobench.tiers.s3 import S3Tier
+
+    tier = _tier_of(dest, S3Tier)
+    region = tier.region or "us-east-1"
     config = S3ClientConfig(force_path_style=bool(tier.config["path_style"]))
 
     def fs() -> Any:
         return S3FileSystem(
             region, s3_client=S3Client(region, endpoint=tier.endpoint_url, s3client_config=config)
-        )  # type: ignore[attr-defined]
+        )
 
     def writer(root: str) -> Any:
         w = S3StorageWriter(region, root, s3client_config=config)
@@ -292,7 +315,7 @@ def _s3torch(dest: CheckpointDestination, options: IoOptions) -> Target:
         return r
 
     return StreamTarget(
-        f"S3 {dest.location} ({tier.endpoint_url or 'AWS'})",  # type: ignore[attr-defined]
+        f"S3 {dest.location} ({tier.endpoint_url or 'AWS'})",
         "s3torchconnector DCP",
         writer,
         reader,

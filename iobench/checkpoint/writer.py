@@ -222,7 +222,8 @@ class _RankWrite:
             raise
         finally:
             if buf is not None:
-                self.bounce.put(buf)  # type: ignore[union-attr]
+                assert self.bounce is not None  # buf was taken from it
+                self.bounce.put(buf)
 
     def _result(self, i: int, item: WriteItem) -> WriteResult:
         slice_ = PartSlice(self.names[self.part_of[i]], self.offsets[i], self.sizes[i], self.opts.chunk_bytes)

@@ -110,12 +110,12 @@ class SweepCell:
             by_status[attempt["status"]] = by_status.get(attempt["status"], 0) + 1
         for status, n in sorted(by_status.items()):
             attempts.add_metric([status], n)
-        families = [attempts]
+        families: list = [attempts]  # counters and gauges
         running = state.running
         live = read_live(scratch_dir(self.run_dir, running["cell_id"]) / LIVE_NAME) if running else None
-        if not live:
+        if not running or not live:
             return families
-        cell = [running["cell_id"]]  # type: ignore[index]
+        cell = [running["cell_id"]]
         for name, key, doc in (
             ("steps", "steps", "Steps of the running cell's current measured run so far."),
             ("samples", "samples", "Samples of the running cell's current measured run so far."),
@@ -195,7 +195,7 @@ def monitor_command(args: argparse.Namespace, console: Console) -> int:
     registry = CollectorRegistry()
     for collector in (tree, cell, GpuCollector(nvml) if nvml is not None else None):
         if collector is not None:
-            registry.register(collector)  # type: ignore[arg-type]
+            registry.register(collector)
     try:
         if args.once:
             from prometheus_client import generate_latest

@@ -15,7 +15,7 @@
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -70,7 +70,7 @@ def step_alone(
     replayed: list[Step],
     device: dict[int, float],
     copies: Callable[[Step], float],
-    making: list[tuple[float, float]] = (),  # type: ignore[assignment]
+    making: Sequence[tuple[float, float]] = (),
 ) -> StepAloneRun | None:
     """``copies(step)``: the seconds of host-to-device copies inside a step; ``making``: when the
     loader's readers were making batches (each batch's begin and end)."""

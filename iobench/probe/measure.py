@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import bisect
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -134,7 +135,7 @@ def rank_run(job: Job, pid: int, end_step: int | None, warmup_steps: int | None 
     )
 
 
-def _copies_per_step(copies: list[Any]):  # type: ignore[no-untyped-def]
+def _copies_per_step(copies: list[Any]) -> Callable[[Step], float]:
     def inside(step: Step) -> float:
         return sum(c.t1 - c.t0 for c in _within(copies, step.t_return, step.t_end))
 

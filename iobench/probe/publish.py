@@ -117,7 +117,7 @@ def rows_of(run: ProbedRank, origin: float) -> list[StepRow]:
                 device_s=run.device_s.get(s.index) if on_gpu else compute,
                 trainer_cpu_s=s.cpu_s,
                 open_s=s.open_s,
-                **made,  # type: ignore[arg-type]
+                **made,
             )
         )
     return rows
@@ -436,7 +436,7 @@ def _run_notes(outcome: Outcome, runs: list[ProbedRank]) -> tuple[str, ...]:
         )
         notes.extend(
             f"the step alone: {r.step_alone.note}" for r in runs[:1] if r.step_alone and r.step_alone.note
-        )  # type: ignore[union-attr]
+        )
     if not all(r.loader_alone for r in runs):
         why = next((r.skipped for r in runs if r.skipped), None)
         notes.append(

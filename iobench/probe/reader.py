@@ -5,15 +5,15 @@ lines only, and every record lands in the ``Job`` it describes."""
 from __future__ import annotations
 
 import json
-from collections import defaultdict
+from collections import defaultdict, namedtuple
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from .inject._iobench_probe.records import FIELDS, HOOK_ERROR_PREFIX
 
 RECORDS: dict[str, type] = {
-    kind: NamedTuple(kind.capitalize(), [(name, Any) for name in names])  # type: ignore[misc]
+    kind: namedtuple(kind.capitalize(), names)  # the fields are FIELDS', known when it is read
     for kind, names in FIELDS.items()
 }
 

@@ -140,7 +140,7 @@ class Probe:
             self.records / CONTROL_NAME, {"streams": self.plan.streams, "then": self.then, "off": off}
         )
 
-    def _sample_gpu(self, nvml) -> None:  # type: ignore[no-untyped-def]
+    def _sample_gpu(self, nvml: Nvml | None) -> None:
         if nvml is None:
             return
         try:

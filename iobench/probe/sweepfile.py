@@ -75,14 +75,14 @@ def trainer_work(run: ProbedRank) -> tuple[float, int] | None:
     alone = run.step_alone
     if alone is not None and alone.cpu_s and alone.step_s > 0:
         return round(1000.0 * alone.cpu_s, 2), max(1, round(alone.cpu_s / alone.step_s))
-    steps = [s for s in run.window if s.cpu_s is not None]
-    if not steps:
+    timed = [(s, step_cpu) for s in run.window if (step_cpu := s.cpu_s) is not None]
+    if not timed:
         return None
-    cpu = statistics.median(s.cpu_s for s in steps)  # type: ignore[type-var]
+    cpu = statistics.median(step_cpu for _, step_cpu in timed)
     w = run.work
     if run.workers == 0 and w is not None and w.batches:
         cpu -= (w.get_cpu_s + w.collate_cpu_s) / w.batches
-    host = statistics.median(s.host_s for s in steps)
+    host = statistics.median(s.host_s for s, _ in timed)
     if cpu <= 0:
         return None
     return round(1000.0 * cpu, 2), max(1, round(cpu / host)) if host > 0 else 1

@@ -332,10 +332,10 @@ class Calibration:
 
     def tier_of_kind(self, kinds: tuple[str, ...]) -> TierFigures | None:
         """The measured tier of one of ``kinds`` with the highest bandwidth (exact before lower bounds)."""
-        found = [t for t in self.tiers.values() if t.kind in kinds and t.bandwidth is not None]
+        found = [(t, b) for t in self.tiers.values() if t.kind in kinds and (b := t.bandwidth) is not None]
         if not found:
             return None
-        return max(found, key=lambda t: (not t.bandwidth.lower_bound, t.bandwidth.value))  # type: ignore[union-attr]
+        return max(found, key=lambda tb: (not tb[1].lower_bound, tb[1].value))[0]
 
 
 def storage_wait_share(cell: CellFacts) -> float:
@@ -438,14 +438,13 @@ def dali_host_ms(cells: list[CellFacts]) -> Figure | None:
     """The host CPU per sample DALI's GPU decode still takes: the median, over DALI cells on a CUDA
     host, of the cell process's CPU per sample (DALI's threads and the trainer's, so an upper bound
     on DALI's own; the trainer's cores are reserved apart)."""
-    found = [c for c in cells if c.loader == "dali" and c.cuda and c.trainer_cpu_ms_per_sample]
+    found = [(c, ms) for c in cells if c.loader == "dali" and c.cuda and (ms := c.trainer_cpu_ms_per_sample)]
     if not found:
         return None
-    value = statistics.median(c.trainer_cpu_ms_per_sample for c in found)  # type: ignore[type-var]
     return Figure(
-        value,
+        statistics.median(ms for _, ms in found),
         f"measured: the process CPU per sample of {len(found)} DALI cell(s) on the GPU, median "
-        f"({', '.join(_cell_ref(c) for c in found[:3])}); the trainer's share included",
+        f"({', '.join(_cell_ref(c) for c, _ in found[:3])}); the trainer's share included",
         origin="measured",
     )
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from typing import Literal, get_args
+from typing import Literal, TypedDict, get_args
 
 from iobench.analysis.verdict import AU_TARGET
 
@@ -23,6 +23,20 @@ MAX_CORES = 1024
 GB = 1e9
 
 
+class ChangeWhat(TypedDict, total=False):
+    """What a change sets, as the scenario's fields (apply() reads them back), and the decoder;
+    rate_key and rate: a storage tier's rate, with its key in the scenario's rates."""
+
+    decode: str
+    cores: int
+    ram_bytes: float
+    nvme_devices: int
+    nvme_bytes: float
+    nic_bytes_per_s: float
+    rate_key: str
+    rate: float
+
+
 @dataclass(frozen=True)
 class Change:
     """A change to the node or its storage, the option it makes reach the target, and the AU it
@@ -34,9 +48,7 @@ class Change:
     setup: Setup
     decode: str
     au: float
-    # what changes, as the scenario's fields (apply() reads them back): decode, cores, ram_bytes,
-    # nvme_devices, nvme_bytes, nic_bytes_per_s, rate_key and rate
-    what: dict[str, object] = field(default_factory=dict)
+    what: ChangeWhat = field(default_factory=ChangeWhat)
     size: float = 0.0  # how large a change, relative to what the node has (to order within a kind)
 
     @property
@@ -44,7 +56,7 @@ class Change:
         return COST.index(self.kind), self.size
 
 
-def apply(s: Scenario, what: dict[str, object]) -> Scenario:
+def apply(s: Scenario, what: ChangeWhat) -> Scenario:
     """``s`` with the change ``what`` made (its decode is the option's, not the scenario's)."""
     fields = {
         k: v
@@ -53,13 +65,13 @@ def apply(s: Scenario, what: dict[str, object]) -> Scenario:
     }
     s = replace(s, **fields)
     if "rate_key" in what:
-        figure = Figure(float(what["rate"]), "the rate this change would need", origin="given")  # type: ignore[arg-type]
+        figure = Figure(float(what["rate"]), "the rate this change would need", origin="given")
         s = replace(s, rates=s.rates.with_tiers({str(what["rate_key"]): figure}))
     return s
 
 
 def _check(
-    s: Scenario, o: Option, cal: Calibration | None, kind: Kind, words: str, what: dict, size: float
+    s: Scenario, o: Option, cal: Calibration | None, kind: Kind, words: str, what: ChangeWhat, size: float
 ) -> Change | None:
     decode = str(what.get("decode", o.decode))
     after = evaluate(apply(s, what), o.setup, decode, cal)
@@ -92,7 +104,7 @@ def _rate(s: Scenario, o: Option, cal: Calibration | None) -> Change | None:
     if needed is None:
         return None
     needed *= 1.001  # just above, so the check lands on the target
-    what: dict[str, object] = {"rate_key": o.rate_key, "rate": needed}
+    what: ChangeWhat = {"rate_key": o.rate_key, "rate": needed}
     nic = ""
     if s.nic_bytes_per_s and needed > s.nic_bytes_per_s:
         what["nic_bytes_per_s"] = needed
@@ -105,7 +117,8 @@ def _rate(s: Scenario, o: Option, cal: Calibration | None) -> Change | None:
         + f" at least {s.units.rate(needed)} per node ({s.units.rate(needed * s.nodes)} for the {s.nodes} "
         f"node(s)){nic}"
     )
-    size = needed / (s.rates.tier(o.rate_key).value if s.rates.tier(o.rate_key) else needed)  # type: ignore[union-attr]
+    measured = s.rates.tier(o.rate_key)
+    size = needed / (measured.value if measured else needed)
     return _check(s, o, cal, "measure-rate" if unknown else "faster-store", words, what, size)
 
 
@@ -124,7 +137,7 @@ def _drives(s: Scenario, o: Option, cal: Calibration | None) -> Change | None:
         return None
     each = s.nvme_bytes / s.nvme_devices if s.nvme_devices else 3.84e12
     for n in range(s.nvme_devices + 1, MAX_DRIVES + 1):
-        what = {"nvme_devices": n, "nvme_bytes": n * each}
+        what: ChangeWhat = {"nvme_devices": n, "nvme_bytes": n * each}
         words = f"{n} NVMe drives of {s.units.size(each)} per node (it has {s.nvme_devices})"
         if (c := _check(s, o, cal, "drives", words, what, n / max(1, s.nvme_devices))) is not None:
             return c
@@ -177,7 +190,7 @@ def _together(s: Scenario, opts: list[Option], cal: Calibration | None) -> list[
     storage's rate or drives on top."""
     out = []
     for o in opts[:6]:
-        what: dict[str, object] = {}
+        what: ChangeWhat = {}
         if any(x.startswith("RAM") for x in o.shortfalls):
             what["ram_bytes"] = math.ceil(o.ram.loader_buffers_bytes * 1.05 / (64 * GB)) * 64 * GB
         if any(x.startswith("cores") for x in o.shortfalls) or o.prediction.binding == "prep":
@@ -199,14 +212,14 @@ def _together(s: Scenario, opts: list[Option], cal: Calibration | None) -> list[
     return out
 
 
-def _what_words(s: Scenario, what: dict[str, object]) -> str:
+def _what_words(s: Scenario, what: ChangeWhat) -> str:
     u, out = s.units, []
     if "ram_bytes" in what:
-        out.append(f"{u.size(float(what['ram_bytes']))} of RAM per node")  # type: ignore[arg-type]
+        out.append(f"{u.size(what['ram_bytes'])} of RAM per node")
     if "cores" in what:
         out.append(f"{what['cores']} cores per node")
     if "nvme_devices" in what:
         out.append(f"{what['nvme_devices']} NVMe drives per node")
     if "rate_key" in what:
-        out.append(f"{BACKEND_NAMES.get(str(what['rate_key']))} at {u.rate(float(what['rate']))} per node")  # type: ignore[arg-type]
+        out.append(f"{BACKEND_NAMES.get(what['rate_key'])} at {u.rate(what['rate'])} per node")
     return " and ".join(out) + " together" if len(out) > 1 else "".join(out)

@@ -386,7 +386,7 @@ def _demand(args: argparse.Namespace, kind: str) -> tuple[str, str, Figure, int 
         Figure(
             d.samples_per_s,
             f"configs/accelerators.yaml {kind}/{model}/{demand}{chose}: {d.source}",
-            origin=d.origin,  # type: ignore[arg-type]
+            origin=d.origin,
         ),
         d.step_batch,
     )
@@ -503,6 +503,13 @@ def scenario(args: argparse.Namespace) -> Scenario:
     )
 
 
+def _profiled(server: Server | None) -> Server:
+    """The server a flag left its figure to: _target gives none only when --nvme, --ram and --cores
+    were all given."""
+    assert server is not None, "no server, and a node figure not given as a flag"
+    return server
+
+
 def _node(args: argparse.Namespace, server: Server | None) -> dict:
     """One node's accelerators, NVMe, RAM, cores and storage network: the flags, else the server's."""
     from iobench.host.units import parse_bandwidth
@@ -525,8 +532,8 @@ def _node(args: argparse.Namespace, server: Server | None) -> dict:
             f"--nvme-gen {args.nvme_gen}: datasheet figures are kept for PCIe generations "
             f"{', '.join(map(str, known_generations()))} (configs/servers.yaml); or give --tier-rate nvme-device=RATE"
         )
-    ram = _size(args.ram if args.ram is not None else server.ram, "--ram")  # type: ignore[union-attr]
-    cores = args.cores if args.cores is not None else server.cores  # type: ignore[union-attr]
+    ram = _size(args.ram if args.ram is not None else _profiled(server).ram, "--ram")
+    cores = args.cores if args.cores is not None else _profiled(server).cores
     if cores < 1:
         raise ValueError(f"--cores {cores}: must be at least 1")
     nic = None

@@ -18,12 +18,15 @@ import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from .model import backend_needed, concurrent_rate, mixed_rate
 
+if TYPE_CHECKING:
+    from iobench.results.summary import CellManifest, CellSummary
+
 RuleName = Literal["harmonic", "concurrent"]
-RULES: dict[str, str] = {"harmonic": "times add", "concurrent": "concurrent service"}
+RULES: dict[RuleName, str] = {"harmonic": "times add", "concurrent": "concurrent service"}
 WITHIN = 0.15  # a rule that predicts every partial-hit cell within this is taken as measured
 LAB_SAID = (
     "times add, as the lab's sweeps measured it (docs/recommend.md, 'Cache and backend': within 15 % in 20 "
@@ -91,12 +94,12 @@ class MixCell:
         return self.predicted(rule) / self.measured - 1.0
 
 
-def _key(summary: object, manifest: object) -> tuple:
+def _key(summary: CellSummary, manifest: CellManifest | None) -> tuple:
     """What pairs a cached cell with its cache-alone and backend-alone cells: the tier's URL, its
     throttle and the readers (over every run given: rounds of one sweep pool)."""
     tier = getattr(manifest, "tier", None) or {}
     throttle = (tier.get("throttle") or {}).get("bandwidth_bytes_per_s")
-    return tier.get("url") or tier.get("path"), throttle, summary.cell.loader.workers  # type: ignore[attr-defined]
+    return tier.get("url") or tier.get("path"), throttle, summary.cell.loader.workers
 
 
 def mix_cells(run_dirs: Iterable[str | Path]) -> list[MixCell]:
@@ -145,5 +148,5 @@ def fit(cells: list[MixCell], default: MixRule | None = None) -> MixRule:
         f"within {worst[best]:.0%} ({RULES[other]}: {worst[other]:.0%})"
     )
     if worst[best] <= WITHIN:
-        return MixRule(best, narrowed=True, said=said)  # type: ignore[arg-type]
+        return MixRule(best, narrowed=True, said=said)
     return replace(default, said=f"{default.said}; --results did not narrow it: {said}, beyond {WITHIN:.0%}")

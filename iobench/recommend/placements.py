@@ -130,8 +130,8 @@ def _fetch_cpu_ms(cal: Calibration | None, kinds: tuple[str, ...]) -> float:
     return sorted(pool)[len(pool) // 2] if pool else 0.0
 
 
-def _cpu_parts(cal: Calibration, fetch_cpu_ms: float) -> str:
-    parts = [f"{cal.collate_ms.value:.2f} ms collate ({cal.collate_ms.source})"]  # type: ignore[union-attr]
+def _cpu_parts(cal: Calibration, collate_ms: Figure, fetch_cpu_ms: float) -> str:
+    parts = [f"{collate_ms.value:.2f} ms collate ({collate_ms.source})"]
     parts.append(f"{fetch_cpu_ms:.2f} ms fetch")
     for name, f in (("loader overhead", cal.overhead_ms), ("the trainer's own", cal.trainer_ms)):
         parts.append(f"{f.value:.2f} ms {name} ({f.source})" if f else f"{name} not measured: 0")
@@ -153,7 +153,7 @@ def _reading_ms(s: Scenario, cal: Calibration | None, fetch_cpu_ms: float) -> Fi
             r.ms_per_sample,
             f"{r.cores_per_accelerator:g} core per {r.accelerator.upper()} at its demand, as MLPerf Storage's "
             f"submitters measured it ({r.source}); the bytes' copy alone would take {copy:.2f} ms",
-            origin=r.origin,  # type: ignore[arg-type]
+            origin=r.origin,
         )
     return Figure(
         copy,
@@ -317,7 +317,9 @@ def _prep(
     other = cal.other_ms(fetch_cpu) if cal is not None else None
     if other is not None:
         assert cal is not None and cal.collate_ms is not None
-        other_fig = Figure(other, f"measured: {_cpu_parts(cal, fetch_cpu)}", origin="measured")
+        other_fig = Figure(
+            other, f"measured: {_cpu_parts(cal, cal.collate_ms, fetch_cpu)}", origin="measured"
+        )
         host_ms = other - cal.collate_ms.value  # with DALI the GPU decodes, augments and batches
     else:
         other = host_ms = 0.0

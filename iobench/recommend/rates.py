@@ -38,7 +38,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Literal, get_args
+from typing import Literal, TypeGuard, get_args
 
 from iobench.host.units import parse_bandwidth, parse_size
 
@@ -176,15 +176,15 @@ def read_benchmark(path: str, key: str, where: str, ram_bytes: float | None = No
     return Figure(reading.bytes_per_s, f"given: {reading.said}, {p}", origin="given", caveat=caveat)
 
 
-def _is_rate(value: object) -> bool:
+def _is_rate(value: object) -> TypeGuard[str | int | float]:
     """A bandwidth (``24GB/s``, a number of bytes/s) rather than a benchmark's JSON file."""
-    return isinstance(value, int | float) or str(value).strip().lower().endswith("/s")
+    return isinstance(value, int | float) or (isinstance(value, str) and value.strip().lower().endswith("/s"))
 
 
 def _figure(value: object, key: str, where: str, ram_bytes: float | None = None) -> Figure:
     if _is_rate(value):
         try:
-            return Figure(parse_bandwidth(value), f"given: {where}", origin="given")  # type: ignore[arg-type]
+            return Figure(parse_bandwidth(value), f"given: {where}", origin="given")
         except ValueError as exc:
             raise ValueError(f"{where}: {exc}") from None
     return read_benchmark(str(value).strip(), key, where, ram_bytes)

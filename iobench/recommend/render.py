@@ -22,7 +22,9 @@ from rich.table import Table
 from iobench.results import codec
 
 if TYPE_CHECKING:
+    from .placements import Option
     from .recommendation import Recommendation
+    from .scenario import Scenario
 
 WIDTH = 100
 
@@ -134,7 +136,7 @@ def _read_demand(report: Recommendation, console: Console, detail: bool) -> None
     _say(console, f"  {s.target if detail else s.target.split(' (')[0]}")
 
 
-def _binds(o, s) -> str:  # type: ignore[no-untyped-def]
+def _binds(o: Option, s: Scenario) -> str:
     if not o.feasible:
         short = (x.split(":")[0] if x.startswith(("RAM", "cores")) else "NVMe" for x in o.shortfalls)
         return "does not fit: " + ", ".join(short)

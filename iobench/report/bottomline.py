@@ -12,6 +12,8 @@ from iobench.analysis.losses import loss_line
 from iobench.analysis.verdict import AU_TARGET
 from iobench.results.summary import CellSummary
 
+from .measured import metrics_of, verdict_of
+
 MAX_GROUPS = 3  # with the tier differential, the gain and a note, six lines
 
 
@@ -38,11 +40,10 @@ def _sure(s: CellSummary) -> str:
 def _group_line(label: str, cells: list[CellSummary]) -> str:
     by_verdict: dict[str, list[int]] = defaultdict(list)
     for s in cells:
-        by_verdict[s.verdict.name].append(s.cell.loader.workers)  # type: ignore[union-attr]
+        by_verdict[verdict_of(s).name].append(s.cell.loader.workers)
     binds = "; ".join(f"{name} at {_workers(w)} worker(s)" for name, w in by_verdict.items())
-    best = max(cells, key=lambda s: s.metrics.samples_per_s)  # type: ignore[union-attr]
-    m = best.metrics
-    assert m is not None
+    best = max(cells, key=lambda s: metrics_of(s).samples_per_s)
+    m = metrics_of(best)
     gap = (
         "at the target"
         if m.au >= AU_TARGET
@@ -112,20 +113,20 @@ def tier_differential(ok: list[CellSummary]) -> str | None:
     by_loader: dict[str, dict[str, CellSummary]] = defaultdict(dict)
     for s in ok:
         best = by_loader[s.cell.loader.kind].get(s.cell.tier_name)
-        if best is None or s.metrics.au > best.metrics.au:  # type: ignore[union-attr]
+        if best is None or metrics_of(s).au > metrics_of(best).au:
             by_loader[s.cell.loader.kind][s.cell.tier_name] = s
     for loader, tiers in by_loader.items():
         if len(tiers) < 2:
             continue
         spans = {tier: _au_interval(s) for tier, s in tiers.items()}
-        aus = ", ".join(f"{tier} {s.metrics.au:.2f}" for tier, s in tiers.items())  # type: ignore[union-attr]
+        aus = ", ".join(f"{tier} {metrics_of(s).au:.2f}" for tier, s in tiers.items())
         if max(low for low, _ in spans.values()) <= min(high for _, high in spans.values()):
             return (
                 f"tier differential ({loader}): the AU does not move with the tier ({aus}, within their "
                 "intervals): the host binds, not the storage"
             )
-        best = max(tiers, key=lambda t: tiers[t].metrics.au)  # type: ignore[union-attr]
-        return f"tier differential ({loader}): the AU moves with the tier ({aus}): the storage binds; {best} reads fastest"
+        fastest = max(tiers, key=lambda t: metrics_of(tiers[t]).au)
+        return f"tier differential ({loader}): the AU moves with the tier ({aus}): the storage binds; {fastest} reads fastest"
     return None
 
 
@@ -142,11 +143,12 @@ def cores_said(s: CellSummary) -> str | None:
 
 def losses_line(cells: list[CellSummary]) -> str | None:
     """The first cell whose epochs lost samples, said as its headline says it (analysis/losses.py)."""
-    lost = [s for s in cells if s.losses is not None]
+    lost = [(s.cell_id, losses) for s in cells if (losses := s.losses) is not None]
     if not lost:
         return None
     more = f" (and {len(lost) - 1} more cell(s): read their headlines)" if len(lost) > 1 else ""
-    return f"{lost[0].cell_id}: {loss_line(lost[0].losses)}{more}"  # type: ignore[arg-type]
+    cell_id, losses = lost[0]
+    return f"{cell_id}: {loss_line(losses)}{more}"
 
 
 def bottom_line(summaries: list[CellSummary]) -> list[str]:
@@ -165,8 +167,8 @@ def bottom_line(summaries: list[CellSummary]) -> list[str]:
         lines[-1] += f" (and {len(groups) - MAX_GROUPS} more tier/loader pairs in the table)"
     if differential := tier_differential(ok):
         lines.append(differential)
-    best = max(ok, key=lambda s: s.metrics.au)  # type: ignore[union-attr]
-    action = best.verdict.action  # type: ignore[union-attr]
+    best = max(ok, key=lambda s: metrics_of(s).au)
+    action = verdict_of(best).action
     if action:
         gain = predicted_gain(best)
         lines.append(f"largest gain ({best.cell_id}): {action}" + (f"; {gain}" if gain else ""))

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rich.console import Group, RenderableType
+from rich.console import Group, JustifyMethod, RenderableType
 from rich.table import Table
 from rich.text import Text
 
@@ -24,6 +24,7 @@ from ..analysis.repeats import welch_test
 from ..host.units import format_percent
 from ..results.api import load_summaries
 from ..results.codec import to_json
+from ..results.figures import RepeatSummary
 from ..results.store import read_manifest
 from ..results.summary import CellSummary
 
@@ -108,8 +109,9 @@ def _verdict(s: CellSummary) -> str:
     return s.verdict.bound + (f" ({s.verdict.binding_stage})" if s.verdict.binding_stage else "")
 
 
-def _has_repeats(s: CellSummary) -> bool:
-    return s.stability is not None and s.stability.samples_per_s.n > 1
+def _repeats(s: CellSummary) -> RepeatSummary | None:
+    """The cell's samples/s over its repeats, when it was repeated."""
+    return s.stability.samples_per_s if s.stability is not None and s.stability.samples_per_s.n > 1 else None
 
 
 def _cell(sa: CellSummary, sb: CellSummary) -> dict:
@@ -132,8 +134,9 @@ def _cell(sa: CellSummary, sb: CellSummary) -> dict:
         return out
     xa, xb = sa.metrics.samples_per_s, sb.metrics.samples_per_s
     out["ratio"] = xb / xa if xa > 0 else None
-    if _has_repeats(sa) and _has_repeats(sb):
-        test = welch_test(sa.stability.samples_per_s, sb.stability.samples_per_s)  # type: ignore[union-attr]
+    ra, rb = _repeats(sa), _repeats(sb)
+    if ra is not None and rb is not None:
+        test = welch_test(ra, rb)
         significant = test.p_value < ALPHA
         out.update(
             rule="welch",
@@ -159,7 +162,7 @@ def render_comparison(comparison: dict) -> RenderableType:
     """``compare_runs``'s result for the terminal: a table of the shared cells, then the rules used
     and the cells found in only one run. Cell ids and run paths are shown as text, never as markup."""
     table = Table(title="iobench compare", header_style="bold")
-    for col, justify in (
+    columns: tuple[tuple[str, JustifyMethod], ...] = (
         ("cell", "left"),
         ("samples/s A → B", "right"),
         ("B/A", "right"),
@@ -167,8 +170,9 @@ def render_comparison(comparison: dict) -> RenderableType:
         ("stall A → B", "right"),
         ("verdict", "left"),
         ("change", "left"),
-    ):
-        table.add_column(col, justify=justify)  # type: ignore[arg-type]
+    )
+    for col, justify in columns:
+        table.add_column(col, justify=justify)
     for c in comparison["cells"]:
         sps, au, stall, v = c["samples_per_s"], c["au"], c["stall_fraction"], c["verdict"]
         verdict = (

@@ -23,6 +23,7 @@ from ..results.summary import CellSummary
 from . import plots
 from .bottomline import bottom_line
 from .checkpoints import checkpoint_rows, checkpoint_verdicts
+from .measured import metrics_of
 from .mlperf import decoding_adds
 from .terminal import (
     at_scale_line,
@@ -117,12 +118,12 @@ def timeline_of(with_steps: list[CellSummary]) -> tuple[CellSummary, int | None]
     that waited longest for its peers, where there is one; else the slowest cell (in a
     free-running multi-rank cell, its slowest rank)."""
     in_step = [
-        s for s in with_steps if s.distributed is not None and s.distributed.sync != "none" and s.ranks
+        (s, d) for s in with_steps if (d := s.distributed) is not None and d.sync != "none" and s.ranks
     ]
     if in_step:
-        cell = max(in_step, key=lambda s: s.distributed.peer_wait_fraction)  # type: ignore[union-attr]
+        cell, _ = max(in_step, key=lambda sd: sd[1].peer_wait_fraction)
         return cell, max(cell.ranks, key=lambda r: r.peer_wait_s).rank
-    slowest = min(with_steps, key=lambda s: s.metrics.samples_per_s, default=None)  # type: ignore[union-attr]
+    slowest = min(with_steps, key=lambda s: metrics_of(s).samples_per_s, default=None)
     if slowest is None:
         return None
     return slowest, slowest.distributed.slowest_rank if slowest.distributed else None

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from rich.console import Group, RenderableType
+from rich.console import Group, JustifyMethod, RenderableType
 from rich.table import Table
 from rich.text import Text
 
@@ -64,7 +64,7 @@ def decoding_adds(summaries: list[CellSummary]) -> list[str]:
 def mlperf_view(summaries: list[CellSummary]) -> RenderableType:
     table = Table(title="MLPerf Storage view", header_style="bold")
     table.add_column("cell", overflow="fold")
-    for col, justify in (
+    columns: tuple[tuple[str, JustifyMethod], ...] = (
         ("workload", "left"),
         ("reading", "left"),
         ("accelerators", "right"),
@@ -75,8 +75,9 @@ def mlperf_view(summaries: list[CellSummary]) -> RenderableType:
         ("result", "left"),
         ("samples/s", "right"),
         ("MiB/s read", "right"),
-    ):
-        table.add_column(col, justify=justify)  # type: ignore[arg-type]
+    )
+    for col, justify in columns:
+        table.add_column(col, justify=justify)
     for s in summaries:
         m, acc = s.mlperf, s.cell.accelerator
         workload = f"{acc.model} on {acc.type or acc.kind} ({acc.demand})"

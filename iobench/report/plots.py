@@ -28,6 +28,8 @@ from iobench.results.figures import PART_LABELS
 from iobench.results.spec import CellSpec
 from iobench.results.summary import CellSummary
 
+from .measured import metrics_of
+
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
@@ -210,7 +212,7 @@ def throughput_svg(summaries: list[CellSummary], styles: dict[str, CellStyle], p
         return None
     fig = _figure(1.2 + 0.32 * len(cells))
     ax, y = _keyed_rows(fig, cells, styles, [s.cell_id for s in cells])
-    values = [s.metrics.samples_per_s for s in cells]  # type: ignore[union-attr]
+    values = [metrics_of(s).samples_per_s for s in cells]
     ax.barh(y, values, color=[styles[s.cell_id].colour for s in cells])
     for yi, s in zip(y, cells, strict=True):
         sps = s.stability.samples_per_s if s.stability else None
@@ -233,11 +235,12 @@ def _patch(colour: str):
 @_in_rc
 def attribution_svg(summaries: list[CellSummary], styles: dict[str, CellStyle], prefix: str) -> str | None:
     """One stacked bar per cell: the fraction of wall time the accelerator computed, and where the rest went."""
-    cells = [s for s in _ok(summaries) if s.split is not None]
-    if not cells:
+    with_split = [(s, split) for s in _ok(summaries) if (split := s.split) is not None]
+    if not with_split:
         return None
+    cells = [s for s, _ in with_split]
     fig = _figure(1.6 + 0.32 * len(cells))
-    splits = [s.split.parts() for s in cells]  # type: ignore[union-attr]
+    splits = [split.parts() for _, split in with_split]
     ax, y = _keyed_rows(fig, cells, styles, [s.cell_id for s in cells])
     left = np.zeros(len(cells))
     for key, colour in SPLIT_COLOURS.items():
@@ -316,7 +319,7 @@ def au_workers_svg(summaries: list[CellSummary], styles: dict[str, CellStyle], p
     for dx, line in zip(offsets, lines.values(), strict=True):
         line.sort(key=lambda s: s.cell.loader.workers)
         style = styles[line[0].cell_id].line() | {"ls": "-"}
-        au = [s.metrics.au for s in line]  # type: ignore[union-attr]
+        au = [metrics_of(s).au for s in line]
         handles += ax.plot([s.cell.loader.workers + dx for s in line], au, **style)
     ax.axhline(0.9, color="grey", ls="--", lw=1)
     ax.annotate(

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from rich import box
-from rich.console import Console
+from rich.console import Console, JustifyMethod
 from rich.table import Table
 from rich.text import Text
 
@@ -19,6 +19,7 @@ from iobench.report.bottomline import bottom_line
 from iobench.report.mlperf import decoding_adds
 from iobench.results.figures import PART_LABELS, Capacity, RepeatSummary, Window
 from iobench.results.summary import CellSummary
+from loaders.observe import CacheHealthCounts, CacheStats
 
 
 def _say(console: Console, line: str) -> None:
@@ -62,7 +63,7 @@ def results_table(summaries: list[CellSummary], title: str = "iobench sweep") ->
         pad_edge=False,
         collapse_padding=True,
     )
-    for col, justify in (
+    columns: tuple[tuple[str, JustifyMethod], ...] = (
         ("cell", "left"),
         ("cache", "left"),
         ("samples/s", "right"),
@@ -72,8 +73,9 @@ def results_table(summaries: list[CellSummary], title: str = "iobench sweep") ->
         ("wait p99", "right"),
         ("window", "right"),
         ("verdict", "left"),
-    ):
-        table.add_column(col, justify=justify, overflow="fold", width=WIDTHS[col])  # type: ignore[arg-type]
+    )
+    for col, justify in columns:
+        table.add_column(col, justify=justify, overflow="fold", width=WIDTHS[col])
     for s in summaries:
         if not s.ok or s.metrics is None or s.verdict is None or s.cache_state is None:
             table.add_row(
@@ -372,9 +374,9 @@ def at_scale_line(s: CellSummary) -> str | None:
     if any(p.beyond_measured_tail for p in points):
         text += "; * more ranks than measured steps: an upper bound (measure more steps)"
     m, world = s.metrics, s.cell.run.world_size
-    if m is not None and m.cores_used is not None:
+    if m is not None and m.loader_cores is not None and m.trainer_cores is not None:  # cores_used known
         # the model gives every rank the CPU the measured one had (docs/scale-out.md)
-        loader, trainer = m.loader_cores / world, m.trainer_cores / world  # type: ignore[operator]
+        loader, trainer = m.loader_cores / world, m.trainer_cores / world
         text += (
             f"; a rank used {loader + trainer:.2f} cores here (its loader's readers {loader:.2f}, its trainer "
             f"{trainer:.2f}): ranks that share a host need as many each, or they slow each other and these AUs are high"
@@ -385,13 +387,13 @@ def at_scale_line(s: CellSummary) -> str | None:
 def outage_line(s: CellSummary) -> str | None:
     """The storage outage a cell rode through (loaders/storage/outage.py), in one line; None when
     no connection was refused."""
-    c = s.loader_stats_all_steps.counters
-    refused = c.get("refused_connections", 0)
-    if not refused:
+    requests = s.loader_stats_all_steps.counters.requests
+    refused = requests.refused_connections if requests else 0
+    if not requests or not refused:
         return None
     return (
         f"storage outage ridden through: {refused:,.0f} connections refused or reset by the store after "
-        f"it had answered, each retried; {c.get('outage_s', 0.0):.1f} s of reading lost (summed over the "
+        f"it had answered, each retried; {requests.outage_s:.1f} s of reading lost (summed over the "
         "reader processes)"
     )
 
@@ -400,15 +402,15 @@ def cache_lines(s: CellSummary) -> list[str]:
     """What the shard cache found and did about it (loaders/storage/cachehealth.py, entrysum.py): the
     entries found damaged and fetched again, the bytes read around it, and what it said once."""
     stats = s.loader_stats_all_steps
-    c = stats.counters
+    cache, health = stats.counters.cache or CacheStats(), stats.counters.cache_health or CacheHealthCounts()
     out = []
-    if damaged := c.get("cache_damaged", 0):
+    if damaged := cache.damaged:
         out.append(
             f"shard cache: {damaged:,.0f} entr{'y' if damaged == 1 else 'ies'} found damaged when first opened "
-            f"({format_bytes(c.get('cache_damaged_bytes', 0))} of parts whose checksums at fill differ), "
+            f"({format_bytes(cache.damaged_bytes)} of parts whose checksums at fill differ), "
             "evicted and fetched again: no sample lost"
         )
-    if around := c.get("cache_bypassed_bytes", 0):
+    if around := health.bypassed_bytes:
         out.append(
             f"shard cache read around: {format_bytes(around)} read through from the store while the cache "
             "could not be used (the figures are the store's, not the cache's)"

@@ -4,6 +4,8 @@
 dataclass back from its type hints: a key the record does not know is ignored (a file written by a
 newer version still loads), a missing key takes the field's default (a file written by an older
 schema still loads), and a missing key without a default is an error naming the record and key.
+A record with a flat form of its own (``as_flat`` and the class method ``from_flat``: the loader's
+counters, loaders.observe.counters) is written and read through it.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ def to_json(value: Any, *, finite: bool = False) -> Any:
     """Plain JSON values (dicts, lists, numbers, strings, None) for a record, recursively: its
     fields, then the properties its class names in ``JSON_DERIVED`` (written for readers, ignored when
     read back). ``finite``: infinities and NaN as None (strict JSON, for documents other programs read)."""
+    if hasattr(value, "as_flat") and not isinstance(value, type):
+        return to_json(value.as_flat(), finite=finite)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         names = [f.name for f in dataclasses.fields(value)] + list(getattr(type(value), "JSON_DERIVED", ()))
         return {name: to_json(getattr(value, name), finite=finite) for name in names}
@@ -84,6 +88,13 @@ def _build(tp: Any, data: Any, where: str) -> Any:
             raise RecordError(f"{where}: expected a mapping, got {type(data).__name__} {data!r:.80}")
         _, value_type = typing.get_args(tp) or (str, Any)
         return {k: _build(value_type, v, f"{where}.{k}") for k, v in data.items()}
+    if hasattr(tp, "from_flat"):
+        if not isinstance(data, dict):
+            raise RecordError(f"{where}: expected a mapping for {tp.__name__}, got {data!r:.80}")
+        try:
+            return tp.from_flat(data)
+        except ValueError as exc:
+            raise RecordError(f"{where}: {exc}") from None
     if dataclasses.is_dataclass(tp):
         if not isinstance(data, dict):
             raise RecordError(f"{where}: expected a mapping for {tp.__name__}, got {data!r:.80}")

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from loaders.observe import LoaderCounters
+
 from .choices import Bound, CacheAchieved, CacheMode, CeilingPart, Reading
 
 
@@ -544,13 +546,10 @@ class LoaderStats:
     cpu_s: dict[str, float] = field(default_factory=dict)
     errors: dict[str, int] = field(default_factory=dict)  # skipped samples by kind
     error_examples: tuple[str, ...] = ()
-    counters: dict[str, int | float] = field(default_factory=dict)  # requests, retries, cache_wait_s, ...
+    counters: LoaderCounters = field(default_factory=LoaderCounters)  # requests, cache, losses, ...
     request_latency_ms: Latency = field(default_factory=Latency)
     notes: tuple[str, ...] = ()  # what the loader said once (a cache read around, an entry refetched)
     losses: tuple[ShardLoss, ...] = ()  # the regions of shards its readers skipped as damaged
-
-    def counter(self, name: str) -> int:
-        return self.counters.get(name, 0)
 
 
 @dataclass(frozen=True)

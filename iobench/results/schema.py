@@ -16,6 +16,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from loaders.observe import LoaderCounters
+
 from .choices import CeilingPart
 from .figures import ACCOUNT_PARTS, EpochFigures, PipelineMetrics, StepAccount
 from .summary import SCHEMA_VERSION, CellSummary
@@ -35,10 +37,17 @@ def _ok(read: Callable[[CellSummary], Any]) -> Callable[[CellSummary], Any]:
     return lambda s: read(s) if s.ok else None
 
 
+def _counted(read: Callable[[LoaderCounters], Any]) -> Callable[[CellSummary], Any]:
+    """A loader counter over the whole run, warm-up included: None where nothing of its group was
+    counted (no object-store requests on a file tier, no cache)."""
+    return _ok(lambda s: read(s.loader_stats_all_steps.counters))
+
+
 def _expected(s: CellSummary) -> int | None:
     """What the completed epochs' plans deliver, where known (samples lost are counted against it)."""
-    known = [e.expected_samples for e in s.epochs if e.epoch < s.epochs_completed]
-    return sum(known) if known and None not in known else None  # type: ignore[arg-type]
+    planned = [e.expected_samples for e in s.epochs if e.epoch < s.epochs_completed]
+    known = [n for n in planned if n is not None]
+    return sum(known) if known and len(known) == len(planned) else None
 
 
 def _first_epoch(s: CellSummary) -> EpochFigures | None:
@@ -160,14 +169,12 @@ COLUMNS: list[Column] = [
     # samples lost (docs/method.md): the completed epochs' plans against what they delivered
     Column("samples_expected", pa.int64(), _ok(lambda s: _expected(s))),
     Column("samples_lost", pa.int64(), lambda s: s.losses.lost if s.losses else (0 if s.ok else None)),
-    Column("lost_bytes", pa.int64(), _ok(lambda s: s.loader_stats_all_steps.counters.get("lost_bytes"))),
-    Column(
-        "cache_damaged", pa.int64(), _ok(lambda s: s.loader_stats_all_steps.counters.get("cache_damaged"))
-    ),
+    Column("lost_bytes", pa.int64(), _counted(lambda c: c.lost and c.lost.bytes)),
+    Column("cache_damaged", pa.int64(), _counted(lambda c: c.cache and c.cache.damaged)),
     Column(
         "cache_bypassed_bytes",
         pa.int64(),
-        _ok(lambda s: s.loader_stats_all_steps.counters.get("cache_bypassed_bytes")),
+        _counted(lambda c: c.cache_health and c.cache_health.bypassed_bytes),
     ),
     Column("epochs", pa.int32(), lambda s: len(s.epochs)),
     Column("first_epoch_samples_per_s", pa.float64(), lambda s: (e := _first_epoch(s)) and e.samples_per_s),
@@ -176,22 +183,20 @@ COLUMNS: list[Column] = [
         "first_epoch_cache_hit_ratio", pa.float64(), lambda s: (e := _first_epoch(s)) and e.cache_hit_ratio
     ),
     Column("last_epoch_cache_hit_ratio", pa.float64(), lambda s: (e := _last_epoch(s)) and e.cache_hit_ratio),
-    Column(
-        "cache_evictions", pa.int64(), _ok(lambda s: s.loader_stats_all_steps.counters.get("cache_evictions"))
-    ),
-    Column("requests", pa.int64(), _ok(lambda s: s.loader_stats_all_steps.counters.get("requests"))),
-    Column("retries", pa.int64(), _ok(lambda s: s.loader_stats_all_steps.counters.get("retries"))),
+    Column("cache_evictions", pa.int64(), _counted(lambda c: c.cache and c.cache.evictions)),
+    Column("requests", pa.int64(), _counted(lambda c: c.requests and c.requests.requests)),
+    Column("retries", pa.int64(), _counted(lambda c: c.requests and c.requests.retries)),
     Column(
         "request_failures",
         pa.int64(),
-        _ok(lambda s: s.loader_stats_all_steps.counters.get("request_failures")),
+        _counted(lambda c: c.requests and c.requests.failures),
     ),
     Column(
         "refused_connections",
         pa.int64(),
-        _ok(lambda s: s.loader_stats_all_steps.counters.get("refused_connections")),
+        _counted(lambda c: c.requests and c.requests.refused_connections),
     ),
-    Column("outage_s", pa.float64(), _ok(lambda s: s.loader_stats_all_steps.counters.get("outage_s"))),
+    Column("outage_s", pa.float64(), _counted(lambda c: c.requests and c.requests.outage_s)),
     Column("request_p99_ms", pa.float64(), _ok(lambda s: s.loader_stats_all_steps.request_latency_ms.p99)),
     Column("warmup_steps", pa.int32(), lambda s: s.warmup.steps if s.warmup else None),
     Column("warmup_method", pa.string(), lambda s: s.warmup.method if s.warmup else None),

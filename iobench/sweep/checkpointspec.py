@@ -28,12 +28,12 @@ from typing import Any, get_args
 from iobench.checkpoint.sizes import MODELS, StateSize, state_size
 from iobench.host.memory import usable_memory
 from iobench.results.checkpoint import CheckpointDestination, CheckpointSettings
-from iobench.results.choices import CheckpointIo, CheckpointMode
+from iobench.results.choices import CheckpointIo, CheckpointMode, CheckpointWriter
 from iobench.results.spec import CellSpec
 from iobench.sweep.checks import ConfigError, as_list, check_keys, choice, int_list, integer, size, slug
 
 # what writes a checkpoint to each tier kind, the first being the default
-WRITERS = {
+WRITERS: dict[str, tuple[CheckpointWriter, ...]] = {
     "local": ("iobench", "stock"),
     "cephfs": ("iobench", "stock"),
     "s3": ("fsspec", "iobench", "s3torchconnector"),
@@ -48,7 +48,7 @@ class CheckpointSection:
     state: StateSize
     model: str | None
     destinations: list[CheckpointDestination]
-    modes: list[str]
+    modes: list[CheckpointMode]
     every_steps: list[int]
     ranks: list[int]
     saves: int = 3
@@ -74,7 +74,7 @@ def parse_checkpoints(raw: Any, tiers: list[dict]) -> CheckpointSection | None:
         },
         "checkpoints",
     )
-    modes = [
+    modes: list[CheckpointMode] = [
         choice(m, get_args(CheckpointMode), f"checkpoints.mode[{i}]")
         for i, m in enumerate(as_list(d["mode"], "checkpoints.mode"))
     ]
@@ -140,7 +140,7 @@ def _destinations(raw: Any, tiers: list[dict]) -> list[CheckpointDestination]:
             choice(w, WRITERS[kind], f"{at}.writer")
             for w in as_list(d["writer"] or WRITERS[kind][0], f"{at}.writer")
         ]
-        ios = [
+        ios: list[CheckpointIo] = [
             choice(x, get_args(CheckpointIo), f"{at}.io") for x in as_list(d["io"] or "buffered", f"{at}.io")
         ]
         if kind not in ("local", "cephfs") and d["io"] is not None:
@@ -149,7 +149,7 @@ def _destinations(raw: Any, tiers: list[dict]) -> list[CheckpointDestination]:
             suffix = "".join(f"-{x}" for x, many in ((writer, len(writers) > 1), (io, len(ios) > 1)) if many)
             out.append(
                 CheckpointDestination(slug(f"{d['name'] or d['tier']}{suffix}"), tier, location, writer, io)
-            )  # type: ignore[arg-type]
+            )
     return out
 
 
@@ -175,7 +175,7 @@ def checkpoint_cells(section: CheckpointSection, config: Any) -> list[CellSpec]:
         )
         settings = CheckpointSettings(
             destination=replace(dest, tier=bind_tier(dest.tier, dataset)),
-            mode=mode,  # type: ignore[arg-type]
+            mode=mode,
             every_steps=every,
             state_bytes=section.state.bytes,
             state_said=section.state.said,

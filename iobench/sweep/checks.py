@@ -6,9 +6,11 @@ from __future__ import annotations
 import difflib
 import re
 import urllib.parse
-from typing import Any
+from typing import Any, Literal, TypeVar, overload
 
 from iobench.host.units import parse_size
+
+_Choice = TypeVar("_Choice", bound=str)
 
 
 class ConfigError(ValueError):
@@ -39,12 +41,20 @@ def check_keys(mapping: Any, allowed: dict[str, Any], path: str) -> dict:
     return {k: mapping.get(k, default) for k, default in allowed.items()}
 
 
-def choice(value: Any, allowed: tuple[str, ...], key: str) -> str:
+def choice(value: Any, allowed: tuple[_Choice, ...], key: str) -> _Choice:
     if value not in allowed:
         raise ConfigError(
             f"{key}={value!r}: allowed values are {', '.join(allowed)}" + did_you_mean(value, allowed)
         )
     return value
+
+
+@overload
+def integer(value: Any, key: str, minimum: int = 0, optional: Literal[False] = False) -> int: ...
+
+
+@overload
+def integer(value: Any, key: str, minimum: int = 0, optional: bool = False) -> int | None: ...
 
 
 def integer(value: Any, key: str, minimum: int = 0, optional: bool = False) -> int | None:
@@ -67,7 +77,7 @@ def as_list(value: Any, key: str) -> list:
 
 
 def int_list(value: Any, key: str, minimum: int) -> list[int]:
-    return [integer(v, f"{key}[{i}]", minimum) for i, v in enumerate(as_list(value, key))]  # type: ignore[misc]
+    return [integer(v, f"{key}[{i}]", minimum) for i, v in enumerate(as_list(value, key))]
 
 
 def size(value: Any, key: str) -> int:

@@ -101,11 +101,10 @@ class SweepState:
 
 def record_interrupted(run_dir: Path, state: SweepState, cell: CellSpec, reason: str) -> CellSummary:
     """Publish the running cell as interrupted (what it was, when it started) and close its attempt."""
+    running = state.running
+    assert running is not None  # its callers record a cell that was running
     summary = CellSummary.failed(
-        cell,
-        f"interrupted: {reason}",
-        status="interrupted",
-        started_at=state.running["started_at"],  # type: ignore[index]
+        cell, f"interrupted: {reason}", status="interrupted", started_at=running["started_at"]
     )
     publish_cell(run_dir, cell.cell_id, {"summary.json": summary})
     state.finish("interrupted")

@@ -76,8 +76,9 @@ class Tier(abc.ABC):
 
     kind: ClassVar[str]
     options: ClassVar[Mapping[str, Option]] = {}
-    # its reads reach this host's block devices, where a cold window's reads can be counted
-    reads_block_devices: ClassVar[bool] = False
+    # its reads reach this host's block devices, where a cold window's reads can be counted (a
+    # kind's own, or, for a tier that wraps another, the wrapped one's)
+    reads_block_devices: bool = False
 
     @classmethod
     def check_options(cls, options: Mapping[str, Any]) -> dict[str, Any]:

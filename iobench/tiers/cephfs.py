@@ -113,7 +113,7 @@ class CephFSTier(LocalTier):
     """Shards on a CephFS mount; cold = evicted from the page cache and from ceph-fuse's cache."""
 
     kind: ClassVar[str] = "cephfs"
-    reads_block_devices: ClassVar[bool] = False  # a network file system: its reads come over sockets
+    reads_block_devices = False  # a network file system: its reads come over sockets
     options: ClassVar[dict[str, Option]] = {
         "path": Option((str, os.PathLike), required=True, help="dataset directory on a CephFS mount"),
         "name": Option(str, help="label for reports"),

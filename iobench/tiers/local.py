@@ -24,7 +24,7 @@ class LocalTier(Tier):
     """Shards read straight from a local directory; cold = evicted from the page cache."""
 
     kind: ClassVar[str] = "local"
-    reads_block_devices: ClassVar[bool] = True
+    reads_block_devices = True
     options: ClassVar[dict[str, Option]] = {
         "path": Option((str, os.PathLike), required=True, help="dataset directory"),
         "name": Option(str, help="label for reports"),

@@ -38,9 +38,10 @@ def resolve_s3(
         raise ValueError(f"s3 tier: profile {profile!r}: {exc}") from None
     region = region or session.region_name
     client = session.client("s3", endpoint_url=endpoint_url, region_name=region)
-    resolved = client.meta.endpoint_url
-    if urllib.parse.urlparse(resolved).hostname.endswith(".amazonaws.com"):  # type: ignore[union-attr]
-        resolved = os.environ.get("S3_ENDPOINT_URL")
+    endpoint: str = client.meta.endpoint_url
+    host = urllib.parse.urlparse(endpoint).hostname
+    assert host is not None, endpoint  # botocore's endpoint always names its host
+    resolved = os.environ.get("S3_ENDPOINT_URL") if host.endswith(".amazonaws.com") else endpoint
     return resolved, region
 
 

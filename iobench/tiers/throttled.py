@@ -28,7 +28,7 @@ from typing import Any, ClassVar
 import psutil
 
 from iobench.host.units import parse_bandwidth
-from loaders.storage import SourceSpec, ThrottleSpec, default_burst
+from loaders.storage import ResolvedClient, SourceSpec, ThrottleSpec, default_burst
 
 from .base import CacheState, Option, Tier, TierConfigError
 
@@ -136,15 +136,12 @@ class ThrottledTier(Tier):
 
         self.bytes_per_s, self.latency_s, burst = _limits(self.config)
         self.inner: Tier = make_tier(self.config["inner"])
+        self.reads_block_devices = self.inner.reads_block_devices
         self.name = self.config["name"] or f"throttled-{getattr(self.inner, 'name', self.inner.kind)}"
         self.burst_bytes = burst or default_burst(self.bytes_per_s)
         self._state_path: str | None = None
 
-    @property
-    def reads_block_devices(self) -> bool:  # type: ignore[override]
-        return self.inner.reads_block_devices
-
-    def object_client(self) -> str | None:
+    def object_client(self) -> ResolvedClient | None:
         return self.inner.object_client()
 
     def __getattr__(self, name: str) -> Any:

@@ -87,7 +87,7 @@ class NodesLoader(BaseLoader):
         # the mapping threads belong to this process: one intra-op thread, as in DataLoader workers
         torch.set_num_threads(1)
         source = ShardSource(self.config.source)
-        node: BaseNode = Prefetcher(self._graph(epoch, source), prefetch_factor=max(1, self.config.prefetch))  # type: ignore[arg-type]
+        node: BaseNode = Prefetcher(self._graph(epoch, source), prefetch_factor=max(1, self.config.prefetch))
         layers = 1
         if torch.cuda.is_available():
             node, layers = PinMemory(node), 2
@@ -107,7 +107,7 @@ class NodesLoader(BaseLoader):
         samples = raw_samples(list(plan.readers[0].items), source, spec, rng, objects=cfg.layout == "objects")
         seed = rng.getrandbits(64)
         mapped = ParallelMapper(
-            Chunks(samples, CHUNK, drop_last=False),  # type: ignore[arg-type]
+            Chunks(samples, CHUNK, drop_last=False),
             _DecodeChunk(spec, seed),
             num_workers=max(1, cfg.workers),
             in_order=True,  # shuffling is the shuffle buffer's job; order keeps resume exact

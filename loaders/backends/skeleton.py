@@ -14,6 +14,7 @@ from loaders import registry
 from loaders.config import LoaderConfig, plan_for
 from loaders.contract import EpochCursor, deliver, fingerprint
 from loaders.epochtally import EpochTally, expected_samples
+from loaders.observe.counters import LoaderCounters
 from loaders.observe.stages import StageStats
 from loaders.pipeline.batch import Batch
 from loaders.plan import EpochPlan, batches_of
@@ -96,13 +97,13 @@ class BaseLoader:
         try:
             for batch in batches:
                 if stamp is not None:  # the epoch's plan rides with its first batch: read per epoch
-                    batch.stats.counters["epoch_samples_expected"] += stamp
+                    batch.stats.counters.merge(LoaderCounters(epoch_samples_expected=stamp))
                     stamp = None
                 self.stats.merge(batch.stats)
                 self._cursor.count(batch)  # before the yield: a state taken now includes this batch
                 tally.add(batch.stats, len(batch) if batch.delivers else 0)
-                if tally.over(budget):
-                    raise tally.error(budget)  # type: ignore[arg-type]
+                if budget is not None and tally.over(budget):
+                    raise tally.error(budget)
                 if batch.delivers:
                     yield self._deliver(batch)
         finally:
@@ -131,9 +132,9 @@ class BaseLoader:
         tally.ended = True
         self.tallies.append(tally)
         if tally.expected is not None and tally.lost:
-            self.stats.counters["epoch_samples_lost"] += tally.lost
-        if tally.over(budget):
-            raise tally.error(budget)  # type: ignore[arg-type]
+            self.stats.counters.epoch_samples_lost += tally.lost
+        if budget is not None and tally.over(budget):
+            raise tally.error(budget)
 
     @cached_property
     def counts(self) -> list[int] | None:
@@ -166,9 +167,10 @@ class BaseLoader:
                 raise TypeError(f"len() could not count the shards' samples: {exc}") from exc
             self._plan = None
         plan = self.plan().counted()
+        assert plan.samples is not None and plan.batches is not None  # counted() raised otherwise
         if self.merged:
-            return batches_of(plan.samples, self.spec.batch_size, self.spec.drop_last)  # type: ignore[arg-type]
-        return plan.batches  # type: ignore[return-value]
+            return batches_of(plan.samples, self.spec.batch_size, self.spec.drop_last)
+        return plan.batches
 
     def set_epoch(self, epoch: int) -> None:
         self._cursor.set_epoch(epoch)

@@ -171,10 +171,14 @@ class _Sent:
     def packed(cls, batch: Batch, generation: int, ring: ShmRing | None) -> _Sent:
         """In a worker: ``batch`` to send, its images left in their ring slot when they are in one."""
         sent = cls(generation, batch.bookkeeping.epoch, batch.bookkeeping.reader, batch)
-        slot = None if ring is None or batch.images is None else ring.slot_of(batch.images)
+        images = batch.images
+        if ring is None or images is None:
+            return sent
+        slot = ring.slot_of(images)
         if slot is not None:
-            shape = tuple(batch.images.permute(0, 2, 3, 1).shape)  # type: ignore[union-attr]
-            sent.in_ring = (ring.id, slot, shape, batch.labels.tolist())  # type: ignore[union-attr]
+            assert batch.labels is not None  # a batch with images has their labels
+            shape = tuple(images.permute(0, 2, 3, 1).shape)
+            sent.in_ring = (ring.id, slot, shape, batch.labels.tolist())
             batch.images = batch.labels = None
         return sent
 
@@ -342,7 +346,7 @@ class _Feed:
         has ended its share."""
         for old in [e for e in self.ended if e < epoch]:
             del self.ended[old]
-        held, later = self.ahead, deque()
+        held, later = self.ahead, deque[_Sent]()
         self.ahead = later
         while len(self.ended.get(epoch, ())) < self.readers:
             if self.stopped:
@@ -420,15 +424,17 @@ class ShardLoader(BaseLoader):
     ) -> None:
         given = isinstance(config, LoaderConfig)
         self._context = None  # a multiprocessing context object: code, so not among the options
-        if given and keywords:
-            raise TypeError(
-                f"ShardLoader takes a LoaderConfig or its fields as keywords, not both ({', '.join(keywords)})"
-            )
-        if not given:
-            config, self._context = _keywords_config(config, keywords)  # type: ignore[arg-type]
+        if isinstance(config, LoaderConfig):
+            if keywords:
+                raise TypeError(
+                    f"ShardLoader takes a LoaderConfig or its fields as keywords, not both ({', '.join(keywords)})"
+                )
+            settled = config
+        else:
+            settled, self._context = _keywords_config(config, keywords)
         self.return_batches = given if return_batches is None else return_batches
         self._worker_init_fn, self._generator = worker_init_fn, generator
-        super().__init__(config)  # type: ignore[arg-type]
+        super().__init__(settled)
 
     def _readers(self) -> int:
         return max(1, self.config.workers)
@@ -452,7 +458,7 @@ class ShardLoader(BaseLoader):
         start_method = (context or multiprocessing).get_start_method()
         pin = options["pin_memory"]
         # in_order is DataLoader's from torch 2.6: passed only when asked for, so torch 2.4 works
-        extra = {} if options["in_order"] else {"in_order": False}
+        extra: dict[str, Any] = {} if options["in_order"] else {"in_order": False}
         self._loader = DataLoader(
             self.dataset,
             batch_size=None,
@@ -495,7 +501,8 @@ class ShardLoader(BaseLoader):
         self.dataset.start = (self._generation, epoch, resumed)
         if self.dataset.ring is None or not self.persistent:
             self.dataset.ring = self._make_ring()  # before the workers start: they take it along
-        feed = _Feed(iter(self._loader), self._generation, self.readers, self.continuous)  # type: ignore[arg-type]
+        assert self.readers is not None  # the torch backend plans over its workers (_readers)
+        feed = _Feed(iter(self._loader), self._generation, self.readers, self.continuous)
         feed.ring = self.dataset.ring  # batches in transit find their ring by id while it lives
         if self.persistent:
             self._feed = feed
@@ -543,7 +550,8 @@ class ShardLoader(BaseLoader):
         try:
             for sent in feed.epoch(epoch):
                 if sent.epoch != epoch:  # what a reader sent after the last epoch's last batch
-                    self.stats.merge(sent.batch.stats)  # type: ignore[union-attr]
+                    assert sent.batch is not None  # Feed.epoch yields batches, never markers
+                    self.stats.merge(sent.batch.stats)
                     continue
                 batch = sent.received()
                 # the skeleton counts this batch as it hands it on, and a consumer may stop right

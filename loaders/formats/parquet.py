@@ -22,7 +22,7 @@ import io
 import time
 from collections.abc import Callable, Iterator, Sequence
 from itertools import accumulate
-from typing import BinaryIO, NoReturn
+from typing import TYPE_CHECKING, BinaryIO, NoReturn
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -37,6 +37,9 @@ from loaders.formats.base import (
 )
 from loaders.observe.losses import Loss
 from loaders.observe.stages import clocks, since
+
+if TYPE_CHECKING:
+    from _typeshed import WriteableBuffer  # a type checker's name for what readinto writes into
 
 KEY_COLUMN = "key"
 LABEL_COLUMN = "cls"
@@ -103,9 +106,10 @@ class _CountingFile(io.RawIOBase):
         self._counter.bytes += len(data)
         return data
 
-    def readinto(self, b) -> int:  # type: ignore[no-untyped-def]
-        data = self.read(len(b))
-        b[: len(data)] = data
+    def readinto(self, b: WriteableBuffer) -> int:
+        with memoryview(b) as view, view.cast("B") as into:  # any writable buffer, as bytes
+            data = self.read(len(into))
+            into[: len(data)] = data
         return len(data)
 
 
@@ -214,10 +218,7 @@ def iter_parquet_samples(
         fail(exc, "not a readable Parquet file (truncated, or corrupt footer)")
     images, columns = _columns(pf.schema_arrow, url)
     md = pf.metadata
-    firsts = list(accumulate((md.row_group(i).num_rows for i in range(md.num_row_groups)), initial=0))
-    lo, hi = rows if rows is not None else (0, None)
-    hi = firsts[-1] if hi is None else min(hi, firsts[-1])
-    groups = [rg for rg in range(md.num_row_groups) if firsts[rg] < hi and firsts[rg + 1] > lo]
+    firsts, lo, hi, groups = _row_groups_holding(md, rows)
     opened = (counter.bytes, time.perf_counter() - w0, time.thread_time() - c0)
     upfront = _upfront(opened, md, groups, seekable=counting is not None)
     for n, rg in enumerate(groups):
@@ -245,6 +246,18 @@ def iter_parquet_samples(
         )
         wanted = range(max(0, lo - firsts[rg]), min(len(keys), hi - firsts[rg]))
         yield from _rows(url, keys, labels, blobs, firsts[rg], wanted, cost, last=hi - 1)
+
+
+def _row_groups_holding(
+    md: pq.FileMetaData, rows: tuple[int, int | None] | None
+) -> tuple[list[int], int, int, list[int]]:
+    """The row groups that hold ``rows`` (all rows where None): each group's first row (and the
+    file's row count last), the rows' start and end clipped to the file, and the groups' numbers."""
+    firsts = list(accumulate((md.row_group(i).num_rows for i in range(md.num_row_groups)), initial=0))
+    lo, hi = rows if rows is not None else (0, None)
+    hi = firsts[-1] if hi is None else min(hi, firsts[-1])
+    groups = [rg for rg in range(md.num_row_groups) if firsts[rg] < hi and firsts[rg + 1] > lo]
+    return firsts, lo, hi, groups
 
 
 def _group_lost(url: str, md: pq.FileMetaData, rg: int, rows: range, exc: BaseException) -> Loss:

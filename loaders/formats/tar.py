@@ -384,7 +384,8 @@ def iter_samples(
     size = resync.size() if resync is not None else None
     for member in iter_members(raw, url, counter, max_member_bytes, at, landmarks, size):
         if isinstance(member, Gap):
-            whole, index = resync.found(member, current, index + (current is not None))  # type: ignore[union-attr]
+            assert resync is not None  # gaps are found only where resync gave landmarks
+            whole, index = resync.found(member, current, index + (current is not None))
             if current is not None and whole:
                 yield close(current)
                 start = clocks()

@@ -9,6 +9,14 @@ from typing import TYPE_CHECKING
 from loaders._faces import lazy_face
 
 _EXPORTS = {
+    "FAULT_KINDS": "counters",
+    "CacheHealthCounts": "counters",
+    "CacheStats": "counters",
+    "FaultKind": "counters",
+    "LoaderCounters": "counters",
+    "LossCounts": "counters",
+    "RequestCounts": "counters",
+    "ThrottleCounts": "counters",
     "GpuCollector": "prometheus",
     "GpuInfo": "nvml",
     "GpuSample": "nvml",
@@ -24,22 +32,40 @@ _EXPORTS = {
     "serve_registry": "prometheus",
 }
 __all__ = [
+    "FAULT_KINDS",
     "STAGES",
+    "CacheHealthCounts",
+    "CacheStats",
+    "FaultKind",
     "GpuCollector",
     "GpuInfo",
     "GpuSample",
     "LoaderCollector",
+    "LoaderCounters",
     "Loss",
+    "LossCounts",
     "Nvml",
     "NvmlUnavailable",
+    "RequestCounts",
     "StageStats",
     "StallMeter",
     "Stopwatch",
+    "ThrottleCounts",
     "exported",
     "serve_registry",
 ]
 
 if TYPE_CHECKING:
+    from loaders.observe.counters import (
+        FAULT_KINDS,
+        CacheHealthCounts,
+        CacheStats,
+        FaultKind,
+        LoaderCounters,
+        LossCounts,
+        RequestCounts,
+        ThrottleCounts,
+    )
     from loaders.observe.losses import Loss
     from loaders.observe.nvml import GpuInfo, GpuSample, Nvml, NvmlUnavailable
     from loaders.observe.prometheus import GpuCollector, LoaderCollector, exported, serve_registry

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 try:
@@ -29,6 +30,7 @@ except ImportError as exc:  # an optional extra: say how to get it
     ) from exc
 
 from loaders.config import LoaderConfig
+from loaders.observe.counters import CacheHealthCounts, CacheStats, LoaderCounters, LossCounts, RequestCounts
 from loaders.observe.nvml import Nvml, NvmlUnavailable, open_nvml
 from loaders.observe.stages import STAGES, StageStats
 from loaders.storage.layers import OBJECT_PROTOCOLS
@@ -37,61 +39,81 @@ PREFIX = "iobench_loader"
 # waits run from microseconds (a prefetched batch) to seconds (a cold shard on a slow tier)
 WAIT_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
-# counters of StageStats.counters exported as they are: (metric suffix, counter key, help)
-_STORAGE_COUNTERS = (
-    ("requests", "requests", "Object-store requests (GETs, reads, HEADs), failed and retried included."),
-    ("request_retries", "retries", "Object-store requests repeated after a retryable failure."),
-    ("request_failures", "request_failures", "Object-store requests that failed for good."),
-    ("transferred_bytes", "bytes_transferred", "Bytes in successful object-store responses."),
+# the counters of StageStats.counters exported as they are: (metric suffix, reader, help)
+_STORAGE_COUNTERS: tuple[tuple[str, Callable[[RequestCounts], float], str], ...] = (
+    (
+        "requests",
+        lambda r: r.requests,
+        "Object-store requests (GETs, reads, HEADs), failed and retried included.",
+    ),
+    ("request_retries", lambda r: r.retries, "Object-store requests repeated after a retryable failure."),
+    ("request_failures", lambda r: r.failures, "Object-store requests that failed for good."),
+    ("transferred_bytes", lambda r: r.bytes_transferred, "Bytes in successful object-store responses."),
     (
         "refused_connections",
-        "refused_connections",
+        lambda r: r.refused_connections,
         "Connections refused or reset by an object store after it had answered (an outage ridden through).",
     ),
     (
         "outage_seconds",
-        "outage_s",
+        lambda r: r.outage_s,
         "Seconds readers had requests held up by such refusals, summed over readers.",
     ),
 )
-_CACHE_COUNTERS = (
-    ("cache_hits", "cache_hits", "Shard-cache lookups that found the shard complete (or waited for it)."),
-    ("cache_misses", "cache_misses", "Shard-cache lookups that downloaded the shard."),
-    ("cache_evictions", "cache_evictions", "Shard-cache entries evicted to stay under the limit."),
-    ("cache_fetched_bytes", "cache_bytes_fetched", "Bytes downloaded into the shard cache and committed."),
-    ("cache_evicted_bytes", "cache_bytes_evicted", "Bytes of shard-cache entries evicted."),
-    ("cache_wait_seconds", "cache_wait_s", "Seconds blocked while another process downloaded a shard."),
+_CACHE_COUNTERS: tuple[tuple[str, Callable[[CacheStats, CacheHealthCounts], float], str], ...] = (
+    (
+        "cache_hits",
+        lambda c, _: c.hits,
+        "Shard-cache lookups that found the shard complete (or waited for it).",
+    ),
+    ("cache_misses", lambda c, _: c.misses, "Shard-cache lookups that downloaded the shard."),
+    ("cache_evictions", lambda c, _: c.evictions, "Shard-cache entries evicted to stay under the limit."),
+    (
+        "cache_fetched_bytes",
+        lambda c, _: c.bytes_fetched,
+        "Bytes downloaded into the shard cache and committed.",
+    ),
+    ("cache_evicted_bytes", lambda c, _: c.bytes_evicted, "Bytes of shard-cache entries evicted."),
+    (
+        "cache_wait_seconds",
+        lambda c, _: c.wait_s,
+        "Seconds blocked while another process downloaded a shard.",
+    ),
     (
         "cache_damaged",
-        "cache_damaged",
+        lambda c, _: c.damaged,
         "Shard-cache entries found damaged when first opened (checksums at fill differ), fetched again.",
     ),
-    ("cache_damaged_bytes", "cache_damaged_bytes", "Bytes of the damaged parts of those entries."),
+    ("cache_damaged_bytes", lambda c, _: c.damaged_bytes, "Bytes of the damaged parts of those entries."),
     (
         "cache_bypassed_bytes",
-        "cache_bypassed_bytes",
+        lambda _, h: h.bypassed_bytes,
         "Bytes read through from the store while the shard cache could not be used (full, read-only, failing).",
     ),
-    ("cache_unusable", "cache_unusable", "Times the shard cache could not be used and was read around."),
+    (
+        "cache_unusable",
+        lambda _, h: h.unusable,
+        "Times the shard cache could not be used and was read around.",
+    ),
 )
 # what was lost: every loader, cached or not
-_LOSS_COUNTERS = (
+_LOSS_COUNTERS: tuple[tuple[str, Callable[[LoaderCounters, LossCounts], float], str], ...] = (
     (
         "expected_samples",
-        "epoch_samples_expected",
+        lambda c, _: c.epoch_samples_expected or 0,
         "Samples the loader's epochs deliver by their plans (the shards' counts).",
     ),
     (
         "lost_samples",
-        "epoch_samples_lost",
+        lambda c, _: c.epoch_samples_lost,
         "Samples completed epochs delivered short of their plans.",
     ),
     (
         "skipped_region_samples",
-        "lost_samples",
+        lambda _, lost: lost.samples,
         "Samples in regions of shards the readers skipped as damaged.",
     ),
-    ("skipped_region_bytes", "lost_bytes", "Bytes of shards the readers skipped as damaged."),
+    ("skipped_region_bytes", lambda _, lost: lost.bytes, "Bytes of shards the readers skipped as damaged."),
 )
 
 
@@ -136,8 +158,8 @@ class _Tracked:
             bytes_read=stats.bytes_read,
             wall_s=dict(stats.wall_s),
             cpu_s=dict(stats.cpu_s),
-            errors=dict(stats.errors),  # type: ignore[arg-type]
-            counters=dict(stats.counters),  # type: ignore[arg-type]
+            errors=Counter(dict(stats.errors)),
+            counters=stats.counters.copy(),
         )
 
 
@@ -213,17 +235,19 @@ def _add(families: dict[str, Any], t: _Tracked, stats: StageStats) -> None:
     counters = stats.counters
     # request and cache counters only where there are requests and a cache: a "file" tier with
     # zero requests would read as a measurement
-    if t.remote or "requests" in counters:
-        for suffix, key, _ in _STORAGE_COUNTERS:
-            families[suffix].add_metric([name, storage], counters.get(key, 0))
-    for key, n in sorted(counters.items()):
-        if key.startswith("fault_"):
-            families["faults"].add_metric([name, storage, key.removeprefix("fault_")], n)
-    if t.cached or "cache_hits" in counters:
-        for suffix, key, _ in _CACHE_COUNTERS:
-            families[suffix].add_metric([name], counters.get(key, 0))
-    for suffix, key, _ in _LOSS_COUNTERS:  # zero is a finding too: nothing lost
-        families[suffix].add_metric([name], counters.get(key, 0))
+    if t.remote or counters.requests is not None:
+        requests = counters.requests or RequestCounts()
+        for suffix, read, _ in _STORAGE_COUNTERS:
+            families[suffix].add_metric([name, storage], read(requests))
+        for kind, n in sorted(requests.faults.items()):
+            families["faults"].add_metric([name, storage, kind], n)
+    if t.cached or counters.cache is not None:
+        cache, health = counters.cache or CacheStats(), counters.cache_health or CacheHealthCounts()
+        for suffix, read, _ in _CACHE_COUNTERS:
+            families[suffix].add_metric([name], read(cache, health))
+    lost = counters.lost or LossCounts()
+    for suffix, read, _ in _LOSS_COUNTERS:  # zero is a finding too: nothing lost
+        families[suffix].add_metric([name], read(counters, lost))
 
 
 class GpuCollector(Collector):

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Generic, TypeVar
 
+from loaders.observe.counters import LoaderCounters, LossCounts
 from loaders.observe.losses import KEEP_LOSSES, Loss
 
 STAGES = ("fetch", "decode", "augment", "collate")
@@ -35,9 +36,9 @@ class StageStats:
     cpu_s: dict[str, float] = field(default_factory=lambda: dict.fromkeys(STAGES, 0.0))
     errors: Counter = field(default_factory=Counter)
     error_examples: list[str] = field(default_factory=list)
-    # storage-side counters (requests, retries, faults, cache hits/misses/evictions/bytes) and a
-    # bounded sample of request latencies, filled by the shard source
-    counters: Counter = field(default_factory=Counter)
+    # storage-side counters (requests, retries, faults, cache hits/misses/evictions/bytes, what was
+    # lost: counters.py) and a bounded sample of request latencies, filled by the shard source
+    counters: LoaderCounters = field(default_factory=LoaderCounters)
     latencies_ms: list[float] = field(default_factory=list)
     # what was said once (a cache read around, a damaged cache entry fetched again), and the
     # regions of shards a reader skipped as damaged (losses.py); both bounded, each said once
@@ -59,11 +60,11 @@ class StageStats:
                 self.notes.append(note)
 
     def add_loss(self, loss: Loss) -> None:
-        """A region a reader skipped: counted (``lost_regions``, ``lost_bytes``, ``lost_samples``
-        where known) and kept while fewer than KEEP_LOSSES are."""
-        self.counters["lost_regions"] += 1
-        self.counters["lost_bytes"] += loss.end - loss.begin
-        self.counters["lost_samples"] += loss.samples or 0
+        """A region a reader skipped: counted (``counters.lost``: regions, bytes, samples where known)
+        and kept while fewer than KEEP_LOSSES are."""
+        self.counters.merge(
+            LoaderCounters(lost=LossCounts(regions=1, bytes=loss.end - loss.begin, samples=loss.samples or 0))
+        )
         if len(self.losses) < KEEP_LOSSES:
             self.losses.append(loss)
 
@@ -80,7 +81,7 @@ class StageStats:
         self.errors.update(other.errors)
         room = 20 - len(self.error_examples)
         self.error_examples.extend(other.error_examples[: max(0, room)])
-        self.counters.update(other.counters)
+        self.counters.merge(other.counters)
         self.add_latencies(other.latencies_ms)
         self.add_notes(other.notes)
         self.losses.extend(other.losses[: max(0, KEEP_LOSSES - len(self.losses))])
@@ -98,7 +99,7 @@ class StageStats:
             "cpu_s": dict(self.cpu_s),
             "errors": dict(self.errors),
             "error_examples": list(self.error_examples),
-            "counters": dict(self.counters),
+            "counters": self.counters.as_flat(),
             "request_latency_ms": _percentiles(self.latencies_ms),
             "notes": list(self.notes),
             "losses": [asdict(loss) for loss in self.losses],

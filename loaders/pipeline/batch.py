@@ -113,4 +113,5 @@ class Batch:
         """Called by DataLoader(pin_memory=True) and torchdata's PinMemory for custom batch types."""
         if self.images is None:
             return self
-        return self.with_data(images=self.images.pin_memory(), labels=self.labels.pin_memory())  # type: ignore[union-attr]
+        assert self.labels is not None  # a batch with images has their labels
+        return self.with_data(images=self.images.pin_memory(), labels=self.labels.pin_memory())

@@ -13,12 +13,19 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Iterator, Sequence
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from loaders.formats.base import Ref
 
 T = TypeVar("T")
 State = dict[str, Any]
+
+
+class Referenced(Protocol):
+    """An item that says where to read it again (its ``ref``): what a state holds it by."""
+
+    @property
+    def ref(self) -> Ref: ...
 
 
 class Node(Iterator[T], Generic[T]):
@@ -27,6 +34,7 @@ class Node(Iterator[T], Generic[T]):
     stood; ``close()`` releases what it holds (threads, files), its sources' too."""
 
     _ready = False
+    source: Node[Any]  # the node it draws from, where it has one: restore's and close's default
 
     def __iter__(self) -> Node[T]:
         return self
@@ -54,7 +62,7 @@ class Node(Iterator[T], Generic[T]):
     def restore(self, refs: Sequence[Ref]) -> list:
         """The items these refs name (each item carries its ``ref``), fetched again: what a state
         holds by reference. By default the source's (a node passing its source's items on)."""
-        return self.source.restore(refs)  # type: ignore[attr-defined]
+        return self.source.restore(refs)
 
     def close(self) -> None:
         source = getattr(self, "source", None)

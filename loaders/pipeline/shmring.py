@@ -149,11 +149,12 @@ class SharedBuffers:
             slot = self.ring.acquire(self.owner)
             if slot is not None:
                 return torch.from_numpy(self.ring.array(slot).reshape(shape))
-            stats.counters["ring_fallback_batches"] += 1
+            stats.counters.ring_fallback_batches += 1
         storage = torch.UntypedStorage._new_shared(int(np.prod(shape)))
         return torch.empty(0, dtype=torch.uint8).set_(storage).view(shape)
 
     def release(self, images: torch.Tensor) -> None:
-        slot = None if self.ring is None else self.ring.slot_of(images)
-        if slot is not None:
-            self.ring.release(slot)  # type: ignore[union-attr]
+        ring = self.ring
+        slot = None if ring is None else ring.slot_of(images)
+        if ring is not None and slot is not None:
+            ring.release(slot)

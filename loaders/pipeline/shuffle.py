@@ -18,9 +18,9 @@ import random
 from array import array
 from typing import TypeVar
 
-from loaders.pipeline.node import Node, State
+from loaders.pipeline.node import Node, Referenced, State
 
-T = TypeVar("T")
+R = TypeVar("R", bound=Referenced)
 _SKIP_WORDS = 2**20  # words drawn per call when a resumed generator catches up
 
 
@@ -58,14 +58,14 @@ class Draws:
             items[i], items[j] = items[j], items[i]
 
 
-class Shuffle(Node[T]):
+class Shuffle(Node[R]):
     """``source``'s items through a buffer of ``size`` (1 or less: in order), drawn by a generator
     seeded with ``seed``."""
 
-    def __init__(self, source: Node[T], size: int, seed: int, initial: int | None = None) -> None:
+    def __init__(self, source: Node[R], size: int, seed: int, initial: int | None = None) -> None:
         self.source, self.size, self.seed = source, size, seed
         self.initial = max(1, size // 8) if initial is None else max(1, min(initial, size))
-        self._buffer: list[T] = []
+        self._buffer: list[R] = []
         self._refs = array("q")  # the buffer's items' refs, end to end, in the buffer's order
         self._drained = False  # the source has ended: the buffer is shuffled, and popped from its end
         self._draws = Draws(seed)
@@ -86,7 +86,7 @@ class Shuffle(Node[T]):
         self.source.reset(None if state is None else state["source"])
         super().reset(state)
 
-    def next(self) -> T:
+    def next(self) -> R:
         if self.size <= 1:
             return next(self.source)
         buffer, refs, pull = self._buffer, self._refs, self.source.next  # reset: pulled directly
@@ -96,11 +96,11 @@ class Shuffle(Node[T]):
             except StopIteration:
                 self._draws.shuffle(buffer)
                 buffer.reverse()  # popped from the end: the shuffled order, first to last
-                self._refs = array("q", [n for item in buffer for n in item.ref])  # type: ignore[attr-defined]
+                self._refs = array("q", [n for item in buffer for n in item.ref])
                 self._drained = True
                 break
             buffer.append(sample)
-            refs.extend(sample.ref)  # type: ignore[attr-defined]
+            refs.extend(sample.ref)
             if len(buffer) < self.size:  # still filling: one more read for this yield
                 try:
                     more = pull()
@@ -108,7 +108,7 @@ class Shuffle(Node[T]):
                     pass  # then the next read ends the source
                 else:
                     buffer.append(more)
-                    refs.extend(more.ref)  # type: ignore[attr-defined]
+                    refs.extend(more.ref)
             if len(buffer) >= self.initial:
                 return self._pop(self._draws.below(len(buffer)))
         if not buffer:
@@ -121,20 +121,20 @@ class Shuffle(Node[T]):
         return {
             "words": self._draws.words,
             "drained": self._drained,
-            "width": len(self._buffer[0].ref) if self._buffer else 0,  # type: ignore[attr-defined]
+            "width": len(self._buffer[0].ref) if self._buffer else 0,
             "buffer": array("q", self._refs),
             "source": self.source.state_dict(),
         }
 
-    def _hold(self, item: T) -> None:
+    def _hold(self, item: R) -> None:
         self._buffer.append(item)
-        self._refs.extend(item.ref)  # type: ignore[attr-defined]
+        self._refs.extend(item.ref)
 
-    def _pop(self, i: int) -> T:
+    def _pop(self, i: int) -> R:
         """The item at place ``i``, taken: the last item (and its ref) takes its place."""
         buffer, refs = self._buffer, self._refs
         item, last = buffer[i], len(buffer) - 1
-        w = len(item.ref)  # type: ignore[attr-defined]
+        w = len(item.ref)
         if i != last:
             buffer[i] = buffer[last]
             refs[i * w : i * w + w] = refs[last * w :]

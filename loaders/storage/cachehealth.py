@@ -11,8 +11,9 @@ from __future__ import annotations
 import errno
 import logging
 import time
-from collections import Counter
 from typing import BinaryIO
+
+from loaders.observe.counters import CacheHealthCounts
 
 RETRY_S = 30.0  # how long a cache found unusable is left alone before new entries try it again
 _REASONS = {
@@ -42,7 +43,7 @@ class CacheHealth:
     def __init__(self, directory: str) -> None:
         self.directory = directory
         self.down_until = 0.0
-        self.counters: Counter = Counter()
+        self.counts = CacheHealthCounts()
         self.notes: list[str] = []
         self._said: set[str] = set()
 
@@ -52,7 +53,7 @@ class CacheHealth:
     def failed(self, exc: BaseException, url: str) -> None:
         """The cache failed on ``url`` with ``exc``: read through for a while, and say so once."""
         why = cache_reason(exc)
-        self.counters["cache_unusable"] += 1
+        self.counts.unusable += 1
         if getattr(exc, "errno", None) == errno.EFBIG:  # that shard alone: nothing to wait for
             self.say(why, f"{url}: {why} at {self.directory}: read through from the store, not cached")
             return
@@ -73,24 +74,24 @@ class CacheHealth:
 
     def bypassing(self, f: BinaryIO) -> BinaryIO:
         """``f`` (a shard read through the store) counting the bytes it reads as bypassed."""
-        return _Counted(f, self)  # type: ignore[return-value]
+        return _Counted(f, self)  # type: ignore[return-value]  # a file-like object: typing.BinaryIO is a class, not a protocol it could meet
 
-    def drain(self) -> tuple[Counter, list[str]]:
-        """The counters and notes since the last drain."""
-        done, notes = self.counters, self.notes
-        self.counters, self.notes = Counter(), []
-        return done, notes
+    def drain(self) -> tuple[CacheHealthCounts | None, list[str]]:
+        """The counts (None: nothing was counted) and notes since the last drain."""
+        done, notes = self.counts, self.notes
+        self.counts, self.notes = CacheHealthCounts(), []
+        return (done if done != CacheHealthCounts() else None), notes
 
 
 class _Counted:
-    """A stream whose reads add their length to ``cache_bypassed_bytes``."""
+    """A stream whose reads add their length to the cache's ``bypassed_bytes``."""
 
     def __init__(self, raw: BinaryIO, health: CacheHealth) -> None:
-        self._raw, self._health = raw, health  # its counters are replaced at each drain
+        self._raw, self._health = raw, health  # its counts are replaced at each drain
 
     def read(self, n: int = -1) -> bytes:
         data = self._raw.read(n)
-        self._health.counters["cache_bypassed_bytes"] += len(data)
+        self._health.counts.bypassed_bytes += len(data)
         return data
 
     def __getattr__(self, name: str):

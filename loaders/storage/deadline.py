@@ -13,9 +13,13 @@ import queue
 import stat
 import threading
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from loaders.storage.faults import DeadlineExceeded
 from loaders.storage.localfile import BUFFER
+
+if TYPE_CHECKING:
+    from _typeshed import WriteableBuffer  # a type checker's name for what readinto writes into
 
 
 class DeadlineFile(io.BufferedIOBase):
@@ -121,9 +125,10 @@ class DeadlineFile(io.BufferedIOBase):
             n = have if n is None or n < 0 else min(n, have)
         return self.read(n if n is not None and n >= 0 else self.buffer_size)
 
-    def readinto(self, b) -> int:  # type: ignore[no-untyped-def]
-        data = self.read(len(b))
-        b[: len(data)] = data
+    def readinto(self, b: WriteableBuffer) -> int:
+        with memoryview(b) as view, view.cast("B") as into:  # any writable buffer, as bytes
+            data = self.read(len(into))
+            into[: len(data)] = data
         return len(data)
 
     def close(self) -> None:

@@ -2,15 +2,16 @@
 kinds a retry can mend, told from the errors botocore, s3fs, aiohttp and the other clients raise
 (loaders/storage/clients/).
 
-A kind is one of: ``throttled_or_5xx`` (the server answered 503 SlowDown or a 5xx),
-``truncated_body`` (the body stopped short), ``connection_reset``, ``connect_timeout`` (no TCP
-connection at all), ``timeout`` (no answer in time), ``connect_failed`` (refused or unreachable),
-``io_error``; None when retrying cannot help (a 403, a missing key, a bad argument).
+A kind is a :data:`~loaders.observe.counters.FaultKind` (``throttled_or_5xx``, ``truncated_body``,
+``connection_reset``, ``connect_timeout``, ``timeout``, ``connect_failed``, ``io_error``); None when
+retrying cannot help (a 403, a missing key, a bad argument).
 """
 
 from __future__ import annotations
 
 import errno
+
+from loaders.observe.counters import FaultKind
 
 RETRYABLE_CODES = {
     "SlowDown",
@@ -37,7 +38,7 @@ class DeadlineExceeded(ObjectStoreError):
 
 
 # the words of each kind, put before a client's own message where its words would not say it
-KIND_WORDS = {
+KIND_WORDS: dict[FaultKind, str] = {
     "throttled_or_5xx": "SlowDown or 5xx from the server",
     "truncated_body": "the body stopped short (IncompleteRead)",
     "connection_reset": "Connection reset",
@@ -80,7 +81,7 @@ def _s3_code(exc: BaseException) -> str | None:
     return str(code or status or "") or None
 
 
-def classify(exc: BaseException) -> str | None:
+def classify(exc: BaseException) -> FaultKind | None:
     """The retryable fault kind of an exception, or None when retrying cannot help."""
     chain = exception_chain(exc)
     codes = [c for c in map(_s3_code, chain) if c]

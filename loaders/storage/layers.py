@@ -27,6 +27,7 @@ from typing import BinaryIO
 
 import fsspec
 
+from loaders.observe.counters import LoaderCounters
 from loaders.observe.stages import StageStats
 from loaders.storage.deadline import DeadlineFile
 from loaders.storage.localfile import open_local
@@ -133,20 +134,7 @@ class StoreOpener:
     def drain_into(self, stats: StageStats) -> None:
         for reader in self._readers.values():
             rs = reader.take_stats()
-            stats.counters.update(
-                {
-                    "requests": rs.requests,
-                    "retries": rs.retries,
-                    "request_failures": rs.failures,
-                    "bytes_transferred": rs.bytes,
-                    "refused_connections": rs.refused_connections,
-                    "outage_s": rs.outage_s,
-                    "client_cpu_s": rs.client_cpu_s,
-                    "client_retries": rs.client_retries,
-                    **{f"fault_{kind}": n for kind, n in rs.fault_kinds.items()},
-                    **{f"endpoint_{i}_requests": n for i, n in rs.by_endpoint.items()},
-                }
-            )
+            stats.counters.merge(LoaderCounters(requests=rs.counts))
             stats.add_latencies(rs.latencies_ms)
 
     def close(self) -> None:
@@ -172,7 +160,7 @@ class DeadlineOpener(Layer):
                 yield f
             return
         with DeadlineFile(url.removeprefix("file://"), self.deadline_s) as f:
-            yield _at(f, start)  # type: ignore[misc]
+            yield _at(f, start)  # type: ignore[misc]  # a file-like object: typing.BinaryIO is a class, not a protocol it could meet
 
     def read_object(self, url: str) -> bytes:
         if protocol_of(url) != "file":
@@ -193,7 +181,7 @@ class ThrottleOpener(Layer):
     def open(self, url: str, start: int = 0, end: int | None = None) -> Iterator[BinaryIO]:
         self.throttle.request()
         with self.inner.open(url, start, end) as f:
-            yield ThrottledFile(f, self.throttle)  # type: ignore[misc]
+            yield ThrottledFile(f, self.throttle)  # type: ignore[misc]  # a file-like object: typing.BinaryIO is a class, not a protocol it could meet
 
     def read_object(self, url: str) -> bytes:
         self.throttle.request()
@@ -208,7 +196,7 @@ class ThrottleOpener(Layer):
 
     def drain_into(self, stats: StageStats) -> None:
         self.inner.drain_into(stats)
-        stats.counters.update(self.throttle.take_counters())
+        stats.counters.merge(LoaderCounters(throttle=self.throttle.take_counters()))
 
     def close(self) -> None:
         self.inner.close()
@@ -286,7 +274,7 @@ class CacheOpener(Layer):
                 )
                 return f, False
             except StoreChecksumError as exc:
-                self.health.counters["store_checksum_mismatches"] += 1
+                self.health.counts.store_checksum_mismatches += 1
                 self.health.say(f"store:{url}", f"{exc}: read through from the store, not cached")
                 return None, False
             except OSError as exc:
@@ -308,19 +296,18 @@ class CacheOpener(Layer):
             self.shard_cache()
         except OSError:
             return False
-        self.health.counters["cache_recreated"] += 1
+        self.health.counts.recreated += 1
         self.health.say("recreated", f"the shard cache directory {self.settings.dir} was removed: made again")
         return True
 
     def drain_into(self, stats: StageStats) -> None:
         self.inner.drain_into(stats)
         if self._cache is not None:
-            done = self._cache.reset_stats()
-            stats.counters.update({f"cache_{k}": v for k, v in done.as_dict().items()})
+            stats.counters.merge(LoaderCounters(cache=self._cache.reset_stats()))
             stats.add_notes(self._cache.notes)
             self._cache.notes = []
-        counters, notes = self.health.drain()
-        stats.counters.update(counters)
+        health, notes = self.health.drain()
+        stats.counters.merge(LoaderCounters(cache_health=health))
         stats.add_notes(notes)
 
 

@@ -72,4 +72,4 @@ def open_local(path: str) -> BinaryIO:
     f.close()  # the mapping holds its own descriptor (and the file's read-ahead state)
     mapped.path = path
     mapped.madvise(mmap.MADV_SEQUENTIAL)
-    return mapped  # type: ignore[return-value]
+    return mapped  # type: ignore[return-value]  # a file-like object: typing.BinaryIO is a class, not a protocol it could meet

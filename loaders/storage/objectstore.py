@@ -23,9 +23,10 @@ import zlib
 from collections import deque
 from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, BinaryIO
 
+from loaders.observe.counters import FaultKind, RequestCounts
 from loaders.storage.clients import (
     DEFAULT_CLIENT,
     ClientChoice,
@@ -57,49 +58,21 @@ ATTEMPT_THREADS = 256  # helper threads waiting on attempts of clients without a
 
 @dataclass
 class RequestStats:
-    """Per-process request counters; merged across workers like StageStats."""
+    """This reader's request counts and a bounded sample of its requests' latencies, since the
+    last take (the counts go into a StageStats, the latencies into its sample)."""
 
-    requests: int = 0
-    retries: int = 0
-    failures: int = 0
-    bytes: int = 0
+    counts: RequestCounts = field(default_factory=RequestCounts)
     latencies_ms: list[float] = field(default_factory=list)  # a bounded sample
-    fault_kinds: dict[str, int] = field(default_factory=dict)
-    by_endpoint: dict[int, int] = field(default_factory=dict)  # requests per endpoint (several only)
-    refused_connections: int = 0  # attempts refused or reset by a store that had answered (an outage)
-    outage_s: float = 0.0  # seconds with a request waiting out an outage (OutageClock)
-    # CPU seconds of the client: the calling threads' during its requests, and its own I/O threads'
-    client_cpu_s: float = 0.0
-    client_retries: int = 0  # retries the client made by itself that it let be known (clients/base.py)
 
     def record(self, seconds: float, nbytes: int) -> None:
-        self.requests += 1
-        self.bytes += nbytes
+        self.counts.requests += 1
+        self.counts.bytes_transferred += nbytes
         if len(self.latencies_ms) < LATENCY_SAMPLE:
             self.latencies_ms.append(seconds * 1000.0)
         else:  # reservoir sampling keeps the sample unbiased over long runs
-            j = random.randrange(self.requests)
+            j = random.randrange(self.counts.requests)
             if j < LATENCY_SAMPLE:
                 self.latencies_ms[j] = seconds * 1000.0
-
-    def fault(self, kind: str) -> None:
-        self.fault_kinds[kind] = self.fault_kinds.get(kind, 0) + 1
-
-    def merge(self, other: RequestStats) -> None:
-        self.requests += other.requests
-        self.retries += other.retries
-        self.failures += other.failures
-        self.bytes += other.bytes
-        self.refused_connections += other.refused_connections
-        self.outage_s += other.outage_s
-        self.client_cpu_s += other.client_cpu_s
-        self.client_retries += other.client_retries
-        room = LATENCY_SAMPLE - len(self.latencies_ms)
-        self.latencies_ms.extend(other.latencies_ms[: max(0, room)])
-        for k, v in other.fault_kinds.items():
-            self.fault_kinds[k] = self.fault_kinds.get(k, 0) + v
-        for i, n in other.by_endpoint.items():
-            self.by_endpoint[i] = self.by_endpoint.get(i, 0) + n
 
     def as_dict(self) -> dict[str, Any]:
         import numpy as np
@@ -110,18 +83,7 @@ class RequestStats:
             if lat is not None
             else {}
         )
-        return {
-            "requests": self.requests,
-            "retries": self.retries,
-            "failures": self.failures,
-            "bytes": self.bytes,
-            "refused_connections": self.refused_connections,
-            "outage_s": self.outage_s,
-            "client_cpu_s": self.client_cpu_s,
-            "client_retries": self.client_retries,
-            "latency_ms": pct,
-            "faults": dict(self.fault_kinds),
-        }
+        return {**asdict(self.counts), "latency_ms": pct}
 
 
 @dataclass(frozen=True)
@@ -246,7 +208,7 @@ class ObjectReader:
                 made += 1
                 if n > 1:
                     with self._lock:
-                        self.stats.by_endpoint[index] = self.stats.by_endpoint.get(index, 0) + 1
+                        self.stats.counts.by_endpoint[index] = self.stats.counts.by_endpoint.get(index, 0) + 1
                 client = self._clients[index]
                 try:
                     result = self._attempt(client, fn, t_first)
@@ -278,7 +240,7 @@ class ObjectReader:
                     if self._past_deadline(t_first, delay):
                         break
                     with self._lock:
-                        self.stats.retries += 1
+                        self.stats.counts.retries += 1
                     time.sleep(delay)
                     continue
                 with self._lock:
@@ -289,9 +251,9 @@ class ObjectReader:
             if held:
                 lost = self._outage.release()
                 with self._lock:
-                    self.stats.outage_s += lost
+                    self.stats.counts.outage_s += lost
         with self._lock:
-            self.stats.failures += 1
+            self.stats.counts.failures += 1
         detail = f"last error: {last_client.describe(last) if last is not None else 'none'}"
         kind = last_client.classify(last) if last is not None else None
         if kind == "connect_timeout" and not self._answered:
@@ -302,23 +264,25 @@ class ObjectReader:
             raise DeadlineExceeded(errno.ETIMEDOUT, self._timed_out(what, url, t_first, made, detail))
         raise ObjectStoreError(errno.EIO, self._gave_up(what, url, t_first, detail))
 
-    def _count_fault(self, client: ObjectClient, index: int, exc: BaseException) -> tuple[str | None, bool]:
+    def _count_fault(
+        self, client: ObjectClient, index: int, exc: BaseException
+    ) -> tuple[FaultKind | None, bool]:
         """A failed attempt on endpoint ``index`` counted: its fault kind (None: no retry mends it) and
         whether it is part of an outage (a refused or reset connection of a store that has answered,
         with a deadline to wait it out by)."""
         kind = client.classify(exc)
         outage = kind in OUTAGE_FAULTS and self.deadline_s is not None and bool(self._answered)
         with self._lock:
-            self.stats.requests += 1
+            self.stats.counts.requests += 1
             if kind is None:
-                self.stats.failures += 1
+                self.stats.counts.failures += 1
             else:
-                self.stats.fault(kind)
-                self.stats.client_retries += client.hidden_retries_per_fault
+                self.stats.counts.fault(kind)
+                self.stats.counts.client_retries += client.hidden_retries_per_fault
             if kind in ("throttled_or_5xx", "truncated_body"):  # the server spoke HTTP
                 self._answered.add(index)
             if outage:
-                self.stats.refused_connections += 1
+                self.stats.counts.refused_connections += 1
         return kind, outage
 
     def _backoff(self, refused_in_row: int, spent: int, outage: bool) -> float:
@@ -342,7 +306,7 @@ class ObjectReader:
             finally:
                 spent = time.thread_time() - cpu
                 with self._lock:
-                    self.stats.client_cpu_s += spent
+                    self.stats.counts.client_cpu_s += spent
 
         if client.bounds_attempts or self.deadline_s is None:
             return run()
@@ -403,7 +367,7 @@ class ObjectReader:
         threads = set().union(*(client.thread_ids() for client in self._clients))
         with self._lock:
             stats, self.stats = self.stats, RequestStats()
-        stats.client_cpu_s += threadcpu.take(threads)
+        stats.counts.client_cpu_s += threadcpu.take(threads)
         return stats
 
     def info(self, url: str) -> dict:
@@ -457,11 +421,11 @@ class ObjectReader:
                     )
                 return
             with self._lock:
-                self.stats.fault("truncated_body")
+                self.stats.counts.fault("truncated_body")
                 if attempt + 1 == self.policy.attempts:
-                    self.stats.failures += 1
+                    self.stats.counts.failures += 1
                     break
-                self.stats.retries += 1
+                self.stats.counts.retries += 1
             time.sleep(self.policy.delay(attempt))
         raise ObjectStoreError(
             errno.EIO,

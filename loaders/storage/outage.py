@@ -12,8 +12,10 @@ from __future__ import annotations
 import threading
 import time
 
+from loaders.observe.counters import FaultKind
+
 # the fault kinds (objectstore.classify) of a gateway that is down or restarting
-OUTAGE_FAULTS = frozenset({"connect_failed", "connection_reset"})
+OUTAGE_FAULTS: frozenset[FaultKind] = frozenset({"connect_failed", "connection_reset"})
 
 
 class OutageClock:

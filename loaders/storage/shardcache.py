@@ -52,9 +52,9 @@ import os
 import re
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
 from typing import BinaryIO
 
+from loaders.observe.counters import CacheStats
 from loaders.storage.entrysum import PART_BYTES, EntrySum, damaged_parts, digests, read_sum, write_sum
 from loaders.storage.localfile import open_local
 from loaders.storage.shardcache_index import (
@@ -84,39 +84,6 @@ def choose_policy(policy: str, cache_bytes: int, dataset_bytes: int | None) -> s
     if policy not in CACHE_POLICIES:
         raise ValueError(f"cache policy {policy!r}: expected auto, {' or '.join(CACHE_POLICIES)}")
     return policy
-
-
-@dataclass
-class CacheStats:
-    """This process's cache counters; merge them across workers, reset them per epoch."""
-
-    hits: int = 0
-    misses: int = 0
-    evictions: int = 0
-    bytes_fetched: int = 0  # bytes of downloads that were verified and committed
-    bytes_evicted: int = 0
-    wait_s: float = 0.0  # blocked on a key lock while another process/thread downloaded that shard
-    bypassed: int = 0  # misses a static cache read through without keeping (counted in misses too)
-    # entries whose bytes differed from their checksums at fill when this process first opened
-    # them: evicted and fetched again; the bytes of their damaged parts; bytes checked at open
-    damaged: int = 0
-    damaged_bytes: int = 0
-    verified_bytes: int = 0
-
-    def merge(self, other: CacheStats) -> None:
-        self.hits += other.hits
-        self.misses += other.misses
-        self.bypassed += other.bypassed
-        self.damaged += other.damaged
-        self.damaged_bytes += other.damaged_bytes
-        self.verified_bytes += other.verified_bytes
-        self.evictions += other.evictions
-        self.bytes_fetched += other.bytes_fetched
-        self.bytes_evicted += other.bytes_evicted
-        self.wait_s += other.wait_s
-
-    def as_dict(self) -> dict:
-        return asdict(self)
 
 
 class CacheError(OSError):

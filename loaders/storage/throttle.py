@@ -44,7 +44,12 @@ import threading
 import time
 import weakref
 from dataclasses import dataclass
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO, Protocol, cast
+
+if TYPE_CHECKING:
+    from _typeshed import WriteableBuffer
+
+from loaders.observe.counters import ThrottleCounts
 
 __all__ = ["Throttle", "ThrottleSpec", "ThrottledFile", "default_burst"]
 
@@ -149,18 +154,18 @@ class Throttle:
         """Account ``nbytes`` just read; sleep until the shared bucket allows them."""
         if nbytes <= 0:
             return
-        if self.spec.bytes_per_s is None:
+        rate = self.spec.bytes_per_s
+        if rate is None:
             with self._lock:
                 self.stats.bytes += nbytes
             return
-        slept = _sleep(self._reserve(nbytes))
+        slept = _sleep(self._reserve(nbytes, float(rate)))
         with self._lock:
             self.stats.bytes += nbytes
             self.stats.bandwidth_wait_s += slept
 
-    def _reserve(self, nbytes: int) -> float:
-        """Advance the shared virtual time; return how long this caller must wait."""
-        rate = float(self.spec.bytes_per_s)  # type: ignore[arg-type]
+    def _reserve(self, nbytes: int, rate: float) -> float:
+        """Advance the shared virtual time at ``rate`` bytes/s; return how long this caller must wait."""
         # flock excludes other processes only: threads share this process's descriptor
         with self._lock:
             fd = self._state_fd()
@@ -188,26 +193,24 @@ class Throttle:
                 ) from None
         return self._fd
 
-    def take_counters(self) -> dict[str, int]:
-        """The counters since the last call, waits in whole milliseconds (sub-ms remainders carry
-        over, so many small drains do not round the waits away), and only those above zero.
+    def take_counters(self) -> ThrottleCounts | None:
+        """The counts since the last call, waits in whole milliseconds (sub-ms remainders carry
+        over, so many small drains do not round the waits away); None when all are zero.
 
-        Only those: a reader drains its storage counters into every batch it makes, and a batch
+        None then: a reader drains its storage counters into every batch it makes, and a batch
         with counters but no samples still goes to the consumer (so they are not lost). Zeros
         from a link that did nothing made such a batch on every call once a reader's share was
         read, so its stream never ended and the epoch never closed."""
         with self._lock:
             s = self.stats
-            out = {"throttle_requests": s.requests, "throttle_bytes": s.bytes}
-            for name, seconds in (
-                ("throttle_wait_ms", s.bandwidth_wait_s),
-                ("throttle_latency_ms", s.latency_wait_s),
-            ):
+            waits = {}
+            for name, seconds in (("wait_ms", s.bandwidth_wait_s), ("latency_ms", s.latency_wait_s)):
                 ms = seconds * 1000 + self._carried_ms.get(name, 0.0)
-                out[name] = int(ms)
+                waits[name] = int(ms)
                 self._carried_ms[name] = ms - int(ms)
             self.stats = ThrottleStats()
-        return {name: n for name, n in out.items() if n}
+        counts = ThrottleCounts(requests=s.requests, bytes=s.bytes, **waits)
+        return counts if counts != ThrottleCounts() else None
 
     def close(self) -> None:
         with self._lock:
@@ -236,14 +239,25 @@ def _after_fork_in_child() -> None:
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
+class _Buffered(Protocol):
+    """The reads a buffered file (io.BufferedReader) has beyond BinaryIO's."""
+
+    def read1(self, size: int = -1, /) -> bytes: ...
+    def readall(self) -> bytes: ...
+    def readinto(self, buffer: WriteableBuffer, /) -> int | None: ...
+    def readinto1(self, buffer: WriteableBuffer, /) -> int | None: ...
+
+
 class ThrottledFile:
     """A binary stream whose reads are charged to a :class:`Throttle` by the bytes they return.
-    Everything else (seek, tell, seekable, close, name ...) passes through."""
+    Everything else (seek, tell, seekable, close, name ...) passes through. The buffered reads
+    (read1, readall, readinto, readinto1) are the wrapped file's own: a file without them raises
+    AttributeError, as it would unwrapped."""
 
     def __init__(self, raw: BinaryIO, throttle: Throttle) -> None:
         self._raw, self._throttle = raw, throttle
 
-    def _charged(self, data):
+    def _charged(self, data: bytes) -> bytes:
         if data:
             self._throttle.charge(len(data))
         return data
@@ -252,21 +266,21 @@ class ThrottledFile:
         return self._charged(self._raw.read(size))
 
     def read1(self, size: int = -1) -> bytes:
-        return self._charged(self._raw.read1(size))  # type: ignore[attr-defined]
+        return self._charged(cast(_Buffered, self._raw).read1(size))
 
     def readline(self, size: int = -1) -> bytes:
         return self._charged(self._raw.readline(size))
 
     def readall(self) -> bytes:
-        return self._charged(self._raw.readall())  # type: ignore[attr-defined]
+        return self._charged(cast(_Buffered, self._raw).readall())
 
-    def readinto(self, buffer) -> int:
-        n = self._raw.readinto(buffer)  # type: ignore[attr-defined]
+    def readinto(self, buffer: WriteableBuffer) -> int | None:
+        n = cast(_Buffered, self._raw).readinto(buffer)
         self._throttle.charge(n or 0)
         return n
 
-    def readinto1(self, buffer) -> int:
-        n = self._raw.readinto1(buffer)  # type: ignore[attr-defined]
+    def readinto1(self, buffer: WriteableBuffer) -> int | None:
+        n = cast(_Buffered, self._raw).readinto1(buffer)
         self._throttle.charge(n or 0)
         return n
 

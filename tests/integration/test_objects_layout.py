@@ -78,8 +78,8 @@ def test_objects_on_s3_and_rados_match_and_count_one_request_per_sample(
     for tier in (make_tier({"kind": "s3", "url": s3_url}), rados):
         got, loader = _read(tier, "objects", workers=1)
         assert got == expected, tier.kind
-        counters = loader.stats.counters
-        assert counters["requests"] == 256 and counters["retries"] == 0
+        requests = loader.stats.counters.requests
+        assert requests is not None and requests.requests == 256 and requests.retries == 0
         assert loader.stats.as_dict()["request_latency_ms"]["p99"] > 0
     if ceph_lab.mount:  # CephFS: the same files through the mount, both layouts
         cephfs = make_tier({"kind": "cephfs", "path": f"{ceph_lab.mount}/objects-{uuid.uuid4().hex[:6]}"})
@@ -113,7 +113,8 @@ def test_a_ram_cache_smaller_than_the_dataset_stays_within_its_limit(ceph_lab, t
     shards = len(Manifest.load(tiny_dataset).shards)
     # the cache cannot hold the dataset, so it is static (auto): it keeps what it admitted first and
     # reads the rest through, never evicting; the second pass hits what was kept
-    first, kept = loader.stats.counters, second.stats.counters
+    first, kept = loader.stats.counters.cache, second.stats.counters.cache
     assert tier.describe()["cache"]["policy"] == "static"
-    assert first["cache_misses"] == shards and first["cache_evictions"] == 0 and first["cache_bypassed"] > 0
-    assert kept["cache_hits"] > 0 and kept["cache_evictions"] == 0
+    assert first is not None and kept is not None
+    assert first.misses == shards and first.evictions == 0 and first.bypassed > 0
+    assert kept.hits > 0 and kept.evictions == 0

@@ -19,6 +19,7 @@ from iobench.datasets.upload import UploadError, upload_s3
 from iobench.tiers import make_tier
 from iobench.tiers.base import TierConfigError
 from loaders import ShardLoader
+from loaders.observe import CacheStats, LoaderCounters, RequestCounts
 from loaders.storage.objectstore import ObjectReader, ObjectStoreError
 from loaders.storage.shardcache import ShardCache
 from tests.helpers.runs import exact_epochs
@@ -89,15 +90,16 @@ def test_s3_stream_and_cached_reads_yield_the_local_samples(s3_env, staged, tiny
         tier.shard_urls(manifest), workers=2, return_batches=True, storage_options=tier.storage_options()
     )
     assert _keys_labels(streamed) == expected
-    assert streamed.stats.counters["requests"] >= len(manifest.shards)
-    assert streamed.stats.counters["bytes_transferred"] == manifest.total_bytes
+    requests = streamed.stats.counters.requests
+    assert requests is not None and requests.requests >= len(manifest.shards)
+    assert requests.bytes_transferred == manifest.total_bytes
 
     source = tier.source(manifest)
     cached = ShardLoader(tier.shard_urls(manifest), workers=2, return_batches=True, source=source)
     assert _keys_labels(cached) == expected  # epoch 1: every shard a miss
     assert _keys_labels(cached) == expected  # epoch 2: every shard a hit
-    c = cached.stats.counters
-    assert c["cache_misses"] == len(manifest.shards) and c["cache_hits"] == len(manifest.shards)
+    c = cached.stats.counters.cache
+    assert c is not None and c.misses == len(manifest.shards) and c.hits == len(manifest.shards)
     cache = ShardCache(source.cache.dir, source.cache.bytes)
     for u, entry in zip(tier.shard_urls(manifest), manifest.shards, strict=True):
         assert hashlib.sha256(Path(cache.path_for(u)).read_bytes()).hexdigest() == entry.sha256
@@ -128,7 +130,7 @@ def test_two_shards_over_2_ranks_x_4_workers_are_read_by_range_once(
         )
         assert all(p.ranged for r in loader.plan(0).readers for p in r.items)
         got += _keys_labels(loader)
-        transferred += loader.stats.counters["bytes_transferred"]
+        transferred += (loader.stats.counters.requests or RequestCounts()).bytes_transferred
     assert sorted(got) == expected  # 64 samples: 32 a rank, every one once
     shard_bytes = sum(e.bytes for e in shards)
     if cached:  # each whole shard downloaded once, on its first miss
@@ -152,20 +154,21 @@ def test_a_cache_smaller_than_the_dataset_stays_within_its_limit(s3_env, staged,
     )
     hits = []
     for _ in range(2):
-        before = loader.stats.counters.get("cache_hits", 0)
+        before = (loader.stats.counters.cache or CacheStats()).hits
         assert len(_keys_labels(loader)) == manifest.num_samples
-        hits.append(loader.stats.counters["cache_hits"] - before)
+        hits.append((loader.stats.counters.cache or CacheStats()).hits - before)
     cache = ShardCache(tmp_path / "small", limit)
     assert 0 < cache.used_bytes() <= limit
-    c = loader.stats.counters
+    c = loader.stats.counters.cache
+    assert c is not None
     if policy == "lru":
         # LRU under full shuffled epochs thrashes: far fewer hits than the cache could hold
-        assert c["cache_evictions"] > 0 and c["cache_hits"] < len(manifest.shards)
+        assert c.evictions > 0 and c.hits < len(manifest.shards)
     else:
         # auto: the shards add up to more than the cache, so it is static: the first epoch keeps
         # the 3 shards that fit and reads the rest through; the second hits exactly those 3
-        assert c.get("cache_evictions", 0) == 0 and hits == [0, 3]
-        assert c["cache_bypassed"] == 2 * len(manifest.shards) - 3 - 3
+        assert c.evictions == 0 and hits == [0, 3]
+        assert c.bypassed == 2 * len(manifest.shards) - 3 - 3
 
 
 def _read_all(url, cache_dir, env, out):
@@ -179,7 +182,7 @@ def _read_all(url, cache_dir, env, out):
         source=tier.source(manifest),
     )
     keys = [k for batch in loader for k in batch.keys]
-    Path(out).write_text(json.dumps({"keys": keys, "counters": dict(loader.stats.counters)}))
+    Path(out).write_text(json.dumps({"keys": keys, "counters": loader.stats.counters.as_flat()}))
 
 
 def test_two_processes_sharing_a_cache_download_each_shard_once(s3_env, staged, tmp_path):
@@ -198,11 +201,12 @@ def test_two_processes_sharing_a_cache_download_each_shard_once(s3_env, staged, 
     results = [json.loads((tmp_path / f"out{i}.json").read_text()) for i in range(2)]
     n_shards = len(make_tier({"kind": "s3", "url": url}).load_manifest().shards)
     assert sorted(results[0]["keys"]) == sorted(results[1]["keys"])
-    misses = sum(r["counters"].get("cache_misses", 0) for r in results)
-    hits = sum(r["counters"].get("cache_hits", 0) for r in results)
+    counters = [LoaderCounters.from_flat(r["counters"]) for r in results]
+    misses = sum((c.cache or CacheStats()).misses for c in counters)
+    hits = sum((c.cache or CacheStats()).hits for c in counters)
     assert misses == n_shards and hits == n_shards
     # GETs went out only for the misses
-    assert sum(r["counters"].get("bytes_transferred", 0) for r in results) == sum(
+    assert sum((c.requests or RequestCounts()).bytes_transferred for c in counters) == sum(
         e.bytes for e in make_tier({"kind": "s3", "url": url}).load_manifest().shards
     )
 
@@ -329,15 +333,16 @@ def test_reads_spread_over_several_gateways_and_step_around_a_dead_one(s3_env, s
         tier.shard_urls(manifest), workers=0, return_batches=True, source=tier.source(manifest)
     )
     assert len(_keys_labels(loader)) == manifest.num_samples
-    c = loader.stats.counters
-    assert c["endpoint_0_requests"] > 0 and c["endpoint_1_requests"] > 0 and c.get("retries", 0) == 0
+    requests = loader.stats.counters.requests
+    assert requests is not None and requests.retries == 0
+    assert requests.by_endpoint[0] > 0 and requests.by_endpoint[1] > 0
     assert tier.describe()["endpoints"] == names
     dead = make_tier({"kind": "s3", "url": url, "endpoint_url": [names[0], "http://127.0.0.1:9"]})
     loader = ShardLoader(
         dead.shard_urls(manifest), workers=0, return_batches=True, source=dead.source(manifest)
     )
     assert len(_keys_labels(loader)) == manifest.num_samples  # the shards the dead one picks: retried
-    assert loader.stats.counters["retries"] > 0
+    assert (loader.stats.counters.requests or RequestCounts()).retries > 0
     with pytest.raises(TierConfigError, match="a list holds two or more"):
         make_tier({"kind": "s3", "url": url, "endpoint_url": [names[0]]})
 

@@ -29,6 +29,7 @@ import pytest
 from iobench.datasets.manifest import Manifest
 from iobench.tiers.s3 import S3Tier
 from loaders import ShardLoader
+from loaders.observe import CacheStats, RequestCounts
 from loaders.storage.objectstore import ObjectReader, ObjectStoreError
 from tests.helpers.faultkit import cache_problems, dataset_pairs, stage_copy
 from tests.helpers.faultproxy import FaultProxy
@@ -70,12 +71,9 @@ def _loader(url: str, manifest: Manifest, endpoint: str, **kw) -> ShardLoader:
     )
 
 
-def _faults(counters) -> dict[str, int]:
-    return {k.removeprefix("fault_"): v for k, v in counters.items() if k.startswith("fault_") and v}
-
-
-def _check_accounting(what: str, counters, proxy: FaultProxy, samples: int) -> None:
-    injected, counted = proxy.counts, _faults(counters)
+def _check_accounting(what: str, requests: RequestCounts | None, proxy: FaultProxy, samples: int) -> None:
+    assert requests is not None  # an object-store reader counted its requests
+    injected, counted = proxy.counts, {kind: n for kind, n in requests.faults.items() if n}
     print(
         f"figures: {what}: {proxy.requests} requests, injected {dict(injected)}, loader counted {counted}, "
         f"{samples} samples verified, 0 lost"
@@ -86,7 +84,7 @@ def _check_accounting(what: str, counters, proxy: FaultProxy, samples: int) -> N
     assert 2 * counted.get("connection_reset", 0) <= injected["reset"]
     assert set(counted) <= {"throttled_or_5xx", "truncated_body", "connection_reset"}
     # every fault was retried, none exhausted the budget
-    assert counters["retries"] == sum(counted.values()) and counters["request_failures"] == 0
+    assert requests.retries == sum(counted.values()) and requests.failures == 0
 
 
 def test_streaming_workers_deliver_every_sample_under_faults(staged, proxy):
@@ -95,8 +93,8 @@ def test_streaming_workers_deliver_every_sample_under_faults(staged, proxy):
     loader = _loader(url, manifest, proxy.endpoint, workers=2)
     got = key_label_pairs(loader)
     assert got == want  # every sample exactly once, with its label
-    c = loader.stats.counters
-    assert c["bytes_transferred"] == manifest.total_bytes  # only whole ranges were counted as read
+    c = loader.stats.counters.requests
+    assert c is not None and c.bytes_transferred == manifest.total_bytes  # only whole ranges were counted
     _check_accounting("streaming, 2 workers, 15 %", c, proxy, sum(got.values()))
 
 
@@ -111,12 +109,14 @@ def test_a_cache_through_faults_holds_only_whole_shards_and_leaks_nothing(staged
     sha = {u: s.sha256 for u, s in zip(urls, manifest.shards, strict=True)}
     assert cache_problems(cache_dir, sha) == []
     assert len(list(cache_dir.glob("[0-9a-f]*"))) == len(manifest.shards)
-    first = dict(loader.stats.counters)
-    _check_accounting("shard cache, 15 %", first, proxy, sum(want.values()))
+    first = loader.stats.counters.copy()
+    _check_accounting("shard cache, 15 %", first.requests, proxy, sum(want.values()))
     # epoch 2 reads the cache only: no request reaches the proxy
     before = proxy.requests
     assert key_label_pairs(loader) == want
-    assert proxy.requests == before and loader.stats.counters["cache_hits"] == len(manifest.shards)
+    assert proxy.requests == before and (loader.stats.counters.cache or CacheStats()).hits == len(
+        manifest.shards
+    )
     # nothing outlives the loader: its GET threads end and every connection it opened is closed
     del loader
     deadline = time.monotonic() + 10
@@ -144,7 +144,7 @@ def test_whole_objects_read_through_truncations_are_exact(staged, proxy):
     entry = manifest.shards[0]
     data = reader.read_range(f"{url}/{entry.name}", 0, entry.bytes)
     assert hashlib.sha256(data).hexdigest() == entry.sha256
-    assert reader.take_stats().fault_kinds == {"truncated_body": proxy.counts["truncate"]} != {}
+    assert reader.take_stats().counts.faults == {"truncated_body": proxy.counts["truncate"]} != {}
     print(
         f"figures: whole object, 50 % truncations: {proxy.counts['truncate']} injected, {entry.bytes} bytes exact"
     )

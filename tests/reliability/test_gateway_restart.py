@@ -31,6 +31,7 @@ from iobench.lab.conf import RGW
 from iobench.lab.restart import restart
 from iobench.tiers import make_tier
 from loaders import ShardLoader
+from loaders.observe import LoaderCounters
 from loaders.storage import CLIENT_NAMES, ObjectStoreError
 from loaders.storage.objectstore import ObjectReader
 from tests.helpers.faultkit import kill9, stage_copy
@@ -77,28 +78,29 @@ def test_a_radosgw_killed_and_restarted_mid_cell_is_ridden_through(
     # nothing lost: each epoch delivered every sample of the dataset once across the two ranks
     assert_each_sample_once(out / cell_id, tiny_dataset, world_size=2, epochs=2)
     assert [e["samples"] for e in summary["epochs"]] == [256, 256]
-    c = summary["loader_stats_all_steps"]["counters"]
-    faults = {k: v for k, v in c.items() if k.startswith("fault_")}
+    c = LoaderCounters.from_flat(summary["loader_stats_all_steps"]["counters"]).requests
+    assert c is not None
+    faults = c.faults
     print(
         f"figures: radosgw kill -9 at step 3 of a 2-rank cell, down {down_s:.1f} s, restart took "
         f"{t_back - t0:.2f} s ({t_back - t_kill:.1f} s without radosgw): cell ok, "
         f"{sum(e['samples'] for e in summary['epochs'])} samples, each once per epoch; requests "
-        f"{c['requests']}, refused connections {c['refused_connections']}, outage {c['outage_s']:.1f} s "
-        f"(summed over 2 reader processes), retries {c['retries']}, faults {faults}"
+        f"{c.requests}, refused connections {c.refused_connections}, outage {c.outage_s:.1f} s "
+        f"(summed over 2 reader processes), retries {c.retries}, faults {faults}"
     )
     # the outage was counted: refusals of a store that had answered, each retried, none failing
-    assert c["refused_connections"] >= 1 and c["request_failures"] == 0
-    assert c["refused_connections"] <= c.get("fault_connect_failed", 0) + c.get("fault_connection_reset", 0)
-    assert c["retries"] == sum(faults.values())
+    assert c.refused_connections >= 1 and c.failures == 0
+    assert c.refused_connections <= faults.get("connect_failed", 0) + faults.get("connection_reset", 0)
+    assert c.retries == sum(faults.values())
     # each of the two readers held up for at most the time radosgw was away plus one capped backoff
     # (1 s) and a request; at least one of them waited out most of it
-    assert 1.0 <= c["outage_s"] <= 2 * (t_back - t_kill + 2.0)
+    assert 1.0 <= c.outage_s <= 2 * (t_back - t_kill + 2.0)
     (row,) = pq.read_table(out / "results.parquet").to_pylist()
-    assert (row["refused_connections"], row["outage_s"]) == (c["refused_connections"], c["outage_s"])
+    assert (row["refused_connections"], row["outage_s"]) == (c.refused_connections, c.outage_s)
     report = " ".join(iobench_sweep.run("report", out).stdout.split())
     assert (
-        f"storage outage ridden through: {c['refused_connections']:,} connections refused or reset "
-        f"by the store after it had answered, each retried; {c['outage_s']:.1f} s of reading lost"
+        f"storage outage ridden through: {c.refused_connections:,} connections refused or reset "
+        f"by the store after it had answered, each retried; {c.outage_s:.1f} s of reading lost"
     ) in report, report
 
 
@@ -212,11 +214,11 @@ def test_each_client_rides_through_a_radosgw_restart(
         t.join(DEADLINE + 10)
         mend(ceph_lab)
         reader.close()
-    stats = reader.take_stats()
+    stats = reader.take_stats().counts
     print(
         f"figures: {client} through a radosgw restart ({t_back - t_kill:.1f} s without radosgw): {reads[0]} "
         f"shards read, {stats.requests} requests, refused connections {stats.refused_connections}, outage "
-        f"{stats.outage_s:.1f} s, faults {stats.fault_kinds}, {stats.client_retries} hidden retries known"
+        f"{stats.outage_s:.1f} s, faults {stats.faults}, {stats.client_retries} hidden retries known"
     )
     assert not errors, errors[0]
     assert wrong == [] and reads[0] >= before + len(shards)

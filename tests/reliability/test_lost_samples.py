@@ -25,6 +25,7 @@ import pytest
 from iobench.datasets.manifest import Manifest
 from iobench.tiers.s3 import S3Tier
 from loaders import SamplesLostError, ShardLoader
+from loaders.observe import CacheHealthCounts, LoaderCounters
 from loaders.storage.shardcache import ShardCache
 from tests.helpers.faultkit import cache_problems, dataset_pairs, stage_copy
 from tests.helpers.sweepkit import env_of, sweep_file
@@ -86,18 +87,16 @@ def test_a_damaged_cache_entry_is_fetched_again_and_every_epoch_delivers_every_s
 
     loader = _loader(url, manifest, cache, max_lost_fraction=0.0)  # not one sample may be lost
     epochs = [_pairs(loader) for _ in range(2)]
-    c = loader.stats.counters
-    assert epochs == [want, want]
-    assert (
-        c["cache_damaged"] == 1 and c["cache_bytes_fetched"] == manifest.shards[DAMAGED].bytes
-    )  # one refetch
-    assert c["cache_misses"] == 1 and not loader.stats.errors and not c.get("lost_samples")
+    c = loader.stats.counters.cache
+    assert epochs == [want, want] and c is not None
+    assert c.damaged == 1 and c.bytes_fetched == manifest.shards[DAMAGED].bytes  # one refetch
+    assert c.misses == 1 and not loader.stats.errors and loader.stats.counters.lost is None
     assert [t.lost for t in loader.tallies] == [0, 0] and [t.expected for t in loader.tallies] == [256, 256]
     (note,) = loader.stats.notes
     assert urls[DAMAGED] in note and "fetched again" in note
     sha = {u: s.sha256 for u, s in zip(urls, manifest.shards, strict=True)}
     assert cache_problems(cache, sha) == []
-    print(f"figures: cache entry damaged ({how}): {c['cache_damaged']} found, refetched once; {note}")
+    print(f"figures: cache entry damaged ({how}): {c.damaged} found, refetched once; {note}")
 
 
 def test_a_cache_directory_removed_under_the_reader_is_made_again(lab_env, staged, tmp_path):
@@ -110,7 +109,7 @@ def test_a_cache_directory_removed_under_the_reader_is_made_again(lab_env, stage
         if step == 2:
             shutil.rmtree(cache)
     assert got == want
-    assert loader.stats.counters["cache_recreated"] == 1
+    assert (loader.stats.counters.cache_health or CacheHealthCounts()).recreated == 1
     assert any("was removed: made again" in n for n in loader.stats.notes)
     assert cache_problems(cache, {u: s.sha256 for u, s in zip(urls, manifest.shards, strict=True)}) == []
 
@@ -159,7 +158,9 @@ def test_a_shard_damaged_in_the_store_loses_exactly_its_damaged_samples_within_t
         assert region.url == f"{url}/{name}" and region.begin < REGION[1] and region.end > REGION[0]
         # the samples whose headers were damaged were skipped with the region; one whose image
         # bytes alone were damaged was read, failed to decode and was skipped as corrupt
-        assert loader.stats.counters["lost_samples"] + sum(loader.stats.errors.values()) == len(lost)
+        lost_in_regions = loader.stats.counters.lost
+        assert lost_in_regions is not None
+        assert lost_in_regions.samples + sum(loader.stats.errors.values()) == len(lost)
     with pytest.raises(SamplesLostError) as info:
         _pairs(_loader(url, manifest, None))  # the default budget: 0.1 %
     said = str(info.value)
@@ -200,8 +201,8 @@ def test_a_shard_damaged_in_the_store_loses_exactly_its_damaged_samples_named_in
     assert row["samples_expected"] == 512 and row["samples_lost"] == 2 * len(lost)
     assert summary["losses"]["lost"] == 2 * len(lost)
     assert [e["samples"] for e in summary["epochs"]] == [256 - len(lost)] * 2
-    counters = summary["loader_stats_all_steps"]["counters"]
-    assert counters["store_checksum_mismatches"] >= 1  # not cached as good
+    health = LoaderCounters.from_flat(summary["loader_stats_all_steps"]["counters"]).cache_health
+    assert health is not None and health.store_checksum_mismatches >= 1  # not cached as good
     assert "SAMPLES LOST" in report and name in report
     print(f"figures: store copy damaged at bytes {REGION}: {len(lost)} samples lost an epoch; {headline}")
 
@@ -219,15 +220,15 @@ def test_a_cache_directory_that_cannot_hold_a_shard_is_read_around_and_the_cell_
         summary, row, report = _sweep(iobench_sweep, lab_env, tmp_path, tiny_dataset, tier)
     assert summary["status"] == "ok" and row["samples_lost"] == 0
     assert [e["samples"] for e in summary["epochs"]] == [256, 256]
-    counters = summary["loader_stats_all_steps"]["counters"]
-    assert counters["cache_bypassed_bytes"] >= manifest.total_bytes  # every epoch's bytes came around it
+    health = LoaderCounters.from_flat(summary["loader_stats_all_steps"]["counters"]).cache_health
+    assert (
+        health is not None and health.bypassed_bytes >= manifest.total_bytes
+    )  # every epoch's bytes came around it
     notes = " ".join(summary["loader_stats_all_steps"]["notes"])
     why = "read-only (EROFS)" if disk == "read-only" else "full (ENOSPC)"
     assert "cannot be used" in notes and why in notes
     assert "shard cache read around" in report
-    print(
-        f"figures: cache on a 1 MiB tmpfs ({disk}): {counters['cache_bypassed_bytes']:,} bytes read around; {notes}"
-    )
+    print(f"figures: cache on a 1 MiB tmpfs ({disk}): {health.bypassed_bytes:,} bytes read around; {notes}")
 
 
 def test_the_rados_tiers_ram_cache_is_checked_the_same_way(ceph_lab, tiny_dataset):
@@ -252,7 +253,8 @@ def test_the_rados_tiers_ram_cache_is_checked_the_same_way(ceph_lab, tiny_datase
             urls, workers=1, return_batches=True, source=source, shard_samples=counts, max_lost_fraction=0.0
         )
         assert _pairs(loader) == dataset_pairs(tiny_dataset)
-        assert loader.stats.counters["cache_damaged"] == 1 and loader.stats.counters["cache_misses"] == 1
+        cache = loader.stats.counters.cache
+        assert cache is not None and cache.damaged == 1 and cache.misses == 1
     finally:
         release(tier.cache_dir)
         shutdown_all()

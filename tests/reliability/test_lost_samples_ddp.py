@@ -15,6 +15,7 @@ import pytest
 
 from iobench.datasets.manifest import Manifest
 from iobench.tiers.s3 import S3Tier
+from loaders.observe import LoaderCounters
 from loaders.storage.shardcache import ShardCache
 from tests.helpers.faultkit import stage_copy
 from tests.helpers.paths import ROOT
@@ -94,7 +95,8 @@ def test_a_damaged_cache_entry_under_ddp_trains_on_every_sample(torchrun, lab_en
     keys = Counter(k for s in steps for k in s["keys"])
     assert len(keys) == 256 and set(keys.values()) == {1}
     assert [e["samples"] for e in ends] == [{"expected": 128, "delivered": 128, "lost": 0}] * 2
-    assert sum(e["counters"].get("cache_damaged", 0) for e in ends) == 1  # one rank's reader found it
+    caches = [LoaderCounters.from_flat(e["counters"]).cache for e in ends]
+    assert sum(c.damaged for c in caches if c) == 1  # one rank's reader found it
 
 
 def test_a_shard_damaged_in_the_store_under_ddp_fails_past_the_budget_naming_it(
@@ -122,5 +124,6 @@ def test_a_shard_damaged_in_the_store_under_ddp_within_a_budget_trains_on_exactl
     keys = Counter(k for s in steps for k in s["keys"])
     assert set(keys.values()) == {1} and len(keys) == 256 - len(lost) and not set(keys) & lost
     assert sum(e["samples"]["lost"] for e in ends) == len(lost)
-    assert all(e["counters"].get("cache_bypassed_bytes", 0) > 0 for e in ends)  # read around the cache
+    health = [LoaderCounters.from_flat(e["counters"]).cache_health for e in ends]
+    assert all(h and h.bypassed_bytes > 0 for h in health)  # read around the cache
     print(f"figures: DDP, store copy damaged, budget 0.1, read-only cache: {len(lost)} samples lost of 256")

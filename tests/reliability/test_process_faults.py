@@ -21,6 +21,7 @@ import pytest
 from iobench.datasets.manifest import Manifest
 from iobench.tiers.s3 import S3Tier
 from loaders import ShardFormatError, ShardLoader
+from loaders.observe import LoaderCounters
 from tests.helpers.faultkit import cache_problems, dataset_pairs, stage_copy
 from tests.helpers.faultproxy import FaultProxy
 from tests.helpers.paths import ROOT as REPO
@@ -99,7 +100,7 @@ loader = ShardLoader(args["urls"], workers=0, return_batches=True, batch_size=16
 print("ready", flush=True)
 sys.stdin.readline()
 pairs = [[k, int(label)] for b in loader for k, label in zip(b.keys, b.labels.tolist())]
-print(json.dumps({{"pairs": pairs, "counters": dict(loader.stats.counters)}}), flush=True)
+print(json.dumps({{"pairs": pairs, "counters": loader.stats.counters.as_flat()}}), flush=True)
 """
 
 
@@ -178,14 +179,15 @@ def test_a_trainer_killed_mid_download_leaves_the_shared_cache_whole(
                 proc.wait(10)
     assert victim.returncode == -signal.SIGKILL and survivor.returncode == 0
     result = json.loads(out.splitlines()[-1])
-    c = result["counters"]
+    c = LoaderCounters.from_flat(result["counters"]).cache
+    assert c is not None
     got = sorted(map(tuple, result["pairs"]))
     assert got == sorted(want.elements())  # every sample exactly once, with its label
-    assert c["cache_misses"] + c["cache_hits"] == len(manifest.shards) and c["cache_wait_s"] > 0
+    assert c.misses + c.hits == len(manifest.shards) and c.wait_s > 0
     urls = S3Tier(url=url).shard_urls(manifest)
     assert cache_problems(cache, {u: s.sha256 for u, s in zip(urls, manifest.shards, strict=True)}) == []
     assert len(list(cache.glob("[0-9a-f]*"))) == len(manifest.shards)
     print(
         f"figures: trainer SIGKILL mid-download ({half} bytes in its temp file): the survivor waited "
-        f"{c['cache_wait_s']:.2f} s, verified {len(got)} samples and {len(manifest.shards)} cached shards; 0 lost"
+        f"{c.wait_s:.2f} s, verified {len(got)} samples and {len(manifest.shards)} cached shards; 0 lost"
     )

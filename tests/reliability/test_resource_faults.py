@@ -114,12 +114,13 @@ def test_a_dataset_larger_than_the_cache_disk_and_the_cache_limit(lab_env, tiny_
         got = Counter()
         for batch in loader:
             got.update(zip(batch.keys, batch.labels.tolist(), strict=True))
-        c = loader.stats.counters
-        assert got == want and c["cache_evictions"] > 0 and c["cache_misses"] == len(manifest.shards)
-        assert c["bytes_transferred"] == manifest.total_bytes  # room was made before each download
+        c, requests = loader.stats.counters.cache, loader.stats.counters.requests
+        assert c is not None and requests is not None
+        assert got == want and c.evictions > 0 and c.misses == len(manifest.shards)
+        assert requests.bytes_transferred == manifest.total_bytes  # room was made before each download
         assert cache_problems(disk, sha) == []
 
-    limit, most, counters = 12_000_000, {}, {}
+    limit, most, caches = 12_000_000, {}, {}
     for policy in ("auto", "lru"):
         loader = _cached_loader(url, manifest, tmp_path / policy, limit, policy)
         cache = ShardCache(tmp_path / policy, limit)
@@ -127,16 +128,18 @@ def test_a_dataset_larger_than_the_cache_disk_and_the_cache_limit(lab_env, tiny_
         for batch in loader:
             got.update(zip(batch.keys, batch.labels.tolist(), strict=True))
             most[policy] = max(most[policy], cache.used_bytes())
-        counters[policy] = loader.stats.counters
+        caches[policy] = loader.stats.counters.cache
         assert got == want and 0 < most[policy] <= limit, policy
         assert cache_problems(tmp_path / policy, sha) == [], policy
-    assert counters["auto"]["cache_evictions"] == 0 and counters["auto"]["cache_bypassed"] > 0
-    assert counters["lru"]["cache_evictions"] > 0 and counters["lru"]["cache_bypassed"] == 0
+    auto, lru = caches["auto"], caches["lru"]
+    assert auto is not None and lru is not None
+    assert auto.evictions == 0 and auto.bypassed > 0
+    assert lru.evictions > 0 and lru.bypassed == 0
     print(
-        f"figures: 34 MB dataset on a 10 MiB cache disk: {c['cache_evictions']} evictions, "
-        f"{c['bytes_transferred']} bytes fetched for {manifest.total_bytes}, {sum(got.values())} samples "
+        f"figures: 34 MB dataset on a 10 MiB cache disk: {c.evictions} evictions, "
+        f"{requests.bytes_transferred} bytes fetched for {manifest.total_bytes}, {sum(got.values())} samples "
         f"verified; under a 12 MB limit at most {most} bytes cached, static read through "
-        f"{counters['auto']['cache_bypassed']} shards, lru evicted {counters['lru']['cache_evictions']}; "
+        f"{auto.bypassed} shards, lru evicted {lru.evictions}; "
         "0 lost, 0 torn entries"
     )
 
@@ -180,7 +183,7 @@ options = {"multiprocessing_context": start}
 config = LoaderConfig(urls=urls, batch_size=64, workers=2, shuffle_buffer=0, options=options)
 loader = make_loader("torch", config)
 pairs = [[k, y] for batch in loader for k, y in zip(batch.keys, batch.labels.tolist())]
-print(json.dumps({"pairs": pairs, "fallback": loader.stats.counters.get("ring_fallback_batches", 0)}))
+print(json.dumps({"pairs": pairs, "fallback": loader.stats.counters.ring_fallback_batches}))
 """
 
 

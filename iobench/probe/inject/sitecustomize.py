@@ -37,7 +37,7 @@ def _chain() -> None:
 def _say_as_site(exc: BaseException) -> None:
     # what site.execsitecustomize prints when a sitecustomize fails
     if sys.flags.verbose:
-        sys.excepthook(*sys.exc_info())  # type: ignore[arg-type]
+        sys.excepthook(type(exc), exc, exc.__traceback__)
     else:
         sys.stderr.write(
             f"Error in sitecustomize; set PYTHONVERBOSE for traceback:\n{type(exc).__name__}: {exc}\n"

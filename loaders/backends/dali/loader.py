@@ -175,7 +175,8 @@ class DaliLoader(BaseLoader):
                 )
         self.mode = _choose_mode(cfg.options["mode"], self.items, objects, throttled)
         if self.mode != "external":
-            if cfg.remainder == "pad" and cfg.world_size > 1:  # type: ignore[operator]
+            assert cfg.world_size is not None  # the skeleton resolved the ranks (with_ranks)
+            if cfg.remainder == "pad" and cfg.world_size > 1:
                 raise ValueError(
                     f"DALI mode {self.mode!r} splits the samples over ranks itself (ranks differ by at "
                     "most one sample and its iterator gives every rank the same number of batches); "
@@ -197,8 +198,10 @@ class DaliLoader(BaseLoader):
         self._checkpoint: bytes | None = None
         self._iterator = None
         self._pipe = None
-        external = self.mode == "external"
-        self._feed = Feed(self.config, fetchers=self.readers, plan=self.plan) if external else None  # type: ignore[arg-type]
+        self._feed: Feed | None = None
+        if self.mode == "external":
+            assert self.readers is not None  # external mode's readers are its fetchers (_readers)
+            self._feed = Feed(self.config, fetchers=self.readers, plan=self.plan)
 
     # -- building ---------------------------------------------------------------------------------
 
@@ -353,9 +356,10 @@ class DaliLoader(BaseLoader):
                 "the epoch size from them); use mode='external' with shard_samples for s3:// shards"
             )
         ranks, batch = self.config.world_size, self.spec.batch_size
+        assert ranks is not None  # the skeleton resolved the ranks (with_ranks)
         if self.spec.drop_last:
-            return (total // ranks) // batch  # type: ignore[operator]
-        per_rank = -(-total // ranks)  # type: ignore[operator]
+            return (total // ranks) // batch
+        per_rank = -(-total // ranks)
         return -(-per_rank // batch)
 
     def close(self) -> None:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, NoReturn
 from urllib.parse import urlsplit
 
+from loaders.observe.counters import FaultKind
 from loaders.storage.faults import KIND_WORDS, classify
 
 Write = Callable[[int, Any], None]  # (offset in the object, a bytes-like piece)
@@ -170,7 +171,7 @@ class ObjectClient:
         write(start, data)
         return len(data)
 
-    def classify(self, exc: BaseException) -> str | None:
+    def classify(self, exc: BaseException) -> FaultKind | None:
         """The fault kind of an error this client raised (loaders/storage/faults.py), None when a
         retry cannot mend it."""
         return classify(exc)

@@ -20,6 +20,7 @@ from minio.credentials import (
 )
 from minio.error import S3Error, ServerError
 
+from loaders.observe.counters import FaultKind
 from loaders.storage.clients.base import (
     STREAM_CHUNK,
     ClientSettings,
@@ -94,7 +95,7 @@ class MinioClient(ObjectClient):
             response.release_conn()
         return at - start
 
-    def classify(self, exc: BaseException) -> str | None:
+    def classify(self, exc: BaseException) -> FaultKind | None:
         if isinstance(exc, S3Error):
             return "throttled_or_5xx" if exc.code in RETRYABLE_CODES else None
         if isinstance(exc, ServerError):

@@ -17,6 +17,7 @@ import obstore
 import obstore.exceptions
 from obstore.store import S3Store
 
+from loaders.observe.counters import FaultKind
 from loaders.storage.clients.base import ClientSettings, ObjectClient, raise_final, split_url
 from loaders.storage.clients.threadcpu import threads_named
 from loaders.storage.faults import classify
@@ -89,7 +90,7 @@ class ObstoreClient(ObjectClient):
             _raise_final(exc, url)
             raise
 
-    def classify(self, exc: BaseException) -> str | None:
+    def classify(self, exc: BaseException) -> FaultKind | None:
         text = str(exc)
         status = _STATUS.search(text)
         if status:

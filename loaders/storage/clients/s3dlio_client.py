@@ -19,6 +19,7 @@ import re
 import threading
 from typing import Any
 
+from loaders.observe.counters import FaultKind
 from loaders.storage.clients.base import ClientSettings, ObjectClient, raise_final
 from loaders.storage.clients.threadcpu import threads_named
 from loaders.storage.faults import classify
@@ -57,7 +58,8 @@ class S3dlioClient(ObjectClient):
                 "AWS_SECRET_ACCESS_KEY, or AWS_PROFILE=NAME): set them there, not in the tier or "
                 "storage options"
             )
-        if settings.endpoint and settings.secure and not settings.host_port.endswith(":443"):  # type: ignore[union-attr]
+        host_port = settings.host_port  # None without an endpoint
+        if host_port is not None and settings.secure and not host_port.endswith(":443"):
             raise ValueError(
                 f"s3dlio: endpoint {settings.endpoint}: s3dlio names a server in its URIs and speaks "
                 "TLS on port 443 only; use port 443, or another client"
@@ -65,8 +67,10 @@ class S3dlioClient(ObjectClient):
         self._s3dlio = _configure(settings)
         self._prefix = f"s3://{settings.host_port}/" if settings.endpoint else "s3://"
 
+    # the base declares bounds_attempts a class constant; s3dlio's answer depends on the settings
+    # its process's first client applied, so it is a property here
     @property
-    def bounds_attempts(self) -> bool:  # type: ignore[override]
+    def bounds_attempts(self) -> bool:  # type: ignore[override]  # a property over the base's ClassVar
         """Its timeouts bound an attempt within this reader's only if the process's first s3dlio
         client set them no longer than this one asks: else the reader bounds it (a helper thread)."""
         return int(_applied["S3DLIO_OPERATION_TIMEOUT_SECS"]) <= self.settings.read_timeout_s and int(
@@ -100,7 +104,7 @@ class S3dlioClient(ObjectClient):
             _raise_final(exc, url)
             raise
 
-    def classify(self, exc: BaseException) -> str | None:
+    def classify(self, exc: BaseException) -> FaultKind | None:
         text = str(exc)
         if "SlowDown" in text or "ServiceUnavailable" in text or "InternalError" in text:
             return "throttled_or_5xx"

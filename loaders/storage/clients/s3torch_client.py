@@ -22,6 +22,7 @@ from typing import ClassVar
 from s3torchconnectorclient import S3Exception
 from s3torchconnectorclient._mountpoint_s3_client import MountpointS3Client
 
+from loaders.observe.counters import FaultKind
 from loaders.storage.clients.base import ClientSettings, ObjectClient, Write, raise_final, split_url
 from loaders.storage.clients.threadcpu import threads_named
 from loaders.storage.faults import classify
@@ -82,7 +83,7 @@ class S3TorchClient(ObjectClient):
             raise
         return at - start
 
-    def classify(self, exc: BaseException) -> str | None:
+    def classify(self, exc: BaseException) -> FaultKind | None:
         text = str(exc)
         if "Request throttled" in text:
             return "throttled_or_5xx"

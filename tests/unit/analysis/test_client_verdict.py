@@ -12,6 +12,7 @@ from iobench.analysis.verdict import CLIENT_BOUND
 from iobench.results.figures import StepRow, Verdict
 from iobench.results.spec import MinMeasure
 from loaders import StageStats
+from loaders.observe import RequestCounts
 from loaders.storage import CLIENT_NAMES, CLIENTS, describe_client, installed_clients
 from loaders.storage.clients import OWN_RETRIES_OFF
 from tests.helpers.summaries import judge_of, metrics_of
@@ -35,13 +36,11 @@ def _stats(client_cpu_s: float, *, requests: int = STEPS * BATCH, client_retries
     s = StageStats(samples=STEPS * BATCH)
     s.add_time("fetch", 0.009 * STEPS * BATCH, 0.002 * STEPS * BATCH)
     s.add_time("decode", 0.001 * STEPS * BATCH, 0.001 * STEPS * BATCH)
-    s.counters.update(
-        {
-            "requests": requests,
-            "bytes_transferred": requests * SAMPLE_BYTES,
-            "client_cpu_s": client_cpu_s,
-            "client_retries": client_retries,
-        }
+    s.counters.requests = RequestCounts(
+        requests=requests,
+        bytes_transferred=requests * SAMPLE_BYTES,
+        client_cpu_s=client_cpu_s,
+        client_retries=client_retries,
     )
     return s
 

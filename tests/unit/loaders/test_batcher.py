@@ -8,6 +8,7 @@ import random
 from itertools import islice
 
 from loaders.config import PipelineSpec
+from loaders.observe import LoaderCounters, RequestCounts
 from loaders.observe.stages import StageStats
 from loaders.pipeline import raw_samples
 from loaders.pipeline.batcher import Batcher, Share
@@ -17,7 +18,7 @@ from tests.helpers.shardkit import make_shards
 
 def _counting_drain(stats: StageStats) -> None:
     # what an object store's source does: its request counters, present (even at 0) at every drain
-    stats.counters["requests"] = stats.counters.get("requests", 0) + 0
+    stats.counters.merge(LoaderCounters(requests=RequestCounts()))
 
 
 def _batcher(tmp_path, share: Share | None = None) -> Batcher:

@@ -21,6 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from loaders.observe import CacheHealthCounts
 from loaders.storage.shardcache import CacheError, CacheStats, ShardCache, StoreChecksumError, choose_policy
 from tests.helpers.paths import ROOT as REPO
 
@@ -603,7 +604,7 @@ def test_a_cache_that_cannot_be_used_is_read_around_said_once_and_counted(tmp_pa
             assert f.read() == b"shard bytes"
     stats = StageStats()
     opener.drain_into(stats)
-    assert stats.counters["cache_bypassed_bytes"] == 33 and stats.counters["cache_unusable"] == 1
+    assert stats.counters.cache_health == CacheHealthCounts(unusable=1, bypassed_bytes=33)
     (note,) = stats.notes  # said once, the reason in it
     assert "cannot be used" in note and str(tmp_path / "file" / "cache") in note
 

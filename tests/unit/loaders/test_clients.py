@@ -18,6 +18,7 @@ import pytest
 from iobench.analysis.evidence import ClientFacts, client_facts
 from iobench.tiers import check_tier_spec
 from loaders import make_loader
+from loaders.observe import RequestCounts
 from loaders.storage import (
     CLIENT_NAMES,
     CLIENTS,
@@ -446,7 +447,7 @@ def test_a_client_that_bounds_its_attempts_runs_on_the_calling_thread():
     reader = _reader(Quick(threading.Event()), deadline_s=1.0)
     assert reader.read_range("s3://b/k", 0, 3) == b"yyy"
     assert callers == [threading.get_ident()]
-    assert reader.take_stats().client_cpu_s >= 0.0
+    assert reader.take_stats().counts.client_cpu_s >= 0.0
 
 
 def test_read_view_keeps_the_clients_buffer_and_read_range_gives_bytes():
@@ -529,5 +530,7 @@ def test_a_sixth_client_is_one_adapter_and_one_registry_entry_and_reads_through_
     source = SourceSpec(client="sixth", storage_options={"root": str(sixth_client / "store")}, deadline_s=5)
     loader = make_loader("threads", small_config(urls, workers=2, source=source))
     assert sorted(k for batch in loader for k in batch.keys) == ALL_KEYS
-    assert loader.stats.counters["requests"] >= len(urls)  # the reader's requests, counted
+    assert (loader.stats.counters.requests or RequestCounts()).requests >= len(
+        urls
+    )  # the reader's requests, counted
     assert client_facts("sixth") == ClientFacts("sixth", "0.1", None)  # the verdict's, from its entry

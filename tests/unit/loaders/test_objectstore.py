@@ -54,11 +54,11 @@ def test_throttling_and_resets_are_retried_and_counted():
     out = io.BytesIO()
     assert reader.download("s3://b/k", out) == len(data)
     assert out.getvalue() == data
-    stats = reader.take_stats()
+    stats = reader.take_stats().counts
     assert stats.retries == 3 and stats.failures == 0
-    assert stats.fault_kinds == {"throttled_or_5xx": 2, "connection_reset": 1}
-    assert stats.bytes == len(data)
-    assert reader.take_stats().requests == 0  # take_stats starts new counters
+    assert stats.faults == {"throttled_or_5xx": 2, "connection_reset": 1}
+    assert stats.bytes_transferred == len(data)
+    assert reader.take_stats().counts.requests == 0  # take_stats starts new counters
 
 
 def test_a_short_body_is_completed_not_returned_torn():
@@ -66,7 +66,7 @@ def test_a_short_body_is_completed_not_returned_torn():
     fs = FlakyFS(data, [], short_reads=2)
     reader = _reader(fs)
     assert reader.read_range("s3://b/k", 0, 5000) == data
-    assert reader.take_stats().fault_kinds == {"truncated_body": 2}
+    assert reader.take_stats().counts.faults == {"truncated_body": 2}
 
 
 def test_a_ranged_stream_gets_only_its_bytes():
@@ -75,8 +75,10 @@ def test_a_ranged_stream_gets_only_its_bytes():
     reader = _reader(FlakyFS(data, []))
     with reader.open_stream("s3://b/k", len(data), 1536, 4100) as stream:
         assert stream.read() == data[1536:4100]
-    stats = reader.take_stats()
-    assert stats.bytes == 4100 - 1536 and stats.requests == 3  # 1000-byte parts: 1536-2536-3536-4100
+    stats = reader.take_stats().counts
+    assert (
+        stats.bytes_transferred == 4100 - 1536 and stats.requests == 3
+    )  # 1000-byte parts: 1536-2536-3536-4100
 
 
 def test_beyond_the_retry_budget_fails_with_the_url_and_the_last_error():
@@ -84,7 +86,7 @@ def test_beyond_the_retry_budget_fails_with_the_url_and_the_last_error():
     reader = _reader(fs)
     with pytest.raises(ObjectStoreError, match=r"GET s3://b/k: gave up after 4 attempts.*SlowDown"):
         reader.read_range("s3://b/k", 0, 3)
-    stats = reader.take_stats()
+    stats = reader.take_stats().counts
     assert fs.calls == 4 and stats.retries == 3 and stats.failures == 1
 
 
@@ -94,7 +96,7 @@ def test_errors_retrying_cannot_fix_fail_at_once(exc):
     reader = _reader(fs)
     with pytest.raises(ObjectStoreError, match="s3://b/k"):
         reader.read_range("s3://b/k", 0, 3)
-    assert fs.calls == 1 and reader.take_stats().retries == 0
+    assert fs.calls == 1 and reader.take_stats().counts.retries == 0
 
 
 def test_classification():

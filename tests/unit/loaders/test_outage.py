@@ -46,10 +46,10 @@ def test_a_store_that_answered_is_read_through_a_restart_longer_than_the_budget(
     t0 = time.monotonic()
     assert reader.read_range("rados://p/b", 0, 10) == b"x" * 10
     took = time.monotonic() - t0
-    stats = reader.take_stats()
+    stats = reader.take_stats().counts
     assert 2.0 <= took < 2.0 + 1.0 + 0.2  # back within one capped backoff (1 s) of the store
     assert stats.failures == 0 and stats.refused_connections == fs.calls - 2 >= 4
-    assert stats.fault_kinds == {"connect_failed": stats.refused_connections}
+    assert stats.faults == {"connect_failed": stats.refused_connections}
     assert stats.retries == stats.refused_connections  # each refusal one retry
     assert 2.0 <= stats.outage_s <= took + 0.01
 
@@ -62,7 +62,7 @@ def test_the_same_refusals_from_a_store_that_never_answered_fail_within_the_budg
         reader.read_range("rados://p/a", 0, 10)
     assert not isinstance(info.value, DeadlineExceeded)
     assert time.monotonic() - t0 < 1.55 + 0.3 and fs.calls == 6  # 1.55 s: the most backoff can add
-    stats = reader.take_stats()
+    stats = reader.take_stats().counts
     assert stats.refused_connections == 0 and stats.outage_s == 0 and stats.failures == 1
 
 
@@ -71,7 +71,7 @@ def test_an_endpoint_known_to_have_answered_is_ridden_through_from_the_first_req
     fs = RestartingFS(down_s=2.0, down_from=1)
     reader = _reader(fs, answered=("rados",))
     assert reader.read_range("rados://p/a", 0, 10) == b"x" * 10
-    assert reader.take_stats().refused_connections >= 4
+    assert reader.take_stats().counts.refused_connections >= 4
 
 
 def test_without_a_deadline_there_is_nothing_to_ride_through_to():
@@ -95,7 +95,7 @@ def test_an_outage_longer_than_the_deadline_fails_at_it_saying_so():
     msg = str(info.value)
     assert "rados://p/b: the store answered earlier, then refused or reset connections until the 1.5 s" in msg
     assert "Connection refused" in msg
-    stats = reader.take_stats()
+    stats = reader.take_stats().counts
     assert stats.failures == 1 and stats.refused_connections == fs.calls - 1
     assert 0.5 < stats.outage_s <= took + 0.01
 
@@ -111,6 +111,6 @@ def test_requests_held_up_together_count_their_common_seconds_once():
     for t in threads:
         t.join()
     took = time.monotonic() - t0
-    stats = reader.take_stats()
+    stats = reader.take_stats().counts
     assert stats.failures == 0 and stats.refused_connections >= 4
     assert 1.0 <= stats.outage_s <= took + 0.01  # four requests held up for ~1 s: ~1 s, not ~4

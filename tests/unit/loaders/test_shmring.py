@@ -52,7 +52,7 @@ def test_kept_batches_are_never_overwritten_by_later_ones(tmp_path):
     copied, _ = _batches(urls, keep=False)
     # a consumer holding all 20 batches outgrows the 5 slots per worker: the rest went through
     # torch's own shared memory, and every image is the one first delivered
-    assert counters["ring_fallback_batches"] > 0
+    assert counters.ring_fallback_batches > 0
     assert kept.keys() == copied.keys()
     for key in kept:
         assert torch.equal(kept[key], copied[key]), key

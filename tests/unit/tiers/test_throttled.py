@@ -24,6 +24,7 @@ from loaders import AugmentSpec, LoaderConfig, PipelineSpec, make_loader
 from loaders.backends.torch_loader import ShardStream
 from loaders.config import plan_for
 from loaders.formats.sample_objects import read_objects
+from loaders.observe import ThrottleCounts
 from loaders.observe.stages import StageStats
 from loaders.pipeline.batcher import Batcher
 from loaders.pipeline.items import Items
@@ -34,6 +35,13 @@ from loaders.storage.sources import ShardSource
 from loaders.storage.spec import SourceSpec
 from loaders.storage.throttle import Throttle, ThrottledFile, ThrottleSpec, default_burst
 from tests.helpers.shardkit import key_label_pairs, make_shards
+
+
+def _link(stats: StageStats) -> ThrottleCounts:
+    """What crossed the throttled link (it was crossed)."""
+    assert stats.counters.throttle is not None
+    return stats.counters.throttle
+
 
 MB = 10**6
 
@@ -84,12 +92,12 @@ def test_latency_is_once_per_request_and_overlaps_across_threads(tmp_path):
     # ... at the same time as the others: every request started before any had finished
     assert max(start for start, _ in spans) < min(end for _, end in spans)
     counters = throttle.take_counters()
-    assert counters["throttle_requests"] == 4
-    assert counters["throttle_latency_ms"] >= 4 * 199
-    assert "throttle_wait_ms" not in counters  # no cap: bytes cost nothing
+    assert counters is not None and counters.requests == 4
+    assert counters.latency_ms >= 4 * 199
+    assert counters.wait_ms == 0  # no cap: bytes cost nothing
     throttle.charge(10 * MB)
-    assert throttle.take_counters() == {"throttle_bytes": 10 * MB}  # the bytes that crossed the link
-    assert throttle.take_counters() == {}  # nothing since: nothing to report
+    assert throttle.take_counters() == ThrottleCounts(bytes=10 * MB)  # the bytes that crossed the link
+    assert throttle.take_counters() is None  # nothing since: nothing to report
 
 
 def test_a_throttled_readers_batches_end_with_its_share(tmp_path):
@@ -111,9 +119,9 @@ def test_a_throttled_readers_batches_end_with_its_share(tmp_path):
     stats = StageStats()
     for batch in got["throttled"]:
         stats.merge(batch.stats)
-    assert stats.counters["throttle_requests"] == 2
+    assert _link(stats).requests == 2
     # every byte the tar reader took crossed the link, once (it stops at the end marker)
-    assert stats.bytes_read == stats.counters["throttle_bytes"] <= total
+    assert stats.bytes_read == _link(stats).bytes <= total
 
 
 def test_spec_validates_and_picks_a_burst(tmp_path):
@@ -145,11 +153,11 @@ def test_throttled_shard_source_returns_the_same_bytes_and_counts_the_wait(tmp_p
     assert wall >= 0.85 * floor  # held back: never faster than the cap
     stats = StageStats()
     source.drain_into(stats)
-    assert stats.counters["throttle_requests"] == 2  # one per shard opened
-    assert stats.counters["throttle_wait_ms"] >= 0.8 * floor * 1000
+    assert _link(stats).requests == 2  # one per shard opened
+    assert _link(stats).wait_ms >= 0.8 * floor * 1000
     unthrottled = StageStats()
     ShardSource(SourceSpec()).drain_into(unthrottled)
-    assert "throttle_requests" not in unthrottled.counters
+    assert unthrottled.counters.throttle is None
 
 
 def test_parquet_shards_seek_and_read_through_the_throttle(tmp_path):
@@ -179,7 +187,7 @@ def test_latency_is_charged_per_opened_shard_not_per_read(tmp_path):
     assert samples[0].fetch_wall_s >= 0.15  # time to first byte lands on the first sample
     stats = StageStats()
     source.drain_into(stats)
-    assert stats.counters["throttle_requests"] == 1
+    assert _link(stats).requests == 1
 
 
 def _objects(where: Path, n: int) -> list[tuple[str, str, int]]:
@@ -201,7 +209,7 @@ def test_objects_are_one_request_each_and_their_latencies_overlap(tmp_path):
     assert max(s.read[0] for s in got) < min(s.read[1] for s in got)
     stats = StageStats()
     source.drain_into(stats)
-    assert stats.counters["throttle_requests"] == 8
+    assert _link(stats).requests == 8
 
 
 def test_reads_go_on_while_the_reader_waits_to_be_asked_and_each_batch_says_when(tmp_path):
@@ -321,8 +329,8 @@ def test_two_dataloader_workers_share_the_tiers_cap(tier):
     rate = _rate(stats.bytes_read, seconds, tier.bytes_per_s)
     assert delivered == _expected(tier, manifest)
     assert rate <= 1.1 * tier.bytes_per_s  # 2 workers: still one cap
-    assert stats.counters["throttle_requests"] == len(manifest.shards)
-    assert stats.counters["throttle_wait_ms"] > 0
+    assert _link(stats).requests == len(manifest.shards)
+    assert _link(stats).wait_ms > 0
 
 
 _NO_DALI = pytest.mark.skipif(importlib.util.find_spec("nvidia.dali") is None, reason="DALI not installed")
@@ -348,7 +356,7 @@ def test_make_loader_reads_a_throttled_tier_at_its_cap(tier, backend):
         del loader
         gc.collect()
     # the counter first: without the throttle it is absent, however slow the host reads
-    assert stats.counters["throttle_requests"] == len(manifest.shards)
+    assert _link(stats).requests == len(manifest.shards)
     assert delivered == _expected(tier, manifest)
     assert _rate(stats.bytes_read, seconds, tier.bytes_per_s) <= 1.1 * tier.bytes_per_s
 

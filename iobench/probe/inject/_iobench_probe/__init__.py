@@ -11,13 +11,15 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Callable
 from types import ModuleType
+from typing import Any
 
 from . import worker
 from .control import Control
-from .imports import when_imported
+from .imports import Hook, when_imported
 from .log import Log
-from .loop import Loop, loader_info
+from .loop import Loop, Stream, loader_info
 from .records import ENV_CEILINGS, ENV_DIR
 
 _LOOP: list[Loop] = []
@@ -52,7 +54,7 @@ def install() -> bool:
     return True
 
 
-def _guarded(patch, log: Log):  # type: ignore[no-untyped-def]
+def _guarded(patch: Hook, log: Log) -> Hook:
     """A patch that fails leaves the job as it was and says so in the records."""
 
     def run(module: ModuleType) -> None:
@@ -77,7 +79,7 @@ def _patch_torch(dataloader: ModuleType) -> None:
     original_next = base.__next__
     original_iter = dataloader.DataLoader.__iter__
 
-    def stream_of(loader):  # type: ignore[no-untyped-def]
+    def stream_of(loader: Any) -> Stream:
         try:
             length = None if loader._dataset_kind == dataloader._DatasetKind.Iterable else len(loader.dataset)
         except Exception:
@@ -85,7 +87,7 @@ def _patch_torch(dataloader: ModuleType) -> None:
         key = ("torch", type(loader.dataset), length, loader.batch_size, loader.num_workers)
         return loop.stream(key, lambda: loader_info(loader, torch))
 
-    def __iter__(self):  # type: ignore[no-untyped-def]
+    def __iter__(self: Any) -> Any:
         if not loop.active:
             return original_iter(self)
         t = time.perf_counter()
@@ -108,7 +110,7 @@ def _patch_torch(dataloader: ModuleType) -> None:
             loop.failed("DataLoader.__iter__", exc)
         return it
 
-    def __next__(self):  # type: ignore[no-untyped-def]
+    def __next__(self: Any) -> Any:
         stream = self.__dict__.get("_iobench_stream")
         if stream is None or not loop.active:
             return original_next(self)
@@ -134,7 +136,7 @@ def _patch_dali(plugin: ModuleType) -> None:
             continue
         original = cls.__dict__["__next__"]
 
-        def __next__(self, _original=original):  # type: ignore[no-untyped-def]
+        def __next__(self: Any, _original: Callable[[Any], Any] = original) -> Any:
             if not loop.active or self.__dict__.get("_iobench_inside"):  # a subclass calling its base's
                 return _original(self)
             stream = self.__dict__.get("_iobench_stream")
@@ -153,7 +155,7 @@ def _patch_dali(plugin: ModuleType) -> None:
         cls.__next__ = __next__
 
 
-def _dali_info(iterator) -> dict:  # type: ignore[no-untyped-def]
+def _dali_info(iterator: Any) -> dict:
     pipes = getattr(iterator, "_pipes", None) or []
     batch = getattr(pipes[0], "max_batch_size", None) if pipes else None
     threads = getattr(pipes[0], "num_threads", None) if pipes else None

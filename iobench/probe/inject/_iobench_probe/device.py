@@ -69,7 +69,7 @@ class DeviceClock:
 def timed_copy(original: Callable) -> Callable:
     """``Tensor.to`` / ``Tensor.cuda``, recording a copy from the CPU to a device."""
 
-    def copy(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+    def copy(self: Any, *args: Any, **kwargs: Any) -> Any:
         if not _ON[0] or _LOG[0] is None or self.device.type != "cpu":
             return original(self, *args, **kwargs)
         t0 = time.perf_counter()
@@ -92,7 +92,7 @@ _PINNING = threading.local()
 
 
 def timed_pin(original: Callable) -> Callable:
-    def pin_memory(data, device=None):  # type: ignore[no-untyped-def]
+    def pin_memory(data: Any, device: Any = None) -> Any:
         if getattr(_PINNING, "inside", False) or _LOG[0] is None:
             return original(data, device)
         _PINNING.inside = True

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import importlib.abc
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from importlib.machinery import ModuleSpec
 from types import ModuleType
 
 Hook = Callable[[ModuleType], None]
@@ -18,7 +19,7 @@ class _Loader(importlib.abc.Loader):
         self.inner = inner
         self.hooks = hooks
 
-    def create_module(self, spec):  # type: ignore[no-untyped-def]
+    def create_module(self, spec: ModuleSpec) -> ModuleType | None:
         return self.inner.create_module(spec)
 
     def exec_module(self, module: ModuleType) -> None:
@@ -32,7 +33,9 @@ class _Finder(importlib.abc.MetaPathFinder):
         self.hooks: dict[str, list[Hook]] = {}
         self._busy: set[str] = set()
 
-    def find_spec(self, name, path, target=None):  # type: ignore[no-untyped-def]
+    def find_spec(
+        self, name: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> ModuleSpec | None:
         if name not in self.hooks or name in self._busy:
             return None
         self._busy.add(name)

@@ -17,6 +17,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 from .control import Control
 from .log import Log
@@ -57,7 +58,7 @@ def _runq_s() -> float:
     if fd == -1:
         fd = _proc_fd(f"/proc/self/task/{tid}/schedstat", (os.getpid(), tid))
     try:
-        return int(os.pread(fd, 128, 0).split()[1]) / 1e9 if fd is not None else 0.0  # type: ignore[arg-type]
+        return int(os.pread(fd, 128, 0).split()[1]) / 1e9 if fd is not None else 0.0
     except (OSError, IndexError, ValueError):
         return 0.0
 
@@ -65,8 +66,10 @@ def _runq_s() -> float:
 def _io() -> tuple[int, int]:
     """(rchar, read_bytes) of this process; zeros where /proc/self/io is not readable."""
     fd = _proc_fd("/proc/self/io", (os.getpid(), 0))
+    if fd is None:
+        return 0, 0
     try:
-        words = os.pread(fd, 512, 0).split()  # type: ignore[arg-type]
+        words = os.pread(fd, 512, 0).split()
         # "rchar: N wchar: N syscr: N syscw: N read_bytes: N ...", in this order since Linux 2.6.20
         if words[0] == b"rchar:" and words[8] == b"read_bytes:":
             return int(words[1]), int(words[9])
@@ -133,7 +136,7 @@ def timed_fetch(original: Callable) -> Callable:
     """``_MapDatasetFetcher.fetch`` / ``_IterableDatasetFetcher.fetch`` with their two parts timed:
     the fetcher calls ``self.collate_fn`` once the samples are in, so a clock read there splits it."""
 
-    def fetch(self, possibly_batched_index):  # type: ignore[no-untyped-def]
+    def fetch(self: Any, possibly_batched_index: Any) -> Any:
         in_worker = STATE.worker >= 0
         tag = STATE.tag if in_worker else STATE.main_tag
         t0 = time.perf_counter()
@@ -145,7 +148,7 @@ def timed_fetch(original: Callable) -> Callable:
         marks: list = []
         collate = self.collate_fn
 
-        def timed_collate(data):  # type: ignore[no-untyped-def]
+        def timed_collate(data: Any) -> Any:
             marks.append((time.perf_counter(), cpu(), _runq_s(), len(data) if isinstance(data, list) else 1))
             return collate(data)
 
