@@ -10,10 +10,12 @@ from typing import TYPE_CHECKING, Literal, TypeGuard, get_args
 
 import yaml
 
+from iobench.results.choices import DemandKind, values
+
 if TYPE_CHECKING:
     from iobench.results.spec import AcceleratorSpec
 
-DEMANDS = ("training", "mlperf_storage")
+DEMANDS: tuple[DemandKind, ...] = values(DemandKind)
 # what a figure of configs/accelerators.yaml is (its header says): read at its source, computed
 # from published figures, or an estimate no public source gives
 TableOrigin = Literal["published", "derived", "assumed"]
@@ -51,7 +53,7 @@ def load_accelerator_table() -> dict:
 class Demand:
     accelerator: str
     model: str
-    kind: str
+    kind: DemandKind | Literal["custom"]  # custom: a rate given in the sweep file
     samples_per_s: float
     source: str
     # DLIO's form, where the table gives it: seconds of compute per step of step_batch samples
@@ -60,7 +62,7 @@ class Demand:
     origin: TableOrigin = "published"
 
 
-def lookup_demand(accelerator: str, model: str = "resnet50", kind: str = "training") -> Demand:
+def lookup_demand(accelerator: str, model: str = "resnet50", kind: DemandKind = "training") -> Demand:
     table = load_accelerator_table()
     if accelerator not in table:
         raise UnknownAccelerator(

@@ -21,6 +21,7 @@ from iobench.host.cpuload import HostLoad
 from iobench.results.codec import from_json
 from iobench.results.figures import (
     CacheState,
+    Ceilings,
     CoreBudget,
     EpochFigures,
     LoaderStats,
@@ -85,7 +86,7 @@ class RunFacts:
     unseen: str | None = None
     unseen_action: str = "run with a backend that reports stage times"
     pin_ms_per_batch: float | None = None
-    ceilings: Mapping[str, float] | None = None
+    ceilings: Ceilings | None = None
     split_measured: bool = True
 
 

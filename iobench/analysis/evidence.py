@@ -16,7 +16,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from iobench.results.figures import CoreBudget, PipelineMetrics, SampleLoss, StageEvidence, WallSplit, Window
+from iobench.results.figures import (
+    Ceilings,
+    CoreBudget,
+    PipelineMetrics,
+    SampleLoss,
+    StageEvidence,
+    WallSplit,
+    Window,
+)
 from iobench.results.spec import MinMeasure
 from loaders.observe import STAGES, LoaderCounters, StageStats
 from loaders.storage import CLIENTS, ResolvedClient
@@ -164,7 +172,7 @@ class Evidence:
     least: MinMeasure | None = None  # what the window was asked to be
     sync: SyncFacts | None = None
     ranks: tuple[str, ...] = ()  # one line per rank of a multi-rank job
-    ceilings: Mapping[str, float] | None = None  # a probed job's step alone and loader alone
+    ceilings: Ceilings | None = None  # a probed job's step alone and loader alone
     unseen: str | None = None  # why the readers were not seen
     unseen_action: str = "run with a backend that reports stage times"
     pin_ms_per_batch: float | None = None

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from iobench.results.choices import Bound
 from iobench.results.figures import (
     EpochFigures,
     PipelineMetrics,
@@ -40,7 +41,7 @@ class RankInput:
     rows: list[StepRow]  # its steps, warm-up marked
     measured_stats: StageStats = field(default_factory=StageStats)  # its loader's, over the measured steps
     epoch_stats: list[StageStats] = field(default_factory=list)
-    bound: str = "unknown"  # the rank's own verdict
+    bound: Bound = "unknown"  # the rank's own verdict
     binding_stage: str | None = None
     released_at: float = 0.0  # time.time() as its loader was built (the spread is the alignment)
     time_to_first_batch_s: float | None = None

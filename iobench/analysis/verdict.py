@@ -366,10 +366,9 @@ class _Judge:
         if work is not None and work.wall_ms > 0:
             return None
         why = ev.unseen or "the loader reported no stage times"
-        ceilings = ev.ceilings or {}
-        loader = next((v for k, v in ceilings.items() if k != "accelerator"), None)
-        if "accelerator" in ceilings and loader is not None:
-            step = ceilings["accelerator"]
+        c = ev.ceilings
+        if c is not None and c.accelerator is not None and c.loader is not None:
+            step, loader = c.accelerator.samples_per_s, c.loader.samples_per_s
             said = f"the loader alone delivered {_rate(loader)}, the step alone took {_rate(step)}"
             if step <= loader:
                 return _Found(

@@ -24,7 +24,7 @@ from iobench.cell.records import Measurement
 from iobench.cell.steps.loaderfactory import decoder_of
 from iobench.cell.telemetry import Telemetry
 from iobench.results.codec import from_json
-from iobench.results.figures import Attribution, Ceiling, Distributed, LoaderStats, RankFigures
+from iobench.results.figures import Attribution, Ceilings, Distributed, LoaderStats, RankFigures
 from iobench.results.schema import KEYS_SCHEMA, STEP_SCHEMA, TELEMETRY_SCHEMA, account_columns
 from iobench.results.store import (
     KEYS_NAME,
@@ -153,7 +153,7 @@ def cell_files(
     *,
     warmup: str,
     started: str,
-    ceilings: dict[str, Ceiling] | None = None,
+    ceilings: Ceilings | None = None,
     attribution: Attribution | None = None,
     job: JobFigures | None = None,
 ) -> CellFiles:

@@ -14,6 +14,7 @@ from iobench.accelerators.demand import (
     lookup_demand,
 )
 from iobench.analysis.decoderate import REFERENCE_SAMPLE_BYTES
+from iobench.results.choices import DemandKind
 
 
 @dataclass(frozen=True)
@@ -21,7 +22,7 @@ class AcceleratorDemand:
     count: int
     type: str  # a key of configs/accelerators.yaml
     model: str
-    kind: str  # "training" (what a real job consumes) | "mlperf_storage" (MLPerf Storage's emulation)
+    kind: DemandKind  # training (what a real job consumes) | mlperf_storage (MLPerf Storage's emulation)
     samples_per_s_each: float
     source: str  # the figure's source, from configs/accelerators.yaml
     found_by: str  # "--accelerators" or "NVML"
@@ -36,7 +37,7 @@ class AcceleratorDemand:
         return self.count * self.samples_per_s_each
 
 
-def parse_accelerators(text: str, model: str, kind: str = "training") -> AcceleratorDemand:
+def parse_accelerators(text: str, model: str, kind: DemandKind = "training") -> AcceleratorDemand:
     """``8xH100`` (count x type, case-insensitive) → its ``kind`` of demand for ``model``."""
     m = re.fullmatch(r"\s*(\d+)\s*[xX×]\s*([A-Za-z0-9_-]+)\s*", text)
     if not m or int(m.group(1)) < 1:
@@ -44,7 +45,7 @@ def parse_accelerators(text: str, model: str, kind: str = "training") -> Acceler
     return _demand(int(m.group(1)), m.group(2).lower(), model, kind, "--accelerators")
 
 
-def _demand(count: int, acc_type: str, model: str, kind: str, found_by: str) -> AcceleratorDemand:
+def _demand(count: int, acc_type: str, model: str, kind: DemandKind, found_by: str) -> AcceleratorDemand:
     try:
         d = lookup_demand(acc_type, model, kind)
     except UnknownAccelerator as exc:  # names the allowed values, as the sweep file's keys
@@ -63,7 +64,7 @@ def _demand(count: int, acc_type: str, model: str, kind: str, found_by: str) -> 
 
 
 def demand_of_gpus(
-    gpus: list[dict], model: str, kind: str = "training"
+    gpus: list[dict], model: str, kind: DemandKind = "training"
 ) -> tuple[AcceleratorDemand | None, str | None]:
     """The demand of the GPUs found, when every one's name matches one table entry; else a note why not."""
     if not gpus:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from .steps import Step
 from .workers import LoaderWork, loader_work
@@ -58,7 +58,7 @@ class LoaderAloneRun:
         return self.samples / self.seconds if self.seconds > 0 else 0.0
 
     @property
-    def part(self) -> str:
+    def part(self) -> Literal["prep", "fetch"]:
         """``fetch`` when its readers were mostly blocked, else ``prep``."""
         w = self.work
         if w is None:

@@ -21,7 +21,7 @@ probe read beside the job. The probe adds only what only it has: its ceilings.
   the readers read in the step's time);
 - the readers' time over the window as the same four stages (the analysis splits the wait of an
   unmatched step by them);
-- the two ceilings as ``Ceiling`` records (``accelerator``: the step alone; the loader alone as
+- the two ceilings as a ``Ceilings`` record (``accelerator``: the step alone; the loader alone as
   ``fetch`` or ``prep``, by what bound it), and the differential against the probe's verdict.
 """
 
@@ -50,6 +50,7 @@ from iobench.results.figures import (
     Attribution,
     CacheState,
     Ceiling,
+    Ceilings,
     Distributed,
     Interval,
     LoaderStats,
@@ -195,7 +196,7 @@ class ProbedFigures:
         )
 
 
-def facts_of(outcome: Outcome, run: ProbedRank, cores: int, ceilings: dict[str, float] | None) -> RunFacts:
+def facts_of(outcome: Outcome, run: ProbedRank, cores: int, ceilings: Ceilings | None) -> RunFacts:
     """What the analysis needs to know of a probed rank besides its steps."""
     work = run.work
     return RunFacts(
@@ -225,7 +226,7 @@ def window_rule(outcome: Outcome) -> MinMeasure:
 
 
 def rank_figures(
-    outcome: Outcome, run: ProbedRank, origin: float, cores: int, ceilings: dict[str, float] | None
+    outcome: Outcome, run: ProbedRank, origin: float, cores: int, ceilings: Ceilings | None
 ) -> ProbedFigures:
     rows = rows_of(run, origin)
     stats = stage_stats(run.work)
@@ -255,12 +256,12 @@ def _unseen(run: ProbedRank) -> str | None:
     return None
 
 
-def ceilings_of(runs: list[ProbedRank]) -> dict[str, Ceiling]:
-    """The job's ceilings: its ranks' together (they run at once)."""
-    out: dict[str, Ceiling] = {}
+def ceilings_of(runs: list[ProbedRank]) -> Ceilings | None:
+    """The job's ceilings: its ranks' together (they run at once); None where neither was measured."""
+    accelerator = loader = None
     steps = [r.step_alone for r in runs if r.step_alone is not None]
     if steps and len(steps) == len(runs):
-        out["accelerator"] = Ceiling(
+        accelerator = Ceiling(
             name="accelerator",
             samples_per_s=sum(a.samples_per_s for a in steps),
             samples=sum(a.samples for a in steps),
@@ -275,7 +276,7 @@ def ceilings_of(runs: list[ProbedRank]) -> dict[str, Ceiling]:
         part = max(set(parts), key=parts.count)
         works = [a.work for a in alone if a.work is not None]
         ended = "; the epoch ran out before the time was up" if any(a.ended for a in alone) else ""
-        out[part] = Ceiling(
+        loader = Ceiling(
             name=part,
             samples_per_s=sum(a.samples_per_s for a in alone),
             samples=sum(a.samples for a in alone),
@@ -286,7 +287,11 @@ def ceilings_of(runs: list[ProbedRank]) -> dict[str, Ceiling]:
             note=f"its readers were mostly {'blocked (storage)' if part == 'fetch' else 'on the CPU'}, so this "
             f"is the {part} ceiling{ended}",
         )
-    return out
+    if accelerator is None and loader is None:
+        return None
+    prep = loader if loader is not None and loader.name == "prep" else None
+    fetch = loader if loader is not None and loader.name == "fetch" else None
+    return Ceilings(accelerator=accelerator, prep=prep, fetch=fetch)
 
 
 def job_verdict(outcome: Outcome, ranks: list[ProbedFigures], agg: Aggregate) -> Verdict:
@@ -303,11 +308,6 @@ def job_verdict(outcome: Outcome, ranks: list[ProbedFigures], agg: Aggregate) ->
     origin = min(r.run.created for r in ranks)
     load = load_over(outcome.cpu, origin + agg.start, origin + agg.end, outcome.cores)
     feeds = [f for r in ranks if (f := r.run.feed()) is not None]
-    rates = (
-        {k: c.samples_per_s for k, c in ceilings_of([r.run for r in ranks]).items()}
-        if outcome.ceilings
-        else None
-    )
     seen = all(r.run.work is not None for r in ranks) and first.run.info.get("kind") != "dali"
     busy = [r.run.work.busy for r in ranks if r.run.work is not None]
     return judge(
@@ -334,7 +334,7 @@ def job_verdict(outcome: Outcome, ranks: list[ProbedFigures], agg: Aggregate) ->
                 f"the job: {agg.metrics.samples_per_s:,.0f} samples/s over {n} ranks, AU {agg.metrics.au:.2f}",
                 *lines,
             ),
-            ceilings=rates,
+            ceilings=ceilings_of([r.run for r in ranks]) if outcome.ceilings else None,
             unseen=_unseen(first.run),
             unseen_action=UNSEEN_ACTION,
         )
@@ -454,9 +454,8 @@ def summary_of(outcome: Outcome) -> tuple[CellSummary, list[tuple[StepRow, StepA
         return CellSummary.failed(spec, outcome.seen, started_at=outcome.started_at), []
     cores = max(1, outcome.cores // len(runs))
     origin = min(r.created for r in runs)
-    ceilings = ceilings_of(runs) if outcome.ceilings else {}
-    rates = {k: c.samples_per_s for k, c in ceilings.items()} or None
-    ranks = [rank_figures(outcome, run, origin, cores, rates if len(runs) == 1 else None) for run in runs]
+    ceilings = ceilings_of(runs) if outcome.ceilings else None
+    ranks = [rank_figures(outcome, run, origin, cores, ceilings if len(runs) == 1 else None) for run in runs]
     first = ranks[0]
     distributed, rank_records = None, ()
     if len(ranks) == 1:
@@ -478,8 +477,8 @@ def summary_of(outcome: Outcome) -> tuple[CellSummary, list[tuple[StepRow, StepA
         epochs=epochs,
         warmup=Warmup(steps=first.run.warmup, method=first.run.warmup_method),
         window=window,
-        ceilings=ceilings or None,
-        attribution=_attribution(verdict, rates, metrics, outcome.cores),
+        ceilings=ceilings,
+        attribution=_attribution(verdict, ceilings.rates() if ceilings else None, metrics, outcome.cores),
         warnings=tuple(outcome.notes) + _run_notes(outcome, runs),
         split=split,
         **_reads(runs, metrics.wall_s),

@@ -235,7 +235,8 @@ def _facts(run: str, s: CellSummary, manifest: CellManifest | None) -> CellFacts
         else (stats.bytes_read / stats.samples if stats.samples else 0.0)
     )
     tier = manifest.tier if manifest else {}
-    accelerator = s.ceilings.get("accelerator") if s.ceilings else None
+    accelerator = s.ceilings.accelerator if s.ceilings else None
+    fetch = s.ceilings.fetch if s.ceilings else None
     last = s.epochs[-1] if s.epochs else None
     per_step = m.samples / m.steps if m.steps else None
     on = None
@@ -261,9 +262,7 @@ def _facts(run: str, s: CellSummary, manifest: CellManifest | None) -> CellFacts
         wall_ms=wall,
         sample_bytes=float(sample_bytes),
         dataset_bytes=float(manifest.dataset.total_bytes) if manifest else 0.0,
-        fetch_ceiling_bytes_per_s=s.ceilings["fetch"].bytes_per_s
-        if s.ceilings and "fetch" in s.ceilings
-        else None,
+        fetch_ceiling_bytes_per_s=fetch.bytes_per_s if fetch else None,
         epochs=len(s.epochs) or 1,
         cache_limit_bytes=(tier.get("cache") or {}).get("limit_bytes"),
         cache_policy=(tier.get("cache") or {}).get("policy") or "lru",

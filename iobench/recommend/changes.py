@@ -7,16 +7,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from typing import Literal, TypedDict
+from typing import Literal, TypedDict, get_args
 
 from iobench.analysis.verdict import AU_TARGET
 
 from .calibrate import Calibration, Figure
 from .placements import Option, Scenario, evaluate
+from .rates import Setup
 from .storages import BACKEND_NAMES
 
 Kind = Literal["gpu-decode", "measure-rate", "drives", "ram", "cores", "faster-store"]
-COST = ("gpu-decode", "measure-rate", "drives", "ram", "cores", "faster-store")
+COST: tuple[Kind, ...] = get_args(Kind)  # a change of an earlier kind sorts first (Change.cost)
 MAX_DRIVES = 32
 MAX_CORES = 1024
 GB = 1e9
@@ -41,10 +42,10 @@ class Change:
     """A change to the node or its storage, the option it makes reach the target, and the AU it
     reaches there (predicted again with the change)."""
 
-    kind: str  # one of COST
+    kind: Kind
     words: str
     option: str  # the option's label
-    setup: str
+    setup: Setup
     decode: str
     au: float
     what: ChangeWhat = field(default_factory=ChangeWhat)
@@ -70,7 +71,7 @@ def apply(s: Scenario, what: ChangeWhat) -> Scenario:
 
 
 def _check(
-    s: Scenario, o: Option, cal: Calibration | None, kind: str, words: str, what: ChangeWhat, size: float
+    s: Scenario, o: Option, cal: Calibration | None, kind: Kind, words: str, what: ChangeWhat, size: float
 ) -> Change | None:
     decode = str(what.get("decode", o.decode))
     after = evaluate(apply(s, what), o.setup, decode, cal)

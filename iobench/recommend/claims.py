@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from .calibrate import Figure
-from .rates import Delivered, MeasuredRates
+from .rates import Delivered, MeasuredRates, SetupName
 from .units import Units
 
 WRITE_UP = "docs/recommend.md 'Published claims' (a vendor-style write-up: a hypothesis)"
@@ -25,7 +25,7 @@ TB = 1e12
 class Claim:
     """A setup and the rate it is claimed to deliver at dataset sizes from ``low`` to ``high``."""
 
-    setup: str  # local | object+nvme | ceph+ram (storages.SETUP_ORDER)
+    setup: SetupName  # local, object+nvme or ceph+ram in the write-up
     words: str  # as the write-up puts it
     low_bytes: float | None
     high_bytes: float | None

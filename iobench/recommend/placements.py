@@ -29,7 +29,7 @@ from .model import (
     predict,
     ram_plan,
 )
-from .rates import Delivered
+from .rates import Delivered, Setup
 from .scenario import Scenario
 from .staging import Staging
 from .storages import (
@@ -55,7 +55,7 @@ DECODE_ORDER = ("none", "cpu", "dali")
 @dataclass
 class Option:
     name: str
-    setup: str  # one of SETUP_ORDER
+    setup: Setup
     decode: str  # cpu | dali | none (read without decoding)
     feasible: bool
     why_not: str  # every shortfall, joined ('' when feasible)
@@ -399,7 +399,7 @@ def options(s: Scenario, cal: Calibration | None) -> list[Option]:
     return sorted(found, key=rank_key)
 
 
-def evaluate(s: Scenario, setup: str, decode: str, cal: Calibration | None) -> Option | None:
+def evaluate(s: Scenario, setup: Setup, decode: str, cal: Calibration | None) -> Option | None:
     """The one option of ``setup`` and ``decode`` for ``s`` (None where ``s`` has no such setup)."""
     st = next((st for st in storages(s, cal) if st.setup == setup), None)
     return _option(s, st, decode, cal) if st is not None and decode in decodes(s) else None

@@ -49,7 +49,9 @@ from .units import Units
 TierKey = Literal["nvme", "nvme-device", "object", "ceph", "pfs"]
 TIER_KEYS: tuple[str, ...] = get_args(TierKey)
 SetupName = Literal["local", "sharded", "pfs", "object+nvme", "ceph+nvme", "ceph+ram"]
-SETUPS: tuple[str, ...] = get_args(SetupName)
+SETUPS: tuple[SetupName, ...] = get_args(SetupName)
+# every setup recommend weighs (storages.py): those above, or a throttled tier a sweep measured
+Setup = Literal[SetupName, "what-if"]
 # which benchmark measures which tier: fio reads files and devices (NVMe, a CephFS or parallel file
 # system mount), IOR and elbencho a file system, warp an S3 API (an object store, Ceph's RADOS
 # Gateway), rados bench a Ceph pool
@@ -69,7 +71,7 @@ FLAG = "--tier-rate"
 class Delivered:
     """What a setup (a tier with its cache) delivered, at dataset sizes from ``low`` to ``high``."""
 
-    setup: str  # one of SETUPS
+    setup: SetupName
     rate: Figure  # bytes/s
     low_bytes: float | None = None
     high_bytes: float | None = None
@@ -98,7 +100,7 @@ class MeasuredRates:
     def tier(self, key: str) -> Figure | None:
         return self.tiers.get(key)
 
-    def delivered_for(self, setup: str, dataset_bytes: float) -> Delivered | None:
+    def delivered_for(self, setup: Setup, dataset_bytes: float) -> Delivered | None:
         """The delivered rate measured for ``setup`` at this dataset size, if any."""
         return next((d for d in self.delivered if d.setup == setup and d.covers(dataset_bytes)), None)
 

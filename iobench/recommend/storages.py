@@ -20,19 +20,19 @@ A remote rate is capped by the node's storage network.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Literal
+from typing import get_args
 
 from loaders.storage import choose_policy
 
 from .calibrate import Calibration, Figure
 from .mixrule import RULES as RULE_WORDS
+from .rates import Setup
 from .scenario import Scenario
 from .staging import Staging, staging
 
-Setup = Literal["local", "sharded", "pfs", "object+nvme", "ceph+nvme", "ceph+ram", "what-if"]
 # when two options are otherwise equal: the one with less hardware first (the node alone; the nodes
 # and their network; a storage system beside them), then this order
-SETUP_ORDER: tuple[str, ...] = ("local", "sharded", "pfs", "object+nvme", "ceph+nvme", "ceph+ram", "what-if")
+SETUP_ORDER: tuple[Setup, ...] = get_args(Setup)
 HARDWARE = {"local": 0, "sharded": 1, "pfs": 2, "object+nvme": 2, "ceph+nvme": 2, "ceph+ram": 2, "what-if": 2}
 # the --tier-rate key of each setup's backend, and the tier kinds a sweep's cells measure it with
 RATE_KEYS = {
@@ -67,7 +67,7 @@ RAM_PER_READER = Figure(
 @dataclass(frozen=True)
 class Storage:
     name: str
-    setup: str  # one of SETUP_ORDER
+    setup: Setup
     kinds: tuple[str, ...]  # tier kinds whose cost of fetching (CPU per sample) applies
     backend: Figure | None  # what one node reads from the backend; None: not known (conditional)
     cache: Figure | None  # read rate of the cache, None without one

@@ -66,11 +66,10 @@ def predicted_gain(s: CellSummary) -> str | None:
     # the cores spent are the prep ceiling's limit seen from the host: neither is the next one
     binding = {"prep", "cores"} if v.bound in ("prep", "cores") else {v.bound}
     others: dict[str, float] = {}
-    if s.ceilings:
+    if s.ceilings is not None:
+        inputs = (s.ceilings.fetch, s.ceilings.prep)
         others = {
-            k: c.samples_per_s
-            for k, c in s.ceilings.items()
-            if k in ("fetch", "prep") and k not in binding and c.samples_per_s > 0
+            c.name: c.samples_per_s for c in inputs if c and c.name not in binding and c.samples_per_s > 0
         }
     elif v.bound in ("prep", "cores"):
         fetch = next((st for st in v.stages if st.stage == "fetch"), None)

@@ -9,6 +9,7 @@ from rich.table import Table
 
 from iobench.analysis.checkpointverdict import sentence
 from iobench.results.checkpoint import CheckpointFigures
+from iobench.results.choices import CheckpointMode
 from iobench.results.summary import CellSummary
 
 
@@ -16,7 +17,7 @@ from iobench.results.summary import CellSummary
 class CheckpointRow:
     cell_id: str
     writer: str
-    mode: str
+    mode: CheckpointMode
     every_steps: int
     state: str
     save_gb_s_node: float

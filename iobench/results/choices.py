@@ -19,6 +19,9 @@ ComputeDist = Literal["constant", "normal", "gamma", "lognormal", "uniform", "ex
 # what binds a cell (analysis/verdict.py), and in a multi-rank cell its ranks' waits for each other;
 # "cores": the trainer, the readers and the rest of the host together filled the usable cores
 Bound = Literal["accelerator", "host", "cores", "prep", "fetch", "unknown", "straggler", "allreduce"]
+# the parts of the pipeline the differential method runs alone (cell/diagnosis/ceilings.py): the
+# accelerator fed from memory, the readers' preparation from RAM, the fetch from the tier
+CeilingPart = Literal["accelerator", "prep", "fetch"]
 # what a measured window needs after its warm-up: both run.min_measure's steps and its seconds, or
 # either (the probe's rule: a job of slow steps measures seconds)
 WindowNeed = Literal["both", "either"]

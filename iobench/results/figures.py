@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from loaders.observe import LoaderCounters
 
-from .choices import Bound, CacheAchieved, CacheMode, Reading
+from .choices import Bound, CacheAchieved, CacheMode, CeilingPart, Reading
 
 
 @dataclass
@@ -436,13 +436,40 @@ class CacheState:
 
 @dataclass(frozen=True)
 class Ceiling:
-    name: str  # "accelerator" | "prep" | "fetch"
+    name: CeilingPart
     samples_per_s: float
     samples: int
     seconds: float
     bytes_per_s: float | None = None
     method: str = ""
     note: str = ""
+
+
+@dataclass(frozen=True)
+class Ceilings:
+    """The ceilings a diagnosed cell or a probed job measured, each None where it was not: a cell
+    measures all three, a probed job the step alone (accelerator) and its loader alone (prep or
+    fetch, by where its readers spent their time). Written as the mapping of part to ceiling that
+    summaries have always held (a part not measured: null), so those on disk read back unchanged."""
+
+    accelerator: Ceiling | None = None
+    prep: Ceiling | None = None
+    fetch: Ceiling | None = None
+
+    @property
+    def measured(self) -> tuple[Ceiling, ...]:
+        return tuple(c for c in (self.accelerator, self.prep, self.fetch) if c is not None)
+
+    @property
+    def loader(self) -> Ceiling | None:
+        """The input side's ceiling: the lower of prep and fetch where both were measured."""
+        inputs = [c for c in (self.prep, self.fetch) if c is not None]
+        return min(inputs, key=lambda c: c.samples_per_s) if inputs else None
+
+    def rates(self) -> dict[str, float]:
+        """Samples/s of each part measured alone, by its name: the differential's input
+        (analysis/differential.py), which adds the cores' own beside them."""
+        return {c.name: c.samples_per_s for c in self.measured}
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ import pyarrow as pa
 
 from loaders.observe import LoaderCounters
 
+from .choices import CeilingPart
 from .figures import ACCOUNT_PARTS, EpochFigures, PipelineMetrics, StepAccount
 from .summary import SCHEMA_VERSION, CellSummary
 
@@ -82,8 +83,12 @@ def _capacity(read: Callable) -> Callable[[CellSummary], Any]:
     return lambda s: _attribution(s, lambda a: read(a.capacity) if a.capacity is not None else None)
 
 
-def _ceiling(name: str, read: Callable) -> Callable[[CellSummary], Any]:
-    return lambda s: read(s.ceilings[name]) if s.ceilings and name in s.ceilings else None
+def _ceiling(part: CeilingPart, read: Callable) -> Callable[[CellSummary], Any]:
+    def value(s: CellSummary) -> Any:
+        ceiling = getattr(s.ceilings, part) if s.ceilings is not None else None
+        return read(ceiling) if ceiling is not None else None
+
+    return value
 
 
 def _stable(metric: str, read: Callable) -> Callable[[CellSummary], Any]:

@@ -25,7 +25,7 @@ from .choices import Status, values
 from .figures import (
     Attribution,
     CacheState,
-    Ceiling,
+    Ceilings,
     Distributed,
     EpochFigures,
     LoaderStats,
@@ -125,7 +125,7 @@ class CellSummary:
     mlperf: MlperfFigures | None = None  # the figures as MLPerf Storage reports them (v5+)
     repeats: tuple[RepeatFigures, ...] = ()
     stability: Stability | None = None
-    ceilings: dict[str, Ceiling] | None = None  # diagnose: accelerator, prep, fetch
+    ceilings: Ceilings | None = None  # diagnose: accelerator, prep, fetch; a probed job: two of them
     attribution: Attribution | None = None
     warnings: tuple[str, ...] = ()
     # the JPEG decoder its readers used, by name (loaders.pipeline.decoder_name): the crop region's

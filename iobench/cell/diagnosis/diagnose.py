@@ -13,7 +13,7 @@ from iobench.cell.diagnosis.ceilings import accelerator_ceiling, fetch_ceiling, 
 from iobench.cell.inputs import CellInputs
 from iobench.cell.live import live_file
 from iobench.cell.measure import measure
-from iobench.results.figures import Capacity, CapacityCheck, Ceiling
+from iobench.results.figures import Capacity, CapacityCheck, Ceilings
 
 FETCH_MAX_SECONDS = 20.0
 
@@ -26,13 +26,13 @@ def item_sizes(inputs: CellInputs) -> list[tuple[int, int]]:
     return [(s.bytes, s.samples) for s in inputs.manifest.shards]
 
 
-def measure_ceilings(inputs: CellInputs) -> dict[str, Ceiling]:
+def measure_ceilings(inputs: CellInputs) -> Ceilings:
     cell, manifest = inputs.cell, inputs.manifest
     run, loader = cell.run, cell.loader
     planned = cell.samples_per_repeat(manifest.num_samples)
-    out = {"accelerator": accelerator_ceiling(inputs.consumer, loader.batch_size)}
+    accelerator = accelerator_ceiling(inputs.consumer, loader.batch_size)
     inputs.tier.prepare(manifest, cell.cache)  # the fetch ceiling reads in the cell's cache state
-    out["fetch"] = fetch_ceiling(
+    fetch = fetch_ceiling(
         inputs.items,
         inputs.source,
         loader,
@@ -41,10 +41,10 @@ def measure_ceilings(inputs: CellInputs) -> dict[str, Ceiling]:
         max_seconds=FETCH_MAX_SECONDS,
     )
     # copying into RAM is not a measurement: it needs no bandwidth cap
-    out["prep"] = prep_ceiling(
+    prep = prep_ceiling(
         inputs.items, replace(inputs.source, throttle=None), loader, run, sizes=item_sizes(inputs)
     )
-    return out
+    return Ceilings(accelerator=accelerator, prep=prep, fetch=fetch)
 
 
 def check_capacity(inputs: CellInputs, input_ceiling: float, takes: float | None) -> Capacity:

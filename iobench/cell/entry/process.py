@@ -49,11 +49,12 @@ def run_cell(cell: CellSpec, run_dir: Path) -> CellSummary:
     chosen = runs[figures.chosen]
     metrics = chosen.metrics
     attribution = None
-    if ceilings:
+    if ceilings is not None:
         answer = None
         if isinstance(consumer, EmulatedAccelerator):
+            assert ceilings.prep is not None and ceilings.fetch is not None  # a cell measures all three
             ceiling = input_ceiling(
-                ceilings["prep"].samples_per_s, ceilings["fetch"].samples_per_s, metrics.samples_per_s
+                ceilings.prep.samples_per_s, ceilings.fetch.samples_per_s, metrics.samples_per_s
             )
             # what the trainer takes where a quiet host timed it short of its demand (the verdict's rule)
             takes = trainer_alone(metrics, consumer.demand_samples_per_s).takes
@@ -61,7 +62,7 @@ def run_cell(cell: CellSpec, run_dir: Path) -> CellSummary:
         v = chosen.verdict
         shared = shared_ceiling(v.cores, v.budget, inputs.cores) if v.cores is not None else None
         attribution = combine(
-            {k: c.samples_per_s for k, c in ceilings.items()} | ({"cores": shared} if shared else {}),
+            ceilings.rates() | ({"cores": shared} if shared else {}),
             chosen.verdict,
             measured_samples_per_s=metrics.samples_per_s,
             au=metrics.au,

@@ -25,13 +25,14 @@ import torch
 
 from iobench.cell.ranks.allreduce import AllReduceModel
 from iobench.cell.ranks.distributed import Ranks
+from iobench.results.choices import SyncMode
 
 
 class StepSync:
     """One rank's per-step synchronisation (see the module docstring)."""
 
     def __init__(
-        self, ranks: Ranks, mode: str, model: AllReduceModel | None, device: torch.device | None = None
+        self, ranks: Ranks, mode: SyncMode, model: AllReduceModel | None, device: torch.device | None = None
     ) -> None:
         if mode not in ("allreduce", "barrier"):
             raise ValueError(f"sync={mode!r}: a StepSync is for allreduce or barrier")

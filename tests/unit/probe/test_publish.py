@@ -62,7 +62,8 @@ def test_a_fetch_bound_loop_is_a_run_directory_with_its_own_numbers(tmp_path):
     assert summary.split.handover == pytest.approx(
         0.002 / 0.06, rel=1e-3
     )  # ready 2 ms before the loop had it
-    assert summary.ceilings["accelerator"].samples_per_s == pytest.approx(16 / 0.005, rel=1e-6)
+    assert summary.ceilings is not None and summary.ceilings.accelerator is not None
+    assert summary.ceilings.accelerator.samples_per_s == pytest.approx(16 / 0.005, rel=1e-6)
     steps = pq.read_table(out / summary.cell_id / "steps.parquet").to_pylist()
     assert [r["wait_s"] for r in steps[5:8]] == pytest.approx([0.05] * 3)
     assert [r["compute_s"] for r in steps[5:8]] == pytest.approx([0.01] * 3)

@@ -13,7 +13,7 @@ from iobench.analysis.evidence import Evidence, reader_work
 from iobench.analysis.verdict import judge as one_judge
 from iobench.probe.publish import PROBE_WORDS, UNSEEN_ACTION, stage_stats
 from iobench.probe.workers import LoaderWork
-from iobench.results.figures import CoreBudget, PipelineMetrics, Verdict, WallSplit
+from iobench.results.figures import Ceiling, Ceilings, CoreBudget, PipelineMetrics, Verdict, WallSplit
 
 
 def judge(
@@ -25,7 +25,7 @@ def judge(
     split: WallSplit | None = None,
     unseen: str | None = None,
     budget: CoreBudget | None = None,
-    ceilings: dict[str, float] | None = None,
+    ceilings: Ceilings | None = None,
 ) -> Verdict:
     work = (
         reader_work(stage_stats(w), readers=max(1, workers), workers=workers, busy=w.busy, words=PROBE_WORDS)
@@ -200,13 +200,23 @@ def test_the_two_ceilings_name_the_binding_part_and_say_whether_the_timers_agree
 
 
 def test_a_loader_whose_stages_are_unseen_is_told_by_the_two_ceilings():
-    def told(ceilings: dict[str, float]) -> Verdict:
+    def told(ceilings: Ceilings) -> Verdict:
         dali = "DALI runs its pipeline in its own threads"
         return judge(metrics(0.4, 0.6), None, cores=2, workers=0, unseen=dali, ceilings=ceilings)
 
-    v = told({"accelerator": 1300.0, "prep": 91.0})
-    assert v.bound == "unknown" and "the loader alone delivered 91/s" in v.headline and "DALI" in v.action
-    assert told({"accelerator": 50.0, "prep": 91.0}).bound == "accelerator"
+    def step(rate: float) -> Ceiling:
+        return Ceiling("accelerator", rate, 100, 1.0)
+
+    # the loader alone is named prep or fetch by what bound its readers: either is told
+    for alone in (
+        Ceilings(prep=Ceiling("prep", 91.0, 100, 1.1)),
+        Ceilings(fetch=Ceiling("fetch", 91.0, 100, 1.1)),
+    ):
+        v = told(replace(alone, accelerator=step(1300.0)))
+        assert v.bound == "unknown" and "the loader alone delivered 91/s" in v.headline and "DALI" in v.action
+        assert told(replace(alone, accelerator=step(50.0))).bound == "accelerator"
+        assert "loader alone" not in told(alone).headline  # the step alone was not measured: nothing told
+    assert "loader alone" not in told(Ceilings(accelerator=step(50.0))).headline
 
 
 def test_readers_waiting_for_a_core_more_than_working_say_who_holds_the_cores():

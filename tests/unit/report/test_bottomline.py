@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import replace
 
 from iobench.report.bottomline import bottom_line, predicted_gain
-from iobench.results.figures import Ceiling, Window
+from iobench.results.figures import Ceiling, Ceilings, Window
 from tests.helpers.summaries import cell_spec, failed_summary, ok_summary
 
 
-def _prep_bound(trainer_alone: float, ceilings: dict[str, Ceiling] | None = None):
+def _prep_bound(trainer_alone: float, ceilings: Ceilings | None = None):
     s = ok_summary("disk-torch-w2", 500.0)
     assert s.metrics is not None and s.verdict is not None
     return replace(
@@ -23,11 +23,11 @@ def _prep_bound(trainer_alone: float, ceilings: dict[str, Ceiling] | None = None
 def test_the_next_limit_is_the_trainer_alone_of_the_cells_metrics_not_a_slower_accelerator_ceiling():
     # a ceiling run under load can time the accelerator far slower than the trainer's fastest steps;
     # the bottom line names one trainer-alone figure, the one the cell's metrics and verdict use
-    ceilings = {
-        "accelerator": Ceiling("accelerator", 1_200.0, 1280, 1.07),
-        "fetch": Ceiling("fetch", 4_500.0, 12_000, 2.7),
-        "prep": Ceiling("prep", 480.0, 5_000, 10.4),
-    }
+    ceilings = Ceilings(
+        accelerator=Ceiling("accelerator", 1_200.0, 1280, 1.07),
+        fetch=Ceiling("fetch", 4_500.0, 12_000, 2.7),
+        prep=Ceiling("prep", 480.0, 5_000, 10.4),
+    )
     gain = predicted_gain(_prep_bound(6_900.0, ceilings))
     assert gain is not None and "the fetch ceiling at 4,500/s" in gain
     gain = predicted_gain(_prep_bound(3_000.0, ceilings))
@@ -89,7 +89,9 @@ def test_no_measured_cell_says_so():
 
 
 def test_a_next_limit_beside_a_trainer_timed_on_a_busy_host_says_the_trainer_may_bind_first():
-    ceilings = {"fetch": Ceiling("fetch", 4_500.0, 12_000, 2.7), "prep": Ceiling("prep", 480.0, 5_000, 10.4)}
+    ceilings = Ceilings(
+        fetch=Ceiling("fetch", 4_500.0, 12_000, 2.7), prep=Ceiling("prep", 480.0, 5_000, 10.4)
+    )
     s = _prep_bound(2_000.0, ceilings)
     busy = replace(s, metrics=replace(s.metrics, trainer_alone_quiet=False, trainer_alone_others_cores=1.1))
     gain = predicted_gain(busy)

@@ -1,21 +1,31 @@
 """A run directory written by schema v3 (the default sweep of iobench before the typed records,
 tests/data/v3-run) still loads: typed summaries, the results table, steps, the terminal and HTML
-reports, and compare against itself."""
+reports, and compare against itself. A summary's ceilings, whichever were measured, read back as
+they were written, and those on disk (a mapping of part to ceiling) read as the typed record."""
 
 from __future__ import annotations
 
 import io
 import json
 import shutil
+from dataclasses import replace
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from rich.console import Console
 
 from iobench.report.compare import compare_runs
 from iobench.report.terminal import print_report
 from iobench.results.api import load_run, load_steps, load_summaries
-from iobench.results.store import read_manifest
+from iobench.results.choices import CeilingPart, values
+from iobench.results.codec import from_json, to_json
+from iobench.results.figures import Ceiling, Ceilings
+from iobench.results.schema import summary_to_row
+from iobench.results.store import publish_cell, read_manifest, read_summary
+from iobench.results.summary import CellSummary
 from tests.helpers.paths import DATA
+from tests.helpers.summaries import ok_summary
 
 V3 = DATA / "v3-run"
 
@@ -59,3 +69,58 @@ def test_a_value_read_back_must_be_one_its_type_allows():
     assert from_json(CacheState, {**state, "achieved": "partly-cold"}).achieved == "partly-cold"
     with pytest.raises(RecordError, match=r"CacheState.achieved: 'lukewarm' is not one of 'cold', 'warm'"):
         from_json(CacheState, {**state, "achieved": "lukewarm"})
+
+
+PARTS: tuple[CeilingPart, ...] = values(CeilingPart)
+
+
+def _ceiling(part: CeilingPart, rate: float) -> Ceiling:
+    return Ceiling(part, rate, 1000, 1000 / rate, bytes_per_s=rate * 110_000, method=f"the {part} alone")
+
+
+def _with(rates: dict[CeilingPart, float]) -> CellSummary:
+    return replace(
+        ok_summary("disk-torch-w2", 500.0), ceilings=Ceilings(**{p: _ceiling(p, r) for p, r in rates.items()})
+    )
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.dictionaries(st.sampled_from(PARTS), st.floats(0.5, 1e6, allow_nan=False)))
+def test_ceilings_whichever_were_measured_read_back_as_written(rates):
+    s = _with(rates)
+    raw = json.loads(json.dumps(to_json(s)))
+    # on disk the mapping of part to ceiling that summaries have always held; a part not measured is null
+    assert {p: c["samples_per_s"] for p, c in raw["ceilings"].items() if c is not None} == rates
+    assert all(c["name"] == p for p, c in raw["ceilings"].items() if c is not None)
+    back = from_json(CellSummary, raw)
+    assert back.ceilings == s.ceilings and back.ceilings.rates() == rates
+    row = summary_to_row(back)
+    assert [row[f"{p}_ceiling"] for p in PARTS] == [rates.get(p) for p in PARTS]
+
+
+def test_a_summary_with_ceilings_is_written_to_its_cell_and_read_back(tmp_path):
+    s = _with({"accelerator": 6_900.0, "prep": 1_300.0, "fetch": 12_400.0})
+    publish_cell(tmp_path, s.cell_id, {"summary.json": s})
+    back = read_summary(tmp_path, s.cell_id)
+    assert back is not None and back.ceilings == s.ceilings
+    assert back.ceilings.fetch.bytes_per_s == pytest.approx(12_400.0 * 110_000)
+    assert back.ceilings.loader == s.ceilings.prep  # the lower of the input side's two
+
+
+@pytest.mark.parametrize("run", ["v3-run", "report-run"])
+def test_ceilings_on_disk_read_as_the_typed_record(run):
+    for s in load_summaries(DATA / run):
+        raw = json.loads((DATA / run / s.cell_id / "summary.json").read_text())["ceilings"]
+        assert s.ceilings is not None and {c.name for c in s.ceilings.measured} == set(raw) == set(PARTS)
+        for part in PARTS:
+            assert getattr(s.ceilings, part) == from_json(Ceiling, raw[part])
+        assert s.ceilings.rates() == {p: c["samples_per_s"] for p, c in raw.items()}
+
+
+def test_a_mapping_of_some_ceilings_or_none_reads_with_the_others_unmeasured():
+    raw = json.loads(next(V3.glob("*/summary.json")).read_text())
+    probed = {k: raw["ceilings"][k] for k in ("accelerator", "fetch")}  # a probed job's two, no nulls
+    s = from_json(CellSummary, {**raw, "ceilings": probed})
+    assert s.ceilings.prep is None and s.ceilings.loader == s.ceilings.fetch is not None
+    assert from_json(CellSummary, {**raw, "ceilings": None}).ceilings is None
+    assert from_json(CellSummary, {k: v for k, v in raw.items() if k != "ceilings"}).ceilings is None
