@@ -102,7 +102,7 @@ def measure(inputs: CellInputs, ranks: Ranks = SOLO) -> Measurement:
             consumer,
             created_at=created_at,
             epochs=run.epochs,
-            warmup_steps=0 if auto else run.warmup_steps,  # type: ignore[arg-type]
+            warmup_steps=0 if auto else int(run.warmup_steps),
             max_steps=run.max_steps,
             on_step=live.on_step if live else None,
             rank=ranks.rank,

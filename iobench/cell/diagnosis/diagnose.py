@@ -37,7 +37,7 @@ def measure_ceilings(inputs: CellInputs) -> Ceilings:
         inputs.source,
         loader,
         run,
-        samples=min(planned, manifest.num_samples),  # type: ignore[type-var]
+        samples=manifest.num_samples if planned is None else min(planned, manifest.num_samples),
         max_seconds=FETCH_MAX_SECONDS,
     )
     # copying into RAM is not a measurement: it needs no bandwidth cap

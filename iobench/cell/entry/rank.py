@@ -179,12 +179,10 @@ def _job_measurement(
     cell = inputs.cell
     job_window = window.weakest([r.window for r in runs if r.window is not None])
     log = merged_log(runs, agg.start, agg.end)
+    start, end = log.measure_start, log.measure_end
+    assert start is not None and end is not None  # merged_log sets the job's window
     # this host's counters say what the job did only where every rank ran on it
-    load = (
-        mine.telemetry.load(log.measure_start, log.measure_end, sum(run.cores for run in runs))  # type: ignore[arg-type]
-        if cell.run.nodes == 1
-        else None
-    )
+    load = mine.telemetry.load(start, end, sum(run.cores for run in runs)) if cell.run.nodes == 1 else None
     loss = sample_loss(agg.epochs, log.epochs_completed, loader_stats(log.all_stats))
     verdict = job_verdict(
         agg,
@@ -267,7 +265,7 @@ def run_rank(cell: CellSpec, run_dir: Path, ranks: Ranks) -> CellSummary | None:
         files.publish(run_dir)
     elif summary is not None and ranks.host_leader:
         publish_cell(run_dir, cell.cell_id, {SUMMARY_NAME: summary})
-    return summary  # type: ignore[return-value]
+    return summary
 
 
 def main(argv: list[str] | None = None) -> int:

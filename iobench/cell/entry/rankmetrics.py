@@ -72,7 +72,8 @@ def merged_log(runs: list[RankRun], start: float, end: float) -> StepLog:
                 log.epoch_stats.append(StageStats())
             log.epoch_stats[epoch].merge(stats)
     firsts = [run.log.time_to_first_batch_s for run in runs]
-    log.time_to_first_batch_s = None if None in firsts else max(firsts)  # type: ignore[type-var]
+    known = [t for t in firsts if t is not None]
+    log.time_to_first_batch_s = max(known) if len(known) == len(firsts) else None
     log.epochs_completed = min(run.log.epochs_completed for run in runs)
     log.dropped_batches = sum(run.log.dropped_batches for run in runs)
     log.measure_start, log.measure_end = first.created_at + start, first.created_at + end

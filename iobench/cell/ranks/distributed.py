@@ -16,8 +16,11 @@ import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from iobench.cell.protocol import RANK_ERRORS_ENV
+
+T = TypeVar("T")
 
 
 def _env_int(name: str, default: int) -> int:
@@ -89,7 +92,7 @@ class Ranks:
         dist.all_reduce(box, op=dist.ReduceOp.MAX)
         return bool(box.item())
 
-    def broadcast(self, obj: object) -> object:
+    def broadcast(self, obj: T) -> T:
         """Rank 0's ``obj`` on every rank."""
         if not self.distributed:
             return obj

@@ -171,7 +171,7 @@ class _StepLoop:
         allreduce_s = self.sync.allreduce(compute_s) if self.sync is not None else 0.0
         checkpoint_s = self.after_step(self.step) if self.after_step is not None else 0.0
         t2 = time.perf_counter()
-        if log.last_input is None or len(y) >= len(log.last_input[1]):  # type: ignore[arg-type]
+        if log.last_input is None or len(y) >= len(log.last_input[1]):  # type: ignore[arg-type]  # labels: a tensor
             self.kept = (x, y)
         warm = self.step < self.warmup_steps
         self.unmerged.append((epoch, batch.stats, not warm))
