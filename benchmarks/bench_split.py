@@ -1,4 +1,4 @@
-"""Whole shards vs ranged parts: wall and CPU per sample of the loaders' fetch stage (read_shards,
+"""Whole shards vs ranged parts: wall and CPU per sample of the loaders' fetch stage (the shard cursor,
 no decode) over one epoch of one rank's 8 readers, run one after another in this process.
 
     python benchmarks/bench_split.py [ROUNDS]
@@ -20,7 +20,7 @@ from iobench.datasets.synth import synthesize
 from iobench.host import pagecache
 from loaders import LoaderConfig
 from loaders.config import plan_for
-from loaders.pipeline.samples import read_shards
+from loaders.pipeline import ShardSamples
 from loaders.storage.sources import ShardSource
 
 
@@ -35,7 +35,7 @@ def epoch(urls: list[str], cold: bool) -> tuple[str, int, int, float, float]:
     n = nbytes = 0
     w0, c0 = time.perf_counter(), time.process_time()
     for reader in plan.readers:
-        for s in read_shards(reader.items, source, cfg.pipeline):
+        for s in ShardSamples(reader.items, source, cfg.pipeline.max_member_bytes, cfg.pipeline.on_error):
             n += 1
             nbytes += s.read_bytes
     return plan.split, n, nbytes, time.perf_counter() - w0, time.process_time() - c0

@@ -96,7 +96,9 @@ def test_the_unthrottled_local_tier_is_prep_bound_here(tmp_path, tiny_dataset):
         "headline"
     ]
     assert a["binding"] in ("prep", "cores") and a["agree"], a["statement"]
-    assert s["ceilings"]["fetch"]["samples_per_s"] > 2 * s["ceilings"]["prep"]["samples_per_s"]
+    # storage is not the limit: the fetch ceiling well above the prep ceiling (a cold read's rate on
+    # this VM's disk varies between runs; the crop-region decode raised the prep ceiling)
+    assert s["ceilings"]["fetch"]["samples_per_s"] > 1.5 * s["ceilings"]["prep"]["samples_per_s"]
     assert s["split"]["decode"] > s["split"]["fetch"]
     # two runs, each from a freshly evicted cache, with an interval over both
     assert len(s["repeats"]) == 2 and all(r["cache"] == "cold" for r in s["repeats"])
