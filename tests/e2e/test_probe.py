@@ -231,7 +231,7 @@ def test_workers_started_anew_each_short_epoch_make_the_epochs_opening_the_verdi
     assert "persistent_workers=True" in v.action and summary.split.loader_start > 0.5
 
 
-def test_a_job_whose_workers_fill_the_cores_is_cores_bound_in_the_probe_and_in_its_sweep(
+def test_a_job_whose_workers_fill_the_cores_is_judged_on_its_budget_alike_in_the_probe_and_its_sweep(
     iobench_sweep, iobench, tmp_path
 ):
     # a plain script (PIL decode in two workers, a tiny model) on this host's cores: the probe and the
@@ -258,9 +258,14 @@ def test_a_job_whose_workers_fill_the_cores_is_cores_bound_in_the_probe_and_in_i
     swept = iobench_sweep.run("sweep", out / "sweep.yaml", "--out", tmp_path / "swept", cwd=tmp_path)
     assert swept.returncode == 0, swept.stderr[-3000:]
     (cell,) = [s for s in load_summaries(tmp_path / "swept") if s.cell.tier_name == "local"]
+    # the cores are spent where the window's budget says so (the judge's rule: 90 % of the usable
+    # cores); two workers and the trainer on two cores come to 1.8-2.0 of them, so a window at the
+    # edge is prep-bound (decode) by the same rule, and where spent no worker count is advised
     for v in (probed.verdict, cell.verdict):
-        assert v.bound == "cores", v.headline
-        assert "more workers" not in v.action and "fewer workers" not in v.action
+        spent = v.budget is not None and v.budget.spent
+        assert v.bound == ("cores" if spent else "prep"), (v.headline, v.budget)
+        if spent:
+            assert "more workers" not in v.action and "fewer workers" not in v.action
     ratio = cell.verdict.cores.per_accelerator / probed.verdict.cores.per_accelerator
     print(
         f"figures: probed {probed.metrics.samples_per_s:,.0f}/s, {probed.verdict.cores.per_accelerator:.1f} cores "
