@@ -22,6 +22,10 @@ from iobench.host.cpuload import host_cpu
 from iobench.results.figures import StepAlone
 
 WARMUP_STEPS = 2  # allocator and kernel warm-up (cuDNN autotuning on a GPU)
+# and at least this long: a core that idled while the trainer waited for data runs its first
+# fraction of a second slow (a 1 ms emulated step timed right after a prep-bound loop took 1.7 ms,
+# 1.1 ms once the core had worked 0.2 s)
+WARMUP_S = 0.3
 ATTEMPTS = 3
 # the host was quiet while the steps were timed: other processes used less than this many cores, or
 # left the trainer at least SPARE_CORES beyond what it used itself
@@ -79,8 +83,10 @@ def time_alone(
 ) -> StepAlone:
     """Median of at least ``min_steps`` steps and ``min_seconds`` (at most 200 steps) after warm-up,
     timed again while other processes disturb it (``attempts`` in all); the least disturbed kept."""
-    for _ in range(WARMUP_STEPS):
+    warm, since = 0, time.perf_counter()
+    while warm < WARMUP_STEPS or time.perf_counter() - since < WARMUP_S:
         consumer.step(x, y)
+        warm += 1
     cores = usable or usable_cores()
     best: _Timing | None = None
     tries = 0

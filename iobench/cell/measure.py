@@ -114,6 +114,7 @@ def measure(inputs: CellInputs, ranks: Ranks = SOLO) -> Measurement:
         )
         if saver:  # a background save still writing ends before the step is timed alone
             saver.close()
+        make_epoch.close()  # and the loader's workers, reading ahead into the next epoch, stop
         ranks.barrier()
     # the workers are gone: the same step on the last batch, with the host to itself (a host's
     # ranks one at a time, each while the others wait)

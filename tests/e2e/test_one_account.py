@@ -33,7 +33,7 @@ def _sweep(iobench_sweep, root, name: str, dataset, accelerators: list, **run) -
         "tiers": [{"kind": "local", "name": "disk"}],
         "loaders": [{"kind": "torch", "workers": [0, 2], "batch_size": [16], "shuffle_buffer": 32}],
         "accelerators": accelerators,
-        "run": {"warmup_steps": "auto", "min_measure": {"steps": 16, "seconds": 1.5}, **run},
+        "run": {"warmup_steps": "auto", "min_measure": {"steps": 24, "seconds": 2}, **run},
     }
     path = root / f"{name}.yaml"
     path.write_text(yaml.safe_dump(cfg))

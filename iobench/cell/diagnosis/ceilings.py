@@ -214,6 +214,7 @@ def prep_ceiling(
                     arrivals.append(time.perf_counter())
                     samples.append(len(batch))
             epochs += 1
+        build.close()  # its workers, reading ahead into the next epoch, stop before the next ceiling
         if not arrivals:
             raise RuntimeError("prep ceiling: the loader delivered no batch from the RAM copy of the dataset")
         durations = [b - a for a, b in zip([t0, *arrivals[:-1]], arrivals, strict=True)]
