@@ -95,10 +95,13 @@ def test_the_unthrottled_local_tier_is_prep_bound_here(tmp_path, tiny_dataset):
     assert (v["bound"], v["binding_stage"]) == (("cores", None) if spent else ("prep", "decode")), v[
         "headline"
     ]
-    assert a["binding"] in ("prep", "cores") and a["agree"], a["statement"]
-    # storage is not the limit: the fetch ceiling well above the prep ceiling (a cold read's rate on
-    # this VM's disk varies between runs; the crop-region decode raised the prep ceiling)
-    assert s["ceilings"]["fetch"]["samples_per_s"] > 1.5 * s["ceilings"]["prep"]["samples_per_s"]
+    # the differential names the lower ceiling. How far storage stands above decode is the host's: a
+    # cold read here ran at 2,531 samples/s beside a prep ceiling of 1,428/s, on another VM of this kind
+    # at 1,180/s beside 1,168/s; where the two are that close, neither method can tell them apart, and
+    # the methods agree on either
+    fetch, prep = (s["ceilings"][part]["samples_per_s"] for part in ("fetch", "prep"))
+    named = ("prep", "cores") if fetch > 1.15 * prep else ("prep", "cores", "fetch")
+    assert a["binding"] in named and a["agree"], a["statement"]
     assert s["split"]["decode"] > s["split"]["fetch"]
     # two runs, each from a freshly evicted cache, with an interval over both
     assert len(s["repeats"]) == 2 and all(r["cache"] == "cold" for r in s["repeats"])
