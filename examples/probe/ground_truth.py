@@ -88,13 +88,13 @@ def probe(tree: Path, job: str, out: Path) -> dict:
     from iobench.results.api import load_summaries
 
     (s,) = load_summaries(out)
-    ceilings = s.ceilings or {}
-    loader = next((c for name, c in ceilings.items() if name != "accelerator"), None)
+    step_alone = s.ceilings.accelerator if s.ceilings else None
+    loader = s.ceilings.loader if s.ceilings else None
     return {
         "verdict": s.verdict.name,
         "agree": s.attribution.agree if s.attribution else None,
         "measured": s.metrics.samples_per_s,
-        "step": ceilings["accelerator"].samples_per_s if "accelerator" in ceilings else None,
+        "step": step_alone.samples_per_s if step_alone else None,
         "loader": loader.samples_per_s if loader else None,
         "loader_part": loader.name if loader else None,
     }
