@@ -28,6 +28,10 @@ class Consumer(Protocol):
     last_device_s: float  # the device's time for the last step (CUDA events; the step on CPU)
     last_draw_s: float | None  # emulated: the device time drawn for the last step; None: a real model
     au_basis: str  # what AU divides by the wall (docs/method.md, The trainer's host)
+    # an emulated trainer's fixed host work: its seconds in the last step, and what it was sized to
+    # take where it was sized in this process (accelerators/alone.py); None for a real model
+    last_work_s: float | None
+    work_sized_s: float | None
 
     def h2d(self, images: torch.Tensor, labels: torch.Tensor) -> tuple[object, object, float]: ...
 
@@ -70,6 +74,8 @@ class EmulatedAccelerator:
         self.host = host
         self.host_work = HostWork(host) if host is not None else None
         self.last_device_s = 0.0
+        self.last_work_s: float | None = None
+        self.work_sized_s = self.host_work.sized_s if self.host_work is not None else None
         self.au_basis = "emulated device time"
 
     def for_count(self, count: int, host: HostCost | None) -> EmulatedAccelerator:
@@ -88,6 +94,7 @@ class EmulatedAccelerator:
         device_s = len(y) / self.demand_samples_per_s * self._factor()
         self.last_draw_s = device_s
         host_s = self.host_work.run() if self.host_work is not None else 0.0
+        self.last_work_s = host_s if self.host_work is not None else None
         deadline = t0 + device_s
         while (left := deadline - time.perf_counter()) > 0:
             time.sleep(left)
@@ -147,6 +154,8 @@ class TorchTrainStep:
         self.demand_samples_per_s = None
         self.last_device_s = 0.0
         self.last_draw_s = None
+        self.last_work_s = None
+        self.work_sized_s = None
         self.au_basis = "GPU busy (CUDA events)" if self.amp else "CPU step (the host is the device)"
         if self.amp:  # the step's span on the device, beside the host's wall time
             self._events = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))

@@ -91,6 +91,8 @@ class HostWork:
         self.threads = max(1, cost.threads)
         torch.set_num_threads(self.threads)
         elements = cost.elements_per_step or elements_for(cost.host_wall_s, cost.shares, PROBE_BLOCKS)
+        # what the work takes on this host, where it was sized here and now (not carried in)
+        self.sized_s = None if cost.elements_per_step else cost.host_wall_s
         self.sizes = regions(elements, cost.shares)
         self._operators = _Operators(self.sizes)
 

@@ -94,7 +94,8 @@ def _trainer_takes(
     alone: Mapping[int, StepAlone], in_cell: Mapping[int, float], samples_per_step: float
 ) -> dict[str, float | bool | None]:
     """The trainer alone's rate (the median rank's), its 95 % interval, whether every rank's timing
-    met a quiet host, and the most cores other processes used while one was timed."""
+    met a quiet host, the most cores other processes used while one was timed, and the most an
+    emulated trainer's fixed work ran over its sized time."""
     if not alone:
         return {}
     step = {rank: min(a.step_s, in_cell.get(rank, math.inf)) for rank, a in alone.items()}
@@ -104,12 +105,14 @@ def _trainer_takes(
     high_s = max(a.step_high_s or s, s) if s == a.step_s else s
     quiets = [x.quiet for x in alone.values()]
     others = [x.others_cores for x in alone.values() if x.others_cores is not None]
+    slowed = [x.slowed for x in alone.values() if x.slowed is not None]
     return {
         "trainer_alone_samples_per_s": samples_per_step / s if s > 0 else None,
         "trainer_alone_low": samples_per_step / high_s if high_s > 0 else None,
         "trainer_alone_high": samples_per_step / low_s if low_s > 0 else None,
         "trainer_alone_quiet": None if None in quiets else all(quiets),
         "trainer_alone_others_cores": max(others) if others else None,
+        "trainer_alone_slowed": max(slowed) if slowed else None,
     }
 
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from iobench.host.cpuload import QUIET_OTHERS, SLOWED
 from iobench.results.choices import Bound
 from iobench.results.figures import CoreBudget, CoresNeeded, PipelineMetrics, Verdict
 from loaders.observe import RequestCounts
@@ -593,6 +594,19 @@ class TrainerAlone:
     busy: str | None  # the timing met a busy host, so nothing is judged from it
 
 
+def while_busy(m: PipelineMetrics) -> str:
+    """How the host was busy while the trainer was timed alone: other processes' cores, or, where
+    those were few, its fixed work slowed by what the counters do not see."""
+    others = f"{m.trainer_alone_others_cores or 0.0:.1f} cores"
+    slowed = m.trainer_alone_slowed
+    if slowed is not None and slowed >= SLOWED and (m.trainer_alone_others_cores or 0.0) < QUIET_OTHERS:
+        return (
+            f"while its fixed host work ran {slowed:.2f}x the time it was sized to, other processes at {others} "
+            "(work the CPU counters do not see, such as another virtual machine's on the same physical cores)"
+        )
+    return f"while other processes used {others}"
+
+
 def trainer_alone(m: PipelineMetrics, demand: float | None) -> TrainerAlone:
     """The trainer alone against ``demand``: short of it only where it was timed on a quiet host and
     even the top of its interval lies below AU_TARGET of the demand."""
@@ -604,8 +618,8 @@ def trainer_alone(m: PipelineMetrics, demand: float | None) -> TrainerAlone:
         return TrainerAlone(demand, None, None)
     if m.trainer_alone_quiet is False:
         busy = (
-            f"the trainer alone timed {_rate(alone)} of the {_rate(demand)} demanded while other processes used "
-            f"{m.trainer_alone_others_cores or 0.0:.1f} cores: the host was busy, so it is not judged short"
+            f"the trainer alone timed {_rate(alone)} of the {_rate(demand)} demanded {while_busy(m)}: the host "
+            "was busy, so it is not judged short"
         )
         return TrainerAlone(demand, None, busy)
     if high >= AU_TARGET * demand:

@@ -10,6 +10,22 @@ from dataclasses import dataclass
 
 import psutil
 
+# a trainer timed alone met a quiet host: other processes used less than this many cores, or left it
+# at least SPARE_CORES beyond what it used itself
+QUIET_OTHERS = 0.5
+SPARE_CORES = 2.0
+# and an emulated trainer's fixed work ran under this many times its sized time: above it, something
+# the counters miss slowed the cores (on a quiet host its median ran at 0.96-1.05 of the sized
+# time; during one spell of another guest's work, 1.48)
+SLOWED = 1.15
+
+
+def quiet(others: float, used: float, usable: int, slowed: float | None = None) -> bool:
+    """Whether other processes' ``others`` cores left a trainer using ``used`` of ``usable`` alone,
+    and its fixed work, where it has one, ran near its sized time (``slowed``: the ratio)."""
+    unhindered = slowed is None or slowed < SLOWED
+    return unhindered and (others < QUIET_OTHERS or usable - others - used >= SPARE_CORES)
+
 
 @dataclass(frozen=True)
 class HostCpu:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from iobench.analysis.losses import loss_line
-from iobench.analysis.verdict import AU_TARGET
+from iobench.analysis.verdict import AU_TARGET, while_busy
 from iobench.results.summary import CellSummary
 
 from .measured import metrics_of, verdict_of
@@ -79,20 +79,14 @@ def predicted_gain(s: CellSummary) -> str | None:
         others["accelerator"] = m.trainer_alone_samples_per_s
     if not others or v.bound in ("accelerator", "unknown"):
         if m.trainer_alone_quiet is False and v.bound not in ("accelerator", "unknown"):
-            return (
-                f"the next limit is not judged: the trainer alone was timed while other processes used "
-                f"{m.trainer_alone_others_cores or 0.0:.1f} cores"
-            )
+            return f"the next limit is not judged: the trainer alone was timed {while_busy(m)}"
         return None
     nxt = min(others, key=others.__getitem__)
     rate = others[nxt]
     name = "the trainer alone" if nxt == "accelerator" else f"the {nxt} ceiling"
     said = f"the next limit is {name} at {rate:,.0f}/s: AU up to {min(1.0, rate * device_per_sample):.2f}"
     if m.trainer_alone_quiet is False:  # the trainer's own rate is not known: it may come first
-        said += (
-            f" (the trainer alone, timed while other processes used {m.trainer_alone_others_cores or 0.0:.1f} "
-            "cores, is not judged: it may bind first)"
-        )
+        said += f" (the trainer alone, timed {while_busy(m)}, is not judged: it may bind first)"
     return said
 
 

@@ -219,6 +219,10 @@ class StepAlone:
     others_cores: float | None = None
     quiet: bool | None = None
     attempts: int = 1
+    # an emulated trainer's median step over the step its fixed work was sized to take on this host
+    # (None for a real model): well above 1 with no other process busy, something the CPU counters
+    # do not see slowed the cores (another machine's work on the same physical cores)
+    slowed: float | None = None
 
 
 # a cold window whose reads from the tier's devices are less than this share of what the loader
@@ -308,6 +312,7 @@ class PipelineMetrics:
     trainer_alone_high: float | None = None
     trainer_alone_quiet: bool | None = None
     trainer_alone_others_cores: float | None = None
+    trainer_alone_slowed: float | None = None
 
     @property
     def cores_used(self) -> float | None:

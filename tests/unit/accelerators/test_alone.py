@@ -7,8 +7,10 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import replace
 
 import pytest
+import torch
 
 from tests.helpers.paths import ROOT
 
@@ -83,9 +85,103 @@ class _Step:
     """A consumer whose step takes no time: what is timed is the host around it."""
 
     last_device_s = 0.0
+    last_work_s: float | None = None
+    work_sized_s: float | None = None
 
     def step(self, x: object, y: object) -> float:
         return 0.001
+
+
+class _SizedWork(_Step):
+    """An emulated trainer whose fixed work was sized to 1 ms and runs ``slowed`` times that, one
+    factor per timing, on a host whose counters see no other process."""
+
+    work_sized_s = 0.001
+
+    def __init__(self, slowed: list[float]) -> None:
+        self.slowed = slowed
+        self.timings = 0
+
+    def step(self, x: object, y: object) -> float:
+        self.last_work_s = self.work_sized_s * self.slowed[min(self.timings, len(self.slowed) - 1)]
+        return self.last_work_s
+
+
+def _idle_host(monkeypatch, alone) -> None:
+    from iobench.host.cpuload import HostCpu
+
+    clock = iter(range(1000))
+    monkeypatch.setattr(alone, "host_cpu", lambda: HostCpu(float(next(clock)), busy_s=0.0, steal_s=None))
+
+
+def _timed_in_turn(monkeypatch, alone, consumer: _SizedWork) -> None:
+    """Each call of the timing loop is one timing: the consumer's next factor after it."""
+    timing = alone._time
+
+    def counted(*args, **kwargs):
+        try:
+            return timing(*args, **kwargs)
+        finally:
+            consumer.timings += 1
+
+    monkeypatch.setattr(alone, "_time", counted)
+
+
+@pytest.mark.parametrize("slowed", [[1.5, 1.4, 1.02], [1.3, 1.01], [2.0, 1.0, 1.0]])
+def test_fixed_work_slowed_while_the_counters_read_idle_is_timed_again_and_the_unhindered_kept(
+    monkeypatch, slowed
+):
+    from iobench.accelerators import alone
+
+    _idle_host(monkeypatch, alone)
+    consumer = _SizedWork(slowed)
+    _timed_in_turn(monkeypatch, alone, consumer)
+    timed = alone.time_alone(consumer, None, None, min_steps=5, min_seconds=0.0, usable=2)
+    first_unhindered = next(i for i, f in enumerate(slowed) if f < 1.15)
+    assert timed.attempts == first_unhindered + 1 and timed.quiet is True
+    assert timed.slowed == pytest.approx(slowed[first_unhindered])
+    assert timed.step_s == pytest.approx(0.001 * slowed[first_unhindered])
+
+
+def test_fixed_work_slowed_every_time_is_not_quiet_and_says_by_how_much(monkeypatch):
+    from iobench.accelerators import alone
+    from iobench.analysis.verdict import while_busy
+    from tests.helpers.summaries import metrics
+
+    _idle_host(monkeypatch, alone)
+    consumer = _SizedWork([1.6, 1.5, 1.7])
+    _timed_in_turn(monkeypatch, alone, consumer)
+    timed = alone.time_alone(consumer, None, None, min_steps=5, min_seconds=0.0, usable=2)
+    assert timed.attempts == alone.ATTEMPTS and timed.quiet is False
+    assert timed.slowed == pytest.approx(1.5) and timed.others_cores == 0.0  # the least slowed kept
+    m = replace(
+        metrics(100.0),
+        trainer_alone_quiet=False,
+        trainer_alone_others_cores=timed.others_cores,
+        trainer_alone_slowed=timed.slowed,
+    )
+    assert "1.50x the time it was sized to" in while_busy(m)
+    busy = replace(m, trainer_alone_others_cores=1.2, trainer_alone_slowed=1.0)
+    assert while_busy(busy) == "while other processes used 1.2 cores"
+
+
+def test_an_emulated_trainer_knows_its_work_s_sized_time_only_where_it_sized_it_here():
+    from iobench.accelerators.consumers import EmulatedAccelerator
+    from iobench.accelerators.demand import Demand
+    from iobench.accelerators.hostcost import given_cost
+
+    demand = Demand(
+        samples_per_s=10_000.0, accelerator="custom", model="custom", kind="custom", source="test"
+    )
+    host = given_cost("0.5ms x1", 32)
+    trainer = EmulatedAccelerator(demand, 1, host)
+    assert trainer.work_sized_s == pytest.approx(host.host_wall_s) and trainer.last_work_s is None
+    labels = torch.zeros(32, dtype=torch.int64)
+    trainer.step(labels, labels)
+    assert trainer.last_work_s is not None and trainer.last_work_s > 0
+    carried = trainer.for_count(2, host.for_trainers(2))  # its elements carried in: not sized there
+    assert carried.work_sized_s is None
+    assert EmulatedAccelerator(demand, 1, None).work_sized_s is None
 
 
 def test_a_timing_that_other_processes_disturb_is_taken_again_and_the_quietest_kept(monkeypatch):
@@ -122,7 +218,8 @@ def test_a_host_busy_every_time_keeps_the_least_disturbed_and_says_it_was_not_qu
 
 
 def test_a_quiet_host_has_cores_to_spare_or_next_to_no_others():
-    from iobench.accelerators.alone import median_interval, quiet
+    from iobench.accelerators.alone import median_interval
+    from iobench.host.cpuload import quiet
 
     assert quiet(0.2, 1.0, 2) and not quiet(1.0, 0.6, 2)
     assert quiet(3.0, 1.0, 16)  # a large host's background leaves the trainer its cores
