@@ -24,6 +24,7 @@ from .workers import LoaderWork, loader_work
 
 REPLAY_WARMUP = 3  # replayed steps left out: the first ones after the switch settle caches
 QUIET_LEAST = 5  # the replayed steps the readers left alone that are enough to time the step on
+TYPICAL = 1.5  # a step within this factor of the median step is a typical one
 
 
 @dataclass(frozen=True)
@@ -34,7 +35,10 @@ class StepAloneRun:
     period_s: float  # median step, from its next() to the next (the replayed batch's hand-over in it)
     step_s: float  # median host time of a step, its copies to the device apart (a step's compute_s)
     fastest_s: float
-    cpu_s: float | None  # the process's CPU per step, mean
+    # the process's CPU per median step: its share of a core over the steps near the median (within
+    # TYPICAL of it), times the median step. A mean over every step carries a slow one's CPU, a ratio
+    # over every step a preempted one's idle; one step's CPU alone may tick in milliseconds
+    cpu_s: float | None
     device_s: float | None  # median device span of a step (CUDA events), None without
     note: str = ""  # what was left out of it, and why
 
@@ -88,16 +92,21 @@ def step_alone(
         else "the loader's readers were making batches through most of the replay: the step alone may read low"
     )
     hosts = [s.host_s - copies(s) for s in timed]
-    cpus = [s.cpu_s for s in timed if s.cpu_s is not None]
     spans = [device[s.index] for s in timed if s.index in device]
+    period = statistics.median(s.t_end - s.t_start for s in timed)
+    cpu_known = [s for s in timed if s.cpu_s is not None]
+    cpu_timed = [
+        s for s in cpu_known if period / TYPICAL <= s.t_end - s.t_start <= period * TYPICAL
+    ] or cpu_known
+    cpu_wall = sum(s.t_end - s.t_start for s in cpu_timed)
     return StepAloneRun(
         steps=len(timed),
         samples=sum(s.samples for s in timed),
         seconds=timed[-1].t_end - timed[0].t_start,
-        period_s=statistics.median(s.t_end - s.t_start for s in timed),
+        period_s=period,
         step_s=statistics.median(hosts),
         fastest_s=min(hosts),
-        cpu_s=statistics.fmean(cpus) if cpus else None,
+        cpu_s=sum(s.cpu_s or 0.0 for s in cpu_timed) / cpu_wall * period if cpu_wall > 0 else None,
         device_s=statistics.median(spans) if spans else None,
         note=note,
     )
