@@ -23,8 +23,7 @@ from iobench.cell.inputs import CellInputs
 from iobench.cell.records import Measurement
 from iobench.cell.steps.loaderfactory import decoder_of
 from iobench.cell.telemetry import Telemetry
-from iobench.results.codec import from_json
-from iobench.results.figures import Attribution, Ceilings, Distributed, LoaderStats, RankFigures
+from iobench.results.figures import Attribution, Ceilings, Distributed, RankFigures, loader_stats
 from iobench.results.schema import KEYS_SCHEMA, STEP_SCHEMA, TELEMETRY_SCHEMA, account_columns
 from iobench.results.store import (
     KEYS_NAME,
@@ -35,7 +34,6 @@ from iobench.results.store import (
     publish_cell,
 )
 from iobench.results.summary import CellManifest, CellSummary, DatasetInfo, HostInfo, Warmup, utc_now
-from loaders import StageStats
 from loaders.observe import STAGES
 
 
@@ -52,11 +50,6 @@ def versions() -> dict[str, str]:
         "simplejpeg": simplejpeg.__version__,
         "opencv": cv2.__version__,
     }
-
-
-def loader_stats(stats: StageStats) -> LoaderStats:
-    """The loader's StageStats as the summary records them."""
-    return from_json(LoaderStats, stats.as_dict())
 
 
 def _steps_table(cell_id: str, chosen: Measurement) -> pa.Table:

@@ -53,12 +53,12 @@ from iobench.results.figures import (
     Ceilings,
     Distributed,
     Interval,
-    LoaderStats,
     PipelineMetrics,
     StepAccount,
     StepAlone,
     StepRow,
     Verdict,
+    loader_stats,
 )
 from iobench.results.schema import STEP_SCHEMA, account_columns
 from iobench.results.spec import AcceleratorSpec, CellSpec, LoaderSettings, MinMeasure, RunSettings
@@ -153,12 +153,6 @@ def step_alone_of(run: ProbedRank) -> StepAlone | None:
     )
 
 
-def loader_stats(stats: StageStats) -> LoaderStats:
-    return LoaderStats(
-        samples=stats.samples, bytes_read=stats.bytes_read, wall_s=dict(stats.wall_s), cpu_s=dict(stats.cpu_s)
-    )
-
-
 # what the probe calls a stage of a job's readers: it times the dataset's __getitem__ whole
 PROBE_WORDS = {"decode": "decode/augment in the dataset"}
 UNSEEN_ACTION = "time the loader alone (--ceilings) to see what it can deliver"
@@ -225,7 +219,7 @@ def window_rule(outcome: Outcome) -> MinMeasure:
     return outcome.least
 
 
-def rank_figures(
+def _probed_rank(
     outcome: Outcome, run: ProbedRank, origin: float, cores: int, ceilings: Ceilings | None
 ) -> ProbedFigures:
     rows = rows_of(run, origin)
@@ -294,7 +288,7 @@ def ceilings_of(runs: list[ProbedRank]) -> Ceilings | None:
     return Ceilings(accelerator=accelerator, prep=prep, fetch=fetch)
 
 
-def job_verdict(outcome: Outcome, ranks: list[ProbedFigures], agg: Aggregate) -> Verdict:
+def _probed_job_verdict(outcome: Outcome, ranks: list[ProbedFigures], agg: Aggregate) -> Verdict:
     """The job's verdict by the one judge over every rank's readers and the job's figures (as a
     multi-rank cell's), with each rank's own beside it."""
     lines = tuple(
@@ -455,7 +449,7 @@ def summary_of(outcome: Outcome) -> tuple[CellSummary, list[tuple[StepRow, StepA
     cores = max(1, outcome.cores // len(runs))
     origin = min(r.created for r in runs)
     ceilings = ceilings_of(runs) if outcome.ceilings else None
-    ranks = [rank_figures(outcome, run, origin, cores, ceilings if len(runs) == 1 else None) for run in runs]
+    ranks = [_probed_rank(outcome, run, origin, cores, ceilings if len(runs) == 1 else None) for run in runs]
     first = ranks[0]
     distributed, rank_records = None, ()
     if len(ranks) == 1:
@@ -464,7 +458,10 @@ def summary_of(outcome: Outcome) -> tuple[CellSummary, list[tuple[StepRow, StepA
     else:
         agg = aggregate([r.as_input() for r in ranks], synchronous=False)
         metrics, split, epochs = agg.metrics, agg.split, agg.epochs
-        verdict, window = job_verdict(outcome, ranks, agg), weakest([r.analysis.window for r in ranks])
+        verdict, window = (
+            _probed_job_verdict(outcome, ranks, agg),
+            weakest([r.analysis.window for r in ranks]),
+        )
         distributed, rank_records = _distributed(agg, len(ranks)), tuple(agg.ranks)
     summary = CellSummary(
         status="ok",

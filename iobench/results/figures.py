@@ -10,9 +10,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from loaders.observe import LoaderCounters
+from loaders.observe import LoaderCounters, StageStats
 
 from .choices import Bound, CacheAchieved, CacheMode, CeilingPart, Reading
+from .codec import from_json
 
 
 @dataclass
@@ -555,6 +556,11 @@ class LoaderStats:
     request_latency_ms: Latency = field(default_factory=Latency)
     notes: tuple[str, ...] = ()  # what the loader said once (a cache read around, an entry refetched)
     losses: tuple[ShardLoss, ...] = ()  # the regions of shards its readers skipped as damaged
+
+
+def loader_stats(stats: StageStats) -> LoaderStats:
+    """The loader's StageStats as the summary records them."""
+    return from_json(LoaderStats, stats.as_dict())
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from iobench.analysis.losses import sample_loss
 from iobench.analysis.verdict import judge
 from iobench.cell.entry.rankmetrics import RankRun, merged_log
 from iobench.cell.entry.shared import cell_arguments, setup_facts, warmup_method
-from iobench.cell.files import CellFiles, JobFigures, cell_files, loader_stats
+from iobench.cell.files import CellFiles, JobFigures, cell_files
 from iobench.cell.inputs import CellInputs, cell_inputs
 from iobench.cell.lifeline import die_with_launcher
 from iobench.cell.measure import measure
@@ -38,7 +38,7 @@ from iobench.cell.ranks.distributed import Ranks, end_group, start_group, write_
 from iobench.cell.records import Measurement
 from iobench.host.cores import usable_cores
 from iobench.host.cpuload import HostLoad
-from iobench.results.figures import Distributed, Interval, SampleLoss, Verdict, Window
+from iobench.results.figures import Distributed, Interval, SampleLoss, Verdict, Window, loader_stats
 from iobench.results.spec import AcceleratorSpec, CellSpec
 from iobench.results.store import SUMMARY_NAME, publish_cell
 from iobench.results.summary import CellSummary, utc_now
