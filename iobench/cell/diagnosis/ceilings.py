@@ -31,6 +31,7 @@ from iobench.cell.steps.loaderfactory import epoch_factory, loader_config
 from iobench.results.figures import Ceiling
 from iobench.results.spec import LoaderSettings, RunSettings
 from loaders.config import plan_for
+from loaders.formats.tar_index import index_path
 from loaders.pipeline import raw_samples
 from loaders.storage import ShardSource, SourceSpec, reads_before_fork
 
@@ -146,8 +147,23 @@ def _copy_to_ram(items: list, config, objects: bool, ram: RamCopies) -> list:
                 with source.open(url) as src:
                     shutil.copyfileobj(src, dst, 4 * 2**20)
                 copied.append(local)
+                _copy_index(source, url, local, ram)
     source.close()
     return copied
+
+
+def _copy_index(source: ShardSource, url: str, local: str, ram: RamCopies) -> None:
+    """The shard's index beside its copy, where it has one: readers more than shards split each
+    shard by the byte ranges its index gives."""
+    if not url.endswith(".tar"):
+        return
+    try:
+        index = source.read_object(index_path(url))
+    except FileNotFoundError:
+        return  # a loader that needs it says so, naming the shard and the command that builds it
+    dst, _ = ram.create(Path(index_path(local)).name)
+    with dst:
+        dst.write(index)
 
 
 def _prep_subset(sizes: list[tuple[int, int]], readers: int, want: int) -> int:
