@@ -22,6 +22,7 @@ import tempfile
 import time
 import uuid
 import zlib
+from typing import Any
 
 from common import host_line, loaders_dataset, median, ratio_interval, write_section
 from s3env import s3_endpoint
@@ -30,13 +31,13 @@ from xxhash import xxh3_64_intdigest
 from iobench.datasets.manifest import Manifest
 from iobench.datasets.upload import upload_s3
 from iobench.tiers.s3 import S3Tier
-from loaders import LoaderConfig, make_loader
+from loaders import LoaderConfig, ShardLoader
 
 
 def _epoch(config: LoaderConfig) -> float:
     """Samples/s of one epoch of a new torch loader built from ``config``."""
     t0, n = time.perf_counter(), 0
-    loader = make_loader("torch", config)
+    loader = ShardLoader(config)
     for batch in loader:
         n += len(batch)
     rate = n / (time.perf_counter() - t0)
@@ -78,15 +79,15 @@ def main() -> None:
         url = f"s3://bench-verify-{uuid.uuid4().hex[:8]}/data"
         upload_s3(root, url, endpoint_url=endpoint)
         tier = S3Tier(url=url, endpoint_url=endpoint)
-        base = dict(
-            urls=tier.shard_urls(manifest),
-            source=tier.source(manifest),
-            cache_dir=cache,
-            shuffle_buffer=0,
-            batch_size=64,
-        )
+        base: dict[str, Any] = {
+            "urls": tier.shard_urls(manifest),
+            "source": tier.source(manifest),
+            "cache_dir": cache,
+            "shuffle_buffer": 0,
+            "batch_size": 64,
+        }
         _epoch(LoaderConfig(**base, workers=1, decode=False))  # fills the cache
-        cases = {
+        cases: dict[str, dict[str, Any]] = {
             "decoded, 2 workers": {"workers": 2},
             "not decoded, 1 worker": {"workers": 1, "decode": False},
         }
