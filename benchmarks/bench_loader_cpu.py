@@ -194,9 +194,12 @@ def main() -> None:
     }
     bare: list[dict[str, float]] = []
     started = host_line()
-    rates = interleaved(
-        {**contenders, **stepped, BARE: bare_cpu(blobs, args.workers, bare)}, rounds=args.rounds
-    )
+    runs: dict[str, Callable[[], float]] = {
+        **contenders,
+        **stepped,
+        BARE: bare_cpu(blobs, args.workers, bare),
+    }
+    rates = interleaved(runs, rounds=args.rounds)
     bare = bare[1:]  # the warm-up round left out, as interleaved() leaves out its rate
     reference = [r[BARE] for r in bare]
     table = _cpu_table(contenders)
