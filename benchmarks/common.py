@@ -22,7 +22,7 @@ from typing import TypeVar
 
 T = TypeVar("T")  # what a contender returns: its figure (a rate, or a tuple of them)
 REPO = Path(__file__).resolve().parent.parent
-# a smoke run (tests/unit/benchmarks) writes its section elsewhere: docs hold measurements only
+# a smoke run (tests/e2e/test_benchmarks_run.py) writes its section elsewhere: docs hold measurements only
 DOC = Path(os.environ.get("BENCHMARKS_DOC", REPO / "docs" / "benchmarks.md"))
 # run as a script (``python benchmarks/bench_x.py``), a benchmark would import iobench and loaders
 # from wherever the environment's editable install points, which may be another checkout: every

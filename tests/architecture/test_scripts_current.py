@@ -10,7 +10,8 @@ variable (or ``self.x``) assigned the result of a project class or of a function
 return annotation names a project class, a parameter annotated with one, and attributes of those
 by their annotations. An attribute that exists only on a subclass counts as missing (the script
 relies on more than the type it holds promises), and so does indexing a project record that
-cannot be indexed (a typed summary read as the dict it once was).
+cannot be indexed (a typed summary read as the dict it once was). Their sweep files read as
+today's sweep files.
 """
 
 from __future__ import annotations
@@ -397,6 +398,16 @@ def test_there_are_scripts_to_check() -> None:
 def test_script_uses_names_that_exist(path: Path) -> None:
     problems = problems_of(path)
     assert not problems, "names and attributes that no longer exist:\n" + "\n".join(problems)
+
+
+SWEEP_FILES = sorted(p for folder in ("benchmarks", "examples") for p in (ROOT / folder).rglob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", SWEEP_FILES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_sweep_file_reads_as_today_s_sweep_file(path: Path) -> None:
+    from iobench.sweep.config import load_config
+
+    assert load_config(path).tiers  # a key renamed or removed since is a clear error here
 
 
 # each a break of the kind refactors left in the scripts, and what the check says of it
