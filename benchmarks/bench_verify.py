@@ -28,8 +28,10 @@ from common import host_line, loaders_dataset, median, ratio_interval, write_sec
 from s3env import s3_endpoint
 from xxhash import xxh3_64_intdigest
 
+from iobench.cell.inputs import loader_inputs
 from iobench.datasets.manifest import Manifest
 from iobench.datasets.upload import upload_s3
+from iobench.results.spec import LoaderSettings
 from iobench.tiers.s3 import S3Tier
 from loaders import LoaderConfig, ShardLoader
 
@@ -73,15 +75,19 @@ def main() -> None:
     p.add_argument("--samples", type=int, default=3072)
     p.add_argument("--pairs", type=int, default=8)
     args = p.parse_args()
+    if args.pairs < 2:
+        p.error("--pairs: at least 2 (the interval of the ratio needs two pairs)")
     root, _ = loaders_dataset(args.samples)
     manifest = Manifest.load(root)
     with s3_endpoint() as endpoint, tempfile.TemporaryDirectory(prefix="verify-") as cache:
         url = f"s3://bench-verify-{uuid.uuid4().hex[:8]}/data"
         upload_s3(root, url, endpoint_url=endpoint)
         tier = S3Tier(url=url, endpoint_url=endpoint)
+        # as a cell reads them: the manifest's sample count of each shard goes along
+        urls, source = loader_inputs(tier, manifest, LoaderSettings(kind="torch", workers=2, batch_size=64))
         base: dict[str, Any] = {
-            "urls": tier.shard_urls(manifest),
-            "source": tier.source(manifest),
+            "urls": urls,
+            "source": source,
             "cache_dir": cache,
             "shuffle_buffer": 0,
             "batch_size": 64,
