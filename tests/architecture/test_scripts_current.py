@@ -209,7 +209,7 @@ class ScriptCheck(ast.NodeVisitor):
                 known = self.infer(n.value)
                 if known is not None:
                     members[self._dotted(n.targets[0])] = known
-        self.scopes.append(members)
+        self.scopes.append({**self.scopes[-1], **members})
         self.generic_visit(node)
         self.scopes.pop()
 
@@ -230,10 +230,12 @@ class ScriptCheck(ast.NodeVisitor):
         # ``if isinstance(x, Class)``: x is a Class in the branch taken when it is one
         self.visit(node.test)
         narrowed = self._narrowed(node.test)
-        self.scopes.append({**self.scopes[-1], **narrowed})
+        if narrowed:
+            self.scopes.append({**self.scopes[-1], **narrowed})
         for part in node.body if isinstance(node.body, list) else [node.body]:
             self.visit(part)
-        self.scopes.pop()
+        if narrowed:
+            self.scopes.pop()
         for part in node.orelse if isinstance(node.orelse, list) else [node.orelse]:
             self.visit(part)
 
