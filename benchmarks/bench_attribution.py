@@ -20,22 +20,23 @@ import pyarrow.parquet as pq
 from common import host_line, loaders_dataset, write_section
 
 from iobench.cell.entry.process import run_cell
+from iobench.results.spec import AcceleratorSpec, CellSpec, LoaderSettings, RunSettings
+from iobench.results.summary import CellSummary
 
 
-def throttled_cell(root: Path, cap_mb: float, out: Path) -> dict:
-    cell = {
-        "cell_id": f"throttled-{cap_mb:g}MBps",
-        "tier": {"kind": "throttled", "name": "throttled", "inner": {"kind": "local", "path": str(root)},
-                 "bandwidth": f"{cap_mb:g}MB/s"},
-        "loader": {"kind": "torch", "workers": 2, "batch_size": 64, "prefetch": 2, "shuffle_buffer": 256,
-                   "layout": "shards"},
-        "accelerator": {"kind": "emulated", "type": "h100", "model": "resnet50", "demand": "training",
-                        "count": 1, "samples_per_s": None},
-        "cache": "cold",
-        "run": {"cache": ["cold"], "warmup_steps": "auto", "max_steps": None, "epochs": 1, "on_error": "skip",
-                "seed": 0, "timeout_s": 900, "repeats": 1, "diagnose": True},
-        "dataset": str(root),
-    }  # fmt: skip
+def throttled_cell(root: Path, cap_mb: float, out: Path) -> CellSummary:
+    cell = CellSpec(
+        cell_id=f"throttled-{cap_mb:g}MBps",
+        tier={"kind": "throttled", "name": "throttled", "inner": {"kind": "local", "path": str(root)},
+              "bandwidth": f"{cap_mb:g}MB/s"},
+        loader=LoaderSettings(kind="torch", workers=2, batch_size=64, prefetch=2, shuffle_buffer=256,
+                              layout="shards"),
+        accelerator=AcceleratorSpec(kind="emulated", type="h100", model="resnet50", demand="training", count=1),
+        cache="cold",
+        run=RunSettings(warmup_steps="auto", epochs=1, on_error="skip", seed=0, timeout_s=900, repeats=1,
+                        diagnose=True),
+        dataset=str(root),
+    )  # fmt: skip
     return run_cell(cell, out)
 
 
@@ -50,15 +51,16 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for cap in (float(c) for c in args.caps.split(",")):
             s = throttled_cell(root, cap, Path(tmp))
-            fetch = s["ceilings"]["fetch"]
-            a = s["attribution"]
-            error = fetch["bytes_per_s"] / (cap * 1e6) - 1
-            steps = pq.read_table(Path(tmp) / s["cell"]["cell_id"] / "steps.parquet").column("t_end")
-            whole_run = s["loader_stats_all_steps"]["bytes_read"] / steps[-1].as_py()
+            assert s.ceilings is not None and s.attribution is not None and s.verdict is not None, s.error
+            fetch, prep, a = s.ceilings.fetch, s.ceilings.prep, s.attribution
+            assert fetch is not None and fetch.bytes_per_s is not None and prep is not None
+            error = fetch.bytes_per_s / (cap * 1e6) - 1
+            steps = pq.read_table(Path(tmp) / s.cell.cell_id / "steps.parquet").column("t_end")
+            whole_run = s.loader_stats_all_steps.bytes_read / steps[-1].as_py()
             rows.append(
-                f"| {cap:g} MB/s | {fetch['bytes_per_s'] / 1e6:.2f} MB/s | {100 * error:+.1f} % "
-                f"| {whole_run / 1e6:.2f} MB/s | {s['ceilings']['prep']['samples_per_s']:,.0f} "
-                f"| {a['binding']} | {s['verdict']['bound']} | {'yes' if a['agree'] else 'no'} |"
+                f"| {cap:g} MB/s | {fetch.bytes_per_s / 1e6:.2f} MB/s | {100 * error:+.1f} % "
+                f"| {whole_run / 1e6:.2f} MB/s | {prep.samples_per_s:,.0f} "
+                f"| {a.binding} | {s.verdict.bound} | {'yes' if a.agree else 'no'} |"
             )
             print(rows[-1])
 

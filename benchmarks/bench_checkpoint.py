@@ -15,6 +15,7 @@ import argparse
 import os
 import shutil
 import warnings
+from collections.abc import Callable
 
 from common import REPO, host_line, interleaved, median, paired, spread, write_section
 
@@ -24,10 +25,11 @@ from iobench.checkpoint.targets import make_target
 from iobench.checkpoint.timing import timed_load, timed_save
 from iobench.host.units import format_bytes, parse_size
 from iobench.results.checkpoint import CheckpointDestination
+from iobench.results.choices import CheckpointIo, CheckpointWriter
 
 warnings.filterwarnings("ignore", message=".*single process.*")
 
-WRITERS = {
+WRITERS: dict[str, tuple[CheckpointWriter, CheckpointIo]] = {
     "iobench O_DIRECT": ("iobench", "direct"),
     "iobench buffered": ("iobench", "buffered"),
     "torch FileSystemWriter (2 threads, fsync)": ("stock", "buffered"),
@@ -35,19 +37,19 @@ WRITERS = {
 FIO = "fio direct (libaio, 4 MiB, depth 8)"
 
 
-def _contenders(root: str, state: dict, size: int) -> dict:
+def _contenders(root: str, state: dict, size: int) -> dict[str, Callable[[], tuple[float, float, float]]]:
     def fio_round() -> tuple[float, float, float]:
         fio = fio_reference(root, size)
         assert fio is not None  # main() checked fio is there
         return fio.write_gb_per_s * 1e9, fio.read_gb_per_s * 1e9, fio.read_gb_per_s * 1e9
 
-    def writer_round(writer: str, io: str):
+    def writer_round(writer: CheckpointWriter, io: CheckpointIo) -> Callable[[], tuple[float, float, float]]:
         def run() -> tuple[float, float, float]:
             where = os.path.join(root, f"{writer}-{io}")
             shutil.rmtree(where, ignore_errors=True)
             target = make_target(
                 CheckpointDestination("bench", {"kind": "local", "path": root}, where, writer, io)
-            )  # type: ignore[arg-type]
+            )
             saved = timed_save(target, state, "ckpt")
             cold, _ = timed_load(target, state, "ckpt", cold=True)
             warm, _ = timed_load(target, state, "ckpt", cold=False)

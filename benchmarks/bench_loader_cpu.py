@@ -39,7 +39,7 @@ import psutil
 from bench_loaders import parallel_rate
 from common import host_line, interleaved, loaders_dataset, median, paired, warm_jpegs, write_section
 
-from loaders import LoaderConfig, make_loader
+from loaders import LoaderConfig, ShardLoader, make_loader
 from loaders.observe.stages import STAGES
 
 CONSUMER, OTHER, WORKERS, HANDOVER, WHOLE = (
@@ -66,6 +66,7 @@ class SteadyEpochs:
     """One loader, an epoch per call; each call appends its per-sample CPU breakdown (ms) to ``rows``."""
 
     def __init__(self, backend: str, config: LoaderConfig, step_s: float = 0.0) -> None:
+        self.backend = backend
         self.loader = make_loader(backend, config)
         self.step_s = step_s  # a training step of pure Python after each batch: it holds the GIL
         self.threads = backend == "threads"
@@ -75,8 +76,9 @@ class SteadyEpochs:
     def _workers(self) -> list[psutil.Process]:
         # this loader's own worker processes (DataLoader's, a private attribute): another loader's,
         # idle or reading ahead, are not this one's cost; none before the first epoch
-        batches = None if self.threads else self.loader._loader._iterator
-        return [] if batches is None else [psutil.Process(w.pid) for w in batches._workers]
+        loader = self.loader
+        batches = loader._loader._iterator if isinstance(loader, ShardLoader) else None
+        return [] if batches is None else [psutil.Process(w.pid) for w in getattr(batches, "_workers", [])]
 
     def __call__(self) -> float:
         loader = self.loader
@@ -187,14 +189,17 @@ def main() -> None:
     }
     step = args.step_ms / 1e3
     stepped = {
-        f"{name}, {args.step_ms:g} ms Python step": SteadyEpochs(c.loader.backend, config, step)
+        f"{name}, {args.step_ms:g} ms Python step": SteadyEpochs(c.backend, config, step)
         for name, c in contenders.items()
     }
     bare: list[dict[str, float]] = []
     started = host_line()
-    rates = interleaved(
-        {**contenders, **stepped, BARE: bare_cpu(blobs, args.workers, bare)}, rounds=args.rounds
-    )
+    runs: dict[str, Callable[[], float]] = {
+        **contenders,
+        **stepped,
+        BARE: bare_cpu(blobs, args.workers, bare),
+    }
+    rates = interleaved(runs, rounds=args.rounds)
     bare = bare[1:]  # the warm-up round left out, as interleaved() leaves out its rate
     reference = [r[BARE] for r in bare]
     table = _cpu_table(contenders)

@@ -190,8 +190,8 @@ def microbenchmark(args: argparse.Namespace) -> None:
             print(f"round {r} done, load {load[-1]:.1f}", flush=True)
         for reader in readers.values():
             reader.close()
-        for client in bare.values():
-            client.close()
+        for bare_client in bare.values():
+            bare_client.close()
         remove(s3, bucket, small_urls + big_urls)
     write_table(args, clients, cases, results, raw, endpoint, load)
 
@@ -235,7 +235,7 @@ def _order(
         )
         for c in clients
     }
-    return ", ".join(f"{c} {overall[c]:.2f}" for c in sorted(clients, key=overall.get, reverse=True))
+    return ", ".join(f"{c} {overall[c]:.2f}" for c in sorted(clients, key=lambda c: overall[c], reverse=True))
 
 
 def _reader_cost_rows(
@@ -349,6 +349,7 @@ def sweep(args: argparse.Namespace) -> None:
         if not s.ok:
             lines.append(f"| {s.cell.tier_name} | {s.cell.loader.decode} | failed: {s.error} ||||||||")
             continue
+        assert s.metrics is not None and s.verdict is not None  # a cell that did not fail has both
         c = s.loader_stats_all_steps.counters.requests or RequestCounts()
         requests = c.requests
         epochs = len(s.epochs)  # a cell reads whole epochs until it has measured long enough

@@ -52,7 +52,9 @@ if __name__ == "__main__":
     print({k: len(v) for k, v in sets.items()})
 
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 5
-    res = {(k, c): [] for k in sets for c in (False, True)}
+    res: dict[tuple[str, bool], list[tuple[float, float, int]]] = {
+        (k, c): [] for k in sets for c in (False, True)
+    }
     for r in range(rounds):
         for cold in (False, True):
             for k in ("whole", "split") if r % 2 == 0 else ("split", "whole"):

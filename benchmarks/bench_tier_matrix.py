@@ -17,6 +17,7 @@ import sys
 import tempfile
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pyarrow.parquet as pq
 import yaml
@@ -46,9 +47,9 @@ def lab_with_cephfs(mount: str | None):
         down(lab.dir, purge=True)
 
 
-def _tiers(tag: str, mount: str | None) -> list[dict]:
+def _tiers(tag: str, mount: str | None) -> list[dict[str, Any]]:
     """Every access path over this run's own bucket, pool and directory (``tag``); CephFS where mounted."""
-    tiers = [
+    tiers: list[dict[str, Any]] = [
         {"kind": "local", "name": "local-disk"},
         {"kind": "s3", "name": "rgw", "url": f"s3://matrix-{tag}/ds", "upload": True},
         {

@@ -18,6 +18,7 @@ import shutil
 import tempfile
 import uuid
 from pathlib import Path
+from typing import Any
 
 from bench_tier_matrix import lab_with_cephfs
 from common import host_line, interleaved, median, paired, spread, write_section
@@ -38,10 +39,10 @@ RAM = "RADOS + warm RAM cache"
 CEPHFS = "CephFS (ceph-fuse)"
 
 
-def _tiers(dataset: Path, mount: str | None, scratch: Path, total: int) -> dict[str, dict]:
+def _tiers(dataset: Path, mount: str | None, scratch: Path, total: int) -> dict[str, dict[str, Any]]:
     tag = uuid.uuid4().hex[:6]
     s3 = {"kind": "s3", "url": f"s3://paths-{tag}/ds"}
-    specs = {
+    specs: dict[str, dict[str, Any]] = {
         LOCAL: {"kind": "local", "path": str(dataset)},
         UNCACHED: {**s3, "upload": True},
         FULL: {**s3, "cache_dir": str(scratch / "full"), "cache_size": 4 * total},
@@ -81,14 +82,18 @@ def main() -> None:
                 tier = tiers[name]
                 tier.prepare(tier.load_manifest(), "warm")
                 items, source = inputs[name]
-                return fetch_ceiling(items, source, loader, run, samples=total_samples).bytes_per_s
+                rate = fetch_ceiling(items, source, loader, run, samples=total_samples).bytes_per_s
+                assert rate is not None  # a fetch ceiling counts the bytes it read
+                return rate
 
             return read
 
         try:
             results = interleaved({name: path(name) for name in tiers}, rounds=args.rounds)
         finally:
-            release(tiers[RAM].cache_dir)  # tmpfs is RAM: give it back
+            ram = tiers[RAM].client_cache()
+            if ram is not None:
+                release(ram[0])  # tmpfs is RAM: give it back
     shutil.rmtree(scratch, ignore_errors=True)
 
     def x(a: str, b: str) -> float:

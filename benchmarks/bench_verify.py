@@ -22,21 +22,24 @@ import tempfile
 import time
 import uuid
 import zlib
+from typing import Any
 
 from common import host_line, loaders_dataset, median, ratio_interval, write_section
 from s3env import s3_endpoint
 from xxhash import xxh3_64_intdigest
 
+from iobench.cell.inputs import loader_inputs
 from iobench.datasets.manifest import Manifest
 from iobench.datasets.upload import upload_s3
+from iobench.results.spec import LoaderSettings
 from iobench.tiers.s3 import S3Tier
-from loaders import LoaderConfig, make_loader
+from loaders import LoaderConfig, ShardLoader
 
 
 def _epoch(config: LoaderConfig) -> float:
     """Samples/s of one epoch of a new torch loader built from ``config``."""
     t0, n = time.perf_counter(), 0
-    loader = make_loader("torch", config)
+    loader = ShardLoader(config)
     for batch in loader:
         n += len(batch)
     rate = n / (time.perf_counter() - t0)
@@ -72,21 +75,25 @@ def main() -> None:
     p.add_argument("--samples", type=int, default=3072)
     p.add_argument("--pairs", type=int, default=8)
     args = p.parse_args()
+    if args.pairs < 2:
+        p.error("--pairs: at least 2 (the interval of the ratio needs two pairs)")
     root, _ = loaders_dataset(args.samples)
     manifest = Manifest.load(root)
     with s3_endpoint() as endpoint, tempfile.TemporaryDirectory(prefix="verify-") as cache:
         url = f"s3://bench-verify-{uuid.uuid4().hex[:8]}/data"
         upload_s3(root, url, endpoint_url=endpoint)
         tier = S3Tier(url=url, endpoint_url=endpoint)
-        base = dict(
-            urls=tier.shard_urls(manifest),
-            source=tier.source(manifest),
-            cache_dir=cache,
-            shuffle_buffer=0,
-            batch_size=64,
-        )
+        # as a cell reads them: the manifest's sample count of each shard goes along
+        urls, source = loader_inputs(tier, manifest, LoaderSettings(kind="torch", workers=2, batch_size=64))
+        base: dict[str, Any] = {
+            "urls": urls,
+            "source": source,
+            "cache_dir": cache,
+            "shuffle_buffer": 0,
+            "batch_size": 64,
+        }
         _epoch(LoaderConfig(**base, workers=1, decode=False))  # fills the cache
-        cases = {
+        cases: dict[str, dict[str, Any]] = {
             "decoded, 2 workers": {"workers": 2},
             "not decoded, 1 worker": {"workers": 1, "decode": False},
         }

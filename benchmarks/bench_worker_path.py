@@ -5,11 +5,14 @@
 Thread CPU per sample, interleaved rounds, page cache warm, one thread:
 
 - *bare*: decode + augment of the same JPEGs already in memory (bench_loaders' ceiling work);
-- *fetch*: the worker's reading alone (``loaders.pipeline.samples.read_shards`` over the mapped shards:
-  tar headers parsed and checked, members copied out, samples grouped and timed);
-- *worker*: a worker's whole path (``loaders.pipeline.samples.stream``: the reading, then each sample's
-  decode and augment into its slot of a batch-ring buffer, labels, stage clocks, each batch handed
-  over as a slot number), without the process boundary.
+- *fetch*: the worker's reading alone (``loaders.pipeline.shard_samples.ShardSamples``, the shard
+  cursor, over the mapped shards: tar headers parsed and checked, members copied out, samples
+  grouped and timed);
+- *worker*: a worker's whole path (``loaders.pipeline.reader.raw_samples`` into a
+  ``loaders.pipeline.batcher.Batcher`` with ``loaders.pipeline.shmring.SharedBuffers``, as a
+  DataLoader worker builds it: the reading, then each sample's decode and augment into its slot of a
+  batch-ring buffer, labels, stage clocks, each batch handed over as a slot number), without the
+  process boundary.
 
 The worker's extra cost is the geometric mean of the per-round ratios worker / bare, with its 95 %
 Student-t interval. For a profiler, ``--loop bare|worker --seconds 30`` runs one of them over and
@@ -27,8 +30,10 @@ from common import host_line, interleaved, loaders_dataset, median, ratio_interv
 from peers import decode_augment
 
 from loaders import LoaderConfig
-from loaders.pipeline.samples import read_shards, stream
-from loaders.pipeline.shmring import ShmRing
+from loaders.pipeline.batcher import Batcher
+from loaders.pipeline.reader import raw_samples
+from loaders.pipeline.shard_samples import ShardSamples
+from loaders.pipeline.shmring import SharedBuffers, ShmRing
 from loaders.storage.sources import ShardSource
 from loaders.storage.spec import SourceSpec
 
@@ -59,7 +64,8 @@ def main() -> None:
     blobs = warm_jpegs(urls)
     spec = LoaderConfig(urls=urls, batch_size=64, workers=0, shuffle_buffer=0).pipeline
     source = ShardSource(SourceSpec())
-    ring = ShmRing(1, 6, spec.batch_size * spec.image_size * spec.image_size * 3)
+    size = spec.augment.size
+    ring = ShmRing(1, 6, spec.batch_size * size * size * 3)
 
     def bare() -> int:
         rng = random.Random(0)
@@ -68,13 +74,21 @@ def main() -> None:
         return len(blobs)
 
     def fetch() -> int:
-        return sum(1 for _ in read_shards(urls, source, spec))
+        return sum(1 for _ in ShardSamples(urls, source, spec.max_member_bytes, spec.on_error))
 
     def worker() -> int:
+        rng = random.Random(0)
+        samples = raw_samples(urls, source, spec, rng)
         n = 0
-        for batch in stream(urls, source, spec, random.Random(0), shared=True, ring=ring):
+        for batch in Batcher(
+            samples, spec, rng.getrandbits(64), buffers=SharedBuffers(ring, 0), drain=source.drain_into
+        ):
+            assert batch.images is not None and batch.labels is not None
+            slot = ring.slot_of(batch.images)  # what a worker sends: the slot's number and the labels
+            batch.labels.tolist()
             n += len(batch)
-            ring.release(batch.in_ring[1])  # what the consumer's tensor does when it dies
+            if slot is not None:
+                ring.release(slot)  # what the consumer's tensor does when it dies
         return n
 
     if args.loop:

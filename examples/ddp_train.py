@@ -18,6 +18,7 @@ import json
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -122,7 +123,7 @@ def main(argv: list[str] | None = None) -> None:
         gathered = [torch.zeros_like(counts) for _ in range(world)]
         dist.all_gather(gathered, counts)
         if log:
-            summary = {"rank": rank, "epoch": epoch, "steps": steps, "len": len(loader)}
+            summary: dict[str, Any] = {"rank": rank, "epoch": epoch, "steps": steps, "len": len(loader)}
             tally = loader.tallies[-1]  # what this rank's epoch should have delivered, and did
             summary["samples"] = {
                 "expected": tally.expected,

@@ -88,6 +88,7 @@ def probe(tree: Path, job: str, out: Path) -> dict:
     from iobench.results.api import load_summaries
 
     (s,) = load_summaries(out)
+    assert s.verdict is not None and s.metrics is not None, s.error  # a probed job that ran has both
     step_alone = s.ceilings.accelerator if s.ceilings else None
     loader = s.ceilings.loader if s.ceilings else None
     return {

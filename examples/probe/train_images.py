@@ -106,7 +106,7 @@ def main() -> None:
         rank, world = dist.get_rank(), dist.get_world_size()
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // world))
     dataset = JpegFolder(args.root, args.size, args.store_ms)
-    sampler = DistributedSampler(dataset, shuffle=True) if args.ddp else None
+    sampler: DistributedSampler | None = DistributedSampler(dataset, shuffle=True) if args.ddp else None
     loader = DataLoader(
         dataset,
         batch_size=args.batch_size,
