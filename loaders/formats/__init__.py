@@ -31,6 +31,7 @@ _EXPORTS = {
     "format_named": "table",
     "format_of": "table",
     "index_component": "tar_writer",
+    "index_path": "tar_index",
     "index_text": "tar_writer",
     "iter_parquet_samples": "parquet",
     "iter_samples": "tar",
@@ -61,6 +62,7 @@ __all__ = [
     "format_named",
     "format_of",
     "index_component",
+    "index_path",
     "index_text",
     "iter_parquet_samples",
     "iter_samples",
@@ -84,7 +86,7 @@ if TYPE_CHECKING:
     from loaders.formats.sample_objects import read_objects
     from loaders.formats.table import FORMATS, ShardFormat, format_named, format_of, reader_for, writer_class
     from loaders.formats.tar import count_tar_samples, iter_samples
-    from loaders.formats.tar_index import ShardIndexError
+    from loaders.formats.tar_index import ShardIndexError, index_path
     from loaders.formats.tar_reader import TarReader
     from loaders.formats.tar_writer import TarWriter, archive_bytes, index_component, index_text, member_bytes
 

@@ -31,7 +31,7 @@ from iobench.cell.steps.loaderfactory import epoch_factory, loader_config
 from iobench.results.figures import Ceiling
 from iobench.results.spec import LoaderSettings, RunSettings
 from loaders.config import plan_for
-from loaders.formats.tar_index import index_path
+from loaders.formats import index_path
 from loaders.pipeline import raw_samples
 from loaders.storage import ShardSource, SourceSpec, reads_before_fork
 
