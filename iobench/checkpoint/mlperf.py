@@ -86,6 +86,9 @@ def run_checkpoint_rank(spec: MlperfSpec) -> list[Phase] | None:
     if rank == 0:
         for name in names:
             target.remove(target.checkpoint_id(name))
+    # every rank leaves together: a rank that tore its gloo pairs down while its peer was still busy
+    # aborted ("terminate called without an active exception") on a loaded host
+    dist.barrier()
     dist.destroy_process_group()
     return phases if rank == 0 else None
 
