@@ -210,10 +210,10 @@ def measure_costs(jpegs: list[bytes], seconds: float = 1.0, roi: bool = True) ->
 def measure_here(seconds: float = 1.0, images: int = 24, roi: bool = True) -> DecodeRate:
     """Measured on this host with the decoder of ``decode_roi=roi``: synthetic ImageNet-like JPEGs
     from the synth dataset's generator."""
-    from iobench.datasets.synth import PRIOR_NOISE_SCALE, render
+    from iobench.datasets.synth import PRIOR_NOISE_SCALE, render_sample
     from loaders.pipeline import decoder_name
 
-    jpegs = [render(0, i, PRIOR_NOISE_SCALE)[0] for i in range(images)]
+    jpegs = [render_sample(0, i, PRIOR_NOISE_SCALE)[0] for i in range(images)]
     mean = sum(map(len, jpegs)) / len(jpegs)
     decode_ms, augment_ms = measure_costs(jpegs, seconds, roi)
     return DecodeRate(

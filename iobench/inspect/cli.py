@@ -96,7 +96,7 @@ def inspect_command(args: argparse.Namespace, console: Console, nvml_lib: Any = 
     from .cores import estimate_cores
     from .inventory import ObjectClients, collect_inventory
     from .pitfalls import find_pitfalls
-    from .render import render
+    from .render import render_inspection
 
     if not os.path.isdir(args.root):
         raise ValueError(f"--root {args.root}: not a directory (it should hold sys/ and proc/)")
@@ -130,5 +130,5 @@ def inspect_command(args: argparse.Namespace, console: Console, nvml_lib: Any = 
         }
         print(json.dumps(doc, indent=2))
     else:
-        render(console, inv, demand, rate, cores, clients, pitfalls, notes)
+        render_inspection(console, inv, demand, rate, cores, clients, pitfalls, notes)
     return 0

@@ -247,7 +247,7 @@ def test_source_photos_ship_in_the_package_with_their_licences():
 
 def test_synthesis_needs_no_scikit_image_or_scipy():
     code = (
-        "import sys; from iobench.datasets.synth import render; render(0, 0, 21.0); "
+        "import sys; from iobench.datasets.synth import render_sample; render_sample(0, 0, 21.0); "
         "assert not {'skimage', 'scipy', 'matplotlib'} & set(sys.modules), sorted(sys.modules)"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
