@@ -81,7 +81,7 @@ def _decode_rate(
         return None
     rate = decoderate.measure_here()
     try:
-        notes.append(f"decode rate: kept as this host's calibration in {decoderate.save(rate)}")
+        notes.append(f"decode rate: kept as this host's calibration in {decoderate.keep_rate(rate)}")
     except OSError as exc:
         notes.append(f"decode rate: could not keep it as this host's calibration ({exc})")
     return rate
