@@ -32,22 +32,13 @@ def write_shard(path: Path, members: list[tuple[str, bytes]]) -> Path:
 
 def make_shards(directory: Path, n_shards: int = 4, per_shard: int = 10, start: int = 0) -> list[str]:
     """Shards train-000000.tar... with keys NNNNNN, labels key % 1000."""
+    return make_uneven_shards(directory, [per_shard] * n_shards, start=start)
+
+
+def make_uneven_shards(directory: Path, sizes: list[int], start: int = 0) -> list[str]:
+    """Shards of ``sizes[i]`` samples each, keys numbered on from ``start`` across them."""
     directory.mkdir(parents=True, exist_ok=True)
     urls, key = [], start
-    for s in range(n_shards):
-        members = []
-        for _ in range(per_shard):
-            members.append((f"{key:06d}.jpg", tiny_jpeg(key)))
-            members.append((f"{key:06d}.cls", str(label_of(f"{key:06d}")).encode()))
-            key += 1
-        urls.append(str(write_shard(directory / f"train-{s:06d}.tar", members)))
-    return urls
-
-
-def make_uneven_shards(directory: Path, sizes: list[int]) -> list[str]:
-    """Shards of ``sizes[i]`` samples each, keys numbered on from 0 across them."""
-    directory.mkdir(parents=True, exist_ok=True)
-    urls, key = [], 0
     for s, n in enumerate(sizes):
         members = []
         for _ in range(n):
