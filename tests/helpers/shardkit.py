@@ -65,3 +65,19 @@ def key_label_pairs(batches) -> Counter:
     return Counter(
         (k, int(label)) for b in batches for k, label in zip(b.keys, b.labels.tolist(), strict=True)
     )
+
+
+def dataset_members(directory: Path) -> dict[str, dict[str, bytes]]:
+    """Each sample's members by key and extension, from the tar shards a dataset's manifest lists,
+    read with tarfile: independent of the project's readers."""
+    from iobench.datasets.manifest import Manifest
+
+    samples: dict[str, dict[str, bytes]] = {}
+    for path in Manifest.load(directory).shard_paths(directory):
+        with tarfile.open(path) as tf:
+            for m in tf:
+                key, ext = m.name.split(".", 1)
+                f = tf.extractfile(m)
+                assert f is not None
+                samples.setdefault(key, {})[ext] = f.read()
+    return samples
