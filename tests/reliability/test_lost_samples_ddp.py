@@ -18,6 +18,7 @@ from loaders.observe import LoaderCounters
 from loaders.storage.shardcache import ShardCache
 from tests.helpers.faultkit import stage_copy
 from tests.helpers.processes import ddp_example
+from tests.helpers.shardkit import key_label_pairs
 from tests.reliability.test_lost_samples import (
     DAMAGED,
     REGION,
@@ -25,7 +26,6 @@ from tests.reliability.test_lost_samples import (
     _loader,
     _lost_keys,
     _overwrite,
-    _pairs,
 )
 from tests.reliability.test_resource_faults import mounted_tmpfs
 
@@ -76,7 +76,7 @@ def _train(torchrun, lab, tmp_path: Path, urls: list[str], counts: Path, *flags:
 def test_a_damaged_cache_entry_under_ddp_trains_on_every_sample(torchrun, lab_env, shards, tmp_path):
     (url, urls, counts), manifest = shards[0]["clean"], shards[1]
     cache = tmp_path / "cache"
-    _pairs(_loader(url, manifest, cache))  # fills the cache
+    key_label_pairs(_loader(url, manifest, cache))  # fills the cache
     _damage(Path(ShardCache(cache, 10**9).path_for(urls[DAMAGED])), "zeros")
     proc, steps, ends = _train(
         torchrun, lab_env, tmp_path, urls, counts, f"--cache-dir={cache}", "--max-lost-fraction=0"
