@@ -22,7 +22,7 @@ import time
 from common import host_line, interleaved, median, paired, write_section
 
 from iobench.analysis.decoderate import measure_costs
-from iobench.datasets.synth import PRIOR_NOISE_SCALE, render
+from iobench.datasets.synth import PRIOR_NOISE_SCALE, render_sample
 from loaders.pipeline import decoder_name
 
 
@@ -53,7 +53,7 @@ def main() -> None:
     ap.add_argument("--images", type=int, default=200)
     ap.add_argument("--rounds", type=int, default=7)
     args = ap.parse_args()
-    jpegs = [render(0, i, PRIOR_NOISE_SCALE)[0] for i in range(args.images)]
+    jpegs = [render_sample(0, i, PRIOR_NOISE_SCALE)[0] for i in range(args.images)]
     mean_kib = sum(map(len, jpegs)) / len(jpegs) / 1024
     stages: dict[bool, list[tuple[float, float]]] = {True: [], False: []}
 

@@ -77,11 +77,11 @@ def main() -> None:
     args = ap.parse_args()
     import torch
 
-    from iobench.datasets.synth import PRIOR_NOISE_SCALE, render
+    from iobench.datasets.synth import PRIOR_NOISE_SCALE, render_sample
 
     torch.set_num_threads(1)  # as in a DataLoader worker
 
-    jpegs = [render(0, i, PRIOR_NOISE_SCALE)[0] for i in range(args.images)]
+    jpegs = [render_sample(0, i, PRIOR_NOISE_SCALE)[0] for i in range(args.images)]
     mean = sum(map(len, jpegs)) / len(jpegs)
     results = interleaved(
         {

@@ -70,7 +70,7 @@ def build(photo_set: tuple[photos.Photo, ...], seed: int, samples: int) -> tuple
     synth._CALIBRATION_CACHE.clear()
     try:
         scale, _ = synth.calibrate_noise(110.0)
-        return scale, [synth.render(seed, i, scale)[0] for i in range(samples)]
+        return scale, [synth.render_sample(seed, i, scale)[0] for i in range(samples)]
     finally:
         photos.load_photos = original
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from rich.console import Console
 from rich.text import Text
 
-from loaders.plugins import resolve
+from loaders.plugins import resolve_import
 
 # piped output (CI logs, files) gets a wide table rather than rich's 80-column default (or the
 # width COLUMNS asks for), and its lines are never broken mid-phrase: a reader's pager wraps them
@@ -26,7 +26,7 @@ err_console = Console(stderr=True, highlight=False)
 
 def _function(where: str) -> Callable:
     """``"module:name"`` (module relative to this package) imported."""
-    return resolve(where, what=f"the command's code {where!r}", package=__package__)
+    return resolve_import(where, what=f"the command's code {where!r}", package=__package__)
 
 
 def _delegated(where: str) -> Callable[[argparse.Namespace], int]:

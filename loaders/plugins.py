@@ -17,7 +17,7 @@ from importlib.metadata import entry_points
 from typing import Any, Generic, TypeVar
 
 
-def resolve(target: str, *, what: str, hint: str = "", package: str | None = None) -> Any:
+def resolve_import(target: str, *, what: str, hint: str = "", package: str | None = None) -> Any:
     """The object ``target`` (``"module:attr.path"``; a module relative to ``package`` where it
     starts with a dot) names. ImportError names ``what`` failed to load, why, and ``hint``."""
     module_name, sep, attr = target.partition(":")
@@ -129,7 +129,7 @@ class Registry(Generic[E]):
         entry = self.entry(name)
         obj = entry.target
         if isinstance(obj, str):
-            obj = resolve(obj, what=f"{self.kind} {name!r}", hint=entry.install_hint)
+            obj = resolve_import(obj, what=f"{self.kind} {name!r}", hint=entry.install_hint)
         if not self._accepts(obj):
             raise TypeError(f"{self.kind} {name!r} resolved to {obj!r}, which is not {self._must_be}")
         if entry.target is not obj:

@@ -25,7 +25,7 @@ def calibrate_command(args: argparse.Namespace, console: Console) -> int:
     cost, notes = measure_host_cost(args.model, args.device, args.batch_size)
     for note in notes:
         console.print(f"[yellow]note:[/] {note}")
-    path = hostcost.save(cost)
+    path = hostcost.keep_host_cost(cost)
     console.print(cost.describe())
     if cost.device_s is not None:
         console.print(f"device span per step alone (CUDA events): {1000 * cost.device_s:.1f} ms")

@@ -5,25 +5,19 @@ An emulated accelerator does this host work every step (hostwork.py) while it sl
 time, so a loader that takes every core slows the emulated step as it slows a real one. No torch
 here: validating a sweep file and ``recommend`` read it.
 
-Calibrations live in ``<cache_dir>/trainer-host.json`` (``$IOBENCH_CACHE``, else
-``~/.cache/iobench``), one entry per model, device and batch size; the latest measurement of each
-replaces the one before.
+Calibrations are kept in this host's calibration store (iobench/host/calibrations.py), one per
+model, device and batch size; the latest measurement of each replaces the one before.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import re
-import socket
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
 from iobench.accelerators.demand import load_model_table
-from iobench.host.atomic import atomic_write_json
-from iobench.host.cachedir import cache_dir
-
-CALIBRATION_FILE = "trainer-host.json"
+from iobench.host import calibrations
 
 
 @dataclass(frozen=True)
@@ -112,32 +106,26 @@ class HostCost:
         )
 
 
-def _path() -> Path:
-    return cache_dir() / CALIBRATION_FILE
-
-
 def load_calibrations() -> list[HostCost]:
-    """This host's calibrations; none when the file is missing or unreadable."""
+    """This host's calibrations (iobench/host/calibrations.py); none when there are none or they
+    cannot be read."""
+    # an entry of an older iobench keeps what this one still reads; the host work is then sized
+    # where it runs
+    known = {f.name for f in fields(HostCost)}
     try:
-        entries = json.loads(_path().read_text())["calibrations"]
-        # an entry of an older iobench keeps what this one still reads; the host work is then
-        # sized where it runs
-        known = {f.name for f in fields(HostCost)}
-        return [HostCost(**{k: v for k, v in e.items() if k in known}) for e in entries]
-    except (OSError, ValueError, KeyError, TypeError):
+        return [
+            HostCost(**{k: v for k, v in e.items() if k in known})
+            for e in calibrations.kept("trainer_host").values()
+        ]
+    except (AttributeError, TypeError):
         return []
 
 
-def save(cost: HostCost) -> Path:
+def keep_host_cost(cost: HostCost) -> Path:
     """Keep ``cost`` as this host's calibration of its model, device and batch size."""
-    key = (cost.model, cost.device, cost.batch_size)
-    kept = [c for c in load_calibrations() if (c.model, c.device, c.batch_size) != key]
-    path = _path()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(
-        path, {"host": socket.gethostname(), "calibrations": [asdict(c) for c in [*kept, cost]]}
+    return calibrations.keep(
+        "trainer_host", calibrations.trainer_key(cost.model, cost.device, cost.batch_size), asdict(cost)
     )
-    return path
 
 
 def default_cost(model: str) -> HostCost:

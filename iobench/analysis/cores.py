@@ -53,7 +53,7 @@ def cores_needed(
     )
 
 
-def describe(need: CoresNeeded) -> str:
+def describe_cores(need: CoresNeeded) -> str:
     """The cores figure in words, wherever it is shown."""
     return (
         f"{need.per_accelerator:.1f} cores per accelerator to feed the {need.samples_per_s:,.0f}/s of "

@@ -8,7 +8,7 @@ order (:func:`resolve`):
 1. given (``--decode-rate``);
 2. a run's cells (``--results``): the median thread CPU time of decode and of augment per sample;
 3. this host's calibration: the latest of what ``iobench inspect`` measured and what a sweep's
-   cells measured (:func:`save`, :func:`keep_from_run`);
+   cells measured (:func:`keep_rate`, :func:`keep_from_run`);
 4. the reference figures of docs/recommend.md, named as an assumption.
 
 The rate depends on the sample's size, so it is kept as two costs: decode, taken proportional to
@@ -25,7 +25,6 @@ resolved rate is the one of the decoder the loaders use here unless another is a
 
 from __future__ import annotations
 
-import json
 import random
 import statistics
 import time
@@ -33,8 +32,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from iobench.host.atomic import atomic_write_json
-from iobench.host.cachedir import cache_dir
+from iobench.host import calibrations
 from iobench.host.machine import this_host
 from iobench.host.units import format_bytes
 
@@ -49,7 +47,6 @@ ASSUMED_SOURCE = (
     "assumed: docs/recommend.md 'Reference figures' (decode 9.8 µs per KiB of JPEG + augment 0.11 ms per "
     "sample on one core of a 2-core cloud VM; `iobench inspect --accelerators 1xH100` measures this host)"
 )
-CALIBRATION_FILE = "decode-rate.json"
 
 
 @dataclass(frozen=True)
@@ -210,10 +207,10 @@ def measure_costs(jpegs: list[bytes], seconds: float = 1.0, roi: bool = True) ->
 def measure_here(seconds: float = 1.0, images: int = 24, roi: bool = True) -> DecodeRate:
     """Measured on this host with the decoder of ``decode_roi=roi``: synthetic ImageNet-like JPEGs
     from the synth dataset's generator."""
-    from iobench.datasets.synth import PRIOR_NOISE_SCALE, render
+    from iobench.datasets.synth import PRIOR_NOISE_SCALE, render_sample
     from loaders.pipeline import decoder_name
 
-    jpegs = [render(0, i, PRIOR_NOISE_SCALE)[0] for i in range(images)]
+    jpegs = [render_sample(0, i, PRIOR_NOISE_SCALE)[0] for i in range(images)]
     mean = sum(map(len, jpegs)) / len(jpegs)
     decode_ms, augment_ms = measure_costs(jpegs, seconds, roi)
     return DecodeRate(
@@ -227,25 +224,9 @@ def measure_here(seconds: float = 1.0, images: int = 24, roi: bool = True) -> De
     )
 
 
-def _calibrations() -> dict[str, dict]:
-    """This host's calibration file: a rate per decoder (a file from another host, or of an older
-    layout, holds none)."""
-    try:
-        doc = json.loads((cache_dir() / CALIBRATION_FILE).read_text())
-    except (OSError, ValueError):
-        return {}
-    if not isinstance(doc, dict) or doc.get("host") != this_host() or not isinstance(doc.get("rates"), dict):
-        return {}
-    return doc["rates"]
-
-
-def save(rate: DecodeRate) -> Path:
-    """Keep ``rate`` as this host's calibration of its decoder (in iobench's cache directory)."""
-    path = cache_dir() / CALIBRATION_FILE
-    path.parent.mkdir(parents=True, exist_ok=True)
-    rates = {**_calibrations(), rate.decoder: asdict(rate)}
-    atomic_write_json(path, {"host": this_host(), "rates": rates})
-    return path
+def keep_rate(rate: DecodeRate) -> Path:
+    """Keep ``rate`` as this host's calibration of its decoder (iobench/host/calibrations.py)."""
+    return calibrations.keep("decode_rate", rate.decoder, asdict(rate))
 
 
 def keep_from_run(run_dir: str | Path) -> DecodeRate | None:
@@ -259,7 +240,7 @@ def keep_from_run(run_dir: str | Path) -> DecodeRate | None:
     kept = [replace(r, kind="calibration", source=f"{r.source}, on {this_host()}") for r in rates.values()]
     try:
         for rate in kept:
-            save(rate)
+            keep_rate(rate)
     except OSError:
         pass  # a read-only home: the figures are in the run anyway
     return kept[0]
@@ -268,7 +249,7 @@ def keep_from_run(run_dir: str | Path) -> DecodeRate | None:
 def load_calibration(decoder: str | None = None) -> DecodeRate | None:
     """This host's calibration of ``decoder`` (default: the one the loaders use here), if one was
     measured here."""
-    doc = _calibrations().get(default_decoder() if decoder is None else decoder)
+    doc = calibrations.kept("decode_rate").get(default_decoder() if decoder is None else decoder)
     try:
         return DecodeRate(**doc) if doc else None
     except TypeError:

@@ -22,6 +22,7 @@ from iobench.results.figures import (
     StepRow,
     WallSplit,
 )
+from iobench.results.known import every_known
 from loaders import StageStats
 
 from .cellfigures import stage_shares
@@ -201,13 +202,13 @@ def aggregate(runs: list[RankInput], synchronous: bool = False) -> Aggregate:
     counted_waits = [e.wait for entries in kept for e in entries if start < e.end_s <= end]
     methods = {run.readers_in_process for run in runs}
     measured, epoch_stats = merged_stats(runs)
-    firsts = [run.time_to_first_batch_s for run in runs if run.time_to_first_batch_s is not None]
+    firsts = every_known(run.time_to_first_batch_s for run in runs)
     metrics = pipeline_metrics(
         window,
         job,
         ranks=n,
         every_step=every,
-        time_to_first_batch_s=max(firsts) if len(firsts) == len(runs) else None,
+        time_to_first_batch_s=max(firsts) if firsts else None,
         alone={run.rank: run.alone for run in runs if run.alone is not None},
         au_basis=runs[0].au_basis,
         readers_in_process=methods == {True},

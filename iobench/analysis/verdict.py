@@ -38,7 +38,7 @@ from iobench.results.choices import Bound
 from iobench.results.figures import CoreBudget, CoresNeeded, PipelineMetrics, Verdict
 from loaders.observe import RequestCounts
 
-from .cores import cores_needed, describe
+from .cores import cores_needed, describe_cores
 from .evidence import ClientFacts, Evidence, ReaderWork
 from .losses import loss_line
 
@@ -139,7 +139,7 @@ class _Judge:
         if ev.budget is not None:
             self.said.append(budget_line(ev.budget))
         if self.need is not None:
-            self.said.append(describe(self.need))
+            self.said.append(describe_cores(self.need))
         if ev.client is not None:
             self.client_share = self._client(ev.client)
         self.said.extend(ev.ranks)

@@ -24,6 +24,7 @@ from iobench.checkpoint.targets import Target, make_target
 from iobench.checkpoint.timing import Timed, timed_load, timed_save
 from iobench.results.checkpoint import CheckpointFigures, CheckpointSettings, SaveFigures, TransferFigures
 from iobench.results.figures import StepAccount
+from iobench.results.known import every_known
 
 
 def model_state(consumer: Any) -> dict[str, Any]:
@@ -174,5 +175,5 @@ def _restore(per_rank: list[Timed], ranks_per_node: int) -> TransferFigures:
 
 def _total(device_bytes: list[int | None]) -> int | None:
     """The ranks' device bytes together; None when any rank could not read its own."""
-    known = [n for n in device_bytes if n is not None]
-    return sum(known) if len(known) == len(device_bytes) else None
+    known = every_known(device_bytes)
+    return None if known is None else sum(known)

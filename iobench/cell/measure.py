@@ -26,7 +26,7 @@ from iobench.cell.ranks.allreduce import allreduce_model
 from iobench.cell.ranks.distributed import SOLO, Ranks
 from iobench.cell.ranks.sync import StepSync
 from iobench.cell.records import Measurement, StepLog
-from iobench.cell.steps.loaderfactory import epoch_factory
+from iobench.cell.steps.loaderfactory import epoch_factory, loader_config
 from iobench.cell.steps.steploop import mark_warmup, run_steps, step_durations
 from iobench.cell.telemetry import Telemetry, TelemetrySampler
 from iobench.host.cpuload import HostLoad
@@ -95,7 +95,10 @@ def measure(inputs: CellInputs, ranks: Ranks = SOLO) -> Measurement:
         created_at = time.perf_counter()
         saver = checkpoints.start(created_at) if checkpoints else None
         make_epoch = epoch_factory(
-            inputs.items, inputs.source, loader, run, rank=ranks.rank, world_size=ranks.world_size
+            loader.kind,
+            loader_config(
+                inputs.items, inputs.source, loader, run, rank=ranks.rank, world_size=ranks.world_size
+            ),
         )
         log = run_steps(
             make_epoch,

@@ -12,7 +12,7 @@ import os
 import shutil
 from pathlib import Path
 
-from iobench.host.atomic import fsync_dir
+from loaders.storage import fsync_dir
 
 from .aligned import ALIGN
 from .errors import CheckpointError, CheckpointMissing

@@ -47,7 +47,7 @@ _TAR_OVERHEAD = member_bytes(0) + 256 + member_bytes(3)
 PRIOR_NOISE_SCALE = 21.0  # calibrated for 110 KiB (Pillow 13, libjpeg-turbo); only a start
 
 
-def render(seed: int, index: int, noise_scale: float) -> tuple[bytes, int]:
+def render_sample(seed: int, index: int, noise_scale: float) -> tuple[bytes, int]:
     """JPEG bytes and class id of sample ``index``; a pure function of its arguments."""
     rng = np.random.default_rng([seed, index])
     label = int(rng.integers(NUM_CLASSES))
@@ -55,7 +55,7 @@ def render(seed: int, index: int, noise_scale: float) -> tuple[bytes, int]:
 
 
 def _render_task(args: tuple[int, int, float]) -> tuple[bytes, int]:
-    return render(*args)
+    return render_sample(*args)
 
 
 def _worker_init() -> None:

@@ -10,6 +10,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from loaders.storage import fsync_dir
+
 
 @contextlib.contextmanager
 def atomic_write(path: str | os.PathLike[str], mode: str = "wb") -> Iterator[IO[Any]]:
@@ -45,17 +47,3 @@ def atomic_write_json(path: str | os.PathLike[str], obj: Any, *, indent: int | N
     with atomic_write(path, "w") as f:
         json.dump(obj, f, indent=indent, sort_keys=True)
         f.write("\n")
-
-
-def fsync_dir(directory: Path) -> None:
-    # Makes the rename itself durable; some filesystems refuse O_RDONLY fsync on dirs, which is fine.
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)

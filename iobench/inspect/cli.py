@@ -81,7 +81,7 @@ def _decode_rate(
         return None
     rate = decoderate.measure_here()
     try:
-        notes.append(f"decode rate: kept as this host's calibration in {decoderate.save(rate)}")
+        notes.append(f"decode rate: kept as this host's calibration in {decoderate.keep_rate(rate)}")
     except OSError as exc:
         notes.append(f"decode rate: could not keep it as this host's calibration ({exc})")
     return rate
@@ -96,7 +96,7 @@ def inspect_command(args: argparse.Namespace, console: Console, nvml_lib: Any = 
     from .cores import estimate_cores
     from .inventory import ObjectClients, collect_inventory
     from .pitfalls import find_pitfalls
-    from .render import render
+    from .render import render_inspection
 
     if not os.path.isdir(args.root):
         raise ValueError(f"--root {args.root}: not a directory (it should hold sys/ and proc/)")
@@ -130,5 +130,5 @@ def inspect_command(args: argparse.Namespace, console: Console, nvml_lib: Any = 
         }
         print(json.dumps(doc, indent=2))
     else:
-        render(console, inv, demand, rate, cores, clients, pitfalls, notes)
+        render_inspection(console, inv, demand, rate, cores, clients, pitfalls, notes)
     return 0

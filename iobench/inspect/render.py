@@ -135,7 +135,7 @@ def _gpus(console: Console, inv: Inventory) -> None:
     console.print(t)
 
 
-def render(
+def render_inspection(
     console: Console,
     inv: Inventory,
     demand: AcceleratorDemand | None,

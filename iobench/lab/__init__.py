@@ -30,11 +30,11 @@ from .conf import (
     SHORT,
     STORE_KEEPS,
     LabInfo,
-    Layout,
+    LabPaths,
     default_lab_dir,
     lab_meta,
+    lab_paths,
     read_env,
-    resolve,
 )
 from .daemons import (
     CephMissingError,
@@ -51,8 +51,7 @@ from .daemons import (
     unmount,
 )
 from .daemontable import daemon_table
-from .restart import RESTARTABLE
-from .restart import restart as restart_one
+from .restart import RESTARTABLE, restart_daemon
 
 __all__ = [
     "DEFAULT_MON_PORTS",
@@ -76,7 +75,7 @@ def down(
     lab_dir: str | os.PathLike[str] | None = None, *, purge: bool = False, timeout: float = 15.0
 ) -> dict:
     """Unmount CephFS, stop this lab's daemons (rgw/mds, then mgr+osd, then mon); ``purge`` removes DIR."""
-    layout = Layout(resolve(lab_dir))
+    layout = lab_paths(lab_dir)
     t0 = time.monotonic()
     result: dict[str, Any] = {"dir": str(layout.dir), "unmounted": False}
     if mounted(layout.mnt):
@@ -122,8 +121,8 @@ def restart(
     if daemon not in (None, "all"):
         if daemon not in RESTARTABLE:
             raise ValueError(f"daemon {daemon!r}: restartable daemons are {', '.join(RESTARTABLE)} or all")
-        return restart_one(lab_dir, daemon, timeout=timeout)
-    layout = Layout(resolve(lab_dir))
+        return restart_daemon(lab_dir, daemon, timeout=timeout)
+    layout = lab_paths(lab_dir)
     if not lab_meta(layout).get("fsid"):
         raise LabError(
             f"{layout.dir} holds no lab made by `iobench lab up` (no lab.json): nothing to restart"
@@ -138,7 +137,7 @@ def purge(lab_dir: str | os.PathLike[str] | None = None) -> dict:
     return down(lab_dir, purge=True)
 
 
-def _purge(layout: Layout) -> None:
+def _purge(layout: LabPaths) -> None:
     if mounted(layout.mnt):
         raise LabError(f"{layout.mnt} is still mounted: unmount it (umount {layout.mnt}) before purging")
     still = live_daemons(layout, lab_meta(layout).get("pids"))
@@ -161,7 +160,7 @@ def status(lab_dir: str | os.PathLike[str] | None = None) -> dict:
     state: a recorded daemon whose process is gone is a DAEMON_DOWN check (HEALTH_ERR, HEALTH_WARN
     for the mgr), a dead mon HEALTH_ERR with no Ceph view at all.
     """
-    layout = Layout(resolve(lab_dir))
+    layout = lab_paths(lab_dir)
     meta = lab_meta(layout)
     table = daemon_table(layout, meta.get("endpoint"))
     daemons = {}

@@ -27,15 +27,15 @@ from .conf import (
     RGW,
     STORE_KEEPS,
     LabInfo,
+    LabPaths,
     LabSettings,
-    Layout,
     asok_too_long,
     env_vars,
     lab_meta,
+    lab_paths,
     render_conf,
     render_env,
     render_keyring,
-    resolve,
     s3_keys,
     write_private,
 )
@@ -98,7 +98,7 @@ def up(
     mon ports 3300/6789, a mgr, memstore, no CephFS.
     """
     say = progress or (lambda _msg: None)
-    layout = Layout(resolve(lab_dir))
+    layout = lab_paths(lab_dir)
     refuse_live(layout)
     # what the caller chose; the rest is LabSettings' defaults, or the existing lab's
     asked = {
@@ -150,13 +150,13 @@ def up(
     return info
 
 
-def _stop_started(layout: Layout, started: dict[str, int]) -> None:
+def _stop_started(layout: LabPaths, started: dict[str, int]) -> None:
     if mounted(layout.mnt):
         unmount(layout.mnt)
     stop_all(layout, live_daemons(layout, started))
 
 
-def _warn_ignored(layout: Layout, meta: dict, asked: dict, say: Callable[[str], None]) -> None:
+def _warn_ignored(layout: LabPaths, meta: dict, asked: dict, say: Callable[[str], None]) -> None:
     """Options given for a directory that holds a lab already, which differ from that lab's."""
     ports = meta.get("ports", {})
     kept = {
@@ -174,7 +174,7 @@ def _warn_ignored(layout: Layout, meta: dict, asked: dict, say: Callable[[str], 
             )
 
 
-def existing_lab(layout: Layout) -> dict | None:
+def existing_lab(layout: LabPaths) -> dict | None:
     """lab.json of a complete lab in ``layout`` (an earlier `up` finished there), else None."""
     meta = lab_meta(layout)
     if not meta.get("fsid") or not meta.get("ports"):
@@ -186,7 +186,7 @@ def existing_lab(layout: Layout) -> dict | None:
     return meta
 
 
-def _bring_back(layout: Layout, meta: dict, say: Callable[[str], None], timeout: float) -> LabInfo:
+def _bring_back(layout: LabPaths, meta: dict, say: Callable[[str], None], timeout: float) -> LabInfo:
     """Start the daemons of the lab in ``layout`` again, in `up`'s order: the same cluster."""
     from .restart import start_daemon
 
@@ -235,7 +235,7 @@ class _BringUp:
     caller can stop exactly that when a step fails."""
 
     def __init__(
-        self, layout: Layout, settings: LabSettings, say: Callable[[str], None], timeout: float
+        self, layout: LabPaths, settings: LabSettings, say: Callable[[str], None], timeout: float
     ) -> None:
         self.layout, self.settings, self.say, self.timeout = layout, settings, say, timeout
         self.daemons = daemon_table(layout, settings.endpoint)
@@ -396,7 +396,7 @@ class _BringUp:
         return info
 
 
-def refuse_live(layout: Layout) -> None:
+def refuse_live(layout: LabPaths) -> None:
     meta = lab_meta(layout)
     recorded = recorded_pids(layout, meta.get("pids"))
     live = live_daemons(layout, meta.get("pids"))
@@ -415,7 +415,7 @@ def refuse_live(layout: Layout) -> None:
     )
 
 
-def remove_entries(layout: Layout) -> None:
+def remove_entries(layout: LabPaths) -> None:
     for name in ENTRIES:
         path = layout.dir / name
         if path.is_dir() and not path.is_symlink():

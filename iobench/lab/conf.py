@@ -78,7 +78,7 @@ class LabSettings:
 
 
 @dataclass(frozen=True)
-class Layout:
+class LabPaths:
     """Paths inside one lab directory."""
 
     dir: Path
@@ -128,7 +128,7 @@ class Layout:
         return self.conf.exists() or self.lab_json.exists()
 
 
-def asok_too_long(layout: Layout) -> str | None:
+def asok_too_long(layout: LabPaths) -> str | None:
     """A warning when the longest admin socket path would not fit in sun_path, else None."""
     longest = layout.asok(RGW)
     if len(os.fsencode(longest)) > UNIX_PATH_MAX:
@@ -175,11 +175,11 @@ def s3_keys() -> tuple[str, str]:
     )
 
 
-def render_conf(layout: Layout, fsid: str, settings: LabSettings) -> str:
+def render_conf(layout: LabPaths, fsid: str, settings: LabSettings) -> str:
     return _global_section(layout, fsid, settings) + _daemon_sections(layout, settings)
 
 
-def _global_section(layout: Layout, fsid: str, settings: LabSettings) -> str:
+def _global_section(layout: LabPaths, fsid: str, settings: LabSettings) -> str:
     d = layout.dir
     v2, v1 = settings.mon_ports
     auth = settings.auth
@@ -221,7 +221,7 @@ mon warn on insecure global id reclaim allowed = false
 """
 
 
-def _daemon_sections(layout: Layout, settings: LabSettings) -> str:
+def _daemon_sections(layout: LabPaths, settings: LabSettings) -> str:
     d = layout.dir
     # $name is a Ceph metavariable, expanded by each daemon.
     per_daemon = (
@@ -338,7 +338,7 @@ class LabInfo:
 
     @classmethod
     def load(cls, lab_dir: str | os.PathLike[str]) -> LabInfo:
-        layout = Layout(resolve(lab_dir))
+        layout = lab_paths(lab_dir)
         meta = json.loads(layout.lab_json.read_text())
         env = read_env(layout.dir)
         return cls(
@@ -366,11 +366,12 @@ def read_env(lab_dir: str | os.PathLike[str]) -> dict[str, str]:
     return parse_env((Path(lab_dir) / "env").read_text())
 
 
-def resolve(lab_dir: str | os.PathLike[str] | None) -> Path:
-    return Path(os.path.realpath(Path(lab_dir or default_lab_dir()).expanduser()))
+def lab_paths(lab_dir: str | os.PathLike[str] | None) -> LabPaths:
+    """The lab in ``lab_dir`` (default: :func:`default_lab_dir`), its links and ``~`` resolved."""
+    return LabPaths(Path(os.path.realpath(Path(lab_dir or default_lab_dir()).expanduser())))
 
 
-def lab_meta(layout: Layout) -> dict:
+def lab_meta(layout: LabPaths) -> dict:
     """DIR/lab.json, or {} when there is none (yet)."""
     try:
         return json.loads(layout.lab_json.read_text())

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from .conf import FUSE, MDS, MGR, MON, OSD, RGW, Layout
+from .conf import FUSE, MDS, MGR, MON, OSD, RGW, LabPaths
 
 APT_PACKAGES = "ceph-mon ceph-osd ceph-mgr radosgw python3-rados"
 APT_CEPHFS = "ceph-mds ceph-fuse"
@@ -88,7 +88,7 @@ def read_pid(path: Path) -> int | None:
     return int(text) if text.isdigit() and int(text) > 1 else None
 
 
-def recorded_pids(layout: Layout, extra: dict[str, int] | None = None) -> dict[str, int]:
+def recorded_pids(layout: LabPaths, extra: dict[str, int] | None = None) -> dict[str, int]:
     """name -> pid from run/*.pid, then ``extra`` (lab.json) for names whose pid file is gone."""
     pids = dict(extra or {})
     if layout.run.is_dir():
@@ -99,7 +99,7 @@ def recorded_pids(layout: Layout, extra: dict[str, int] | None = None) -> dict[s
     return pids
 
 
-def live_daemons(layout: Layout, extra: dict[str, int] | None = None) -> dict[str, int]:
+def live_daemons(layout: LabPaths, extra: dict[str, int] | None = None) -> dict[str, int]:
     return {n: p for n, p in recorded_pids(layout, extra).items() if owned(p, layout.conf)}
 
 
@@ -161,7 +161,7 @@ def terminate(pids: dict[str, int], conf: Path, *, timeout: float = 15.0) -> dic
     return how
 
 
-def stop_all(layout: Layout, pids: dict[str, int], *, timeout: float = 15.0) -> dict[str, str]:
+def stop_all(layout: LabPaths, pids: dict[str, int], *, timeout: float = 15.0) -> dict[str, str]:
     how: dict[str, str] = {}
     for group in stop_order(pids):
         how.update(terminate({n: pids[n] for n in group}, layout.conf, timeout=timeout))
@@ -186,7 +186,7 @@ def tail(path: Path, lines: int = 20) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
-def failure(layout: Layout, daemon: str, what: str, logs: Iterable[Path] = ()) -> LabError:
+def failure(layout: LabPaths, daemon: str, what: str, logs: Iterable[Path] = ()) -> LabError:
     """An error naming the daemon and the log to read, with that log's last lines."""
     logs = [*logs, layout.logfile(daemon)]
     parts = [f"{daemon}: {what}"]
@@ -206,7 +206,7 @@ def wait_for(
     *,
     what: str,
     timeout: float,
-    layout: Layout,
+    layout: LabPaths,
     daemon: str,
     pid: int | None = None,
 ) -> None:
@@ -224,7 +224,7 @@ def wait_for(
         delay = min(delay * 1.5, 0.25)
 
 
-def launch(layout: Layout, name: str, argv: list[str], *, timeout: float = 60.0) -> int:
+def launch(layout: LabPaths, name: str, argv: list[str], *, timeout: float = 60.0) -> int:
     """Run a self-daemonizing Ceph daemon; return the pid from its pid file."""
     pidfile = layout.pidfile(name)
     stale = read_pid(pidfile)
@@ -318,12 +318,12 @@ def detach(path: Path) -> None:
 # ------------------------------------------------------------------ the ceph CLI, bound to a lab
 
 
-def ceph(layout: Layout, *args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+def ceph(layout: LabPaths, *args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
     argv = ["ceph", "-c", str(layout.conf), "--connect-timeout", str(int(timeout)), *args]
     return subprocess.run(argv, capture_output=True, text=True, env=clean_env(), timeout=timeout + 5)
 
 
-def ceph_json(layout: Layout, *args: str, timeout: float = 30) -> Any:
+def ceph_json(layout: LabPaths, *args: str, timeout: float = 30) -> Any:
     r = ceph(layout, *args, "-f", "json", timeout=timeout)
     if r.returncode != 0:
         return None
@@ -333,7 +333,7 @@ def ceph_json(layout: Layout, *args: str, timeout: float = 30) -> Any:
         return None
 
 
-def ceph_ok(layout: Layout, daemon: str, *args: str) -> str:
+def ceph_ok(layout: LabPaths, daemon: str, *args: str) -> str:
     r = ceph(layout, *args)
     if r.returncode != 0:
         raise failure(layout, daemon, f"`ceph {' '.join(args)}` failed: {r.stderr.strip()}")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from iobench.ceph.adminsocket import asok_command
 
-from .conf import FUSE, MDS, MGR, MON, OSD, RGW, Layout
+from .conf import FUSE, MDS, MGR, MON, OSD, RGW, LabPaths
 from .daemons import LabError, ceph, ceph_json, http_ready, mounted, wait_for
 
 MOUNT_PROBE_S = 2.0  # a mount that does not answer stat() within this counts as gone
@@ -29,12 +29,12 @@ class Daemon:
     log: Path
     serves: str  # what is lost while it is down
 
-    def await_serving(self, layout: Layout, pid: int, timeout: float) -> None:
+    def await_serving(self, layout: LabPaths, pid: int, timeout: float) -> None:
         """Return once it serves; fail at once if ``pid`` exits, or after ``timeout`` seconds."""
         wait_for(self.ready, what=self.awaited, timeout=timeout, layout=layout, daemon=self.name, pid=pid)
 
 
-def daemon_table(layout: Layout, endpoint: str | None) -> dict[str, Daemon]:
+def daemon_table(layout: LabPaths, endpoint: str | None) -> dict[str, Daemon]:
     """The daemons of the lab in ``layout``, in start order; ``endpoint``: its S3 endpoint (None for
     a lab.json that has none: radosgw can then be started but not awaited)."""
     conf = str(layout.conf)
@@ -93,7 +93,7 @@ def daemon_table(layout: Layout, endpoint: str | None) -> dict[str, Daemon]:
     return {d.name: d for d in table}
 
 
-def _osd_active(layout: Layout) -> bool:
+def _osd_active(layout: LabPaths) -> bool:
     """The running OSD itself says it booted and serves (its admin socket: state "active"). The
     mon's map is no witness: after a kill -9 it keeps saying "up" for up to 15 min."""
     try:
@@ -102,7 +102,7 @@ def _osd_active(layout: Layout) -> bool:
         return False
 
 
-def _mds_active(layout: Layout) -> bool:
+def _mds_active(layout: LabPaths) -> bool:
     dump = ceph_json(layout, "fs", "dump", timeout=10) or {}
     return any(
         i.get("state") == "up:active"
@@ -111,7 +111,7 @@ def _mds_active(layout: Layout) -> bool:
     )
 
 
-def _serving_http(layout: Layout, endpoint: str | None) -> bool:
+def _serving_http(layout: LabPaths, endpoint: str | None) -> bool:
     if not endpoint:
         raise LabError(f"{layout.lab_json} has no endpoint: is this a lab made by `iobench lab up`?")
     return http_ready(endpoint + "/")

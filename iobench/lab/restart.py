@@ -14,7 +14,7 @@ import json
 import os
 import time
 
-from .conf import FUSE, MDS, MGR, MON, OSD, SHORT, Layout, lab_meta, resolve
+from .conf import FUSE, MDS, MGR, MON, OSD, SHORT, LabPaths, lab_meta, lab_paths
 from .daemons import (
     LabError,
     ceph,
@@ -27,18 +27,18 @@ from .daemons import (
 )
 from .daemontable import daemon_table
 
-__all__ = ["RESTARTABLE", "restart", "start_daemon", "stop_daemon"]
+__all__ = ["RESTARTABLE", "restart_daemon", "start_daemon", "stop_daemon"]
 
 RESTARTABLE = tuple(SHORT)  # mon, mgr, osd, rgw, mds, fuse
 
 
-def osd_up(layout: Layout) -> bool:
+def osd_up(layout: LabPaths) -> bool:
     """The mon's osdmap says osd.0 is up (after a kill -9 it keeps saying so for up to 15 min)."""
     dump = ceph_json(layout, "osd", "dump", timeout=10) or {}
     return any(o.get("osd") == 0 and o.get("up") for o in dump.get("osds", []))
 
 
-def stop_daemon(layout: Layout, name: str, *, timeout: float = 15.0) -> str:
+def stop_daemon(layout: LabPaths, name: str, *, timeout: float = 15.0) -> str:
     """Stop ``name`` if it runs (how it ended: stopped, killed, not running); a FUSE mount is unmounted."""
     meta = lab_meta(layout)
     live = live_daemons(layout, meta.get("pids"))
@@ -62,7 +62,7 @@ def stop_daemon(layout: Layout, name: str, *, timeout: float = 15.0) -> str:
     return how
 
 
-def _evict_stale_sessions(layout: Layout) -> list[int]:
+def _evict_stale_sessions(layout: LabPaths) -> list[int]:
     """Evict the MDS sessions of this lab's mount whose ceph-fuse is gone (killed: it released no
     caps). Left alone, the MDS keeps their caps until session_timeout (60 s), and the next client
     to open a file they held waits that long (measured: a read after `restart fuse` took 60 s)."""
@@ -76,7 +76,7 @@ def _evict_stale_sessions(layout: Layout) -> list[int]:
     return evicted
 
 
-def start_daemon(layout: Layout, name: str, *, timeout: float = 120.0, wait: bool = True) -> int:
+def start_daemon(layout: LabPaths, name: str, *, timeout: float = 120.0, wait: bool = True) -> int:
     """Start ``name`` with `up`'s argv; with ``wait``, return once it serves. Its pid."""
     daemon = daemon_table(layout, lab_meta(layout).get("endpoint"))[name]
     if name == FUSE:
@@ -103,7 +103,7 @@ def start_daemon(layout: Layout, name: str, *, timeout: float = 120.0, wait: boo
     return pid
 
 
-def _record_pid(layout: Layout, name: str, pid: int) -> None:
+def _record_pid(layout: LabPaths, name: str, pid: int) -> None:
     """Keep lab.json's pids current: `down` falls back to them when a pid file is gone."""
     meta = lab_meta(layout)
     if not meta:
@@ -114,7 +114,7 @@ def _record_pid(layout: Layout, name: str, pid: int) -> None:
     os.replace(tmp, layout.lab_json)
 
 
-def restart(
+def restart_daemon(
     lab_dir: str | os.PathLike[str] | None,
     daemon: str,
     *,
@@ -126,7 +126,7 @@ def restart(
     Returns {"restarted": {name: how the old one ended}, "seconds": s, "notes": [...]}. Raises
     LabError (naming the log to read) when the daemon does not come back within ``timeout`` s.
     """
-    layout = Layout(resolve(lab_dir))
+    layout = lab_paths(lab_dir)
     meta = lab_meta(layout)
     if not meta.get("fsid"):
         raise LabError(

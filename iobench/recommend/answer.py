@@ -15,7 +15,7 @@ from iobench.analysis.verdict import AU_TARGET
 
 from .changes import Change
 from .crossovers import Crossover
-from .placements import Option, Scenario
+from .placements import PlacementOption, Scenario
 from .reasons import fetch_words
 
 # figures an answer may rest on without measuring them first
@@ -24,7 +24,7 @@ SOLID = ("measured", "given")
 
 @dataclass(frozen=True)
 class Answer:
-    option: Option | None  # what to buy; None: no option fits the node with its rates known
+    option: PlacementOption | None  # what to buy; None: no option fits the node with its rates known
     reaches: bool  # it reaches the target AU
     headline: str
     why: tuple[str, ...]
@@ -32,7 +32,7 @@ class Answer:
     would_change: tuple[str, ...]  # what would change this answer
 
 
-def _fits(s: Scenario, o: Option) -> str:
+def _fits(s: Scenario, o: PlacementOption) -> str:
     u = s.units
     nvme = (
         f"{u.size(s.dataset_bytes if o.setup == 'local' else s.dataset_bytes / s.nodes)} of its "
@@ -49,14 +49,14 @@ def _fits(s: Scenario, o: Option) -> str:
     return f"fits the node: {nvme}{cores:,.0f} of {s.cores} cores, {u.size(o.ram.needed_bytes)} of {u.size(s.ram_bytes)} RAM{net}"
 
 
-def _au(o: Option) -> str:
+def _au(o: PlacementOption) -> str:
     au = f"AU {o.prediction.au:.2f}"
     if o.au_range:
         au += f" ({o.au_range[0]:.2f}-{o.au_range[1]:.2f} by how the cache and backend share the reads)"
     return au
 
 
-def _binds(s: Scenario, o: Option) -> str:
+def _binds(s: Scenario, o: PlacementOption) -> str:
     p = o.prediction
     if p.binding == "accelerator":
         return f"feeds the {p.capacities['accelerator']:,.0f} samples/s a node's accelerators take"
@@ -67,7 +67,7 @@ def _binds(s: Scenario, o: Option) -> str:
     )
 
 
-def _what(o: Option) -> str:
+def _what(o: PlacementOption) -> str:
     how = {
         "cpu": "decoded on the CPU",
         "dali": "decoded on the GPUs with DALI",
@@ -76,7 +76,7 @@ def _what(o: Option) -> str:
     return f"{o.name}, {how[o.decode]}"
 
 
-def _why(s: Scenario, o: Option) -> list[str]:
+def _why(s: Scenario, o: PlacementOption) -> list[str]:
     lines = [f"{_au(o)}: {_binds(s, o)}", _fits(s, o)]
     if o.staging is not None:
         lines.append(f"staging: {o.staging.words(s)}")
@@ -90,7 +90,7 @@ def _why(s: Scenario, o: Option) -> list[str]:
     return lines
 
 
-def _would_change(s: Scenario, o: Option, crossovers: tuple[Crossover, ...]) -> list[str]:
+def _would_change(s: Scenario, o: PlacementOption, crossovers: tuple[Crossover, ...]) -> list[str]:
     out = []
     weak = sorted(
         {f"{name.split(' (')[0]} [{f.origin}]" for name, f in o.inputs.items() if f.origin not in SOLID}
@@ -110,7 +110,10 @@ def _would_change(s: Scenario, o: Option, crossovers: tuple[Crossover, ...]) -> 
 
 
 def answer(
-    s: Scenario, opts: tuple[Option, ...], changes: tuple[Change, ...], crossovers: tuple[Crossover, ...]
+    s: Scenario,
+    opts: tuple[PlacementOption, ...],
+    changes: tuple[Change, ...],
+    crossovers: tuple[Crossover, ...],
 ) -> Answer:
     """The recommendation among ``opts`` (ranked), said in a headline and its reasons."""
     best = next((o for o in opts if o.feasible and not o.conditional), None)

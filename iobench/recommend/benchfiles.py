@@ -17,7 +17,7 @@ _FIO_SIZE = re.compile(r"^\s*(\d+(?:\.\d*)?)\s*([kmgtp]?)(i?b?)\s*$", re.IGNOREC
 
 
 @dataclass(frozen=True)
-class Reading:
+class BenchReading:
     tool: str  # fio | IOR | elbencho | warp | rados bench
     bytes_per_s: float  # what one node (one client) read
     said: str
@@ -49,7 +49,7 @@ def _fio_size(text: object) -> float | None:
     return float(m.group(1)) * 1024 ** " kmgtp".index((m.group(2) or " ").lower())
 
 
-def _fio(doc: dict, path: Path) -> Reading:
+def _fio(doc: dict, path: Path) -> BenchReading:
     jobs = doc.get("jobs") or []
     bw = sum(float((j.get("read") or {}).get("bw_bytes") or 0) for j in jobs)
     if bw <= 0:
@@ -64,7 +64,7 @@ def _fio(doc: dict, path: Path) -> Reading:
     where = f"; devices {', '.join(devices)}" if devices else ""
     size = _fio_size(opts.get("size"))
     jobs_reading = 1 if opts.get("filename") else int(opts.get("numjobs") or 1)
-    return Reading(
+    return BenchReading(
         "fio",
         bw,
         f"fio {doc.get('fio version', '')} ({said}{where})".replace("  ", " "),
@@ -74,7 +74,7 @@ def _fio(doc: dict, path: Path) -> Reading:
     )
 
 
-def _ior(doc: dict, path: Path) -> Reading:
+def _ior(doc: dict, path: Path) -> BenchReading:
     read = next((r for r in doc.get("summary") or [] if r.get("operation") == "read"), None)
     if not read or not read.get("bwMeanMIB"):
         raise ValueError(f"{path}: IOR measured no reads; run ior with -r (and -O summaryFormat=JSON)")
@@ -85,7 +85,7 @@ def _ior(doc: dict, path: Path) -> Reading:
     footprint = _human(options.get("aggregate filesize"))
     bw = float(read["bwMeanMIB"]) * MIB
     per = f", {bw / 1e9:,.3g} GB/s from {nodes} nodes together, per node" if nodes > 1 else ""
-    return Reading(
+    return BenchReading(
         "IOR",
         bw / nodes,
         f"IOR {read.get('API', '')} read, mean of {read.get('repetitions', 1)} repetition(s), "
@@ -104,14 +104,14 @@ def _human(text: object) -> float | None:
     return float(m.group(1)) * (1 if m.group(2) == "bytes" else 1024 ** "KMGTP".index(m.group(2)[0]) * 1024)
 
 
-def _elbencho(docs: list[dict], path: Path) -> Reading:
+def _elbencho(docs: list[dict], path: Path) -> BenchReading:
     read = next((d for d in docs if str(d.get("operation", "")).upper() == "READ"), None)
     if read is None or not read.get("MiB/s [last]"):
         raise ValueError(f"{path}: elbencho measured no reads; run elbencho with -r and --jsonfile")
     command = str(read.get("command") or "")
     mib = float(read.get("MiB [last]") or 0) * MIB
     hosts = "--hosts" in command
-    return Reading(
+    return BenchReading(
         "elbencho",
         float(read["MiB/s [last]"]) * MIB,
         f"elbencho {read.get('version', '')} READ, {read.get('threads', '?')} thread(s)"
@@ -122,7 +122,7 @@ def _elbencho(docs: list[dict], path: Path) -> Reading:
     )
 
 
-def _warp(doc: dict, path: Path) -> Reading:
+def _warp(doc: dict, path: Path) -> BenchReading:
     if "by_op_type" in doc:  # warp 1.x: totals per operation type
         get = (doc.get("by_op_type") or {}).get("GET") or {}
         tp = get.get("throughput") or {}
@@ -136,29 +136,29 @@ def _warp(doc: dict, path: Path) -> Reading:
     if bw <= 0:
         raise ValueError(f"{path}: warp measured no GETs; run `warp get ... --json` (reads are GETs)")
     if clients > 1:  # distributed warp: the clients' total; a node reads its share
-        return Reading(
+        return BenchReading(
             "warp",
             bw / clients,
             f"warp GET, {bw / 1e9:,.3g} GB/s from {clients} clients together, per client (concurrency {threads})",
         )
-    return Reading("warp", bw, f"warp GET (one client, concurrency {threads})")
+    return BenchReading("warp", bw, f"warp GET (one client, concurrency {threads})")
 
 
-def _rados(doc: dict, path: Path) -> Reading:
+def _rados(doc: dict, path: Path) -> BenchReading:
     if "total_reads_made" not in doc:
         raise ValueError(
             f"{path}: a rados bench write run; read rates come from `rados bench -p POOL 60 seq --format json`"
         )
     # obj_bencher.cc: bandwidth = reads x op size / seconds / 2**20 ("MB/sec", MiB)
     bw = float(doc["bandwidth"]) * MIB
-    return Reading(
+    return BenchReading(
         "rados bench",
         bw,
         f"rados bench (reads of {doc.get('read_size')} B, {float(doc.get('total_time_run', 0)):.0f} s)",
     )
 
 
-def read_file(path: Path, where: str) -> Reading:
+def read_file(path: Path, where: str) -> BenchReading:
     """The reading in a fio, IOR, elbencho, warp or rados bench JSON file."""
     try:
         docs = _documents(path.read_text())

@@ -12,7 +12,7 @@ from typing import Literal, TypedDict, get_args
 from iobench.analysis.verdict import AU_TARGET
 
 from .calibrate import Calibration, Figure
-from .placements import Option, Scenario, evaluate
+from .placements import PlacementOption, Scenario, evaluate
 from .rates import Setup
 from .storages import BACKEND_NAMES
 
@@ -71,7 +71,13 @@ def apply(s: Scenario, what: ChangeWhat) -> Scenario:
 
 
 def _check(
-    s: Scenario, o: Option, cal: Calibration | None, kind: Kind, words: str, what: ChangeWhat, size: float
+    s: Scenario,
+    o: PlacementOption,
+    cal: Calibration | None,
+    kind: Kind,
+    words: str,
+    what: ChangeWhat,
+    size: float,
 ) -> Change | None:
     decode = str(what.get("decode", o.decode))
     after = evaluate(apply(s, what), o.setup, decode, cal)
@@ -80,7 +86,7 @@ def _check(
     return Change(kind, words, after.label, o.setup, decode, after.prediction.au or 0.0, what, size)
 
 
-def _gpu_decode(s: Scenario, o: Option, cal: Calibration | None) -> Change | None:
+def _gpu_decode(s: Scenario, o: PlacementOption, cal: Calibration | None) -> Change | None:
     if o.decode != "cpu" or s.vendor != "nvidia":
         return None
     return _check(
@@ -94,7 +100,7 @@ def _gpu_decode(s: Scenario, o: Option, cal: Calibration | None) -> Change | Non
     )
 
 
-def _rate(s: Scenario, o: Option, cal: Calibration | None) -> Change | None:
+def _rate(s: Scenario, o: PlacementOption, cal: Calibration | None) -> Change | None:
     """The backend rate the option needs (a shared store's; the NVMe array's is drives)."""
     if o.rate_key in ("", "nvme") or o.delivered is not None:
         return None
@@ -122,7 +128,7 @@ def _rate(s: Scenario, o: Option, cal: Calibration | None) -> Change | None:
     return _check(s, o, cal, "measure-rate" if unknown else "faster-store", words, what, size)
 
 
-def _needed_known(o: Option) -> float | None:
+def _needed_known(o: PlacementOption) -> float | None:
     """The backend rate a fetch-bound option with known rates needs for the target: its backend
     scaled by the shortfall (the backend's share of the fetch scales with it)."""
     backend = o.inputs.get("backend bandwidth (bytes/s)")
@@ -131,7 +137,7 @@ def _needed_known(o: Option) -> float | None:
     return backend.value * AU_TARGET / o.prediction.au
 
 
-def _drives(s: Scenario, o: Option, cal: Calibration | None) -> Change | None:
+def _drives(s: Scenario, o: PlacementOption, cal: Calibration | None) -> Change | None:
     """The fewest NVMe drives (of the node's size) with which the option fits and reaches it."""
     if o.setup not in ("local", "sharded", "object+nvme", "ceph+nvme") or s.rates.tier("nvme"):
         return None
@@ -144,7 +150,7 @@ def _drives(s: Scenario, o: Option, cal: Calibration | None) -> Change | None:
     return None
 
 
-def _ram(s: Scenario, o: Option, cal: Calibration | None) -> Change | None:
+def _ram(s: Scenario, o: PlacementOption, cal: Calibration | None) -> Change | None:
     if not any(x.startswith("RAM") for x in o.shortfalls):
         return None
     need = o.ram.loader_buffers_bytes + (o.cache_bytes if s.memory_cache_bytes is not None else 0.0)
@@ -153,7 +159,7 @@ def _ram(s: Scenario, o: Option, cal: Calibration | None) -> Change | None:
     return _check(s, o, cal, "ram", words, {"ram_bytes": ram}, ram / s.ram_bytes)
 
 
-def _cores(s: Scenario, o: Option, cal: Calibration | None) -> Change | None:
+def _cores(s: Scenario, o: PlacementOption, cal: Calibration | None) -> Change | None:
     if o.prediction.binding != "prep" and not any(x.startswith("cores") for x in o.shortfalls):
         return None
     start = max(s.cores + 1, math.ceil(o.cores_needed))
@@ -166,7 +172,7 @@ def _cores(s: Scenario, o: Option, cal: Calibration | None) -> Change | None:
     return None
 
 
-def changes(s: Scenario, opts: list[Option], cal: Calibration | None) -> list[Change]:
+def changes(s: Scenario, opts: list[PlacementOption], cal: Calibration | None) -> list[Change]:
     """Every single change that makes one of ``opts`` reach the target, cheapest first, where none
     does yet; where no single change does, the changes of the best options together (checked the
     same way)."""
@@ -185,7 +191,7 @@ def changes(s: Scenario, opts: list[Option], cal: Calibration | None) -> list[Ch
     return sorted(best.values(), key=lambda c: c.cost)
 
 
-def _together(s: Scenario, opts: list[Option], cal: Calibration | None) -> list[Change]:
+def _together(s: Scenario, opts: list[PlacementOption], cal: Calibration | None) -> list[Change]:
     """The changes each option needs at once: more RAM and cores where it does not fit, then its
     storage's rate or drives on top."""
     out = []

@@ -658,19 +658,19 @@ def _measured(args: argparse.Namespace, s: Scenario, mixed: tuple) -> tuple[Cali
 
 def recommend_command(args: argparse.Namespace, console: Console) -> int:
     from .checkpointrender import checkpoint_json, render_checkpoints, wanted
-    from .render import render, to_json
+    from .render import recommendation_json, render_recommendation
 
     sizing = _checkpoint_sizing(args) if wanted(args) else None
     report = recommend(args) if sizing is None or args.dataset_size or args.manifest else None
     if args.json:
-        out = to_json(report) if report is not None else {}
+        out = recommendation_json(report) if report is not None else {}
         print(
             json.dumps({**out, **({"checkpoint": checkpoint_json(sizing)} if sizing else {})}, indent=2),
             file=console.file,
         )
         return 0
     if report is not None:
-        render(report, console, detail=args.detail)
+        render_recommendation(report, console, detail=args.detail)
     if sizing is not None:
         render_checkpoints(sizing, console)
     return 0

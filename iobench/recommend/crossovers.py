@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass, replace
 
 from .calibrate import Calibration
-from .placements import Option, Scenario, options
+from .placements import PlacementOption, Scenario, options
 from .reasons import why_ahead
 
 GRID_FROM, GRID_TO, PER_DECADE = 100e9, 100e12, 12
@@ -39,7 +39,7 @@ class Crossover:
     conditional: str = ""  # ``to``'s rates are not all known: what is missing
 
 
-def _ranked(s: Scenario, cal: Calibration | None, size: float) -> list[Option]:
+def _ranked(s: Scenario, cal: Calibration | None, size: float) -> list[PlacementOption]:
     return options(replace(s, dataset_bytes=size), cal)
 
 

@@ -17,7 +17,7 @@ from iobench.analysis.verdict import AU_TARGET
 
 from .calibrate import Calibration, cpu_bound
 from .claims import WRITE_UP, WRITE_UP_TABLE, Claim
-from .placements import Option, Scenario, options
+from .placements import PlacementOption, Scenario, options
 from .reasons import standing, why_ahead
 
 SOURCE = WRITE_UP
@@ -35,7 +35,7 @@ class Check:
     agrees: bool | None  # the rule and the model reach the same verdict here; None: cannot say
 
 
-def _unknown(o: Option) -> str:
+def _unknown(o: PlacementOption) -> str:
     """Which of an option's storage figures are not measured or given, and where they come from."""
     if o.conditional:
         return o.conditional

@@ -53,7 +53,7 @@ DECODE_ORDER = ("none", "cpu", "dali")
 
 
 @dataclass
-class Option:
+class PlacementOption:
     name: str
     setup: Setup
     decode: str  # cpu | dali | none (read without decoding)
@@ -239,7 +239,7 @@ def _needed(s: Scenario, st: Storage, hit: float, prep: float) -> tuple[float | 
     return s.mix.needed(at, hit, cache), s.mix.needed_range(at, hit, cache)
 
 
-def _option(s: Scenario, st: Storage, decode: str, cal: Calibration | None) -> Option:
+def _option(s: Scenario, st: Storage, decode: str, cal: Calibration | None) -> PlacementOption:
     req = s.requirement
     inputs: dict[str, Figure] = {"demand per accelerator (samples/s)": s.per_accelerator}
     prep, cores, workers = _prep(s, decode, cal, _fetch_cpu_ms(cal, st.kinds), inputs)
@@ -272,7 +272,7 @@ def _option(s: Scenario, st: Storage, decode: str, cal: Calibration | None) -> O
     short = _shortfalls(s, st, buffers)
     from_backend = 1.0 - (hit if f.delivered is None else 0.0)
     backend_read = from_backend * p.samples_per_s * s.sample_bytes
-    return Option(
+    return PlacementOption(
         name=st.name,
         setup=st.setup,
         decode=decode,
@@ -368,7 +368,7 @@ def _origin(rate: DecodeRate) -> str:
     return {"given": "given", "run": "measured", "calibration": "measured"}.get(rate.kind, "reference")
 
 
-def rank_key(o: Option) -> tuple:
+def rank_key(o: PlacementOption) -> tuple:
     """Feasible first; then options whose every rate is known before conditional ones; then the
     higher predicted AU; at equal AU the one that keeps fewer cores busy, then the one with less
     hardware (the node alone; the nodes and their network; a storage system beside them), then the
@@ -393,13 +393,13 @@ def decodes(s: Scenario) -> tuple[str, ...]:
     return ("cpu", "dali") if s.vendor == "nvidia" else ("cpu",)
 
 
-def options(s: Scenario, cal: Calibration | None) -> list[Option]:
+def options(s: Scenario, cal: Calibration | None) -> list[PlacementOption]:
     """Every option for ``s``, best first (:func:`rank_key`)."""
     found = [_option(s, st, d, cal) for st in storages(s, cal) for d in decodes(s)]
     return sorted(found, key=rank_key)
 
 
-def evaluate(s: Scenario, setup: Setup, decode: str, cal: Calibration | None) -> Option | None:
+def evaluate(s: Scenario, setup: Setup, decode: str, cal: Calibration | None) -> PlacementOption | None:
     """The one option of ``setup`` and ``decode`` for ``s`` (None where ``s`` has no such setup)."""
     st = next((st for st in storages(s, cal) if st.setup == setup), None)
     return _option(s, st, decode, cal) if st is not None and decode in decodes(s) else None

@@ -42,7 +42,7 @@ from typing import Literal, TypeGuard, get_args
 
 from iobench.host.units import parse_bandwidth, parse_size
 
-from .benchfiles import Reading, read_file
+from .benchfiles import BenchReading, read_file
 from .calibrate import Figure
 from .units import Units
 
@@ -126,7 +126,7 @@ def _sizes(text: str, where: str) -> tuple[float | None, float | None]:
     raise ValueError(f"{where}: sizes {text!r}: write <1TB, >10TB, 1TB-10TB or all")
 
 
-def vet(reading: Reading, key: str, where: str, ram_bytes: float | None) -> str:
+def vet(reading: BenchReading, key: str, where: str, ram_bytes: float | None) -> str:
     """Refuse a benchmark's rate that cannot be ``key``'s: a device that is not NVMe given as the
     NVMe array's, a buffered read of no more than the node's RAM (the page cache served it). Return
     a caveat where the file cannot tell ('' when it can)."""

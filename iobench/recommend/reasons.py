@@ -3,12 +3,12 @@ of leader in the crossover table and every disagreement with a published rule ca
 
 from __future__ import annotations
 
-from .placements import Option, rank_key
+from .placements import PlacementOption, rank_key
 from .storages import HARDWARE
 from .units import Units
 
 
-def fetch_words(o: Option, units: Units) -> str:
+def fetch_words(o: PlacementOption, units: Units) -> str:
     """How an option's steady-state fetch rate comes about."""
     rate = units.rate(o.fetch_bytes_per_s)
     if o.delivered is not None:
@@ -20,7 +20,7 @@ def fetch_words(o: Option, units: Units) -> str:
     return rate
 
 
-def standing(o: Option, units: Units) -> str:
+def standing(o: PlacementOption, units: Units) -> str:
     """An option's AU and what binds it."""
     p = o.prediction
     if o.conditional:
@@ -33,7 +33,7 @@ def standing(o: Option, units: Units) -> str:
     return f"AU {p.au:.2f}, {what}"
 
 
-def why_ahead(a: Option, b: Option, units: Units) -> str:
+def why_ahead(a: PlacementOption, b: PlacementOption, units: Units) -> str:
     """Why ``a`` ranks above ``b`` (placements.rank_key), in the first term of the key that differs."""
     ka, kb = rank_key(a), rank_key(b)
     if ka[0] != kb[0]:

@@ -14,7 +14,7 @@ from .crossovers import Crossover, Leader
 from .hostcheck import Carried
 from .hypotheses import Check
 from .mixrule import MixCell
-from .placements import Option, Scenario
+from .placements import PlacementOption, Scenario
 from .scale import AtScale
 from .validate import CellCheck
 
@@ -25,7 +25,7 @@ SCHEMA_VERSION = 2  # of the --json document: 2 adds schema_version and recommen
 class Recommendation:
     scenario: Scenario
     answer: Answer  # what to buy, why, what would change it (the options' first feasible known one)
-    options: tuple[Option, ...]  # ranked, best first
+    options: tuple[PlacementOption, ...]  # ranked, best first
     changes: tuple[Change, ...]  # what would make an option reach the target, cheapest first
     crossovers: tuple[Crossover, ...]  # dataset sizes where the leader changes, with the reason
     leaders: tuple[Leader, ...]

@@ -22,14 +22,14 @@ from rich.table import Table
 from iobench.results import codec
 
 if TYPE_CHECKING:
-    from .placements import Option
+    from .placements import PlacementOption
     from .recommendation import Recommendation
     from .scenario import Scenario
 
 WIDTH = 100
 
 
-def to_json(report: Recommendation) -> dict:
+def recommendation_json(report: Recommendation) -> dict:
     """The --json document: ``schema_version``, the ``recommendation`` (the answer), then the record
     as the codec writes it (strict JSON: no infinities), the scenario's decode rate at its sample
     size, and the calibration in brief."""
@@ -37,7 +37,7 @@ def to_json(report: Recommendation) -> dict:
 
     body = codec.to_json(replace(report, calibration=None, answer=None), finite=True)
     s, a = report.scenario, report.answer
-    out = {"schema_version": SCHEMA_VERSION, "recommendation": _recommendation_json(report), **body}
+    out = {"schema_version": SCHEMA_VERSION, "recommendation": _answer_json(report), **body}
     del out["answer"]
     out["scenario"]["decode"] = s.decode.as_dict(s.sample_bytes)
     out["dataset_source"] = s.dataset_said
@@ -51,7 +51,7 @@ def to_json(report: Recommendation) -> dict:
     return out
 
 
-def _recommendation_json(report: Recommendation) -> dict:
+def _answer_json(report: Recommendation) -> dict:
     a, o = report.answer, report.answer.option
     return codec.to_json(
         {
@@ -136,7 +136,7 @@ def _read_demand(report: Recommendation, console: Console, detail: bool) -> None
     _say(console, f"  {s.target if detail else s.target.split(' (')[0]}")
 
 
-def _binds(o: Option, s: Scenario) -> str:
+def _binds(o: PlacementOption, s: Scenario) -> str:
     if not o.feasible:
         short = (x.split(":")[0] if x.startswith(("RAM", "cores")) else "NVMe" for x in o.shortfalls)
         return "does not fit: " + ", ".join(short)
@@ -414,7 +414,7 @@ def _knees(report: Recommendation, console: Console) -> None:
             _say(console, f" {line}")
 
 
-def render(report: Recommendation, console: Console, *, detail: bool = False) -> None:
+def render_recommendation(report: Recommendation, console: Console, *, detail: bool = False) -> None:
     """The answer, the read demand and the options' table, then the details (each input's source in
     full with ``detail``); at most WIDTH columns."""
     width = console.width

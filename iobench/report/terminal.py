@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from iobench.analysis import scale
-from iobench.analysis.cores import describe
+from iobench.analysis.cores import describe_cores
 from iobench.analysis.knee import knees
 from iobench.analysis.mlperf import READING, reading_of
 from iobench.host.units import format_bytes, format_percent
@@ -259,7 +259,7 @@ def cores_line(s: CellSummary) -> str | None:
     v = s.verdict
     if v is None or (v.cores is None and v.budget is None):
         return None
-    parts = [describe(v.cores)] if v.cores is not None else []
+    parts = [describe_cores(v.cores)] if v.cores is not None else []
     if v.budget is not None:
         b = v.budget
         parts.append(

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from loaders.observe import LoaderCounters, StageStats
+from loaders.observe import LoaderCounters, Loss, StageStats
 
 from .choices import Bound, CacheAchieved, CacheMode, CeilingPart, Reading
 from .codec import from_json
@@ -530,19 +530,6 @@ class Latency:
 
 
 @dataclass(frozen=True)
-class ShardLoss:
-    """Bytes ``[begin, end)`` of shard ``url`` a reader skipped as damaged, the ``samples`` that lay
-    there (None: not known) from number ``first``, and what was wrong (loaders.observe.losses)."""
-
-    url: str
-    begin: int
-    end: int
-    samples: int | None
-    first: int | None
-    problem: str
-
-
-@dataclass(frozen=True)
 class LoaderStats:
     """The loader's own counters over a span of batches (loaders.StageStats, as recorded)."""
 
@@ -555,7 +542,7 @@ class LoaderStats:
     counters: LoaderCounters = field(default_factory=LoaderCounters)  # requests, cache, losses, ...
     request_latency_ms: Latency = field(default_factory=Latency)
     notes: tuple[str, ...] = ()  # what the loader said once (a cache read around, an entry refetched)
-    losses: tuple[ShardLoss, ...] = ()  # the regions of shards its readers skipped as damaged
+    losses: tuple[Loss, ...] = ()  # the regions of shards its readers skipped as damaged
 
 
 def loader_stats(stats: StageStats) -> LoaderStats:
@@ -605,7 +592,7 @@ class SampleLoss:
     epoch: int  # the epoch that lost most
     epoch_delivered: int
     epoch_expected: int
-    where: tuple[ShardLoss, ...] = ()
+    where: tuple[Loss, ...] = ()
     skipped: dict[str, int] = field(default_factory=dict)  # samples skipped as corrupt, by kind
     cache_damaged: int = 0
 

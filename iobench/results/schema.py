@@ -20,6 +20,7 @@ from loaders.observe import LoaderCounters
 
 from .choices import CeilingPart
 from .figures import ACCOUNT_PARTS, EpochFigures, PipelineMetrics, StepAccount
+from .known import every_known
 from .summary import SCHEMA_VERSION, CellSummary
 
 VERSION_KEY = b"iobench_schema_version"
@@ -45,9 +46,8 @@ def _counted(read: Callable[[LoaderCounters], Any]) -> Callable[[CellSummary], A
 
 def _expected(s: CellSummary) -> int | None:
     """What the completed epochs' plans deliver, where known (samples lost are counted against it)."""
-    planned = [e.expected_samples for e in s.epochs if e.epoch < s.epochs_completed]
-    known = [n for n in planned if n is not None]
-    return sum(known) if known and len(known) == len(planned) else None
+    planned = every_known(e.expected_samples for e in s.epochs if e.epoch < s.epochs_completed)
+    return sum(planned) if planned else None
 
 
 def _first_epoch(s: CellSummary) -> EpochFigures | None:

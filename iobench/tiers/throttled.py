@@ -21,7 +21,7 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any, ClassVar
 
@@ -41,14 +41,7 @@ def _limits(config: Mapping[str, Any]) -> tuple[float | None, float, int]:
     """(bytes/s or None, latency in s, burst bytes or 0 for the default) from a checked config."""
     from iobench.host.units import parse_size
 
-    rate = None
-    if config["bandwidth"] is not None:
-        try:
-            rate = parse_bandwidth(config["bandwidth"])
-        except ValueError as exc:
-            raise TierConfigError(
-                f"throttled tier: bandwidth={config['bandwidth']!r}: {exc}; allowed: {BANDWIDTH_HELP}"
-            ) from None
+    rate = _parsed(config, "bandwidth", parse_bandwidth, BANDWIDTH_HELP)
     latency_ms = config["latency_ms"]
     if not (math.isfinite(latency_ms) and latency_ms >= 0):
         raise TierConfigError(
@@ -70,17 +63,20 @@ def _limits(config: Mapping[str, Any]) -> tuple[float | None, float, int]:
         raise TierConfigError(
             "throttled tier: give bandwidth (e.g. '50MB/s') and/or latency_ms > 0; with neither it throttles nothing"
         )
-    burst = 0
-    if config["burst"] is not None:
-        try:
-            burst = parse_size(config["burst"])
-        except ValueError as exc:
-            raise TierConfigError(
-                f"throttled tier: burst={config['burst']!r}: {exc}; allowed: a size above 0 such as '1MiB'"
-            ) from None
-        if burst <= 0:
-            raise TierConfigError(f"throttled tier: burst={config['burst']!r}: must be above 0 bytes")
-    return rate, latency_ms / 1000.0, burst
+    burst = _parsed(config, "burst", parse_size, "a size above 0 such as '1MiB'")
+    if burst is not None and burst <= 0:
+        raise TierConfigError(f"throttled tier: burst={config['burst']!r}: must be above 0 bytes")
+    return rate, latency_ms / 1000.0, int(burst or 0)
+
+
+def _parsed(config: Mapping[str, Any], key: str, parse: Callable[[Any], float], allowed: str) -> float | None:
+    """``config[key]`` as ``parse`` reads it (None when not given); what it refuses names the key."""
+    if config[key] is None:
+        return None
+    try:
+        return parse(config[key])
+    except ValueError as exc:
+        raise TierConfigError(f"throttled tier: {key}={config[key]!r}: {exc}; allowed: {allowed}") from None
 
 
 class ThrottledTier(Tier):

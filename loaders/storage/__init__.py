@@ -41,6 +41,7 @@ _EXPORTS = {
     "default_cache_bytes": "shardcache",
     "describe_client": "clients",
     "exception_chain": "faults",
+    "fsync_dir": "shardcache_index",
     "installed_clients": "clients",
     "resolve_client": "clients",
     "reads_before_fork": "clients",
@@ -78,6 +79,7 @@ __all__ = [
     "default_cache_bytes",
     "describe_client",
     "exception_chain",
+    "fsync_dir",
     "installed_clients",
     "open_local",
     "reads_before_fork",
@@ -113,7 +115,7 @@ if TYPE_CHECKING:
         choose_policy,
         default_cache_bytes,
     )
-    from loaders.storage.shardcache_index import CacheDir
+    from loaders.storage.shardcache_index import CacheDir, fsync_dir
     from loaders.storage.sources import ShardSource
     from loaders.storage.spec import (
         CACHE_POLICIES,

@@ -64,7 +64,7 @@ def exception_chain(exc: BaseException) -> list[BaseException]:
     return out
 
 
-def describe(exc: BaseException | None) -> str:
+def describe_error(exc: BaseException | None) -> str:
     """The error and, when botocore's words hide it ("Could not connect"), the transport error."""
     if exc is None:
         return "none"

@@ -44,7 +44,7 @@ def protocol_of(url: str) -> str:
 class Layer:
     """An opener that hands what it does not change to ``inner``."""
 
-    def __init__(self, inner: Opener) -> None:
+    def __init__(self, inner: StackOpener) -> None:
         self.inner = inner
 
     def open(
@@ -142,14 +142,14 @@ class StoreOpener:
             reader.close()
 
 
-Opener = StoreOpener | Layer
+StackOpener = StoreOpener | Layer
 
 
 class DeadlineOpener(Layer):
     """Every open, read and close of a local file (a network file system's) returns within
     ``deadline_s`` or fails (DeadlineFile); other URLs pass through."""
 
-    def __init__(self, inner: Opener, deadline_s: float) -> None:
+    def __init__(self, inner: StackOpener, deadline_s: float) -> None:
         super().__init__(inner)
         self.deadline_s = deadline_s
 
@@ -173,7 +173,7 @@ class ThrottleOpener(Layer):
     """Each open, whole-object read and download is one request over the throttled link; the bytes
     it returns are charged to the link's bandwidth."""
 
-    def __init__(self, inner: Opener, throttle: Throttle) -> None:
+    def __init__(self, inner: StackOpener, throttle: Throttle) -> None:
         super().__init__(inner)
         self.throttle = throttle
 
@@ -213,7 +213,7 @@ class CacheOpener(Layer):
     download that does not match the store's own checksum is read through, not cached. A store
     that fails is the store's error, as without a cache."""
 
-    def __init__(self, inner: Opener, spec: SourceSpec) -> None:
+    def __init__(self, inner: StackOpener, spec: SourceSpec) -> None:
         super().__init__(inner)
         assert spec.cache is not None
         self.spec, self.settings = spec, spec.cache
@@ -332,9 +332,9 @@ def _at(f: BinaryIO, start: int) -> BinaryIO:
     return f
 
 
-def stack(spec: SourceSpec) -> Opener:
+def stack(spec: SourceSpec) -> StackOpener:
     """The layers ``spec`` asks for, over the store."""
-    opener: Opener = StoreOpener(spec)
+    opener: StackOpener = StoreOpener(spec)
     if spec.deadline_s:
         opener = DeadlineOpener(opener, spec.deadline_s)
     if spec.throttle is not None:

@@ -13,6 +13,7 @@ Only the standard library: child processes can import this without the rest of `
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import os
@@ -61,10 +62,26 @@ def unlink_quiet(path: str) -> None:
         os.unlink(path)
 
 
-def fsync_dir(directory: str) -> None:
-    fd = os.open(directory, os.O_RDONLY | os.O_CLOEXEC)
+# a directory that cannot be opened for reading or a file system that cannot sync one (some FUSE
+# and network ones): the rename stands, only its durability is the file system's
+_NO_DIRECTORY_SYNC = frozenset(
+    {errno.EACCES, errno.EPERM, errno.EINVAL, errno.EBADF, errno.ENOTSUP, errno.EOPNOTSUPP}
+)
+
+
+def fsync_dir(directory: str | os.PathLike[str]) -> None:
+    """Make a rename or a new entry in ``directory`` durable; a disk's error (EIO) is raised."""
+    try:
+        fd = os.open(directory, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError as err:
+        if err.errno in _NO_DIRECTORY_SYNC:
+            return
+        raise
     try:
         os.fsync(fd)
+    except OSError as err:
+        if err.errno not in _NO_DIRECTORY_SYNC:
+            raise
     finally:
         os.close(fd)
 

@@ -5,10 +5,9 @@ different numbers of batches and DDP's all-reduce waited for ever on the rank th
 from __future__ import annotations
 
 import json
-import os
 from collections import Counter
 
-from tests.helpers.paths import ROOT
+from tests.helpers.processes import ddp_example
 from tests.helpers.shardkit import label_of, make_uneven_shards
 from tests.helpers.shm import shm_entries, shm_left_beyond
 
@@ -25,26 +24,8 @@ def test_ddp_training_over_uneven_shards_takes_equal_steps_on_every_rank(torchru
     assert len(urls) == len(SIZES)
     log_dir = tmp_path / "log"
     log_dir.mkdir()
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    env["OMP_NUM_THREADS"] = "1"
     before = shm_entries()
-    # the timeout is the "no hang" assertion: a rank left waiting in an all-reduce never exits
-    proc = torchrun(
-        "--standalone",
-        "--nproc-per-node=2",
-        "--max-restarts=0",
-        ROOT / "examples" / "ddp_train.py",
-        f"--shards={pattern}",
-        "--epochs=2",
-        "--batch-size=4",
-        "--workers=1",
-        "--image-size=32",
-        "--classes=10",
-        f"--record={log_dir}",
-        timeout=300,
-        env=env,
-        cwd=tmp_path,
-    )
+    proc = ddp_example(torchrun, pattern, log_dir, "--epochs=2", "--batch-size=4", cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     total = sum(SIZES)
     steps: dict[tuple[int, int], int] = {}

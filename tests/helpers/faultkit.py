@@ -17,7 +17,7 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, settings
 
-from iobench.lab.conf import Layout
+from iobench.lab.conf import LabPaths
 from iobench.lab.daemons import alive, live_daemons
 from loaders.formats.tar import iter_samples
 from loaders.storage.shardcache_index import key_of
@@ -95,7 +95,7 @@ def cache_problems(cache_dir: str | Path, want_sha256: dict[str, str]) -> list[s
 
 def kill9(lab, name: str) -> tuple[int, float]:
     """kill -9 the lab's daemon ``name`` (its pid from this lab's own pid file); (pid, when)."""
-    pid = live_daemons(Layout(lab.dir))[name]
+    pid = live_daemons(LabPaths(lab.dir))[name]
     os.kill(pid, signal.SIGKILL)
     t = time.monotonic()
     while alive(pid) and time.monotonic() - t < 10:

@@ -101,3 +101,35 @@ def torchrun():
         return _run([*TORCHRUN, *args], timeout=timeout, **kwargs)
 
     return run
+
+
+def ddp_example(
+    torchrun: Callable[..., subprocess.CompletedProcess],
+    shards: str,
+    record: Path,
+    *flags: object,
+    cwd: Path,
+    env: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess:
+    """examples/ddp_train.py under ``torchrun`` (the fixture): two ranks on gloo, one DataLoader
+    worker each, 32-pixel images of 10 classes, each rank's steps written to ``record``. The
+    timeout is a "no hang" check: a rank left waiting in an all-reduce never exits."""
+    from tests.helpers.paths import ROOT
+
+    env = {**os.environ, **(env or {}), "OMP_NUM_THREADS": "1"}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
+    return torchrun(
+        "--standalone",
+        "--nproc-per-node=2",
+        "--max-restarts=0",
+        ROOT / "examples" / "ddp_train.py",
+        f"--shards={shards}",
+        "--workers=1",
+        "--image-size=32",
+        "--classes=10",
+        f"--record={record}",
+        *flags,
+        timeout=300,
+        env=env,
+        cwd=cwd,
+    )

@@ -32,22 +32,13 @@ def write_shard(path: Path, members: list[tuple[str, bytes]]) -> Path:
 
 def make_shards(directory: Path, n_shards: int = 4, per_shard: int = 10, start: int = 0) -> list[str]:
     """Shards train-000000.tar... with keys NNNNNN, labels key % 1000."""
+    return make_uneven_shards(directory, [per_shard] * n_shards, start=start)
+
+
+def make_uneven_shards(directory: Path, sizes: list[int], start: int = 0) -> list[str]:
+    """Shards of ``sizes[i]`` samples each, keys numbered on from ``start`` across them."""
     directory.mkdir(parents=True, exist_ok=True)
     urls, key = [], start
-    for s in range(n_shards):
-        members = []
-        for _ in range(per_shard):
-            members.append((f"{key:06d}.jpg", tiny_jpeg(key)))
-            members.append((f"{key:06d}.cls", str(label_of(f"{key:06d}")).encode()))
-            key += 1
-        urls.append(str(write_shard(directory / f"train-{s:06d}.tar", members)))
-    return urls
-
-
-def make_uneven_shards(directory: Path, sizes: list[int]) -> list[str]:
-    """Shards of ``sizes[i]`` samples each, keys numbered on from 0 across them."""
-    directory.mkdir(parents=True, exist_ok=True)
-    urls, key = [], 0
     for s, n in enumerate(sizes):
         members = []
         for _ in range(n):
@@ -74,3 +65,19 @@ def key_label_pairs(batches) -> Counter:
     return Counter(
         (k, int(label)) for b in batches for k, label in zip(b.keys, b.labels.tolist(), strict=True)
     )
+
+
+def dataset_members(directory: Path) -> dict[str, dict[str, bytes]]:
+    """Each sample's members by key and extension, from the tar shards a dataset's manifest lists,
+    read with tarfile: independent of the project's readers."""
+    from iobench.datasets.manifest import Manifest
+
+    samples: dict[str, dict[str, bytes]] = {}
+    for path in Manifest.load(directory).shard_paths(directory):
+        with tarfile.open(path) as tf:
+            for m in tf:
+                key, ext = m.name.split(".", 1)
+                f = tf.extractfile(m)
+                assert f is not None
+                samples.setdefault(key, {})[ext] = f.read()
+    return samples

@@ -179,8 +179,8 @@ def test_failed_up_stops_what_it_started(own_lab_dir, monkeypatch):
     assert e.value.daemon == "client.rgw.x"
     assert str(e.value.log).startswith(str(d / "log")) and str(e.value.log) in str(e.value)
     assert "last lines of" in str(e.value)
-    started = daemons.recorded_pids(conf.Layout(d), None)
-    assert not daemons.live_daemons(conf.Layout(d)), started
+    started = daemons.recorded_pids(conf.LabPaths(d), None)
+    assert not daemons.live_daemons(conf.LabPaths(d)), started
     assert not (d / "lab.json").exists() and not (d / "env").exists()
 
 
@@ -290,7 +290,7 @@ def test_status_tells_the_truth_and_restart_mends_each_daemon(lab_to_break, iobe
 
     info = lab_to_break
     staged = _stage(info)
-    layout = conf.Layout(info.dir)
+    layout = conf.LabPaths(info.dir)
     names = ["osd", "rgw", "mon"] + (["mds", "fuse"] if info.mount is not None else [])
     took = {}
     for short in names:

@@ -17,6 +17,7 @@ import pytest
 from iobench.datasets.manifest import Manifest
 from iobench.tiers import make_tier
 from loaders import ShardLoader
+from tests.helpers.shardkit import key_label_pairs
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -113,13 +114,6 @@ def test_stage_read_back_and_idempotent(ceph_lab, staged, tiny_dataset):
     assert tier.load_manifest() == manifest
 
 
-def _keys_labels(loader):
-    out = []
-    for batch in loader:
-        out += list(zip(batch.keys, batch.labels.tolist(), strict=True))
-    return sorted(out)
-
-
 def test_loader_reads_the_same_samples_as_local(ceph_lab, staged, tiny_dataset, tmp_path):
     url, _ = staged
     tier = make_tier(
@@ -129,7 +123,7 @@ def test_loader_reads_the_same_samples_as_local(ceph_lab, staged, tiny_dataset, 
     local = ShardLoader(
         sorted(str(p) for p in Path(tiny_dataset).glob("train-*.tar")), workers=0, return_batches=True
     )
-    expected = _keys_labels(local)
+    expected = key_label_pairs(local)
     assert len(expected) == manifest.num_samples
     loader = ShardLoader(
         tier.shard_urls(manifest),
@@ -138,7 +132,7 @@ def test_loader_reads_the_same_samples_as_local(ceph_lab, staged, tiny_dataset, 
         workers=2,
         return_batches=True,
     )
-    assert _keys_labels(loader) == expected  # forked workers reconnect to the cluster
+    assert key_label_pairs(loader) == expected  # forked workers reconnect to the cluster
 
     # the local shard cache, filled through ObjectReader over rados://
     assert tier.prepare(manifest, "warm").achieved == "warm"

@@ -8,6 +8,7 @@ import multiprocessing as mp
 import os
 import time
 import uuid
+from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from loaders.observe import CacheStats, LoaderCounters, RequestCounts
 from loaders.storage.objectstore import ObjectReader, ObjectStoreError
 from loaders.storage.shardcache import ShardCache
 from tests.helpers.runs import exact_epochs
+from tests.helpers.shardkit import key_label_pairs
 
 
 @pytest.fixture
@@ -70,13 +72,6 @@ def test_stage_then_read_back_gives_equal_checksums(s3_env, staged, tiny_dataset
     assert make_tier({"kind": "s3", "url": url}).load_manifest() == manifest
 
 
-def _keys_labels(loader):
-    out = []
-    for batch in loader:
-        out += list(zip(batch.keys, batch.labels.tolist(), strict=True))
-    return sorted(out)
-
-
 def test_s3_stream_and_cached_reads_yield_the_local_samples(s3_env, staged, tiny_dataset, tmp_path):
     url, _ = staged
     tier = make_tier({"kind": "s3", "url": url, "cache_dir": str(tmp_path / "cache"), "cache_size": "100MB"})
@@ -84,20 +79,20 @@ def test_s3_stream_and_cached_reads_yield_the_local_samples(s3_env, staged, tiny
     local = ShardLoader(
         sorted(str(p) for p in Path(tiny_dataset).glob("train-*.tar")), workers=0, return_batches=True
     )
-    expected = _keys_labels(local)
+    expected = key_label_pairs(local)
     assert len(expected) == manifest.num_samples
     streamed = ShardLoader(
         tier.shard_urls(manifest), workers=2, return_batches=True, storage_options=tier.storage_options()
     )
-    assert _keys_labels(streamed) == expected
+    assert key_label_pairs(streamed) == expected
     requests = streamed.stats.counters.requests
     assert requests is not None and requests.requests >= len(manifest.shards)
     assert requests.bytes_transferred == manifest.total_bytes
 
     source = tier.source(manifest)
     cached = ShardLoader(tier.shard_urls(manifest), workers=2, return_batches=True, source=source)
-    assert _keys_labels(cached) == expected  # epoch 1: every shard a miss
-    assert _keys_labels(cached) == expected  # epoch 2: every shard a hit
+    assert key_label_pairs(cached) == expected  # epoch 1: every shard a miss
+    assert key_label_pairs(cached) == expected  # epoch 2: every shard a hit
     c = cached.stats.counters.cache
     assert c is not None and c.misses == len(manifest.shards) and c.hits == len(manifest.shards)
     cache = ShardCache(source.cache.dir, source.cache.bytes)
@@ -122,16 +117,16 @@ def test_two_shards_over_2_ranks_x_4_workers_are_read_by_range_once(
         tier.source(manifest), shard_samples={u: e.samples for u, e in zip(urls, shards, strict=True)}
     )
     local = [str(Path(tiny_dataset) / e.name) for e in shards]
-    expected = _keys_labels(ShardLoader(local, workers=0, return_batches=True))
-    got, transferred = [], 0
+    expected = key_label_pairs(ShardLoader(local, workers=0, return_batches=True))
+    got, transferred = Counter(), 0
     for rank in range(2):
         loader = ShardLoader(
             urls, workers=4, rank=rank, world_size=2, batch_size=4, return_batches=True, source=source
         )
         assert all(p.ranged for r in loader.plan(0).readers for p in r.items)
-        got += _keys_labels(loader)
+        got += key_label_pairs(loader)
         transferred += (loader.stats.counters.requests or RequestCounts()).bytes_transferred
-    assert sorted(got) == expected  # 64 samples: 32 a rank, every one once
+    assert got == expected  # 64 samples: 32 a rank, every one once
     shard_bytes = sum(e.bytes for e in shards)
     if cached:  # each whole shard downloaded once, on its first miss
         assert transferred >= shard_bytes
@@ -155,7 +150,7 @@ def test_a_cache_smaller_than_the_dataset_stays_within_its_limit(s3_env, staged,
     hits = []
     for _ in range(2):
         before = (loader.stats.counters.cache or CacheStats()).hits
-        assert len(_keys_labels(loader)) == manifest.num_samples
+        assert key_label_pairs(loader).total() == manifest.num_samples
         hits.append((loader.stats.counters.cache or CacheStats()).hits - before)
     cache = ShardCache(tmp_path / "small", limit)
     assert 0 < cache.used_bytes() <= limit
@@ -332,7 +327,7 @@ def test_reads_spread_over_several_gateways_and_step_around_a_dead_one(s3_env, s
     loader = ShardLoader(
         tier.shard_urls(manifest), workers=0, return_batches=True, source=tier.source(manifest)
     )
-    assert len(_keys_labels(loader)) == manifest.num_samples
+    assert key_label_pairs(loader).total() == manifest.num_samples
     requests = loader.stats.counters.requests
     assert requests is not None and requests.retries == 0
     assert requests.by_endpoint[0] > 0 and requests.by_endpoint[1] > 0
@@ -341,7 +336,7 @@ def test_reads_spread_over_several_gateways_and_step_around_a_dead_one(s3_env, s
     loader = ShardLoader(
         dead.shard_urls(manifest), workers=0, return_batches=True, source=dead.source(manifest)
     )
-    assert len(_keys_labels(loader)) == manifest.num_samples  # the shards the dead one picks: retried
+    assert key_label_pairs(loader).total() == manifest.num_samples  # the shards the dead one picks: retried
     assert (loader.stats.counters.requests or RequestCounts()).retries > 0
     with pytest.raises(TierConfigError, match="a list holds two or more"):
         make_tier({"kind": "s3", "url": url, "endpoint_url": [names[0]]})

@@ -1,6 +1,6 @@
 """Daemons of the lab restarted in the middle of an epoch (integration).
 
-Measured on the lab (memstore, 2 vCPUs): `restart(dir, "rgw")` takes 0.3-0.6 s, `restart(dir, "osd")`
+Measured on the lab (memstore, 2 vCPUs): `restart_daemon(dir, "rgw")` takes 0.3-0.6 s, `restart_daemon(dir, "osd")`
 1.0-1.8 s (a full OSD stop, so memstore keeps its objects). The restart runs in a thread after batch 3
 of a streaming loader (workers=0, 512 KiB ranged GETs, shuffle buffer 8: shards are half-read) and the
 loader reads on once the old daemon has exited. radosgw refuses new connections ~10 ms after SIGTERM
@@ -21,9 +21,9 @@ from collections import Counter
 import pytest
 
 from iobench.datasets.upload import upload_s3
-from iobench.lab.conf import OSD, RGW, Layout
+from iobench.lab.conf import OSD, RGW, LabPaths
 from iobench.lab.daemons import alive, launch, live_daemons, stop_all
-from iobench.lab.restart import restart
+from iobench.lab.restart import restart_daemon
 from iobench.tiers.s3 import S3Tier
 from loaders import ShardLoader
 from loaders.storage.objectstore import ObjectStoreError
@@ -61,13 +61,13 @@ def _epoch_with_restart(
 ) -> tuple[Counter, float, Exception | None]:
     """Consume an epoch; after batch 3 restart ``daemon`` in a thread and read on while it is down."""
     name = {"rgw": RGW, "osd": OSD}[daemon]
-    layout = Layout(ceph_lab.dir)
+    layout = LabPaths(ceph_lab.dir)
     seen: Counter = Counter()
     took: list[float] = []
 
     def run() -> None:
         t0 = time.monotonic()
-        restart(ceph_lab.dir, daemon)
+        restart_daemon(ceph_lab.dir, daemon)
         took.append(time.monotonic() - t0)
 
     thread = threading.Thread(target=run)
@@ -122,7 +122,7 @@ def test_radosgw_down_longer_than_the_deadline_fails_clearly(ceph_lab, staged):
     at the deadline, naming the URL, the attempts and the outage."""
     tier, manifest = staged
     loader = _loader(S3Tier(url=tier.url, deadline_s=3), manifest)
-    layout = Layout(ceph_lab.dir)
+    layout = LabPaths(ceph_lab.dir)
     it = iter(loader)
     next(it)
     stop_all(layout, {RGW: live_daemons(layout)[RGW]})
@@ -141,4 +141,4 @@ def test_radosgw_down_longer_than_the_deadline_fails_clearly(ceph_lab, staged):
         assert took < 3 + 2  # the deadline, and the requests already in flight when it stopped
     finally:
         launch(layout, RGW, ["radosgw", "-c", str(layout.conf), "-n", RGW])
-        restart(ceph_lab.dir, "rgw")  # back to a known, serving state for the tests after this one
+        restart_daemon(ceph_lab.dir, "rgw")  # back to a known, serving state for the tests after this one

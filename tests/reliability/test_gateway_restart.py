@@ -28,7 +28,7 @@ import pytest
 
 from iobench.datasets.manifest import Manifest
 from iobench.lab.conf import RGW
-from iobench.lab.restart import restart
+from iobench.lab.restart import restart_daemon
 from iobench.tiers import make_tier
 from loaders import ShardLoader
 from loaders.observe import LoaderCounters
@@ -65,7 +65,7 @@ def test_a_radosgw_killed_and_restarted_mid_cell_is_ridden_through(
         _, t_kill = kill9(ceph_lab, RGW)
         time.sleep(down_s)
         t0 = time.monotonic()
-        restart(ceph_lab.dir, "rgw")
+        restart_daemon(ceph_lab.dir, "rgw")
         t_back = time.monotonic()
         output, _ = proc.communicate(timeout=240)
     finally:
@@ -204,7 +204,7 @@ def test_each_client_rides_through_a_radosgw_restart(
         time.sleep(0.5)
         _, t_kill = kill9(ceph_lab, RGW)
         time.sleep(random.uniform(2.0, 3.0))
-        restart(ceph_lab.dir, "rgw")
+        restart_daemon(ceph_lab.dir, "rgw")
         t_back = time.monotonic()
         before = reads[0]
         while reads[0] < before + len(shards) and not errors and time.monotonic() - t_back < DEADLINE:

@@ -28,6 +28,7 @@ from loaders import SamplesLostError, ShardLoader
 from loaders.observe import CacheHealthCounts, LoaderCounters
 from loaders.storage.shardcache import ShardCache
 from tests.helpers.faultkit import cache_problems, dataset_pairs, stage_copy
+from tests.helpers.shardkit import key_label_pairs
 from tests.helpers.sweepkit import env_of, sweep_file
 from tests.reliability.test_resource_faults import mounted_tmpfs
 
@@ -69,24 +70,17 @@ def _loader(url: str, manifest: Manifest, cache: Path | None, **kw) -> ShardLoad
     return ShardLoader(urls, **{**settings, **kw})
 
 
-def _pairs(loader: ShardLoader) -> Counter:
-    got: Counter = Counter()
-    for batch in loader:
-        got.update(zip(batch.keys, batch.labels.tolist(), strict=True))
-    return got
-
-
 @pytest.mark.parametrize("how", ["zeros", "random", "truncated"])
 def test_a_damaged_cache_entry_is_fetched_again_and_every_epoch_delivers_every_sample(
     lab_env, staged, tmp_path, how
 ):
     url, manifest, urls, want = staged
     cache = tmp_path / "cache"
-    assert _pairs(_loader(url, manifest, cache)) == want  # fills the cache
+    assert key_label_pairs(_loader(url, manifest, cache)) == want  # fills the cache
     _damage(Path(ShardCache(cache, 10**9).path_for(urls[DAMAGED])), how)
 
     loader = _loader(url, manifest, cache, max_lost_fraction=0.0)  # not one sample may be lost
-    epochs = [_pairs(loader) for _ in range(2)]
+    epochs = [key_label_pairs(loader) for _ in range(2)]
     c = loader.stats.counters.cache
     assert epochs == [want, want] and c is not None
     assert c.damaged == 1 and c.bytes_fetched == manifest.shards[DAMAGED].bytes  # one refetch
@@ -151,7 +145,7 @@ def test_a_shard_damaged_in_the_store_loses_exactly_its_damaged_samples_within_t
     kept = Counter({pair: n for pair, n in want.items() if pair[0] not in lost})
     for cache in (tmp_path / "cache", None):
         loader = _loader(url, manifest, cache, max_lost_fraction=0.1)
-        assert _pairs(loader) == kept, cache
+        assert key_label_pairs(loader) == kept, cache
         (tally,) = loader.tallies
         assert (tally.expected, tally.delivered, tally.lost) == (256, 256 - len(lost), len(lost))
         (region,) = loader.stats.losses
@@ -162,7 +156,7 @@ def test_a_shard_damaged_in_the_store_loses_exactly_its_damaged_samples_within_t
         assert lost_in_regions is not None
         assert lost_in_regions.samples + sum(loader.stats.errors.values()) == len(lost)
     with pytest.raises(SamplesLostError) as info:
-        _pairs(_loader(url, manifest, None))  # the default budget: 0.1 %
+        key_label_pairs(_loader(url, manifest, None))  # the default budget: 0.1 %
     said = str(info.value)
     assert f"{url}/{name} bytes " in said and "max_lost_fraction=0.001" in said and "uploaded again" in said
     print(f"figures: store copy with random bytes at {REGION}: {len(lost)} samples lost, exactly; {said}")
@@ -253,7 +247,7 @@ def test_the_rados_tiers_ram_cache_is_checked_the_same_way(ceph_lab, tiny_datase
         loader = ShardLoader(
             urls, workers=1, return_batches=True, source=source, shard_samples=counts, max_lost_fraction=0.0
         )
-        assert _pairs(loader) == dataset_pairs(tiny_dataset)
+        assert key_label_pairs(loader) == dataset_pairs(tiny_dataset)
         cache = loader.stats.counters.cache
         assert cache is not None and cache.damaged == 1 and cache.misses == 1
     finally:

@@ -7,7 +7,6 @@ higher (the cache's directory read-only, so read around) trains on exactly the r
 from __future__ import annotations
 
 import json
-import os
 from collections import Counter
 from pathlib import Path
 
@@ -18,7 +17,8 @@ from iobench.tiers.s3 import S3Tier
 from loaders.observe import LoaderCounters
 from loaders.storage.shardcache import ShardCache
 from tests.helpers.faultkit import stage_copy
-from tests.helpers.paths import ROOT
+from tests.helpers.processes import ddp_example
+from tests.helpers.shardkit import key_label_pairs
 from tests.reliability.test_lost_samples import (
     DAMAGED,
     REGION,
@@ -26,7 +26,6 @@ from tests.reliability.test_lost_samples import (
     _loader,
     _lost_keys,
     _overwrite,
-    _pairs,
 )
 from tests.reliability.test_resource_faults import mounted_tmpfs
 
@@ -53,26 +52,17 @@ def shards(lab_env, tiny_dataset, tmp_path_factory):
 def _train(torchrun, lab, tmp_path: Path, urls: list[str], counts: Path, *flags: str):
     record = tmp_path / "record"
     record.mkdir(exist_ok=True)
-    env = {**os.environ, **lab.env, "OMP_NUM_THREADS": "1"}
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
     pattern = urls[0].rsplit("/", 1)[0] + f"/train-{{000000..{len(urls) - 1:06d}}}.tar"
-    proc = torchrun(
-        "--standalone",
-        "--nproc-per-node=2",
-        "--max-restarts=0",
-        ROOT / "examples" / "ddp_train.py",
-        f"--shards={pattern}",
+    proc = ddp_example(
+        torchrun,
+        pattern,
+        record,
         "--epochs=1",
         "--batch-size=16",
-        "--workers=1",
-        "--image-size=32",
-        "--classes=10",
-        f"--record={record}",
         f"--shard-samples={counts}",
         *flags,
-        timeout=300,
-        env=env,
         cwd=tmp_path,
+        env=lab.env,
     )
     lines = [
         json.loads(x)
@@ -86,7 +76,7 @@ def _train(torchrun, lab, tmp_path: Path, urls: list[str], counts: Path, *flags:
 def test_a_damaged_cache_entry_under_ddp_trains_on_every_sample(torchrun, lab_env, shards, tmp_path):
     (url, urls, counts), manifest = shards[0]["clean"], shards[1]
     cache = tmp_path / "cache"
-    _pairs(_loader(url, manifest, cache))  # fills the cache
+    key_label_pairs(_loader(url, manifest, cache))  # fills the cache
     _damage(Path(ShardCache(cache, 10**9).path_for(urls[DAMAGED])), "zeros")
     proc, steps, ends = _train(
         torchrun, lab_env, tmp_path, urls, counts, f"--cache-dir={cache}", "--max-lost-fraction=0"

@@ -219,7 +219,7 @@ def prep_ceiling(
         raise RuntimeError(f"prep ceiling: the copy of the dataset it needs: {exc}") from None
     with ram:
         local = _copy_to_ram(subset, config, objects, ram)
-        build = epoch_factory(local, SourceSpec(), loader, run)
+        build = epoch_factory(loader.kind, loader_config(local, SourceSpec(), loader, run))
         arrivals, samples = [], []
         t0 = time.perf_counter()
         epochs = 0

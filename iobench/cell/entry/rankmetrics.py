@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from iobench.analysis.job import RankInput
 from iobench.cell.records import StepLog
 from iobench.results.figures import CacheState, StepAlone, Verdict, Window
+from iobench.results.known import every_known
 from loaders import StageStats
 
 
@@ -71,9 +72,8 @@ def merged_log(runs: list[RankRun], start: float, end: float) -> StepLog:
             if epoch == len(log.epoch_stats):
                 log.epoch_stats.append(StageStats())
             log.epoch_stats[epoch].merge(stats)
-    firsts = [run.log.time_to_first_batch_s for run in runs]
-    known = [t for t in firsts if t is not None]
-    log.time_to_first_batch_s = max(known) if len(known) == len(firsts) else None
+    firsts = every_known(run.log.time_to_first_batch_s for run in runs)
+    log.time_to_first_batch_s = max(firsts) if firsts else None
     log.epochs_completed = min(run.log.epochs_completed for run in runs)
     log.dropped_batches = sum(run.log.dropped_batches for run in runs)
     log.measure_start, log.measure_end = first.created_at + start, first.created_at + end

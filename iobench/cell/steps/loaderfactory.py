@@ -64,20 +64,9 @@ def loader_config(
     )
 
 
-def epoch_factory(
-    items: list,
-    source: SourceSpec,
-    loader: LoaderSettings,
-    run: RunSettings,
-    *,
-    rank: int = 0,
-    world_size: int = 1,
-) -> LoaderEpochs:
-    """The cell's loader, built once (``items``: shard URLs, or (key, url, label) per sample when
-    ``loader.layout`` is objects)."""
-    return LoaderEpochs(
-        make_loader(loader.kind, loader_config(items, source, loader, run, rank=rank, world_size=world_size))
-    )
+def epoch_factory(kind: str, config: LoaderConfig) -> LoaderEpochs:
+    """The cell's loader of ``kind``, built once from its :func:`loader_config`."""
+    return LoaderEpochs(make_loader(kind, config))
 
 
 def decoder_of(loader: LoaderSettings) -> str | None:

@@ -15,7 +15,7 @@ import fsspec
 import fsspec.asyn
 
 from loaders.storage.clients.base import STREAM_CHUNK, ClientSettings, ObjectClient, Write
-from loaders.storage.faults import describe
+from loaders.storage.faults import describe_error
 
 
 class FsspecClient(ObjectClient):
@@ -98,7 +98,7 @@ class FsspecClient(ObjectClient):
         return fsspec.asyn.sync(fs.loop, get)
 
     def describe(self, exc: BaseException) -> str:
-        return describe(exc)  # botocore's and s3fs's own words say what happened
+        return describe_error(exc)  # botocore's and s3fs's own words say what happened
 
     def thread_ids(self) -> set[int]:
         loop_thread = fsspec.asyn.iothread[0] if self.protocol == "s3" else None

@@ -67,13 +67,18 @@ print(json.dumps({
 """
 
 
-@pytest.mark.slow  # a real trainer beside CPU hogs, then alone: about 12 s
-def test_a_cpu_hog_beside_a_real_trainer_makes_the_cell_host_bound():
+def _figures_of(scenario: str) -> dict:
+    """The figures a scenario prints last, run in a fresh Python (its hogs and trainer its own)."""
     proc = subprocess.run(
-        [sys.executable, "-c", SCENARIO], capture_output=True, text=True, timeout=300, cwd=ROOT
+        [sys.executable, "-c", scenario], capture_output=True, text=True, timeout=300, cwd=ROOT
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
-    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.slow  # a real trainer beside CPU hogs, then alone: about 12 s
+def test_a_cpu_hog_beside_a_real_trainer_makes_the_cell_host_bound():
+    got = _figures_of(SCENARIO)
     print(f"figures: trainer slowdown {got['slowdown']:.2f} beside 3 hogs on its CPU")
     assert got["slowdown"] is not None and got["slowdown"] > 1.5
     assert got["cpu_measured"]
@@ -251,10 +256,6 @@ print(json.dumps({"quiet": alone.quiet, "others": alone.others_cores, "attempts"
 
 @pytest.mark.slow  # a real trainer timed alone beside CPU hogs: about 5 s
 def test_a_trainer_alone_timed_beside_cpu_hogs_says_the_host_was_busy_and_is_not_judged():
-    proc = subprocess.run(
-        [sys.executable, "-c", HOGGED], capture_output=True, text=True, timeout=300, cwd=ROOT
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    got = _figures_of(HOGGED)
     print(f"figures: other processes used {got['others']:.2f} cores over {got['attempts']} timing(s)")
     assert got["quiet"] is False and got["others"] > 1.0 and got["attempts"] == 3

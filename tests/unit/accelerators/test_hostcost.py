@@ -24,16 +24,16 @@ def test_an_uncalibrated_model_takes_the_documented_default():
 
 
 def test_a_calibration_replaces_the_default_and_the_previous_one():
-    hostcost.save(_cost(cpu_ms=80))
-    hostcost.save(_cost(cpu_ms=50))
+    hostcost.keep_host_cost(_cost(cpu_ms=80))
+    hostcost.keep_host_cost(_cost(cpu_ms=50))
     (kept,) = hostcost.load_calibrations()
     assert kept.cpu_s_per_step == pytest.approx(0.050)
     assert host_cost("small_cnn", 64).kind == "calibration"
 
 
 def test_a_cuda_calibration_is_preferred_and_kept_per_step_at_other_batches():
-    hostcost.save(_cost("cpu", 64))
-    hostcost.save(_cost("cuda", 256, cpu_ms=20))
+    hostcost.keep_host_cost(_cost("cpu", 64))
+    hostcost.keep_host_cost(_cost("cuda", 256, cpu_ms=20))
     cost = host_cost("small_cnn", 64)
     assert cost.device == "cuda" and cost.cpu_s_per_step == pytest.approx(0.020)
     assert host_cost("small_cnn", 64, device="cpu").device == "cpu"
@@ -50,18 +50,26 @@ def test_a_cpu_cost_scales_with_the_batch():
     assert "scaled from batch 64 to 128" in cost.source
 
 
-def test_an_older_calibration_keeps_what_is_still_read(tmp_path):
+def test_an_older_calibration_file_keeps_what_is_still_read_and_is_carried_into_the_store(tmp_path):
     import json
     from dataclasses import asdict
 
+    from iobench.host import calibrations
+
     entry = {**asdict(_cost()), "elements_per_op": 1000, "ops_per_run": 49}
-    (tmp_path / hostcost.CALIBRATION_FILE).write_text(json.dumps({"calibrations": [entry]}))
+    earlier = tmp_path / calibrations.EARLIER_FILES["trainer_host"]
+    earlier.write_text(json.dumps({"calibrations": [entry]}))
     (kept,) = hostcost.load_calibrations()
     assert kept.cpu_s_per_step == pytest.approx(0.050) and kept.elements_per_step is None
+    hostcost.keep_host_cost(_cost("cuda", 256, cpu_ms=20))
+    earlier.unlink()
+    assert sorted(c.device for c in hostcost.load_calibrations()) == ["cpu", "cuda"]
 
 
 def test_an_unreadable_calibration_file_falls_back_to_the_default(tmp_path):
-    (tmp_path / hostcost.CALIBRATION_FILE).write_text("{not json")
+    from iobench.host import calibrations
+
+    calibrations.store_path().write_text("{not json")
     assert host_cost("small_cnn", 64).kind == "default"
 
 

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from iobench.analysis.losses import loss_line, sample_loss
-from iobench.results.figures import EpochFigures, LoaderStats, ShardLoss
+from iobench.results.figures import EpochFigures, LoaderStats
 from loaders import StageStats
+from loaders.observe import Loss
 from tests.helpers.summaries import judge_of, metrics_of
 
 
@@ -29,7 +30,7 @@ def _epoch(n: int, samples: int, expected: int | None) -> EpochFigures:
     )
 
 
-REGION = ShardLoss("s3://b/tiny/train-000000.tar", 40_000_000, 85_000_000, 436, 332, "zeroed blocks")
+REGION = Loss("s3://b/tiny/train-000000.tar", 40_000_000, 85_000_000, 436, 332, "zeroed blocks")
 
 
 def test_the_worst_completed_epoch_is_said_with_where_its_samples_went():

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import tarfile
 from collections import Counter
 from pathlib import Path
 
@@ -19,7 +18,7 @@ from iobench.datasets.parquet import ParquetShardWriter, convert_to_parquet
 from iobench.datasets.synth import ensure_dataset, synthesize
 from loaders.formats import SCHEMA, ParquetFormatError, ShardFormatError, iter_parquet_samples
 from loaders.pipeline.samples import SampleError, label_of
-from tests.helpers.shardkit import tiny_jpeg
+from tests.helpers.shardkit import dataset_members, tiny_jpeg
 
 ROW_GROUP = 10
 TINY = {"samples": 256, "seed": 3, "shard_bytes": 3_600_000}  # conftest's tiny_dataset request
@@ -35,15 +34,7 @@ def parquet_dataset(tmp_path_factory, tiny_dataset: Path) -> Path:
 
 def tar_rows(directory: Path) -> list[tuple[str, int, bytes]]:
     """(key, label, jpg) read with tarfile: independent of both our readers."""
-    parts: dict[str, dict[str, bytes]] = {}
-    for path in Manifest.load(directory).shard_paths(directory):
-        with tarfile.open(path) as tf:
-            for m in tf:
-                key, ext = m.name.split(".", 1)
-                f = tf.extractfile(m)
-                assert f is not None
-                parts.setdefault(key, {})[ext] = f.read()
-    return [(k, int(p["cls"]), p["jpg"]) for k, p in parts.items()]
+    return [(k, int(p["cls"]), p["jpg"]) for k, p in dataset_members(directory).items()]
 
 
 def parquet_rows(directory: Path) -> list[tuple[str, int, bytes]]:

@@ -19,21 +19,13 @@ from iobench.datasets.manifest import MANIFEST_NAME, Manifest, verify
 from iobench.datasets.synth import ensure_dataset, synthesize
 from iobench.datasets.wdsindex import wds_index_lines
 from loaders.formats import archive_bytes, member_bytes
+from tests.helpers.shardkit import dataset_members
 
 KIB = 1024
 
 
 def read_samples(directory: Path) -> list[tuple[str, dict[str, bytes]]]:
-    manifest = Manifest.load(directory)
-    samples: dict[str, dict[str, bytes]] = {}
-    for path in manifest.shard_paths(directory):
-        with tarfile.open(path) as tf:
-            for m in tf:
-                key, ext = m.name.split(".", 1)
-                f = tf.extractfile(m)
-                assert f is not None
-                samples.setdefault(key, {})[ext] = f.read()
-    return list(samples.items())
+    return list(dataset_members(directory).items())
 
 
 @pytest.fixture(scope="module")
@@ -247,7 +239,7 @@ def test_source_photos_ship_in_the_package_with_their_licences():
 
 def test_synthesis_needs_no_scikit_image_or_scipy():
     code = (
-        "import sys; from iobench.datasets.synth import render; render(0, 0, 21.0); "
+        "import sys; from iobench.datasets.synth import render_sample; render_sample(0, 0, 21.0); "
         "assert not {'skimage', 'scipy', 'matplotlib'} & set(sys.modules), sorted(sys.modules)"
     )
     subprocess.run([sys.executable, "-c", code], check=True)

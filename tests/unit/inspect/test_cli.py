@@ -13,6 +13,7 @@ import pytest
 from rich.console import Console
 
 from iobench.analysis.decoderate import from_runs, given, measure_costs
+from iobench.host import calibrations
 from iobench.host.machine import this_host
 from iobench.host.sysfs import parse_cpulist
 from iobench.inspect.accelerators import demand_of_gpus, parse_accelerators
@@ -331,7 +332,8 @@ def test_a_runs_decode_rate_is_its_decoders_and_each_decoder_keeps_its_own_calib
     monkeypatch.setattr(decoderate, "default_decoder", lambda: "whole")
     assert decoderate.resolve().decoder == "whole" and decoderate.resolve().kind == "calibration"
     # a file of the layout before decoders were named holds no rate
-    (tmp_path / "cache" / decoderate.CALIBRATION_FILE).write_text(
+    calibrations.store_path().unlink()
+    (tmp_path / "cache" / calibrations.EARLIER_FILES["decode_rate"]).write_text(
         json.dumps(
             {"host": this_host(), **{k: v for k, v in asdict(rates["whole"]).items() if k != "decoder"}}
         )
@@ -442,7 +444,7 @@ def test_live_decode_rate_is_measured_when_demand_is_known_and_kept_for_this_hos
     cores = doc["cores_needed"]
     assert cores["per_accelerator"] == pytest.approx(7000 / rate["samples_per_s_per_core"] + 1)
     # a calibration from another host is not this one's
-    path = tmp_path / decoderate.CALIBRATION_FILE
+    path = calibrations.store_path()
     path.write_text(path.read_text().replace(this_host(), "elsewhere (Other CPU)"))
     assert decoderate.resolve() == decoderate.ASSUMED
 

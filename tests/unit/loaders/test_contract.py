@@ -168,16 +168,15 @@ def test_make_loader_checks_a_backends_options_once(urls, name, monkeypatch):
 
 
 def test_sweep_loader_kind_selects_the_backend(urls):
-    from dataclasses import replace
 
-    from iobench.cell.steps.loaderfactory import epoch_factory
+    from iobench.cell.steps.loaderfactory import epoch_factory, loader_config
     from iobench.results.spec import LoaderSettings, RunSettings
 
     row = LoaderSettings(kind="nodes", workers=2, batch_size=8, prefetch=2, shuffle_buffer=16)
-    make_epoch = epoch_factory(urls, SourceSpec(), row, RunSettings(seed=3))
+    make_epoch = epoch_factory(row.kind, loader_config(urls, SourceSpec(), row, RunSettings(seed=3)))
     assert sorted(k for b in make_epoch(0) for k in b.keys) == ALL_KEYS
     with pytest.raises(ValueError, match="known loaders are"):
-        epoch_factory(urls, SourceSpec(), replace(row, kind="nope"), RunSettings())
+        epoch_factory("nope", loader_config(urls, SourceSpec(), row, RunSettings()))
 
 
 # -- exact resume: each reader goes on from its pipeline state, reading nothing delivered again --

@@ -35,7 +35,7 @@ from iobench.recommend.calibrate import Calibration, Figure, MeasuredOn, TierFig
 from iobench.recommend.changes import COST, apply, changes
 from iobench.recommend.claims import WRITE_UP_TABLE
 from iobench.recommend.hypotheses import CLAIMED_SETUPS, tier_check
-from iobench.recommend.placements import Option, Scenario, evaluate, options
+from iobench.recommend.placements import PlacementOption, Scenario, evaluate, options
 from iobench.recommend.rates import read_benchmark
 from iobench.recommend.servers import nvme_read_per_device
 from iobench.recommend.storages import HARDWARE
@@ -145,7 +145,7 @@ def cases(draw: st.DrawFn) -> tuple[Scenario, Calibration | None]:
     return s, cal
 
 
-def _fits(s: Scenario, o: Option) -> None:
+def _fits(s: Scenario, o: PlacementOption) -> None:
     """The option holds on its node: the dataset (or its share) on the NVMe, the RAM, the cores,
     the storage network."""
     if o.setup == "local":
@@ -160,7 +160,7 @@ def _fits(s: Scenario, o: Option) -> None:
         assert o.remote_bytes_per_s <= s.nic_bytes_per_s * (1 + 1e-6)
 
 
-def _answered(s: Scenario, cal: Calibration | None) -> tuple[list[Option], Answer]:
+def _answered(s: Scenario, cal: Calibration | None) -> tuple[list[PlacementOption], Answer]:
     """The options for ``s``, ranked, and the answer recommend gives (crossovers aside)."""
     opts = options(s, cal)
     return opts, answer(s, tuple(opts), tuple(changes(s, opts, cal)), ())

@@ -134,21 +134,16 @@ def test_loader_rate_with_workers_is_the_smallest_part():
 def test_the_training_process_competes_for_cores_only_when_the_workers_fill_them():
     # 2.5 ms per sample in a worker, 0.5 ms in the training process: 1 worker on 2 cores gives 400/s
     # (the training process has the other core); 2 workers share the 2 cores with it: 2 / 3 ms
-    one = loader_rate(
-        workers=1,
-        cores=2,
-        cpu_s_per_sample=2.5e-3,
-        fetch_rate=math.inf,
-        demand=7000.0,
-        main_s_per_sample=0.5e-3,
-    )
-    two = loader_rate(
-        workers=2,
-        cores=2,
-        cpu_s_per_sample=2.5e-3,
-        fetch_rate=math.inf,
-        demand=7000.0,
-        main_s_per_sample=0.5e-3,
+    one, two = (
+        loader_rate(
+            workers=n,
+            cores=2,
+            cpu_s_per_sample=2.5e-3,
+            fetch_rate=math.inf,
+            demand=7000.0,
+            main_s_per_sample=0.5e-3,
+        )
+        for n in (1, 2)
     )
     assert one.samples_per_s == pytest.approx(400.0) and two.samples_per_s == pytest.approx(2 / 3e-3)
 
