@@ -93,9 +93,13 @@ def _shard_with_corrupt(tmp_path):
     return str(write_shard(tmp_path / "train-000000.tar", members))
 
 
-def test_corrupt_jpeg_is_skipped_counted_and_batches_stay_full(tmp_path):
+@pytest.mark.parametrize("method", ["thread", "process"])
+def test_corrupt_jpeg_is_skipped_counted_and_batches_stay_full(tmp_path, method):
+    # the skip leaves the first mapper task's batch short: its samples, made in a mapper thread or
+    # process, fill the batch one by one with the next task's first
     url = _shard_with_corrupt(tmp_path)
-    loader = make_loader("nodes", _cfg([url], batch_size=4, max_lost_fraction=None))
+    cfg = _cfg([url], batch_size=4, max_lost_fraction=None, options={"method": method})
+    loader = make_loader("nodes", cfg)
     batches = list(loader)
     assert [len(b) for b in batches] == [4, 4]  # the skipped sample's place is filled by the next
     assert [(t.expected, t.delivered, t.lost) for t in loader.tallies] == [(9, 8, 1)]  # counted, not raised
