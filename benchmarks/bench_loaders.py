@@ -170,7 +170,9 @@ def dali_ceiling_rate(jpegs: list[bytes], workers: int, batch: int) -> float:
         exec_dynamic=True,
     )
     with pipe:
-        encoded = fn.external_source(source=batches, batch=True, cycle="raise", dtype=types.UINT8)
+        encoded = fn.external_source(
+            source=batches, batch=True, cycle="raise", dtype=types.DALIDataType.UINT8
+        )
         pipe.set_outputs(dali_augment(encoded, AugmentSpec(), "cpu", False, 0))
     pipe.build()
     seen = 0

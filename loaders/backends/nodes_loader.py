@@ -1,9 +1,10 @@
 """The torchdata.nodes backend: one reader per rank, decode + augment fanned out to a pool.
 
     ShardSamples (this rank's shards; or Items -> Shuffle -> ObjectReads for its objects)
-      -> Shuffle -> torchdata Batcher (chunks of CHUNK samples)
-      -> ParallelMapper(decode + augment a chunk; threads, or method="process")
-      -> Batcher (full batches, the batch fill) -> Prefetcher
+      -> Shuffle -> torchdata Batcher (a batch's worth of samples per task)
+      -> ParallelMapper(decode + augment a task's samples straight into a batch; threads, or
+         method="process")
+      -> Batcher (hands on each full batch; the batch fill after a skipped sample) -> Prefetcher
       -> PinMemory (only with CUDA: it asserts on CPU-only torch) -> Loader
 
 The stages are the pipeline's own nodes (loaders/pipeline), composed with torchdata's as they
@@ -12,12 +13,15 @@ compares the backends and not two implementations. With the same seed the batche
 DataLoader backend's with ``workers=0`` (one reader, same shard order, same shuffle, same crops),
 whatever the thread count.
 
-Threads are the default because simplejpeg and OpenCV release the GIL while they work. The mapper
-takes CHUNK samples at a time: its hand-over between threads costs ~55 µs of CPU per item here, most
-of it under the GIL, which per sample would be a twentieth of the decode itself. A chunk that
-fills a batch leaves its rest in the batcher for the next one (its state names them, so a resumed
-loader decodes them again; the mapper's own state, snapshot after each chunk it hands on, resumes
-after them).
+Threads are the default because simplejpeg, the region decoder and OpenCV release the GIL while
+they work. A mapper task is a batch's worth of samples, decoded and augmented into the slots of a
+batch of its own, as a DataLoader worker or a reader thread fills its batch: the mapper's
+hand-over between threads (~55 µs of CPU per item here, most of it under the GIL) is paid once a
+batch, and a full batch is handed on without a copy (copying each image into the batch after
+another thread made it cost ~45 µs of CPU a sample, under the GIL, measured here). A skipped
+sample leaves its task's batch short: its samples then fill the batch fill one by one, the rest
+waiting in the batcher for the next batch (its state names them, so a resumed loader decodes them
+again; the mapper's own state, snapshot after each task it hands on, resumes after them).
 """
 
 from __future__ import annotations
@@ -26,30 +30,27 @@ from collections.abc import Iterator
 
 import torch
 from torchdata.nodes import BaseNode, ParallelMapper, PinMemory, Prefetcher
-from torchdata.nodes import Batcher as Chunks
+from torchdata.nodes import Batcher as Tasks
 
 from loaders.backends.skeleton import BaseLoader
 from loaders.config import PipelineSpec
 from loaders.formats.base import Sample
 from loaders.pipeline.batch import Batch
-from loaders.pipeline.batcher import Batcher, Share
+from loaders.pipeline.batcher import Assembled, Batcher, Share
 from loaders.pipeline.reader import raw_samples, reader_rng, reader_spec
-from loaders.pipeline.samples import Decoded, decoded
 from loaders.storage.sources import ShardSource
 
-CHUNK = 8  # samples per mapper task: the hand-over is paid once per 8 samples
 
-
-class _DecodeChunk:
-    """decode + augment of a chunk of samples, in order; picklable, so it also runs in mapper
-    processes."""
+class _AssembleBatch:
+    """decode + augment of a task's samples, in order, into a batch of its own; picklable, so it
+    also runs in mapper processes."""
 
     def __init__(self, spec: PipelineSpec, seed: int) -> None:
         self.spec, self.seed = spec, seed
 
-    def __call__(self, chunk: list[Sample]) -> list[Decoded]:
+    def __call__(self, samples: list[Sample]) -> Assembled:
         _one_torch_thread()
-        return [decoded(sample, self.spec, self.seed) for sample in chunk]
+        return Assembled.make(samples, self.spec, self.seed)
 
 
 def _handed_on(state: dict, layers: int) -> dict:
@@ -107,8 +108,8 @@ class NodesLoader(BaseLoader):
         samples = raw_samples(list(plan.readers[0].items), source, spec, rng, objects=cfg.layout == "objects")
         seed = rng.getrandbits(64)
         mapped = ParallelMapper(
-            Chunks(samples, CHUNK, drop_last=False),
-            _DecodeChunk(spec, seed),
+            Tasks(samples, spec.batch_size, drop_last=False),
+            _AssembleBatch(spec, seed),
             num_workers=max(1, cfg.workers),
             in_order=True,  # shuffling is the shuffle buffer's job; order keeps resume exact
             method=cfg.options["method"],

@@ -75,13 +75,26 @@ class BatchAssembler:
     def slot(self) -> np.ndarray:
         if self.image_size is None:
             raise TypeError("a batch read without decoding has no image slots")
+        return self._numpy()[len(self.keys)]
+
+    def slot_view(self, i: int) -> np.ndarray:
+        """The image of the ``i``-th sample kept (a view of the buffer)."""
+        return self._numpy()[i]
+
+    def _numpy(self) -> np.ndarray:
         slots = self._slots
         if slots is None:
-            with Stopwatch(self.stats, "collate"):
-                shape = (self.batch_size, self.image_size, self.image_size, 3)
-                self._images = self.buffers.allocate(shape, self.stats)
-                slots = self._slots = self._images.numpy()  # numpy indexing: ~0.2 µs a slot, torch's ~30
-        return slots[len(self.keys)]
+            if self._images is None:
+                with Stopwatch(self.stats, "collate"):
+                    shape = (self.batch_size, self.image_size, self.image_size, 3)
+                    self._images = self.buffers.allocate(shape, self.stats)
+            slots = self._slots = self._images.numpy()  # numpy indexing: ~0.2 µs a slot, torch's ~30
+        return slots
+
+    def __getstate__(self) -> dict:
+        # sent to another process (a mapper process's batch): the numpy view would go as a copy of
+        # its own; it is made again from the buffer there
+        return {**self.__dict__, "_slots": None}
 
     def commit(self, label: int, key: str) -> None:
         self.labels.append(label)

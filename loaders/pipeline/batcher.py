@@ -1,7 +1,9 @@
 """Samples into batches, as a node: the batch fill. A sample from the stream is decoded and
-augmented straight into its slot of the batch (or copied in, decoded already by a mapper thread);
-a skipped sample does not shorten a batch (the next good one fills its place) and its counters
-ride with the batch. Each batch is stamped with when it was begun and finished and carries, in
+augmented straight into its slot of the batch; a mapper task's batch (:class:`Assembled`, made the
+same way in a mapper thread from a batch's worth of samples) is handed on as it is when it is full
+and lines up with the batch begun here, else its samples are copied in one by one. A skipped
+sample does not shorten a batch (the next good one fills its place) and its counters ride with
+the batch. Each batch is stamped with when it was begun and finished and carries, in
 its bookkeeping, this node's state right after it: a reader reset from that state goes on with the next
 batch, reading again only samples it had taken but not delivered (the rest of a mapper's chunk).
 """
@@ -23,6 +25,50 @@ from loaders.pipeline.node import Node, State
 from loaders.pipeline.samples import Decoded, process_sample, sample_rng
 
 
+def fill(batch: BatchAssembler, sample: Sample, spec: PipelineSpec, seed: int) -> bool:
+    """``sample`` decoded and augmented into ``batch``'s next slot (read without decoding: its byte
+    length), its counters into the batch's; False for a sample skipped under the error policy."""
+    slot = batch.slot() if spec.decode else None
+    out = process_sample(sample, spec, sample_rng(seed, sample), batch.stats, slot)
+    if out is None:
+        return False
+    if spec.decode:
+        batch.commit(out[1], out[2])  # the image is already in its slot
+    else:
+        batch.add(*out)
+    return True
+
+
+@dataclass
+class Assembled:
+    """A batch made from consecutive samples of the stream away from the batcher (a mapper task):
+    ``batch`` holds those not skipped, in order; ``taken``: every sample taken, in order, as (ref,
+    read, whether it is in the batch)."""
+
+    batch: BatchAssembler
+    taken: list[tuple[Ref, tuple[float, float] | None, bool]]
+
+    @classmethod
+    def make(cls, samples: Sequence[Sample], spec: PipelineSpec, seed: int) -> Assembled:
+        batch = BatchAssembler(spec.batch_size, spec.image_size)
+        taken = [(sample.ref, sample.read, fill(batch, sample, spec, seed)) for sample in samples]
+        return cls(batch, taken)
+
+    def one_by_one(self) -> list[Decoded]:
+        """Its samples apart, in order (the images: views of its buffer); the first carries the
+        counters of all of them."""
+        batch, delivered = self.batch, 0
+        items = []
+        for i, (ref, read, kept) in enumerate(self.taken):
+            out = None
+            if kept:
+                image = batch.slot_view(delivered) if batch.image_size is not None else batch.sizes[delivered]
+                out = (image, batch.labels[delivered], batch.keys[delivered])
+                delivered += 1
+            items.append(Decoded(out, batch.stats if i == 0 else StageStats(), ref, read))
+        return items
+
+
 @dataclass(frozen=True)
 class Share:
     """Whose batches these are: reader ``reader``'s of ``epoch``; ``batches``: how many it must
@@ -35,7 +81,7 @@ class Share:
 
 
 class Batcher(Node[Batch]):
-    """Batches of ``spec.batch_size`` from ``source`` (samples, or lists of :class:`Decoded` from a
+    """Batches of ``spec.batch_size`` from ``source`` (samples, or :class:`Assembled` batches from a
     mapper). ``seed``: the augmentation draws' (per sample: :func:`sample_rng`). ``buffers``: where
     image buffers live; ``drain`` moves the storage counters gathered meanwhile into each batch;
     ``alive`` false ends the stream at the next sample (a stream its loader abandoned); ``restore``
@@ -86,6 +132,14 @@ class Batcher(Node[Batch]):
             if item is None:
                 self._ended = True
                 break
+            if isinstance(item, Assembled):
+                if len(batch) == 0 and item.batch.full:
+                    item.batch.stats.merge(batch.stats)  # what samples skipped before it counted
+                    batch = item.batch  # made whole in the mapper: handed on without a copy
+                    reads += [read for _, read, _ in item.taken if read is not None]
+                else:
+                    self._pending.extend(item.one_by_one())
+                continue
             if item.read is not None:
                 reads.append(item.read)
             if isinstance(item, Decoded):
@@ -93,14 +147,7 @@ class Batcher(Node[Batch]):
                 if item.out is not None:
                     batch.add(*item.out)
                 continue
-            slot = batch.slot() if spec.decode else None
-            out = process_sample(item, spec, sample_rng(self.seed, item), batch.stats, slot)
-            if out is None:
-                continue
-            if spec.decode:
-                batch.commit(out[1], out[2])  # the image is already in its slot
-            else:
-                batch.add(*out)
+            fill(batch, item, spec, self.seed)
         if self.drain is not None:
             self.drain(batch.stats)
         made = batch.take(drop_partial=spec.drop_last and not batch.full)
@@ -146,7 +193,4 @@ class Batcher(Node[Batch]):
             item = self._pull()
         except StopIteration:
             return None
-        if isinstance(item, list):  # a mapper's chunk: the rest waits here for the next batch
-            self._pending.extend(item)
-            return self._pending.popleft() if self._pending else self._take()
         return item

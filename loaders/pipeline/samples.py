@@ -34,7 +34,8 @@ class SampleError(ValueError):
 @dataclass
 class Decoded:
     """A sample decoded and augmented away from its batch (a mapper thread), with what it cost:
-    ``out`` is (image or byte length, label, key), None for a sample skipped under the policy."""
+    ``out`` is (image or byte length, label, key), None for a sample skipped under the policy;
+    ``stats`` the counters it carries to the batch it goes into."""
 
     out: tuple[np.ndarray | int, int, str] | None
     stats: StageStats
@@ -107,11 +108,3 @@ def process_sample(
         return None
     stats.samples += 1
     return image, label, sample.key
-
-
-def decoded(sample: Sample, spec: PipelineSpec, base: int) -> Decoded:
-    """:func:`process_sample` away from the batch, its counters its own (threads never share one)."""
-    stats = StageStats()
-    return Decoded(
-        process_sample(sample, spec, sample_rng(base, sample), stats), stats, sample.ref, sample.read
-    )
