@@ -62,7 +62,7 @@ def parse_ascii_label(cls):
     return value
 
 
-def augment(jpegs, spec: AugmentSpec, decode_device: str, normalize: bool, seed: int, roi: bool = True):
+def augment_graph(jpegs, spec: AugmentSpec, decode_device: str, normalize: bool, seed: int, roi: bool = True):
     """Decode + RandomResizedCrop, resize, flip (and normalise) of a batch of encoded JPEGs.
     ``roi=False``: the whole images decoded, then cropped and resized (the comparison that
     ``decode_roi: false`` asks for)."""

@@ -53,7 +53,7 @@ import torch
 
 from loaders.backends.dali.feed import Feed
 from loaders.backends.dali.graph import (
-    augment,
+    augment_graph,
     cuda_devices,
     export_s3_env,
     import_dali,
@@ -247,7 +247,7 @@ class DaliLoader(BaseLoader):
                 labels = parse_ascii_label(cls)
                 keys = fn.get_property(jpegs, key="source_info")
                 nbytes = fn.cast(jpegs.shape()[0] + cls.shape()[0], dtype=types.INT64)
-            images = augment(
+            images = augment_graph(
                 jpegs, spec.augment, self.decode_device, bool(cfg.normalize), spec.seed, spec.decode_roi
             )
             keys = fn.pad(keys, axes=(0,), fill_value=0)  # dense for the iterator; trimmed on the host
