@@ -6,6 +6,7 @@ import argparse
 import io
 import os
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -75,8 +76,13 @@ def _once(*argv: str) -> Scrape:
 
 class Job:
     def __init__(self) -> None:
+        # a session of its own: its workers (which pause until it kills them) go with it
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", JOB], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+            [sys.executable, "-c", JOB],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
         )
         self.pid = str(self.proc.pid)
 
@@ -95,7 +101,7 @@ def job():
     j = Job()
     yield j
     if j.proc.poll() is None:
-        j.proc.kill()
+        os.killpg(j.proc.pid, signal.SIGKILL)  # the job and the workers it left paused
         j.proc.wait()
 
 
