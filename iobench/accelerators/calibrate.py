@@ -32,6 +32,8 @@ class CopyAndStep:
         self.trainer = trainer
         self.device = trainer.device
         self.last_device_s = 0.0
+        self.last_work_s: float | None = None  # a real model: no fixed work sized to a time
+        self.work_sized_s: float | None = None
 
     def step(self, images: torch.Tensor, labels: torch.Tensor) -> float:
         t0 = time.perf_counter()
