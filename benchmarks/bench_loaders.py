@@ -147,7 +147,7 @@ DALI_CEILING = "DALI's decode-only ceiling (in-memory JPEGs)"
 
 
 def dali_ceiling_rate(jpegs: list[bytes], workers: int, batch: int) -> float:
-    """DALI's own decode-only ceiling: the DALI loader's graph (loaders.backends.dali.graph.augment, CPU) on
+    """DALI's own decode-only ceiling: the DALI loader's graph (loaders.backends.dali.graph.augment_graph, CPU) on
     the same JPEGs already in memory, batched as the loader batches them, with the same threads,
     prefetch and iterator; no reading, parsing or feeding. Construction to the last batch, as an
     epoch of the loader is timed."""
@@ -155,7 +155,7 @@ def dali_ceiling_rate(jpegs: list[bytes], workers: int, batch: int) -> float:
     from nvidia.dali import Pipeline, fn, types
     from nvidia.dali.plugin.pytorch import DALIGenericIterator, LastBatchPolicy
 
-    from loaders.backends.dali.graph import augment as dali_augment
+    from loaders.backends.dali.graph import augment_graph
     from loaders.config import AugmentSpec
 
     arrays = [np.frombuffer(j, dtype=np.uint8) for j in jpegs]
@@ -173,7 +173,7 @@ def dali_ceiling_rate(jpegs: list[bytes], workers: int, batch: int) -> float:
         encoded = fn.external_source(
             source=batches, batch=True, cycle="raise", dtype=types.DALIDataType.UINT8
         )
-        pipe.set_outputs(dali_augment(encoded, AugmentSpec(), "cpu", False, 0))
+        pipe.set_outputs(augment_graph(encoded, AugmentSpec(), "cpu", False, 0))
     pipe.build()
     seen = 0
     iterator = DALIGenericIterator(
