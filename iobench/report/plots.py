@@ -17,7 +17,7 @@ import json
 import re
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -299,6 +299,30 @@ def _lines_figure(series: int) -> Figure:
     return _figure(max(3.6, 1.0 + 0.19 * series))
 
 
+class _FractionAxes(NamedTuple):
+    """What a plot whose y axis is a fraction says on its axes, and how far up the axis goes."""
+
+    x: str
+    y: str
+    title: str
+    top: float = 1.05
+
+
+def _fraction_plot(
+    fig: Figure, ax, handles: list, labels: list[str], axes: _FractionAxes, prefix: str
+) -> str:
+    """A line plot whose y axis is a fraction (0 to ``axes.top``, in percent) finished: its axes
+    named, a legend naming every line, the SVG."""
+    ax.set_ylim(0, axes.top)
+    ax.yaxis.set_major_formatter(_percent())
+    ax.set(xlabel=axes.x, ylabel=axes.y, title=axes.title)
+    _lines_legend(fig, handles, labels)
+    return _svg(fig, prefix)
+
+
+_AU_AXES = _FractionAxes("loader workers", "AU", "Accelerator utilisation against loader workers")
+
+
 @_in_rc
 def au_workers_svg(summaries: list[CellSummary], styles: dict[str, CellStyle], prefix: str) -> str | None:
     """AU against loader workers, one line per tier/loader (and whatever else varies in the run), in
@@ -327,13 +351,16 @@ def au_workers_svg(summaries: list[CellSummary], styles: dict[str, CellStyle], p
     )
     ax.set_xticks(workers)
     ax.set_xlim(workers[0] - gap / 2, workers[-1] + gap / 2)
-    ax.set_ylim(0, 1.05)
-    ax.yaxis.set_major_formatter(_percent())
-    ax.set_xlabel("loader workers")
-    ax.set_ylabel("AU")
-    ax.set_title("Accelerator utilisation against loader workers")
-    _lines_legend(fig, handles, [_series_label(line[0].cell, varying) for line in lines.values()])
-    return _svg(fig, prefix)
+    labels = [_series_label(line[0].cell, varying) for line in lines.values()]
+    return _fraction_plot(fig, ax, handles, labels, _AU_AXES, prefix)
+
+
+_WAIT_AXES = _FractionAxes(
+    x="wait per step, ms (linear below 1 ms, log above)",
+    y="steps with at most this wait",
+    title="Wait-time distribution (measured steps)",
+    top=1.02,
+)
 
 
 @_in_rc
@@ -364,13 +391,7 @@ def wait_cdf_svg(steps: dict[str, pa.Table], styles: dict[str, CellStyle], prefi
     ax.set_xscale("symlog", linthresh=1.0)
     ax.xaxis.set_major_formatter(_plain())  # the default writes mathtext, which is off
     ax.set_xlim(left=0)
-    ax.set_ylim(0, 1.02)
-    ax.yaxis.set_major_formatter(_percent())
-    ax.set_xlabel("wait per step, ms (linear below 1 ms, log above)")
-    ax.set_ylabel("steps with at most this wait")
-    ax.set_title("Wait-time distribution (measured steps)")
-    _lines_legend(fig, handles, list(series))
-    return _svg(fig, prefix)
+    return _fraction_plot(fig, ax, handles, list(series), _WAIT_AXES, prefix)
 
 
 @_in_rc
@@ -409,6 +430,13 @@ def timeline_svg(steps: pa.Table, prefix: str) -> str | None:
     return _svg(fig, prefix)
 
 
+_CACHE_HIT_AXES = _FractionAxes(
+    x="epoch (each cell's points a little to one side, so equal ratios all show)",
+    y="cache hit ratio",
+    title="Shard-cache hit ratio per epoch",
+)
+
+
 @_in_rc
 def cache_hit_svg(summaries: list[CellSummary], styles: dict[str, CellStyle], prefix: str) -> str | None:
     """Shard-cache hit ratio per epoch, one line per cell that has a cache, each a little to the
@@ -427,10 +455,4 @@ def cache_hit_svg(summaries: list[CellSummary], styles: dict[str, CellStyle], pr
         for dx, (c, pts) in zip(_dodge(len(series), 0.04), series.items(), strict=True)
     ]
     ax.set_xticks(sorted({p[0] for points in series.values() for p in points}))
-    ax.set_ylim(0, 1.05)
-    ax.yaxis.set_major_formatter(_percent())
-    ax.set_xlabel("epoch (each cell's points a little to one side, so equal ratios all show)")
-    ax.set_ylabel("cache hit ratio")
-    ax.set_title("Shard-cache hit ratio per epoch")
-    _lines_legend(fig, handles, list(series))
-    return _svg(fig, prefix)
+    return _fraction_plot(fig, ax, handles, list(series), _CACHE_HIT_AXES, prefix)
