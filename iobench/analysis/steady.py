@@ -122,32 +122,6 @@ def _detect(
     return d * batch, limit, at_limit, notice
 
 
-def detect_warmup(
-    durations: Sequence[float],
-    *,
-    batch: int = 5,
-    max_fraction: float = 0.5,
-    min_steps: int = 10,
-    statistic: Statistic = "steps",
-) -> int:
-    """Leading steps to discard as warm-up, by the MSER truncation rule (White 1997).
-
-    `durations` are per-step times in seconds (t_end - t_start of consecutive step rows). Over
-    truncation points d = 0, batch, 2*batch, ... up to `max_fraction` of the series (and leaving at
-    least two batches), the rule picks the d minimising
-
-        sum_{i >= d} (x_i - mean(x[d:]))^2 / (n - d)^2
-
-    (the smallest d on a tie), so the answer is a multiple of `batch`. With
-    statistic="batch_means" the same statistic runs on means of `batch` steps: canonical MSER-5.
-
-    Returns 0 for a series shorter than max(min_steps, 2 * batch) or a constant one. Raises
-    ValueError if any duration is NaN, infinite or negative.
-    """
-    x = _validated(durations)
-    return _detect(x, batch, max_fraction, min_steps, statistic)[0]
-
-
 def steady_state(
     durations: Sequence[float],
     *,
@@ -157,10 +131,22 @@ def steady_state(
     statistic: Statistic = "steps",
     start_up: int = 0,
 ) -> SteadyState:
-    """detect_warmup plus the figures a report needs; raises ValueError on an empty series.
+    """The leading steps to discard as warm-up, by the MSER truncation rule (White 1997), and the
+    figures a report needs of the steady steps after them.
+
+    `durations` are per-step times in seconds (t_end - t_start of consecutive step rows). Over
+    truncation points d = 0, batch, 2*batch, ... up to `max_fraction` of the series (and leaving at
+    least two batches), the rule picks the d minimising
+
+        sum_{i >= d} (x_i - mean(x[d:]))^2 / (n - d)^2
+
+    (the smallest d on a tie), so the warm-up is a multiple of `batch`. With
+    statistic="batch_means" the same statistic runs on means of `batch` steps: canonical MSER-5.
+    No warm-up for a series shorter than max(min_steps, 2 * batch) or a constant one.
 
     The first ``start_up`` steps are warm-up whatever the series says (a loader's first step
-    carries its start-up, which a job pays once); MSER reads the rest."""
+    carries its start-up, which a job pays once); MSER reads the rest. Raises ValueError on an empty
+    series or if any duration is NaN, infinite or negative."""
     x = _validated(durations)
     if x.size == 0:
         raise ValueError("no step durations: nothing to measure")
