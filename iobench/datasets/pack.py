@@ -7,8 +7,8 @@ import random
 from collections.abc import Callable
 from pathlib import Path
 
-from iobench.datasets.manifest import MANIFEST_NAME, Manifest, build_manifest
-from iobench.datasets.parquet import DEFAULT_ROW_GROUP, check_format, open_shard_writer, remove_stale_shards
+from iobench.datasets.manifest import MANIFEST_NAME, Manifest
+from iobench.datasets.parquet import DEFAULT_ROW_GROUP, check_format, open_shard_writer, save_dataset
 from iobench.datasets.shardsize import auto_shard_bytes
 from iobench.datasets.shardwriter import ShardWriter
 from iobench.host.atomic import atomic_write
@@ -119,7 +119,6 @@ def pack_imagefolder(
         row_group=row_group,
         progress=progress,
     )
-    remove_stale_shards(out, {e.name for e in writer.entries})
     with atomic_write(out / KEYMAP_NAME, "w") as f:
         f.write("\n".join(keys) + "\n")
     # Parquet-only keys only for Parquet: tar manifests stay as they were
@@ -135,7 +134,8 @@ def pack_imagefolder(
         "skipped_files": [{"path": p, "why": why} for p, why in skipped[:1000]],
         "keymap": KEYMAP_NAME,
     }
-    manifest = build_manifest(
+    return save_dataset(
+        out,
         writer.entries,
         classes=len(classes),
         class_names=classes,
@@ -143,8 +143,6 @@ def pack_imagefolder(
         jpeg_bytes=jpeg_bytes,
         format=format,
     )
-    manifest.save(out)
-    return manifest
 
 
 def _write_shards(

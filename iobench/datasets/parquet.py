@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from iobench.datasets.manifest import MANIFEST_NAME, Manifest, build_manifest
+from iobench.datasets.manifest import MANIFEST_NAME, Manifest, ShardEntry, build_manifest
 from iobench.datasets.shardwriter import ShardWriter
 from loaders.formats import DEFAULT_ROW_GROUP, FORMATS, format_named, iter_samples
 
@@ -24,6 +25,7 @@ __all__ = [
     "convert_to_parquet",
     "open_shard_writer",
     "remove_stale_shards",
+    "save_dataset",
 ]
 
 
@@ -56,6 +58,26 @@ def remove_stale_shards(out: Path, keep: set[str]) -> None:
                 path.unlink()
                 if path.suffix == ".tar":
                     path.with_suffix(".idx").unlink(missing_ok=True)
+
+
+def save_dataset(
+    out: Path,
+    shards: list[ShardEntry],
+    *,
+    classes: int,
+    class_names: list[str] | None,
+    source: dict[str, Any],
+    jpeg_bytes: int,
+    format: str,
+) -> Manifest:
+    """Close a dataset just written into ``out``: shards a previous run left there removed, then its
+    manifest (what makes the directory a dataset) written last."""
+    remove_stale_shards(out, {e.name for e in shards})
+    manifest = build_manifest(
+        shards, classes=classes, class_names=class_names, source=source, jpeg_bytes=jpeg_bytes, format=format
+    )
+    manifest.save(out)
+    return manifest
 
 
 def convert_to_parquet(
@@ -97,7 +119,6 @@ def convert_to_parquet(
                     done += 1
                     if progress is not None:
                         progress(done, manifest.num_samples)
-    remove_stale_shards(out, {e.name for e in writer.entries})
     source = {
         "generator": "convert",
         "format": "parquet",
@@ -106,7 +127,8 @@ def convert_to_parquet(
         "from": str(src.resolve()),
         "from_source": manifest.source,
     }
-    converted = build_manifest(
+    return save_dataset(
+        out,
         writer.entries,
         classes=manifest.classes,
         class_names=manifest.class_names,
@@ -114,5 +136,3 @@ def convert_to_parquet(
         jpeg_bytes=jpeg_bytes,
         format="parquet",
     )
-    converted.save(out)
-    return converted

@@ -25,10 +25,9 @@ from iobench.datasets.manifest import (
     MANIFEST_NAME,
     Manifest,
     ManifestError,
-    build_manifest,
     verify,
 )
-from iobench.datasets.parquet import DEFAULT_ROW_GROUP, check_format, open_shard_writer, remove_stale_shards
+from iobench.datasets.parquet import DEFAULT_ROW_GROUP, check_format, open_shard_writer, save_dataset
 from iobench.datasets.photos import load_photos, noise_bank, render_jpeg, sources_fingerprint
 from iobench.datasets.samplesize import DEFAULT_SAMPLE_KIB, KIB, check_sample_kib
 from iobench.datasets.shardsize import auto_shard_bytes
@@ -262,9 +261,9 @@ def synthesize(
     finally:
         mapper.close()
 
-    remove_stale_shards(out, {e.name for e in writer.entries})
     source = dict(request, noise_scale=noise_scale, calibration_mean_jpeg_bytes=cal_mean)
-    manifest = build_manifest(
+    return save_dataset(
+        out,
         writer.entries,
         classes=NUM_CLASSES,
         class_names=None,
@@ -272,8 +271,6 @@ def synthesize(
         jpeg_bytes=jpeg_bytes,
         format=format,
     )
-    manifest.save(out)
-    return manifest
 
 
 def ensure_dataset(out: str | Path, **kwargs: Any) -> Manifest:
