@@ -83,10 +83,7 @@ def run_cell(cell: CellSpec, run_dir: Path) -> CellSummary:
 
 def main(argv: list[str] | None = None) -> int:
     die_with_parent()
-    given = cell_arguments(argv, "python -m iobench.cell.entry.process")
-    if given is None:
-        return 2
-    cell, run_dir = given
+    cell, run_dir = cell_arguments(argv, "python -m iobench.cell.entry.process")
     try:
         run_cell(cell, run_dir)
     except Exception as exc:

@@ -270,10 +270,7 @@ def run_rank(cell: CellSpec, run_dir: Path, ranks: Ranks) -> CellSummary | None:
 
 def main(argv: list[str] | None = None) -> int:
     die_with_launcher()
-    given = cell_arguments(argv, "torchrun [...] -m iobench.cell.entry.rank")
-    if given is None:
-        return 2
-    cell, run_dir = given
+    cell, run_dir = cell_arguments(argv, "torchrun [...] -m iobench.cell.entry.rank")
     ranks = Ranks.from_env()
     if ranks.rank != 0:
         os.environ.pop(LIVE_ENV, None)  # the sweep's live display follows rank 0

@@ -19,13 +19,14 @@ from iobench.results.codec import from_json
 from iobench.results.spec import CellSpec, RunSettings
 
 
-def cell_arguments(argv: list[str] | None, command: str) -> tuple[CellSpec, Path] | None:
+def cell_arguments(argv: list[str] | None, command: str) -> tuple[CellSpec, Path]:
     """The cell and the run directory an entry point is given (``CELL.json RUN_DIR``, after
-    ``command``); None, its usage said, where it is given something else."""
+    ``command``); given something else, its usage said and the process ends with status 2, as a
+    command line's parser does."""
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 2:
         print(f"usage: {command} CELL.json RUN_DIR", file=sys.stderr)
-        return None
+        raise SystemExit(2)
     return read_cell(Path(args[0])), Path(args[1])
 
 

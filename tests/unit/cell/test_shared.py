@@ -54,5 +54,7 @@ def test_an_entry_point_takes_a_cell_and_a_run_directory(tmp_path, tiny_dataset,
     spec = tmp_path / "cell.json"
     spec.write_text(json.dumps(to_json(_cell(tiny_dataset))))
     assert cell_arguments([str(spec), str(tmp_path)], "cmd") == (_cell(tiny_dataset), tmp_path)
-    assert cell_arguments([str(spec)], "python -m x") is None
+    with pytest.raises(SystemExit) as ended:
+        cell_arguments([str(spec)], "python -m x")
+    assert ended.value.code == 2
     assert "usage: python -m x CELL.json RUN_DIR" in capsys.readouterr().err
