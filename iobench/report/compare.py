@@ -16,12 +16,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rich.console import Group, JustifyMethod, RenderableType
+from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
 from ..analysis.repeats import welch_test
 from ..host.units import format_percent
+from ..report.tables import Columns, with_columns
 from ..results.api import load_summaries
 from ..results.codec import to_json
 from ..results.figures import RepeatSummary
@@ -161,8 +162,7 @@ def _num(x: float | None, fmt: str) -> str:
 def render_comparison(comparison: dict) -> RenderableType:
     """``compare_runs``'s result for the terminal: a table of the shared cells, then the rules used
     and the cells found in only one run. Cell ids and run paths are shown as text, never as markup."""
-    table = Table(title="iobench compare", header_style="bold")
-    columns: tuple[tuple[str, JustifyMethod], ...] = (
+    columns: Columns = (
         ("cell", "left"),
         ("samples/s A → B", "right"),
         ("B/A", "right"),
@@ -171,8 +171,7 @@ def render_comparison(comparison: dict) -> RenderableType:
         ("verdict", "left"),
         ("change", "left"),
     )
-    for col, justify in columns:
-        table.add_column(col, justify=justify)
+    table = with_columns(Table(title="iobench compare", header_style="bold"), columns)
     for c in comparison["cells"]:
         sps, au, stall, v = c["samples_per_s"], c["au"], c["stall_fraction"], c["verdict"]
         verdict = (

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from rich.console import Group, JustifyMethod, RenderableType
+from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from iobench.report.tables import Columns, with_columns
 from iobench.results.spec import CellSpec
 from iobench.results.summary import CellSummary
 
@@ -62,9 +63,7 @@ def decoding_adds(summaries: list[CellSummary]) -> list[str]:
 
 
 def mlperf_view(summaries: list[CellSummary]) -> RenderableType:
-    table = Table(title="MLPerf Storage view", header_style="bold")
-    table.add_column("cell", overflow="fold")
-    columns: tuple[tuple[str, JustifyMethod], ...] = (
+    columns: Columns = (
         ("workload", "left"),
         ("reading", "left"),
         ("accelerators", "right"),
@@ -76,8 +75,9 @@ def mlperf_view(summaries: list[CellSummary]) -> RenderableType:
         ("samples/s", "right"),
         ("MiB/s read", "right"),
     )
-    for col, justify in columns:
-        table.add_column(col, justify=justify)
+    table = Table(title="MLPerf Storage view", header_style="bold")
+    table.add_column("cell", overflow="fold")
+    with_columns(table, columns)
     for s in summaries:
         m, acc = s.mlperf, s.cell.accelerator
         workload = f"{acc.model} on {acc.type or acc.kind} ({acc.demand})"

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from rich import box
-from rich.console import Console, JustifyMethod
+from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
@@ -17,6 +17,7 @@ from iobench.analysis.mlperf import READING, reading_of
 from iobench.host.units import format_bytes, format_percent
 from iobench.report.bottomline import bottom_line
 from iobench.report.mlperf import decoding_adds
+from iobench.report.tables import Columns
 from iobench.results.figures import PART_LABELS, Capacity, RepeatSummary, Window
 from iobench.results.summary import CellSummary
 from loaders.observe import CacheHealthCounts, CacheStats
@@ -55,15 +56,7 @@ def wrapped_id(cell_id: str, width: int = WIDTHS["cell"]) -> str:
 
 def results_table(summaries: list[CellSummary], title: str = "iobench sweep") -> Table:
     """One row per cell, readable at 100 columns: a long cell id wraps whole (folded, never cut)."""
-    table = Table(
-        title=title,
-        header_style="bold",
-        box=box.SIMPLE_HEAD,
-        padding=(0, 1),
-        pad_edge=False,
-        collapse_padding=True,
-    )
-    columns: tuple[tuple[str, JustifyMethod], ...] = (
+    columns: Columns = (
         ("cell", "left"),
         ("cache", "left"),
         ("samples/s", "right"),
@@ -73,6 +66,14 @@ def results_table(summaries: list[CellSummary], title: str = "iobench sweep") ->
         ("wait p99", "right"),
         ("window", "right"),
         ("verdict", "left"),
+    )
+    table = Table(
+        title=title,
+        header_style="bold",
+        box=box.SIMPLE_HEAD,
+        padding=(0, 1),
+        pad_edge=False,
+        collapse_padding=True,
     )
     for col, justify in columns:
         table.add_column(col, justify=justify, overflow="fold", width=WIDTHS[col])
