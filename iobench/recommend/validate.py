@@ -24,7 +24,7 @@ measured figure's interval over repeats where there is one.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 from .calibrate import Calibration, CellFacts, Figure, calibrate, tier_bandwidth, trainer_ms_of
 from .model import loader_rate
@@ -37,14 +37,14 @@ class CellCheck:
     tier: str
     workers: int
     measured_samples_per_s: float
-    predicted_samples_per_s: float | None
-    error: float | None  # predicted / measured - 1
     measured_au: float  # the summary's AU: device busy / wall
-    predicted_au: float | None  # predicted samples/s x the cell's device busy per sample
-    au_error: float | None  # predicted / measured - 1
-    predicted_binding: str | None
     measured_verdict: str
-    inputs: dict[str, str]  # each model input and where it came from
+    predicted_samples_per_s: float | None = None
+    error: float | None = None  # predicted / measured - 1
+    predicted_au: float | None = None  # predicted samples/s x the cell's device busy per sample
+    au_error: float | None = None  # predicted / measured - 1
+    predicted_binding: str | None = None
+    inputs: dict[str, str] = field(default_factory=dict)  # each model input and where it came from
     note: str = ""
     # the errors against the ends of the measured figure's 95 % interval over repeats (None: one repeat)
     error_interval: tuple[float, float] | None = None
@@ -83,7 +83,7 @@ def check_cell(cell: CellFacts, cells: list[CellFacts]) -> CellCheck:
     """``cell`` predicted from ``cells`` without itself."""
     others = [c for c in cells if c.cell_id != cell.cell_id or c.run != cell.run]
     cal = calibrate(others, loader=cell.loader, batch=cell.batch_size)
-    base = dict(
+    measured = CellCheck(
         cell=cell.cell_id,
         run=cell.run,
         tier=cell.tier,
@@ -93,16 +93,7 @@ def check_cell(cell: CellFacts, cells: list[CellFacts]) -> CellCheck:
         measured_verdict=cell.verdict,
     )
     if not cell.consumer_rate:
-        return CellCheck(
-            **base,
-            predicted_samples_per_s=None,
-            error=None,
-            predicted_au=None,
-            au_error=None,
-            predicted_binding=None,
-            inputs={},
-            note="no consumer rate known: not predicted",
-        )
+        return replace(measured, note="no consumer rate known: not predicted")
     overhead_ms = cal.overhead_ms.value if cal.overhead_ms else 0.0
     main_ms, main_said = _training_process_share(cell, cal)
     inputs = _described_inputs(cell, cal, overhead_ms, f"{main_ms:.3f} ms per sample, {main_said}")
@@ -118,8 +109,8 @@ def check_cell(cell: CellFacts, cells: list[CellFacts]) -> CellCheck:
     error, error_interval = relative_error(p.samples_per_s, cell.samples_per_s, cell.rate_interval)
     au = cell.au_at(p.samples_per_s)
     au_error, au_interval = relative_error(au, cell.au, cell.au_interval) if au is not None else (None, None)
-    return CellCheck(
-        **base,
+    return replace(
+        measured,
         predicted_samples_per_s=p.samples_per_s,
         error=error,
         predicted_au=au,
