@@ -147,7 +147,7 @@ def sweep_command(args: argparse.Namespace, console: Console) -> int:
     config = load_config(source, [*args.set, *_flag_overrides(args)])
     decode = decoderate.resolve()  # this host's calibration, else the reference assumption
     estimates = estimate_plan(config.datasets, config.cells(), decode)
-    place = node_place(args, config.run.nodes, required=not args.dry_run)
+    place = node_place(args, config.run.settings.nodes, required=not args.dry_run)
     if args.dry_run:
         from iobench.sweep.dryrun import print_plan
 

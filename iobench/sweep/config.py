@@ -101,14 +101,6 @@ class RunSection:
     settings: RunSettings
     ranks_per_node: list[int] = field(default_factory=lambda: [1])
 
-    @property
-    def nodes(self) -> int:
-        return self.settings.nodes
-
-    @property
-    def timeout_s(self) -> int:
-        return self.settings.timeout_s
-
 
 @dataclass(frozen=True)
 class SweepConfig:
@@ -135,7 +127,7 @@ class SweepConfig:
                 self.run.cache,
                 self.run.ranks_per_node,
             ):
-                nodes = self.run.nodes
+                nodes = self.run.settings.nodes
                 scale = f"-n{nodes}r{ranks}" if nodes > 1 else f"-r{ranks}" if ranks > 1 else ""
                 for workers, batch, decode in itertools.product(
                     loader.workers, loader.batch_size, loader.decode

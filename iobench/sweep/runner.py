@@ -226,7 +226,7 @@ class Sweep:
             self._command(cell, files.spec),
             cell,
             files,
-            timeout_s=self.config.run.timeout_s,
+            timeout_s=self.config.run.settings.timeout_s,
             started=started,
             on_live=functools.partial(events.live, cell),
         )
