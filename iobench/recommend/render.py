@@ -98,6 +98,11 @@ def _say(console: Console, text: str, *, style: str = "") -> None:
     console.print(text, markup=False, highlight=False, style=style or None, soft_wrap=False)
 
 
+def _heading(console: Console, text: str) -> None:
+    """A section's heading: bold, a blank line above it."""
+    _say(console, "\n" + text, style="bold")
+
+
 def _answer(report: Recommendation, console: Console) -> None:
     a = report.answer
     _say(console, a.headline, style="bold")
@@ -206,11 +211,7 @@ def _table_notes(report: Recommendation, console: Console) -> None:
 
 def _assumptions(report: Recommendation, console: Console, detail: bool) -> None:
     s = report.scenario
-    _say(
-        console,
-        "\nWhere each input comes from" + ("" if detail else " (--detail: each source in full)"),
-        style="bold",
-    )
+    _heading(console, "Where each input comes from" + ("" if detail else " (--detail: each source in full)"))
     seen: dict[tuple, list[str]] = {}
     for o in report.options:
         for name, fig in o.inputs.items():
@@ -256,7 +257,7 @@ DECODER_NOTE = (
 def _carried(report: Recommendation, console: Console) -> None:
     if not report.carried_over:
         return
-    _say(console, "\nWhat the runs' measurements carry over to the target", style="bold")
+    _heading(console, "What the runs' measurements carry over to the target")
     for c in report.carried_over:
         _say(console, f" - {c.figure}: {'carried' if c.carried else 'not carried'}: {c.why}")
 
@@ -270,7 +271,7 @@ def _calibration(report: Recommendation, console: Console) -> None:
             "Run a sweep on the target first.",
         )
         return
-    _say(console, f"\nCalibration from {len(cal.cells)} cell(s)", style="bold")
+    _heading(console, f"Calibration from {len(cal.cells)} cell(s)")
     _say(console, f" - decode+augment: {s.decode.describe(s.sample_bytes)}")
     if cal.collate_ms:
         _say(
@@ -312,10 +313,8 @@ def _calibration(report: Recommendation, console: Console) -> None:
 def _mix_cells(report: Recommendation, console: Console) -> None:
     if not report.mix_cells:
         return
-    _say(
-        console,
-        "\nCache and backend, as --results measured them (samples/s; error = predicted / measured - 1)",
-        style="bold",
+    _heading(
+        console, "Cache and backend, as --results measured them (samples/s; error = predicted / measured - 1)"
     )
     for c in report.mix_cells:
         _say(
@@ -329,7 +328,7 @@ def _mix_cells(report: Recommendation, console: Console) -> None:
 
 def _crossovers(report: Recommendation, console: Console) -> None:
     u = report.scenario.units
-    _say(console, "\nAs the dataset grows (100 GB to 100 TB; this node's NVMe, RAM and cores)", style="bold")
+    _heading(console, "As the dataset grows (100 GB to 100 TB; this node's NVMe, RAM and cores)")
     first = report.leaders[0]
     _say(
         console,
@@ -344,9 +343,7 @@ def _crossovers(report: Recommendation, console: Console) -> None:
 
 
 def _hypotheses(report: Recommendation, console: Console) -> None:
-    _say(
-        console, "\nPublished rules of thumb, tested by the model on measured or given figures", style="bold"
-    )
+    _heading(console, "Published rules of thumb, tested by the model on measured or given figures")
     for h in report.hypotheses:
         verdict = {True: "model agrees", False: "model disagrees", None: "not judged"}[h.agrees]
         _say(console, f" - {h.rule}: {verdict}: {h.model_says}")
@@ -364,11 +361,10 @@ def _validation(report: Recommendation, console: Console) -> None:
     checks = report.validation
     if not checks:
         return
-    _say(
+    _heading(
         console,
-        "\nPredicted vs measured (each cell from the others' calibration and its own per-sample costs; "
+        "Predicted vs measured (each cell from the others' calibration and its own per-sample costs; "
         "error = predicted / measured - 1, in brackets against the ends of the measured 95 % interval)",
-        style="bold",
     )
     for c in checks:
         if c.predicted_samples_per_s is None:
@@ -387,11 +383,10 @@ def _validation(report: Recommendation, console: Console) -> None:
 def _at_scale(report: Recommendation, console: Console) -> None:
     if not report.at_scale:
         return
-    _say(
+    _heading(
         console,
-        "\nAt scale (synchronous data-parallel training, from the sweep's measured steps; AU with its 95 % "
+        "At scale (synchronous data-parallel training, from the sweep's measured steps; AU with its 95 % "
         "bootstrap interval)",
-        style="bold",
     )
     for a in report.at_scale:
         points = ", ".join(
@@ -404,11 +399,7 @@ def _at_scale(report: Recommendation, console: Console) -> None:
 def _knees(report: Recommendation, console: Console) -> None:
     if not report.knees:
         return
-    _say(
-        console,
-        "\nThe worker count that trains fastest (cells of --results that differ only in workers)",
-        style="bold",
-    )
+    _heading(console, "The worker count that trains fastest (cells of --results that differ only in workers)")
     for knee in report.knees:
         for line in knee.lines():
             _say(console, f" {line}")
