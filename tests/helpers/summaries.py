@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from iobench.analysis.cellfigures import RunFacts
 from iobench.analysis.evidence import Evidence, reader_work
 from iobench.analysis.ledger import ledger, totals
 from iobench.analysis.metrics import pipeline_metrics
@@ -25,7 +26,7 @@ from iobench.results.figures import (
     Verdict,
     WallSplit,
 )
-from iobench.results.spec import AcceleratorSpec, CellSpec, LoaderSettings, RunSettings
+from iobench.results.spec import AcceleratorSpec, CellSpec, LoaderSettings, MinMeasure, RunSettings
 from iobench.results.summary import CellManifest, CellSummary, DatasetInfo, HostInfo, Stability
 from loaders import StageStats
 
@@ -104,6 +105,22 @@ def metrics(samples_per_s: float, *, au: float | None = None, steps: int = 10) -
 def split(samples_per_s: float, *, au: float | None = None, steps: int = 10) -> WallSplit:
     """The wall split of the same steps as :func:`metrics`."""
     return totals(ledger(_steady_rows(samples_per_s, au, steps))).split()
+
+
+def run_facts(**given: Any) -> RunFacts:
+    """What a cell's analysis knows of its run besides the steps: one epoch asked for, 2 workers on
+    2 cores, no demand known, no minimum window, nothing capped; ``given``: any field otherwise."""
+    facts = RunFacts(
+        workers=2,
+        cores=2,
+        demand_samples_per_s=None,
+        au_basis="device",
+        readers_in_process=False,
+        min_measure=MinMeasure(seconds=0, steps=0),
+        requested_epochs=1,
+        capped=None,
+    )
+    return replace(facts, **given)
 
 
 def epoch_figures(
