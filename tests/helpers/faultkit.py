@@ -14,9 +14,11 @@ import uuid
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 from hypothesis import HealthCheck, settings
 
+from iobench.datasets.manifest import Manifest
 from iobench.lab.conf import LabPaths
 from iobench.lab.daemons import alive, live_daemons
 from loaders.formats.tar import iter_samples
@@ -58,6 +60,20 @@ def stage_copy(ceph_lab, dataset: str | Path, what: str) -> str:
     url = f"s3://{what}-{uuid.uuid4().hex[:8]}/tiny"
     upload_s3(dataset, url, endpoint_url=ceph_lab.env["AWS_ENDPOINT_URL"])
     return url
+
+
+class Staged(NamedTuple):
+    """A dataset staged in the lab: its URL there, its manifest and the samples it must deliver."""
+
+    url: str
+    manifest: Manifest
+    want: Counter
+
+
+def staged_dataset(ceph_lab, dataset: str | Path, what: str) -> Staged:
+    """``dataset`` staged into a fresh bucket of the lab (:func:`stage_copy`), with what to check
+    a read of it against."""
+    return Staged(stage_copy(ceph_lab, dataset, what), Manifest.load(dataset), dataset_pairs(dataset))
 
 
 def cache_problems(cache_dir: str | Path, want_sha256: dict[str, str]) -> list[str]:

@@ -30,6 +30,19 @@ def write_shard(path: Path, members: list[tuple[str, bytes]]) -> Path:
     return path
 
 
+def shard_with_a_corrupt_jpeg(path: Path, keys: range, corrupt: int, *, label: int | None = None) -> str:
+    """A shard of a tiny JPEG for each of ``keys`` (labelled ``label``, else its key), but for key
+    ``corrupt``: a JPEG's opening and then no image."""
+    members = []
+    for key in keys:
+        data = tiny_jpeg(key) if key != corrupt else b"\xff\xd8\xff\xe0 not really a jpeg"
+        members += [
+            (f"{key:06d}.jpg", data),
+            (f"{key:06d}.cls", str(key if label is None else label).encode()),
+        ]
+    return str(write_shard(path, members))
+
+
 def make_shards(directory: Path, n_shards: int = 4, per_shard: int = 10, start: int = 0) -> list[str]:
     """Shards train-000000.tar... with keys NNNNNN, labels key % 1000."""
     return make_uneven_shards(directory, [per_shard] * n_shards, start=start)

@@ -3,18 +3,30 @@ summary, with the figures a test cares about given and the rest filled in consis
 
 from __future__ import annotations
 
+import math
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
+from iobench.analysis.cellfigures import RunFacts
 from iobench.analysis.evidence import Evidence, reader_work
 from iobench.analysis.ledger import ledger, totals
 from iobench.analysis.metrics import pipeline_metrics
 from iobench.analysis.queue import LoaderQueue
 from iobench.analysis.repeats import summarize
 from iobench.analysis.verdict import judge
-from iobench.results.figures import CacheState, PipelineMetrics, StepAlone, StepRow, Verdict, WallSplit
-from iobench.results.spec import AcceleratorSpec, CellSpec, LoaderSettings, RunSettings
+from iobench.results.figures import (
+    ACCOUNT_PARTS,
+    CacheState,
+    EpochFigures,
+    PipelineMetrics,
+    StepAlone,
+    StepRow,
+    Verdict,
+    WallSplit,
+)
+from iobench.results.spec import AcceleratorSpec, CellSpec, LoaderSettings, MinMeasure, RunSettings
 from iobench.results.summary import CellManifest, CellSummary, DatasetInfo, HostInfo, Stability
 from loaders import StageStats
 
@@ -93,6 +105,62 @@ def metrics(samples_per_s: float, *, au: float | None = None, steps: int = 10) -
 def split(samples_per_s: float, *, au: float | None = None, steps: int = 10) -> WallSplit:
     """The wall split of the same steps as :func:`metrics`."""
     return totals(ledger(_steady_rows(samples_per_s, au, steps))).split()
+
+
+def run_facts(**given: Any) -> RunFacts:
+    """What a cell's analysis knows of its run besides the steps: one epoch asked for, 2 workers on
+    2 cores, no demand known, no minimum window, nothing capped; ``given``: any field otherwise."""
+    facts = RunFacts(
+        workers=2,
+        cores=2,
+        demand_samples_per_s=None,
+        au_basis="device",
+        readers_in_process=False,
+        min_measure=MinMeasure(seconds=0, steps=0),
+        requested_epochs=1,
+        capped=None,
+    )
+    return replace(facts, **given)
+
+
+def epoch_figures(
+    epoch: int,
+    samples: int,
+    *,
+    wall_s: float = 1.0,
+    bytes_read: int = 0,
+    cache_hits: int = 0,
+    cache_misses: int = 0,
+    **given: Any,
+) -> EpochFigures:
+    """One epoch that delivered ``samples`` (and read ``bytes_read``) in ``wall_s``: its rates and
+    cache hit ratio worked out from those as a cell's are (analysis/epochs.py); one step, no stall,
+    no evictions and no requests, unless ``given`` (any other field of the figures) says otherwise."""
+    looked_up = cache_hits + cache_misses
+    figures = EpochFigures(
+        epoch=epoch,
+        steps=1,
+        samples=samples,
+        wall_s=wall_s,
+        samples_per_s=samples / wall_s,
+        bytes_read=bytes_read,
+        bytes_per_s=bytes_read / wall_s,
+        stall_fraction=0.0,
+        cache_hits=cache_hits,
+        cache_misses=cache_misses,
+        cache_hit_ratio=cache_hits / looked_up if looked_up else None,
+        cache_evictions=0,
+        bytes_transferred=0,
+        requests=0,
+        retries=0,
+    )
+    return replace(figures, **given)
+
+
+def wall_split(wall_s: float = 10.0, **parts: float) -> WallSplit:
+    """A wall split of ``wall_s``: the ``parts`` given (fractions of it, summing to 1), every other 0."""
+    assert math.isclose(sum(parts.values()), 1.0), parts
+    return WallSplit(wall_s=wall_s, **(dict.fromkeys(ACCOUNT_PARTS, 0.0) | parts))
 
 
 def ok_summary(

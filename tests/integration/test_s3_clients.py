@@ -13,7 +13,6 @@ from collections import Counter
 
 import pytest
 
-from iobench.datasets.manifest import Manifest
 from iobench.tiers import make_tier
 from loaders import ShardLoader
 from loaders.storage import (
@@ -26,7 +25,7 @@ from loaders.storage import (
     survives_fork,
 )
 from loaders.storage.objectstore import ObjectReader
-from tests.helpers.faultkit import dataset_pairs, stage_copy
+from tests.helpers.faultkit import staged_dataset
 from tests.helpers.faultproxy import FaultProxy
 from tests.helpers.shardkit import key_label_pairs
 
@@ -35,11 +34,7 @@ RATE = 0.15
 
 @pytest.fixture(scope="module")
 def staged(lab_env, tiny_dataset):
-    return (
-        stage_copy(lab_env, tiny_dataset, "clients"),
-        Manifest.load(tiny_dataset),
-        dataset_pairs(tiny_dataset),
-    )
+    return staged_dataset(lab_env, tiny_dataset, "clients")
 
 
 def test_every_client_is_installed_here():

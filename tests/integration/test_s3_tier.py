@@ -23,6 +23,7 @@ from loaders import ShardLoader
 from loaders.observe import CacheStats, LoaderCounters, RequestCounts
 from loaders.storage.objectstore import ObjectReader, ObjectStoreError
 from loaders.storage.shardcache import ShardCache
+from tests.helpers.faultkit import dataset_pairs
 from tests.helpers.runs import exact_epochs
 from tests.helpers.shardkit import key_label_pairs
 
@@ -76,10 +77,7 @@ def test_s3_stream_and_cached_reads_yield_the_local_samples(s3_env, staged, tiny
     url, _ = staged
     tier = make_tier({"kind": "s3", "url": url, "cache_dir": str(tmp_path / "cache"), "cache_size": "100MB"})
     manifest = tier.load_manifest()
-    local = ShardLoader(
-        sorted(str(p) for p in Path(tiny_dataset).glob("train-*.tar")), workers=0, return_batches=True
-    )
-    expected = key_label_pairs(local)
+    expected = dataset_pairs(tiny_dataset)  # read straight from the tars, not by a loader
     assert len(expected) == manifest.num_samples
     streamed = ShardLoader(
         tier.shard_urls(manifest), workers=2, return_batches=True, storage_options=tier.storage_options()
@@ -98,6 +96,16 @@ def test_s3_stream_and_cached_reads_yield_the_local_samples(s3_env, staged, tiny
     cache = ShardCache(source.cache.dir, source.cache.bytes)
     for u, entry in zip(tier.shard_urls(manifest), manifest.shards, strict=True):
         assert hashlib.sha256(Path(cache.path_for(u)).read_bytes()).hexdigest() == entry.sha256
+
+
+def _through_cache(url: str, cache_dir: str, cache_size: int | str, **loader) -> tuple[Manifest, ShardLoader]:
+    """The S3 tier at ``url`` with a shard cache of ``cache_size`` in ``cache_dir``, and a loader
+    (``loader``: its settings) that reads it through that cache."""
+    tier = make_tier({"kind": "s3", "url": url, "cache_dir": cache_dir, "cache_size": cache_size})
+    manifest = tier.load_manifest()
+    return manifest, ShardLoader(
+        tier.shard_urls(manifest), return_batches=True, source=tier.source(manifest), **loader
+    )
 
 
 @pytest.mark.parametrize("cached", [False, True])
@@ -138,15 +146,8 @@ def test_two_shards_over_2_ranks_x_4_workers_are_read_by_range_once(
 def test_a_cache_smaller_than_the_dataset_stays_within_its_limit(s3_env, staged, tmp_path, policy):
     url, _ = staged
     limit = 12_000_000  # about 3.5 of the 10 shards
-    tier = make_tier({"kind": "s3", "url": url, "cache_dir": str(tmp_path / "small"), "cache_size": limit})
-    manifest = tier.load_manifest()
-    loader = ShardLoader(
-        tier.shard_urls(manifest),
-        workers=2,
-        return_batches=True,
-        source=tier.source(manifest),
-        cache_policy=policy,  # over the tier's cache
-    )
+    # the loader's cache_policy is used over the tier's
+    manifest, loader = _through_cache(url, str(tmp_path / "small"), limit, workers=2, cache_policy=policy)
     hits = []
     for _ in range(2):
         before = (loader.stats.counters.cache or CacheStats()).hits
@@ -168,14 +169,7 @@ def test_a_cache_smaller_than_the_dataset_stays_within_its_limit(s3_env, staged,
 
 def _read_all(url, cache_dir, env, out):
     os.environ.update(env)
-    tier = make_tier({"kind": "s3", "url": url, "cache_dir": cache_dir, "cache_size": "100MB"})
-    manifest = tier.load_manifest()
-    loader = ShardLoader(
-        tier.shard_urls(manifest),
-        workers=1,
-        return_batches=True,
-        source=tier.source(manifest),
-    )
+    _, loader = _through_cache(url, cache_dir, "100MB", workers=1)
     keys = [k for batch in loader for k in batch.keys]
     Path(out).write_text(json.dumps({"keys": keys, "counters": loader.stats.counters.as_flat()}))
 

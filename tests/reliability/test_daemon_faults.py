@@ -19,6 +19,8 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -61,6 +63,29 @@ def _figure(
     fault: str, took: float, summary: dict, extra: str = "", limit: str = f"deadline {DEADLINE} s"
 ) -> None:
     print(f"figures: {fault}: clear error after {took:.1f} s ({limit}){extra}; error: {summary['error']}")
+
+
+@dataclass(frozen=True)
+class _Faulted:
+    """A sweep whose running cell met a fault: the cell, its failed summary, the seconds from the
+    fault to that summary, and the sweep's exit code and output once it ended."""
+
+    cell_id: str
+    summary: dict
+    took: float
+    returncode: int
+    output: str
+
+
+def _fault_mid_cell(iobench_sweep, sweep: Path, out: Path, env: dict, fault: Callable[[], float]) -> _Faulted:
+    """Run ``sweep`` into ``out``; once its cell is in its step loop, ``fault()`` (it returns when it
+    struck, monotonic); then wait for the cell's failed summary and for the sweep to end."""
+    proc = iobench_sweep.start(sweep, "--out", out, env=env)
+    cell_id = stepping(out, proc)
+    t_fault = fault()
+    summary, t_error = failed(out, cell_id, proc)
+    output, _ = proc.communicate(timeout=120)
+    return _Faulted(cell_id, summary, t_error - t_fault, proc.returncode, output)
 
 
 # ------------------------------------------------------------------ the OSD
@@ -108,15 +133,13 @@ def test_an_osd_killed_mid_cell_fails_it_within_the_deadline_and_resume_finishes
     lab, env = lab_to_break, env_of(lab_to_break)
     tier = _tier(kind, lab, tmp_path)
     out = tmp_path / "run"
-    proc = iobench_sweep.start(sweep_file(tmp_path, tiny_dataset, tier), "--out", out, env=env)
-    cell_id = stepping(out, proc)
-    _, t_fault = kill9(lab, OSD)
-    summary, t_error = failed(out, cell_id, proc)
-    took = t_error - t_fault
-    output, _ = proc.communicate(timeout=120)
-    assert proc.returncode == 1, output
-    _figure(f"osd.0 kill -9 mid-cell ({kind})", took, summary)
-    assert took <= DEADLINE + SLACK
+    run = _fault_mid_cell(
+        iobench_sweep, sweep_file(tmp_path, tiny_dataset, tier), out, env, lambda: kill9(lab, OSD)[1]
+    )
+    cell_id, summary = run.cell_id, run.summary
+    assert run.returncode == 1, run.output
+    _figure(f"osd.0 kill -9 mid-cell ({kind})", run.took, summary)
+    assert run.took <= DEADLINE + SLACK
     _assert_clear_failure(out, cell_id, summary, hint="the storage stopped answering")
     assert "not a credentials or staging problem" in summary["error"]
     assert_table(out, {cell_id: "failed"})
@@ -145,16 +168,12 @@ def test_radosgw_killed_mid_cell_is_a_refused_endpoint_not_a_timeout(
     deadline (a restart would have been: test_gateway_restart.py); then the cell fails as a refused
     endpoint, not a timeout."""
     lab, env = lab_to_break, env_of(lab_to_break)
-    tier = s3_tier("rgw", DEADLINE)
     out = tmp_path / "run"
-    proc = iobench_sweep.start(sweep_file(tmp_path, tiny_dataset, tier), "--out", out, env=env)
-    cell_id = stepping(out, proc)
-    _, t_fault = kill9(lab, RGW)
-    summary, t_error = failed(out, cell_id, proc)
-    took = t_error - t_fault
-    proc.communicate(timeout=120)
-    _figure("radosgw kill -9 mid-cell (S3, streamed)", took, summary)
-    assert took <= DEADLINE + SLACK
+    sweep = sweep_file(tmp_path, tiny_dataset, s3_tier("rgw", DEADLINE))
+    run = _fault_mid_cell(iobench_sweep, sweep, out, env, lambda: kill9(lab, RGW)[1])
+    cell_id, summary = run.cell_id, run.summary
+    _figure("radosgw kill -9 mid-cell (S3, streamed)", run.took, summary)
+    assert run.took <= DEADLINE + SLACK
     _assert_clear_failure(out, cell_id, summary, hint="nothing answers at the endpoint")
     assert "then refused or reset connections until the 5 s deadline" in summary["error"]
     assert_table(out, {cell_id: "failed"})
@@ -277,25 +296,21 @@ def test_an_endpoint_that_accepts_and_never_answers(
         }
         limit = DEADLINE if guard == "deadline" else 8
         out = tmp_path / "run"
-        proc = iobench_sweep.start(
-            sweep_file(tmp_path, tiny_dataset, tier, stall=STALL if guard == "deadline" else 8),
-            "--out",
-            out,
-            env=env,
-        )
-        cell_id = stepping(out, proc)
-        valve.shut.set()
-        t_fault = time.monotonic()
-        summary, t_error = failed(out, cell_id, proc)
-        took = t_error - t_fault
-        proc.communicate(timeout=120)
+        sweep = sweep_file(tmp_path, tiny_dataset, tier, stall=STALL if guard == "deadline" else 8)
+
+        def shut() -> float:
+            valve.shut.set()
+            return time.monotonic()
+
+        run = _fault_mid_cell(iobench_sweep, sweep, out, env, shut)
+        cell_id, summary = run.cell_id, run.summary
         _figure(
             f"an endpoint that accepts and never answers ({guard})",
-            took,
+            run.took,
             summary,
             limit=f"deadline {DEADLINE} s" if guard == "deadline" else "run.stall_timeout 8 s, deadline 60 s",
         )
-        assert took <= limit + SLACK
+        assert run.took <= limit + SLACK
         if guard == "deadline":
             _assert_clear_failure(out, cell_id, summary, hint="the storage stopped answering")
             assert "no answer within the 5 s deadline" in summary["error"]

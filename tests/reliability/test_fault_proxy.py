@@ -31,7 +31,7 @@ from iobench.tiers.s3 import S3Tier
 from loaders import ShardLoader
 from loaders.observe import CacheStats, RequestCounts
 from loaders.storage.objectstore import ObjectReader, ObjectStoreError
-from tests.helpers.faultkit import cache_problems, dataset_pairs, stage_copy
+from tests.helpers.faultkit import cache_problems, staged_dataset
 from tests.helpers.faultproxy import FaultProxy
 from tests.helpers.shardkit import key_label_pairs
 
@@ -40,11 +40,7 @@ RATE = 0.15
 
 @pytest.fixture(scope="module")
 def staged(lab_env, tiny_dataset):
-    return (
-        stage_copy(lab_env, tiny_dataset, "proxy"),
-        Manifest.load(tiny_dataset),
-        dataset_pairs(tiny_dataset),
-    )
+    return staged_dataset(lab_env, tiny_dataset, "proxy")
 
 
 @pytest.fixture

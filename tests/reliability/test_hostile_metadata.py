@@ -63,20 +63,23 @@ def _paths(obj, prefix=()) -> list[tuple]:
     return out
 
 
-def _set(obj, path: tuple, value):
+def _one_field_replaced(data: st.DataObject, raw: dict, value) -> dict:
+    """``raw`` with one of its fields at any depth (drawn by ``data``) set to ``value``, as it reads
+    back from JSON."""
+    path = data.draw(st.sampled_from(_paths(raw)[1:]))
+    obj = raw
     for key in path[:-1]:
         obj = obj[key]
     obj[path[-1]] = value
+    return json.loads(json.dumps(raw))
 
 
 @FUZZ
 @given(data=st.data(), value=JSON)
 def test_a_manifest_with_any_field_replaced_loads_or_names_the_problem(data, value):
-    raw = _manifest_dict()
-    path = data.draw(st.sampled_from(_paths(raw)[1:]))
-    _set(raw, path, value)
+    raw = _one_field_replaced(data, _manifest_dict(), value)
     try:
-        Manifest.from_dict(json.loads(json.dumps(raw)), where="s3://b/manifest.json")
+        Manifest.from_dict(raw, where="s3://b/manifest.json")
     except ManifestError as exc:
         assert str(exc).startswith("s3://b/manifest.json: ")
 
@@ -124,11 +127,9 @@ def _sweep() -> dict:
 @FUZZ
 @given(data=st.data(), value=JSON)
 def test_a_sweep_file_with_any_field_replaced_parses_or_raises_a_config_error(data, value):
-    raw = _sweep()
-    path = data.draw(st.sampled_from(_paths(raw)[1:]))
-    _set(raw, path, value)
+    raw = _one_field_replaced(data, _sweep(), value)
     with contextlib.suppress(ConfigError):
-        parse_config(json.loads(json.dumps(raw))).cells()
+        parse_config(raw).cells()
 
 
 @FUZZ

@@ -11,7 +11,6 @@ from hypothesis import strategies as st
 
 from iobench.analysis.cellfigures import (
     Analysis,
-    RunFacts,
     SetupFacts,
     analyse,
     analyse_cell,
@@ -19,9 +18,8 @@ from iobench.analysis.cellfigures import (
 )
 from iobench.analysis.repeats import ONE_RUN_NOTICE
 from iobench.results.figures import CacheState, StepAlone, StepRow
-from iobench.results.spec import MinMeasure
 from loaders import StageStats
-from tests.helpers.summaries import cell_spec
+from tests.helpers.summaries import cell_spec, run_facts
 
 
 @dataclass
@@ -47,17 +45,7 @@ def _rows(wait_s: float, steps: int = 40, compute_s: float = 0.02, warmup: int =
 
 def _run(wait_s: float, achieved: str = "cold") -> Run:
     rows = _rows(wait_s)
-    facts = RunFacts(
-        workers=2,
-        cores=2,
-        demand_samples_per_s=None,
-        au_basis="device",
-        readers_in_process=False,
-        min_measure=MinMeasure(seconds=0, steps=0),
-        requested_epochs=1,
-        capped=None,
-    )
-    analysis = analyse(rows, facts=facts, epoch_stats=[StageStats()], measured_stats=StageStats())
+    analysis = analyse(rows, facts=run_facts(), epoch_stats=[StageStats()], measured_stats=StageStats())
     state = CacheState("cold", "posix_fadvise(DONTNEED)", None, 100, 0.0, achieved, "")
     return Run(analysis, rows, state)
 

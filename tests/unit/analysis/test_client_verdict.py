@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from iobench.analysis.cellfigures import RunFacts, analyse
+from iobench.analysis.cellfigures import analyse
 from iobench.analysis.evidence import ClientFacts, client_facts
 from iobench.analysis.verdict import CLIENT_BOUND
 from iobench.results.figures import StepRow, Verdict
@@ -15,7 +15,7 @@ from loaders import StageStats
 from loaders.observe import RequestCounts
 from loaders.storage import CLIENT_NAMES, CLIENTS, describe_client, installed_clients
 from loaders.storage.clients import OWN_RETRIES_OFF
-from tests.helpers.summaries import judge_of, metrics_of
+from tests.helpers.summaries import judge_of, metrics_of, run_facts
 
 STEPS, BATCH, READERS = 10, 64, 2
 SAMPLE_BYTES = 110_000
@@ -144,15 +144,10 @@ def test_a_tier_that_reads_through_no_object_client_has_no_client_facts():
 
 def test_the_cells_analysis_passes_the_client_to_the_verdict():
     stats = _stats(_cpu_at(0.33))
-    facts = RunFacts(
+    facts = run_facts(
         workers=READERS,
-        cores=2,
-        demand_samples_per_s=None,
         au_basis="emulated device time",
-        readers_in_process=False,
         min_measure=MinMeasure(steps=1, seconds=0.0),
-        requested_epochs=1,
-        capped=None,
         client=S3FS,
     )
     v = analyse(_rows(), facts=facts, epoch_stats=[stats], measured_stats=stats).verdict

@@ -9,6 +9,7 @@ from iobench.cell.records import StepLog
 from iobench.cell.steps.steploop import mark_warmup, step_durations
 from iobench.results.figures import CacheState, EpochFigures, StepRow
 from loaders import StageStats
+from tests.helpers.summaries import epoch_figures
 
 
 def _state(achieved: str, resident: float | None, method: str = "posix_fadvise(DONTNEED)") -> CacheState:
@@ -38,14 +39,12 @@ def test_server_caches_are_a_limitation_and_a_clean_local_cold_run_says_nothing(
     assert cache_warnings(CELL, [_state("cold", 0.01)], [], DATASET_BYTES, None) == []
 
 
-def _epoch(epoch: int, samples_per_s: float) -> EpochFigures:
-    return EpochFigures(
-        epoch, 10, int(samples_per_s), 1.0, samples_per_s, 0, 0.0, 0.0, 0, 0, None, 0, 0, 0, 0
-    )
+def _epoch(epoch: int, samples_per_s: int) -> EpochFigures:
+    return epoch_figures(epoch, samples_per_s, steps=10)  # in 1 s
 
 
 def test_epoch_deltas():
-    epochs = [_epoch(0, 400.0), _epoch(1, 500.0)]
+    epochs = [_epoch(0, 400), _epoch(1, 500)]
     assert epoch_delta(epochs) == pytest.approx(0.25)
     assert epoch_delta(epochs[:1]) is None
     assert epoch1_vs_steady(epochs, 480.0) == pytest.approx(0.2)

@@ -6,28 +6,11 @@ from iobench.analysis.losses import loss_line, sample_loss
 from iobench.results.figures import EpochFigures, LoaderStats
 from loaders import StageStats
 from loaders.observe import Loss
-from tests.helpers.summaries import judge_of, metrics_of
+from tests.helpers.summaries import epoch_figures, judge_of, metrics_of
 
 
 def _epoch(n: int, samples: int, expected: int | None) -> EpochFigures:
-    return EpochFigures(
-        epoch=n,
-        steps=1,
-        samples=samples,
-        wall_s=1.0,
-        samples_per_s=1.0,
-        bytes_read=0,
-        bytes_per_s=0.0,
-        stall_fraction=0.0,
-        cache_hits=0,
-        cache_misses=0,
-        cache_hit_ratio=None,
-        cache_evictions=0,
-        bytes_transferred=0,
-        requests=0,
-        retries=0,
-        expected_samples=expected,
-    )
+    return epoch_figures(n, samples, expected_samples=expected)
 
 
 REGION = Loss("s3://b/tiny/train-000000.tar", 40_000_000, 85_000_000, 436, 332, "zeroed blocks")

@@ -14,7 +14,7 @@ from iobench.analysis.evidence import SyncFacts
 from iobench.analysis.verdict import AU_ON_HOST
 from iobench.results.figures import CoreBudget, StepAlone, StepRow, Verdict
 from loaders import StageStats
-from tests.helpers.summaries import judge_of, metrics_of
+from tests.helpers.summaries import judge_of, metrics_of, wall_split
 
 
 def _fetch_stats() -> StageStats:
@@ -210,21 +210,7 @@ def test_a_window_too_short_to_judge_gives_no_advice():
 
 
 def test_a_trainer_blocked_by_its_checkpoint_saves_more_than_by_its_data_is_host_bound_by_them():
-    from iobench.results.figures import WallSplit
-
-    parts = dict.fromkeys(
-        ("loop", "loader_start", "fetch", "decode", "augment", "collate", "unsplit", "handover"), 0.0
-    )
-    split = WallSplit(
-        wall_s=10.0,
-        **{**parts, "decode": 0.05},
-        peer_wait=0.0,
-        h2d=0.0,
-        device=0.6,
-        host=0.05,
-        allreduce=0.0,
-        checkpoint=0.3,
-    )
+    split = wall_split(decode=0.05, device=0.6, host=0.05, checkpoint=0.3)
     rows = _rows(10, wait=0.03, compute=0.06, device=0.06)  # AU 0.67: the saves' time is in the wall
     v = judge_of(metrics_of(rows), _stats(0.5), workers=2, cores=2, split=split)
     assert (v.bound, v.binding_stage) == ("host", "checkpoint") and "30 %" in v.headline

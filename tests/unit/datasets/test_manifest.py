@@ -1,4 +1,4 @@
-"""Manifest load errors, verify(), atomic writes and size parsing."""
+"""Manifest load errors, verify() and atomic writes."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ import pytest
 from iobench.datasets.manifest import MANIFEST_NAME, Manifest, ManifestError, build_manifest, verify
 from iobench.datasets.shardwriter import ShardWriter
 from iobench.host.atomic import atomic_write, atomic_write_json
-from iobench.host.units import format_bytes, parse_size
 
 
 @pytest.fixture
@@ -102,31 +101,3 @@ def test_atomic_write_keeps_old_file_on_error(tmp_path):
         raise RuntimeError
     assert json.loads(target.read_text()) == {"a": 1}
     assert [p.name for p in tmp_path.iterdir()] == ["x.json"]
-
-
-@pytest.mark.parametrize(
-    ("text", "n"),
-    [
-        ("2GB", 2 * 10**9),
-        ("2gb", 2 * 10**9),
-        ("512MiB", 512 * 2**20),
-        ("1.5 KiB", 1536),
-        ("3TB", 3 * 10**12),
-        ("7B", 7),
-        ("1kb", 1000),
-    ],
-)
-def test_parse_size(text, n):
-    assert parse_size(text) == n
-
-
-@pytest.mark.parametrize("text", ["", "GB", "2XB", "-1GB", "1.2.3MB", "2 G B", "10"])
-def test_parse_size_rejects(text):
-    with pytest.raises(ValueError, match=r"size|no unit"):
-        parse_size(text)
-
-
-def test_format_bytes():
-    assert format_bytes(512) == "512 B"
-    assert format_bytes(1536) == "1.50 KiB"
-    assert format_bytes(128 * 2**20) == "128 MiB"

@@ -5,15 +5,20 @@ from __future__ import annotations
 
 import pytest
 
-from iobench.host.units import parse_bandwidth, parse_size
+from iobench.host.units import format_bytes, parse_bandwidth, parse_size
 
 
 @pytest.mark.parametrize(
     ("text", "n"),
     [
         ("2GB", 2 * 10**9),
+        ("2gb", 2 * 10**9),  # units in any case
+        ("1kb", 1000),
+        ("3TB", 3 * 10**12),
         ("3.84TB", 384 * 10**10),
+        ("512MiB", 512 * 2**20),
         ("512 MiB", 512 * 2**20),
+        ("1.5 KiB", 1536),
         ("7B", 7),
         ("0", 0),  # nothing in any unit
         ("0.0", 0),
@@ -41,7 +46,7 @@ def test_a_number_without_a_unit_is_refused_with_an_example(text, example):
     assert "(B, KB, MB, GB, TB, KiB, MiB, GiB or TiB)" in message
 
 
-@pytest.mark.parametrize("text", [True, -1, "-1GB", "2 G B", "GB", "2XB"])
+@pytest.mark.parametrize("text", [True, -1, "-1GB", "2 G B", "GB", "2XB", "", "1.2.3MB"])
 def test_what_is_no_size_is_refused(text):
     with pytest.raises(ValueError, match="size"):
         parse_size(text)
@@ -52,3 +57,9 @@ def test_a_rate_needs_its_unit_too():
     assert parse_bandwidth(1000) == 1000.0  # a number of bytes/s from code
     with pytest.raises(ValueError, match="'50' has no unit"):
         parse_bandwidth("50/s")
+
+
+def test_a_byte_count_is_shown_in_the_largest_binary_unit_it_fills():
+    assert format_bytes(512) == "512 B"
+    assert format_bytes(1536) == "1.50 KiB"
+    assert format_bytes(128 * 2**20) == "128 MiB"

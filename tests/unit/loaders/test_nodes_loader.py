@@ -17,9 +17,9 @@ from tests.helpers.shardkit import (
     key_label_pairs,
     label_of,
     make_shards,
+    shard_with_a_corrupt_jpeg,
     small_config,
     tiny_jpeg,
-    write_shard,
 )
 
 
@@ -86,11 +86,7 @@ def test_resume_mid_epoch_continues_the_same_epoch_exactly(urls, k):
 
 
 def _shard_with_corrupt(tmp_path):
-    members = []
-    for i in range(9):
-        data = tiny_jpeg(i) if i != 2 else b"\xff\xd8\xff\xe0 not really a jpeg"
-        members += [(f"{i:06d}.jpg", data), (f"{i:06d}.cls", b"7")]
-    return str(write_shard(tmp_path / "train-000000.tar", members))
+    return shard_with_a_corrupt_jpeg(tmp_path / "train-000000.tar", range(9), corrupt=2, label=7)
 
 
 @pytest.mark.parametrize("method", ["thread", "process"])

@@ -17,7 +17,11 @@ from loaders.observe.nvml import Nvml
 from loaders.observe.prometheus import LoaderExporter, exported
 from tests.helpers.fakenvml import GIB, FakeGpu, FakeNvmlLib
 from tests.helpers.promkit import DOC, Scrape, assert_never_decrease, documented
-from tests.helpers.shardkit import make_shards, small_config, tiny_jpeg, write_shard
+from tests.helpers.shardkit import (
+    make_shards,
+    shard_with_a_corrupt_jpeg,
+    small_config,
+)
 
 LOADER_METRICS = documented("iobench_loader_")
 # counted by the object-store client and the shard cache: a loader reading files has none
@@ -26,11 +30,7 @@ REMOTE_METRICS = {m for m in LOADER_METRICS if re.search(r"request|transferred|r
 
 def _shards_with_a_corrupt_sample(directory: Path) -> list[str]:
     urls = make_shards(directory, n_shards=3, per_shard=10)
-    members = []
-    for key in range(30, 40):
-        data = tiny_jpeg(key) if key != 35 else b"\xff\xd8\xff\xe0 not really a jpeg"
-        members += [(f"{key:06d}.jpg", data), (f"{key:06d}.cls", str(key).encode())]
-    return [*urls, str(write_shard(directory / "train-000003.tar", members))]
+    return [*urls, shard_with_a_corrupt_jpeg(directory / "train-000003.tar", range(30, 40), corrupt=35)]
 
 
 @pytest.mark.parametrize("backend", ["torch", "nodes"])

@@ -9,7 +9,13 @@ import torch
 
 from loaders import AugmentSpec, LoaderConfig, SampleError, make_loader
 from loaders.backends import ThreadLoader
-from tests.helpers.shardkit import ALL_KEYS, make_shards, small_config, tiny_jpeg, write_shard
+from tests.helpers.shardkit import (
+    ALL_KEYS,
+    make_shards,
+    shard_with_a_corrupt_jpeg,
+    small_config,
+    tiny_jpeg,
+)
 
 
 @pytest.fixture(scope="module")
@@ -56,11 +62,7 @@ def test_a_consumer_that_stops_early_stops_the_readers(urls):
 
 
 def test_a_readers_error_reaches_the_consumer_and_no_reader_is_left(tmp_path):
-    members = []
-    for i in range(9):
-        data = tiny_jpeg(i) if i != 2 else b"\xff\xd8\xff\xe0 not really a jpeg"
-        members += [(f"{i:06d}.jpg", data), (f"{i:06d}.cls", b"7")]
-    bad = str(write_shard(tmp_path / "train-000000.tar", members))
+    bad = shard_with_a_corrupt_jpeg(tmp_path / "train-000000.tar", range(9), corrupt=2, label=7)
     good = make_shards(tmp_path / "good", n_shards=1, per_shard=9, start=100)
     with pytest.raises(SampleError, match=r"train-000000\.tar.*'000002'"):
         list(make_loader("threads", small_config([bad, *good], workers=2, on_error="fail")))

@@ -10,7 +10,7 @@ import torch
 from loaders import SampleError, ShardFormatError, ShardLoader, StallMeter, expand_urls
 from loaders.formats.tar import iter_samples
 from loaders.plan import plan_epoch
-from tests.helpers.shardkit import label_of, make_shards, tiny_jpeg, write_shard
+from tests.helpers.shardkit import label_of, make_shards, shard_with_a_corrupt_jpeg, tiny_jpeg, write_shard
 
 
 def test_expand_urls_ranges_lists_and_padding():
@@ -109,11 +109,7 @@ def _small():
 
 
 def test_corrupt_jpeg_is_skipped_and_counted(tmp_path):
-    members = []
-    for i in range(5):
-        data = tiny_jpeg(i) if i != 2 else b"\xff\xd8\xff\xe0 not really a jpeg"
-        members += [(f"{i:06d}.jpg", data), (f"{i:06d}.cls", b"7")]
-    url = str(write_shard(tmp_path / "train-000000.tar", members))
+    url = shard_with_a_corrupt_jpeg(tmp_path / "train-000000.tar", range(5), corrupt=2, label=7)
     loader = ShardLoader(
         [url], batch_size=10, workers=0, return_batches=True, augment=_small(), max_lost_fraction=None
     )

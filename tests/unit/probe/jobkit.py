@@ -18,6 +18,20 @@ def record(kind: str, **values: object) -> list:
     return [kind, *(values[name] for name in FIELDS[kind])]
 
 
+def hello(pid: int = PID, t: float = 0.0, *, ranks: dict[str, str] | None = None, python: str = "3") -> list:
+    """The first record of a process of ``python train.py`` (``ranks``: its RANK and WORLD_SIZE, if any)."""
+    return record(
+        "hello",
+        pid=pid,
+        ppid=1,
+        t=t,
+        argv=["train.py"],
+        executable="python",
+        ranks=ranks or {},
+        python=python,
+    )
+
+
 @dataclass
 class Loop:
     """A loop that takes ``steps`` batches of ``batch`` samples from ``workers`` workers, waiting
@@ -52,18 +66,7 @@ class Loop:
         out = self.records
         ranks = {} if self.rank is None else {"RANK": str(self.rank), "WORLD_SIZE": "2"}
         main = out.setdefault(self.pid, [])
-        main.append(
-            record(
-                "hello",
-                pid=self.pid,
-                ppid=1,
-                t=self.start - 2,
-                argv=["train.py"],
-                executable="python",
-                ranks=ranks,
-                python="3.11",
-            )
-        )
+        main.append(hello(self.pid, self.start - 2, ranks=ranks, python="3.11"))
         main.append(record("torch", t=self.start - 1.5, version="2.13.0"))
         info = {
             "kind": "torch",

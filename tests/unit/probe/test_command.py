@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -52,13 +53,22 @@ def test_a_shell_script_is_refused_naming_its_interpreter(tmp_path):
         check_command([str(script)])
 
 
-def test_the_probe_loads_into_a_job_and_still_runs_the_jobs_own_sitecustomize(tmp_path):
+def _job_with_its_own_sitecustomize(tmp_path, source: str) -> tuple[dict[str, str], Path, Path]:
+    """The probe's environment for a job whose PYTHONPATH holds a sitecustomize of ``source``: the
+    environment, the job's own folder and the probe's records folder."""
     own = tmp_path / "own"
     own.mkdir()
-    (own / "sitecustomize.py").write_text("import os\nos.environ['OWN_SITECUSTOMIZE'] = 'ran'\n")
+    (own / "sitecustomize.py").write_text(source)
     records = tmp_path / "records"
     records.mkdir()
     env = job_environment(records, ceilings=False, base={**os.environ, "PYTHONPATH": str(own)})
+    return env, own, records
+
+
+def test_the_probe_loads_into_a_job_and_still_runs_the_jobs_own_sitecustomize(tmp_path):
+    env, own, records = _job_with_its_own_sitecustomize(
+        tmp_path, "import os\nos.environ['OWN_SITECUSTOMIZE'] = 'ran'\n"
+    )
     assert env["PYTHONPATH"].split(os.pathsep) == [str(INJECT), str(own)]
     code = "import os, sys; print(os.environ.get('OWN_SITECUSTOMIZE'), '_iobench_probe' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
@@ -69,12 +79,7 @@ def test_the_probe_loads_into_a_job_and_still_runs_the_jobs_own_sitecustomize(tm
 
 
 def test_a_failing_sitecustomize_of_the_jobs_says_what_python_would_and_the_probe_still_loads(tmp_path):
-    own = tmp_path / "own"
-    own.mkdir()
-    (own / "sitecustomize.py").write_text("raise RuntimeError('broken on purpose')\n")
-    records = tmp_path / "records"
-    records.mkdir()
-    env = job_environment(records, ceilings=False, base={**os.environ, "PYTHONPATH": str(own)})
+    env, _, _ = _job_with_its_own_sitecustomize(tmp_path, "raise RuntimeError('broken on purpose')\n")
     out = subprocess.run(
         [sys.executable, "-c", "import sys; print('_iobench_probe' in sys.modules)"],
         env=env,

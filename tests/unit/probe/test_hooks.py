@@ -17,7 +17,7 @@ from iobench.probe.inject._iobench_probe import worker
 from iobench.probe.inject._iobench_probe.control import Control, ControlPlan
 from iobench.probe.inject._iobench_probe.imports import when_imported
 from iobench.probe.inject._iobench_probe.log import Log
-from iobench.probe.inject._iobench_probe.loop import Loop, batch_samples, loader_info
+from iobench.probe.inject._iobench_probe.loop import Loop, Stream, batch_samples, loader_info
 from iobench.probe.reader import parse
 
 
@@ -155,13 +155,19 @@ class _Batches:
         return torch.full((4,), float(self._num_yielded))
 
 
-def test_after_the_window_the_loop_replays_then_the_loader_runs_alone_then_the_job_stops(tmp_path):
-    log = Log(str(tmp_path))
+def _planned(tmp_path, plan: ControlPlan) -> tuple[Loop, Stream]:
+    """A loop with ceilings and its one stream, ``plan`` the control's plan for it (as if read from
+    the control file)."""
     control = Control(str(tmp_path))
-    loop = Loop(log, control, ceilings=True)
+    loop = Loop(Log(str(tmp_path)), control, ceilings=True)
     stream = loop.stream(("test",), lambda: {"batch_size": 4, "workers": 0})
-    control.plans = {stream.tag: ControlPlan(end=3, replay=2, alone_s=0.01)}
+    control.plans = {stream.tag: plan}
     control._checked = float("inf")  # the plan above is the one read
+    return loop, stream
+
+
+def test_after_the_window_the_loop_replays_then_the_loader_runs_alone_then_the_job_stops(tmp_path):
+    loop, stream = _planned(tmp_path, ControlPlan(end=3, replay=2, alone_s=0.01))
     it = _Batches(100)
     taken = [loop.next(stream, it, _Batches.next)[0].item() for _ in range(6)]
     # three measured batches, two replayed from memory, then the loader alone drained it and handed
@@ -176,12 +182,7 @@ def test_after_the_window_the_loop_replays_then_the_loader_runs_alone_then_the_j
 
 
 def test_the_loader_alone_leaves_the_epoch_its_last_batch_and_waits_for_the_next_epoch(tmp_path):
-    log = Log(str(tmp_path))
-    control = Control(str(tmp_path))
-    loop = Loop(log, control, ceilings=True)
-    stream = loop.stream(("test",), lambda: {"batch_size": 4, "workers": 0})
-    control.plans = {stream.tag: ControlPlan(end=1, replay=0, alone_s=10.0)}
-    control._checked = float("inf")
+    loop, stream = _planned(tmp_path, ControlPlan(end=1, replay=0, alone_s=10.0))
     near_end = _Batches(40)
     near_end._num_yielded = 35
     loop.next(stream, near_end, _Batches.next)
@@ -193,17 +194,12 @@ def test_the_loader_alone_leaves_the_epoch_its_last_batch_and_waits_for_the_next
 
 
 def test_an_epoch_too_short_for_the_loader_alone_leaves_it_out_and_says_why(tmp_path):
-    log = Log(str(tmp_path))
-    control = Control(str(tmp_path))
-    loop = Loop(log, control, ceilings=True)
-    stream = loop.stream(("test",), lambda: {"batch_size": 4, "workers": 0})
-    control.plans = {stream.tag: ControlPlan(end=1, replay=0, alone_s=10.0)}
-    control._checked = float("inf")
+    loop, stream = _planned(tmp_path, ControlPlan(end=1, replay=0, alone_s=10.0))
     short = _Batches(5)
     loop.next(stream, short, _Batches.next)
     loop.next(stream, short, _Batches.next)  # every epoch has 5 batches: never waited for
     assert stream.alone_done and short._num_yielded == 2
-    log.flush()
+    loop.log.flush()
     (skip,) = [r for r in _lines(tmp_path / f"p{os.getpid()}.jsonl") if r[0] == "skip"]
     assert skip[3] == "alone" and "an epoch of 5 batches is shorter than the 12" in skip[4]
 
@@ -227,13 +223,8 @@ def test_a_fault_of_the_probes_own_switches_the_hooks_off_and_the_job_goes_on(tm
 
 
 def test_a_job_stops_at_the_step_set_for_every_rank_after_its_phases(tmp_path):
-    log = Log(str(tmp_path))
-    control = Control(str(tmp_path))
-    loop = Loop(log, control, ceilings=True)
-    stream = loop.stream(("test",), lambda: {"batch_size": 4, "workers": 0})
     # a rank that learnt the plan late: its window ended before it read it
-    control.plans = {stream.tag: ControlPlan(end=1, replay=2, alone_s=0.01, stop=8)}
-    control._checked = float("inf")
+    loop, stream = _planned(tmp_path, ControlPlan(end=1, replay=2, alone_s=0.01, stop=8))
     it = _Batches(100_000)
     for _ in range(8):  # steps 0..7: measured, replayed, the loader alone, then real batches unrecorded
         loop.next(stream, it, _Batches.next)

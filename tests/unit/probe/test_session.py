@@ -11,7 +11,7 @@ from iobench.probe.plan import phases_done, window_plan
 from iobench.probe.reader import RECORDS, Follower, Job
 from iobench.probe.seen import what_was_seen
 from iobench.results.spec import MinMeasure
-from tests.unit.probe.jobkit import Loop, record
+from tests.unit.probe.jobkit import Loop, hello, record
 
 
 def test_the_window_closes_once_long_enough_and_ends_ahead_of_the_loop(tmp_path):
@@ -60,32 +60,12 @@ def test_the_phases_are_done_when_every_stream_ran_its_loader_alone_or_stopped(t
     [
         ([], "no Python process of `python train.py` loaded the probe"),
         (
-            [
-                record(
-                    "hello",
-                    pid=7,
-                    ppid=1,
-                    t=0.0,
-                    argv=["train.py"],
-                    executable="python",
-                    ranks={},
-                    python="3",
-                )
-            ],
+            [hello(pid=7)],
             "1 Python process(es) ran (train.py) but none imported torch.utils.data; the job exited with code 0",
         ),
         (
             [
-                record(
-                    "hello",
-                    pid=7,
-                    ppid=1,
-                    t=0.0,
-                    argv=["train.py"],
-                    executable="python",
-                    ranks={},
-                    python="3",
-                ),
+                hello(pid=7),
                 record("torch", t=1.0, version="2.13.0"),
             ],
             "torch 2.13.0 was imported, but no torch.utils.data.DataLoader (nor a DALI iterator) was iterated",

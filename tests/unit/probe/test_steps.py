@@ -10,7 +10,7 @@ import pytest
 
 from iobench.probe.reader import Follower
 from iobench.probe.steps import main_stream, measured, replayed_steps, stream_steps
-from tests.unit.probe.jobkit import PID, Loop, record
+from tests.unit.probe.jobkit import PID, Loop, hello, record
 
 
 def test_each_step_runs_from_its_call_to_the_next_call(tmp_path):
@@ -32,7 +32,7 @@ def test_each_step_runs_from_its_call_to_the_next_call(tmp_path):
 def test_an_epoch_ends_a_step_and_its_first_step_waits_from_iter(tmp_path):
     tag = f"{PID}-0"
     lines = [
-        record("hello", pid=PID, ppid=1, t=0.0, argv=["t.py"], executable="python", ranks={}, python="3"),
+        hello(),
         record("epoch", tag=tag, t=1.0, t_ready=1.2, epoch=0),
         record("step", tag=tag, t_call=1.2, t_return=1.5, cpu_call=0.0, samples=4, phase=0),
         record("step", tag=tag, t_call=1.6, t_return=1.7, cpu_call=0.1, samples=4, phase=0),
@@ -84,9 +84,7 @@ def test_an_epochs_opening_lasts_until_every_worker_began_its_first_batch(tmp_pa
     # two spawned workers that take 2 s to start: each epoch's first steps wait for them, and that
     # wait is the epoch's opening, not the making of the batches
     tag = f"{PID}-0"
-    lines = [
-        record("hello", pid=PID, ppid=1, t=0.0, argv=["t.py"], executable="python", ranks={}, python="3")
-    ]
+    lines = [hello()]
     for epoch, t in enumerate((10.0, 20.0)):
         lines += [
             record("epoch", tag=tag, t=t, t_ready=t + 0.03, epoch=epoch),

@@ -14,6 +14,7 @@ from iobench.analysis.verdict import judge as one_judge
 from iobench.probe.publish import PROBE_WORDS, UNSEEN_ACTION, stage_stats
 from iobench.probe.workers import LoaderWork
 from iobench.results.figures import Ceiling, Ceilings, CoreBudget, PipelineMetrics, Verdict, WallSplit
+from tests.helpers.summaries import wall_split
 
 
 def judge(
@@ -133,22 +134,7 @@ def test_idle_workers_while_the_loop_waits_are_the_hand_over():
     assert "collate/IPC" in v.headline
     # with the batches matched to their making, idle readers' waits are split by the measured
     # hand-over; a reader busy nearly all the time sets the rate however late its batches arrive
-    split = WallSplit(
-        wall_s=10,
-        loop=0,
-        loader_start=0,
-        fetch=0.05,
-        decode=0.05,
-        augment=0,
-        collate=0,
-        unsplit=0,
-        handover=0.4,
-        peer_wait=0,
-        h2d=0,
-        device=0.5,
-        host=0,
-        allreduce=0,
-    )
+    split = wall_split(fetch=0.05, decode=0.05, handover=0.4, device=0.5)
     v = judge(metrics(0.5, 0.5), work(cpu_ms=2, busy=0.2), cores=4, workers=2, split=split)
     assert v.binding_stage == "collate"
     v = judge(metrics(0.5, 0.5), work(cpu_ms=2, busy=0.95), cores=4, workers=2, split=split)

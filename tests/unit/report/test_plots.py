@@ -16,14 +16,23 @@ from matplotlib.lines import Line2D
 from iobench.report import plots
 from iobench.results.figures import EpochFigures
 from iobench.results.summary import CellSummary
-from tests.helpers.summaries import cell_spec, ok_summary
+from tests.helpers.summaries import cell_spec, epoch_figures, ok_summary
 
 TIERS = ("local", "minio_nvme", "rados_ram", "cephfs_ram")
 
 
 def _epoch(epoch: int, ratio: float) -> EpochFigures:
-    return EpochFigures(
-        epoch, 16, 1024, 2.0, 512.0, 2**27, 2**26, 0.5, int(16 * ratio), 16, ratio, 0, 0, 0, 0
+    """An epoch of 16 shards whose cache served ``ratio`` of them."""
+    hits = int(16 * ratio)
+    return epoch_figures(
+        epoch,
+        1024,
+        steps=16,
+        wall_s=2.0,
+        bytes_read=2**27,
+        stall_fraction=0.5,
+        cache_hits=hits,
+        cache_misses=16 - hits,
     )
 
 
