@@ -17,6 +17,8 @@ DEFAULT_MAX_MEMBER_BYTES = 256 * 2**20
 # where the pipeline finds a sample again (a resumed shuffle buffer, a batch left half-filled): set
 # by the node that read it, e.g. (its item in the reader's list, its index in the shard, its span)
 Ref = tuple[int, ...]
+# a sample found again by a saved position: its index in the shard and its span, (index, begin, end)
+IndexedSpan = tuple[int, int, int]
 
 
 class ShardFormatError(ValueError):
@@ -146,7 +148,7 @@ class ShardReader(Protocol):
         self,
         source: Opener,
         url: str,
-        spans: Sequence[tuple[int, int, int]],
+        spans: Sequence[IndexedSpan],
         options: ReadOptions = DEFAULT_OPTIONS,
     ) -> Iterator[Sample]:
         """The samples of ``spans`` ((index, begin, end) as :attr:`Sample.span` gave them, ascending),

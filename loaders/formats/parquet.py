@@ -31,6 +31,7 @@ from loaders.formats.base import (
     DEFAULT_OPTIONS,
     WHOLE_SHARD,
     Extent,
+    IndexedSpan,
     Opener,
     ReadCounter,
     ReadOptions,
@@ -353,7 +354,7 @@ class ParquetReader:
         self,
         source: Opener,
         url: str,
-        spans: Sequence[tuple[int, int, int]],
+        spans: Sequence[IndexedSpan],
         options: ReadOptions = DEFAULT_OPTIONS,
     ) -> Iterator[Sample]:
         wanted = {index for index, _, _ in spans}

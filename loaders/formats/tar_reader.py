@@ -13,6 +13,7 @@ from loaders.formats.base import (
     DEFAULT_OPTIONS,
     WHOLE_SHARD,
     Extent,
+    IndexedSpan,
     Opener,
     ReadOptions,
     Sample,
@@ -53,7 +54,7 @@ class TarReader:
         self,
         source: Opener,
         url: str,
-        spans: Sequence[tuple[int, int, int]],
+        spans: Sequence[IndexedSpan],
         options: ReadOptions = DEFAULT_OPTIONS,
     ) -> Iterator[Sample]:
         for run in _adjacent(spans):
@@ -207,9 +208,9 @@ def _matches(sample: Sample, index: list[Members]) -> bool:
     return {ext: len(data) for ext, data in sample.parts.items()} == {e: n for e, _, n in index[sample.index]}
 
 
-def _adjacent(spans: Sequence[tuple[int, int, int]]) -> Iterator[list[tuple[int, int, int]]]:
+def _adjacent(spans: Sequence[IndexedSpan]) -> Iterator[list[IndexedSpan]]:
     """The spans in runs of samples that follow one another in the shard: one read each."""
-    run: list[tuple[int, int, int]] = []
+    run: list[IndexedSpan] = []
     for span in spans:
         if run and (span[0] != run[-1][0] + 1 or span[1] != run[-1][2]):
             yield run

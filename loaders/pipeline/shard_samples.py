@@ -12,7 +12,15 @@ from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from loaders.formats.base import DEFAULT_MAX_MEMBER_BYTES, WHOLE_SHARD, Extent, ReadOptions, Ref, Sample
+from loaders.formats.base import (
+    DEFAULT_MAX_MEMBER_BYTES,
+    WHOLE_SHARD,
+    Extent,
+    IndexedSpan,
+    ReadOptions,
+    Ref,
+    Sample,
+)
 from loaders.formats.table import reader_for
 from loaders.pipeline.node import Node, State
 from loaders.plan import Part
@@ -81,7 +89,7 @@ class ShardSamples(Node[Sample]):
     def restore(self, refs: Sequence[Ref]) -> list[Sample]:
         """The samples ``refs`` name, read again by their spans: each shard's in one pass, samples
         that follow one another in one request."""
-        wanted: dict[int, list[tuple[int, int, int]]] = {}
+        wanted: dict[int, list[IndexedSpan]] = {}
         for item, index, begin, end in refs:
             wanted.setdefault(item, []).append((index, begin, end))
         found: dict[tuple[int, int], Sample] = {}
