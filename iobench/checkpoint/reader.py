@@ -26,28 +26,20 @@ from torch.futures import Future
 from .aligned import aligned_bytes, buffer_of, byte_view, round_up
 from .errors import CheckpointCorrupt
 from .layout import PartSlice
-from .store import IoLog, Store
-from .writer import DEFAULT_IO, IoOptions, WriteTotals
+from .store import Store
+from .writer import DEFAULT_IO, IoOptions, StoreBound
 
 
-class DcpStoreReader(StorageReader):
+class DcpStoreReader(StoreBound, StorageReader):
     """A DCP StorageReader over a :class:`~iobench.checkpoint.store.Store`."""
 
     def __init__(self, store: Store, options: IoOptions = DEFAULT_IO) -> None:
-        super().__init__()
-        self.store, self.options = store, options
-        self.checkpoint_id = ""
-        self.totals = WriteTotals(IoLog())
+        super().__init__(store, options)
         self.storage_data: dict[MetadataIndex, PartSlice] = {}
         self.metadata: Metadata | None = None
         self._buffers: Queue[torch.Tensor] = Queue()
         for _ in range(options.depth + 1):
             self._buffers.put(aligned_bytes(options.chunk_bytes))
-
-    def reset(self, checkpoint_id: str | os.PathLike | None = None) -> None:
-        if checkpoint_id is not None:
-            self.checkpoint_id = os.fspath(checkpoint_id)
-        self.totals = WriteTotals(IoLog())
 
     def read_metadata(self, *args: Any, **kwargs: Any) -> Metadata:
         raw = self.store.read_metadata(self.checkpoint_id)

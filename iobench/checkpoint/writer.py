@@ -66,8 +66,10 @@ def _item_bytes(item: WriteItem) -> int:
     return size
 
 
-class DcpStoreWriter(StorageWriter):
-    """A DCP StorageWriter over a :class:`~iobench.checkpoint.store.Store`."""
+class StoreBound:
+    """What iobench's DCP writer and reader share, before DCP's own base class in their order: the
+    :class:`~iobench.checkpoint.store.Store` and how they drive it, the checkpoint DCP names, and the
+    totals of the save or load under way (new at each ``reset``)."""
 
     def __init__(self, store: Store, options: IoOptions = DEFAULT_IO) -> None:
         super().__init__()
@@ -79,6 +81,10 @@ class DcpStoreWriter(StorageWriter):
         if checkpoint_id is not None:
             self.checkpoint_id = os.fspath(checkpoint_id)
         self.totals = WriteTotals(IoLog())
+
+
+class DcpStoreWriter(StoreBound, StorageWriter):
+    """A DCP StorageWriter over a :class:`~iobench.checkpoint.store.Store`."""
 
     def set_up_storage_writer(self, is_coordinator: bool, *args: Any, **kwargs: Any) -> None:
         self.is_coordinator = is_coordinator

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import abc
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 from iobench.results.figures import CacheState
@@ -22,6 +22,7 @@ __all__ = [
     "Tier",
     "TierConfigError",
     "classify_fraction",
+    "resident_state",
 ]
 
 
@@ -64,6 +65,26 @@ def classify_fraction(fraction: float | None) -> str:
     if fraction >= WARM_MIN_FRACTION:
         return "warm"
     return "partly-cold"
+
+
+def resident_state(
+    requested: str, method: str, resident_bytes: int, total_bytes: int, note: Callable[[float, str], str]
+) -> CacheState:
+    """What a repeat found cached before it started: ``resident_bytes`` of the dataset's
+    ``total_bytes``, as a fraction (0.0 of an empty dataset) and what that fraction amounts to
+    (unknown for an empty dataset: nothing of it could be cached or not); ``note(fraction,
+    achieved)`` says it for a person, in the tier's words."""
+    fraction = resident_bytes / total_bytes if total_bytes else 0.0
+    achieved = classify_fraction(fraction) if total_bytes else "unknown"
+    return CacheState(
+        requested=requested,
+        method=method,
+        resident_bytes_before=resident_bytes,
+        total_bytes=total_bytes,
+        resident_fraction_before=fraction,
+        achieved=achieved,
+        note=note(fraction, achieved),
+    )
 
 
 class Tier(abc.ABC):

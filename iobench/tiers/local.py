@@ -14,7 +14,7 @@ from iobench.tiers.base import (
     Option,
     Tier,
     TierConfigError,
-    classify_fraction,
+    resident_state,
 )
 
 __all__ = ["LocalTier"]
@@ -124,15 +124,12 @@ class LocalTier(Tier):
                 achieved="unknown",
                 note=str(exc),
             )
-        achieved = classify_fraction(res.fraction) if res.total_bytes else "unknown"
-        return CacheState(
-            requested=cache,
-            method=method,
-            resident_bytes_before=res.resident_bytes,
-            total_bytes=res.total_bytes,
-            resident_fraction_before=res.fraction,
-            achieved=achieved,
-            note=self._note(cache, achieved, res),
+        return resident_state(
+            cache,
+            method,
+            res.resident_bytes,
+            res.total_bytes,
+            lambda _, achieved: self._note(cache, achieved, res),
         )
 
     @staticmethod

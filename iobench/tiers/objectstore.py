@@ -39,7 +39,7 @@ from .base import (
     Tier,
     TierConfigError,
     check_deadline,
-    classify_fraction,
+    resident_state,
 )
 from .ramcache import RAM_MEDIUM, dir_bytes, ram_cache_path
 
@@ -274,22 +274,17 @@ class ObjectStoreTier(Tier):
                 "entries as it goes",
             )
         cached = sum(s.bytes for u, s in zip(urls, manifest.shards, strict=True) if shard_cache.contains(u))
-        fraction = cached / total if total else 0.0
-        return CacheState(
-            requested=cache,
-            method=method,
-            resident_bytes_before=cached,
-            total_bytes=total,
-            resident_fraction_before=fraction,
-            achieved=classify_fraction(fraction),
-            note=(
+
+        def note(fraction: float, _achieved: str) -> str:
+            return (
                 f"{100 * fraction:.0f} % of the dataset is in the {self.cache_medium} shard cache "
                 f"({self.cache_dir}, {policy}, limit {format_bytes(shard_cache.max_bytes)}, "
                 f"{100 * shard_cache.max_bytes / max(1, total):.0f} % of the dataset)"
                 + "".join(f"; {x}" for x in said)
                 + f"; {self.server_caches()}"
-            ),
-        )
+            )
+
+        return resident_state(cache, method, cached, total, note)
 
     def _streamed(self, cache: str, total: int, method: str, note: str) -> CacheState:
         """The cache state of a tier read without a shard cache: nothing of it held on the client."""

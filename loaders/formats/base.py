@@ -17,6 +17,8 @@ DEFAULT_MAX_MEMBER_BYTES = 256 * 2**20
 # where the pipeline finds a sample again (a resumed shuffle buffer, a batch left half-filled): set
 # by the node that read it, e.g. (its item in the reader's list, its index in the shard, its span)
 Ref = tuple[int, ...]
+# a sample found again by a saved position: its index in the shard and its span, (index, begin, end)
+IndexedSpan = tuple[int, int, int]
 
 
 class ShardFormatError(ValueError):
@@ -99,41 +101,59 @@ class Opener(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class Extent:
+    """Where a read goes in a shard: samples ``[start, stop)`` (``stop`` None: to its end), numbered
+    from ``start``. ``at``: the byte where sample ``start``'s reading begins, when known (a resumed
+    cursor), else 0 and the reader finds it. ``ranged``: most of the shard is other readers' (fewer
+    shards than readers): read only these samples' bytes."""
+
+    start: int = 0
+    stop: int | None = None
+    at: int = 0
+    ranged: bool = False
+
+    @property
+    def empty(self) -> bool:
+        return self.stop is not None and self.stop <= self.start
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    """How a format reads, the pipeline's for every read and reread of its shards.
+    ``max_member_bytes``: a larger member is damage, not data. ``lost``: a damaged region is
+    skipped, told to it as a :class:`~loaders.observe.losses.Loss` (the samples of this read it
+    held), and reading goes on where the format can find its place again; None: damage is a
+    ShardFormatError."""
+
+    max_member_bytes: int = DEFAULT_MAX_MEMBER_BYTES
+    lost: Callable[[Loss], None] | None = None
+
+
+WHOLE_SHARD = Extent()
+DEFAULT_OPTIONS = ReadOptions()
+
+
 class ShardReader(Protocol):
     """How the pipeline reads one shard format: samples from a position, samples again by their
     spans, and a local shard's sample count. The table of formats (table.py) picks one by suffix."""
 
     def read(
-        self,
-        source: Opener,
-        url: str,
-        start: int = 0,
-        stop: int | None = None,
-        at: int = 0,
-        *,
-        ranged: bool = False,
-        max_member_bytes: int = DEFAULT_MAX_MEMBER_BYTES,
-        lost: Callable[[Loss], None] | None = None,
+        self, source: Opener, url: str, extent: Extent = WHOLE_SHARD, options: ReadOptions = DEFAULT_OPTIONS
     ) -> Iterator[Sample]:
-        """Samples ``[start, stop)`` of the shard (``stop`` None: to its end), numbered from
-        ``start``. ``at``: the byte where sample ``start``'s reading begins, when known (a resumed
-        cursor), else 0 and the reader finds it. ``ranged``: most of the shard is other readers'
-        (fewer shards than readers): read only these samples' bytes. Opening the shard is charged to
-        the first sample. ``lost``: a damaged region is skipped, told to it as a
-        :class:`~loaders.observe.losses.Loss` (the samples of this read it held), and reading goes
-        on where the format can find its place again; None: damage is a ShardFormatError."""
+        """The samples of ``extent``; opening the shard is charged to the first sample."""
         ...
 
     def reread(
         self,
         source: Opener,
         url: str,
-        spans: Sequence[tuple[int, int, int]],
-        *,
-        max_member_bytes: int = DEFAULT_MAX_MEMBER_BYTES,
+        spans: Sequence[IndexedSpan],
+        options: ReadOptions = DEFAULT_OPTIONS,
     ) -> Iterator[Sample]:
         """The samples of ``spans`` ((index, begin, end) as :attr:`Sample.span` gave them, ascending),
-        read again, each alone or with its neighbours: a resumed shuffle buffer's."""
+        read again, each alone or with its neighbours: a resumed shuffle buffer's. They were read
+        whole once, so damage here is a ShardFormatError whatever ``options.lost`` says."""
         ...
 
     def count(self, path: str) -> int:

@@ -28,9 +28,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from loaders.formats.base import (
-    DEFAULT_MAX_MEMBER_BYTES,
+    DEFAULT_OPTIONS,
+    WHOLE_SHARD,
+    Extent,
+    IndexedSpan,
     Opener,
     ReadCounter,
+    ReadOptions,
     Sample,
     ShardFormatError,
     charged,
@@ -336,37 +340,27 @@ class ParquetReader:
     read whole first: its footer comes last)."""
 
     def read(
-        self,
-        source: Opener,
-        url: str,
-        start: int = 0,
-        stop: int | None = None,
-        at: int = 0,
-        *,
-        ranged: bool = False,
-        max_member_bytes: int = DEFAULT_MAX_MEMBER_BYTES,
-        lost: Callable[[Loss], None] | None = None,
+        self, source: Opener, url: str, extent: Extent = WHOLE_SHARD, options: ReadOptions = DEFAULT_OPTIONS
     ) -> Iterator[Sample]:
-        if stop is not None and stop <= start:
+        if extent.empty:
             return
         clock = clocks()
         with source.open(url) as raw:
             wall, cpu = since(clock)
-            rows = None if start == 0 and stop is None else (start, stop)
-            yield from charged(iter_parquet_samples(raw, url, rows=rows, lost=lost), wall, cpu)
+            rows = None if extent.start == 0 and extent.stop is None else (extent.start, extent.stop)
+            yield from charged(iter_parquet_samples(raw, url, rows=rows, lost=options.lost), wall, cpu)
 
     def reread(
         self,
         source: Opener,
         url: str,
-        spans: Sequence[tuple[int, int, int]],
-        *,
-        max_member_bytes: int = DEFAULT_MAX_MEMBER_BYTES,
+        spans: Sequence[IndexedSpan],
+        options: ReadOptions = DEFAULT_OPTIONS,
     ) -> Iterator[Sample]:
         wanted = {index for index, _, _ in spans}
         if not wanted:
             return
-        got = [s for s in self.read(source, url, min(wanted), max(wanted) + 1) if s.index in wanted]
+        got = [s for s in self.read(source, url, Extent(min(wanted), max(wanted) + 1)) if s.index in wanted]
         if len(got) != len(wanted):
             missing = sorted(wanted - {s.index for s in got})
             raise ParquetFormatError(

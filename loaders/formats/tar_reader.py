@@ -10,8 +10,12 @@ import os
 from collections.abc import Callable, Iterator, Sequence
 
 from loaders.formats.base import (
-    DEFAULT_MAX_MEMBER_BYTES,
+    DEFAULT_OPTIONS,
+    WHOLE_SHARD,
+    Extent,
+    IndexedSpan,
     Opener,
+    ReadOptions,
     Sample,
     ShardFormatError,
     charged,
@@ -36,30 +40,22 @@ class TarReader:
     """:class:`loaders.formats.base.ShardReader` for tar shards."""
 
     def read(
-        self,
-        source: Opener,
-        url: str,
-        start: int = 0,
-        stop: int | None = None,
-        at: int = 0,
-        *,
-        ranged: bool = False,
-        max_member_bytes: int = DEFAULT_MAX_MEMBER_BYTES,
-        lost: Lost | None = None,
+        self, source: Opener, url: str, extent: Extent = WHOLE_SHARD, options: ReadOptions = DEFAULT_OPTIONS
     ) -> Iterator[Sample]:
-        if stop is not None and stop <= start:
+        if extent.empty:
             return iter(())
-        if ranged:
-            return _by_index(source, url, start, stop, max_member_bytes, lost)
-        return _stream(source, url, start, stop, at, max_member_bytes, _Gaps(source, url, start, stop, lost))
+        if extent.ranged:
+            return _by_index(source, url, extent, options)
+        return _stream(
+            source, url, extent, options.max_member_bytes, _Gaps(source, url, extent, options.lost)
+        )
 
     def reread(
         self,
         source: Opener,
         url: str,
-        spans: Sequence[tuple[int, int, int]],
-        *,
-        max_member_bytes: int = DEFAULT_MAX_MEMBER_BYTES,
+        spans: Sequence[IndexedSpan],
+        options: ReadOptions = DEFAULT_OPTIONS,
     ) -> Iterator[Sample]:
         for run in _adjacent(spans):
             (first, begin, _), end = run[0], run[-1][2]
@@ -68,7 +64,9 @@ class TarReader:
                 wall, cpu = since(clock)
                 ranged = ArchiveRange(raw, url, begin, end, placed="a saved position places samples")
                 got = list(
-                    charged(iter_samples(ranged, url, max_member_bytes, at=begin, first=first), wall, cpu)
+                    charged(
+                        iter_samples(ranged, url, options.max_member_bytes, at=begin, first=first), wall, cpu
+                    )
                 )
             if [(s.index, *s.span) for s in got] != list(run):
                 raise ShardFormatError(
@@ -83,19 +81,12 @@ class TarReader:
         return count_tar_samples(path)
 
 
-def _stream(
-    source: Opener,
-    url: str,
-    start: int,
-    stop: int | None,
-    at: int,
-    max_member_bytes: int,
-    gaps: _Gaps,
-) -> Iterator[Sample]:
-    """Samples [start, stop) read front to back: from byte ``at`` where sample ``start`` begins
+def _stream(source: Opener, url: str, extent: Extent, max_member_bytes: int, gaps: _Gaps) -> Iterator[Sample]:
+    """Samples [start, stop) of ``extent`` read front to back: from byte ``at`` where sample ``start`` begins
     when it is known, else from the shard's start, the samples before ``start`` read but not
     yielded (their bytes and time charged to sample ``start``). Reading stops after ``stop - 1``:
     the rest of the shard is another reader's, and not even read."""
+    start, stop, at = extent.start, extent.stop, extent.at
     clock = clocks()
     with source.open(url, at) as raw:
         wall, cpu = since(clock)
@@ -123,30 +114,28 @@ def _from(samples: Iterator[Sample], start: int) -> Iterator[Sample]:
         yield sample
 
 
-def _by_index(
-    source: Opener, url: str, start: int, stop: int | None, max_member_bytes: int, lost: Lost | None
-) -> Iterator[Sample]:
-    """Samples [start, stop) by byte range from the shard's index (read, and charged, with the
+def _by_index(source: Opener, url: str, extent: Extent, options: ReadOptions) -> Iterator[Sample]:
+    """Samples [start, stop) of ``extent`` by byte range from the shard's index (read, and charged, with the
     first sample)."""
     clock = clocks()
     index = load_index(url, source.read_object)
-    stop = len(index) if stop is None else stop
+    start, stop = extent.start, len(index) if extent.stop is None else extent.stop
     begin, end = byte_range(index, url, start, stop)
     size = source.spec.shard_sizes.get(url)
     if size is not None and end > size:
         raise ShardIndexError(
             url, f"its index places members up to byte {end}, but the shard has {size} (stale index)"
         )
-    gaps = _Gaps(source, url, start, stop, lost, index)
+    gaps = _Gaps(source, url, Extent(start, stop), options.lost, index)
     with source.open(url, begin, end) as raw:
         wall, cpu = since(clock)
         yield from charged(
-            iter_range_samples(raw, url, index, start, stop, max_member_bytes, gaps), wall, cpu
+            iter_range_samples(raw, url, index, start, stop, options.max_member_bytes, gaps), wall, cpu
         )
 
 
 class _Gaps:
-    """How a read of samples ``[start, stop)`` of a shard goes on past damage (a
+    """How a read of samples ``[start, stop)`` of a shard (its ``extent``) goes on past damage (a
     :class:`loaders.formats.tar.Resync`): by the shard's index where it has one (read on the first
     damage, if not given), each gap told to ``lost`` as the samples of this read it held; with
     ``lost`` None damage is a ShardFormatError."""
@@ -155,12 +144,12 @@ class _Gaps:
         self,
         source: Opener,
         url: str,
-        start: int,
-        stop: int | None,
+        extent: Extent,
         lost: Lost | None,
         index: list[Members] | None = None,
     ) -> None:
-        self.source, self.url, self.start, self.stop, self.lost = source, url, start, stop, lost
+        self.source, self.url, self.lost = source, url, lost
+        self.start, self.stop = extent.start, extent.stop
         self._index, self._starts = index, None if index is None else _starts(index)
         self._asked = index is not None
 
@@ -219,9 +208,9 @@ def _matches(sample: Sample, index: list[Members]) -> bool:
     return {ext: len(data) for ext, data in sample.parts.items()} == {e: n for e, _, n in index[sample.index]}
 
 
-def _adjacent(spans: Sequence[tuple[int, int, int]]) -> Iterator[list[tuple[int, int, int]]]:
+def _adjacent(spans: Sequence[IndexedSpan]) -> Iterator[list[IndexedSpan]]:
     """The spans in runs of samples that follow one another in the shard: one read each."""
-    run: list[tuple[int, int, int]] = []
+    run: list[IndexedSpan] = []
     for span in spans:
         if run and (span[0] != run[-1][0] + 1 or span[1] != run[-1][2]):
             yield run

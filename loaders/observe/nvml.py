@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -114,43 +115,49 @@ class Nvml:
         except self._error:
             return None
 
-    def gpus(self) -> list[GpuInfo]:
-        lib = self._lib
-        found = []
+    def _each(self, doing: str, read: Callable[[Any], tuple]) -> Iterator[tuple[int, Any, tuple]]:
+        """Each GPU's index, handle and what ``read(handle)`` found: queries every GPU answers, so an
+        NVML error in them is NvmlUnavailable naming the GPU and what NVML was ``doing``."""
         for index, handle in enumerate(self._handles):
             try:
-                name = _text(lib.nvmlDeviceGetName(handle))
-                uuid = _text(lib.nvmlDeviceGetUUID(handle))
-                memory = lib.nvmlDeviceGetMemoryInfo(handle)
-                bus_id = sysfs_bus_id(lib.nvmlDeviceGetPciInfo(handle).busId)
+                found = read(handle)
             except self._error as err:
-                raise NvmlUnavailable(f"GPU {index}: NVML could not describe it: {err}") from err
-            found.append(
-                GpuInfo(
-                    index=index,
-                    name=name,
-                    uuid=uuid,
-                    memory_total_bytes=int(memory.total),
-                    bus_id=bus_id,
-                    pcie_gen_current=self._optional("nvmlDeviceGetCurrPcieLinkGeneration", handle),
-                    pcie_gen_max=self._optional("nvmlDeviceGetMaxPcieLinkGeneration", handle),
-                    pcie_width_current=self._optional("nvmlDeviceGetCurrPcieLinkWidth", handle),
-                    pcie_width_max=self._optional("nvmlDeviceGetMaxPcieLinkWidth", handle),
-                    numa_node=_numa_node(self._sysfs_root, bus_id),
-                )
+                raise NvmlUnavailable(f"GPU {index}: NVML could not {doing}: {err}") from err
+            yield index, handle, found
+
+    def _identity(self, handle: Any) -> tuple[str, str, Any, str]:
+        lib = self._lib
+        return (
+            _text(lib.nvmlDeviceGetName(handle)),
+            _text(lib.nvmlDeviceGetUUID(handle)),
+            lib.nvmlDeviceGetMemoryInfo(handle),
+            sysfs_bus_id(lib.nvmlDeviceGetPciInfo(handle).busId),
+        )
+
+    def gpus(self) -> list[GpuInfo]:
+        return [
+            GpuInfo(
+                index=index,
+                name=name,
+                uuid=uuid,
+                memory_total_bytes=int(memory.total),
+                bus_id=bus_id,
+                pcie_gen_current=self._optional("nvmlDeviceGetCurrPcieLinkGeneration", handle),
+                pcie_gen_max=self._optional("nvmlDeviceGetMaxPcieLinkGeneration", handle),
+                pcie_width_current=self._optional("nvmlDeviceGetCurrPcieLinkWidth", handle),
+                pcie_width_max=self._optional("nvmlDeviceGetMaxPcieLinkWidth", handle),
+                numa_node=_numa_node(self._sysfs_root, bus_id),
             )
-        return found
+            for index, handle, (name, uuid, memory, bus_id) in self._each("describe it", self._identity)
+        ]
+
+    def _reading(self, handle: Any) -> tuple[Any, Any]:
+        return self._lib.nvmlDeviceGetUtilizationRates(handle).gpu, self._lib.nvmlDeviceGetMemoryInfo(handle)
 
     def sample(self) -> list[GpuSample]:
         """One reading per GPU. NVML averages utilisation over its own sampling period (1/6 s to 1 s)."""
-        lib = self._lib
         samples = []
-        for index, handle in enumerate(self._handles):
-            try:
-                utilization = lib.nvmlDeviceGetUtilizationRates(handle).gpu
-                memory = lib.nvmlDeviceGetMemoryInfo(handle)
-            except self._error as err:
-                raise NvmlUnavailable(f"GPU {index}: NVML could not read it: {err}") from err
+        for index, handle, (utilization, memory) in self._each("read it", self._reading):
             tx_kib = self._optional("nvmlDeviceGetPcieThroughput", handle, PCIE_UTIL_TX_BYTES)
             rx_kib = self._optional("nvmlDeviceGetPcieThroughput", handle, PCIE_UTIL_RX_BYTES)
             samples.append(

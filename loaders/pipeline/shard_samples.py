@@ -9,9 +9,18 @@ shard there (a ranged request on an object store, a seek on a file) and reads no
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from loaders.formats.base import DEFAULT_MAX_MEMBER_BYTES, Ref, Sample
+from loaders.formats.base import (
+    DEFAULT_MAX_MEMBER_BYTES,
+    WHOLE_SHARD,
+    Extent,
+    IndexedSpan,
+    ReadOptions,
+    Ref,
+    Sample,
+)
 from loaders.formats.table import reader_for
 from loaders.pipeline.node import Node, State
 from loaders.plan import Part
@@ -20,10 +29,10 @@ if TYPE_CHECKING:
     from loaders.storage.sources import ShardSource
 
 
-def _bounds(item: str | Part) -> tuple[str, int, int | None, bool]:
+def _bounds(item: str | Part) -> tuple[str, Extent]:
     if isinstance(item, Part):
-        return item.url, item.start, item.stop, item.ranged
-    return item, 0, None, False
+        return item.url, Extent(item.start, item.stop, ranged=item.ranged)
+    return item, WHOLE_SHARD
 
 
 class ShardSamples(Node[Sample]):
@@ -38,10 +47,10 @@ class ShardSamples(Node[Sample]):
         max_member_bytes: int = DEFAULT_MAX_MEMBER_BYTES,
         on_error: str = "skip",
     ) -> None:
-        self.items, self.storage, self.max_member_bytes = list(items), source, max_member_bytes
+        self.items, self.storage = list(items), source
         # "skip": a damaged region is skipped and counted by the source (its losses), as a corrupt
         # sample is skipped and counted; "fail": it is the reader's ShardFormatError
-        self._lost = source.lost if on_error == "skip" else None
+        self._options = ReadOptions(max_member_bytes, source.lost if on_error == "skip" else None)
         self._samples: Iterator[Sample] | None = None
         self._stop: int | None = None  # the open item's: where its part ends
         self._item, self._index, self._at = 0, None, 0
@@ -57,18 +66,11 @@ class ShardSamples(Node[Sample]):
     def next(self) -> Sample:
         while self._item < len(self.items):
             if self._samples is None:
-                url, start, self._stop, ranged = _bounds(self.items[self._item])
-                first = start if self._index is None else self._index
-                self._samples = reader_for(url).read(
-                    self.storage,
-                    url,
-                    first,
-                    self._stop,
-                    self._at,
-                    ranged=ranged,
-                    max_member_bytes=self.max_member_bytes,
-                    lost=self._lost,
-                )
+                url, extent = _bounds(self.items[self._item])
+                self._stop = extent.stop
+                if self._index is not None:  # resumed inside the item
+                    extent = replace(extent, start=self._index, at=self._at)
+                self._samples = reader_for(url).read(self.storage, url, extent, self._options)
             sample = next(self._samples, None)
             if sample is None:
                 self._next_item()
@@ -87,15 +89,13 @@ class ShardSamples(Node[Sample]):
     def restore(self, refs: Sequence[Ref]) -> list[Sample]:
         """The samples ``refs`` name, read again by their spans: each shard's in one pass, samples
         that follow one another in one request."""
-        wanted: dict[int, list[tuple[int, int, int]]] = {}
+        wanted: dict[int, list[IndexedSpan]] = {}
         for item, index, begin, end in refs:
             wanted.setdefault(item, []).append((index, begin, end))
         found: dict[tuple[int, int], Sample] = {}
         for item, spans in wanted.items():
             url = _bounds(self.items[item])[0]
-            for sample in reader_for(url).reread(
-                self.storage, url, sorted(spans), max_member_bytes=self.max_member_bytes
-            ):
+            for sample in reader_for(url).reread(self.storage, url, sorted(spans), self._options):
                 sample.ref = (item, sample.index, *sample.span)
                 found[item, sample.index] = sample
         return [found[ref[0], ref[1]] for ref in refs]

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import errno
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, NoReturn
 from urllib.parse import urlsplit
@@ -23,6 +24,27 @@ from loaders.storage.faults import KIND_WORDS, classify
 Write = Callable[[int, Any], None]  # (offset in the object, a bytes-like piece)
 STREAM_CHUNK = 2**20  # what a streamed body is handed on in
 DEFAULT_TIMEOUT_S = 60.0  # botocore's, where the storage options set none
+
+
+class RangeSink:
+    """A streamed body of the range [start, end) handed on to ``write`` piece by piece, never past
+    ``end``: a server that ignores the Range sends on into the next range's bytes, which are not
+    this one's to write. ``received`` counts all that came, so the caller sees the overrun."""
+
+    def __init__(self, start: int, end: int, write: Write) -> None:
+        self.start, self.end, self.write, self.at = start, end, write, start
+
+    def take(self, piece: Any) -> bool:
+        """Hand on ``piece`` (what of it is in the range); False once the body ran past ``end``:
+        read no more of it."""
+        if self.at < self.end:
+            self.write(self.at, piece[: self.end - self.at])
+        self.at += len(piece)
+        return self.at <= self.end
+
+    @property
+    def received(self) -> int:
+        return self.at - self.start
 
 
 @dataclass(frozen=True)
@@ -88,6 +110,23 @@ def raise_final(what: Literal["missing", "denied"], url: str, detail: str, exc: 
     if what == "missing":
         raise FileNotFoundError(errno.ENOENT, f"no such bucket or object ({detail})", url) from exc
     raise PermissionError(errno.EACCES, f"access denied ({detail})", url) from exc
+
+
+@contextmanager
+def finals_raised(url: str, judge: Callable[[Any, str], None], *errors: type[Exception]) -> Iterator[None]:
+    """One request of a client: an error of ``errors`` that ``judge`` finds final (it raises it
+    with :func:`raise_final`) fails the read at once; any other goes on as it came, for the
+    reader to classify and perhaps retry."""
+    try:
+        yield
+    except errors as exc:
+        judge(exc, url)
+        raise
+
+
+def plain_etag(etag: str | None) -> str | None:
+    """An ETag as a HEAD gives it, without its quotes; None where the server gave none."""
+    return (etag or "").strip('"') or None
 
 
 class ForkGuard:

@@ -14,7 +14,14 @@ from typing import Any, ClassVar
 import fsspec
 import fsspec.asyn
 
-from loaders.storage.clients.base import STREAM_CHUNK, ClientSettings, ObjectClient, Write
+from loaders.storage.clients.base import (
+    STREAM_CHUNK,
+    ClientSettings,
+    ObjectClient,
+    RangeSink,
+    Write,
+    plain_etag,
+)
 from loaders.storage.faults import describe_error
 
 
@@ -62,7 +69,7 @@ class FsspecClient(ObjectClient):
 
     def head(self, url: str) -> tuple[int, str | None]:
         info = self.fs.info(url)
-        return int(info["size"]), (info.get("ETag") or info.get("etag") or "").strip('"') or None
+        return int(info["size"]), plain_etag(info.get("ETag") or info.get("etag"))
 
     def get(self, url: str, start: int, end: int) -> bytes:
         return self.fs.cat_file(url, start=start, end=end)  # one body, read whole: one copy
@@ -83,17 +90,14 @@ class FsspecClient(ObjectClient):
             response = await fs._call_s3(
                 "get_object", Bucket=bucket, Key=key, Range=f"bytes={start}-{end - 1}", **version_kw
             )
-            body, at = response["Body"], start
+            body, sink = response["Body"], RangeSink(start, end, write)
             try:
                 while chunk := await body.read(STREAM_CHUNK):
-                    if at < end:  # never past the range, into the next one's bytes
-                        write(at, chunk[: end - at])
-                    at += len(chunk)
-                    if at > end:
+                    if not sink.take(chunk):
                         break
             finally:
                 body.close()
-            return at - start
+            return sink.received
 
         return fsspec.asyn.sync(fs.loop, get)
 

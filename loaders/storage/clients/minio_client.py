@@ -25,7 +25,10 @@ from loaders.storage.clients.base import (
     STREAM_CHUNK,
     ClientSettings,
     ObjectClient,
+    RangeSink,
     Write,
+    finals_raised,
+    plain_etag,
     raise_final,
     split_url,
 )
@@ -66,34 +69,25 @@ class MinioClient(ObjectClient):
 
     def head(self, url: str) -> tuple[int, str | None]:
         bucket, key = split_url(url)
-        try:
+        with finals_raised(url, _raise_plain, S3Error, ServerError):
             stat = self.client.stat_object(bucket, key)
-        except (S3Error, ServerError) as exc:
-            _raise_plain(exc, url)
-            raise
-        return int(stat.size or 0), (stat.etag or "").strip('"') or None
+        return int(stat.size or 0), plain_etag(stat.etag)
 
     def get_into(self, url: str, start: int, end: int, write: Write) -> int:
         if end <= start:
             return 0
         bucket, key = split_url(url)
-        try:
+        with finals_raised(url, _raise_plain, S3Error, ServerError):
             response = self.client.get_object(bucket, key, offset=start, length=end - start)
-        except (S3Error, ServerError) as exc:
-            _raise_plain(exc, url)
-            raise
-        at = start
+        sink = RangeSink(start, end, write)
         try:
             for piece in response.stream(STREAM_CHUNK, decode_content=False):
-                if at < end:  # never past the range, into the next one's bytes
-                    write(at, piece[: end - at])
-                at += len(piece)
-                if at > end:
+                if not sink.take(piece):
                     break
         finally:
             response.close()
             response.release_conn()
-        return at - start
+        return sink.received
 
     def classify(self, exc: BaseException) -> FaultKind | None:
         if isinstance(exc, S3Error):

@@ -18,7 +18,14 @@ import obstore.exceptions
 from obstore.store import S3Store
 
 from loaders.observe.counters import FaultKind
-from loaders.storage.clients.base import ClientSettings, ObjectClient, raise_final, split_url
+from loaders.storage.clients.base import (
+    ClientSettings,
+    ObjectClient,
+    finals_raised,
+    plain_etag,
+    raise_final,
+    split_url,
+)
 from loaders.storage.clients.threadcpu import threads_named
 from loaders.storage.faults import classify
 
@@ -73,22 +80,16 @@ class ObstoreClient(ObjectClient):
 
     def head(self, url: str) -> tuple[int, str | None]:
         bucket, key = split_url(url)
-        try:
+        with finals_raised(url, _raise_final, Exception):
             meta = obstore.head(self._store(bucket), key)
-        except Exception as exc:
-            _raise_final(exc, url)
-            raise
-        return int(meta["size"]), (meta.get("e_tag") or "").strip('"') or None
+        return int(meta["size"]), plain_etag(meta.get("e_tag"))
 
     def get(self, url: str, start: int, end: int) -> bytes | memoryview:
         if end <= start:
             return b""
         bucket, key = split_url(url)
-        try:
+        with finals_raised(url, _raise_final, Exception):
             return memoryview(obstore.get_range(self._store(bucket), key, start=start, end=end))  # no copy
-        except Exception as exc:
-            _raise_final(exc, url)
-            raise
 
     def classify(self, exc: BaseException) -> FaultKind | None:
         text = str(exc)

@@ -20,7 +20,7 @@ import threading
 from typing import Any
 
 from loaders.observe.counters import FaultKind
-from loaders.storage.clients.base import ClientSettings, ObjectClient, raise_final
+from loaders.storage.clients.base import ClientSettings, ObjectClient, finals_raised, plain_etag, raise_final
 from loaders.storage.clients.threadcpu import threads_named
 from loaders.storage.faults import classify
 
@@ -88,21 +88,15 @@ class S3dlioClient(ObjectClient):
         return self._prefix + url.split("://", 1)[1]
 
     def head(self, url: str) -> tuple[int, str | None]:
-        try:
+        with finals_raised(url, _raise_final, RuntimeError):
             meta = self._s3dlio.stat(self._uri(url))
-        except RuntimeError as exc:
-            _raise_final(exc, url)
-            raise
-        return int(meta["size"]), (meta.get("etag") or "").strip('"') or None
+        return int(meta["size"]), plain_etag(meta.get("etag"))
 
     def get(self, url: str, start: int, end: int) -> bytes | memoryview:
         if end <= start:
             return b""
-        try:
+        with finals_raised(url, _raise_final, RuntimeError):
             return memoryview(self._s3dlio.get_range(self._uri(url), start, end - start))  # no copy
-        except RuntimeError as exc:
-            _raise_final(exc, url)
-            raise
 
     def classify(self, exc: BaseException) -> FaultKind | None:
         text = str(exc)

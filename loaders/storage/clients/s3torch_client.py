@@ -23,7 +23,15 @@ from s3torchconnectorclient import S3Exception
 from s3torchconnectorclient._mountpoint_s3_client import MountpointS3Client
 
 from loaders.observe.counters import FaultKind
-from loaders.storage.clients.base import ClientSettings, ObjectClient, Write, raise_final, split_url
+from loaders.storage.clients.base import (
+    ClientSettings,
+    ObjectClient,
+    Write,
+    finals_raised,
+    plain_etag,
+    raise_final,
+    split_url,
+)
 from loaders.storage.clients.threadcpu import threads_named
 from loaders.storage.faults import classify
 
@@ -62,25 +70,19 @@ class S3TorchClient(ObjectClient):
 
     def head(self, url: str) -> tuple[int, str | None]:
         bucket, key = split_url(url)
-        try:
+        with finals_raised(url, _raise_final, S3Exception):
             info = self.client.head_object(bucket, key)
-        except S3Exception as exc:
-            _raise_final(exc, url)
-            raise
-        return int(info.size), (info.etag or "").strip('"') or None
+        return int(info.size), plain_etag(info.etag)
 
     def get_into(self, url: str, start: int, end: int, write: Write) -> int:
         if end <= start:
             return 0
         bucket, key = split_url(url)
         at = start
-        try:
+        with finals_raised(url, _raise_final, S3Exception):
             for piece in self.client.get_object(bucket, key, start, end):
                 write(at, piece)
                 at += len(piece)
-        except S3Exception as exc:
-            _raise_final(exc, url)
-            raise
         return at - start
 
     def classify(self, exc: BaseException) -> FaultKind | None:

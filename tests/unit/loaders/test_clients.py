@@ -14,6 +14,8 @@ import time
 import typing
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from iobench.analysis.evidence import ClientFacts, client_facts
 from iobench.tiers import check_tier_spec
@@ -32,7 +34,7 @@ from loaders.storage import (
     survives_fork,
 )
 from loaders.storage.clients import describe_client, threadcpu
-from loaders.storage.clients.base import ClientSettings, ObjectClient
+from loaders.storage.clients.base import ClientSettings, ObjectClient, RangeSink, finals_raised, plain_etag
 from loaders.storage.faults import DeadlineExceeded
 from loaders.storage.objectstore import ObjectReader, RetryPolicy
 from tests.helpers.shardkit import ALL_KEYS, make_shards, small_config
@@ -349,6 +351,44 @@ def test_a_missing_object_and_refused_access_are_oserrors_whatever_the_client():
             RuntimeError("S3 HEAD failed: service error: NotFound (no message)"), "s3://b/k"
         )
     s3dlio_client._raise_final(RuntimeError("service error: SlowDown"), "s3://b/k")  # not final: no raise
+
+    with (
+        pytest.raises(FileNotFoundError),
+        finals_raised("s3://b/k", s3dlio_client._raise_final, RuntimeError),
+    ):
+        raise RuntimeError("S3 HEAD failed: service error: NotFound (no message)")
+    with (
+        pytest.raises(RuntimeError, match="SlowDown"),
+        finals_raised("s3://b/k", s3dlio_client._raise_final, RuntimeError),
+    ):
+        raise RuntimeError("service error: SlowDown")  # not final: goes on as it came, for a retry
+    with pytest.raises(ValueError), finals_raised("s3://b/k", s3dlio_client._raise_final, RuntimeError):
+        raise ValueError("not the client's error: not judged")
+    assert plain_etag('"abc"') == "abc" and plain_etag(None) is None and plain_etag('""') is None
+
+
+@given(
+    start=st.integers(0, 100),
+    length=st.integers(1, 100),
+    pieces=st.lists(st.integers(1, 60), max_size=8),
+)
+def test_a_streamed_body_is_written_only_within_its_range_and_all_of_it_counted(start, length, pieces):
+    """A server that ignores the Range sends more than asked: none of it is written past the end,
+    reading stops at the piece that runs past it, and the count says how much came."""
+    end, body = start + length, bytes(range(256)) * 24
+    writes: list[tuple[int, bytes]] = []
+    sink, offered, stopped = RangeSink(start, end, lambda at, piece: writes.append((at, piece))), 0, False
+    for size in pieces:
+        piece = body[offered : offered + size]
+        offered += size
+        if not sink.take(piece):
+            stopped = True
+            break
+    assert sink.received == offered
+    assert stopped == (offered > length)
+    assert b"".join(p for _, p in writes) == body[: min(offered, length)]
+    assert all(at == start + sum(len(p) for _, p in writes[:n]) for n, (at, _) in enumerate(writes))
+    assert all(at + len(piece) <= end for at, piece in writes)
 
 
 def test_the_cpu_of_shared_threads_is_handed_out_once():

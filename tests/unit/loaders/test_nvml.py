@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from loaders.observe.nvml import GpuInfo, GpuSample, Nvml, NvmlUnavailable, open_nvml, sysfs_bus_id
-from tests.helpers.fakenvml import DRIVER_NOT_LOADED, GIB, LIBRARY_NOT_FOUND, FakeGpu, FakeNvmlLib
+from tests.helpers.fakenvml import DRIVER_NOT_LOADED, GIB, LIBRARY_NOT_FOUND, FakeGpu, FakeNvmlLib, NVMLError
 
 
 def _sysfs(tmp_path, numa: dict[str, str]) -> str:
@@ -72,6 +72,23 @@ def test_sample_reports_utilisation_memory_and_pcie_bytes():
     nvml.close()
     nvml.close()
     assert lib.shutdowns == 1
+
+
+def test_a_gpu_nvml_cannot_answer_for_is_named(monkeypatch):
+    lib = FakeNvmlLib([FakeGpu(), FakeGpu(bus_id="00000000:5E:00.0")])
+    answer = lib.nvmlDeviceGetMemoryInfo
+
+    def memory(handle: int):
+        if handle == 1:
+            raise NVMLError("GPU is lost")
+        return answer(handle)
+
+    monkeypatch.setattr(lib, "nvmlDeviceGetMemoryInfo", memory)
+    with Nvml(lib) as nvml:
+        with pytest.raises(NvmlUnavailable, match="GPU 1: NVML could not describe it: GPU is lost"):
+            nvml.gpus()
+        with pytest.raises(NvmlUnavailable, match="GPU 1: NVML could not read it: GPU is lost"):
+            nvml.sample()
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loaders.formats.base import ShardFormatError
+from loaders.formats.base import Extent, ReadOptions, ShardFormatError
 from loaders.formats.tar_reader import TarReader
 from loaders.formats.tar_writer import TarWriter
 from loaders.storage import ShardSource, SourceSpec
@@ -68,7 +68,7 @@ def test_every_sample_is_delivered_or_counted_lost_never_both(tmp_path_factory, 
         Path(url).with_suffix(".idx").unlink()
     lost = []
     with no_hang():
-        got = list(TarReader().read(ShardSource(SourceSpec()), url, lost=lost.append))
+        got = list(TarReader().read(ShardSource(SourceSpec()), url, options=ReadOptions(lost=lost.append)))
     for sample in got:  # never a short sample: each has both members, whole
         assert set(sample.parts) == {"jpg", "cls"} or spans_hit(spans, sample.key, hurt)
     if not index:
@@ -107,11 +107,16 @@ def test_a_part_counts_only_its_own_samples_and_fail_keeps_the_error(tmp_path):
     source = ShardSource(SourceSpec())
     for start, stop, want in ((0, 20, [(5, 3)]), (10, 20, []), (6, 20, [(6, 2)])):
         lost = []
-        got = [s.index for s in TarReader().read(source, url, start, stop, lost=lost.append)]
+        got = [
+            s.index for s in TarReader().read(source, url, Extent(start, stop), ReadOptions(lost=lost.append))
+        ]
         assert [(x.first, x.samples) for x in lost] == want
         assert got == [n for n in range(start, stop) if not 5 <= n < 8]
     lost = []
-    ranged = [s.index for s in TarReader().read(source, url, 4, 12, ranged=True, lost=lost.append)]
+    ranged = [
+        s.index
+        for s in TarReader().read(source, url, Extent(4, 12, ranged=True), ReadOptions(lost=lost.append))
+    ]
     assert ranged == [4, 8, 9, 10, 11] and [(x.first, x.samples) for x in lost] == [(5, 3)]
     with pytest.raises(ShardFormatError, match=r"train-000000\.tar: .* at byte offset"):
         list(TarReader().read(source, url))
@@ -138,7 +143,12 @@ def test_a_parquet_row_group_that_cannot_be_read_is_skipped_and_its_rows_counted
     data[begin : begin + size] = bytes(size)
     path.write_bytes(bytes(data))
     lost = []
-    got = [s.index for s in ParquetReader().read(ShardSource(SourceSpec()), str(path), lost=lost.append)]
+    got = [
+        s.index
+        for s in ParquetReader().read(
+            ShardSource(SourceSpec()), str(path), options=ReadOptions(lost=lost.append)
+        )
+    ]
     assert got == [*range(10), *range(20, 30)]
     assert [(x.first, x.samples) for x in lost] == [(10, 10)] and "row group 1" in lost[0].problem
     with pytest.raises(ShardFormatError, match="row group"):
