@@ -145,11 +145,7 @@ class ShardReader(Protocol):
         ...
 
     def reread(
-        self,
-        source: Opener,
-        url: str,
-        spans: Sequence[IndexedSpan],
-        options: ReadOptions = DEFAULT_OPTIONS,
+        self, source: Opener, url: str, spans: Sequence[IndexedSpan], options: ReadOptions = DEFAULT_OPTIONS
     ) -> Iterator[Sample]:
         """The samples of ``spans`` ((index, begin, end) as :attr:`Sample.span` gave them, ascending),
         read again, each alone or with its neighbours: a resumed shuffle buffer's. They were read

@@ -351,11 +351,7 @@ class ParquetReader:
             yield from charged(iter_parquet_samples(raw, url, rows=rows, lost=options.lost), wall, cpu)
 
     def reread(
-        self,
-        source: Opener,
-        url: str,
-        spans: Sequence[IndexedSpan],
-        options: ReadOptions = DEFAULT_OPTIONS,
+        self, source: Opener, url: str, spans: Sequence[IndexedSpan], options: ReadOptions = DEFAULT_OPTIONS
     ) -> Iterator[Sample]:
         wanted = {index for index, _, _ in spans}
         if not wanted:

@@ -51,11 +51,7 @@ class TarReader:
         )
 
     def reread(
-        self,
-        source: Opener,
-        url: str,
-        spans: Sequence[IndexedSpan],
-        options: ReadOptions = DEFAULT_OPTIONS,
+        self, source: Opener, url: str, spans: Sequence[IndexedSpan], options: ReadOptions = DEFAULT_OPTIONS
     ) -> Iterator[Sample]:
         for run in _adjacent(spans):
             (first, begin, _), end = run[0], run[-1][2]
