@@ -19,9 +19,10 @@ two decode processes on 2 cores the real small_cnn step took 132-157 ms, the wor
 profile's shares 127-171 ms, the same work in 67 equal regions 160-380 ms; the real step's time
 sits in a dozen large operators, and the more of a step's time lies in regions a preempted thread
 can hold up, the more it stretches. The size is found on whole steps of the work, the fastest of
-several, so that it holds at the load they ran under: ``iobench calibrate`` does this right after
-timing the real step, so that both saw the same spell of load; a documented default is sized where
-it runs. Times are wall times: the CPU clock of some virtual machines ticks in milliseconds.
+those timed over at least half a second: a shorter spell of load cannot make the work look dear and
+the emulated trainer light. ``iobench calibrate`` sizes it right after timing the real step, so that
+both saw the same load; a documented default is sized where it runs. Times are wall times: the CPU
+clock of some virtual machines ticks in milliseconds.
 """
 
 from __future__ import annotations
@@ -37,6 +38,11 @@ from iobench.accelerators.hostcost import HostCost
 MAX_ELEMENTS = 1 << 22
 PROBE_ELEMENTS = 1 << 16  # the first guess's probe: 0.8 ms of work
 PROBE_BLOCKS = 5  # whole steps of work timed where no calibration sized it
+# and at least this much of it: a spell of work the host's counters do not see (another guest on
+# the same physical cores) lasts a good part of a second, and sized within one the work comes out
+# light (0.68x its sized time once the spell was over, 2026-12-07, when 5 steps of 20 ms were timed)
+SIZING_S = 0.5
+MAX_SIZING_STEPS = 1000
 
 
 def regions(elements: int, shares: Sequence[float]) -> list[int]:
@@ -71,16 +77,20 @@ def work_seconds(sizes: Sequence[int]) -> float:
     return _Operators(sizes).run()
 
 
-def elements_for(host_wall_s: float, shares: Sequence[float], blocks: int) -> int:
+def elements_for(
+    host_wall_s: float, shares: Sequence[float], blocks: int, at_least_s: float = SIZING_S
+) -> int:
     """The elements a step of work cut in ``shares`` needs to take ``host_wall_s``: a first guess
-    from a probe, rescaled by the fastest of ``blocks`` timed steps of it (the cost is linear in the
-    elements)."""
+    from a probe, rescaled by the fastest of the timed steps of it (the cost is linear in the
+    elements): ``blocks`` steps, and more until they add up to ``at_least_s``."""
     blocks = max(1, blocks)
     per_element = min(work_seconds([PROBE_ELEMENTS] * 4) for _ in range(blocks)) / (4 * PROBE_ELEMENTS)
     guess = max(1, round(host_wall_s / per_element))
     step = _Operators(regions(guess, shares))
-    fastest = min(step.run() for _ in range(blocks))
-    return max(1, round(guess * host_wall_s / fastest))
+    walls = [step.run() for _ in range(blocks)]
+    while sum(walls) < at_least_s and len(walls) < MAX_SIZING_STEPS:
+        walls.append(step.run())
+    return max(1, round(guess * host_wall_s / min(walls)))
 
 
 class HostWork:

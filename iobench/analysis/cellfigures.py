@@ -47,7 +47,7 @@ from . import window as windows
 from .cores import core_budget
 from .epochs import epoch_figures
 from .evidence import ClientFacts, Evidence, reader_work
-from .honesty import cache_warnings, epoch1_vs_steady, epoch_delta
+from .honesty import cache_warnings, epoch1_vs_steady, epoch_delta, light_work_warnings
 from .ledger import ledger, totals
 from .losses import sample_loss
 from .metrics import pipeline_metrics
@@ -319,6 +319,7 @@ def analyse_cell(runs: Sequence[MeasuredRun], facts: SetupFacts) -> CellFigures:
         ),
         warnings=(
             *cache_warnings(cell.cache, states, epochs, facts.dataset_bytes, facts.server_caches),
+            *light_work_warnings(metrics),
             *facts.notes,
         ),
         epoch_delta=epoch_delta(epochs),

@@ -1,18 +1,21 @@
-"""Cache honesty: say when a figure was flattered by a cache, and how much epoch 1 differs.
+"""Honesty: say when a figure was flattered, by a cache or by a trainer lighter than asked, and how
+much epoch 1 differs.
 
 A "cold" run whose dataset was partly resident in the page cache measured RAM, not storage; a
 dataset smaller than RAM stays resident unless evicted; server-side caches (RGW, OSDs, MinIO)
-cannot be dropped from the client at all. None of these is an error, but every one must be said
-next to the figures it affects.
+cannot be dropped from the client at all. An emulated trainer's fixed host work sized while
+something slowed the host does less than its accelerator entry asks, and the cores it is charged
+are too few. None of these is an error, but every one must be said next to the figures it affects.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from iobench.host.cpuload import SLOWED
 from iobench.host.memory import usable_memory
 from iobench.results.choices import CacheMode
-from iobench.results.figures import CacheState, EpochFigures
+from iobench.results.figures import CacheState, EpochFigures, PipelineMetrics
 
 EPOCH_DELTA_NOTE = 0.10
 
@@ -71,3 +74,17 @@ def cache_warnings(
             "quote epoch 1 for a cold start and the last epoch for sustained training"
         )
     return out
+
+
+def light_work_warnings(m: PipelineMetrics) -> list[str]:
+    """Where the trainer alone, timed on a quiet host, found its fixed host work ran well under the
+    time it was sized to: it was sized in a slow spell, and every step of the cell did less."""
+    slowed = m.trainer_alone_slowed
+    if not m.trainer_alone_quiet or slowed is None or slowed * SLOWED >= 1.0:
+        return []
+    return [
+        f"the emulated trainer's fixed host work ran {slowed:.2f}x the time it was sized to when timed alone "
+        "on a quiet host: it was sized while something slowed this host, so every step did about "
+        f"{100 * (1 - slowed):.0f} % less host work than its accelerator entry asks and the trainer's "
+        "cores are low by as much; run the cell again"
+    ]

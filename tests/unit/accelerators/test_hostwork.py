@@ -86,6 +86,24 @@ def test_the_work_is_sized_on_whole_steps_of_it(monkeypatch):
     assert hostwork.elements_for(0.036, (0.5, 0.25, 0.25), blocks=3) == pytest.approx(18_000_000, abs=2)
 
 
+def test_the_work_is_sized_on_its_fastest_step_over_half_a_second(monkeypatch):
+    from iobench.accelerators import hostwork
+
+    # 20 ms of work at 1 ns per element; the first ten timed steps (0.3 s) meet a spell that runs
+    # the work at 1.5x: the steps after it show what the work takes
+    spell = iter([1.5] * 10)
+
+    def step(self) -> float:
+        return sum(src.numel() for src, _ in self.views) * 1e-9 * next(spell, 1.0)
+
+    monkeypatch.setattr(hostwork, "work_seconds", lambda sizes: sum(sizes) * 1e-9)
+    monkeypatch.setattr(hostwork._Operators, "run", step)
+    assert hostwork.elements_for(0.020, (1.0,), blocks=5) == pytest.approx(20_000_000, abs=2)
+    # timed over only its 5 blocks, all in the spell, the work would come out a third light
+    spell = iter([1.5] * 10)
+    assert hostwork.elements_for(0.020, (1.0,), blocks=5, at_least_s=0.0) == pytest.approx(13_333_333, abs=2)
+
+
 def test_the_work_is_cut_in_the_real_steps_shares():
     from iobench.accelerators.hostwork import MAX_ELEMENTS, HostWork, regions
 

@@ -1,8 +1,10 @@
-"""Cache-honesty notes and the warm-up re-marking of a step log."""
+"""Honesty notes (caches, a trainer lighter than asked) and the warm-up re-marking of a step log."""
 
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from iobench.analysis.honesty import cache_warnings, epoch1_vs_steady, epoch_delta
 from iobench.cell.records import StepLog
@@ -72,3 +74,25 @@ def test_mark_warmup_rebuilds_the_measured_interval_and_stats():
     assert log.measure_start == pytest.approx(102.0) and log.measure_end == pytest.approx(102.3)
     mark_warmup(log, 99)  # never all: one step stays measured
     assert [r.warmup for r in log.rows] == [True, True, True, False]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    slowed=st.one_of(st.none(), st.floats(0.05, 3.0)),
+    quiet=st.sampled_from([True, False, None]),
+)
+def test_a_trainer_lighter_than_asked_is_said_only_from_a_quiet_timing(slowed, quiet):
+    from dataclasses import replace
+
+    from iobench.analysis.honesty import light_work_warnings
+    from iobench.host.cpuload import SLOWED
+    from tests.helpers.summaries import metrics
+
+    m = replace(metrics(1000.0), trainer_alone_slowed=slowed, trainer_alone_quiet=quiet)
+    said = light_work_warnings(m)
+    light = quiet is True and slowed is not None and slowed < 1 / SLOWED
+    assert bool(said) == light
+    if light:
+        (text,) = said
+        assert f"ran {slowed:.2f}x the time it was sized to" in text
+        assert f"about {100 * (1 - slowed):.0f} % less host work" in text
