@@ -20,6 +20,7 @@ import math
 import statistics
 import time
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 from iobench.host.cores import usable_cores
 from iobench.host.cpuload import host_cpu, quiet
@@ -55,7 +56,19 @@ class _Timing:
         return quiet(self.others, self.cpu_s / max(1e-9, sum(self.walls)), usable, self.slowed)
 
 
-def _time(consumer, x: object, y: object, min_steps: int, min_seconds: float) -> _Timing:
+class Stepped(Protocol):
+    """What the step alone times: a trainer's step, the device's time for it, and an emulated
+    trainer's fixed host work (its seconds in the last step, what it was sized to take; None for a
+    real model). Every consumer is one, and so is calibrate's copy-and-step."""
+
+    last_device_s: float
+    last_work_s: float | None
+    work_sized_s: float | None
+
+    def step(self, x: Any, y: Any) -> float: ...
+
+
+def _time(consumer: Stepped, x: object, y: object, min_steps: int, min_seconds: float) -> _Timing:
     walls: list[float] = []
     devices: list[float] = []
     works: list[float] = []
@@ -76,7 +89,7 @@ def _time(consumer, x: object, y: object, min_steps: int, min_seconds: float) ->
 
 
 def time_alone(
-    consumer,
+    consumer: Stepped,
     x: object,
     y: object,
     *,
@@ -103,7 +116,7 @@ def time_alone(
         if timing.quiet(cores):
             break
     assert best is not None
-    on_gpu = getattr(consumer, "device", None) is not None and consumer.device.type == "cuda"
+    on_gpu = getattr(getattr(consumer, "device", None), "type", None) == "cuda"  # a torch.device, if any
     spread = best.devices if on_gpu else best.walls
     mean = statistics.fmean(spread)
     low, high = median_interval(best.walls)
