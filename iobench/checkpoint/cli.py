@@ -14,9 +14,10 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
+from iobench.results.choices import CheckpointIo, CheckpointWriter, values
+
 if TYPE_CHECKING:
     from iobench.results.checkpoint import CheckpointDestination
-    from iobench.results.choices import CheckpointIo, CheckpointWriter
 
 RANKS = {"llama3-8b": 8, "llama3-70b": 64, "llama3-405b": 512, "llama3-1t": 1024}
 
@@ -34,9 +35,9 @@ def add_checkpoint_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--size", metavar="SIZE", help="bytes per checkpoint (default: the model's, scaled to this host)"
     )
-    p.add_argument("--writer", choices=("iobench", "stock", "fsspec", "s3torchconnector"), default="iobench")
+    p.add_argument("--writer", choices=values(CheckpointWriter), default="iobench")
     p.add_argument(
-        "--io", choices=("buffered", "direct"), default="direct", help="a directory: O_DIRECT or buffered"
+        "--io", choices=values(CheckpointIo), default="direct", help="a directory: O_DIRECT or buffered"
     )
     p.add_argument(
         "--writes", type=int, default=1, help="checkpoints written (MLPerf: num-checkpoints-write)"
