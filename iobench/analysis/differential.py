@@ -12,14 +12,16 @@ Where the time went is not this module's: the steps' ledger accounts for every s
 from __future__ import annotations
 
 import math
+from typing import cast
 
+from iobench.results.choices import DifferentialPart, values
 from iobench.results.figures import Attribution, Capacity, Verdict
 
 from .verdict import AU_TARGET
 
 # the parts a ceiling is measured for; "cores": what the usable cores feed when the loader and the
 # step share them (analysis/cores.py, shared_ceiling), beside the loader alone and the step alone
-PARTS = ("accelerator", "prep", "fetch", "cores")
+PARTS = values(DifferentialPart)
 # what the online verdict's "bound" is called in the differential method: a trainer starved of its
 # host falls short of its step alone, so host-bound is the step's side
 ONLINE_TO_PART = {
@@ -79,7 +81,7 @@ def combine(
     present = {k: v for k, v in ceilings.items() if k in PARTS and v and v > 0}
     if not present:
         raise ValueError("no ceiling was measured")
-    binding = min(present, key=present.__getitem__)
+    binding = cast(DifferentialPart, min(present, key=present.__getitem__))  # one of PARTS
     predicted = present[binding]
     online_part = ONLINE_TO_PART.get(online.bound, "unknown")
     # close ceilings cannot be told apart by either method: within the tolerance both names are right

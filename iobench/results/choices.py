@@ -22,6 +22,9 @@ Bound = Literal["accelerator", "host", "cores", "prep", "fetch", "unknown", "str
 # the parts of the pipeline the differential method runs alone (cell/diagnosis/ceilings.py): the
 # accelerator fed from memory, the readers' preparation from RAM, the fetch from the tier
 CeilingPart = Literal["accelerator", "prep", "fetch"]
+# the parts the differential method weighs: the ceilings, and the cores' when the loader and the
+# step share them (analysis/cores.py); the one with the lowest is what it says binds
+DifferentialPart = Literal[CeilingPart, "cores"]
 # what a measured window needs after its warm-up: both run.min_measure's steps and its seconds, or
 # either (the probe's rule: a job of slow steps measures seconds)
 WindowNeed = Literal["both", "either"]

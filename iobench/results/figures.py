@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from loaders.observe import LoaderCounters, Loss, StageStats
 
-from .choices import Bound, CacheAchieved, CacheMode, CeilingPart, Reading
+from .choices import Bound, CacheAchieved, CacheMode, CeilingPart, DifferentialPart, Reading
 from .codec import from_json
 
 
@@ -505,7 +505,7 @@ class Capacity:
 
 @dataclass(frozen=True)
 class Attribution:
-    binding: str  # the part with the lowest ceiling: accelerator | prep | fetch
+    binding: DifferentialPart  # the part with the lowest ceiling
     ceilings: dict[str, float]  # samples/s of each part alone
     headroom: dict[str, float]  # each part's ceiling over the binding one (1.0 for the binding)
     predicted_samples_per_s: float  # min of the ceilings
