@@ -61,9 +61,14 @@ class Stepped(Protocol):
     trainer's fixed host work (its seconds in the last step, what it was sized to take; None for a
     real model). Every consumer is one, and so is calibrate's copy-and-step."""
 
-    last_device_s: float
-    last_work_s: float | None
-    work_sized_s: float | None
+    @property
+    def last_device_s(self) -> float: ...
+
+    @property
+    def last_work_s(self) -> float | None: ...
+
+    @property
+    def work_sized_s(self) -> float | None: ...
 
     def step(self, x: Any, y: Any) -> float: ...
 

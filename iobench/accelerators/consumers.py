@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
-from typing import Protocol
+from typing import Any, Protocol
 
 import torch
 
@@ -23,19 +23,44 @@ from loaders import normalize_batch
 
 
 class Consumer(Protocol):
-    device: torch.device
-    demand_samples_per_s: float | None
-    last_device_s: float  # the device's time for the last step (CUDA events; the step on CPU)
-    last_draw_s: float | None  # emulated: the device time drawn for the last step; None: a real model
-    au_basis: str  # what AU divides by the wall (docs/method.md, The trainer's host)
-    # an emulated trainer's fixed host work: its seconds in the last step, and what it was sized to
-    # take where it was sized in this process (accelerators/alone.py); None for a real model
-    last_work_s: float | None
-    work_sized_s: float | None
+    """A trainer the cell feeds: what it reads of one is read-only here (each kind narrows it: a real
+    model has no demand of its own and no drawn or sized time)."""
+
+    @property
+    def device(self) -> torch.device: ...
+
+    @property
+    def demand_samples_per_s(self) -> float | None: ...
+
+    @property
+    def last_device_s(self) -> float:
+        """The device's time for the last step (CUDA events; the step on CPU)."""
+        ...
+
+    @property
+    def last_draw_s(self) -> float | None:
+        """Emulated: the device time drawn for the last step; None: a real model."""
+        ...
+
+    @property
+    def au_basis(self) -> str:
+        """What AU divides by the wall (docs/method.md, The trainer's host)."""
+        ...
+
+    @property
+    def last_work_s(self) -> float | None:
+        """An emulated trainer's fixed host work: its seconds in the last step (accelerators/alone.py);
+        None for a real model."""
+        ...
+
+    @property
+    def work_sized_s(self) -> float | None:
+        """What that work was sized to take, where it was sized in this process; None otherwise."""
+        ...
 
     def h2d(self, images: torch.Tensor, labels: torch.Tensor) -> tuple[object, object, float]: ...
 
-    def step(self, x: object, y: object) -> float: ...
+    def step(self, x: Any, y: Any) -> float: ...  # what h2d gave: each consumer takes its own kind
 
     def describe(self) -> dict: ...
 
@@ -164,7 +189,7 @@ class TorchTrainStep:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
 
-    def h2d(self, images: torch.Tensor, labels: torch.Tensor) -> tuple[object, object, float]:
+    def h2d(self, images: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, float]:
         t0 = time.perf_counter()
         x = images.to(self.device, non_blocking=True)
         y = labels.to(self.device, non_blocking=True)

@@ -54,6 +54,7 @@ from iobench.results.figures import (
     Distributed,
     Interval,
     PipelineMetrics,
+    RankFigures,
     StepAccount,
     StepAlone,
     StepRow,
@@ -451,7 +452,8 @@ def summary_of(outcome: Outcome) -> tuple[CellSummary, list[tuple[StepRow, StepA
     ceilings = ceilings_of(runs) if outcome.ceilings else None
     ranks = [_probed_rank(outcome, run, origin, cores, ceilings if len(runs) == 1 else None) for run in runs]
     first = ranks[0]
-    distributed, rank_records = None, ()
+    distributed: Distributed | None = None
+    rank_records: tuple[RankFigures, ...] = ()
     if len(ranks) == 1:
         a = first.analysis
         metrics, split, epochs, verdict, window = a.metrics, a.split, a.epochs, a.verdict, a.window
