@@ -10,7 +10,7 @@ import os
 import sys
 from collections.abc import Sequence
 from dataclasses import MISSING, asdict, dataclass, field, fields, replace
-from typing import Any, Literal, get_args
+from typing import Any, Literal, get_args, overload
 
 from loaders.formats.base import DEFAULT_MAX_MEMBER_BYTES
 from loaders.plan import REMAINDER_POLICIES, EpochPlan, expand_urls, plan_epoch, sample_counts
@@ -262,6 +262,10 @@ def local_rank() -> int | None:
     return int(value) if value is not None and value.isdigit() else None
 
 
+@overload
+def device_for(device: str) -> str: ...
+@overload
+def device_for(device: None) -> None: ...
 def device_for(device: str | None) -> str | None:
     """``"cuda"`` without an index means this rank's GPU under torchrun (``cuda:LOCAL_RANK``)."""
     if device == "cuda" and local_rank() is not None:

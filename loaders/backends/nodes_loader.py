@@ -26,7 +26,7 @@ again; the mapper's own state, snapshot after each task it hands on, resumes aft
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Generator
 
 import torch
 from torchdata.nodes import BaseNode, ParallelMapper, PinMemory, Prefetcher
@@ -84,7 +84,7 @@ class NodesLoader(BaseLoader):
 
     backend = "nodes"
 
-    def _epoch(self, epoch: int, resumed: list[dict | None] | None) -> Iterator[Batch]:
+    def _epoch(self, epoch: int, resumed: list[dict | None] | None) -> Generator[Batch, None, None]:
         # the mapping threads belong to this process: one intra-op thread, as in DataLoader workers
         torch.set_num_threads(1)
         source = ShardSource(self.config.source)
@@ -104,7 +104,7 @@ class NodesLoader(BaseLoader):
         plan = self.plan(epoch)
         spec = reader_spec(cfg, plan)
         # reader 0 of 1: the DataLoader backend's worker 0's seeds, so the two agree sample for sample
-        rng = reader_rng(self.spec.seed, epoch, cfg.rank, 0)
+        rng = reader_rng(self.spec.seed, epoch, plan.rank, 0)
         samples = raw_samples(list(plan.readers[0].items), source, spec, rng, objects=cfg.layout == "objects")
         seed = rng.getrandbits(64)
         mapped = ParallelMapper(

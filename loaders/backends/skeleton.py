@@ -6,7 +6,7 @@ Modelled on torchdata.nodes' ``BaseNode``, whose subclasses write only next/rese
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from functools import cached_property
 from typing import Any, TypeVar
 
@@ -73,7 +73,7 @@ class BaseLoader:
     def _build(self) -> None:
         """The backend's machinery (a DataLoader, a feed), made once the plan is known."""
 
-    def _epoch(self, epoch: int, resumed: list[dict | None] | None) -> Iterator[Batch]:
+    def _epoch(self, epoch: int, resumed: list[dict | None] | None) -> Generator[Batch, None, None]:
         """Every batch of ``epoch``, its bookkeeping naming its reader and that reader's pipeline state
         after it (``resume``); ``resumed``: where each reader goes on from (its state, or None for
         its start), None for a new epoch. Cleans up when closed early."""

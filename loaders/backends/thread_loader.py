@@ -23,7 +23,7 @@ started early differs). Ranks, ``len()``, resume and stats are the skeleton's
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Generator
 
 import torch
 
@@ -43,7 +43,7 @@ class ThreadLoader(BaseLoader):
     def _readers(self) -> int:
         return max(1, self.config.workers)
 
-    def _epoch(self, epoch: int, resumed: list[dict | None] | None) -> Iterator[Batch]:
+    def _epoch(self, epoch: int, resumed: list[dict | None] | None) -> Generator[Batch, None, None]:
         # the readers are the parallelism: torch's intra-op pool only slows the small tensor ops
         torch.set_num_threads(1)
         plan = self.plan(epoch)

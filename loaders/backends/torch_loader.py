@@ -40,7 +40,7 @@ import multiprocessing
 import os
 import weakref
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -539,7 +539,7 @@ class ShardLoader(BaseLoader):
         if getattr(self, "_feed", None) is not None:
             self._stop()
 
-    def _epoch(self, epoch: int, resumed: list[dict | None] | None) -> Iterator[Batch]:
+    def _epoch(self, epoch: int, resumed: list[dict | None] | None) -> Generator[Batch, None, None]:
         feed = self._feed
         if not (self.continuous and feed is not None and feed.complete == epoch - 1 and resumed is None):
             feed = self._start(epoch, resumed)

@@ -83,14 +83,18 @@ def charged(samples: Iterator[Sample], wall: float, cpu: float) -> Iterator[Samp
 
 
 class _Sizes(Protocol):
-    shard_sizes: Mapping[str, int]  # the shards' sizes where known (a manifest's)
+    @property
+    def shard_sizes(self) -> Mapping[str, int]:  # read-only: SourceSpec is frozen
+        """The shards' sizes where known (a manifest's)."""
+        ...
 
 
 class Opener(Protocol):
     """What a format's reader reads through: ``loaders.storage.ShardSource`` (its layers: object
     stores, files, the shard cache, a throttle)."""
 
-    spec: _Sizes
+    @property
+    def spec(self) -> _Sizes: ...  # read-only: a source's own spec (a SourceSpec) has more
 
     def open(self, url: str, start: int = 0, end: int | None = None) -> AbstractContextManager[BinaryIO]:
         """The shard as a stream from byte ``start``; past ``end`` nothing is needed."""

@@ -80,9 +80,9 @@ def read_objects(items: Sequence[SampleObject], source: Opener, concurrency: int
                 break
         while reads:
             sample = reads.take()
-            item = next(todo, None)
-            if item is not None:
-                reads.ask(item)
+            more = next(todo, None)
+            if more is not None:
+                reads.ask(more)
             yield sample
     finally:
         reads.close()

@@ -34,11 +34,17 @@ _NONZERO = re.compile(rb"[^\x00]")
 Member = tuple[str, int, int, bytes, int]
 
 
+class ByteStream(Protocol):
+    """What the tar reader reads from: a file, a response body, a range of a shard (ArchiveRange)."""
+
+    def read(self, n: int, /) -> bytes: ...
+
+
 class _ExactReader:
     """Reads exactly n bytes (fewer only at the end of the stream), counting them; ``at``: where in
     the shard the next byte comes from. Bytes given back (``unread``) are read again first."""
 
-    def __init__(self, raw: BinaryIO, counter: ReadCounter, at: int = 0) -> None:
+    def __init__(self, raw: ByteStream, counter: ReadCounter, at: int = 0) -> None:
         self.raw, self.counter, self.at = raw, counter, at
         self.pending = b""
 
@@ -203,7 +209,7 @@ def _member(
 
 
 def iter_members(
-    raw: BinaryIO,
+    raw: ByteStream,
     url: str,
     counter: ReadCounter,
     max_member_bytes: int = DEFAULT_MAX_MEMBER_BYTES,
@@ -352,7 +358,7 @@ class Resync(Protocol):
 
 
 def iter_samples(
-    raw: BinaryIO,
+    raw: ByteStream,
     url: str,
     max_member_bytes: int = DEFAULT_MAX_MEMBER_BYTES,
     at: int = 0,

@@ -85,11 +85,12 @@ class Nvml:
     def __init__(self, lib: Any = None, sysfs_root: str = "/") -> None:
         if lib is None:
             try:
-                import pynvml as lib
+                import pynvml
             except ImportError:
                 raise NvmlUnavailable(
                     "pynvml is not installed: `pip install nvidia-ml-py` to read NVIDIA GPUs"
                 ) from None
+            lib = pynvml
         self._lib = lib
         self._sysfs_root = sysfs_root
         self._error = getattr(lib, "NVMLError", Exception)

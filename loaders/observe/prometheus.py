@@ -237,17 +237,17 @@ def _add(families: dict[str, Any], t: _Tracked, stats: StageStats) -> None:
     # zero requests would read as a measurement
     if t.remote or counters.requests is not None:
         requests = counters.requests or RequestCounts()
-        for suffix, read, _ in _STORAGE_COUNTERS:
-            families[suffix].add_metric([name, storage], read(requests))
+        for suffix, of_requests, _ in _STORAGE_COUNTERS:
+            families[suffix].add_metric([name, storage], of_requests(requests))
         for kind, n in sorted(requests.faults.items()):
             families["faults"].add_metric([name, storage, kind], n)
     if t.cached or counters.cache is not None:
         cache, health = counters.cache or CacheStats(), counters.cache_health or CacheHealthCounts()
-        for suffix, read, _ in _CACHE_COUNTERS:
-            families[suffix].add_metric([name], read(cache, health))
+        for suffix, of_cache, _ in _CACHE_COUNTERS:
+            families[suffix].add_metric([name], of_cache(cache, health))
     lost = counters.lost or LossCounts()
-    for suffix, read, _ in _LOSS_COUNTERS:  # zero is a finding too: nothing lost
-        families[suffix].add_metric([name], read(counters, lost))
+    for suffix, of_losses, _ in _LOSS_COUNTERS:  # zero is a finding too: nothing lost
+        families[suffix].add_metric([name], of_losses(counters, lost))
 
 
 class GpuCollector(Collector):

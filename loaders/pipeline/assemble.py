@@ -73,8 +73,6 @@ class BatchAssembler:
         return len(self.keys) == self.batch_size
 
     def slot(self) -> np.ndarray:
-        if self.image_size is None:
-            raise TypeError("a batch read without decoding has no image slots")
         return self._numpy()[len(self.keys)]
 
     def slot_view(self, i: int) -> np.ndarray:
@@ -85,8 +83,11 @@ class BatchAssembler:
         slots = self._slots
         if slots is None:
             if self._images is None:
+                size = self.image_size
+                if size is None:  # torch.empty would refuse the shape with a TypeError too
+                    raise TypeError("a batch read without decoding has no image slots")
                 with Stopwatch(self.stats, "collate"):
-                    shape = (self.batch_size, self.image_size, self.image_size, 3)
+                    shape = (self.batch_size, size, size, 3)
                     self._images = self.buffers.allocate(shape, self.stats)
             slots = self._slots = self._images.numpy()  # numpy indexing: ~0.2 µs a slot, torch's ~30
         return slots

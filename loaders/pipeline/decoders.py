@@ -11,7 +11,9 @@ import simplejpeg
 
 region_decoder: ModuleType | None
 try:
-    import loaders.pipeline._cropdecode as region_decoder
+    import loaders.pipeline._cropdecode as _cropdecode
+
+    region_decoder = _cropdecode
 except ImportError:  # not built: the system had no libjpeg-turbo headers when the package was installed
     region_decoder = None
 

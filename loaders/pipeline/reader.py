@@ -69,7 +69,7 @@ def reader_batches(
     """Reader ``reader``'s share of ``plan`` as its batches (a DataLoader worker's, a reader
     thread's): from its start, or ``reset`` to a state (a batch's ``bookkeeping.resume``)."""
     mine = plan.readers[reader]
-    rng = reader_rng(config.pipeline.seed, plan.epoch, config.rank, reader)
+    rng = reader_rng(config.pipeline.seed, plan.epoch, plan.rank, reader)
     spec = reader_spec(config, plan)
     samples = raw_samples(mine.items, source, spec, rng, objects=config.layout == "objects")
     owed = mine.batches if plan.split == "samples" else None

@@ -53,7 +53,8 @@ class ShardSamples(Node[Sample]):
         self._options = ReadOptions(max_member_bytes, source.lost if on_error == "skip" else None)
         self._samples: Iterator[Sample] | None = None
         self._stop: int | None = None  # the open item's: where its part ends
-        self._item, self._index, self._at = 0, None, 0
+        self._item, self._at = 0, 0
+        self._index: int | None = None  # where a resumed read goes on inside the item
 
     def reset(self, state: State | None = None) -> None:
         self._close_shard()

@@ -37,7 +37,8 @@ class DeadlineFile(io.BufferedIOBase):
     def __init__(self, path: str, deadline_s: float, buffer_size: int = BUFFER) -> None:
         super().__init__()
         self.path, self.deadline_s, self.buffer_size = path, deadline_s, buffer_size
-        self._chunk, self._at, self._offset, self._size = b"", 0, 0, None  # chunk, pos in it, file pos
+        self._chunk, self._at, self._offset = b"", 0, 0  # chunk, pos in it, file pos
+        self._size: int | None = None  # the file's, once a seek from its end needs it
         self._fd: int | None = None
         self._stuck = False  # a call timed out: the file system hangs, so close() does not wait
         self._fd, self._regular = self._within(f"opening {path}", _open_sequential, path)

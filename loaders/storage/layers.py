@@ -23,7 +23,7 @@ import contextlib
 import os
 import threading
 from collections.abc import Iterator
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO, Protocol, TypeVar
 
 import fsspec
 
@@ -33,6 +33,9 @@ from loaders.storage.deadline import DeadlineFile
 from loaders.storage.localfile import open_local
 from loaders.storage.spec import SourceSpec
 from loaders.storage.throttle import Throttle, ThrottledFile
+
+if TYPE_CHECKING:
+    from loaders.storage.objectstore import ObjectReader  # imported on first use (StoreOpener.reader)
 
 OBJECT_PROTOCOLS = ("s3", "s3a", "rados")
 
@@ -76,10 +79,10 @@ class StoreOpener:
 
     def __init__(self, spec: SourceSpec) -> None:
         self.spec = spec
-        self._readers: dict[str, object] = {}
+        self._readers: dict[str, ObjectReader] = {}
         self._lock = threading.Lock()
 
-    def reader(self, protocol: str):
+    def reader(self, protocol: str) -> ObjectReader:
         """This protocol's ObjectReader, made on first use: a process whose reads all hit a
         cache never pays for a client (an S3 session, a librados connection)."""
         with self._lock:
@@ -325,7 +328,14 @@ def _from_store(exc: BaseException, store: BaseException) -> bool:
     return chain is store and getattr(store, "errno", None) not in MEDIUM_ERRNOS
 
 
-def _at(f: BinaryIO, start: int) -> BinaryIO:
+class _Seekable(Protocol):
+    def seek(self, pos: int, whence: int = ..., /) -> int: ...
+
+
+_S = TypeVar("_S", bound=_Seekable)  # the stream comes back as what it is, a file or a DeadlineFile
+
+
+def _at(f: _S, start: int) -> _S:
     """A seekable stream positioned at ``start``."""
     if start:
         f.seek(start)

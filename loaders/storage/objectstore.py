@@ -154,7 +154,7 @@ class ObjectReader:
                         options, url, part_bytes=part_bytes, connections=connections
                     ),
                 )
-                for url in endpoints or [None]
+                for url in endpoints or (None,)
             ]
             self.endpoint = ", ".join(endpoints) if len(endpoints) > 1 else self._clients[0].endpoint
         else:
@@ -411,7 +411,11 @@ class ObjectReader:
                         f"the bodies stopped short: {pos - start} of {end - start} bytes",
                     ),
                 )
-            pos += self._call("GET", url, lambda client, at=pos: get(client, at), int)
+
+            def get_rest(client: ObjectClient, at: int = pos) -> int:  # from this attempt's start, bound now
+                return get(client, at)
+
+            pos += self._call("GET", url, get_rest, int)
             if pos >= end:
                 if pos > end:
                     raise ObjectStoreError(
@@ -512,7 +516,7 @@ class ObjectReader:
         read-ahead; no local copy is made."""
         if end is None:
             end = self.info(url)["size"] if size is None else size
-        return _ChunkStream(self._ordered(url, self._ranges(end, start)))
+        return _ChunkStream(self._ordered(url, self._ranges(end, start)))  # type: ignore[return-value]  # a file-like object: typing.BinaryIO is a class, not a protocol it could meet
 
     def close(self) -> None:
         if self._pool is not None:

@@ -179,7 +179,8 @@ class ShardCache:
             self.stats.hits += 1
             return path
         if self.policy == "static" and (size is None or time.monotonic() < self._full_until):
-            return self._bypass()
+            self._bypass()
+            return None
         sha = os.path.basename(path)[:64]
         fd, waited = self._dir.lock_key(sha, fcntl.LOCK_EX, block=True)
         assert fd is not None
@@ -192,7 +193,8 @@ class ShardCache:
                 self._download(url, fetch, path, sha, size, (etag, sha256))
             except _Declined:
                 self._full_until = time.monotonic() + _FULL_RECHECK_S
-                return self._bypass()
+                self._bypass()
+                return None
             self.stats.misses += 1
             return path
         finally:
@@ -276,9 +278,9 @@ class ShardCache:
     def _evict_damaged(self, sha: str, path: str, damage: tuple[str, int]) -> None:
         """Remove the damaged entry at ``path`` (unless another process has replaced it meanwhile:
         a new inode), count it and say so once."""
-        damage, inode = damage
+        what, inode = damage
         self.stats.damaged += 1
-        self.notes.append(f"{damage}: evicted and fetched again")
+        self.notes.append(f"{what}: evicted and fetched again")
         fd, _ = self._dir.lock_key(sha, fcntl.LOCK_EX, block=True)
         try:
             if os.stat(path).st_ino == inode:
@@ -318,7 +320,6 @@ class ShardCache:
     def _bypass(self) -> None:
         self.stats.misses += 1
         self.stats.bypassed += 1
-        return None
 
     # ---- room (callers hold the global lock) ------------------------------------------------
 

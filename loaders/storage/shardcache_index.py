@@ -21,6 +21,7 @@ import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Literal, overload
 
 _ENTRY_RE = re.compile(r"^([0-9a-f]{64})-")
 _KEY_RE = re.compile(r"^[0-9a-f]{64}$")
@@ -111,6 +112,10 @@ class CacheDir:
         finally:
             os.close(fd)
 
+    @overload
+    def lock_key(self, sha: str, op: int, *, block: Literal[True]) -> tuple[int, float]: ...
+    @overload
+    def lock_key(self, sha: str, op: int, *, block: bool) -> tuple[int | None, float]: ...
     def lock_key(self, sha: str, op: int, *, block: bool) -> tuple[int | None, float]:
         """flock ``.locks/<sha>``; return (fd, or None if busy and not blocking; seconds blocked).
 

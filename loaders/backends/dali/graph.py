@@ -11,12 +11,22 @@ normalisation the flip and normalisation are fused into ``crop_mirror_normalize`
 from __future__ import annotations
 
 import os
+from typing import TypedDict
 
 from loaders.config import AugmentSpec
 from loaders.pipeline.decode import IMAGENET_MEAN, IMAGENET_STD
 
 INSTALL_HINT = "pip install 'iobench[dali]'  (or: pip install nvidia-dali-cuda130)"
 LABEL_DIGITS = 9  # widest ASCII label the in-graph parser reads (fits int64 trivially)
+
+
+class _Crop(TypedDict):
+    """RandomResizedCrop's parameters, as both of DALI's cropping operators take them."""
+
+    random_area: list[float]
+    random_aspect_ratio: list[float]
+    num_attempts: int
+    seed: int
 
 
 def dali_available() -> bool:
@@ -41,7 +51,7 @@ def cuda_devices() -> int:
     """Number of CUDA devices DALI sees; 0 on a CPU-only box (a safe probe, no driver needed)."""
     from nvidia.dali import backend
 
-    return int(backend.GetCUDADeviceCount())
+    return int(backend.GetCUDADeviceCount())  # type: ignore[attr-defined]  # DALI's backend stub omits what it star-imports from backend_impl
 
 
 def protocol(url: str) -> str:
@@ -68,25 +78,29 @@ def augment_graph(jpegs, spec: AugmentSpec, decode_device: str, normalize: bool,
     ``decode_roi: false`` asks for)."""
     from nvidia.dali import fn, types
 
-    crop = {
+    crop: _Crop = {
         "random_area": list(spec.scale),
         "random_aspect_ratio": list(spec.ratio),
         "num_attempts": 10,
         "seed": seed,
     }
     if roi:
-        images = fn.decoders.image_random_crop(jpegs, device=decode_device, output_type=types.RGB, **crop)
-        images = fn.resize(images, resize_x=spec.size, resize_y=spec.size, interp_type=types.INTERP_LINEAR)
+        images = fn.decoders.image_random_crop(
+            jpegs, device=decode_device, output_type=types.DALIImageType.RGB, **crop
+        )
+        images = fn.resize(
+            images, resize_x=spec.size, resize_y=spec.size, interp_type=types.DALIInterpType.INTERP_LINEAR
+        )
     else:
-        images = fn.decoders.image(jpegs, device=decode_device, output_type=types.RGB)
+        images = fn.decoders.image(jpegs, device=decode_device, output_type=types.DALIImageType.RGB)
         images = fn.random_resized_crop(
-            images, size=[spec.size, spec.size], interp_type=types.INTERP_LINEAR, **crop
+            images, size=[spec.size, spec.size], interp_type=types.DALIInterpType.INTERP_LINEAR, **crop
         )
     flip = fn.random.coin_flip(seed=seed + 1) if spec.flip else 0
     if normalize:
         return fn.crop_mirror_normalize(
             images,
-            dtype=types.FLOAT,
+            dtype=types.DALIDataType.FLOAT,
             output_layout="HWC",
             mean=[255.0 * m for m in IMAGENET_MEAN],
             std=[255.0 * s for s in IMAGENET_STD],

@@ -47,7 +47,8 @@ state after the last batch delivered (its fetchers' shard cursors, the shuffle b
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Sequence
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -66,6 +67,10 @@ from loaders.formats.tar_index import index_path
 from loaders.observe.stages import StageStats
 from loaders.pipeline.batch import Batch, Bookkeeping
 from loaders.storage.layers import OBJECT_PROTOCOLS
+
+if TYPE_CHECKING:
+    from nvidia.dali.pipeline import Pipeline
+    from nvidia.dali.plugin.pytorch import DALIGenericIterator  # DALI is imported when a loader is built
 
 
 class DaliPipelineError(RuntimeError):
@@ -196,8 +201,8 @@ class DaliLoader(BaseLoader):
             self.device_id = chosen if chosen is not None else default_id
         self.decode_device = "mixed" if self.gpu else "cpu"
         self._checkpoint: bytes | None = None
-        self._iterator = None
-        self._pipe = None
+        self._iterator: DALIGenericIterator | None = None
+        self._pipe: Pipeline | None = None
         self._feed: Feed | None = None
         if self.mode == "external":
             assert self.readers is not None  # external mode's readers are its fetchers (_readers)
@@ -255,7 +260,7 @@ class DaliLoader(BaseLoader):
             pipe.set_outputs(*outputs)
         return pipe
 
-    def _make_iterator(self):
+    def _make_iterator(self) -> DALIGenericIterator:
         from nvidia.dali.plugin.pytorch import DALIGenericIterator, LastBatchPolicy
 
         names = ["images", "labels", "keys"] + ([] if self.mode == "external" else ["nbytes"])
@@ -272,7 +277,7 @@ class DaliLoader(BaseLoader):
 
     # -- the contract -----------------------------------------------------------------------------
 
-    def _epoch(self, epoch: int, resumed: list[dict | None] | None) -> Iterator[Batch]:
+    def _epoch(self, epoch: int, resumed: list[dict | None] | None) -> Generator[Batch, None, None]:
         if resumed is None:
             self._checkpoint = None  # a saved reader position belongs to another epoch
         if self._feed is not None:

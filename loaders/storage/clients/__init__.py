@@ -174,11 +174,11 @@ def resolve_client(name: str, *, keys: bool = False, profile: bool = False) -> R
     here = installed_clients()
     if name == "auto":
         ranked = sorted(
-            (e for e in CLIENTS.known().values() if e.measured_rank), key=lambda e: e.measured_rank
+            ((rank, e) for e in CLIENTS.known().values() if (rank := e.measured_rank)), key=lambda r: r[0]
         )
         return next(  # s3fs is a core dependency, and takes both
             cast(ClientName, e.name)
-            for e in ranked
+            for _, e in ranked
             if e.name in here
             and e.fork_safe
             and (e.takes_keys or not keys)

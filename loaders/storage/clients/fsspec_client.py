@@ -106,4 +106,6 @@ class FsspecClient(ObjectClient):
 
     def thread_ids(self) -> set[int]:
         loop_thread = fsspec.asyn.iothread[0] if self.protocol == "s3" else None
-        return {loop_thread.native_id} if isinstance(loop_thread, threading.Thread) else set()
+        # native_id is None only before a thread starts; fsspec starts its loop's before storing it
+        tid = loop_thread.native_id if isinstance(loop_thread, threading.Thread) else None
+        return {tid} if tid is not None else set()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING
 
 import obstore
 import obstore.exceptions
@@ -29,19 +29,25 @@ from loaders.storage.clients.base import (
 from loaders.storage.clients.threadcpu import threads_named
 from loaders.storage.faults import classify
 
+if TYPE_CHECKING:
+    from obstore.store import ClientConfig, S3Config  # stubs only: not importable at run time
+
 _STATUS = re.compile(r"status code: (\d{3})")
 
 
 class ObstoreClient(ObjectClient):
     def __init__(self, settings: ClientSettings) -> None:
         super().__init__(settings)
-        self._config: dict[str, Any] = {"virtual_hosted_style_request": not settings.path_style}
+        self._config: S3Config = {"virtual_hosted_style_request": not settings.path_style}
         if settings.endpoint:
             self._config["endpoint"] = settings.endpoint
         if settings.region:
             self._config["region"] = settings.region
         if settings.key:
-            self._config.update(access_key_id=settings.key, secret_access_key=settings.secret)
+            self._config["access_key_id"] = settings.key
+            # a key without a secret passes None, which S3Store refuses (TypeError) as botocore
+            # refuses partial credentials: the read fails either way
+            self._config["secret_access_key"] = settings.secret  # type: ignore[typeddict-item]  # None: see above
             if settings.token:
                 self._config["session_token"] = settings.token
         self._provider = None
@@ -50,7 +56,7 @@ class ObstoreClient(ObjectClient):
             from obstore.auth.boto3 import Boto3CredentialProvider
 
             self._provider = Boto3CredentialProvider(boto3.Session(profile_name=settings.profile))
-        self._client_options = {
+        self._client_options: ClientConfig = {
             "allow_http": not settings.secure,
             "connect_timeout": timedelta(seconds=settings.connect_timeout_s),
             "timeout": timedelta(seconds=settings.read_timeout_s),
