@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TypedDict
 
 from iobench.accelerators.demand import (
     UnknownAccelerator,
@@ -26,7 +27,7 @@ class AcceleratorDemand:
     samples_per_s_each: float
     source: str  # the figure's source, from configs/accelerators.yaml
     found_by: str  # "--accelerators" or "NVML"
-    memory_bytes_each: int  # the table's memory, for RAM rules on a host with no GPU yet
+    memory_bytes_each: float  # the table's memory, for RAM rules on a host with no GPU yet
     # the mean sample of the dataset the model trains on, where per-sample CPU is priced (recommend
     # prices it at the same size); the reference size where the table names no dataset
     sample_bytes: float = REFERENCE_SAMPLE_BYTES
@@ -35,6 +36,13 @@ class AcceleratorDemand:
     @property
     def samples_per_s(self) -> float:
         return self.count * self.samples_per_s_each
+
+
+class _Sample(TypedDict, total=False):
+    """AcceleratorDemand's sample fields, where the model's dataset names them."""
+
+    sample_bytes: float
+    sample_said: str
 
 
 def parse_accelerators(text: str, model: str, kind: DemandKind = "training") -> AcceleratorDemand:
@@ -53,7 +61,7 @@ def _demand(count: int, acc_type: str, model: str, kind: DemandKind, found_by: s
     facts = accelerator_facts(acc_type)
     memory = facts.memory_bytes if facts and facts.memory_bytes else 0.0
     dataset = (load_model_table().get(model) or {}).get("dataset")
-    sample = (
+    sample: _Sample = (
         {"sample_bytes": float(dataset["sample_bytes"]), "sample_said": f"the mean of {dataset['name']}"}
         if dataset
         else {}

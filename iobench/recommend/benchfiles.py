@@ -11,6 +11,7 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 MIB = 2**20
 _FIO_SIZE = re.compile(r"^\s*(\d+(?:\.\d*)?)\s*([kmgtp]?)(i?b?)\s*$", re.IGNORECASE)
@@ -29,7 +30,8 @@ class BenchReading:
 def _documents(text: str) -> list[dict]:
     """Every JSON object in ``text``: tools print a line or two before one (rados: ``hints = 1``),
     elbencho writes a list of them, or one per phase."""
-    decoder, docs, i = json.JSONDecoder(), [], 0
+    decoder, i = json.JSONDecoder(), 0
+    docs: list[dict] = []
     while (start := min((p for p in (text.find("{", i), text.find("[", i)) if p >= 0), default=-1)) >= 0:
         try:
             doc, end = decoder.raw_decode(text[start:])
@@ -124,7 +126,7 @@ def _elbencho(docs: list[dict], path: Path) -> BenchReading:
 
 def _warp(doc: dict, path: Path) -> BenchReading:
     if "by_op_type" in doc:  # warp 1.x: totals per operation type
-        get = (doc.get("by_op_type") or {}).get("GET") or {}
+        get: dict[str, Any] = (doc.get("by_op_type") or {}).get("GET") or {}
         tp = get.get("throughput") or {}
         ms, total = tp.get("measure_duration_millis") or 0, tp.get("bytes") or 0
         bw = 1000.0 * total / ms if ms else 0.0

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from typing import Literal, TypedDict, get_args
+from typing import Any, Literal, TypedDict, get_args
 
 from iobench.analysis.verdict import AU_TARGET
 
@@ -58,7 +58,8 @@ class Change:
 
 def apply(s: Scenario, what: ChangeWhat) -> Scenario:
     """``s`` with the change ``what`` made (its decode is the option's, not the scenario's)."""
-    fields = {
+    # ChangeWhat's node fields, each already of its Scenario field's type
+    fields: dict[str, Any] = {
         k: v
         for k, v in what.items()
         if k in ("cores", "ram_bytes", "nvme_devices", "nvme_bytes", "nic_bytes_per_s")
@@ -178,7 +179,7 @@ def changes(s: Scenario, opts: list[PlacementOption], cal: Calibration | None) -
     same way)."""
     if any(o.reaches for o in opts):
         return []  # the recommendation reaches it: nothing to change
-    found = []
+    found: list[Change] = []
     for o in opts:
         found.extend(
             c for f in (_gpu_decode, _rate, _drives, _ram, _cores) if (c := f(s, o, cal)) is not None

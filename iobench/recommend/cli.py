@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from .calibrate import Calibration, Figure
     from .placements import Scenario
     from .recommendation import Recommendation
+    from .scenario import Decoding
     from .servers import Server
 
 _COUNT_X = re.compile(r"^\s*(?:(\d+)\s*[x×*]\s*)?(\S.*?)\s*$", re.IGNORECASE)
@@ -287,6 +288,7 @@ def _dataset(args: argparse.Namespace, model: str) -> tuple[float, float, str]:
     if not args.dataset_size:
         raise ValueError("give the dataset: --dataset-size SIZE (and --sample-size SIZE), or --manifest PATH")
     total = _size(args.dataset_size, "--dataset-size")
+    sample: float  # bytes: given ones are whole, a mean over runs or a model's dataset need not be
     if args.sample_size:
         sample, said = _size(args.sample_size, "--sample-size"), "given"
     elif args.results:
@@ -412,14 +414,15 @@ def _target(args: argparse.Namespace, kind: str) -> tuple[Server | None, str]:
     elif len(given) == 3:
         return None, "as given: " + ", ".join(given)
     else:
-        server = for_accelerator(kind)
-        if server is None:
+        reference = for_accelerator(kind)
+        if reference is None:
             missing = [f for f in ("--nvme", "--ram", "--cores") if getattr(args, f[2:]) is None]
             raise ValueError(
                 f"the target node: {', '.join(missing)} not given, and configs/servers.yaml has no "
                 f"reference node for {kind}; give them, or --server NAME, --inspect FILE, or --server {THIS_HOST} "
                 "to model this machine"
             )
+        server = reference
         how = f"the reference node for {kind}, as --server was not given"
     said = f"{server.name}: {server.summary()} ({how}; {server.source})"
     if given:
@@ -555,10 +558,10 @@ def _node(args: argparse.Namespace, server: Server | None) -> dict:
     )
 
 
-def _decoding(args: argparse.Namespace, demand: str) -> tuple[str, str]:
+def _decoding(args: argparse.Namespace, demand: str) -> tuple[Decoding, str]:
     """What the loader does to a sample, and where that was said. MLPerf Storage's emulation reads
     without decoding (DLIO)."""
-    decoding = args.decode or ("none" if demand == "mlperf_storage" else "jpeg")
+    decoding: Decoding = args.decode or ("none" if demand == "mlperf_storage" else "jpeg")
     said = (
         f"--decode {args.decode}"
         if args.decode

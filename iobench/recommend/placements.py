@@ -19,7 +19,7 @@ from iobench.analysis.cores import cores_to_feed
 from iobench.analysis.decoderate import DecodeRate
 from iobench.analysis.verdict import AU_TARGET
 
-from .calibrate import Calibration, Figure
+from .calibrate import Calibration, Figure, Origin
 from .model import (
     Prediction,
     RamPlan,
@@ -256,7 +256,7 @@ def _option(s: Scenario, st: Storage, decode: str, cal: Calibration | None) -> P
     au_range = None
     if f.low != f.high and not f.conditional:
         lo, hi = (
-            predict({"prep": prep, "fetch": x / s.sample_bytes}, req.samples_per_s).au
+            _au(predict({"prep": prep, "fetch": x / s.sample_bytes}, req.samples_per_s))
             for x in (f.low, f.high)
         )
         au_range = (lo, hi) if hi - lo >= 5e-3 else None
@@ -284,7 +284,7 @@ def _option(s: Scenario, st: Storage, decode: str, cal: Calibration | None) -> P
         first_epoch_fetch_bytes_per_s=f.first,
         prep_samples_per_s=prep,
         prediction=p,
-        first_epoch_au=first.au if math.isfinite(f.first) else math.nan,  # nan: backend not known
+        first_epoch_au=_au(first) if math.isfinite(f.first) else math.nan,  # nan: backend not known
         cores_needed=cores,
         max_accelerators=max_accelerators(min(prep, fetch), s.per_accelerator.value),
         ram=plan,
@@ -308,9 +308,15 @@ def _option(s: Scenario, st: Storage, decode: str, cal: Calibration | None) -> P
     )
 
 
+def _au(p: Prediction) -> float:
+    """A node's predicted AU: its demand, from required(), is above 0, so the prediction has one."""
+    assert p.au is not None
+    return p.au
+
+
 def _prep(
     s: Scenario, decode: str, cal: Calibration | None, fetch_cpu: float, inputs: dict[str, Figure]
-) -> tuple[float, float, float]:
+) -> tuple[float, float, int]:
     """What one node's CPU (or its GPUs, decoding with DALI) prepares (samples/s), the cores feeding
     the demand takes and the loader's workers; each figure used is added to ``inputs``."""
     req = s.requirement
@@ -363,9 +369,10 @@ def _prep(
     return prep, cores, workers
 
 
-def _origin(rate: DecodeRate) -> str:
+def _origin(rate: DecodeRate) -> Origin:
     """A decode rate's kind as a figure's origin."""
-    return {"given": "given", "run": "measured", "calibration": "measured"}.get(rate.kind, "reference")
+    origins: dict[str, Origin] = {"given": "given", "run": "measured", "calibration": "measured"}
+    return origins.get(rate.kind, "reference")
 
 
 def rank_key(o: PlacementOption) -> tuple:

@@ -83,10 +83,8 @@ class Delivered:
 
     def sizes(self, units: Units | None = None) -> str:
         tb = (units or Units()).size
-        if self.low_bytes is None and self.high_bytes is None:
-            return "any size"
         if self.low_bytes is None:
-            return f"< {tb(self.high_bytes)}"
+            return "any size" if self.high_bytes is None else f"< {tb(self.high_bytes)}"
         if self.high_bytes is None:
             return f"> {tb(self.low_bytes)}"
         return f"{tb(self.low_bytes)}-{tb(self.high_bytes)}"

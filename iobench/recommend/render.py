@@ -35,10 +35,10 @@ def recommendation_json(report: Recommendation) -> dict:
     size, and the calibration in brief."""
     from .recommendation import SCHEMA_VERSION
 
-    body = codec.to_json(replace(report, calibration=None, answer=None), finite=True)
+    body = codec.to_json(replace(report, calibration=None), finite=True)
     s, a = report.scenario, report.answer
     out = {"schema_version": SCHEMA_VERSION, "recommendation": _answer_json(report), **body}
-    del out["answer"]
+    del out["answer"]  # written as "recommendation", above
     out["scenario"]["decode"] = s.decode.as_dict(s.sample_bytes)
     out["dataset_source"] = s.dataset_said
     out["read_demand"] = {
@@ -371,11 +371,12 @@ def _validation(report: Recommendation, console: Console) -> None:
             _say(console, f" - {c.cell}: {c.measured_samples_per_s:,.0f}/s, AU {c.measured_au:.3f}: {c.note}")
             continue
         au = f"{c.predicted_au:.3f}" if c.predicted_au is not None else "-"
+        err = (_pct(c.error) if c.error is not None else "-") + _interval(c.error_interval)
         au_err = (_pct(c.au_error) if c.au_error is not None else "-") + _interval(c.au_error_interval)
         _say(
             console,
             f" - {c.cell}: {c.measured_samples_per_s:,.0f}/s measured, {c.predicted_samples_per_s:,.0f}/s predicted "
-            f"({_pct(c.error)}{_interval(c.error_interval)}); AU {c.measured_au:.3f} vs {au} ({au_err}); "
+            f"({err}); AU {c.measured_au:.3f} vs {au} ({au_err}); "
             f"{c.predicted_binding} (verdict {c.measured_verdict})",
         )
 

@@ -83,7 +83,8 @@ def checkpoint_rows(summaries: list[CellSummary]) -> list[CheckpointRow]:
 def checkpoint_verdicts(summaries: list[CellSummary]) -> list[str]:
     """One sentence per destination, interval, accelerator and rank count, over its modes."""
     figures = _figures(summaries)
-    by = {}
+    # (destination, interval, accelerator, ranks per node) -> that group's figures
+    by: dict[tuple[str, int, str, int], list[CheckpointFigures]] = {}
     for cell_id, f in figures:
         s = next(x for x in summaries if x.cell_id == cell_id)
         key = (

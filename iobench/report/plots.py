@@ -17,7 +17,7 @@ import json
 import re
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 import numpy as np
 import pyarrow as pa
@@ -31,6 +31,7 @@ from iobench.results.summary import CellSummary
 from .measured import metrics_of
 
 if TYPE_CHECKING:
+    from matplotlib.colors import ListedColormap
     from matplotlib.figure import Figure
 
 # the wall split of docs/method.md, in the order a reader walks the pipeline
@@ -149,7 +150,10 @@ def cell_styles(summaries: list[CellSummary]) -> dict[str, CellStyle]:
 
     cells = [s.cell for s in _ok(summaries)]
     tiers = list(dict.fromkeys(c.tier_name for c in cells))
-    palette = colormaps["tab10" if len(tiers) <= 10 else "tab20"].colors
+    # the registry types each entry as a Colormap, and a ListedColormap's colours as any array-like:
+    # tab10 and tab20 are ListedColormaps, their colours a tuple of RGB tuples
+    cmap = cast("ListedColormap", colormaps["tab10" if len(tiers) <= 10 else "tab20"])
+    palette = cast("tuple[tuple[float, float, float], ...]", cmap.colors)
     colour = {t: to_hex(palette[i % len(palette)]) for i, t in enumerate(tiers)}
     setups = {k: i for i, k in enumerate(dict.fromkeys(_setup(c) for c in cells))}
     workers = {w: i for i, w in enumerate(sorted({c.loader.workers for c in cells}))}

@@ -313,12 +313,12 @@ def _print_cell_detail(s: CellSummary, console: Console, common: list[str]) -> N
             _say(console, f"   - {line}")
     _print_ranks(s, console)
     _print_diagnosis(s, console, common)
-    if line := at_scale_line(s):
-        _say(console, f"   - {line}")
+    if scale := at_scale_line(s):
+        _say(console, f"   - {scale}")
     if s.cache_state and s.cache_state.note:
         _say(console, f"   - cache: {s.cache_state.note}")
-    if line := outage_line(s):
-        _say(console, f"   - {line}")
+    if outage := outage_line(s):
+        _say(console, f"   - {outage}")
     for line in cache_lines(s):
         _say(console, f"   - {line}")
     errors = s.loader_stats.errors

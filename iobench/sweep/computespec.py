@@ -11,10 +11,11 @@ host (accelerators/hostcost.py); DLIO's form needs a demand with a computation t
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from iobench.accelerators.demand import Demand
 from iobench.accelerators.jitter import check
+from iobench.results.choices import ComputeDist
 from iobench.results.spec import ComputeSpec
 from iobench.sweep.checks import ConfigError, check_keys, integer
 
@@ -40,7 +41,8 @@ def parse_compute(raw: Any, where: str, demand: Demand | None, run_seed: int) ->
         cv, source = _calibrated(where, demand)
     if problem := check(dist, cv):
         raise ConfigError(f"{where}.{problem}")
-    return ComputeSpec(dist=dist, cv=float(cv), seed=seed, source=source)
+    # check() refused any dist outside jitter.DISTS, which are ComputeDist's values
+    return ComputeSpec(dist=cast(ComputeDist, dist), cv=float(cv), seed=seed, source=source)
 
 
 def _dlio_form(d: dict, where: str, demand: Demand | None, seed: int) -> ComputeSpec:

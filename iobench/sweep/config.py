@@ -225,7 +225,7 @@ def _tier_values(tier: dict, at: str) -> None:
 def _tiers(raw: Any, datasets: list[DatasetSpec]) -> list[dict]:
     if not isinstance(raw, list) or not raw:
         raise ConfigError(f"tiers={raw!r}: expected a non-empty list of tier mappings")
-    tiers = []
+    tiers: list[dict] = []
     for i, t in enumerate(raw):
         if not isinstance(t, dict) or "kind" not in t:
             raise ConfigError(f"tiers[{i}]={t!r}: each tier needs kind (e.g. kind: local)")

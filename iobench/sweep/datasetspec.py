@@ -95,7 +95,7 @@ def parse_datasets(raw: Any) -> list[DatasetSpec]:
     )
     if (s["size"] is None) == (s["samples"] is None):
         raise ConfigError("dataset.synth: give exactly one of size (e.g. 400MB) or samples (e.g. 4000)")
-    common = {
+    common: dict[str, Any] = {  # synthesize's keyword arguments: numbers and a format name
         "seed": integer(s["seed"], "dataset.synth.seed"),
         **(
             {"format": "parquet"} if choice(s["format"], FORMATS, "dataset.synth.format") == "parquet" else {}

@@ -46,7 +46,12 @@ def cell_outcome(
         error = explain(said or exit_status(ended.returncode), cell.tier)
     summary, rewrite = _published_or_failed(run_dir, cell, files.summary, started, error)
     if summary.status == "failed" and (cause := oom.since()) is not None:
-        message = summary.error or exit_status(ended.returncode)
+        # no exit status (None) is a process that outlived SIGKILL, which the sweep stopped
+        message = summary.error or (
+            exit_status(ended.returncode)
+            if ended.returncode is not None
+            else "the cell's process outlived SIGKILL"
+        )
         summary = replace(summary, error=blame_out_of_memory(message, ended.returncode, cause))
         rewrite = True
     if rewrite:

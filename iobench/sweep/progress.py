@@ -17,6 +17,7 @@ from rich.progress import BarColumn, Progress, TaskID, TextColumn
 from rich.text import Text
 
 from iobench.results.spec import CellSpec
+from iobench.results.summary import CellSummary
 from iobench.sweep.estimate import CellEstimate, format_duration
 from iobench.sweep.runner import SweepEvents
 
@@ -137,7 +138,7 @@ class SweepProgress(SweepEvents):
 
         self._guarded(update)
 
-    def cell_done(self, index: int, cell: CellSpec, summary: dict, seconds: float) -> None:
+    def cell_done(self, index: int, cell: CellSpec, summary: CellSummary, seconds: float) -> None:
         est = self.estimates.get(cell.cell_id)
         if est is not None and est.seconds is not None:
             self.measured_s += seconds

@@ -65,7 +65,8 @@ def value(v: Any, tp: Any, key: str, meta: typing.Mapping[str, Any] = types.Mapp
         raise ConfigError(
             f"{key}={v!r}: expected {' or '.join(_said(o, meta) for o in options if o is not type(None))}"
         )
-    if dataclasses.is_dataclass(tp):
+    # a hint is a class, never a record instance: ``isinstance`` lets the checker see tp as one
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         return v if isinstance(v, tp) else tp(**section(v, tp, key))  # a default is a record already
     if tp is bool:
         if not isinstance(v, bool):
