@@ -172,7 +172,7 @@ class TorchTrainStep:
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         if threads:
             torch.set_num_threads(threads)
-        self.model = MODELS[model]().to(self.device, memory_format=torch.channels_last)
+        self.model = MODELS[model]().to(self.device, memory_format=torch.channels_last)  # type: ignore[call-overload]  # Module.to takes memory_format (torch documents it); its typed overloads leave it out
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.01, momentum=0.9)
         self.loss = torch.nn.CrossEntropyLoss()
         self.amp = self.device.type == "cuda"

@@ -10,12 +10,12 @@ from typing import TYPE_CHECKING, Literal, TypeGuard, get_args
 
 import yaml
 
-from iobench.results.choices import DemandKind, values
+from iobench.results.choices import DemandKind
 
 if TYPE_CHECKING:
     from iobench.results.spec import AcceleratorSpec
 
-DEMANDS: tuple[DemandKind, ...] = values(DemandKind)
+DEMANDS: tuple[DemandKind, ...] = get_args(DemandKind)
 # what a figure of configs/accelerators.yaml is (its header says): read at its source, computed
 # from published figures, or an estimate no public source gives
 TableOrigin = Literal["published", "derived", "assumed"]

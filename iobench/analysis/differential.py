@@ -90,7 +90,9 @@ def combine(
     cpu = {"prep", "cores"}
     agree = online_part in near or (online_part in cpu and bool(cpu & near))
     headroom = {k: v / predicted for k, v in present.items()}
-    others = ", ".join(f"{k} {headroom[k]:.1f}x" for k in sorted(present, key=present.get) if k != binding)
+    others = ", ".join(
+        f"{k} {headroom[k]:.1f}x" for k in sorted(present, key=present.__getitem__) if k != binding
+    )
     statement = (
         f"differential: {binding}-bound (ceilings: "
         + ", ".join(f"{k} {v:,.0f}/s" for k, v in sorted(present.items(), key=lambda kv: kv[1]))

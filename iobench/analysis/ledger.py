@@ -20,7 +20,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
-from iobench.results.figures import ACCOUNT_PARTS, StepAccount, StepAlone, StepRow, WallSplit
+from iobench.results.figures import ACCOUNT_PARTS, AccountParts, StepAccount, StepAlone, StepRow, WallSplit
 
 STAGE_PARTS = ("fetch", "decode", "augment", "collate")
 
@@ -93,6 +93,7 @@ def account(
         **parts,
         trainer_cpu_s=row.trainer_cpu_s,
         reader_cpu_s=row.reader_cpu_s,
+        delivered=True,  # a whole step delivers its batch; said here so that ``parts`` fills only seconds
     )
 
 
@@ -119,7 +120,7 @@ def clipped(entry: StepAccount, start: float, end: float) -> StepAccount | None:
         return None
     if entry.start_s >= start and entry.end_s <= end:
         return entry
-    kept: dict[str, float] = {}
+    kept: AccountParts = {}
     t = entry.start_s
     for part in ACCOUNT_PARTS:
         if part == "host":
@@ -134,6 +135,7 @@ def clipped(entry: StepAccount, start: float, end: float) -> StepAccount | None:
         t += seconds
     kept_start, kept_end = max(entry.start_s, start), min(entry.end_s, end)
     share = (kept_end - kept_start) / entry.span_s if entry.span_s > 0 else 0.0
+    cut = entry.end_s > end  # before the step's end, where it delivers its batch
     return replace(
         entry,
         start_s=kept_start,
@@ -141,7 +143,9 @@ def clipped(entry: StepAccount, start: float, end: float) -> StepAccount | None:
         **kept,
         trainer_cpu_s=None if entry.trainer_cpu_s is None else entry.trainer_cpu_s * share,
         reader_cpu_s=entry.reader_cpu_s * share,
-        **({} if entry.end_s <= end else {"samples": 0, "bytes_read": 0, "delivered": False}),
+        samples=0 if cut else entry.samples,
+        bytes_read=0 if cut else entry.bytes_read,
+        delivered=False if cut else entry.delivered,
     )
 
 
@@ -182,7 +186,7 @@ def totals(entries: Iterable[StepAccount], span_s: float | None = None) -> Total
     ranks' common interval times the ranks: a rank with no step over part of it spent that part
     outside any step, in the step loop)."""
     entries = list(entries)
-    seconds = {p: float(sum(getattr(e, p) for e in entries)) for p in ACCOUNT_PARTS}
+    seconds: dict[str, float] = {p: float(sum(getattr(e, p) for e in entries)) for p in ACCOUNT_PARTS}
     own = float(sum(e.span_s for e in entries))
     if span_s is not None and span_s > own:
         seconds["loop"] += span_s - own

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from typing import TypedDict
 
 import numpy as np
 
@@ -35,12 +36,12 @@ def pipeline_metrics(
     if not delivered:
         raise ValueError("no measured steps: every step was warm-up; run more steps or fewer warm-up steps")
     wall = totals.span_s / ranks
-    waits = np.array([e.wait for e in delivered] if waits is None else waits)
-    pct = np.percentile(waits * 1000.0, [50, 95, 99])
+    step_waits = np.array([e.wait for e in delivered] if waits is None else waits)
+    pct = np.percentile(step_waits * 1000.0, [50, 95, 99])
     process_cpu = [e.trainer_cpu_s for e in window if e.trainer_cpu_s is not None]
     reader_cpu = float(sum(e.reader_cpu_s for e in window))
     trainer_cpu = float(sum(process_cpu)) - (reader_cpu if readers_in_process else 0.0)
-    by_rank = {}
+    by_rank: dict[int, list[StepAccount]] = {}
     for e in every_step:
         by_rank.setdefault(e.rank, []).append(e)
     mlperf = [au for entries in by_rank.values() if (au := dlio_au(entries)) is not None]
@@ -76,7 +77,7 @@ def pipeline_metrics(
         wait_p50_ms=float(pct[0]),
         wait_p95_ms=float(pct[1]),
         wait_p99_ms=float(pct[2]),
-        wait_max_ms=float(waits.max() * 1000.0),
+        wait_max_ms=float(step_waits.max() * 1000.0),
         time_to_first_batch_s=time_to_first_batch_s,
         epoch_boundary_wait_ms=epoch_boundary_wait_ms(every_step),
         device_busy_s=totals["device"],
@@ -90,9 +91,20 @@ def pipeline_metrics(
     )
 
 
+class _TrainerTakes(TypedDict, total=False):
+    """PipelineMetrics' figures of the trainer alone: none where no step was timed alone."""
+
+    trainer_alone_samples_per_s: float | None
+    trainer_alone_low: float | None
+    trainer_alone_high: float | None
+    trainer_alone_quiet: bool | None
+    trainer_alone_others_cores: float | None
+    trainer_alone_slowed: float | None
+
+
 def _trainer_takes(
     alone: Mapping[int, StepAlone], in_cell: Mapping[int, float], samples_per_step: float
-) -> dict[str, float | bool | None]:
+) -> _TrainerTakes:
     """The trainer alone's rate (the median rank's), its 95 % interval, whether every rank's timing
     met a quiet host, the most cores other processes used while one was timed, and the most an
     emulated trainer's fixed work ran over its sized time."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 
+from iobench.results.choices import Reading
 from iobench.results.figures import EpochFigures, MlperfFigures, PipelineMetrics
 from iobench.results.spec import CellSpec
 
@@ -23,7 +24,7 @@ READING = {
 }
 
 
-def reading_of(cell: CellSpec) -> str:
+def reading_of(cell: CellSpec) -> Reading:
     """How ``cell`` reads its samples: a key of READING."""
     if cell.loader.decode:
         return "decode"
@@ -35,7 +36,7 @@ def mlperf_figures(
     metrics: PipelineMetrics,
     accelerators: int,
     threshold: float | None,
-    read: str = "decode",
+    read: Reading = "decode",
 ) -> MlperfFigures | None:
     """None when no epoch has a DLIO AU (fewer than two steps in each)."""
     au = tuple(e.au_mlperf for e in epochs if e.au_mlperf is not None)

@@ -94,10 +94,8 @@ def _describe(cluster: Any, out: dict[str, Any], pool: str | None) -> None:
     out["osds"] = {"total": osd.get("num_osds"), "up": osd.get("num_up_osds"), "in": osd.get("num_in_osds")}
     meta = ask("osd metadata")
     if isinstance(meta, list):
-        stores = sorted({m.get("osd_objectstore") for m in meta if isinstance(m, dict)} - {None})
-        out["osds"]["objectstore"] = stores
-        devices = sorted({m.get("default_device_class") for m in meta if isinstance(m, dict)} - {None})
-        out["osds"]["device_class"] = devices
+        out["osds"]["objectstore"] = _distinct(meta, "osd_objectstore")
+        out["osds"]["device_class"] = _distinct(meta, "default_device_class")
     try:
         out["osd_max_object_size"] = int(cluster.conf_get("osd_max_object_size"))
     except Exception:
@@ -124,6 +122,11 @@ def _describe(cluster: Any, out: dict[str, Any], pool: str | None) -> None:
         out["pool"] = _describe_pool(cluster, pool)
 
 
+def _distinct(items: list[Any], key: str) -> list[Any]:
+    """The values of ``key`` in the mappings among ``items``, each once, sorted; missing and null ones left out."""
+    return sorted({v for m in items if isinstance(m, dict) and (v := m.get(key)) is not None})
+
+
 def _mon_strict(cluster: Any, prefix: str, **args: Any) -> Any:
     return mon_json(cluster, prefix, strict=True, **args)
 
@@ -148,8 +151,7 @@ def _describe_pool(cluster: Any, pool: str) -> dict[str, Any]:
         "name": pool,
         "exists": True,
         "id": entry.get("pool_id"),
-        # type 1 = replicated, 3 = erasure (pg_pool_t::TYPE_*)
-        "type": {1: "replicated", 3: "erasure"}.get(entry.get("type"), entry.get("type")),
+        "type": _pool_type(entry.get("type")),
         "size": entry.get("size"),
         "min_size": entry.get("min_size"),
         "pg_num": entry.get("pg_num"),
@@ -182,3 +184,9 @@ def ensure_pool(
     if not created:
         enable_application(fs.cluster, pool, app)  # an untagged pre-existing pool
     return created
+
+
+def _pool_type(code: Any) -> Any:
+    # the mon's JSON says what it holds: a code other than these (or none) is shown as it came
+    # type 1 = replicated, 3 = erasure (pg_pool_t::TYPE_*)
+    return {1: "replicated", 3: "erasure"}.get(code, code)

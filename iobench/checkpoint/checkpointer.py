@@ -18,6 +18,7 @@ import contextlib
 import time
 import warnings
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
@@ -122,7 +123,13 @@ class Checkpointer:
             pending.ended = now
             self._record(pending)
         else:
-            future.add_done_callback(lambda _f, p=pending: setattr(p, "ended", time.perf_counter()))
+
+            def ended(_done: object) -> None:
+                pending.ended = time.perf_counter()
+
+            # a stager that stages in the background makes DCP answer with both futures (as
+            # _finish_pending reads it): the save has ended with its upload
+            (future if isinstance(future, Future) else future.upload_completion).add_done_callback(ended)
             self.pending = pending
         return now - t0
 

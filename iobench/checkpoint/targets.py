@@ -211,7 +211,7 @@ class _Counted:
 def make_target(dest: CheckpointDestination, options: IoOptions = DEFAULT_IO) -> Target:
     """The destination's writer and reader, on its tier's connection."""
     kind = dest.tier.get("kind")
-    maker = _MAKERS.get((kind, dest.writer))
+    maker = _MAKERS.get((kind, dest.writer)) if kind is not None else None  # no kind: no path
     if maker is None:
         allowed = ", ".join(f"{w} on {k}" for k, w in _MAKERS)
         raise CheckpointError(

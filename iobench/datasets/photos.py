@@ -15,9 +15,11 @@ import io
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import cast
 
 import cv2
 import numpy as np
+import numpy.typing as npt
 from PIL import Image
 
 
@@ -77,8 +79,8 @@ def load_photos() -> tuple[Photo, ...]:
         path = root / fname
         try:
             # Stored pre-capped; the cap stays so a larger replacement file still works.
-            with Image.open(path) as im:
-                im = im.convert("RGB")
+            with Image.open(path) as source:
+                im = source.convert("RGB")
                 if max(im.size) > MAX_SIDE:
                     k = MAX_SIDE / max(im.size)
                     size = (round(im.width * k), round(im.height * k))
@@ -156,7 +158,8 @@ def render_jpeg(rng: np.random.Generator, noise_scale: float) -> bytes:
 
     # Unsharp mask restores detail lost to upscaling small sources.
     k = rng.uniform(0.4, 1.2)
-    a = cv2.addWeighted(a, 1 + k, cv2.GaussianBlur(a, (0, 0), 1.5), -k, 0)
+    # float32 still (cv2 keeps its inputs' depth), which cv2's stubs cannot say: any numeric dtype
+    a = cast("npt.NDArray[np.float32]", cv2.addWeighted(a, 1 + k, cv2.GaussianBlur(a, (0, 0), 1.5), -k, 0))
 
     sigma = noise_scale * rng.uniform(0.5, 1.5)
     bank = noise_bank()

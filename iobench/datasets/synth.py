@@ -276,7 +276,7 @@ def synthesize(
 def ensure_dataset(out: str | Path, **kwargs: Any) -> Manifest:
     """Reuse ``out`` when its manifest records the same request and the shard sizes check out
     (no hashing, for speed); otherwise generate it. Takes ``synthesize``'s keyword arguments."""
-    defaults = {
+    defaults: dict[str, Any] = {  # synthesize's, each of its argument's own type
         "size_bytes": None,
         "samples": None,
         "seed": 0,

@@ -38,5 +38,7 @@ def _quota(group: Path) -> float | None:
         return None if limit == "max" else int(limit) / int(period)
     except (OSError, ValueError):
         pass
-    quota, period = read_int(group / "cpu.cfs_quota_us"), read_int(group / "cpu.cfs_period_us")  # v1
-    return None if quota is None or period is None or quota <= 0 or period <= 0 else quota / period
+    quota_us, period_us = read_int(group / "cpu.cfs_quota_us"), read_int(group / "cpu.cfs_period_us")  # v1
+    if quota_us is None or period_us is None or quota_us <= 0 or period_us <= 0:
+        return None
+    return quota_us / period_us

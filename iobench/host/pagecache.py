@@ -161,7 +161,7 @@ def _file_residency(path: str, page: int) -> FileResidency:
             finally:
                 libc.munmap(addr, length)
             # Only the low bit is defined; the others are reserved by the kernel.
-            bits = np.frombuffer(vec, dtype=np.uint8) & 1
+            bits = np.frombuffer(memoryview(vec), dtype=np.uint8) & 1
             count = int(bits.sum())
             # The last page of the file is partly beyond EOF: count only real bytes.
             if offset + length == size and bits[-1]:

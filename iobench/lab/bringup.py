@@ -13,9 +13,10 @@ import shutil
 import subprocess
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict
 from pathlib import Path
+from typing import TypedDict, cast
 
 from .conf import (
     ENTRIES,
@@ -56,6 +57,16 @@ from .daemons import (
     unmount,
 )
 from .daemontable import daemon_table
+
+
+class _Asked(TypedDict, total=False):
+    """The options a caller of `up` gave; the rest are LabSettings' defaults, or the existing lab's."""
+
+    port: int
+    mon_ports: tuple[int, int]
+    with_mgr: bool
+    objectstore: str
+    cephfs: bool
 
 
 def _missing_binaries(with_mgr: bool, cephfs: bool) -> list[str]:
@@ -101,14 +112,18 @@ def up(
     layout = lab_paths(lab_dir)
     refuse_live(layout)
     # what the caller chose; the rest is LabSettings' defaults, or the existing lab's
-    asked = {
-        "port": port,
-        "mon_ports": tuple(mon_ports) if mon_ports else None,
-        "with_mgr": with_mgr,
-        "objectstore": objectstore or None,
-        "cephfs": cephfs,
-    }
-    asked = {k: v for k, v in asked.items() if v is not None}
+    asked: _Asked = {}
+    if port is not None:
+        asked["port"] = port
+    if mon_ports:
+        # a list from a caller becomes the pair the signature promises, as LabSettings holds it
+        asked["mon_ports"] = cast("tuple[int, int]", tuple(mon_ports))
+    if with_mgr is not None:
+        asked["with_mgr"] = with_mgr
+    if objectstore:
+        asked["objectstore"] = objectstore
+    if cephfs is not None:
+        asked["cephfs"] = cephfs
     meta = existing_lab(layout)
     if meta is not None:
         _warn_ignored(layout, meta, asked, say)
@@ -156,7 +171,9 @@ def _stop_started(layout: LabPaths, started: dict[str, int]) -> None:
     stop_all(layout, live_daemons(layout, started))
 
 
-def _warn_ignored(layout: LabPaths, meta: dict, asked: dict, say: Callable[[str], None]) -> None:
+def _warn_ignored(
+    layout: LabPaths, meta: dict, asked: Mapping[str, object], say: Callable[[str], None]
+) -> None:
     """Options given for a directory that holds a lab already, which differ from that lab's."""
     ports = meta.get("ports", {})
     kept = {

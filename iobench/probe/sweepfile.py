@@ -115,7 +115,7 @@ def sweep_config(outcome: Outcome, dataset_dir: Path) -> dict:
         dataset = {"synth": {"samples": int(info.get("length") or 2048)}}
         if (size := synth_sample_bytes(run)) is not None:
             dataset["synth"]["sample_size"] = f"{size}B"
-    loader = {
+    loader: dict[str, object] = {  # one loader entry of the sweep file, as YAML writes it
         "kind": "torch",
         "workers": [int(info.get("workers") or 0)],
         "batch_size": [int(info.get("batch_size") or 1)],
@@ -194,12 +194,12 @@ def header(outcome: Outcome, dataset_dir: Path, out: Path) -> str:
     )
     extra = extra_cpu_ms(run)
     if extra is not None and work is not None:
-        (ms, rate), size = extra, work.bytes_per_sample or None
+        (ms, decode_rate), size = extra, work.bytes_per_sample or None
         lines.append(
             f"and spends decode_cpu_ms: {ms:g} more CPU ms per sample (in its decode stage: the probe times the job's dataset whole), the job's {work.cpu_ms:.2f} ms less "
-            f"{rate.ms_per_sample(size):.2f} ms of its own decode and augment here"
+            f"{decode_rate.ms_per_sample(size):.2f} ms of its own decode and augment here"
         )
-        lines.append(f"({rate.describe(size)}).")
+        lines.append(f"({decode_rate.describe(size)}).")
     else:
         lines.append("and adds nothing: the job's readers spent no more CPU per sample than it does here.")
     root = info.get("root")

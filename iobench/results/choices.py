@@ -25,6 +25,24 @@ CeilingPart = Literal["accelerator", "prep", "fetch"]
 # the parts the differential method weighs: the ceilings, and the cores' when the loader and the
 # step share them (analysis/cores.py); the one with the lowest is what it says binds
 DifferentialPart = Literal[CeilingPart, "cores"]
+# the parts of a step's account, in the order a step runs them (analysis/ledger.py): every second of
+# a cell's wall falls in exactly one; StepAccount has a field of each name
+AccountPart = Literal[
+    "loop",
+    "loader_start",
+    "fetch",
+    "decode",
+    "augment",
+    "collate",
+    "unsplit",
+    "handover",
+    "peer_wait",
+    "h2d",
+    "device",
+    "host",
+    "allreduce",
+    "checkpoint",
+]
 # what a measured window needs after its warm-up: both run.min_measure's steps and its seconds, or
 # either (the probe's rule: a job of slow steps measures seconds)
 WindowNeed = Literal["both", "either"]

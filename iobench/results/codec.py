@@ -95,7 +95,7 @@ def _build(tp: Any, data: Any, where: str) -> Any:
             return tp.from_flat(data)
         except ValueError as exc:
             raise RecordError(f"{where}: {exc}") from None
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):  # a record's class, not one of its values
         if not isinstance(data, dict):
             raise RecordError(f"{where}: expected a mapping for {tp.__name__}, got {data!r:.80}")
         hints = _hints(tp)

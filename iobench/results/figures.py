@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TypedDict, get_args
 
 from loaders.observe import LoaderCounters, Loss, StageStats
 
-from .choices import Bound, CacheAchieved, CacheMode, CeilingPart, DifferentialPart, Reading
+from .choices import AccountPart, Bound, CacheAchieved, CacheMode, CeilingPart, DifferentialPart, Reading
 from .codec import from_json
 
 
@@ -69,24 +70,8 @@ class StepRow:
     checkpoint_s: float = 0.0
 
 
-# the parts of a step's account, in the order a step runs them (analysis/ledger.py): every second of
-# a cell's wall falls in exactly one
-ACCOUNT_PARTS = (
-    "loop",
-    "loader_start",
-    "fetch",
-    "decode",
-    "augment",
-    "collate",
-    "unsplit",
-    "handover",
-    "peer_wait",
-    "h2d",
-    "device",
-    "host",
-    "allreduce",
-    "checkpoint",
-)
+# the parts of a step's account, in the order a step runs them (choices.AccountPart)
+ACCOUNT_PARTS: tuple[AccountPart, ...] = get_args(AccountPart)
 # of those, the data wait: the step blocked in next() on the loader
 WAIT_PARTS = ("loader_start", "fetch", "decode", "augment", "collate", "unsplit", "handover")
 # each part in words, wherever a split is shown (docs/method.md, The wall split)
@@ -157,6 +142,25 @@ class StepAccount:
     def compute(self) -> float:
         """The trainer's step: the device busy and its host's time beyond it."""
         return self.device + self.host
+
+
+class AccountParts(TypedDict, total=False):
+    """Seconds in some of a step's parts (ACCOUNT_PARTS), by the names of StepAccount's fields."""
+
+    loop: float
+    loader_start: float
+    fetch: float
+    decode: float
+    augment: float
+    collate: float
+    unsplit: float
+    handover: float
+    peer_wait: float
+    h2d: float
+    device: float
+    host: float
+    allreduce: float
+    checkpoint: float
 
 
 @dataclass(frozen=True)

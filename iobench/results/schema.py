@@ -19,7 +19,7 @@ import pyarrow as pa
 from loaders.observe import LoaderCounters
 
 from .choices import CeilingPart
-from .figures import ACCOUNT_PARTS, EpochFigures, PipelineMetrics, StepAccount
+from .figures import ACCOUNT_PARTS, CacheState, EpochFigures, PipelineMetrics, StepAccount, Verdict
 from .known import every_known
 from .summary import SCHEMA_VERSION, CellSummary
 
@@ -65,10 +65,11 @@ def _arrow_type(annotation: Any) -> pa.DataType:
 
 def _metric_columns() -> list[Column]:
     hints = typing.get_type_hints(PipelineMetrics)
-    return [
-        Column(f.name, _arrow_type(hints[f.name]), _ok(lambda s, n=f.name: getattr(s.metrics, n)))
-        for f in fields(PipelineMetrics)
-    ]
+    return [Column(f.name, _arrow_type(hints[f.name]), _metric(f.name)) for f in fields(PipelineMetrics)]
+
+
+def _metric(name: str) -> Callable[[CellSummary], Any]:
+    return _ok(lambda s: getattr(s.metrics, name))
 
 
 def _attribution(s: CellSummary, read: Callable) -> Any:
@@ -127,12 +128,22 @@ def _at_scale(world: int, field: str) -> Callable[[CellSummary], Any]:
     return read
 
 
+def _verdict(read: Callable[[Verdict], Any]) -> Callable[[CellSummary], Any]:
+    # every ok summary has a verdict (cell/files.py and probe/publish.py write one); None without
+    return _ok(lambda s: read(s.verdict) if s.verdict is not None else None)
+
+
+def _cache_state(read: Callable[[CacheState], Any]) -> Callable[[CellSummary], Any]:
+    # every ok summary has its cache state, as its verdict; None without
+    return _ok(lambda s: read(s.cache_state) if s.cache_state is not None else None)
+
+
 def _cores(read: Callable) -> Callable[[CellSummary], Any]:
-    return _ok(lambda s: read(s.verdict.cores) if s.verdict.cores is not None else None)
+    return _verdict(lambda v: read(v.cores) if v.cores is not None else None)
 
 
 def _budget(part: str) -> Callable[[CellSummary], Any]:
-    return _ok(lambda s: getattr(s.verdict.budget, part) if s.verdict.budget is not None else None)
+    return _verdict(lambda v: getattr(v.budget, part) if v.budget is not None else None)
 
 
 def _stage(name: str) -> Callable[[CellSummary], Any]:
@@ -150,10 +161,10 @@ COLUMNS: list[Column] = [
     Column("batch_size", pa.int32(), lambda s: s.cell.loader.batch_size),
     Column("accelerator", pa.string(), lambda s: s.cell.accelerator.name),
     Column("accelerator_count", pa.int32(), lambda s: s.cell.accelerator.count),
-    Column("demand_samples_per_s", pa.float64(), _ok(lambda s: s.verdict.demand_samples_per_s)),
+    Column("demand_samples_per_s", pa.float64(), _verdict(lambda v: v.demand_samples_per_s)),
     Column("cache_requested", pa.string(), lambda s: s.cell.cache),
-    Column("cache_achieved", pa.string(), _ok(lambda s: s.cache_state.achieved)),
-    Column("resident_fraction_before", pa.float64(), _ok(lambda s: s.cache_state.resident_fraction_before)),
+    Column("cache_achieved", pa.string(), _cache_state(lambda c: c.achieved)),
+    Column("resident_fraction_before", pa.float64(), _cache_state(lambda c: c.resident_fraction_before)),
     *_metric_columns(),
     # bytes/s the cell's processes caused to be read from block devices (docs/method.md)
     Column("device_read_bytes_per_s", pa.float64(), lambda s: s.device_read_bytes_per_s),

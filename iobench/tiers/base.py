@@ -6,6 +6,7 @@ import abc
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
+from iobench.results.choices import CacheAchieved, CacheMode
 from iobench.results.figures import CacheState
 from iobench.results.spec import CACHE_MODES
 from loaders.options import Option, check_options
@@ -56,7 +57,7 @@ def check_deadline(owner: str, config: Mapping[str, Any]) -> None:
         )
 
 
-def classify_fraction(fraction: float | None) -> str:
+def classify_fraction(fraction: float | None) -> CacheAchieved:
     """Name the cache state a resident fraction amounts to."""
     if fraction is None:
         return "unknown"
@@ -68,7 +69,11 @@ def classify_fraction(fraction: float | None) -> str:
 
 
 def resident_state(
-    requested: str, method: str, resident_bytes: int, total_bytes: int, note: Callable[[float, str], str]
+    requested: CacheMode,
+    method: str,
+    resident_bytes: int,
+    total_bytes: int,
+    note: Callable[[float, str], str],
 ) -> CacheState:
     """What a repeat found cached before it started: ``resident_bytes`` of the dataset's
     ``total_bytes``, as a fraction (0.0 of an empty dataset) and what that fraction amounts to
@@ -188,7 +193,7 @@ class Tier(abc.ABC):
         """JSON-able description of the tier for reports. Must never contain secrets."""
 
     @abc.abstractmethod
-    def prepare(self, manifest: Any, cache: str) -> CacheState:
+    def prepare(self, manifest: Any, cache: CacheMode) -> CacheState:
         """Make the dataset `cache` ("cold" | "warm" | "as-is") and measure what was achieved."""
 
     @staticmethod

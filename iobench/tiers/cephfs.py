@@ -29,6 +29,7 @@ from typing import Any, ClassVar
 from iobench.ceph.adminsocket import asok_command
 from iobench.host import blockdev, pagecache
 from iobench.host.atomic import atomic_write
+from iobench.results.choices import CacheMode
 from iobench.tiers.base import (
     COLD_MAX_FRACTION,
     DEADLINE_OPTION,
@@ -269,7 +270,7 @@ class CephFSTier(LocalTier):
         )
         return True, f"object cache emptied (client_oc_size 0 and back to {old} via {asok}; {held})"
 
-    def prepare(self, manifest: Any, cache: str) -> CacheState:
+    def prepare(self, manifest: Any, cache: CacheMode) -> CacheState:
         self.check_cache_mode(cache)
         with self._alive():
             paths = self.shard_paths(manifest)

@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 from iobench.host import blockdev, pagecache
 from iobench.host.memory import usable_memory
 from iobench.host.units import format_bytes, format_percent
+from iobench.results.choices import CacheMode
 from iobench.tiers.base import (
     COLD_MAX_FRACTION,
     CacheState,
@@ -87,7 +88,7 @@ class LocalTier(Tier):
         out["storage"] = blockdev.describe_path(self.path)
         return out
 
-    def prepare(self, manifest: Any, cache: str) -> CacheState:
+    def prepare(self, manifest: Any, cache: CacheMode) -> CacheState:
         self.check_cache_mode(cache)
         paths = self.shard_paths(manifest)
         missing = [p for p in paths if not os.path.isfile(p)]

@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 
 from iobench.host.memory import usable_memory
 from iobench.host.units import format_bytes
+from iobench.results.choices import CacheMode
 from loaders.storage import (
     CACHE_POLICIES,
     DEFAULT_CLIENT,
@@ -245,7 +246,7 @@ class ObjectStoreTier(Tier):
             shard_sha256={u: s.sha256 for u, s in zip(urls, manifest.shards, strict=True)},
         )
 
-    def prepare(self, manifest: Any, cache: str) -> CacheState:
+    def prepare(self, manifest: Any, cache: CacheMode) -> CacheState:
         self.check_cache_mode(cache)
         total = manifest.total_bytes
         if not self.cache_dir:
@@ -286,7 +287,7 @@ class ObjectStoreTier(Tier):
 
         return resident_state(cache, method, cached, total, note)
 
-    def _streamed(self, cache: str, total: int, method: str, note: str) -> CacheState:
+    def _streamed(self, cache: CacheMode, total: int, method: str, note: str) -> CacheState:
         """The cache state of a tier read without a shard cache: nothing of it held on the client."""
         return CacheState(
             requested=cache,
@@ -299,7 +300,7 @@ class ObjectStoreTier(Tier):
         )
 
     def _cold_or_warm(
-        self, shard_cache: Any, cache: str, urls: list[str], manifest: Any, policy: str
+        self, shard_cache: Any, cache: CacheMode, urls: list[str], manifest: Any, policy: str
     ) -> tuple[str, list[str]]:
         """Empty the shard cache (cold) or fill it (warm): how, and what was found on the way (a
         store's copy that does not match its sha256 at upload is not cached; a disk that fills

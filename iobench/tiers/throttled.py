@@ -28,6 +28,7 @@ from typing import Any, ClassVar
 import psutil
 
 from iobench.host.units import parse_bandwidth
+from iobench.results.choices import CacheMode
 from loaders.storage import ResolvedClient, SourceSpec, ThrottleSpec, default_burst
 
 from .base import CacheState, Option, Tier, TierConfigError
@@ -210,7 +211,7 @@ class ThrottledTier(Tier):
             },
         }
 
-    def prepare(self, manifest: Any, cache: str) -> CacheState:
+    def prepare(self, manifest: Any, cache: CacheMode) -> CacheState:
         state = self.inner.prepare(manifest, cache)
         rate = f"{self.bytes_per_s / 1e6:.1f} MB/s" if self.bytes_per_s else "no bandwidth cap"
         return replace(

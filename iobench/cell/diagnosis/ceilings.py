@@ -22,6 +22,7 @@ from bisect import bisect_right
 from dataclasses import replace
 from itertools import accumulate, islice
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -135,7 +136,7 @@ def _copy_to_ram(items: list, config, objects: bool, ram: RamCopies) -> list:
     # the cell's own process copies: with a client whose runtime the measured readers, forked
     # later, do not inherit
     source = ShardSource(replace(config.source, client=reads_before_fork(config.source.client)))
-    copied = []
+    copied: list[tuple[Any, str, Any] | str] = []  # objects' entries with their copy, or shards' copies
     for i, item in enumerate(items):
         url = item[1] if objects else item
         dst, local = ram.create(f"{i:06d}{Path(url).suffix}")
@@ -220,7 +221,8 @@ def prep_ceiling(
     with ram:
         local = _copy_to_ram(subset, config, objects, ram)
         build = epoch_factory(loader.kind, loader_config(local, SourceSpec(), loader, run))
-        arrivals, samples = [], []
+        arrivals: list[float] = []
+        samples: list[int] = []
         t0 = time.perf_counter()
         epochs = 0
         # a short run on a noisy host is mostly start-up and luck: repeat epochs over the copy

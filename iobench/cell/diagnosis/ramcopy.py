@@ -38,8 +38,8 @@ class RamCopies:
     where = "memory (memfd)"
 
     def __init__(self, need_bytes: int, budget: tuple[int, Memory] | None = None) -> None:
-        budget, memory = budget or ram_budget()
-        if need_bytes > budget:
+        budget_bytes, memory = budget or ram_budget()
+        if need_bytes > budget_bytes:
             raise RuntimeError(
                 f"{need_bytes / 2**20:,.0f} MiB do not fit the RAM budget "
                 f"({int(RAM_BUDGET_FRACTION * 100)} % of the memory available: {memory.describe()})"

@@ -248,11 +248,14 @@ def run_rank(cell: CellSpec, run_dir: Path, ranks: Ranks) -> CellSummary | None:
     cores = max(1, usable_cores() // ranks.local_world_size)
     inputs = cell_inputs(cell, _consumer(cell.accelerator, cell.loader.batch_size, ranks), cores)
     run = cell.run
-    mine, gathered = [], []
+    mine: list[Measurement] = []
+    gathered: list[list[RankRun]] = []  # rank 0's alone: each repeat's runs of every rank
     for _ in range(run.repeats):
         m = measure(inputs, ranks)
         mine.append(m)
-        gathered.append(ranks.gather(_rank_run(m, ranks, cores, cell)))
+        runs = ranks.gather(_rank_run(m, ranks, cores, cell))  # every rank takes part
+        if runs is not None:  # on rank 0
+            gathered.append(runs)
     files = None
     if ranks.rank == 0:
         try:

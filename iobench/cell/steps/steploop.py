@@ -160,7 +160,11 @@ class _StepLoop:
         log, consumer, (t0, c0) = self.log, self.consumer, since
         if log.time_to_first_batch_s is None:
             log.time_to_first_batch_s = t1 - log.created_at
-        x, y, h2d_s = consumer.h2d(batch.data, batch.labels)
+        data, labels = batch.data, batch.labels
+        # called only for a batch that delivers (data: its images or sizes), and every such batch
+        # is made with its labels (loaders/pipeline/assemble.py, the DALI loader)
+        assert data is not None and labels is not None
+        x, y, h2d_s = consumer.h2d(data, labels)
         stepping = time.perf_counter()
         consumer.step(x, y)
         # a CPU clock is read by a system call, where the scheduler takes the core from a thread

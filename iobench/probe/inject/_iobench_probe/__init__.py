@@ -13,7 +13,7 @@ import sys
 import time
 from collections.abc import Callable
 from types import ModuleType
-from typing import Any
+from typing import Any, TypeGuard
 
 from . import worker
 from .control import Control
@@ -120,7 +120,7 @@ def _patch_torch(dataloader: ModuleType) -> None:
     dataloader.DataLoader.__iter__ = __iter__
     base.__next__ = __next__
     for fetcher in (_utils.fetch._MapDatasetFetcher, _utils.fetch._IterableDatasetFetcher):
-        fetcher.fetch = worker.timed_fetch(fetcher.fetch)
+        fetcher.fetch = worker.timed_fetch(fetcher.fetch)  # type: ignore[method-assign]  # patching torch's fetchers in place is the probe's job
     _utils.pin_memory.pin_memory = device.timed_pin(_utils.pin_memory.pin_memory)
     device.install_copy_hooks(loop.log, torch)
     loop.log.write(["torch", time.perf_counter(), torch.__version__])
@@ -132,7 +132,7 @@ def _patch_dali(plugin: ModuleType) -> None:
     loop = _LOOP[0]
     for name in dir(plugin):
         cls = getattr(plugin, name)
-        if not isinstance(cls, type) or "__next__" not in cls.__dict__:
+        if not _has_own_next(cls):
             continue
         original = cls.__dict__["__next__"]
 
@@ -153,6 +153,11 @@ def _patch_dali(plugin: ModuleType) -> None:
                 self.__dict__["_iobench_inside"] = False
 
         cls.__next__ = __next__
+
+
+def _has_own_next(obj: object) -> TypeGuard[type[Any]]:
+    """A class that defines ``__next__`` itself; of a module not typed here, so of any shape."""
+    return isinstance(obj, type) and "__next__" in obj.__dict__
 
 
 def _dali_info(iterator: Any) -> dict:
