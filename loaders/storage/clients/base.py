@@ -67,6 +67,17 @@ class ClientSettings:
     connections: int = 16  # the most requests one client has in flight (its connection pool)
     storage_options: Mapping = field(default_factory=dict, repr=False)  # as given (s3fs reads them)
 
+    def __post_init__(self) -> None:
+        # every client refuses half a key pair at its first request, each in its own words (obstore
+        # with a TypeError about None): said here once, before any request, without either value
+        if (self.key is None) != (self.secret is None):
+            given, missing = ("access key", "secret") if self.secret is None else ("secret", "access key")
+            raise ValueError(
+                f"the storage options give an {given} without its {missing}: give both (key and "
+                "secret, or client_kwargs' aws_access_key_id and aws_secret_access_key), or neither "
+                "to take the credentials from the environment or a profile"
+            )
+
     @classmethod
     def from_storage_options(
         cls, options: Mapping, endpoint: str | None = None, *, part_bytes: int, connections: int

@@ -45,9 +45,8 @@ class ObstoreClient(ObjectClient):
             self._config["region"] = settings.region
         if settings.key:
             self._config["access_key_id"] = settings.key
-            # a key without a secret passes None, which S3Store refuses (TypeError) as botocore
-            # refuses partial credentials: the read fails either way
-            self._config["secret_access_key"] = settings.secret  # type: ignore[typeddict-item]  # None: see above
+            if settings.secret is not None:  # given with its key (ClientSettings refuses half a pair)
+                self._config["secret_access_key"] = settings.secret
             if settings.token:
                 self._config["session_token"] = settings.token
         self._provider = None

@@ -135,6 +135,19 @@ def test_settings_are_read_from_the_s3fs_storage_options():
     assert "SK" not in repr(keyed) and keyed.key == "AK"
 
 
+@pytest.mark.parametrize(
+    ("options", "given", "missing"),
+    [
+        ({"key": "AKIAHALFPAIR"}, "access key", "secret"),
+        ({"client_kwargs": {"aws_secret_access_key": "SECRETHALF"}}, "secret", "access key"),
+    ],
+)
+def test_half_a_key_pair_is_refused_before_any_request_without_its_value(options, given, missing):
+    with pytest.raises(ValueError, match=f"an {given} without its {missing}") as refused:
+        ClientSettings.from_storage_options(options, part_bytes=1, connections=1)
+    assert "HALF" not in str(refused.value)
+
+
 # (client, the error it raised, the kind) -- messages as each client wrote them
 def _errors():
     import urllib3
