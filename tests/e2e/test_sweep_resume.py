@@ -108,6 +108,8 @@ def _finished(out: Path) -> dict[str, tuple[int, str]]:
     """Cells with an ok result now: (summary mtime, started_at), to show they are never run again."""
     done = {}
     for path in out.glob("*/summary.json"):
+        if path.parent.name.startswith("."):  # a cell's files staged, not yet published
+            continue
         summary = json.loads(path.read_text())
         if summary["status"] == "ok":
             done[path.parent.name] = (path.stat().st_mtime_ns, summary["started_at"])
