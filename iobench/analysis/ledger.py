@@ -19,8 +19,9 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
-from iobench.results.figures import ACCOUNT_PARTS, AccountParts, StepAccount, StepAlone, StepRow, WallSplit
+from iobench.results.figures import ACCOUNT_PARTS, StepAccount, StepAlone, StepRow, WallSplit
 
 STAGE_PARTS = ("fetch", "decode", "augment", "collate")
 
@@ -120,7 +121,7 @@ def clipped(entry: StepAccount, start: float, end: float) -> StepAccount | None:
         return None
     if entry.start_s >= start and entry.end_s <= end:
         return entry
-    kept: AccountParts = {}
+    kept: dict[str, Any] = {}  # seconds by the part's field name (ACCOUNT_PARTS)
     t = entry.start_s
     for part in ACCOUNT_PARTS:
         if part == "host":

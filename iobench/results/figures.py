@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TypedDict, get_args
+from typing import get_args
 
 from loaders.observe import LoaderCounters, Loss, StageStats
 
@@ -142,25 +142,6 @@ class StepAccount:
     def compute(self) -> float:
         """The trainer's step: the device busy and its host's time beyond it."""
         return self.device + self.host
-
-
-class AccountParts(TypedDict, total=False):
-    """Seconds in some of a step's parts (ACCOUNT_PARTS), by the names of StepAccount's fields."""
-
-    loop: float
-    loader_start: float
-    fetch: float
-    decode: float
-    augment: float
-    collate: float
-    unsplit: float
-    handover: float
-    peer_wait: float
-    h2d: float
-    device: float
-    host: float
-    allreduce: float
-    checkpoint: float
 
 
 @dataclass(frozen=True)
